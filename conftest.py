@@ -1,0 +1,1 @@
+"""Marks the repository root so pytest puts it on sys.path for imports."""

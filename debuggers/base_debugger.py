@@ -1,0 +1,42 @@
+"""``BaseDebugger``: anything that turns a batch (and the model) into debug outputs."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Protocol
+
+import torch
+
+
+class Removable(Protocol):
+    def remove(self) -> None: ...
+
+
+class BaseDebugger(ABC):
+    """Base class for all debuggers.
+
+    ``__call__`` sees the whole batch after the model's forward pass and returns
+    its output with the **batch first**: every tensor or array has one row per
+    datapoint (see ``debuggers/batch_split.py`` for the full contract).
+
+    Two optional hooks mirror a callback lifecycle: ``attach(model)`` runs when
+    capture is enabled and returns removable handles (forward hooks, capture
+    listeners) that are removed when it is disabled, so a disabled debugger
+    leaves nothing on the model. Set ``runs_model = True`` on debuggers that run
+    the model themselves (Grad-CAM, gradients): they run after all the others,
+    with every other debugger's hooks detached.
+    """
+
+    runs_model: bool = False
+
+    @abstractmethod
+    def __call__(self, datapoint: dict[str, Any], model: torch.nn.Module) -> Any:
+        """Return this batch's debug output (tensors batch first)."""
+        raise NotImplementedError
+
+    def attach(self, model: torch.nn.Module) -> list[Removable]:
+        """Install what capture needs on ``model``; return handles to undo it."""
+        return []
+
+    def clear(self) -> None:  # noqa: B027 - an optional hook, a no-op by default
+        """Forget anything captured for the last batch."""

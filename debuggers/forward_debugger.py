@@ -1,0 +1,61 @@
+"""``ForwardDebugger``: capture what one layer computes, through a forward hook."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Any
+
+import torch
+
+from debuggers.base_debugger import BaseDebugger
+from debuggers.outputs import not_run_output
+from debuggers.utils import require_layer
+
+
+class ForwardDebugger(BaseDebugger):
+    """Base class for debuggers that use a PyTorch forward hook on ``layer_name``.
+
+    ``process_forward(module, input, output)`` receives the layer's output for
+    the **whole batch** and must return values with the batch first, e.g.
+    ``output.detach()`` or ``output.mean(dim=(1, 2, 3))`` rather than
+    ``float(output.mean())`` (a number would be one value for the whole batch).
+
+    The hook is installed by ``SequentialDebugger`` only while capture is
+    enabled. A failure inside ``process_forward`` never breaks the model's
+    forward pass: it is kept and re-raised when the debugger is called, so it is
+    recorded as this debugger's error.
+    """
+
+    def __init__(self, layer_name: str) -> None:
+        self.layer_name = layer_name
+        self.last_capture: Any = None
+        self._captured = False
+        self._failure: Exception | None = None
+
+    def forward_hook_fn(self, module: torch.nn.Module, input: Any, output: Any) -> None:
+        """PyTorch forward hook: process the output; the last call in a forward pass wins."""
+        try:
+            self.last_capture = self.process_forward(module, input, output)
+            self._failure = None
+        except Exception as exc:  # kept for __call__: a debugger must not break the model
+            self.last_capture, self._failure = None, exc
+        self._captured = True
+
+    @abstractmethod
+    def process_forward(self, module: torch.nn.Module, input: Any, output: Any) -> Any:
+        """Turn the layer's batch output into this debugger's output (batch first)."""
+        raise NotImplementedError
+
+    def __call__(self, datapoint: dict[str, Any], model: torch.nn.Module) -> Any:
+        """Return the capture of this batch's forward pass, never a previous batch's."""
+        if self._failure is not None:
+            raise self._failure
+        if not self._captured:
+            return not_run_output(f"layer '{self.layer_name}' did not run in this forward pass")
+        return self.last_capture
+
+    def attach(self, model: torch.nn.Module) -> list:
+        return [require_layer(model, self.layer_name).register_forward_hook(self.forward_hook_fn)]
+
+    def clear(self) -> None:
+        self.last_capture, self._captured, self._failure = None, False, None

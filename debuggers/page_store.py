@@ -1,0 +1,354 @@
+"""``PageWriter``: streams per-datapoint debug outputs to size-bounded pages from a background thread.
+
+The eval loop calls ``add`` once per datapoint and only estimates sizes; a daemon
+thread converts the outputs (``to_page_value``), fills the current page and writes
+it as soon as it reaches ``page_size_bytes``, then rewrites the index. Memory stays
+bounded whatever the epoch's size: ``add`` waits while more than
+``max_in_flight_bytes`` are queued, so a writer holds at most about
+in-flight budget + one page being filled + one item (≤ ~3 pages + one item).
+
+Nothing hangs: every wait wakes every ``_POLL_S`` seconds to check that the worker
+is alive and has not failed, and gives up with ``TimeoutError`` after
+``stall_timeout_s`` without progress. A failure in the worker is kept in
+``error``; the worker then discards what is queued (so callers never block) and the
+next ``add`` or ``flush`` raises ``PageWriterError`` chaining it.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import threading
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from debuggers.page_format import (
+    INDEX_VERSION,
+    PageWriteError,
+    estimate_nbytes,
+    index_file_name,
+    is_own_file,
+    page_file_name,
+    to_page_value,
+    write_index,
+    write_page,
+)
+
+_POLL_S = 0.5
+_JOIN_TIMEOUT_S = 10.0
+
+
+class PageWriterError(RuntimeError):
+    """The background page writer failed; the original error is chained as ``__cause__``."""
+
+
+@dataclass
+class _Epoch:
+    """One epoch's folder and bookkeeping; the page fields are touched by the worker only."""
+
+    output_dir: str
+    index_path: str
+    seen: set[int] = field(default_factory=set)
+    flushed: bool = False
+    error: BaseException | None = None
+    error_context: str = ""
+    error_reported: bool = False
+    page: dict[int, Any] = field(default_factory=dict)
+    page_bytes: int = 0
+    pages: list[str] = field(default_factory=list)
+    locations: dict[str, str] = field(default_factory=dict)
+    disk_bytes: int = 0
+
+
+@dataclass
+class _Item:
+    epoch: _Epoch
+    idx: int
+    outputs: Any
+    nbytes: int
+
+
+@dataclass
+class _Finish:
+    """Write the partial page and the index; ``done`` is set by the worker."""
+
+    epoch: _Epoch
+    complete: bool
+    done: bool = False
+
+
+def _positive(name: str, value: Any, kind: type | tuple[type, ...]) -> None:
+    if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
+        raise ValueError(f"PageWriter: {name} must be a positive number, got {value!r}")
+
+
+class PageWriter:
+    """Writes ``{idx: outputs}`` pages of about ``page_size_bytes`` into one folder per epoch.
+
+    Args:
+        page_size_bytes: a page is written once its outputs reach this many bytes.
+        max_in_flight_bytes: bytes queued but not yet converted before ``add`` waits (default: one page).
+        rank, world_size: name pages and index per rank so ranks can share a folder.
+        stall_timeout_s: give up waiting after this long without any progress of the writer.
+    """
+
+    def __init__(self, page_size_bytes: int, max_in_flight_bytes: int | None = None, rank: int = 0,
+                 world_size: int = 1, stall_timeout_s: float = 300.0) -> None:
+        _positive("page_size_bytes", page_size_bytes, int)
+        max_in_flight_bytes = page_size_bytes if max_in_flight_bytes is None else max_in_flight_bytes
+        _positive("max_in_flight_bytes", max_in_flight_bytes, int)
+        _positive("stall_timeout_s", stall_timeout_s, (int, float))
+        if not (isinstance(rank, int) and isinstance(world_size, int) and 0 <= rank < world_size):
+            raise ValueError(f"PageWriter: need 0 <= rank < world_size, got rank={rank!r}, world_size={world_size!r}")
+        self.page_size_bytes = page_size_bytes
+        self.max_in_flight_bytes = max_in_flight_bytes
+        self.rank, self.world_size = rank, world_size
+        self.stall_timeout_s = float(stall_timeout_s)
+        self.peak_in_flight_bytes = 0
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: deque[_Item | _Finish] = deque()
+        self._in_flight = 0
+        self._progress = 0  # bumped by the worker on every step; waits use it to detect a stall
+        self._epoch: _Epoch | None = None
+        self._thread: threading.Thread | None = None
+        self._fatal: BaseException | None = None
+        self._closed = False
+
+    # ---------------------------------------------------------------- API
+    @property
+    def error(self) -> BaseException | None:
+        """The worker's first failure in this epoch (or what stopped the thread)."""
+        return self._fatal or (self._epoch.error if self._epoch else None)
+
+    @property
+    def in_flight_bytes(self) -> int:
+        return self._in_flight
+
+    def start_epoch(self, output_dir: str) -> None:
+        """Open ``output_dir`` for a new epoch, deleting this rank's leftovers of a crashed attempt."""
+        self._check_open("start_epoch()")
+        self._close_previous_epoch()
+        try:
+            os.makedirs(output_dir, exist_ok=True)
+            for name in os.listdir(output_dir):
+                if is_own_file(name, self.rank, self.world_size):
+                    os.remove(os.path.join(output_dir, name))
+            epoch = _Epoch(output_dir, os.path.join(output_dir, index_file_name(self.rank, self.world_size)))
+            write_index(epoch.index_path, self._index(epoch, complete=False))
+        except (OSError, PageWriteError) as exc:
+            raise PageWriterError(f"cannot prepare the debug page folder {output_dir}: {exc}. Check that the "
+                                  "path is a writable folder (not a file) with free space.") from exc
+        with self._cond:
+            self._epoch = epoch
+        self._ensure_thread()
+
+    def add(self, idx: int, outputs: dict) -> None:
+        """Queue one datapoint's outputs; waits while the in-flight budget is used up."""
+        epoch = self._open_epoch("add()")
+        self._raise_if_failed(epoch, "accept more outputs")
+        idx = _as_idx(idx)
+        if idx in epoch.seen:
+            raise ValueError(f"datapoint idx={idx} was already added in this epoch: meta_info['idx'] must be "
+                             "unique per datapoint (check the dataset's meta_info and the sampler)")
+        if not isinstance(outputs, dict):
+            raise TypeError(f"outputs of datapoint idx={idx} must be a dict {{debugger_name: output}}, "
+                            f"got a {type(outputs).__name__}")
+        nbytes = estimate_nbytes(outputs)
+        with self._cond:
+            self._wait_for(lambda: self._in_flight == 0 or self._in_flight + nbytes <= self.max_in_flight_bytes,
+                           epoch, f"queue datapoint idx={idx}")
+            self._queue.append(_Item(epoch, idx, outputs, nbytes))
+            self._in_flight += nbytes
+            self.peak_in_flight_bytes = max(self.peak_in_flight_bytes, self._in_flight)
+            self._cond.notify_all()
+        epoch.seen.add(idx)
+
+    def flush(self) -> dict:
+        """Wait until everything added is on disk and the index says ``'complete': true``."""
+        epoch = self._open_epoch("flush()", allow_flushed=True)
+        if not epoch.flushed:
+            self._raise_if_failed(epoch, "flush")
+            self._finish(epoch, complete=True, raise_errors=True)
+            epoch.flushed = True
+        return {"pages": len(epoch.pages), "datapoints": len(epoch.locations), "bytes": epoch.disk_bytes}
+
+    def close(self) -> None:
+        """Stop the thread; outputs not yet flushed are dropped. Idempotent."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.clear()
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(_JOIN_TIMEOUT_S)
+
+    def __enter__(self) -> PageWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------- caller side
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise RuntimeError(f"PageWriter.{what} after close(): this writer is stopped; create a new one")
+
+    def _open_epoch(self, what: str, allow_flushed: bool = False) -> _Epoch:
+        self._check_open(what)
+        epoch = self._epoch
+        if epoch is None:
+            raise RuntimeError(f"PageWriter.{what} before start_epoch(output_dir): start an epoch first")
+        if epoch.flushed and not allow_flushed:
+            raise RuntimeError(f"PageWriter.{what} after flush(): this epoch is complete on disk; "
+                               "call start_epoch(output_dir) for the next one")
+        return epoch
+
+    def _close_previous_epoch(self) -> None:
+        """Write what an unflushed epoch left (index stays incomplete) before its folder may be reused."""
+        previous = self._epoch
+        if previous is None:
+            return
+        if not previous.flushed and self._thread is not None and self._thread.is_alive():
+            self._finish(previous, complete=False, raise_errors=False)
+        if previous.error is not None and not previous.error_reported:
+            warnings.warn(f"debug pages of {previous.output_dir} are incomplete: {previous.error_context}"
+                          f"{previous.error}", RuntimeWarning, stacklevel=3)
+
+    def _ensure_thread(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        with self._cond:
+            self._queue.clear()
+            self._in_flight = 0
+            self._fatal = None
+        self._thread = threading.Thread(target=self._run, name="lantern-page-writer", daemon=True)
+        self._thread.start()
+
+    def _finish(self, epoch: _Epoch, complete: bool, raise_errors: bool) -> None:
+        command = _Finish(epoch, complete)
+        with self._cond:
+            self._queue.append(command)
+            self._cond.notify_all()
+            self._wait_for(lambda: command.done, epoch if raise_errors else None, "write the last page")
+        if raise_errors:
+            self._raise_if_failed(epoch, "write the last page")
+
+    def _wait_for(self, ready: Callable[[], bool], epoch: _Epoch | None, what: str) -> None:
+        """Wait (lock held) until ``ready()``; raise instead of hanging on a failed, dead or stuck worker."""
+        progress, since = self._progress, time.monotonic()
+        while not ready():
+            if epoch is not None:
+                self._raise_if_failed(epoch, what)
+            else:
+                self._check_worker(what)
+            self._cond.wait(_POLL_S)
+            if self._progress != progress:
+                progress, since = self._progress, time.monotonic()
+            elif time.monotonic() - since > self.stall_timeout_s:
+                raise TimeoutError(f"the debug page writer made no progress for {self.stall_timeout_s:.0f} s while "
+                                   f"waiting to {what}: the disk under {self._epoch.output_dir} seems stuck "
+                                   "(hung network filesystem?). Check the disk, or raise stall_timeout_s.")
+
+    def _check_worker(self, what: str) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            raise PageWriterError(f"the background page writer thread stopped ({self._fatal!r}) before it could "
+                                  f"{what}; call start_epoch() to restart it") from self._fatal
+
+    def _raise_if_failed(self, epoch: _Epoch, what: str) -> None:
+        """Raise the epoch's recorded failure (each time until start_epoch), or a dead worker."""
+        if epoch.error is not None:
+            epoch.error_reported = True
+            raise PageWriterError(
+                f"debug pages for {epoch.output_dir} could not be written: {epoch.error_context}{epoch.error} "
+                "The pages of this epoch are incomplete (index 'complete': false); "
+                "start_epoch() starts the next epoch afresh.") from epoch.error
+        self._check_worker(what)
+
+    # ------------------------------------------------------- worker side
+    def _run(self) -> None:
+        try:
+            while (command := self._next_command()) is not None:
+                if isinstance(command, _Item):
+                    self._store(command)
+                else:
+                    self._complete(command)
+        except BaseException as exc:  # keep it for the caller; a waiting caller notices the dead thread
+            with self._cond:
+                self._fatal = exc
+                self._cond.notify_all()
+
+    def _next_command(self) -> _Item | _Finish | None:
+        with self._cond:
+            while not self._queue and not self._closed:
+                self._cond.wait(_POLL_S)
+            return None if self._closed else self._queue.popleft()
+
+    def _step(self, released_bytes: int = 0) -> None:
+        with self._cond:
+            self._in_flight -= released_bytes
+            self._progress += 1
+            self._cond.notify_all()
+
+    def _record(self, epoch: _Epoch, exc: Exception, context: str) -> None:
+        if epoch.error is None:
+            epoch.error, epoch.error_context = exc, context
+
+    def _store(self, item: _Item) -> None:
+        epoch = item.epoch
+        try:
+            if epoch.error is None:
+                value, nbytes = to_page_value(item.outputs)
+                epoch.page[item.idx] = value
+                epoch.page_bytes += nbytes
+        except Exception as exc:
+            self._record(epoch, exc, f"datapoint idx={item.idx}: ")
+        finally:
+            item.outputs = None  # the converted copy is what the page keeps
+            self._step(item.nbytes)
+        if epoch.error is None and epoch.page_bytes >= self.page_size_bytes:
+            self._write_page(epoch)
+
+    def _write_page(self, epoch: _Epoch) -> None:
+        name = page_file_name(self.rank, self.world_size, len(epoch.pages))
+        path = os.path.join(epoch.output_dir, name)
+        try:
+            write_page(path, epoch.page)
+            epoch.disk_bytes += os.path.getsize(path)
+            epoch.pages.append(name)
+            epoch.locations.update(dict.fromkeys(map(str, epoch.page), name))
+            write_index(epoch.index_path, self._index(epoch, complete=False))
+        except Exception as exc:
+            self._record(epoch, exc, "")
+        finally:
+            epoch.page, epoch.page_bytes = {}, 0
+            self._step()
+
+    def _complete(self, command: _Finish) -> None:
+        epoch = command.epoch
+        if epoch.error is None and epoch.page:
+            self._write_page(epoch)
+        if epoch.error is None:
+            try:
+                write_index(epoch.index_path, self._index(epoch, complete=command.complete))
+            except Exception as exc:
+                self._record(epoch, exc, "")
+        with self._cond:
+            command.done = True
+        self._step()
+
+    def _index(self, epoch: _Epoch, complete: bool) -> dict:
+        return {"version": INDEX_VERSION, "rank": self.rank, "world_size": self.world_size, "complete": complete,
+                "pages": list(epoch.pages), "datapoints": dict(epoch.locations)}
+
+
+def _as_idx(idx: Any) -> int:
+    try:
+        return operator.index(idx)
+    except TypeError:
+        raise TypeError(f"datapoint idx must be an int (meta_info['idx'] of one datapoint), "
+                        f"got {type(idx).__name__} {idx!r}") from None

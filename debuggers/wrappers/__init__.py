@@ -1,0 +1,3 @@
+from debuggers.wrappers.sequential_debugger import SequentialDebugger
+
+__all__ = ["SequentialDebugger"]

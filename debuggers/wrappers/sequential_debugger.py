@@ -1,0 +1,247 @@
+"""``SequentialDebugger``: run the configured debuggers on each batch and stream
+their per-datapoint outputs to disk.
+
+Lifecycle, driven by the runner::
+
+    register_hooks(model)       at start-up: check every layer name exists
+    reset_buffer(output_dir)    an epoch to capture starts; pages go to output_dir
+    enabled = True              hooks are installed (none exist while disabled)
+    __call__(datapoint, model)  each batch of the validation loop
+    save_all(output_dir)        last page and final index written
+    enabled = False             hooks removed: training and testing see none
+    close()                     background writer stopped
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import math
+import os
+import shutil
+import tempfile
+from typing import Any, Optional
+
+import torch
+import torch.distributed as dist
+
+from debuggers.base_debugger import BaseDebugger, Removable
+from debuggers.batch_split import split_batch
+from debuggers.forward_debugger import ForwardDebugger
+from debuggers.outputs import error_output
+from debuggers.page_format import PAGE_GLOB
+from debuggers.page_store import PageWriter
+from debuggers.utils import require_layer
+from utils.builders import build_from_config
+from utils.errors import ConfigError
+from utils.ops import idx_list
+
+logger = logging.getLogger("lantern.debugger")
+
+
+class DebuggerError(RuntimeError):
+    """A debugger failed in ``strict`` mode."""
+
+
+class SequentialDebugger(BaseDebugger):
+    """Runs several named debuggers and writes their outputs in bounded pages.
+
+    Args:
+        debuggers_config: ``[{'name': str, 'debugger_config': {'class': ..., 'args': {...}}}, ...]``.
+        page_size_mb: a page is written once its outputs reach this many megabytes.
+        model: register hooks on this model at once (the runners call ``register_hooks``).
+        strict: raise when a debugger fails, instead of recording its error and going on.
+    """
+
+    def __init__(self, debuggers_config: list[dict[str, Any]], page_size_mb: float = 100,
+                 model: Optional[torch.nn.Module] = None, strict: bool = False) -> None:
+        self.page_size = _page_size_bytes(page_size_mb)
+        self.strict = strict
+        self.debuggers: dict[str, BaseDebugger] = _build_debuggers(debuggers_config)
+        self.forward_debuggers: dict[str, list[ForwardDebugger]] = {}
+        for debugger in self.debuggers.values():
+            if isinstance(debugger, ForwardDebugger):
+                self.forward_debuggers.setdefault(debugger.layer_name, []).append(debugger)
+        rank, world_size = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+        self._writer = PageWriter(self.page_size, rank=rank, world_size=world_size)
+        self._model: Optional[torch.nn.Module] = None
+        self._handles: list[Removable] = []
+        self._enabled = False
+        self._staging_dir: Optional[str] = None
+        self._failed: set[str] = set()
+        self.write_error: Optional[BaseException] = None
+        if model is not None:
+            self.register_hooks(model)
+
+    # ------------------------------------------------------------- hooks
+    def register_hooks(self, model: torch.nn.Module, logger: Optional[logging.Logger] = None) -> None:
+        """Remember ``model``; an unknown layer name raises here, with the closest names."""
+        for layer_name, debuggers in self.forward_debuggers.items():
+            require_layer(model, layer_name)
+            if logger is not None:
+                logger.info(f"{len(debuggers)} forward debugger(s) on layer '{layer_name}'")
+        was_enabled = self.enabled
+        self.enabled = False
+        self._model = model
+        self.enabled = was_enabled
+
+    @property
+    def enabled(self) -> bool:
+        return self._enabled
+
+    @enabled.setter
+    def enabled(self, value: bool) -> None:
+        """Enabling installs every hook; disabling removes them all."""
+        value = bool(value)
+        if value == self._enabled:
+            return
+        if value and self._model is None:
+            raise RuntimeError("SequentialDebugger: call register_hooks(model) (or pass model=) before enabling")
+        self._enabled = value
+        self._attach() if value else self._detach()
+
+    def _attach(self) -> None:
+        for debugger in self.debuggers.values():
+            self._handles.extend(debugger.attach(self._model))
+
+    def _detach(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        for debugger in self.debuggers.values():
+            debugger.clear()
+
+    # ---------------------------------------------------------- capture
+    def __call__(self, datapoint: dict[str, Any], model: Optional[torch.nn.Module] = None,
+                 idx: Any = None) -> dict[str, Any]:
+        """Run every debugger on this batch, buffer one output per datapoint, return the batch outputs."""
+        if not self.enabled:
+            return {}
+        model = self._model if model is None else model
+        idx = idx_list(datapoint["meta_info"]["idx"] if idx is None else idx)
+        outputs = {name: self._run(name, d, datapoint, model) for name, d in self.debuggers.items()
+                   if not d.runs_model}
+        active = {name: d for name, d in self.debuggers.items() if d.runs_model}
+        if active:
+            self._detach()
+            outputs.update({name: self._run(name, d, datapoint, model) for name, d in active.items()})
+            self._attach()
+        else:
+            for debugger in self.debuggers.values():
+                debugger.clear()
+        outputs = {name: outputs[name] for name in self.debuggers}
+        self._buffer_batch(idx, outputs)
+        return outputs
+
+    def _run(self, name: str, debugger: BaseDebugger, datapoint: dict, model: torch.nn.Module) -> Any:
+        try:
+            return debugger(datapoint, model)
+        except Exception as exc:
+            return self._record_failure(name, exc)
+
+    def _record_failure(self, name: str, exc: Exception) -> dict:
+        if self.strict:
+            raise DebuggerError(f"debugger '{name}' failed: {type(exc).__name__}: {exc}") from exc
+        if name not in self._failed:
+            self._failed.add(name)
+            logger.warning(f"debugger '{name}' failed ({type(exc).__name__}: {exc}); its error is recorded "
+                           "as its output and the run goes on (set strict=True to stop instead)",
+                           exc_info=exc)
+        return error_output(exc)
+
+    def _buffer_batch(self, idx: list[int], outputs: dict[str, Any]) -> None:
+        per_name = {}
+        for name, output in outputs.items():
+            try:
+                per_name[name] = split_batch(output, len(idx))
+            except ValueError as exc:
+                per_name[name] = split_batch(self._record_failure(name, exc), len(idx))
+        for row, i in enumerate(idx):
+            self.add_to_buffer(i, {name: rows[row] for name, rows in per_name.items()})
+
+    def add_to_buffer(self, datapoint_idx: int, debug_outputs: dict[str, Any]) -> None:
+        """Hand one datapoint's outputs to the page writer (waits if the disk lags behind)."""
+        if self.write_error is not None:
+            return
+        try:
+            self._writer.add(int(datapoint_idx), debug_outputs)
+        except Exception as exc:
+            if self.strict:
+                raise
+            self.write_error = exc
+            logger.error(f"debug outputs cannot be written ({exc}); capture stops for this epoch, "
+                         "training goes on")
+
+    # ----------------------------------------------------------- pages
+    def reset_buffer(self, output_dir: Optional[str] = None) -> None:
+        """Start an epoch: pages go to ``output_dir`` (or a staging folder until ``save_all``)."""
+        self._discard_staging()
+        self.write_error = None
+        self._failed = set()
+        if output_dir is None:
+            self._staging_dir = tempfile.mkdtemp(prefix="lantern-debug-")
+        self._writer.start_epoch(output_dir or self._staging_dir)
+
+    def save_all(self, output_dir: Optional[str] = None) -> dict[str, Any]:
+        """Write what is left and the final index; returns ``{'pages', 'datapoints', 'bytes'}``."""
+        try:
+            summary = self._writer.flush()
+        except Exception as exc:
+            if self.strict:
+                raise
+            self.write_error = self.write_error or exc
+            summary = {"pages": 0, "datapoints": 0, "bytes": 0}
+        if self._staging_dir is not None:
+            if output_dir is None:
+                raise ValueError("save_all needs output_dir: reset_buffer() was called without one")
+            _move_pages(self._staging_dir, output_dir)
+            self._discard_staging()
+        if self.write_error is not None:
+            summary["error"] = str(self.write_error)
+        return summary
+
+    def close(self) -> None:
+        """Remove all hooks and stop the writer thread."""
+        self.enabled = False
+        self._writer.close()
+        self._discard_staging()
+
+    def _discard_staging(self) -> None:
+        if self._staging_dir is not None:
+            shutil.rmtree(self._staging_dir, ignore_errors=True)
+            self._staging_dir = None
+
+
+def _page_size_bytes(page_size_mb: Any) -> int:
+    if isinstance(page_size_mb, bool) or not isinstance(page_size_mb, (int, float)) \
+            or not math.isfinite(page_size_mb) or page_size_mb <= 0:
+        raise ConfigError(f"page_size_mb must be a positive number of megabytes (e.g. 100), got {page_size_mb!r}")
+    return max(1, int(page_size_mb * 1024 * 1024))
+
+
+def _build_debuggers(debuggers_config: Any) -> dict[str, BaseDebugger]:
+    if not isinstance(debuggers_config, (list, tuple)) or not debuggers_config:
+        raise ConfigError("debuggers_config must be a non-empty list of {'name': ..., 'debugger_config': ...}")
+    debuggers: dict[str, BaseDebugger] = {}
+    for i, entry in enumerate(debuggers_config):
+        where = f"debuggers_config[{i}]"
+        if not isinstance(entry, dict) or set(entry) != {"name", "debugger_config"}:
+            raise ConfigError(f"{where} must be a dict with exactly 'name' and 'debugger_config', got {entry!r}")
+        name = entry["name"]
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{where}['name'] must be a non-empty string, got {name!r}")
+        if name in debuggers:
+            raise ConfigError(f"{where}: duplicate debugger name '{name}'; every debugger needs its own name, "
+                              "it is the key of its outputs")
+        debugger = build_from_config(entry["debugger_config"], f"{where}['debugger_config']")
+        if not isinstance(debugger, BaseDebugger):
+            raise ConfigError(f"{where} built a {type(debugger).__name__}, which is not a BaseDebugger; "
+                              "subclass debuggers.base_debugger.BaseDebugger or ForwardDebugger")
+        debuggers[name] = debugger
+    return debuggers
+
+
+def _move_pages(source: str, output_dir: str) -> None:
+    os.makedirs(output_dir, exist_ok=True)
+    for path in glob.glob(os.path.join(source, PAGE_GLOB)) + glob.glob(os.path.join(source, "index*.json")):
+        shutil.move(path, os.path.join(output_dir, os.path.basename(path)))

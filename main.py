@@ -1,0 +1,39 @@
+"""Run a Lantern config: ``python main.py --config-filepath configs/examples/cnn_trainer.py``.
+
+The config module's ``config['runner']`` (``BaseTrainer`` or ``BaseEvaluator``)
+is built with the config and run. Under ``torchrun`` every process runs this
+same command; the runner joins the process group itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from utils.config_file import load_config
+from utils.errors import ConfigError, LanternUserError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config-filepath", required=True, help="Python file defining config = {...}")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config_filepath)
+        runner_cls = config.get("runner")
+        if not callable(runner_cls):
+            raise ConfigError(
+                f"{args.config_filepath}: config['runner'] must be a runner class such as BaseTrainer or "
+                f"BaseEvaluator, got {runner_cls!r}"
+            )
+        runner_cls(config).run()
+    except LanternUserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"Results are in {os.path.abspath(config['work_dir'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

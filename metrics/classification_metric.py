@@ -1,0 +1,67 @@
+"""Per-datapoint classification scores, so the viewer can rank datapoints.
+
+A metric is called on a batch and returns one score per datapoint for each
+metric name; the runner buffers them by dataset index, and ``summarize`` turns
+the buffer into the file format every run writes::
+
+    {'aggregated': {name: mean}, 'per_datapoint': {name: [value per idx]},
+     'datapoint_idx': [idx, ...], 'higher_is_better': {name: bool}}
+
+Lists in ``per_datapoint`` follow ``datapoint_idx``, which is sorted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+import torch.nn.functional as F
+
+
+class ClassificationMetric:
+    """Accuracy (0/1 per datapoint), cross-entropy and confidence of the true class."""
+
+    HIGHER_IS_BETTER = {"accuracy": True, "cross_entropy": False, "true_class_confidence": True}
+    PER_DATAPOINT_ONLY = ("predicted_class",)
+
+    def __init__(self, output_key: str = "logits", label_key: str = "class") -> None:
+        self.output_key = output_key
+        self.label_key = label_key
+        self.buffer: dict[int, dict[str, float]] = {}
+
+    def __call__(self, outputs: dict, labels: dict) -> dict[str, torch.Tensor]:
+        logits = outputs[self.output_key].detach().float()
+        target = labels[self.label_key]
+        probs = logits.softmax(dim=1)
+        predicted = logits.argmax(dim=1)
+        return {
+            "accuracy": (predicted == target).float(),
+            "cross_entropy": F.cross_entropy(logits, target, reduction="none"),
+            "true_class_confidence": probs.gather(1, target[:, None])[:, 0],
+            "predicted_class": predicted.float(),
+        }
+
+    def reset_buffer(self) -> None:
+        self.buffer = {}
+
+    def add_to_buffer(self, idx: Iterable[int], scores: dict[str, torch.Tensor]) -> None:
+        columns = {name: values.tolist() for name, values in scores.items()}
+        for row, i in enumerate(idx):
+            self.buffer[int(i)] = {name: values[row] for name, values in columns.items()}
+
+    def summarize(self, buffer: dict[int, dict[str, float]] | None = None) -> dict:
+        """Scores file content for ``buffer`` (default: this metric's own buffer)."""
+        buffer = self.buffer if buffer is None else buffer
+        order = sorted(buffer)
+        names = list(self.HIGHER_IS_BETTER) + list(self.PER_DATAPOINT_ONLY)
+        per_datapoint = {name: [buffer[i][name] for i in order] for name in names}
+        aggregated = {
+            name: (sum(per_datapoint[name]) / len(order) if order else float("nan"))
+            for name in self.HIGHER_IS_BETTER
+        }
+        return {
+            "aggregated": aggregated,
+            "per_datapoint": per_datapoint,
+            "datapoint_idx": order,
+            "higher_is_better": dict(self.HIGHER_IS_BETTER),
+        }

@@ -1,0 +1,1 @@
+"""Runners: ``BaseTrainer`` trains and validates, ``BaseEvaluator`` evaluates a checkpoint."""

@@ -1,0 +1,1 @@
+"""The eval viewer: a Dash app to browse runs, epochs, failing datapoints and their debug outputs."""

@@ -1,0 +1,3 @@
+from runners.evaluators.base_evaluator import BaseEvaluator
+
+__all__ = ["BaseEvaluator"]

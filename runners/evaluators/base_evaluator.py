@@ -1,0 +1,80 @@
+"""``BaseEvaluator``: load a checkpoint, evaluate a dataset, always capture debug outputs.
+
+Work dir layout::
+
+    work_dir/run_info.json
+    work_dir/eval.log
+    work_dir/evaluation_scores.json
+    work_dir/debugger/               when a debugger is configured
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from runners.base_runner import BaseRunner, write_scores
+from runners.checkpoints import load_checkpoint_file, load_model_state
+from utils.atomic_files import read_json
+from utils.errors import CheckpointError
+
+
+class BaseEvaluator(BaseRunner):
+    """Evaluate ``config['checkpoint']`` (a file, or a trainer's work dir) on ``eval_dataset``."""
+
+    REQUIRED_KEYS = ("model", "metric", "eval_dataset")
+    LOG_FILE = "eval.log"
+
+    def _init_components_(self) -> None:
+        self._init_device_()
+        self._init_work_dir_()
+        self._init_logger()
+        self._init_determinism_()
+        self.eval_dataloader = self._build_dataloader("eval_dataset", "eval_dataloader", self._eval_sampler)
+        self._init_metric_()
+        self._init_model_()
+        self._load_checkpoint_()
+        self._init_debugger()
+
+    def _load_checkpoint_(self) -> None:
+        source = self.config.get("checkpoint")
+        if source is None:
+            self.logger.warning("config has no 'checkpoint': evaluating the freshly initialised model")
+            return
+        path = resolve_checkpoint(str(source))
+        load_model_state(self.model, load_checkpoint_file(path)["model_state_dict"], path)
+        self.logger.info(f"Loaded {path}")
+
+    def run(self) -> None:
+        self._init_components_()
+        debugger_dir = os.path.join(self.work_dir, "debugger")
+        try:
+            if self.debugger is not None:
+                self._start_debug_capture(debugger_dir)
+            scores = self._eval_loop(self.eval_dataloader, "eval")
+            if self.is_main:
+                write_scores(os.path.join(self.work_dir, "evaluation_scores.json"), scores)
+            if self.debugger is not None:
+                self._finish_debug_capture(debugger_dir)
+        finally:
+            self._close()
+        summary = ", ".join(f"{k} {v:.4f}" for k, v in scores["aggregated"].items())
+        self.logger.info(f"Evaluation: {summary}; results in {os.path.abspath(self.work_dir)}")
+
+
+def resolve_checkpoint(source: str) -> str:
+    """A checkpoint file, or a trainer work dir (its best epoch's checkpoint, else the latest)."""
+    if os.path.isfile(source):
+        return source
+    progress_path = os.path.join(source, "progress.json")
+    if not os.path.isfile(progress_path):
+        raise CheckpointError(
+            f"checkpoint {source!r} is neither a checkpoint file nor a trainer work dir with progress.json; "
+            "train first (python main.py --config-filepath configs/examples/cnn_trainer.py) or fix the path"
+        )
+    progress: dict[str, Any] = read_json(progress_path)
+    for epoch in (progress.get("best_epoch"), progress["completed_epochs"] - 1):
+        path = os.path.join(source, f"epoch_{epoch}", "checkpoint.pt")
+        if epoch is not None and os.path.isfile(path):
+            return path
+    raise CheckpointError(f"no checkpoint.pt found in {source!r} for its best or latest epoch; train it again")

@@ -1,0 +1,3 @@
+from runners.trainers.base_trainer import BaseTrainer
+
+__all__ = ["BaseTrainer"]

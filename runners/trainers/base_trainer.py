@@ -1,0 +1,246 @@
+"""``BaseTrainer``: train, validate every epoch, keep checkpoints, debug at checkpoint epochs.
+
+Work dir layout::
+
+    work_dir/run_info.json            which config this run belongs to
+    work_dir/progress.json            epochs completed so far, best epoch
+    work_dir/train.log
+    work_dir/epoch_N/training_losses.pt
+    work_dir/epoch_N/validation_scores.json
+    work_dir/epoch_N/debugger/        at checkpoint epochs, when a debugger is configured
+    work_dir/epoch_N/checkpoint.pt    kept for checkpoint epochs, the latest and the best
+
+An epoch counts as done once ``progress.json`` says so; it is written last, so a
+run killed at any point restarts from the last finished epoch and redoes the
+rest with the same per-epoch seeds.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from torch.utils.data import DistributedSampler, RandomSampler
+from tqdm import tqdm
+
+from runners import distributed
+from runners.base_runner import BaseRunner, seed_everything, write_scores
+from runners.checkpoints import load_checkpoint_file, load_model_state
+from utils.atomic_files import atomic_torch_save, atomic_write_json, read_json
+from utils.builders import build_from_config
+from utils.errors import ConfigError
+from utils.ops import apply_tensor_op
+
+PROGRESS_FILE = "progress.json"
+
+
+class BaseTrainer(BaseRunner):
+    """Config-driven training loop with validation, checkpoints and the debugger."""
+
+    REQUIRED_KEYS = ("model", "metric", "criterion", "optimizer", "train_dataset", "val_dataset", "epochs")
+    LOG_FILE = "train.log"
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__(config)
+        epochs = config["epochs"]
+        if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1:
+            raise ConfigError(f"config['epochs'] must be a positive int, got {epochs!r}")
+        self.tot_epochs = epochs
+
+    # ----------------------------------------------------------- initialisation
+    def _init_components_(self) -> None:
+        self._init_device_()
+        self._init_work_dir_()
+        self._init_logger()
+        self._init_determinism_()
+        self._init_state_()
+        self._init_dataloaders_()
+        self._init_criterion_()
+        self._init_metric_()
+        self._init_model_()
+        self._init_optimizer_()
+        self._init_scheduler_()
+        self._load_checkpoint_()
+        self._init_debugger()
+
+    def _init_state_(self) -> None:
+        self.cum_epochs = 0
+        self.best_epoch: int | None = None
+        self.best_score: float | None = None
+        self._init_checkpoint_indices()
+
+    def _init_checkpoint_indices(self) -> None:
+        """Epochs whose checkpoint is kept and whose validation is debugged."""
+        method = self.config.get("checkpoint_method", "latest")
+        last = self.tot_epochs - 1
+        if method == "all":
+            self.checkpoint_indices = list(range(self.tot_epochs))
+        elif method == "latest":
+            self.checkpoint_indices = [last]
+        elif isinstance(method, int) and not isinstance(method, bool) and method > 0:
+            self.checkpoint_indices = list(range(method - 1, self.tot_epochs, method))
+            if last not in self.checkpoint_indices:
+                self.checkpoint_indices.append(last)
+        else:
+            raise ConfigError(
+                f"config['checkpoint_method'] must be 'latest', 'all' or a positive int N (every N epochs), "
+                f"got {method!r}"
+            )
+
+    def _init_dataloaders_(self) -> None:
+        self.train_dataloader = self._build_dataloader("train_dataset", "train_dataloader", self._train_sampler)
+        self.val_dataloader = self._build_dataloader("val_dataset", "val_dataloader", self._eval_sampler)
+
+    def _train_sampler(self, dataset: Any) -> Any:
+        if self.world_size > 1:
+            return DistributedSampler(dataset, self.world_size, self.rank, shuffle=True, seed=self.seed)
+        return RandomSampler(dataset, generator=torch.Generator())
+
+    def _init_criterion_(self) -> None:
+        self.criterion = build_from_config(self.config["criterion"], "config['criterion']")
+
+    def _init_model_(self) -> None:
+        super()._init_model_()
+        if self.world_size > 1:
+            device_ids = [self.device.index] if self.device.type == "cuda" else None
+            self.model = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=device_ids)
+
+    def _init_optimizer_(self) -> None:
+        self.optimizer = build_from_config(
+            self.config["optimizer"], "config['optimizer']", params=self.model.parameters())
+
+    def _init_scheduler_(self) -> None:
+        entry = self.config.get("scheduler")
+        self.scheduler = build_from_config(entry, "config['scheduler']", optimizer=self.optimizer) if entry else None
+
+    def _load_checkpoint_(self) -> None:
+        """Resume after the last finished epoch, if this work dir has one."""
+        progress_path = os.path.join(self.work_dir, PROGRESS_FILE)
+        if not os.path.exists(progress_path):
+            return
+        progress = read_json(progress_path)
+        done = progress["completed_epochs"]
+        if done == 0:
+            return
+        path = self._epoch_path(done - 1, "checkpoint.pt")
+        checkpoint = load_checkpoint_file(path)
+        load_model_state(self.eval_model, checkpoint["model_state_dict"], path)
+        self.optimizer.load_state_dict(checkpoint["optimizer_state_dict"])
+        if self.scheduler is not None and checkpoint.get("scheduler_state_dict") is not None:
+            self.scheduler.load_state_dict(checkpoint["scheduler_state_dict"])
+        self.cum_epochs = done
+        self.best_epoch, self.best_score = progress.get("best_epoch"), progress.get("best_score")
+        self.logger.info(f"Resuming after epoch {done - 1} from {path}")
+
+    # ------------------------------------------------------------------ loop
+    def run(self) -> None:
+        self._init_components_()
+        try:
+            if self.cum_epochs >= self.tot_epochs:
+                self.logger.info(f"All {self.tot_epochs} epochs are already done in {self.work_dir}")
+            while self.cum_epochs < self.tot_epochs:
+                self._train_epoch_()
+                self._val_epoch_()
+                self._save_checkpoint_()
+                self.cum_epochs += 1
+        finally:
+            self._close()
+        self.logger.info(f"Training done: results in {os.path.abspath(self.work_dir)}")
+
+    def _epoch_path(self, epoch: int, *names: str) -> str:
+        return os.path.join(self.work_dir, f"epoch_{epoch}", *names)
+
+    def _train_epoch_(self) -> None:
+        epoch = self.cum_epochs
+        seed_everything(self.seed * 1000 + epoch)
+        sampler = self.train_dataloader.sampler
+        if isinstance(sampler, DistributedSampler):
+            sampler.set_epoch(epoch)
+        else:
+            sampler.generator.manual_seed(self.seed * 1000 + epoch)
+        self.model.train()
+        losses = []
+        bar = tqdm(self.train_dataloader, desc=f"train {epoch}", leave=False, disable=not self.is_main)
+        for dp in bar:
+            losses.append(self._train_step(dp))
+            bar.set_postfix(loss=f"{losses[-1]:.3f}")
+        if self.scheduler is not None:
+            self.scheduler.step()
+        os.makedirs(self._epoch_path(epoch), exist_ok=True)
+        if self.is_main:
+            atomic_torch_save(torch.tensor(losses), self._epoch_path(epoch, "training_losses.pt"))
+        self.logger.info(f"epoch {epoch}: mean training loss {sum(losses) / max(len(losses), 1):.4f}")
+
+    def _train_step(self, dp: dict[str, Any]) -> float:
+        dp = apply_tensor_op(lambda t: t.to(self.device, non_blocking=True), dp)
+        outputs = self.model(dp["inputs"])
+        loss = self.criterion(outputs, dp["labels"])
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return float(distributed.mean_across_ranks(loss.detach()))
+
+    def _val_epoch_(self) -> None:
+        self._before_val_loop()
+        self.val_scores = self._eval_loop(self.val_dataloader, f"val {self.cum_epochs}")
+        self._after_val_loop_()
+
+    def _before_val_loop(self) -> None:
+        dataset = self.val_dataloader.dataset
+        if hasattr(dataset, "set_base_seed"):
+            dataset.set_base_seed(self.seed)
+        if self.debugger is not None and self.cum_epochs in self.checkpoint_indices:
+            self._start_debug_capture(self._epoch_path(self.cum_epochs, "debugger"))
+            self.logger.info(f"Debugger enabled for epoch {self.cum_epochs}")
+
+    def _after_val_loop_(self) -> None:
+        epoch = self.cum_epochs
+        if self.is_main:
+            write_scores(self._epoch_path(epoch, "validation_scores.json"), self.val_scores)
+        if self.debugger is not None and self.debugger.enabled:
+            self._finish_debug_capture(self._epoch_path(epoch, "debugger"))
+        summary = ", ".join(f"{k} {v:.4f}" for k, v in self.val_scores["aggregated"].items())
+        self.logger.info(f"epoch {epoch}: validation {summary}")
+
+    # ----------------------------------------------------------- checkpoints
+    def _save_checkpoint_(self) -> None:
+        """Write this epoch's checkpoint, then mark the epoch done, then prune old checkpoints."""
+        epoch = self.cum_epochs
+        self._update_best(epoch)
+        if self.is_main:
+            atomic_torch_save({
+                "epoch": epoch,
+                "model_state_dict": self.eval_model.state_dict(),
+                "optimizer_state_dict": self.optimizer.state_dict(),
+                "scheduler_state_dict": self.scheduler.state_dict() if self.scheduler is not None else None,
+            }, self._epoch_path(epoch, "checkpoint.pt"))
+            atomic_write_json(os.path.join(self.work_dir, PROGRESS_FILE), {
+                "completed_epochs": epoch + 1, "tot_epochs": self.tot_epochs,
+                "checkpoint_indices": self.checkpoint_indices,
+                "best_epoch": self.best_epoch, "best_score": self.best_score,
+                "best_metric": self._best_metric_name(),
+            })
+            self._prune_checkpoints(epoch)
+        distributed.barrier()
+
+    def _best_metric_name(self) -> str:
+        return self.config.get("best_metric") or next(iter(self.val_scores["aggregated"]))
+
+    def _update_best(self, epoch: int) -> None:
+        name = self._best_metric_name()
+        if name not in self.val_scores["aggregated"]:
+            raise ConfigError(f"config['best_metric'] is {name!r}, but the metric reports "
+                              f"{list(self.val_scores['aggregated'])}; pick one of those")
+        score = self.val_scores["aggregated"][name]
+        higher = self.val_scores.get("higher_is_better", {}).get(name, True)
+        if self.best_score is None or (score > self.best_score if higher else score < self.best_score):
+            self.best_epoch, self.best_score = epoch, score
+
+    def _prune_checkpoints(self, latest: int) -> None:
+        keep = set(self.checkpoint_indices) | {latest, self.best_epoch}
+        for epoch in range(latest):
+            path = self._epoch_path(epoch, "checkpoint.pt")
+            if epoch not in keep and os.path.exists(path):
+                os.remove(path)
+

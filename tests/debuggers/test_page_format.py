@@ -1,0 +1,271 @@
+"""The page format: conversion of debugger outputs, atomic writes, and the safe loader."""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import io
+import os
+import pickle
+
+import joblib
+import numpy as np
+import pytest
+import torch
+from joblib.numpy_pickle import NumpyArrayWrapper
+
+from debuggers import page_format
+from debuggers.page_format import (
+    PAGE_GLOB,
+    CorruptPageError,
+    PageWriteError,
+    UnsafePageError,
+    UnsupportedOutputError,
+    estimate_nbytes,
+    index_file_name,
+    is_own_file,
+    load_page,
+    page_file_name,
+    read_index,
+    to_page_value,
+    write_index,
+    write_page,
+)
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class TouchMarker:
+    """Unpickling this runs ``touch <marker>``: what a malicious page would do."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def temp_files(folder) -> list[str]:
+    return [name for name in os.listdir(folder) if ".tmp-" in name]
+
+
+# ------------------------------------------------------------------ names
+def test_file_names_per_rank():
+    assert page_file_name(0, 1, 3) == "page_3.pkl"
+    assert page_file_name(2, 4, 3) == "page_rank2_3.pkl"
+    assert index_file_name(0, 1) == "index.json"
+    assert index_file_name(2, 4) == "index_rank2.json"
+
+
+def test_page_glob_never_matches_temporary_files(tmp_path):
+    temp = os.path.basename(page_format._temp_path(str(tmp_path / "page_0.pkl")))
+    assert fnmatch.fnmatch("page_0.pkl", PAGE_GLOB) and fnmatch.fnmatch("page_rank1_0.pkl", PAGE_GLOB)
+    assert not fnmatch.fnmatch(temp, PAGE_GLOB)
+    assert is_own_file(temp, 0, 1) and is_own_file("page_12.pkl", 0, 1) and is_own_file("index.json", 0, 1)
+    assert not is_own_file("page_rank1_0.pkl", 0, 1) and not is_own_file("notes.txt", 0, 1)
+    assert is_own_file("page_rank1_0.pkl", 1, 2) and not is_own_file("page_rank0_0.pkl", 1, 2)
+
+
+# ------------------------------------------------------------- conversion
+def test_bfloat16_tensor_becomes_float32_array():
+    tensor = torch.randn(4, 5).to(torch.bfloat16)
+    value, nbytes = to_page_value(tensor)
+    assert isinstance(value, np.ndarray) and value.dtype == np.float32
+    np.testing.assert_array_equal(value, tensor.float().numpy())
+    assert nbytes >= 4 * 5 * 4
+    assert estimate_nbytes(tensor) == nbytes
+
+
+def test_view_of_large_tensor_becomes_its_own_small_array():
+    base = torch.randn(1000, 1000)
+    rows, columns = base[3:5], base[:, 7]
+    (rows_value, columns_value), _ = to_page_value((rows, columns))
+    assert rows_value.nbytes == 2 * 1000 * 4 and columns_value.nbytes == 1000 * 4
+    assert rows_value.flags.owndata and columns_value.flags.owndata
+    expected = base[3:5].clone()
+    base.fill_(0)  # the page keeps the values at capture time, not a window into the model's buffer
+    np.testing.assert_array_equal(rows_value, expected.numpy())
+
+
+def test_grad_tensors_numbers_and_containers_convert():
+    weights = torch.ones(3, requires_grad=True)
+    output = {
+        "w": weights * 2, "shape": torch.Size([2, 3]), "pair": (1, "a"), "loss": torch.tensor(0.25),
+        "count": np.int64(7), "flag": np.bool_(True), 3: None, "z": 1 + 2j, "raw": b"\x00\x01",
+        "hist": [np.float32(0.5), torch.tensor([1, 2])],
+    }
+    value, _ = to_page_value(output)
+    np.testing.assert_array_equal(value["w"], [2.0, 2.0, 2.0])
+    assert value["shape"] == [2, 3] and type(value["shape"]) is list
+    assert value["pair"] == (1, "a") and type(value["pair"]) is tuple
+    assert value["loss"] == 0.25 and type(value["loss"]) is float
+    assert value["count"] == 7 and type(value["count"]) is int and value["flag"] is True
+    assert value[3] is None and value["z"] == 1 + 2j and value["raw"] == b"\x00\x01"
+    assert value["hist"][0] == 0.5 and type(value["hist"][0]) is float
+    np.testing.assert_array_equal(value["hist"][1], [1, 2])
+
+
+def test_nbytes_counts_real_bytes_not_getsizeof():
+    _, nbytes = to_page_value({"features": torch.zeros(256, 1024)})  # 1 MiB
+    assert 1 << 20 <= nbytes < (1 << 20) + 1024
+    _, text_bytes = to_page_value("x" * 5000)
+    assert text_bytes == 5000
+
+
+@pytest.mark.parametrize("bad, path, type_name", [
+    ({"stats": {"hist": [1, 2, object()]}}, "stats.hist[2]", "builtins.object"),
+    ({"fn": lambda x: x}, "fn", "function"),
+    ({"ids": {1, 2}}, "ids", "builtins.set"),
+    ({"arr": np.array([1, "a"], dtype=object)}, "arr", "Python objects"),
+])
+def test_unsupported_output_names_path_type_and_fix(bad, path, type_name):
+    with pytest.raises(UnsupportedOutputError) as info:
+        to_page_value(bad)
+    message = str(info.value)
+    assert f"'{path}'" in message and type_name in message and "return" in message
+
+
+def test_bad_dict_key_and_cycles_are_refused():
+    with pytest.raises(UnsupportedOutputError, match=r"'a'.*dict keys must be str or int"):
+        to_page_value({"a": {(1, 2): 3}})
+    cycle: list = []
+    cycle.append(cycle)
+    with pytest.raises(UnsupportedOutputError, match="nested more than"):
+        to_page_value({"loop": cycle})
+    assert estimate_nbytes({"loop": cycle}) > 0  # the caller's estimate never raises
+
+
+# ------------------------------------------------------- writing, loading
+def test_page_round_trips_exactly(tmp_path):
+    original = {
+        0: {"fm": torch.randn(8, 16, 16), "half": torch.randn(5).half(), "ints": torch.arange(6).reshape(2, 3)},
+        7: {"fm": torch.randn(16, 8).t(), "meta": {"name": "x", "k": 3}},
+    }
+    page = {idx: to_page_value(outputs)[0] for idx, outputs in original.items()}
+    path = str(tmp_path / "page_0.pkl")
+    write_page(path, page)
+    loaded = load_page(path)
+    assert sorted(loaded) == [0, 7] and temp_files(tmp_path) == []
+    for idx, outputs in original.items():
+        for name, tensor in outputs.items():
+            if isinstance(tensor, torch.Tensor):
+                assert loaded[idx][name].dtype == tensor.numpy().dtype
+                np.testing.assert_array_equal(loaded[idx][name], tensor.numpy())
+    assert loaded[7]["meta"] == {"name": "x", "k": 3}
+
+
+def test_write_into_missing_folder_raises_clear_error(tmp_path):
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("a regular file")
+    path = str(blocker / "page_0.pkl")
+    with pytest.raises(PageWriteError) as info:
+        write_page(path, {0: {"x": 1}})
+    assert path in str(info.value) and "Free disk space" in str(info.value)
+    assert info.value.path == path and info.value.errno == errno.ENOTDIR
+    assert temp_files(tmp_path) == []
+
+
+def test_full_disk_mid_write_leaves_no_page_and_no_temp_file(tmp_path, monkeypatch):
+    def dump_half_then_fail(page, path):
+        with open(path, "wb") as f:
+            f.write(b"\x80\x04partial page")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(page_format, "_dump", dump_half_then_fail)
+    with pytest.raises(PageWriteError, match="No space left on device.*lower page_size_mb"):
+        write_page(str(tmp_path / "page_0.pkl"), {0: {"x": np.zeros(10)}})
+    assert os.listdir(tmp_path) == []
+
+
+def test_malicious_pickle_is_refused_without_running_it(tmp_path):
+    marker = tmp_path / "pwned"
+    path = str(tmp_path / "page_0.pkl")
+    with open(path, "wb") as f:
+        pickle.dump({0: {"x": TouchMarker(str(marker))}}, f)
+    with pytest.raises(UnsafePageError) as info:
+        load_page(path)
+    message = str(info.value)
+    assert path in message and "system" in message and "nothing from it was executed" in message
+    assert not marker.exists()
+    with open(path, "rb") as f:  # proof that the file is really malicious
+        pickle.load(f)
+    assert marker.exists()
+
+
+def test_malicious_joblib_page_is_refused(tmp_path):
+    marker = tmp_path / "pwned"
+    path = str(tmp_path / "page_0.pkl")
+    joblib.dump({0: {"ok": np.zeros(3), "x": TouchMarker(str(marker))}}, path)
+    with pytest.raises(UnsafePageError, match="system"):
+        load_page(path)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("payload", ["plain objects", "code"])
+def test_object_dtype_array_page_is_refused(tmp_path, payload):
+    marker = tmp_path / "pwned"
+    items = [1, "a"] if payload == "plain objects" else [TouchMarker(str(marker))]
+    path = str(tmp_path / "page_0.pkl")
+    joblib.dump({0: {"arr": np.array(items, dtype=object)}}, path)
+    with pytest.raises(UnsafePageError, match="Python objects"):
+        load_page(path)
+    assert not marker.exists()
+
+
+def test_ndarray_subclass_is_refused(tmp_path):
+    path = str(tmp_path / "page_0.pkl")
+    joblib.dump({0: {"m": np.ma.masked_array([1.0, 2.0], mask=[0, 1])}}, path)
+    with pytest.raises(UnsafePageError):
+        load_page(path)
+
+
+def test_build_on_a_class_cannot_patch_joblib(tmp_path):
+    # BUILD with slot state on the NumpyArrayWrapper class would setattr(NumpyArrayWrapper, 'read', complex).
+    payload = (b"\x80\x04cjoblib.numpy_pickle\nNumpyArrayWrapper\nN}\x8c\x04read"
+               b"cbuiltins\ncomplex\ns\x86b.")
+    path = tmp_path / "page_0.pkl"
+    path.write_bytes(payload)
+    read = NumpyArrayWrapper.read
+    with pytest.raises(UnsafePageError, match="BUILD"):
+        load_page(str(path))
+    assert NumpyArrayWrapper.read is read
+
+
+def test_truncated_and_garbage_pages_are_corrupt(tmp_path):
+    path = tmp_path / "page_0.pkl"
+    write_page(str(path), {0: {"fm": np.arange(100_000, dtype=np.float32)}})
+    data = path.read_bytes()
+    for broken in (data[: len(data) // 2], data[:40], b"", os.urandom(2000)):
+        path.write_bytes(broken)
+        with pytest.raises(CorruptPageError, match="page_0.pkl"):
+            load_page(str(path))
+
+
+def test_pickle_that_is_not_a_page_is_corrupt(tmp_path):
+    path = str(tmp_path / "page_0.pkl")
+    joblib.dump([1, 2, 3], path)
+    with pytest.raises(CorruptPageError, match="not a Lantern page"):
+        load_page(path)
+
+
+def test_joblib_to_file_object_matches_file_bytes(tmp_path):
+    """The SIGKILL test writes pages via a buffer; the bytes must equal a direct dump."""
+    page = {0: {"x": np.arange(1000.0)}}
+    buffer = io.BytesIO()
+    joblib.dump(page, buffer)
+    joblib.dump(page, str(tmp_path / "direct.pkl"))
+    assert buffer.getvalue() == (tmp_path / "direct.pkl").read_bytes()
+
+
+def test_index_round_trips_and_corrupt_index_is_reported(tmp_path):
+    path = str(tmp_path / "index.json")
+    index = {"version": 1, "rank": 0, "world_size": 1, "complete": True, "pages": ["page_0.pkl"],
+             "datapoints": {"3": "page_0.pkl"}}
+    write_index(path, index)
+    assert read_index(path) == index and temp_files(tmp_path) == []
+    (tmp_path / "index.json").write_text('{"version": 1, "pages": [')
+    with pytest.raises(CorruptPageError, match="index.json"):
+        read_index(path)
+    write_index(path, {"version": 99})
+    with pytest.raises(CorruptPageError, match="version"):
+        read_index(path)

@@ -1,0 +1,231 @@
+"""SequentialDebugger with real hooks, real threads and real pages on disk."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from debuggers.base_debugger import BaseDebugger
+from debuggers.forward_debugger import ForwardDebugger
+from debuggers.utils import UnknownLayerError
+from debuggers.wrappers.sequential_debugger import DebuggerError, SequentialDebugger
+from models import SmallCNN
+from runners.eval_viewer.backend.initialization import load_debug_outputs
+from tests.runs import REPO_ROOT
+from utils.errors import ConfigError
+
+
+class FeatureCopy(ForwardDebugger):
+    """The layer's output, batch first, plus a per-datapoint mean."""
+
+    def process_forward(self, module, input, output):
+        return {"features": output.detach(), "mean": output.detach().mean(dim=tuple(range(1, output.ndim)))}
+
+
+class Raises(BaseDebugger):
+    def __call__(self, datapoint, model):
+        raise RuntimeError("planted failure")
+
+
+class BatchMean(ForwardDebugger):
+    """Breaks the batch contract: one number-tensor for the whole batch."""
+
+    def process_forward(self, module, input, output):
+        return {"mean": output.mean()}
+
+
+def entry(name, cls, **args):
+    return {"name": name, "debugger_config": {"class": cls, "args": args}}
+
+
+def batch(dataset_images, idx):
+    return {"inputs": {"image": dataset_images[idx]}, "labels": {}, "meta_info": {"idx": torch.tensor(idx)}}
+
+
+def forward_hook_count(model):
+    return sum(len(m._forward_hooks) for m in model.modules())
+
+
+@pytest.fixture
+def model():
+    torch.manual_seed(0)
+    return SmallCNN(widths=(4, 4, 8, 8)).eval()
+
+
+@pytest.fixture
+def images():
+    torch.manual_seed(1)
+    return torch.randn(16, 3, 16, 16)
+
+
+def capture_epoch(model, images, out_dir, batch_size, debuggers, **kwargs):
+    """Run one 'validation epoch' over ``images`` and return what load_debug_outputs reads back."""
+    debugger = SequentialDebugger(debuggers, model=model, **kwargs)
+    debugger.reset_buffer(str(out_dir / "debugger"))
+    debugger.enabled = True
+    with torch.no_grad():
+        for start in range(0, len(images), batch_size):
+            idx = list(range(start, min(start + batch_size, len(images))))
+            dp = batch(images, idx)
+            dp["outputs"] = model(dp["inputs"])
+            debugger(dp, model)
+    summary = debugger.save_all(str(out_dir / "debugger"))
+    debugger.close()
+    return summary, load_debug_outputs(str(out_dir))
+
+
+def test_batch_1_and_8_give_the_same_per_datapoint_outputs(model, images, tmp_path):
+    debuggers = [entry("l3", FeatureCopy, layer_name="backbone.layer3")]
+    _, one = capture_epoch(model, images, tmp_path / "b1", 1, debuggers)
+    _, eight = capture_epoch(model, images, tmp_path / "b8", 8, debuggers)
+    assert sorted(one) == sorted(eight) == list(range(16))
+    for i in range(16):
+        np.testing.assert_allclose(one[i]["l3"]["features"], eight[i]["l3"]["features"], rtol=1e-5, atol=1e-6)
+        assert one[i]["l3"]["features"].shape == (8, 2, 2)
+        assert one[i]["l3"]["mean"] == pytest.approx(float(eight[i]["l3"]["mean"]), rel=1e-5)
+
+
+def test_outputs_match_an_independent_forward_pass(model, images, tmp_path):
+    _, outputs = capture_epoch(model, images, tmp_path, 4, [entry("l2", FeatureCopy, layer_name="backbone.layer2")])
+    with torch.no_grad():
+        expected = model.backbone.layer2(model.backbone.layer1(images[5:6]))[0]
+    np.testing.assert_allclose(outputs[5]["l2"]["features"], expected.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_pages_split_and_every_idx_is_saved_once(model, images, tmp_path):
+    # each datapoint's layer1 features: 4 channels x 8 x 8 float32 = 1 KiB; pages of ~3 KiB
+    summary, outputs = capture_epoch(model, images, tmp_path, 5,
+                                     [entry("l1", FeatureCopy, layer_name="backbone.layer1")],
+                                     page_size_mb=3 / 1024)
+    assert summary["datapoints"] == 16
+    assert summary["pages"] >= 4
+    assert sorted(outputs) == list(range(16))
+
+
+def test_hooks_exist_only_while_enabled(model, images):
+    debugger = SequentialDebugger([entry("a", FeatureCopy, layer_name="backbone.layer4"),
+                                   entry("b", FeatureCopy, layer_name="backbone.layer2")], model=model)
+    assert forward_hook_count(model) == 0
+    debugger.reset_buffer()
+    debugger.enabled = True
+    assert forward_hook_count(model) == 2
+    debugger.enabled = False
+    assert forward_hook_count(model) == 0
+    model.train()(batch(images, [0, 1])["inputs"])  # a training step sees no hook
+    assert debugger.debuggers["a"].last_capture is None
+    debugger.enabled = True
+    debugger.close()
+    assert forward_hook_count(model) == 0
+
+
+def test_capture_is_never_reused_for_another_batch(model, images, tmp_path):
+    class Gate(nn.Module):
+        """Runs its branch only for the first batch it sees."""
+        def __init__(self, inner):
+            super().__init__()
+            self.inner, self.branch, self.calls = inner, nn.Identity(), 0
+
+        def forward(self, inputs):
+            self.calls += 1
+            out = self.inner(inputs)
+            if self.calls == 1:
+                self.branch(out["logits"])
+            return out
+
+    gated = Gate(model)
+    debugger = SequentialDebugger([entry("branch", FeatureCopy, layer_name="branch")], model=gated)
+    debugger.reset_buffer(str(tmp_path / "debugger"))
+    debugger.enabled = True
+    first = batch(images, [0, 1])
+    first["outputs"] = gated(first["inputs"])
+    assert "features" in debugger(first, gated)["branch"]
+    second = batch(images, [2, 3])
+    second["outputs"] = gated(second["inputs"])
+    assert debugger(second, gated)["branch"]["kind"] == "not_run"
+    debugger.save_all()
+    debugger.close()
+    outputs = load_debug_outputs(str(tmp_path))
+    assert outputs[3]["branch"] == {"kind": "not_run", "message": "layer 'branch' did not run in this forward pass"}
+
+
+def test_a_failing_debugger_is_recorded_and_logged_once(model, images, tmp_path, caplog):
+    debuggers = [entry("boom", Raises), entry("ok", FeatureCopy, layer_name="backbone.layer4"),
+                 entry("contract", BatchMean, layer_name="backbone.layer1")]
+    with caplog.at_level(logging.WARNING, logger="lantern.debugger"):
+        _, outputs = capture_epoch(model, images, tmp_path, 4, debuggers)
+    for i in range(16):
+        assert outputs[i]["boom"]["kind"] == "error"
+        assert outputs[i]["boom"]["type"] == "RuntimeError" and outputs[i]["boom"]["message"] == "planted failure"
+        assert outputs[i]["contract"]["kind"] == "error" and "batch first" in outputs[i]["contract"]["message"]
+        assert outputs[i]["ok"]["features"].shape == (8, 2, 2)
+    assert sum("debugger 'boom' failed" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_process_forward_failure_does_not_break_the_forward_pass(model, images, tmp_path):
+    class Broken(ForwardDebugger):
+        def process_forward(self, module, input, output):
+            raise ValueError("bad hook")
+
+    _, outputs = capture_epoch(model, images, tmp_path, 8, [entry("b", Broken, layer_name="backbone.layer3")])
+    assert outputs[0]["b"]["message"] == "bad hook"
+
+
+def test_strict_mode_raises(model, images, tmp_path):
+    with pytest.raises(DebuggerError, match="debugger 'boom' failed: RuntimeError: planted failure"):
+        capture_epoch(model, images, tmp_path, 4, [entry("boom", Raises)], strict=True)
+
+
+def test_write_failure_reaches_save_all_without_hanging(model, images, tmp_path):
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("a file where the pages' folder should be")
+    debugger = SequentialDebugger([entry("l1", FeatureCopy, layer_name="backbone.layer1")], model=model,
+                                  page_size_mb=1 / 1024)
+    with pytest.raises(Exception, match="not_a_folder"):
+        debugger.reset_buffer(str(blocker / "debugger"))
+    debugger.close()
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"debuggers_config": [entry("x", FeatureCopy, layer_name="a"), entry("x", FeatureCopy, layer_name="b")]},
+     "duplicate debugger name 'x'"),
+    ({"debuggers_config": [entry("x", FeatureCopy, layer_name="a")], "page_size_mb": 0}, "page_size_mb"),
+    ({"debuggers_config": [entry("x", FeatureCopy, layer_name="a")], "page_size_mb": "big"}, "page_size_mb"),
+    ({"debuggers_config": [entry("x", FeatureCopy, layer_name="a")], "page_size_mb": float("nan")},
+     "page_size_mb"),
+    ({"debuggers_config": []}, "non-empty list"),
+    ({"debuggers_config": [{"name": "x"}]}, "exactly 'name' and 'debugger_config'"),
+    ({"debuggers_config": [entry("x", torch.nn.ReLU)]}, "not a BaseDebugger"),
+])
+def test_config_errors_are_clear(args, message):
+    with pytest.raises(ConfigError, match=message):
+        SequentialDebugger(**args)
+
+
+def test_unknown_layer_names_the_closest_ones(model):
+    with pytest.raises(UnknownLayerError, match=r"no layer 'backbone.layr4'.*backbone.layer4"):
+        SequentialDebugger([entry("x", FeatureCopy, layer_name="backbone.layr4")], model=model)
+
+
+def test_user_input_checks_hold_under_python_O():
+    code = (
+        "from debuggers.wrappers.sequential_debugger import SequentialDebugger\n"
+        "from tests.debuggers.test_sequential_debugger import FeatureCopy, entry\n"
+        "from models import SmallCNN\n"
+        "for args in ({'debuggers_config': [entry('x', FeatureCopy, layer_name='a')] * 2},\n"
+        "             {'debuggers_config': [entry('x', FeatureCopy, layer_name='a')], 'page_size_mb': -1},\n"
+        "             {'debuggers_config': [entry('x', FeatureCopy, layer_name='nope')], 'model': SmallCNN()}):\n"
+        "    try:\n"
+        "        SequentialDebugger(**args)\n"
+        "    except ValueError as exc:\n"
+        "        print('refused:', exc)\n"
+    )
+    result = subprocess.run([sys.executable, "-O", "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("refused:") == 3

@@ -1,0 +1,120 @@
+"""BaseTrainer end to end on tiny real runs: files, checkpoints, resume, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from runners.trainers import BaseTrainer
+from tests.runs import REPO_ROOT, run_main
+from utils.config_file import load_config
+from utils.errors import ConfigError, WorkDirError
+
+
+def train(config_path):
+    config = load_config(config_path)
+    BaseTrainer(config).run()
+    return config["work_dir"]
+
+
+def test_each_epoch_writes_its_files_and_scores_cover_every_datapoint(tiny_config):
+    work_dir = train(tiny_config(epochs=2, val_size=20, val_batch=6))
+    for epoch in range(2):
+        losses = torch.load(os.path.join(work_dir, f"epoch_{epoch}", "training_losses.pt"))
+        assert losses.shape == (64 // 16,) and torch.isfinite(losses).all()
+        with open(os.path.join(work_dir, f"epoch_{epoch}", "validation_scores.json")) as f:
+            scores = json.load(f)
+        assert scores["datapoint_idx"] == list(range(20))
+        for name, values in scores["per_datapoint"].items():
+            assert len(values) == 20, name
+        mean_accuracy = sum(scores["per_datapoint"]["accuracy"]) / 20
+        assert scores["aggregated"]["accuracy"] == pytest.approx(mean_accuracy)
+    progress = json.load(open(os.path.join(work_dir, "progress.json")))
+    assert progress["completed_epochs"] == 2
+    assert os.path.exists(os.path.join(work_dir, "train.log"))
+
+
+@pytest.mark.parametrize("method, epochs, expected", [
+    ("latest", 4, [3]),
+    ("all", 3, [0, 1, 2]),
+    (2, 5, [1, 3, 4]),
+    (3, 6, [2, 5]),
+])
+def test_checkpoint_indices(tiny_config, method, epochs, expected):
+    trainer = BaseTrainer(load_config(tiny_config(epochs=epochs, checkpoint_method=method)))
+    trainer._init_checkpoint_indices()
+    assert trainer.checkpoint_indices == expected
+
+
+def test_only_requested_latest_and_best_checkpoints_are_kept(tiny_config):
+    work_dir = train(tiny_config(epochs=4, checkpoint_method=2))
+    progress = json.load(open(os.path.join(work_dir, "progress.json")))
+    kept = {e for e in range(4) if os.path.exists(os.path.join(work_dir, f"epoch_{e}", "checkpoint.pt"))}
+    assert kept == {1, 3} | {progress["best_epoch"]}
+
+
+@pytest.mark.parametrize("method", ["often", 0, -2, 1.5, True])
+def test_bad_checkpoint_method_is_explained(tiny_config, method):
+    with pytest.raises(ConfigError, match="checkpoint_method"):
+        BaseTrainer(load_config(tiny_config(checkpoint_method=method)))._init_checkpoint_indices()
+
+
+def _final_scores(work_dir, epochs):
+    with open(os.path.join(work_dir, f"epoch_{epochs - 1}", "validation_scores.json")) as f:
+        return json.load(f)
+
+
+@pytest.mark.timeout(300)
+def test_resume_after_kill_mid_epoch_gives_the_same_scores(tiny_config):
+    options = dict(epochs=3, train_size=480, val_size=32)
+    reference = train(tiny_config("reference", **options))
+    config_path = tiny_config("killed", **options)
+    work_dir = load_config(config_path)["work_dir"]
+    process = subprocess.Popen([sys.executable, "main.py", "--config-filepath", config_path], cwd=REPO_ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    progress_path = os.path.join(work_dir, "progress.json")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if os.path.exists(progress_path) and json.load(open(progress_path))["completed_epochs"] == 1:
+            break
+        time.sleep(0.02)
+    assert process.poll() is None, "the run ended before it could be killed mid-epoch"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    assert json.load(open(progress_path))["completed_epochs"] == 1
+    result = run_main(config_path)
+    assert result.returncode == 0, result.stderr
+    assert "Resuming after epoch 0" in open(os.path.join(work_dir, "train.log")).read()
+    assert _final_scores(work_dir, 3) == _final_scores(reference, 3)
+
+
+def test_work_dir_of_another_run_is_refused(tiny_config, tmp_path):
+    work_dir = train(tiny_config("a", epochs=1))
+    other = tiny_config("b", epochs=1, val_size=12)
+    config = load_config(other)
+    config["work_dir"] = work_dir
+    with pytest.raises(WorkDirError, match="holds another run"):
+        BaseTrainer(config).run()
+
+
+def test_non_run_folder_is_refused(tiny_config, tmp_path):
+    config = load_config(tiny_config(epochs=1))
+    os.makedirs(config["work_dir"])
+    open(os.path.join(config["work_dir"], "notes.txt"), "w").close()
+    with pytest.raises(WorkDirError, match="not a Lantern run"):
+        BaseTrainer(config).run()
+
+
+def test_finished_run_started_again_does_nothing_more(tiny_config):
+    config_path = tiny_config(epochs=1)
+    work_dir = train(config_path)
+    before = os.path.getmtime(os.path.join(work_dir, "epoch_0", "checkpoint.pt"))
+    train(config_path)
+    assert os.path.getmtime(os.path.join(work_dir, "epoch_0", "checkpoint.pt")) == before

@@ -1,0 +1,57 @@
+"""Tiny but real runs for tests: config files written like a user's, and main.py in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+TINY_CONFIG = """
+import torch
+from torch.utils.data import DataLoader
+
+from criteria import CrossEntropyCriterion
+from data.datasets import SyntheticShapesDataset, collate_datapoints
+from metrics import ClassificationMetric
+from models import SmallCNN
+from runners.trainers import BaseTrainer
+from debuggers.wrappers.sequential_debugger import SequentialDebugger
+
+config = {{
+    "runner": BaseTrainer,
+    "work_dir": {work_dir!r},
+    "seed": 3,
+    "epochs": {epochs},
+    "checkpoint_method": {checkpoint_method!r},
+    "train_dataset": {{"class": SyntheticShapesDataset,
+                       "args": {{"num_datapoints": {train_size}, "resolution": 16, "split": "train"}}}},
+    "train_dataloader": {{"class": DataLoader, "args": {{"batch_size": 16, "collate_fn": collate_datapoints}}}},
+    "val_dataset": {{"class": SyntheticShapesDataset,
+                     "args": {{"num_datapoints": {val_size}, "resolution": 16, "split": "val"}}}},
+    "val_dataloader": {{"class": DataLoader, "args": {{"batch_size": {val_batch}, "collate_fn": collate_datapoints}}}},
+    "model": {{"class": SmallCNN, "args": {{"widths": (8, 8, 16, 16)}}}},
+    "criterion": {{"class": CrossEntropyCriterion, "args": {{}}}},
+    "metric": {{"class": ClassificationMetric, "args": {{}}}},
+    "optimizer": {{"class": torch.optim.SGD, "args": {{"lr": 0.05, "momentum": 0.9}}}},
+    "scheduler": {{"class": torch.optim.lr_scheduler.StepLR, "args": {{"step_size": 1, "gamma": 0.7}}}},
+}}
+{extra}
+"""
+
+
+def write_config(path, work_dir, epochs=2, checkpoint_method="latest", train_size=64, val_size=24,
+                 val_batch=8, extra=""):
+    """Write a tiny trainer config file; ``extra`` is appended Python (e.g. a debugger entry)."""
+    path.write_text(TINY_CONFIG.format(
+        work_dir=str(work_dir), epochs=epochs, checkpoint_method=checkpoint_method, train_size=train_size,
+        val_size=val_size, val_batch=val_batch, extra=textwrap.dedent(extra)))
+    return str(path)
+
+
+def run_main(config_path, timeout=240, **kwargs):
+    """``python main.py --config-filepath ...`` in a real subprocess."""
+    return subprocess.run([sys.executable, "main.py", "--config-filepath", str(config_path)], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=timeout, **kwargs)

@@ -1,0 +1,49 @@
+"""main.py: bad input stops with a message naming the problem and the fix."""
+
+from __future__ import annotations
+
+import os
+
+from tests.runs import run_main, write_config
+
+
+def test_missing_config_file(tmp_path):
+    result = run_main(tmp_path / "nope.py")
+    assert result.returncode == 2
+    assert "does not exist" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_module_without_config(tmp_path):
+    path = tmp_path / "empty.py"
+    path.write_text("x = 1\n")
+    result = run_main(path)
+    assert result.returncode == 2 and "must define a dict named 'config'" in result.stderr
+
+
+def test_entry_that_is_not_class_args(tmp_path):
+    path = write_config(tmp_path / "c.py", tmp_path / "w", extra=(
+        "config['model'] = {'class': SmallCNN, 'args': {}, 'kwargs': {}}\n"))
+    result = run_main(path)
+    assert result.returncode == 2
+    assert "config['model']" in result.stderr and "'kwargs'" in result.stderr
+
+
+def test_unknown_argument_lists_the_accepted_ones(tmp_path):
+    path = write_config(tmp_path / "c.py", tmp_path / "w", extra=(
+        "config['model'] = {'class': SmallCNN, 'args': {'num_clases': 6}}\n"))
+    result = run_main(path)
+    assert result.returncode == 2
+    assert "no argument 'num_clases'" in result.stderr and "num_classes" in result.stderr
+
+
+def test_missing_runner(tmp_path):
+    path = write_config(tmp_path / "c.py", tmp_path / "w", extra="del config['runner']\n")
+    result = run_main(path)
+    assert result.returncode == 2 and "config['runner']" in result.stderr
+
+
+def test_default_work_dir_mirrors_the_config_path():
+    from utils.config_file import default_work_dir
+
+    assert default_work_dir("configs/examples/cnn_trainer.py") == os.path.join("logs", "examples", "cnn_trainer")
+    assert default_work_dir("/tmp/x/my_run.py") == os.path.join("logs", "my_run")

@@ -1,0 +1,1 @@
+"""Small helpers shared by every part of Lantern."""

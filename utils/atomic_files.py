@@ -1,0 +1,52 @@
+"""Write files so that a reader (or a crash) never sees half of one.
+
+Each writer writes to a hidden temporary name in the destination folder and
+renames it into place with ``os.replace``, which is atomic on POSIX: the file is
+either the old complete version, the new complete version, or absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+TEMP_MARKER = ".tmp-"
+
+
+def temporary_path(path: str) -> str:
+    """A hidden name beside ``path`` that no reader's glob matches."""
+    folder, name = os.path.split(path)
+    return os.path.join(folder, f".{name}{TEMP_MARKER}{os.getpid()}")
+
+
+def atomic_write(path: str, write: Callable[[str], None]) -> None:
+    """Call ``write(temp_path)`` and move the result to ``path``; clean up on failure."""
+    temp = temporary_path(path)
+    try:
+        write(temp)
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.remove(temp)
+        raise
+
+
+def atomic_write_json(path: str, obj: Any) -> None:
+    def write(temp: str) -> None:
+        with open(temp, "w") as f:
+            json.dump(obj, f, indent=2)
+
+    atomic_write(path, write)
+
+
+def atomic_torch_save(obj: Any, path: str) -> None:
+    atomic_write(path, lambda temp: torch.save(obj, temp))
+
+
+def read_json(path: str) -> Any:
+    with open(path) as f:
+        return json.load(f)
