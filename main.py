@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 
+from runners import distributed
 from utils.config_file import load_config
 from utils.errors import ConfigError, LanternUserError
 
@@ -29,9 +30,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         runner_cls(config).run()
     except LanternUserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        rank = f" (rank {os.environ.get('RANK')})" if distributed.env_world_size() > 1 else ""
+        print(f"error{rank}: {exc}", file=sys.stderr)
         return 2
-    print(f"Results are in {os.path.abspath(config['work_dir'])}")
+    distributed.shutdown()
+    if os.environ.get("RANK", "0") == "0":
+        print(f"Results are in {os.path.abspath(config['work_dir'])}")
     return 0
 
 

@@ -10,6 +10,7 @@ import torch
 from debuggers.base_debugger import BaseDebugger
 from debuggers.outputs import not_run_output
 from debuggers.utils import require_layer
+from utils.ops import apply_tensor_op
 
 
 class ForwardDebugger(BaseDebugger):
@@ -21,9 +22,12 @@ class ForwardDebugger(BaseDebugger):
     ``float(output.mean())`` (a number would be one value for the whole batch).
 
     The hook is installed by ``SequentialDebugger`` only while capture is
-    enabled. A failure inside ``process_forward`` never breaks the model's
-    forward pass: it is kept and re-raised when the debugger is called, so it is
-    recorded as this debugger's error.
+    enabled. Returned tensors that share memory with the layer's output (such as
+    ``output.detach()``) are copied, because a later in-place operation
+    (``nn.ReLU(inplace=True)``) would otherwise change the capture. A failure
+    inside ``process_forward`` never breaks the model's forward pass: it is kept
+    and re-raised when the debugger is called, so it is recorded as this
+    debugger's error.
     """
 
     def __init__(self, layer_name: str) -> None:
@@ -35,7 +39,7 @@ class ForwardDebugger(BaseDebugger):
     def forward_hook_fn(self, module: torch.nn.Module, input: Any, output: Any) -> None:
         """PyTorch forward hook: process the output; the last call in a forward pass wins."""
         try:
-            self.last_capture = self.process_forward(module, input, output)
+            self.last_capture = own_copies(self.process_forward(module, input, output), output)
             self._failure = None
         except Exception as exc:  # kept for __call__: a debugger must not break the model
             self.last_capture, self._failure = None, exc
@@ -59,3 +63,12 @@ class ForwardDebugger(BaseDebugger):
 
     def clear(self) -> None:
         self.last_capture, self._captured, self._failure = None, False, None
+
+
+def own_copies(capture: Any, module_output: Any) -> Any:
+    """``capture`` with every tensor that aliases ``module_output``'s memory replaced by a copy."""
+    live: set[int] = set()
+    apply_tensor_op(lambda t: live.add(t.untyped_storage().data_ptr()), module_output)
+    if not live:
+        return capture
+    return apply_tensor_op(lambda t: t.clone() if t.untyped_storage().data_ptr() in live else t, capture)

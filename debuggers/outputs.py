@@ -14,6 +14,45 @@ from typing import Any
 KIND_ERROR = "error"
 KIND_NOT_RUN = "not_run"
 
+# Kinds of the ready-made debuggers' outputs. Shapes are per datapoint, as a page holds them.
+KIND_FEATURE_MAP = "feature_map"
+KIND_STATISTICS = "statistics"
+KIND_LAYER_OUTPUT = "layer_output"
+KIND_ATTENTION = "attention"
+KIND_CAM = "cam"
+KIND_NAN_ORIGIN = "nan_origin"
+KIND_GRADIENT_FLOW = "gradient_flow"
+KIND_CAPTURED_STATES = "captured_states"
+# Kinds of the states inside a captured_states output (chosen from the state's name).
+KIND_EMBEDDING = "embedding"
+KIND_POSITION_ENCODING = "position_encoding"
+KIND_TENSOR = "tensor"
+
+ROOT_MODULE_NAME = "(model)"  # how outputs name the model itself, whose named_modules() path is ''
+
+KIND_FIELDS: dict[str, str] = {
+    KIND_ERROR: "type, message, traceback: the debugger raised on this datapoint's batch",
+    KIND_NOT_RUN: "message: the hooked layer (or model) did not run in this forward pass",
+    KIND_FEATURE_MAP: "layer_name, feature_map (C',H,W) of the channels channel_indices (C',), "
+                      "stats {mean, std, min, max} of the whole map, shape (C,H,W)",
+    KIND_STATISTICS: "layer_name, module_type, shape, mean, std, min, max, l1_norm, l2_norm, sparsity, "
+                     "positive_ratio, saturation_low/high, nonfinite_ratio, channel_means/stds (C,), "
+                     "histogram (bins,) with histogram_edges (bins+1,), sample_values (<=100,)",
+    KIND_LAYER_OUTPUT: "layer_name, output (spatially average-pooled), original_shape, downsample_factor",
+    KIND_ATTENTION: "layer_name, attention (heads,Lq,Lk), entropy_per_head (heads,), max_attention, "
+                    "grid [h, w] of the key tokens or None",
+    KIND_CAM: "target_layer, cam (H,W) in [0, 1], target_class, target_score, raw_max (cam's max before "
+              "normalisation)",
+    KIND_NAN_ORIGIN: "first_module (name or None), module_type, input_min/input_max of first_module's input "
+                     "(nan if none), bad_modules (names in execution order), modules_checked",
+    KIND_GRADIENT_FLOW: "layers (names), grad_norms (L,), missing (L,) bool, zero (L,) bool, frozen (L,) bool",
+    KIND_CAPTURED_STATES: "states {component: {state: {kind, data, metadata}}}, each state's kind one of "
+                          "attention, embedding, position_encoding, tensor",
+    KIND_EMBEDDING: "data (C,H,W) or (N,D) tokens (metadata['grid'] gives the token grid)",
+    KIND_POSITION_ENCODING: "data (N,D) or (C,H,W) encodings (metadata['grid'] gives the token grid)",
+    KIND_TENSOR: "data: any array captured by a capture point",
+}
+
 
 def error_output(exc: BaseException) -> dict[str, Any]:
     """What a debugger that raised leaves for the datapoints of its batch."""

@@ -1,6 +1,6 @@
 """On-disk format of debug pages, shared by the page writer and the viewer.
 
-A page is a joblib file ``page_{n}.pkl`` (``page_rank{r}_{n}.pkl`` when several
+A page is a pickle file ``page_{n}.pkl`` (``page_rank{r}_{n}.pkl`` when several
 ranks write into one folder) holding ``{datapoint_idx: {debugger_name: output}}``.
 ``index.json`` (``index_rank{r}.json``) maps every idx to its page, so a reader
 opens one page per datapoint instead of all of them.
@@ -11,45 +11,56 @@ Why the care:
   complete or absent, even after SIGKILL, and ``PAGE_GLOB`` never matches a
   temporary file. (No fsync: the target is a killed process, not a power cut,
   and fsync would make page writes slower than the ``numpy.save`` baseline.)
+* Pages are plain protocol-5 pickles from the C pickler: NumPy reduces each contiguous
+  array to ``_frombuffer(PickleBuffer, dtype, shape, order)``, whose bytes go to the file
+  straight from memory with no Python code per array, so even a page of thousands of
+  small arrays is written about as fast as ``numpy.save`` (joblib's pure-Python pickler
+  spent ~200 us per array). ``pickle.load`` and ``joblib.load`` read them too.
 * Outputs are converted to plain Python data and NumPy arrays whose sizes are
   their real byte counts, so pages split at the configured size.
-* ``load_page`` rebuilds only plain data and non-object NumPy arrays: a page
-  from elsewhere or a tampered one is refused before anything in it runs.
+* ``load_page`` runs the C unpickler with a handful of NumPy constructors allowed, each
+  behind a guard that checks its arguments: it rebuilds only plain data and non-object
+  arrays, and a page from elsewhere or a tampered one is refused before anything in it runs.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import pickle
 import re
 import struct
-import threading
 from collections.abc import Callable
 from typing import Any
 
-import joblib
 import numpy as np
 import torch
-from joblib.numpy_pickle import NumpyArrayWrapper, NumpyUnpickler
-from joblib.numpy_pickle_utils import Unpickler
+
+from utils.atomic_files import TEMP_MARKER, atomic_write
 
 try:  # NumPy >= 2
     from numpy._core.multiarray import _reconstruct, scalar
+    from numpy._core.numeric import _frombuffer
 except ImportError:  # pragma: no cover - NumPy 1.x
     from numpy.core.multiarray import _reconstruct, scalar
+    from numpy.core.numeric import _frombuffer
 
 PAGE_GLOB = "page_*.pkl"
 INDEX_VERSION = 1
 MAX_DEPTH = 64  # deeper outputs are almost certainly reference cycles
 
 _CONTAINER_BYTES = 16  # rough per-container cost; arrays dominate real pages
-_ARRAY_HEADER_BYTES = 128  # joblib's pickled array wrapper
+_ARRAY_HEADER_BYTES = 128  # a pickled array's _frombuffer call: dtype, shape, order
 _SCALAR_BYTES = 8
 _WIDENED = {torch.bfloat16: torch.float32, torch.complex32: torch.complex64}
 _NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
 _LEAF_TYPES = (str, bytes, int, float, bool, complex, type(None))
+# Subclasses (IntEnum, StrEnum, ...) would be pickled as references to their class, which
+# load_page refuses: they are stored as their exact base type.
+_EXACT: dict[type, Callable[[Any], Any]] = {
+    bool: bool, int: int.__int__, float: float.__float__, complex: lambda z: complex(z.real, z.imag),
+    str: str.__str__, bytes: lambda b: bytes(memoryview(b)),
+}
 _SUPPORTED = ("tensors, NumPy arrays, numbers, strings, bytes, None, or dicts (str/int keys), "
               "lists and tuples of these")
 
@@ -87,13 +98,8 @@ def index_file_name(rank: int, world_size: int) -> str:
 def is_own_file(name: str, rank: int, world_size: int) -> bool:
     """True for a page, index or temporary file that this rank writes (and may delete)."""
     base = r"page_\d+\.pkl|index\.json" if world_size == 1 else rf"page_rank{rank}_\d+\.pkl|index_rank{rank}\.json"
-    return re.fullmatch(rf"(?:{base})|\.(?:{base})\.tmp-\d+-\d+", name) is not None
-
-
-def _temp_path(path: str) -> str:
-    """Hidden, per-process and per-thread, so PAGE_GLOB never matches it and writers never collide."""
-    folder, name = os.path.split(path)
-    return os.path.join(folder, f".{name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    temp = rf"\.(?:{base}){re.escape(TEMP_MARKER)}\d+-\d+"  # utils.atomic_files.temporary_path
+    return re.fullmatch(rf"(?:{base})|{temp}", name) is not None
 
 
 # ------------------------------------------------------------- conversion
@@ -141,15 +147,26 @@ def _ndarray_to_array(array: np.ndarray, path: str) -> np.ndarray:
     if array.dtype.hasobject:
         raise _unsupported(path, "is a NumPy array of Python objects",
                            "return a numeric array, or a list of strings/numbers")
+    if array.dtype.fields is not None:
+        raise _unsupported(path, f"is a structured NumPy array (dtype {array.dtype})",
+                           "return one array per field, e.g. {name: value[name] for name in value.dtype.names}")
     if type(array) not in (np.ndarray, np.memmap):
         raise _unsupported(path, f"is a {type(array).__name__} (an ndarray subclass)",
                            "return np.asarray(value) or a tensor instead")
     return array if array.flags.owndata and type(array) is np.ndarray else np.array(array, copy=True)
 
 
+def _exact(obj: Any) -> Any:
+    """``obj`` as its exact built-in leaf type (``obj`` itself when it already is one)."""
+    for base, convert in _EXACT.items():
+        if isinstance(obj, base):
+            return obj if type(obj) is base else convert(obj)
+    return obj
+
+
 def _convert_key(key: Any, path: str) -> str | int:
     if isinstance(key, (str, int)):
-        return key
+        return _exact(key)
     if isinstance(key, np.integer):
         return int(key)
     raise _unsupported(path, f"has a dict key {key!r} of type {type(key).__name__}",
@@ -183,9 +200,9 @@ def to_page_value(obj: Any, path: str = "", _depth: int = 0) -> tuple[Any, int]:
     if isinstance(obj, np.generic):
         return to_page_value(obj.item(), path, _depth + 1)
     if isinstance(obj, (str, bytes)):
-        return obj, len(obj)
+        return _exact(obj), len(obj)
     if isinstance(obj, _LEAF_TYPES):
-        return obj, _SCALAR_BYTES * (2 if isinstance(obj, complex) else 1)
+        return _exact(obj), _SCALAR_BYTES * (2 if isinstance(obj, complex) else 1)
     if isinstance(obj, dict):
         return _convert_dict(obj, path, _depth)
     if isinstance(obj, (list, tuple)):
@@ -208,29 +225,19 @@ def _convert_dict(obj: dict, path: str, depth: int) -> tuple[dict, int]:
 # ---------------------------------------------------------------- writing
 def _dump(page: dict, path: str) -> None:
     """The one low-level disk write (tests inject slow or failing disks here)."""
-    joblib.dump(page, path)
+    with open(path, "wb") as f:
+        pickle.Pickler(f, protocol=5).dump(page)
 
 
 def _write_atomically(path: str, write: Callable[[str], None], what: str) -> None:
-    temp = _temp_path(path)
+    """``atomic_write``, with disk errors told as what failed, where, and how to fix it."""
     try:
-        write(temp)
-        os.replace(temp, path)
-    except BaseException as exc:
-        _remove_quietly(temp)
-        if isinstance(exc, OSError):
-            raise PageWriteError(
-                f"could not write debug {what} {path}: {exc.strerror or exc} "
-                f"({type(exc).__name__}). Free disk space, check that the folder exists and is writable, "
-                "or lower page_size_mb.", path, exc.errno) from exc
-        raise
-
-
-def _remove_quietly(path: str) -> None:
-    try:
-        os.remove(path)
-    except OSError:
-        pass
+        atomic_write(path, write)
+    except OSError as exc:
+        raise PageWriteError(
+            f"could not write debug {what} {path}: {exc.strerror or exc} "
+            f"({type(exc).__name__}). Free disk space, check that the folder exists and is writable, "
+            "or lower page_size_mb.", path, exc.errno) from exc
 
 
 def write_page(path: str, page: dict[int, dict]) -> None:
@@ -274,52 +281,113 @@ class _Malformed(Exception):
 _NDARRAY = object()  # stands for numpy.ndarray: compared by identity, never callable or mutable
 
 
+class _LoadingArray(np.ndarray):
+    """Every array while its page loads: a BUILD on it reaches NumPy only with a checked state.
+
+    ``load_page`` turns these into plain ndarrays once the file is read.
+    """
+
+    def __setstate__(self, state: Any) -> None:
+        if not (type(state) is tuple and len(state) == 5 and isinstance(state[4], (bytes, bytearray))):
+            raise _Malformed("an array state that is not (version, shape, dtype, fortran, raw bytes)")
+        version, shape, dtype, fortran, data = state
+        super().__setstate__((version, _check_shape(shape), _check_dtype(dtype), fortran is True, data))
+
+
+class _Allowed:
+    """An allowed global: callable, but with no ``__dict__``, ``__setstate__`` or settable
+    attribute, so a BUILD instruction cannot rewire what later REDUCEs call."""
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        object.__setattr__(self, "_fn", fn)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise _Refused("a BUILD instruction on an allowed global")
+
+    def __call__(self, *args: Any) -> Any:
+        return self._fn(*args)
+
+
 def _check_dtype(dtype: Any) -> np.dtype:
+    """NumPy's own dtype for ``dtype``'s description: BUILD may have set any flags or layout on the file's copy."""
     if not isinstance(dtype, np.dtype):
         raise _Malformed(f"an array dtype that is a {type(dtype).__name__}")
-    if dtype.hasobject:
-        raise _Refused(f"an array of Python objects (dtype {dtype}), whose loading would unpickle arbitrary objects")
+    if dtype.fields is not None or dtype.subdtype is not None:
+        raise _Refused("a structured dtype")
+    canonical = np.dtype(dtype.str)
+    if dtype.hasobject or canonical.hasobject:
+        raise _Refused(f"an array of Python objects (dtype {canonical}), "
+                       "whose loading would unpickle arbitrary objects")
+    return canonical
+
+
+def _check_shape(shape: Any) -> tuple[int, ...]:
+    if not (type(shape) is tuple and all(type(d) is int and d >= 0 for d in shape)):
+        raise _Malformed(f"an array shape {shape!r}")
+    return shape
+
+
+def _check_order(order: Any, axis_order: tuple, ndim: int) -> None:
+    """'C' or 'F'; NumPy 2.4 also writes 'K' and an axis permutation for permuted-contiguous arrays."""
+    if order in ("C", "F") and not axis_order:
+        return
+    if order == "K" and len(axis_order) == 1 and type(axis_order[0]) is tuple \
+            and sorted(axis_order[0]) == list(range(ndim)):
+        return
+    raise _Malformed(f"an array order {order!r} {axis_order!r}")
+
+
+def _safe_frombuffer(buffer: Any, dtype: Any, shape: Any, order: Any, *axis_order: Any) -> np.ndarray:
+    if not isinstance(buffer, (bytes, bytearray, pickle.PickleBuffer)):
+        raise _Malformed(f"array data that is a {type(buffer).__name__}")
+    dtype, shape = _check_dtype(dtype), _check_shape(shape)
+    _check_order(order, axis_order, len(shape))
+    nbytes = memoryview(buffer).nbytes
+    if math.prod(shape) * dtype.itemsize != nbytes:
+        raise _Malformed(f"{nbytes} bytes of data for an array of shape {shape} and dtype {dtype}")
+    return _frombuffer(buffer, dtype, shape, order, *axis_order).view(_LoadingArray)
+
+
+def _safe_dtype(obj: Any, align: Any = False, copy: Any = True) -> np.dtype:
+    """Always a fresh copy: the BUILD that follows must not mutate NumPy's shared dtype singletons."""
+    if not isinstance(obj, str):
+        raise _Malformed(f"a dtype described by a {type(obj).__name__}")
+    dtype = np.dtype(obj, align is True, True)
+    _check_dtype(dtype)
     return dtype
 
 
-def _safe_dtype(*args: Any) -> np.dtype:
-    return _check_dtype(np.dtype(*args))
-
-
 def _safe_reconstruct(subtype: Any, shape: Any, dtype: Any) -> np.ndarray:
+    """The empty array that NumPy's old-style pickles (datetimes, non-contiguous arrays) then BUILD."""
     if subtype is not _NDARRAY:
         raise _Refused("an ndarray subclass")
-    if tuple(shape) != (0,):
+    if type(shape) is not tuple or (shape, dtype) != ((0,), b"b"):
         raise _Malformed(f"an array placeholder of shape {shape!r}")
-    _check_dtype(np.dtype(dtype))
-    return _reconstruct(np.ndarray, (0,), dtype)
+    return _reconstruct(_LoadingArray, (0,), b"b")
 
 
-def _safe_scalar(dtype: Any, *args: Any) -> Any:
-    return scalar(_check_dtype(dtype), *args)
+def _safe_scalar(dtype: Any, data: Any) -> Any:
+    dtype = _check_dtype(dtype)
+    if type(data) is not bytes or len(data) != dtype.itemsize:
+        raise _Malformed(f"a {dtype} scalar that is not {dtype.itemsize} raw bytes")
+    return scalar(dtype, data)
 
 
 _ALLOWED_GLOBALS: dict[tuple[str, str], Any] = {
     ("numpy", "ndarray"): _NDARRAY,
-    ("numpy", "dtype"): _safe_dtype,
-    ("numpy.core.multiarray", "_reconstruct"): _safe_reconstruct,
-    ("numpy._core.multiarray", "_reconstruct"): _safe_reconstruct,
-    ("numpy.core.multiarray", "scalar"): _safe_scalar,
-    ("numpy._core.multiarray", "scalar"): _safe_scalar,
-    ("joblib.numpy_pickle", "NumpyArrayWrapper"): NumpyArrayWrapper,
-    ("builtins", "complex"): complex,
+    **{(module, "_frombuffer"): _Allowed(_safe_frombuffer) for module in ("numpy._core.numeric", "numpy.core.numeric")},
+    ("numpy", "dtype"): _Allowed(_safe_dtype),
+    **{(module, "_reconstruct"): _Allowed(_safe_reconstruct)
+       for module in ("numpy._core.multiarray", "numpy.core.multiarray")},
+    **{(module, "scalar"): _Allowed(_safe_scalar) for module in ("numpy._core.multiarray", "numpy.core.multiarray")},
+    ("builtins", "complex"): _Allowed(complex),
 }
-_WRAPPER_KEYS = {"subclass", "shape", "order", "dtype", "allow_mmap", "numpy_array_alignment_bytes"}
 
 
-class _SafeUnpickler(NumpyUnpickler):
-    """joblib's unpickler restricted to the globals and BUILD targets a Lantern page contains."""
-
-    dispatch = NumpyUnpickler.dispatch.copy()
-
-    def __init__(self, path: str, file: Any) -> None:
-        super().__init__(path, file, ensure_native_byte_order=True)
-        self._file_size = os.fstat(file.fileno()).st_size
+class _PageUnpickler(pickle.Unpickler):
+    """The C unpickler, resolving only the guarded globals above."""
 
     def find_class(self, module: str, name: str) -> Any:
         try:
@@ -327,63 +395,37 @@ class _SafeUnpickler(NumpyUnpickler):
         except KeyError:
             raise _Refused(f"a reference to the global {module}.{name}") from None
 
-    def load_build(self) -> None:
-        """Arrays are read from a validated copy of the wrapper; other objects are never BUILD targets."""
-        state, inst = self.stack[-1], self.stack[-2]
-        if type(inst) is NumpyArrayWrapper:
-            self.stack[-2:] = [self._read_array(state)]
-            return
-        if not (isinstance(inst, np.dtype) or type(inst) is np.ndarray):
-            raise _Refused(f"a BUILD instruction on a {type(inst).__name__}")
-        Unpickler.load_build(self)
-        _check_dtype(inst if isinstance(inst, np.dtype) else inst.dtype)
 
-    dispatch[pickle.BUILD[0]] = load_build
-
-    def _read_array(self, state: Any) -> np.ndarray:
-        if not isinstance(state, dict) or not set(state) <= _WRAPPER_KEYS or "dtype" not in state:
-            raise _Malformed("an array wrapper with unexpected attributes")
-        if state.get("subclass") is not _NDARRAY:
-            raise _Refused("an array of an ndarray subclass")
-        dtype, shape, order = _check_dtype(state["dtype"]), state.get("shape"), state.get("order")
-        alignment = state.get("numpy_array_alignment_bytes")
-        if not (isinstance(shape, tuple) and all(type(d) is int and d >= 0 for d in shape)) \
-                or order not in ("C", "F") or not (alignment is None or type(alignment) is int):
-            raise _Malformed(f"an array wrapper with shape {shape!r}, order {order!r}")
-        if math.prod(shape) * dtype.itemsize > self._file_size - self.file_handle.tell():
-            raise _Malformed(f"an array of shape {shape} whose data runs past the end of the file")
-        wrapper = NumpyArrayWrapper(np.ndarray, shape, order, dtype, allow_mmap=False,
-                                    numpy_array_alignment_bytes=alignment)
-        return wrapper.read(self, self.ensure_native_byte_order)
-
-
-def _check_loaded(obj: Any, path: str, depth: int = 0) -> None:
-    """Refuse leftovers a crafted file could assemble (bare wrappers, sets, cycles)."""
+def _check_loaded(obj: Any, path: str, depth: int = 0) -> Any:
+    """``obj`` with plain ndarrays; refuses leftovers a crafted file could assemble (dtypes, memoryviews, cycles)."""
     if depth > MAX_DEPTH:
         raise _Malformed(f"data nested more than {MAX_DEPTH} levels deep at '{path}'")
+    if type(obj) is _LoadingArray:
+        return obj.view(np.ndarray)
     if isinstance(obj, dict):
         for key, value in obj.items():
             if not isinstance(key, (str, int)):
                 raise _Malformed(f"a dict key of type {type(key).__name__} at '{path}'")
-            _check_loaded(value, _join(path, key), depth + 1)
-    elif isinstance(obj, (list, tuple)):
-        for i, value in enumerate(obj):
-            _check_loaded(value, _join(path, i), depth + 1)
-    elif not (isinstance(obj, _LEAF_TYPES) or type(obj) is np.ndarray
-              or (isinstance(obj, np.generic) and not obj.dtype.hasobject)):
-        raise _Malformed(f"a {type(obj).__name__} at '{path}'")
+            obj[key] = _check_loaded(value, _join(path, key), depth + 1)
+        return obj
+    if isinstance(obj, (list, tuple)):
+        values = [_check_loaded(value, _join(path, i), depth + 1) for i, value in enumerate(obj)]
+        return values if isinstance(obj, list) else tuple(values)
+    if isinstance(obj, _LEAF_TYPES) or (isinstance(obj, np.generic) and not obj.dtype.hasobject):
+        return obj
+    raise _Malformed(f"a {type(obj).__name__} at '{path}'")
 
 
+# Everything the C unpickler or a guard raises on a truncated or garbled file.
 _MALFORMED_ERRORS = (pickle.UnpicklingError, EOFError, ValueError, KeyError, IndexError, TypeError,
-                     AttributeError, struct.error, OverflowError, _Malformed)
+                     AttributeError, struct.error, OverflowError, MemoryError, _Malformed)
 
 
 def load_page(path: str) -> dict:
     """Load a page, running nothing from the file: only plain data and numeric arrays are rebuilt."""
     try:
         with open(path, "rb") as f:
-            page = _SafeUnpickler(path, f).load()
-        _check_loaded(page, "")
+            page = _check_loaded(_PageUnpickler(f).load(), "")
     except _Refused as exc:
         raise UnsafePageError(
             f"refused to load debug page {path}: it contains {exc}, which a Lantern page never holds. "

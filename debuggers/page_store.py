@@ -26,9 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from debuggers.outputs import error_output
 from debuggers.page_format import (
     INDEX_VERSION,
     PageWriteError,
+    UnsupportedOutputError,
     estimate_nbytes,
     index_file_name,
     is_own_file,
@@ -62,6 +64,7 @@ class _Epoch:
     pages: list[str] = field(default_factory=list)
     locations: dict[str, str] = field(default_factory=dict)
     disk_bytes: int = 0
+    unsupported: dict[str, str] = field(default_factory=dict)  # key -> first reason, with record_unsupported
 
 
 @dataclass
@@ -83,7 +86,8 @@ class _Finish:
 
 def _positive(name: str, value: Any, kind: type | tuple[type, ...]) -> None:
     if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
-        raise ValueError(f"PageWriter: {name} must be a positive number, got {value!r}")
+        noun = "integer (bytes)" if kind is int else "number"
+        raise ValueError(f"PageWriter: {name} must be a positive {noun}, got {value!r}")
 
 
 class PageWriter:
@@ -94,10 +98,13 @@ class PageWriter:
         max_in_flight_bytes: bytes queued but not yet converted before ``add`` waits (default: one page).
         rank, world_size: name pages and index per rank so ranks can share a folder.
         stall_timeout_s: give up waiting after this long without any progress of the writer.
+        record_unsupported: an output (top-level key) that a page cannot hold becomes an error
+            record for that key alone, listed in ``flush()``'s ``'unsupported'``; when False it
+            fails the epoch like a write error.
     """
 
     def __init__(self, page_size_bytes: int, max_in_flight_bytes: int | None = None, rank: int = 0,
-                 world_size: int = 1, stall_timeout_s: float = 300.0) -> None:
+                 world_size: int = 1, stall_timeout_s: float = 300.0, record_unsupported: bool = False) -> None:
         _positive("page_size_bytes", page_size_bytes, int)
         max_in_flight_bytes = page_size_bytes if max_in_flight_bytes is None else max_in_flight_bytes
         _positive("max_in_flight_bytes", max_in_flight_bytes, int)
@@ -108,6 +115,7 @@ class PageWriter:
         self.max_in_flight_bytes = max_in_flight_bytes
         self.rank, self.world_size = rank, world_size
         self.stall_timeout_s = float(stall_timeout_s)
+        self.record_unsupported = record_unsupported
         self.peak_in_flight_bytes = 0
         self._cond = threading.Condition(threading.Lock())
         self._queue: deque[_Item | _Finish] = deque()
@@ -174,7 +182,8 @@ class PageWriter:
             self._raise_if_failed(epoch, "flush")
             self._finish(epoch, complete=True, raise_errors=True)
             epoch.flushed = True
-        return {"pages": len(epoch.pages), "datapoints": len(epoch.locations), "bytes": epoch.disk_bytes}
+        return {"pages": len(epoch.pages), "datapoints": len(epoch.locations), "bytes": epoch.disk_bytes,
+                "unsupported": dict(epoch.unsupported)}
 
     def close(self) -> None:
         """Stop the thread; outputs not yet flushed are dropped. Idempotent."""
@@ -302,7 +311,7 @@ class PageWriter:
         epoch = item.epoch
         try:
             if epoch.error is None:
-                value, nbytes = to_page_value(item.outputs)
+                value, nbytes = self._convert(epoch, item.outputs)
                 epoch.page[item.idx] = value
                 epoch.page_bytes += nbytes
         except Exception as exc:
@@ -312,6 +321,24 @@ class PageWriter:
             self._step(item.nbytes)
         if epoch.error is None and epoch.page_bytes >= self.page_size_bytes:
             self._write_page(epoch)
+
+    def _convert(self, epoch: _Epoch, outputs: dict) -> tuple[dict, int]:
+        """``to_page_value`` of ``outputs``; with ``record_unsupported``, key by key, so one bad output
+        becomes an error record instead of failing every other key."""
+        try:
+            return to_page_value(outputs)
+        except UnsupportedOutputError:
+            if not self.record_unsupported:
+                raise
+        converted, total = {}, 0
+        for key, output in outputs.items():
+            try:
+                converted[key], nbytes = to_page_value(output, str(key))
+            except UnsupportedOutputError as exc:
+                epoch.unsupported.setdefault(str(key), str(exc))
+                converted[key], nbytes = to_page_value(error_output(exc))
+            total += nbytes
+        return converted, total
 
     def _write_page(self, epoch: _Epoch) -> None:
         name = page_file_name(self.rank, self.world_size, len(epoch.pages))

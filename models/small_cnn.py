@@ -9,10 +9,15 @@ from torch import nn
 
 
 def _conv_block(in_channels: int, out_channels: int, pool: bool) -> nn.Sequential:
-    """conv3x3-bn-relu, halving the resolution when ``pool`` is set."""
+    """conv3x3-bn-relu, halving the resolution when ``pool`` is set.
+
+    BatchNorm momentum is 0.3 (not 0.1) so that running statistics keep up with
+    weights that Adam moves fast on small data; with 0.1 eval accuracy swings by
+    20 points between epochs while batch-statistics accuracy is steady.
+    """
     layers = OrderedDict(
         conv=nn.Conv2d(in_channels, out_channels, 3, padding=1, bias=False),
-        bn=nn.BatchNorm2d(out_channels),
+        bn=nn.BatchNorm2d(out_channels, momentum=0.3),
         relu=nn.ReLU(inplace=True),
     )
     if pool:
@@ -38,10 +43,7 @@ class SmallCNN(nn.Module):
             raise ValueError(f"widths must give 4 channel counts (one per layer), got {widths}")
         channels = (in_channels, *widths)
         self.backbone = nn.Sequential(
-            OrderedDict(
-                (f"layer{i + 1}", _conv_block(channels[i], channels[i + 1], pool=i < 3))
-                for i in range(4)
-            )
+            OrderedDict((f"layer{i + 1}", _conv_block(channels[i], channels[i + 1], pool=i < 3)) for i in range(4))
         )
         self.head = nn.Sequential(
             OrderedDict(

@@ -7,10 +7,16 @@ in the design doc) and ``run``.
 
 from __future__ import annotations
 
+import glob
 import math
 import os
 import random
+import re
 import shutil
+import socket
+import time
+import uuid
+from collections.abc import Callable
 from typing import Any, Optional
 
 import numpy as np
@@ -18,9 +24,10 @@ import torch
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
+from debuggers.model_report import MODEL_REPORT_FILE, build_model_report, write_model_report
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from runners import distributed
-from utils.atomic_files import atomic_write_json, read_json
+from utils.atomic_files import TEMP_MARKER, atomic_write_json, read_json
 from utils.builders import build_from_config
 from utils.config_file import describe_config
 from utils.errors import ConfigError, WorkDirError
@@ -28,6 +35,9 @@ from utils.ops import apply_tensor_op, idx_list
 from utils.run_logging import get_run_logger
 
 RUN_INFO_FILE = "run_info.json"
+_STALE_TEMP = re.compile(rf"\..+{re.escape(TEMP_MARKER)}[\d-]+")  # utils.atomic_files.temporary_path
+# moving a run or its config file, or changing how long ranks wait for each other, keeps it the same run
+UNIDENTIFYING_KEYS = ("work_dir", "config_filepath", "distributed_timeout_s")
 
 
 class BaseRunner:
@@ -63,18 +73,25 @@ class BaseRunner:
         else:
             self.device = torch.device(wanted)
             self._device_note = ""
-        self.rank, self.world_size = distributed.init_distributed(wanted)
-        if self.device.type == "cuda" and self.world_size > 1:
+        if self.device.type == "cuda" and distributed.env_world_size() > 1:
             self.device = torch.device("cuda", distributed.local_rank())
             torch.cuda.set_device(self.device)
+        self.rank, self.world_size = distributed.init_distributed(self.device, self._distributed_timeout_s())
+
+    def _distributed_timeout_s(self) -> float:
+        timeout = self.config.get("distributed_timeout_s", distributed.DEFAULT_TIMEOUT_S)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ConfigError(f"config['distributed_timeout_s'] must be a positive number of seconds (how long a "
+                              f"rank waits for the others before giving up), got {timeout!r}")
+        return float(timeout)
 
     def _init_work_dir_(self) -> None:
         """Refuse a work dir that holds a different run; record this run's identity."""
         identity = {"runner": type(self).__name__, "config": describe_config(
-            {k: v for k, v in self.config.items() if k != "work_dir"})}
+            {k: v for k, v in self.config.items() if k not in UNIDENTIFYING_KEYS})}
         info_path = os.path.join(self.work_dir, RUN_INFO_FILE)
         if os.path.exists(info_path):
-            if read_json(info_path) != identity:
+            if {k: v for k, v in read_json(info_path).items() if k in identity} != identity:
                 raise WorkDirError(
                     f"work dir {self.work_dir!r} holds another run (its {RUN_INFO_FILE} describes a different "
                     "config). Set another 'work_dir' in the config, or delete the folder to start over"
@@ -84,11 +101,14 @@ class BaseRunner:
                 f"work dir {self.work_dir!r} is not empty and holds no {RUN_INFO_FILE}: it is not a Lantern run. "
                 "Set another 'work_dir' in the config, or empty the folder"
             )
-        distributed.barrier()
+        distributed.barrier("checking the work dir")
+        launch = distributed.broadcast_object(uuid.uuid4().hex)
         if self.is_main:
-            os.makedirs(self.work_dir, exist_ok=True)
-            atomic_write_json(info_path, identity)
-        distributed.barrier()
+            info = {**identity, "config_filepath": self.config.get("config_filepath"), "launch": launch}
+            write_run_file(info_path, lambda: _create_work_dir(self.work_dir, info_path, info))
+        distributed.barrier("waiting for rank 0 to create the work dir")
+        if not self.is_main:
+            _check_shared_work_dir(info_path, launch, self.rank)
 
     def _init_logger(self) -> None:
         self.logger = get_run_logger(self.work_dir, self.LOG_FILE, self.rank)
@@ -121,8 +141,22 @@ class BaseRunner:
                 f"config['debugger'] must build a SequentialDebugger, got {type(self.debugger).__name__}; "
                 "wrap your debuggers in {'class': SequentialDebugger, 'args': {'debuggers_config': [...]}}"
             )
-        self.debugger.register_hooks(self.model, logger=self.logger)
+        self.debugger.register_hooks(self.eval_model, logger=self.logger)
         self.logger.info(f"Debugger ready: {list(self.debugger.debuggers)}")
+        self._write_model_report_()
+
+    def _write_model_report_(self) -> None:
+        """Parameters and FLOPs of the model, once per run (rank 0), on the first eval datapoint; never fatal."""
+        path = os.path.join(self.work_dir, MODEL_REPORT_FILE)
+        loader = getattr(self, "val_dataloader", None) or getattr(self, "eval_dataloader", None)
+        if not self.is_main or loader is None or os.path.exists(path):
+            return
+        try:
+            batch = loader.collate_fn([loader.dataset[0]])
+            inputs = apply_tensor_op(lambda t: t.to(self.device), batch["inputs"])
+            write_model_report(path, build_model_report(self.eval_model, inputs))
+        except Exception as exc:  # the report only informs; the run must not stop for it
+            self.logger.warning(f"model report not written ({type(exc).__name__}: {exc})")
 
     def _build_dataloader(self, dataset_key: str, dataloader_key: str, sampler: Any) -> DataLoader:
         dataset = build_from_config(self.config[dataset_key], f"config['{dataset_key}']")
@@ -175,10 +209,14 @@ class BaseRunner:
         self.debugger.enabled = True
 
     def _finish_debug_capture(self, debugger_dir: str) -> None:
+        """Write the last pages; return once every rank has, so an epoch marked done has all its pages."""
         summary = self.debugger.save_all(debugger_dir)
         self.debugger.enabled = False
+        if "error" in summary:
+            self.logger.error(f"Debug outputs in {debugger_dir} are incomplete: {summary['error']}")
         self.logger.info(f"Debug outputs: {summary['datapoints']} datapoints in {summary['pages']} page(s), "
                          f"{summary['bytes'] / 2**20:.1f} MB in {debugger_dir}")
+        distributed.barrier("waiting for every rank to write its debug pages")
 
     def _close(self) -> None:
         if self.debugger is not None:
@@ -193,7 +231,54 @@ def seed_everything(seed: int) -> None:
 
 def write_scores(path: str, scores: dict) -> None:
     """Scores files are strict JSON: NaN is written as null so any reader accepts them."""
-    atomic_write_json(path, _nan_to_none(scores))
+    write_run_file(path, lambda: atomic_write_json(path, _nan_to_none(scores)))
+
+
+def write_run_file(path: str, write: Callable[[], None]) -> None:
+    """Run ``write``, an atomic write of ``path``; a failed write stops the run saying what to do."""
+    try:
+        write()
+    except (OSError, RuntimeError) as exc:  # torch.save reports a full disk as a RuntimeError
+        folder = os.path.dirname(os.path.abspath(path))
+        space = f"; {shutil.disk_usage(folder).free / 2**20:.1f} MB free there" if os.path.isdir(folder) else ""
+        raise WorkDirError(
+            f"cannot write {path} ({type(exc).__name__}: {exc}{space}). Nothing earlier is lost. Free disk space "
+            "or make the folder writable (a file may stand where a folder should be), then run the same command "
+            "again (training resumes after its last finished epoch)"
+        ) from exc
+
+
+def _create_work_dir(work_dir: str, info_path: str, info: dict) -> None:
+    os.makedirs(work_dir, exist_ok=True)
+    remove_stale_temporaries(work_dir)
+    atomic_write_json(info_path, info)
+
+
+def remove_stale_temporaries(work_dir: str) -> None:
+    """Delete the hidden temporaries of atomic writes that a killed process left in the run's folders."""
+    folders = [work_dir] + sorted(glob.glob(os.path.join(work_dir, "epoch_*")))
+    for folder in folders:
+        for name in os.listdir(folder) if os.path.isdir(folder) else []:
+            if _STALE_TEMP.fullmatch(name):
+                os.remove(os.path.join(folder, name))
+
+
+def _check_shared_work_dir(info_path: str, launch: str, rank: int, wait_s: float = 30.0) -> None:
+    """Every rank must see rank 0's files: on several machines the work dir must be on a shared filesystem."""
+    deadline = time.monotonic() + wait_s  # network filesystems may show a new file a little late
+    while True:
+        try:
+            if read_json(info_path).get("launch") == launch:
+                return
+        except (OSError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            raise WorkDirError(
+                f"rank {rank} on {socket.gethostname()} does not see the {info_path} that rank 0 just wrote: "
+                "every rank must see the same work dir. On several machines, put 'work_dir' on a filesystem "
+                "shared by all of them (NFS, Lustre, ...) under the same path"
+            )
+        time.sleep(0.2)
 
 
 def _nan_to_none(value: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -55,3 +56,21 @@ def run_main(config_path, timeout=240, **kwargs):
     """``python main.py --config-filepath ...`` in a real subprocess."""
     return subprocess.run([sys.executable, "main.py", "--config-filepath", str(config_path)], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def run_torchrun(config_path, nproc=2, timeout=180):
+    """``torchrun --standalone --nproc_per_node=N main.py ...`` with one thread per process.
+
+    torchrun runs in its own session so that a timeout kills its workers too, not only torchrun.
+    """
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+               "main.py", "--config-filepath", str(config_path)]
+    process = subprocess.Popen(command, cwd=REPO_ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        raise AssertionError(f"torchrun did not finish within {timeout} s (a hang?); its output:\n{output}") from None
+    return subprocess.CompletedProcess(command, process.returncode, output, "")

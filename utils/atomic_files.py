@@ -7,8 +7,10 @@ either the old complete version, the new complete version, or absent.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -18,19 +20,25 @@ TEMP_MARKER = ".tmp-"
 
 
 def temporary_path(path: str) -> str:
-    """A hidden name beside ``path`` that no reader's glob matches."""
+    """A hidden name beside ``path`` that no reader's glob matches.
+
+    Unique per process and thread, so two threads writing one file never share a temporary file.
+    """
     folder, name = os.path.split(path)
-    return os.path.join(folder, f".{name}{TEMP_MARKER}{os.getpid()}")
+    return os.path.join(folder, f".{name}{TEMP_MARKER}{os.getpid()}-{threading.get_ident()}")
 
 
 def atomic_write(path: str, write: Callable[[str], None]) -> None:
-    """Call ``write(temp_path)`` and move the result to ``path``; clean up on failure."""
+    """Call ``write(temp_path)`` and move the result to ``path``; clean up on failure.
+
+    A failed cleanup never hides the error that caused it.
+    """
     temp = temporary_path(path)
     try:
         write(temp)
         os.replace(temp, path)
     except BaseException:
-        if os.path.exists(temp):
+        with contextlib.suppress(OSError):
             os.remove(temp)
         raise
 

@@ -31,6 +31,7 @@ def load_config(path: str) -> dict[str, Any]:
             f"(found {type(config).__name__}); see configs/examples/ for the format"
         )
     config.setdefault("work_dir", default_work_dir(path))
+    config.setdefault("config_filepath", os.path.abspath(path))
     return config
 
 

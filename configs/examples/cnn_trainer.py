@@ -1,4 +1,5 @@
-"""Default example: a small CNN on synthetic shapes.
+"""Default example: a small CNN on synthetic shapes, with feature maps, statistics and Grad-CAM
+captured for every validation datapoint of the last epoch.
 
     python main.py --config-filepath configs/examples/cnn_trainer.py
 """
@@ -8,6 +9,10 @@ from torch.utils.data import DataLoader
 
 from criteria import CrossEntropyCriterion
 from data.datasets import SyntheticShapesDataset, collate_datapoints
+from debuggers.activation_stats_debugger import ActivationStatsDebugger
+from debuggers.feature_map_debugger import FeatureMapDebugger
+from debuggers.gradcam_debugger import GradCAMDebugger
+from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from metrics import ClassificationMetric
 from models import SmallCNN
 from runners.trainers import BaseTrainer
@@ -29,4 +34,18 @@ config = {
     "metric": {"class": ClassificationMetric, "args": {}},
     "optimizer": {"class": torch.optim.Adam, "args": {"lr": 2e-3}},
     "scheduler": {"class": torch.optim.lr_scheduler.CosineAnnealingLR, "args": {"T_max": EPOCHS}},
+    "debugger": {
+        "class": SequentialDebugger,
+        "args": {
+            "page_size_mb": 16,
+            "debuggers_config": [
+                {"name": "layer4_features",
+                 "debugger_config": {"class": FeatureMapDebugger, "args": {"layer_name": "backbone.layer4"}}},
+                {"name": "layer3_stats",
+                 "debugger_config": {"class": ActivationStatsDebugger, "args": {"layer_name": "backbone.layer3"}}},
+                {"name": "gradcam",
+                 "debugger_config": {"class": GradCAMDebugger, "args": {"target_layer": "backbone.layer4"}}},
+            ],
+        },
+    },
 }

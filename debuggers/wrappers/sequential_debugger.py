@@ -63,23 +63,31 @@ class SequentialDebugger(BaseDebugger):
             if isinstance(debugger, ForwardDebugger):
                 self.forward_debuggers.setdefault(debugger.layer_name, []).append(debugger)
         rank, world_size = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
-        self._writer = PageWriter(self.page_size, rank=rank, world_size=world_size)
+        self._writer = PageWriter(self.page_size, rank=rank, world_size=world_size, record_unsupported=not strict)
         self._model: Optional[torch.nn.Module] = None
         self._handles: list[Removable] = []
         self._enabled = False
         self._staging_dir: Optional[str] = None
         self._failed: set[str] = set()
+        self._epoch_open = False
         self.write_error: Optional[BaseException] = None
+        self._log = logger
         if model is not None:
             self.register_hooks(model)
 
     # ------------------------------------------------------------- hooks
     def register_hooks(self, model: torch.nn.Module, logger: Optional[logging.Logger] = None) -> None:
-        """Remember ``model``; an unknown layer name raises here, with the closest names."""
+        """Remember ``model``; an unknown layer name raises here, with the closest names.
+
+        Failures reported later go to ``logger`` (the run's) instead of ``lantern.debugger``, so they reach
+        the run's log file.
+        """
         for layer_name, debuggers in self.forward_debuggers.items():
             require_layer(model, layer_name)
             if logger is not None:
                 logger.info(f"{len(debuggers)} forward debugger(s) on layer '{layer_name}'")
+        if logger is not None:
+            self._log = logger
         was_enabled = self.enabled
         self.enabled = False
         self._model = model
@@ -144,9 +152,9 @@ class SequentialDebugger(BaseDebugger):
             raise DebuggerError(f"debugger '{name}' failed: {type(exc).__name__}: {exc}") from exc
         if name not in self._failed:
             self._failed.add(name)
-            logger.warning(f"debugger '{name}' failed ({type(exc).__name__}: {exc}); its error is recorded "
-                           "as its output and the run goes on (set strict=True to stop instead)",
-                           exc_info=exc)
+            self._log.warning(f"debugger '{name}' failed ({type(exc).__name__}: {exc}); its error is recorded "
+                              "as its output and the run goes on (set strict=True to stop instead)",
+                              exc_info=exc)
         return error_output(exc)
 
     def _buffer_batch(self, idx: list[int], outputs: dict[str, Any]) -> None:
@@ -166,11 +174,15 @@ class SequentialDebugger(BaseDebugger):
         try:
             self._writer.add(int(datapoint_idx), debug_outputs)
         except Exception as exc:
-            if self.strict:
-                raise
-            self.write_error = exc
-            logger.error(f"debug outputs cannot be written ({exc}); capture stops for this epoch, "
-                         "training goes on")
+            self._write_failed(exc)
+
+    def _write_failed(self, exc: Exception) -> None:
+        """Stop capture for this epoch (or raise, when strict): training must go on without it."""
+        if self.strict:
+            raise exc
+        self.write_error = exc
+        self._log.error(f"debug outputs cannot be written ({exc}); capture stops for this epoch, "
+                        "training goes on")
 
     # ----------------------------------------------------------- pages
     def reset_buffer(self, output_dir: Optional[str] = None) -> None:
@@ -180,22 +192,31 @@ class SequentialDebugger(BaseDebugger):
         self._failed = set()
         if output_dir is None:
             self._staging_dir = tempfile.mkdtemp(prefix="lantern-debug-")
-        self._writer.start_epoch(output_dir or self._staging_dir)
+        self._epoch_open = False
+        try:
+            self._writer.start_epoch(output_dir or self._staging_dir)
+            self._epoch_open = True
+        except Exception as exc:
+            self._write_failed(exc)
 
     def save_all(self, output_dir: Optional[str] = None) -> dict[str, Any]:
         """Write what is left and the final index; returns ``{'pages', 'datapoints', 'bytes'}``."""
-        try:
-            summary = self._writer.flush()
-        except Exception as exc:
-            if self.strict:
-                raise
-            self.write_error = self.write_error or exc
-            summary = {"pages": 0, "datapoints": 0, "bytes": 0}
+        summary = {"pages": 0, "datapoints": 0, "bytes": 0}
+        if self._epoch_open:
+            try:
+                summary = self._writer.flush()
+            except Exception as exc:
+                if self.strict:
+                    raise
+                self.write_error = self.write_error or exc
         if self._staging_dir is not None:
             if output_dir is None:
                 raise ValueError("save_all needs output_dir: reset_buffer() was called without one")
             _move_pages(self._staging_dir, output_dir)
             self._discard_staging()
+        for name, reason in summary.get("unsupported", {}).items():
+            self._log.warning(f"debugger '{name}' returned outputs a page cannot hold; they are recorded as its "
+                              f"error and the other debuggers' outputs are kept: {reason}")
         if self.write_error is not None:
             summary["error"] = str(self.write_error)
         return summary

@@ -17,6 +17,7 @@ rest with the same per-epoch seeds.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -25,11 +26,11 @@ from torch.utils.data import DistributedSampler, RandomSampler
 from tqdm import tqdm
 
 from runners import distributed
-from runners.base_runner import BaseRunner, seed_everything, write_scores
+from runners.base_runner import BaseRunner, seed_everything, write_run_file, write_scores
 from runners.checkpoints import load_checkpoint_file, load_model_state
 from utils.atomic_files import atomic_torch_save, atomic_write_json, read_json
 from utils.builders import build_from_config
-from utils.errors import ConfigError
+from utils.errors import CheckpointError, ConfigError
 from utils.ops import apply_tensor_op
 
 PROGRESS_FILE = "progress.json"
@@ -119,8 +120,12 @@ class BaseTrainer(BaseRunner):
         progress_path = os.path.join(self.work_dir, PROGRESS_FILE)
         if not os.path.exists(progress_path):
             return
-        progress = read_json(progress_path)
-        done = progress["completed_epochs"]
+        try:
+            progress = read_json(progress_path)
+            done = progress["completed_epochs"]
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CheckpointError(f"{progress_path} is not a Lantern progress file ({type(exc).__name__}: {exc}); "
+                                  "it was edited or damaged. Restore it, or delete the work dir to start over") from exc
         if done == 0:
             return
         path = self._epoch_path(done - 1, "checkpoint.pt")
@@ -153,12 +158,13 @@ class BaseTrainer(BaseRunner):
 
     def _train_epoch_(self) -> None:
         epoch = self.cum_epochs
-        seed_everything(self.seed * 1000 + epoch)
+        epoch_seed = self.seed * 1000 + epoch
+        seed_everything(epoch_seed + 1_000_003 * self.rank)  # per rank: dropout differs across ranks
         sampler = self.train_dataloader.sampler
         if isinstance(sampler, DistributedSampler):
             sampler.set_epoch(epoch)
         else:
-            sampler.generator.manual_seed(self.seed * 1000 + epoch)
+            sampler.generator.manual_seed(epoch_seed)
         self.model.train()
         losses = []
         bar = tqdm(self.train_dataloader, desc=f"train {epoch}", leave=False, disable=not self.is_main)
@@ -167,9 +173,11 @@ class BaseTrainer(BaseRunner):
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
         if self.scheduler is not None:
             self.scheduler.step()
-        os.makedirs(self._epoch_path(epoch), exist_ok=True)
+        epoch_dir = self._epoch_path(epoch)
+        write_run_file(epoch_dir, lambda: os.makedirs(epoch_dir, exist_ok=True))
         if self.is_main:
-            atomic_torch_save(torch.tensor(losses), self._epoch_path(epoch, "training_losses.pt"))
+            path = self._epoch_path(epoch, "training_losses.pt")
+            write_run_file(path, lambda: atomic_torch_save(torch.tensor(losses), path))
         self.logger.info(f"epoch {epoch}: mean training loss {sum(losses) / max(len(losses), 1):.4f}")
 
     def _train_step(self, dp: dict[str, Any]) -> float:
@@ -190,6 +198,7 @@ class BaseTrainer(BaseRunner):
         dataset = self.val_dataloader.dataset
         if hasattr(dataset, "set_base_seed"):
             dataset.set_base_seed(self.seed)
+        distributed.broadcast_buffers(self.eval_model)  # every rank validates the model rank 0 checkpoints
         if self.debugger is not None and self.cum_epochs in self.checkpoint_indices:
             self._start_debug_capture(self._epoch_path(self.cum_epochs, "debugger"))
             self.logger.info(f"Debugger enabled for epoch {self.cum_epochs}")
@@ -209,20 +218,22 @@ class BaseTrainer(BaseRunner):
         epoch = self.cum_epochs
         self._update_best(epoch)
         if self.is_main:
-            atomic_torch_save({
+            checkpoint_path = self._epoch_path(epoch, "checkpoint.pt")
+            write_run_file(checkpoint_path, lambda: atomic_torch_save({
                 "epoch": epoch,
                 "model_state_dict": self.eval_model.state_dict(),
                 "optimizer_state_dict": self.optimizer.state_dict(),
                 "scheduler_state_dict": self.scheduler.state_dict() if self.scheduler is not None else None,
-            }, self._epoch_path(epoch, "checkpoint.pt"))
-            atomic_write_json(os.path.join(self.work_dir, PROGRESS_FILE), {
+            }, checkpoint_path))
+            progress_path = os.path.join(self.work_dir, PROGRESS_FILE)
+            write_run_file(progress_path, lambda: atomic_write_json(progress_path, {
                 "completed_epochs": epoch + 1, "tot_epochs": self.tot_epochs,
                 "checkpoint_indices": self.checkpoint_indices,
                 "best_epoch": self.best_epoch, "best_score": self.best_score,
                 "best_metric": self._best_metric_name(),
-            })
+            }))
             self._prune_checkpoints(epoch)
-        distributed.barrier()
+        distributed.barrier("waiting for rank 0 to save the checkpoint")
 
     def _best_metric_name(self) -> str:
         return self.config.get("best_metric") or next(iter(self.val_scores["aggregated"]))
@@ -234,6 +245,8 @@ class BaseTrainer(BaseRunner):
                               f"{list(self.val_scores['aggregated'])}; pick one of those")
         score = self.val_scores["aggregated"][name]
         higher = self.val_scores.get("higher_is_better", {}).get(name, True)
+        if math.isnan(score):  # a NaN epoch is never the best, and never blocks a later finite one
+            return
         if self.best_score is None or (score > self.best_score if higher else score < self.best_score):
             self.best_epoch, self.best_score = epoch, score
 

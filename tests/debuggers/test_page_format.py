@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import collections
+import enum
 import errno
 import fnmatch
-import io
 import os
 import pickle
+import threading
 
 import joblib
 import numpy as np
 import pytest
 import torch
-from joblib.numpy_pickle import NumpyArrayWrapper
+from numpy._core.multiarray import _reconstruct
+from numpy._core.numeric import _frombuffer
 
 from debuggers import page_format
 from debuggers.page_format import (
@@ -31,6 +34,7 @@ from debuggers.page_format import (
     write_index,
     write_page,
 )
+from utils.atomic_files import temporary_path
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -43,6 +47,22 @@ class TouchMarker:
 
     def __reduce__(self):
         return os.system, (f"touch {self.marker}",)
+
+
+class Crafted:
+    """Pickles as ``fn(*args)`` followed by BUILD(``state``): what a hand-made page could contain."""
+
+    def __init__(self, fn, args, state=None) -> None:
+        self.fn, self.args, self.state = fn, args, state
+
+    def __reduce__(self):
+        return (self.fn, self.args) if self.state is None else (self.fn, self.args, self.state)
+
+
+def crafted_page(tmp_path, value) -> str:
+    path = tmp_path / "page_0.pkl"
+    path.write_bytes(pickle.dumps({0: {"x": value}}, protocol=5))
+    return str(path)
 
 
 def temp_files(folder) -> list[str]:
@@ -58,7 +78,12 @@ def test_file_names_per_rank():
 
 
 def test_page_glob_never_matches_temporary_files(tmp_path):
-    temp = os.path.basename(page_format._temp_path(str(tmp_path / "page_0.pkl")))
+    temp = os.path.basename(temporary_path(str(tmp_path / "page_0.pkl")))
+    other_thread: list[str] = []
+    thread = threading.Thread(target=lambda: other_thread.append(temporary_path(str(tmp_path / "page_0.pkl"))))
+    thread.start()
+    thread.join()
+    assert os.path.basename(other_thread[0]) != temp  # two threads writing one page never share a temp file
     assert fnmatch.fnmatch("page_0.pkl", PAGE_GLOB) and fnmatch.fnmatch("page_rank1_0.pkl", PAGE_GLOB)
     assert not fnmatch.fnmatch(temp, PAGE_GLOB)
     assert is_own_file(temp, 0, 1) and is_own_file("page_12.pkl", 0, 1) and is_own_file("index.json", 0, 1)
@@ -105,6 +130,24 @@ def test_grad_tensors_numbers_and_containers_convert():
     np.testing.assert_array_equal(value["hist"][1], [1, 2])
 
 
+class Color(enum.IntEnum):
+    RED = 1
+
+
+class Layer(str, enum.Enum):
+    CONV = "conv"
+
+
+def test_builtin_subclasses_are_stored_as_plain_values(tmp_path):
+    point = collections.namedtuple("point", "x y")
+    value, _ = to_page_value({Layer.CONV: Color.RED, "p": point(1, 2), "d": collections.OrderedDict(a=1)})
+    assert type(value["p"]) is tuple and type(value["d"]) is dict
+    assert type(value[Layer.CONV]) is int and all(type(k) is str for k in value)
+    path = str(tmp_path / "page_0.pkl")
+    write_page(path, {0: value})
+    assert load_page(path) == {0: {"conv": 1, "p": (1, 2), "d": {"a": 1}}}
+
+
 def test_nbytes_counts_real_bytes_not_getsizeof():
     _, nbytes = to_page_value({"features": torch.zeros(256, 1024)})  # 1 MiB
     assert 1 << 20 <= nbytes < (1 << 20) + 1024
@@ -117,6 +160,7 @@ def test_nbytes_counts_real_bytes_not_getsizeof():
     ({"fn": lambda x: x}, "fn", "function"),
     ({"ids": {1, 2}}, "ids", "builtins.set"),
     ({"arr": np.array([1, "a"], dtype=object)}, "arr", "Python objects"),
+    ({"rec": np.zeros(2, dtype=[("a", "f4")])}, "rec", "structured"),
 ])
 def test_unsupported_output_names_path_type_and_fix(bad, path, type_name):
     with pytest.raises(UnsupportedOutputError) as info:
@@ -192,11 +236,11 @@ def test_malicious_pickle_is_refused_without_running_it(tmp_path):
     assert marker.exists()
 
 
-def test_malicious_joblib_page_is_refused(tmp_path):
+def test_old_joblib_format_pages_are_refused(tmp_path):
     marker = tmp_path / "pwned"
     path = str(tmp_path / "page_0.pkl")
     joblib.dump({0: {"ok": np.zeros(3), "x": TouchMarker(str(marker))}}, path)
-    with pytest.raises(UnsafePageError, match="system"):
+    with pytest.raises(UnsafePageError, match="NumpyArrayWrapper"):
         load_page(path)
     assert not marker.exists()
 
@@ -205,30 +249,72 @@ def test_malicious_joblib_page_is_refused(tmp_path):
 def test_object_dtype_array_page_is_refused(tmp_path, payload):
     marker = tmp_path / "pwned"
     items = [1, "a"] if payload == "plain objects" else [TouchMarker(str(marker))]
-    path = str(tmp_path / "page_0.pkl")
-    joblib.dump({0: {"arr": np.array(items, dtype=object)}}, path)
+    path = crafted_page(tmp_path, np.array(items, dtype=object))  # NumPy pickles it as _reconstruct + BUILD
     with pytest.raises(UnsafePageError, match="Python objects"):
         load_page(path)
     assert not marker.exists()
 
 
-def test_ndarray_subclass_is_refused(tmp_path):
-    path = str(tmp_path / "page_0.pkl")
-    joblib.dump({0: {"m": np.ma.masked_array([1.0, 2.0], mask=[0, 1])}}, path)
-    with pytest.raises(UnsafePageError):
+@pytest.mark.parametrize("dtype", [
+    Crafted(np.dtype, ("O8", False, True)),
+    Crafted(np.dtype, ("i8", False, True), (3, "<", None, None, None, -1, -1, 63)),  # BUILD sets object flags
+])
+def test_crafted_object_dtype_frombuffer_is_refused(tmp_path, dtype):
+    path = crafted_page(tmp_path, Crafted(_frombuffer, (b"\x00" * 16, dtype, (2,), "C")))
+    with pytest.raises(UnsafePageError, match="Python objects"):
         load_page(path)
 
 
-def test_build_on_a_class_cannot_patch_joblib(tmp_path):
-    # BUILD with slot state on the NumpyArrayWrapper class would setattr(NumpyArrayWrapper, 'read', complex).
-    payload = (b"\x80\x04cjoblib.numpy_pickle\nNumpyArrayWrapper\nN}\x8c\x04read"
-               b"cbuiltins\ncomplex\ns\x86b.")
+# A dtype whose field lies far outside its 4-byte item, flagged for list pickling: NumPy's own
+# __setstate__ would write 1.0 out of bounds. The BUILD must never reach NumPy.
+OUT_OF_BOUNDS = Crafted(np.dtype, ("V4", False, True),
+                        (3, "|", None, ("a",), {"a": (np.dtype("f8"), 100_000)}, 4, 1, 2))
+
+
+@pytest.mark.parametrize("array", [
+    Crafted(_reconstruct, (np.ndarray, (0,), b"b"), (1, (1,), OUT_OF_BOUNDS, False, [(1.0,)])),
+    Crafted(_frombuffer, (b"\x00" * 8, np.dtype("f8"), (1,), "C"), (1, (1,), OUT_OF_BOUNDS, False, [(1.0,)])),
+])
+def test_build_of_an_array_with_a_crafted_dtype_is_refused(tmp_path, array):
+    with pytest.raises(CorruptPageError, match="raw bytes"):
+        load_page(crafted_page(tmp_path, array))
+
+
+def test_structured_dtype_and_ndarray_subclass_are_refused(tmp_path):
+    state = (1, (1,), OUT_OF_BOUNDS, False, b"\x00" * 4)
+    with pytest.raises(UnsafePageError, match="structured dtype"):
+        load_page(crafted_page(tmp_path, Crafted(_reconstruct, (np.ndarray, (0,), b"b"), state)))
+    with pytest.raises(UnsafePageError, match="ndarray subclass"):
+        load_page(crafted_page(tmp_path, Crafted(_reconstruct, (np.dtype, (0,), b"b"))))
+    with pytest.raises(UnsafePageError, match="MaskedArray|_mareconstruct"):
+        load_page(crafted_page(tmp_path, np.ma.masked_array([1.0, 2.0], mask=[0, 1])))
+
+
+@pytest.mark.parametrize("state, error", [
+    (b"N}\x8c\x03_fncbuiltins\ncomplex\ns\x86", UnsafePageError),  # slot state: setattr(guard, "_fn", complex)
+    (b"}\x8c\x03_fncbuiltins\ncomplex\ns", CorruptPageError),  # dict state: the guard has no __dict__
+])
+def test_build_on_an_allowed_global_cannot_rewire_it(tmp_path, state, error):
+    guard = page_format._ALLOWED_GLOBALS[("numpy", "dtype")]
+    function = guard._fn
     path = tmp_path / "page_0.pkl"
-    path.write_bytes(payload)
-    read = NumpyArrayWrapper.read
-    with pytest.raises(UnsafePageError, match="BUILD"):
+    path.write_bytes(b"\x80\x04cnumpy\ndtype\n" + state + b"b.")  # BUILD(numpy.dtype, state)
+    with pytest.raises(error, match="BUILD|__dict__"):
         load_page(str(path))
-    assert NumpyArrayWrapper.read is read
+    assert guard._fn is function
+    write_page(str(path), {0: {"x": np.arange(3)}})
+    np.testing.assert_array_equal(load_page(str(path))[0]["x"], np.arange(3))
+
+
+@pytest.mark.parametrize("array", [
+    Crafted(_frombuffer, (b"\x00" * 12, np.dtype("f8"), (2,), "C")),
+    Crafted(_frombuffer, (b"\x00" * 16, np.dtype("f8"), (2, -1), "C")),
+    Crafted(_frombuffer, (b"\x00" * 16, np.dtype("f8"), (2,), "K")),
+    Crafted(_reconstruct, (np.ndarray, (0,), b"b"), (1, (3,), np.dtype("f8"), False, b"\x00" * 16)),
+])
+def test_shape_that_does_not_match_the_data_is_corrupt(tmp_path, array):
+    with pytest.raises(CorruptPageError):
+        load_page(crafted_page(tmp_path, array))
 
 
 def test_truncated_and_garbage_pages_are_corrupt(tmp_path):
@@ -248,13 +334,45 @@ def test_pickle_that_is_not_a_page_is_corrupt(tmp_path):
         load_page(path)
 
 
-def test_joblib_to_file_object_matches_file_bytes(tmp_path):
-    """The SIGKILL test writes pages via a buffer; the bytes must equal a direct dump."""
-    page = {0: {"x": np.arange(1000.0)}}
-    buffer = io.BytesIO()
-    joblib.dump(page, buffer)
-    joblib.dump(page, str(tmp_path / "direct.pkl"))
-    assert buffer.getvalue() == (tmp_path / "direct.pkl").read_bytes()
+def round_trip_page() -> dict:
+    rng = np.random.default_rng(0)
+    arrays = {
+        "c": rng.standard_normal((3, 4, 5)).astype(np.float32), "f": np.asfortranarray(rng.standard_normal((7, 3))),
+        "permuted": np.array(rng.standard_normal((2, 3, 4)).transpose(1, 0, 2), copy=True),
+        "strided": rng.standard_normal((6, 6))[:, ::2], "empty": np.zeros((0, 3)), "scalar": np.array(2.5),
+        "bool": np.array([True, False]), "dates": np.array(["2024-01-02", "NaT"], dtype="datetime64[D]"),
+        "deltas": np.array([5, -1], dtype="timedelta64[ms]"), "big_endian": np.arange(5, dtype=">i4"),
+        "text": np.array(["ab", "c\u00e9\U0001f600"]), "raw_text": np.array([b"ab", b"c"]),
+        "half": np.ones(3, np.float16),
+    }
+    return {0: {**arrays, "meta": [1, "x", (2.5, None)], "z": 1j, "raw": b"\x00\xff", 3: {"nested": {"deep": [()]}}},
+            1: {"c": arrays["c"] + 1}}
+
+
+def assert_same_page(loaded: dict, page: dict) -> None:
+    assert sorted(loaded) == sorted(page)
+    for idx, outputs in page.items():
+        assert sorted(loaded[idx], key=str) == sorted(outputs, key=str)
+        for name, value in outputs.items():
+            if isinstance(value, np.ndarray):
+                assert type(loaded[idx][name]) is np.ndarray and loaded[idx][name].dtype == value.dtype
+                np.testing.assert_array_equal(loaded[idx][name], value)
+            else:
+                assert loaded[idx][name] == value and type(loaded[idx][name]) is type(value)
+
+
+def test_every_kind_of_array_and_value_round_trips(tmp_path):
+    page = round_trip_page()
+    path = str(tmp_path / "page_0.pkl")
+    write_page(path, page)
+    assert_same_page(load_page(path), page)
+
+
+def test_pages_are_plain_pickles_that_joblib_loads(tmp_path):
+    page = round_trip_page()
+    path = str(tmp_path / "page_0.pkl")
+    write_page(path, page)
+    assert_same_page(joblib.load(path), page)
 
 
 def test_index_round_trips_and_corrupt_index_is_reported(tmp_path):

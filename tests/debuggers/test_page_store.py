@@ -119,7 +119,8 @@ def test_epochs_in_turn_and_unflushed_epoch_is_kept_incomplete(tmp_path, make_wr
     writer.add(0, {"x": torch.ones(3)})  # the loop crashed: no flush
     writer.start_epoch(str(tmp_path / "epoch_1"))
     writer.add(0, {"x": torch.zeros(3)})
-    assert writer.flush() == {"pages": 1, "datapoints": 1, "bytes": os.path.getsize(tmp_path / "epoch_1/page_0.pkl")}
+    assert writer.flush() == {"pages": 1, "datapoints": 1, "bytes": os.path.getsize(tmp_path / "epoch_1/page_0.pkl"),
+                              "unsupported": {}}
     assert read_index(str(tmp_path / "epoch_0/index.json"))["complete"] is False
     assert load_page(str(tmp_path / "epoch_0/page_0.pkl"))[0]["x"].tolist() == [1, 1, 1]
     assert read_index(str(tmp_path / "epoch_1/index.json"))["complete"] is True
@@ -161,6 +162,22 @@ def test_unsupported_output_fails_at_flush_naming_idx_and_path(tmp_path, make_wr
     assert writer.error is None
     writer.add(0, {"ok": 1})
     assert writer.flush()["datapoints"] == 1
+
+
+def test_unsupported_output_can_become_an_error_record_for_its_key_alone(tmp_path):
+    writer = PageWriter(MB, record_unsupported=True)
+    writer.start_epoch(str(tmp_path))
+    writer.add(0, {"good": torch.ones(2), "bad": {"handle": object()}})
+    writer.add(1, {"good": torch.zeros(2), "bad": 3})
+    summary = writer.flush()
+    writer.close()
+    assert summary["datapoints"] == 2 and list(summary["unsupported"]) == ["bad"]
+    assert "'bad.handle'" in summary["unsupported"]["bad"]
+    page = load_page(str(tmp_path / "page_0.pkl"))
+    assert page[0]["good"].tolist() == [1.0, 1.0]
+    assert page[0]["bad"]["kind"] == "error" and page[0]["bad"]["type"] == "UnsupportedOutputError"
+    assert page[1] == {"good": page[1]["good"], "bad": 3}
+    assert read_index(str(tmp_path / "index.json"))["complete"] is True
 
 
 def test_folder_replaced_by_file_fails_clearly(tmp_path, make_writer):
@@ -288,17 +305,13 @@ def test_huge_item_is_admitted_when_nothing_is_in_flight(tmp_path, make_writer):
 
 # -------------------------------------------------------------- SIGKILL
 KILLED_WRITER = textwrap.dedent("""
-    import io, sys, time
+    import pickle, sys, time
     import torch
     from debuggers import page_format
     from debuggers.page_store import PageWriter
 
-    real_dump = page_format._dump
-
     def slow_dump(page, path):  # the real bytes, written slowly so the kill lands mid-file
-        buffer = io.BytesIO()
-        real_dump(page, buffer)
-        data = buffer.getvalue()
+        data = pickle.dumps(page, protocol=5)
         with open(path, "wb") as f:
             for start in range(0, len(data), 8192):
                 f.write(data[start:start + 8192])

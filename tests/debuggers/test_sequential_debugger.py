@@ -98,6 +98,15 @@ def test_outputs_match_an_independent_forward_pass(model, images, tmp_path):
     np.testing.assert_allclose(outputs[5]["l2"]["features"], expected.numpy(), rtol=1e-5, atol=1e-6)
 
 
+def test_capture_survives_a_later_in_place_op(model, images, tmp_path):
+    # backbone.layer1.bn feeds nn.ReLU(inplace=True): an aliasing capture would come back without negatives
+    _, outputs = capture_epoch(model, images, tmp_path, 4, [entry("bn", FeatureCopy, layer_name="backbone.layer1.bn")])
+    with torch.no_grad():
+        expected = model.backbone.layer1.bn(model.backbone.layer1.conv(images[:1]))[0]
+    assert (expected < 0).any()
+    np.testing.assert_allclose(outputs[0]["bn"]["features"], expected.numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_pages_split_and_every_idx_is_saved_once(model, images, tmp_path):
     # each datapoint's layer1 features: 4 channels x 8 x 8 float32 = 1 KiB; pages of ~3 KiB
     summary, outputs = capture_epoch(model, images, tmp_path, 5,
@@ -181,13 +190,23 @@ def test_strict_mode_raises(model, images, tmp_path):
         capture_epoch(model, images, tmp_path, 4, [entry("boom", Raises)], strict=True)
 
 
-def test_write_failure_reaches_save_all_without_hanging(model, images, tmp_path):
+@pytest.mark.parametrize("strict", [False, True])
+def test_an_unusable_page_folder_stops_capture_not_the_run(model, images, tmp_path, strict):
     blocker = tmp_path / "not_a_folder"
     blocker.write_text("a file where the pages' folder should be")
     debugger = SequentialDebugger([entry("l1", FeatureCopy, layer_name="backbone.layer1")], model=model,
-                                  page_size_mb=1 / 1024)
-    with pytest.raises(Exception, match="not_a_folder"):
+                                  page_size_mb=1 / 1024, strict=strict)
+    if strict:
+        with pytest.raises(Exception, match="not_a_folder"):
+            debugger.reset_buffer(str(blocker / "debugger"))
+    else:
         debugger.reset_buffer(str(blocker / "debugger"))
+        debugger.enabled = True
+        dp = batch(images, [0, 1])
+        dp["outputs"] = model(dp["inputs"])
+        assert "features" in debugger(dp, model)["l1"]
+        summary = debugger.save_all(str(blocker / "debugger"))
+        assert summary["datapoints"] == 0 and "not_a_folder" in summary["error"]
     debugger.close()
 
 

@@ -1,0 +1,1 @@
+"""How datapoints are drawn in the eval viewer."""

@@ -1,0 +1,1 @@
+"""Dash components for one datapoint."""

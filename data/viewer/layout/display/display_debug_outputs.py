@@ -1,0 +1,62 @@
+"""The Debug Outputs section: one block per debugger, its output drawn by ``debuggers.figures``.
+
+A debugger that raised on the datapoint's batch left an error record: it is shown
+as an error (type and message, traceback folded), so a failing debugger is as
+visible as a working one. A layer that did not run left a not-run note.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import dash_bootstrap_components as dbc
+import numpy as np
+from dash import dcc, html
+
+from data.viewer.layout.display.values import GRAPH_CONFIG, describe_value
+from debuggers.figures import figures_for_output
+from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
+
+
+def display_debug_outputs(debug: dict[str, Any], image: Optional[np.ndarray] = None) -> html.Div:
+    """One card per debugger; ``image`` is the input image, drawn under overlays such as Grad-CAM."""
+    if not debug:
+        return html.Div(dbc.Alert("No debug outputs were saved for this datapoint at this epoch (the epoch's "
+                                  "debug pages were written only in part).", color="warning"))
+    return html.Div([_debugger_block(name, output, image) for name, output in debug.items()],
+                    className="debug-outputs")
+
+
+def _debugger_block(name: str, output: Any, image: Optional[np.ndarray]) -> dbc.Card:
+    return dbc.Card([dbc.CardHeader(html.Strong(name)), dbc.CardBody(_output_body(name, output, image))],
+                    className="debugger-block")
+
+
+def _output_body(name: str, output: Any, image: Optional[np.ndarray]) -> list:
+    kind = output.get("kind") if isinstance(output, dict) else None
+    if kind == KIND_ERROR:
+        return [_error_alert(output)]
+    if kind == KIND_NOT_RUN:
+        return [dbc.Alert(f"Not run: {output.get('message', '')}", color="secondary", className="not-run-note")]
+    try:
+        figures = figures_for_output(output, image=image)
+    except Exception as exc:  # drawing code must not take the whole datapoint down
+        return [dbc.Alert(f"Could not draw the output of '{name}': {type(exc).__name__}: {exc}. "
+                          "The output is kept on disk; report this with the debugger's output format.",
+                          color="warning")]
+    if not figures:
+        return [html.Pre(_summary(output), className="output-summary")]
+    return [dcc.Graph(figure=figure, config=GRAPH_CONFIG, className="debug-figure") for figure in figures]
+
+
+def _error_alert(record: dict) -> dbc.Alert:
+    return dbc.Alert([
+        html.Strong(f"{record.get('type', 'Error')}: "), html.Span(record.get("message", "")),
+        html.Details([html.Summary("traceback"), html.Pre(record.get("traceback", ""))]),
+    ], color="danger", className="debugger-error")
+
+
+def _summary(output: Any) -> str:
+    if isinstance(output, dict):
+        return "\n".join(f"{key}: {describe_value(value)}" for key, value in output.items())
+    return describe_value(output)

@@ -1,0 +1,200 @@
+"""A self-contained HTML report of chosen datapoints' debug outputs, to share or archive.
+
+    python -m debuggers.export --run logs/examples/cnn_trainer --idx 3 7 12 --out report.html
+
+``--run`` is a trainer work dir (the latest epoch with debug outputs is used
+unless ``--epoch`` says otherwise) or an evaluator work dir. Pages are read only
+through ``load_debug_outputs``. The input images drawn under Grad-CAM maps come
+from the run's own dataset, rebuilt from the config file recorded in
+``run_info.json`` when that file still exists; without it there is no overlay.
+plotly.js is embedded once, so the file opens offline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import html
+import os
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional, Union
+
+import numpy as np
+import plotly.graph_objects as go
+
+from debuggers.figures import figures_for_output, model_report_figures
+from debuggers.model_report import MODEL_REPORT_FILE
+from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
+from debuggers.page_format import CorruptPageError, UnsafePageError
+from runners.eval_viewer.backend.initialization import DEBUGGER_DIR, load_debug_outputs
+from utils.atomic_files import atomic_write, read_json
+from utils.builders import build_from_config
+from utils.config_file import load_config
+from utils.errors import LanternUserError
+
+Item = Union[go.Figure, str]  # a figure, or the text of an alert
+Section = tuple[str, list[Item]]
+DATASET_KEYS = ("val_dataset", "eval_dataset")
+_STYLE = """body{font-family:sans-serif;margin:24px;max-width:1200px}
+h2{border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:40px}
+.alert{background:#fff3cd;border:1px solid #ffe69c;padding:8px 12px;margin:8px 0;white-space:pre-wrap}
+.note{color:#555}"""
+
+
+class ExportError(LanternUserError):
+    """The run folder or the chosen datapoints cannot be exported."""
+
+
+# ------------------------------------------------------------------ HTML
+def write_html(path: str, title: str, sections: Iterable[Section], note: str = "") -> None:
+    """Write the sections (figures and alerts) as one HTML file holding plotly.js once; atomic."""
+    parts, first = [], True
+    for heading, items in sections:
+        parts.append(f'<section><h2>{html.escape(heading)}</h2>')
+        for item in items:
+            if isinstance(item, go.Figure):
+                parts.append(item.to_html(full_html=False, include_plotlyjs=first, default_height="auto"))
+                first = False
+            else:
+                parts.append(f'<div class="alert">{html.escape(item)}</div>')
+        parts.append("</section>")
+    page = (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
+            f"<p class='note'>{html.escape(note)}</p>{''.join(parts)}</body></html>\n")
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+
+    def write(temp: str) -> None:
+        with open(temp, "w", encoding="utf-8") as f:
+            f.write(page)
+
+    atomic_write(path, write)
+
+
+def datapoint_items(outputs: Mapping[str, Any], image: Optional[np.ndarray] = None) -> list[Item]:
+    """Each debugger's figures, titled with its name; errors and skipped layers as alerts."""
+    items: list[Item] = []
+    for name, output in outputs.items():
+        kind = output.get("kind") if isinstance(output, dict) else None
+        if kind in (KIND_ERROR, KIND_NOT_RUN):
+            detail = f"{output.get('type')}: " if kind == KIND_ERROR else "not run: "
+            items.append(f"{name}: {detail}{output.get('message')}")
+            continue
+        for fig in figures_for_output(output, image):
+            fig.update_layout(title_text=f"{name}: {fig.layout.title.text or ''}")
+            items.append(fig)
+    return items
+
+
+def visualize_debug_states(debug_outputs: Mapping[str, Any], save_path: Optional[str] = None,
+                           image: Optional[np.ndarray] = None) -> list[go.Figure]:
+    """Figures of one datapoint's debug outputs (``{debugger_name: output}``, or one output), for notebooks.
+
+    With ``save_path`` (a ``.html`` file, or a folder that gets ``debug_states.html``)
+    the figures are also written as a self-contained HTML page.
+    """
+    outputs = {"output": debug_outputs} if "kind" in debug_outputs else debug_outputs
+    items = datapoint_items(outputs, image)
+    if save_path is not None:
+        path = save_path if save_path.endswith(".html") else os.path.join(save_path, "debug_states.html")
+        write_html(path, "Lantern debug outputs", [("debug outputs", items)])
+    return [item for item in items if isinstance(item, go.Figure)]
+
+
+# ------------------------------------------------------------------- runs
+def resolve_epoch_dir(run_dir: str, epoch: Optional[int] = None) -> str:
+    """The folder holding ``debugger/``: the evaluator work dir, or the trainer's chosen/latest epoch."""
+    if not os.path.isdir(run_dir):
+        raise ExportError(f"run dir {run_dir!r} does not exist; pass a trainer or evaluator work dir to --run")
+    if os.path.isdir(os.path.join(run_dir, DEBUGGER_DIR)) and epoch is None:
+        return run_dir
+    epochs = sorted(int(m.group(1)) for path in glob.glob(os.path.join(run_dir, "epoch_*", DEBUGGER_DIR))
+                    if (m := re.fullmatch(r"epoch_(\d+)", os.path.basename(os.path.dirname(path)))))
+    if not epochs:
+        raise ExportError(f"{run_dir!r} holds no debug outputs (no debugger/ or epoch_N/debugger/ folder); "
+                          "configure a debugger and run a checkpoint epoch first")
+    if epoch is None:
+        return os.path.join(run_dir, f"epoch_{epochs[-1]}")
+    if epoch not in epochs:
+        raise ExportError(f"epoch {epoch} of {run_dir!r} has no debug outputs; epochs with debug outputs: {epochs}")
+    return os.path.join(run_dir, f"epoch_{epoch}")
+
+
+def load_inputs(run_dir: str, indices: list[int]) -> tuple[dict[int, dict[str, Any]], str]:
+    """``{idx: datapoint}`` from the run's dataset, and a note saying why there are none."""
+    info_path = os.path.join(run_dir, "run_info.json")
+    config_path = read_json(info_path).get("config_filepath") if os.path.exists(info_path) else None
+    if not config_path or not os.path.exists(config_path):
+        return {}, "input images unavailable: the run's config file is not recorded or no longer exists"
+    try:
+        config = load_config(config_path)
+        key = next(k for k in DATASET_KEYS if k in config)
+        dataset = build_from_config(config[key], f"config['{key}']")
+        return {i: dataset[i] for i in indices if 0 <= i < len(dataset)}, f"input images from {config_path}"
+    except Exception as exc:  # the report is still useful without images
+        return {}, f"input images unavailable: rebuilding the dataset from {config_path} failed ({exc})"
+
+
+def _image_of(datapoint: Optional[dict[str, Any]]) -> Optional[np.ndarray]:
+    image = (datapoint or {}).get("inputs", {}).get("image")
+    return np.asarray(image) if image is not None else None
+
+
+def _summary(datapoint: Optional[dict[str, Any]]) -> list[Item]:
+    if datapoint is None:
+        return []
+    labels = {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in datapoint.get("labels", {}).items()}
+    return [f"labels: {labels}; meta_info: {datapoint.get('meta_info', {})}"]
+
+
+def _datapoint_section(outputs: Mapping[int, Any], idx: int, datapoint: Optional[dict[str, Any]]) -> list[Item]:
+    if idx not in outputs:
+        return [f"no debug outputs for idx {idx}; this epoch has idx {min(outputs)}..{max(outputs)} "
+                f"({len(outputs)} datapoints)"]
+    try:
+        debug_outputs = outputs[idx]
+    except (CorruptPageError, UnsafePageError) as exc:
+        return [f"debug outputs of idx {idx} cannot be read: {exc}"]
+    return _summary(datapoint) + datapoint_items(debug_outputs, _image_of(datapoint))
+
+
+def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[int] = None) -> str:
+    """Write the HTML report of ``indices`` and return its path."""
+    epoch_dir = resolve_epoch_dir(run_dir, epoch)
+    try:
+        outputs = load_debug_outputs(epoch_dir)
+    except CorruptPageError as exc:
+        raise ExportError(str(exc)) from exc
+    if outputs is None or not len(outputs):
+        raise ExportError(f"{os.path.join(epoch_dir, DEBUGGER_DIR)} holds no datapoint's debug outputs")
+    datapoints, note = load_inputs(run_dir, indices)
+    sections: list[Section] = []
+    report_path = os.path.join(run_dir, MODEL_REPORT_FILE)
+    if os.path.exists(report_path):
+        sections.append(("Model", list(model_report_figures(read_json(report_path)))))
+    sections += [(f"Datapoint {idx}", _datapoint_section(outputs, idx, datapoints.get(idx))) for idx in indices]
+    write_html(out, f"Lantern debug report: {os.path.basename(os.path.abspath(epoch_dir))}", sections,
+               note=f"run {os.path.abspath(run_dir)}, outputs from {os.path.abspath(epoch_dir)}; {note}")
+    return out
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", required=True, help="trainer or evaluator work dir")
+    parser.add_argument("--epoch", type=int, default=None, help="trainer epoch (default: latest with debug outputs)")
+    parser.add_argument("--idx", type=int, nargs="+", required=True, help="dataset indices of the datapoints")
+    parser.add_argument("--out", default="report.html", help="HTML file to write")
+    args = parser.parse_args(argv)
+    try:
+        path = export_report(args.run, args.idx, args.out, args.epoch)
+    except LanternUserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"Report written to {os.path.abspath(path)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

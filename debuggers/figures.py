@@ -1,0 +1,384 @@
+"""Plotly figures for every kind of debug output, one datapoint at a time.
+
+``figures_for_output(output, image)`` takes one datapoint's output as a page holds
+it (NumPy arrays, numbers, strings) and returns figures; the eval viewer and
+``debuggers.export`` both draw through it. Figures are kept light because a
+viewer page shows many: at most ``MAX_PANELS`` channels or heads, heatmaps
+block-averaged to at most ``MAX_SIDE`` cells a side.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, Optional
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from debuggers import outputs as kinds
+
+MAX_PANELS = 16
+MAX_HEADS = 8
+MAX_SIDE = 128
+MAX_GENERIC_FIGURES = 12
+FLAG_COLOURS = {"ok": "#4c78a8", "zero": "#f58518", "missing": "#e45756", "frozen": "#9d9d9d"}
+
+Figures = list[go.Figure]
+
+
+# ------------------------------------------------------------------ helpers
+def _finish(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
+    fig.update_layout(title={"text": title, "font": {"size": 14}}, height=height,
+                      margin={"l": 40, "r": 20, "t": 50, "b": 30})
+    return fig
+
+
+def _shrink(z: np.ndarray, max_side: int = MAX_SIDE) -> np.ndarray:
+    """Block-average a 2-D array so no side exceeds ``max_side`` (large maps stay cheap to draw)."""
+    z = np.asarray(z, dtype=np.float64)
+    factors = [max(1, math.ceil(side / max_side)) for side in z.shape]
+    if factors == [1, 1]:
+        return z
+    padded = np.pad(z, [(0, (-side) % f) for side, f in zip(z.shape, factors)], constant_values=np.nan)
+    blocks = padded.reshape(padded.shape[0] // factors[0], factors[0], padded.shape[1] // factors[1], factors[1])
+    with np.errstate(invalid="ignore"):
+        return np.nanmean(blocks, axis=(1, 3))
+
+
+def _heatmap(z: np.ndarray, **kwargs: Any) -> go.Heatmap:
+    return go.Heatmap(z=_shrink(z), colorscale=kwargs.pop("colorscale", "Viridis"), **kwargs)
+
+
+def _image_axes(fig: go.Figure) -> None:
+    """Rows top to bottom and square pixels in every panel, as an image is drawn."""
+    fig.update_yaxes(autorange="reversed", showticklabels=False)
+    fig.for_each_xaxis(lambda axis: axis.update(scaleanchor=axis.anchor or "y", constrain="domain",
+                                                showticklabels=False))
+
+
+def _grid(maps: list[np.ndarray], titles: list[str], title: str, shared_scale: bool = True) -> go.Figure:
+    """Small heatmaps side by side, on a shared colour scale so magnitudes compare."""
+    cols = min(len(maps), 4)
+    rows = math.ceil(len(maps) / cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.03,
+                        vertical_spacing=0.08)
+    finite = np.concatenate([m[np.isfinite(m)].ravel() for m in maps]) if shared_scale else np.array([])
+    scale = {"zmin": float(finite.min()), "zmax": float(finite.max())} if finite.size else {}
+    for i, z in enumerate(maps):
+        fig.add_trace(_heatmap(z, showscale=i == 0, **scale), row=i // cols + 1, col=i % cols + 1)
+    _image_axes(fig)
+    fig.update_annotations(font_size=10)
+    return _finish(fig, title, height=140 + 160 * rows)
+
+
+def _table(rows: list[tuple[str, Any]], title: str, header: tuple[str, str] = ("name", "value"),
+           fill: Optional[list[str]] = None) -> go.Figure:
+    cells = {"values": [[name for name, _ in rows], [_format(value) for _, value in rows]], "align": "left"}
+    if fill is not None:
+        cells["fill"] = {"color": [fill, fill]}
+    fig = go.Figure(go.Table(header={"values": list(header), "align": "left"}, cells=cells))
+    return _finish(fig, title, height=min(120 + 28 * len(rows), 600))
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.6g}"
+    if isinstance(value, np.ndarray):
+        return np.array2string(value, precision=4, threshold=8)
+    return str(value)
+
+
+def display_image(image: np.ndarray) -> np.ndarray:
+    """An image given as (3, H, W), (H, W, 3), (1, H, W) or (H, W) as (H, W, 3) uint8, min-max normalised."""
+    image = np.asarray(image, dtype=np.float64)
+    if image.ndim == 3 and image.shape[0] in (1, 3) and image.shape[-1] not in (1, 3):
+        image = image.transpose(1, 2, 0)
+    if image.ndim == 2:
+        image = image[:, :, None]
+    if image.ndim != 3 or image.shape[2] not in (1, 3):
+        raise ValueError(f"an image must be (3, H, W), (H, W, 3) or (H, W), got shape {image.shape}")
+    image = np.repeat(image, 3, axis=2) if image.shape[2] == 1 else image
+    low, high = np.nanmin(image), np.nanmax(image)
+    scaled = (image - low) / (high - low) if high > low else np.zeros_like(image)
+    return (np.nan_to_num(scaled) * 255).round().astype(np.uint8)
+
+
+def pca_rgb(features: np.ndarray) -> np.ndarray:
+    """(C, H, W) features as an (H, W, 3) uint8 image of their top-3 principal components.
+
+    Each pixel is a sample of C features; components are found with an SVD of the
+    centred (H*W, C) matrix and each one is min-max scaled to a colour channel.
+    """
+    channels, height, width = features.shape
+    samples = np.nan_to_num(np.asarray(features, dtype=np.float64).reshape(channels, -1).T)
+    samples -= samples.mean(axis=0)
+    _, _, vt = np.linalg.svd(samples, full_matrices=False)
+    projected = samples @ vt[:3].T
+    projected = np.pad(projected, [(0, 0), (0, 3 - projected.shape[1])])
+    low, high = projected.min(axis=0), projected.max(axis=0)
+    scaled = np.where(high > low, (projected - low) / np.where(high > low, high - low, 1), 0.0)
+    return (scaled.reshape(height, width, 3) * 255).round().astype(np.uint8)
+
+
+# -------------------------------------------------------------- by kind
+def feature_map_figures(output: dict[str, Any]) -> Figures:
+    """The strongest channels (highest mean activation) of one datapoint's feature map, as a grid."""
+    fmap = np.asarray(output["feature_map"], dtype=np.float64)
+    indices = np.asarray(output.get("channel_indices", np.arange(fmap.shape[0])))
+    order = np.argsort(-np.nanmean(fmap, axis=(1, 2)), kind="stable")[:MAX_PANELS]
+    stats = output.get("stats", {})
+    title = f"{output.get('layer_name', '')} feature map {output.get('shape', list(fmap.shape))}: " \
+            f"{len(order)} strongest channels (mean {_format(stats.get('mean', np.nan))})"
+    return [_grid([fmap[i] for i in order], [f"ch {int(indices[i])}" for i in order], title)]
+
+
+def statistics_figures(output: dict[str, Any]) -> Figures:
+    """The scalar statistics as a table, the activation histogram, the channel means."""
+    skip = {"kind", "layer_name", "histogram", "histogram_edges", "sample_values", "channel_means", "channel_stds"}
+    rows = [(key, value) for key, value in output.items() if key not in skip]
+    figures = [_table(rows, f"{output.get('layer_name', '')} activation statistics", ("statistic", "value"))]
+    if "histogram" in output:
+        figures.append(histogram_figure(output["histogram"], output["histogram_edges"],
+                                        f"{output.get('layer_name', '')} activation histogram"))
+    if "channel_means" in output:
+        means = np.asarray(output["channel_means"], dtype=np.float64)
+        stds = np.asarray(output.get("channel_stds", np.zeros_like(means)), dtype=np.float64)
+        fig = go.Figure(go.Bar(x=np.arange(len(means)), y=means, error_y={"type": "data", "array": stds}))
+        fig.update_xaxes(title_text="channel")
+        figures.append(_finish(fig, f"{output.get('layer_name', '')} channel means (± std)", 280))
+    return figures
+
+
+def histogram_figure(counts: np.ndarray, edges: np.ndarray, title: str) -> go.Figure:
+    """A precomputed histogram: one bar per bin, spanning its edges."""
+    edges = np.asarray(edges, dtype=np.float64)
+    fig = go.Figure(go.Bar(x=(edges[:-1] + edges[1:]) / 2, y=np.asarray(counts), width=np.diff(edges),
+                           marker_line_width=0))
+    fig.update_xaxes(title_text="activation")
+    fig.update_yaxes(title_text="count")
+    return _finish(fig, title, 280)
+
+
+def layer_output_figures(output: dict[str, Any]) -> Figures:
+    """The pooled layer output: a grid of channels for maps, a heatmap for matrices, bars for vectors."""
+    title = f"{output.get('layer_name', '')} output {output.get('original_shape', '')}, " \
+            f"pooled ×{output.get('downsample_factor', 1)}"
+    return array_figures(np.asarray(output["output"]), title)
+
+
+def attention_figures(output: dict[str, Any]) -> Figures:
+    """One heatmap per head (queries down, keys across) and the entropy of each head."""
+    attention = np.asarray(output["attention"], dtype=np.float64)
+    name = output.get("layer_name", "")
+    figures = [attention_heads_figure(attention, f"{name} attention (max {_format(output.get('max_attention'))})")]
+    entropy = np.asarray(output.get("entropy_per_head", []), dtype=np.float64)
+    if entropy.size:
+        fig = go.Figure(go.Bar(x=[f"head {h}" for h in range(len(entropy))], y=entropy))
+        keys = attention.shape[-1]
+        fig.update_yaxes(title_text="entropy (nats)", range=[0, max(math.log(max(keys, 2)), float(entropy.max()))])
+        figures.append(_finish(fig, f"{name} attention entropy per head (uniform = {math.log(keys):.2f})", 260))
+    return figures
+
+
+def attention_heads_figure(attention: np.ndarray, title: str) -> go.Figure:
+    heads = attention.reshape(-1, *attention.shape[-2:])[:MAX_HEADS]
+    return _grid(list(heads), [f"head {h}" for h in range(len(heads))], title)
+
+
+def cam_figures(output: dict[str, Any], image: Optional[np.ndarray] = None) -> Figures:
+    """The Grad-CAM heatmap, over the input image when it is given."""
+    cam = np.asarray(output["cam"], dtype=np.float64)
+    title = f"Grad-CAM at {output.get('target_layer', '')} for class {output.get('target_class', '?')} " \
+            f"(raw max {_format(output.get('raw_max'))})"
+    traces: list[Any] = []
+    heat = {"zmin": 0.0, "zmax": 1.0, "colorscale": "Jet"}
+    if image is not None:
+        picture = display_image(image)
+        traces.append(go.Image(z=picture, hoverinfo="skip"))
+        scale = (picture.shape[1] / cam.shape[1], picture.shape[0] / cam.shape[0])
+        heat.update(opacity=0.45, x0=(scale[0] - 1) / 2, dx=scale[0], y0=(scale[1] - 1) / 2, dy=scale[1])
+    traces.append(go.Heatmap(z=cam, **heat))
+    fig = go.Figure(traces)
+    _image_axes(fig)
+    return [_finish(fig, title, 360)]
+
+
+def nan_origin_figures(output: dict[str, Any]) -> Figures:
+    """The modules whose output held NaN/Inf, in execution order, the first one highlighted."""
+    bad = list(output.get("bad_modules") or [])
+    if not bad:
+        return [_table([("result", f"no NaN or Inf in any module output "
+                                   f"({output.get('modules_checked', '?')} module calls checked)")],
+                       "NaN/Inf origin")]
+    origin = f"first NaN/Inf ({output.get('module_type')}), input range " \
+             f"[{_format(output.get('input_min'))}, {_format(output.get('input_max'))}]"
+    rows = [(name, origin if i == 0 else "NaN/Inf in output") for i, name in enumerate(bad)]
+    fill = ["#f8d7da"] + ["white"] * (len(bad) - 1)
+    return [_table(rows, f"NaN/Inf origin: {bad[0]}", ("module (execution order)", "finding"), fill)]
+
+
+def gradient_flow_figures(output: dict[str, Any]) -> Figures:
+    """Gradient norm per layer (log scale), layers with missing, zero or frozen gradients coloured."""
+    layers = list(output["layers"])
+    norms = np.asarray(output["grad_norms"], dtype=np.float64)
+    flags = [_flag(output, i) for i in range(len(layers))]
+    positive = norms[norms > 0]
+    floor = positive.min() / 10 if positive.size else 1e-12  # flagged layers get a stub bar on the log axis
+    fig = go.Figure()
+    for flag, colour in FLAG_COLOURS.items():
+        rows = [i for i, f in enumerate(flags) if f == flag]
+        if rows:
+            fig.add_trace(go.Bar(x=[layers[i] for i in rows], y=[max(norms[i], floor) for i in rows], name=flag,
+                                 marker_color=colour, customdata=norms[rows],
+                                 hovertemplate="%{x}: %{customdata:.3g}<extra>" + flag + "</extra>"))
+    fig.update_xaxes(categoryorder="array", categoryarray=layers)
+    fig.update_yaxes(type="log", title_text="gradient norm")
+    loss = output.get("loss")
+    return [_finish(fig, "gradient flow" + (f" (loss {_format(loss)})" if loss is not None else ""), 340)]
+
+
+def _flag(output: dict[str, Any], i: int) -> str:
+    for flag in ("frozen", "missing", "zero"):
+        values = output.get(flag)
+        if values is not None and bool(np.asarray(values)[i]):
+            return flag
+    return "ok"
+
+
+def captured_states_figures(output: dict[str, Any]) -> Figures:
+    """Each captured state drawn by its own kind, titled ``component.state``."""
+    figures: Figures = []
+    for component, states in output.get("states", {}).items():
+        for state, record in states.items():
+            figures.extend(captured_state_figures(record, f"{component}.{state}"))
+    return figures
+
+
+def captured_state_figures(record: dict[str, Any], title: str) -> Figures:
+    """One state ``{'kind', 'data', 'metadata'}``."""
+    data, metadata = record.get("data"), record.get("metadata") or {}
+    if not isinstance(data, np.ndarray):
+        return generic_figures(data, title)
+    kind = record.get("kind")
+    if kind == kinds.KIND_ATTENTION and data.ndim >= 2:
+        return [attention_heads_figure(data.astype(np.float64), title)]
+    if kind in (kinds.KIND_EMBEDDING, kinds.KIND_POSITION_ENCODING):
+        return embedding_figures(data, metadata, title)
+    return array_figures(data, title)
+
+
+def embedding_figures(data: np.ndarray, metadata: dict[str, Any], title: str) -> Figures:
+    """A (C, H, W) map, or (N, D) tokens on ``metadata['grid']``, as a PCA RGB image (and tokens as a heatmap)."""
+    figures: Figures = []
+    grid = metadata.get("grid")
+    if data.ndim == 2:
+        fig = go.Figure(_heatmap(data, colorscale="RdBu"))
+        fig.update_xaxes(title_text="channel")
+        fig.update_yaxes(title_text="token", autorange="reversed")
+        figures.append(_finish(fig, f"{title} {list(data.shape)}"))
+        if grid is not None and len(grid) == 2 and grid[0] * grid[1] == data.shape[0]:
+            data = data.T.reshape(data.shape[1], int(grid[0]), int(grid[1]))
+    if data.ndim == 3:
+        fig = go.Figure(go.Image(z=pca_rgb(data)))
+        _image_axes(fig)
+        figures.insert(0, _finish(fig, f"{title}: top-3 principal components as RGB", 320))
+    return figures or array_figures(data, title)
+
+
+# --------------------------------------------------------------- generic
+def array_figures(array: np.ndarray, title: str) -> Figures:
+    """Any array: bars (short vectors), a histogram (long ones), a heatmap, or a grid of 2-D slices."""
+    array = np.asarray(array)
+    if array.dtype.kind not in "biuf":
+        return [_table([("value", array)], title)]
+    array = array.astype(np.float64)
+    if array.ndim == 0:
+        return [_table([("value", float(array))], title)]
+    if array.ndim == 1:
+        trace = go.Bar(y=array) if array.size <= 64 else go.Histogram(x=array[np.isfinite(array)])
+        return [_finish(go.Figure(trace), f"{title} {list(array.shape)}", 260)]
+    if array.ndim == 2:
+        fig = go.Figure(_heatmap(array))
+        fig.update_yaxes(autorange="reversed")
+        return [_finish(fig, f"{title} {list(array.shape)}")]
+    slices = array.reshape(-1, *array.shape[-2:])
+    return [_grid(list(slices[:MAX_PANELS]), [f"[{i}]" for i in range(min(len(slices), MAX_PANELS))],
+                  f"{title} {list(array.shape)}: first {min(len(slices), MAX_PANELS)} of {len(slices)} maps")]
+
+
+def generic_figures(value: Any, title: str = "output") -> Figures:
+    """Outputs without a known kind: numbers in one table, every array in its own figure."""
+    scalars: list[tuple[str, Any]] = []
+    arrays: list[tuple[str, np.ndarray]] = []
+    _collect(value, title, scalars, arrays)
+    figures = [_table(scalars, title)] if scalars else []
+    for path, array in arrays[:MAX_GENERIC_FIGURES]:
+        figures.extend(array_figures(array, path))
+    return figures
+
+
+def _collect(value: Any, path: str, scalars: list, arrays: list) -> None:
+    if isinstance(value, np.ndarray):
+        (arrays if value.ndim else scalars).append((path, value if value.ndim else value.item()))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _collect(item, f"{path}.{key}", scalars, arrays)
+    elif isinstance(value, (list, tuple)) and value and all(isinstance(v, (int, float)) for v in value):
+        arrays.append((path, np.asarray(value, dtype=np.float64)))
+    elif isinstance(value, (list, tuple)) and any(isinstance(v, (dict, np.ndarray, list, tuple)) for v in value):
+        for i, item in enumerate(value):
+            _collect(item, f"{path}[{i}]", scalars, arrays)
+    else:
+        scalars.append((path, value))
+
+
+# -------------------------------------------------------------- dispatch
+_BY_KIND: dict[str, Callable[[dict[str, Any]], Figures]] = {
+    kinds.KIND_FEATURE_MAP: feature_map_figures,
+    kinds.KIND_STATISTICS: statistics_figures,
+    kinds.KIND_LAYER_OUTPUT: layer_output_figures,
+    kinds.KIND_ATTENTION: attention_figures,
+    kinds.KIND_NAN_ORIGIN: nan_origin_figures,
+    kinds.KIND_GRADIENT_FLOW: gradient_flow_figures,
+    kinds.KIND_CAPTURED_STATES: captured_states_figures,
+}
+
+
+def figures_for_output(output: Any, image: Optional[np.ndarray] = None) -> Figures:
+    """Figures for one datapoint's output of one debugger; ``image`` (its input image) is drawn under CAMs.
+
+    Error and not-run records give no figure (the viewer shows them as alerts);
+    outputs without a known ``'kind'`` get a generic rendering.
+    """
+    kind = output.get("kind") if isinstance(output, dict) else None
+    if kind in (kinds.KIND_ERROR, kinds.KIND_NOT_RUN):
+        return []
+    if kind == kinds.KIND_CAM:
+        return cam_figures(output, image)
+    if kind in _BY_KIND:
+        return _BY_KIND[kind](output)
+    return generic_figures(output)
+
+
+def model_report_figures(report: dict[str, Any]) -> Figures:
+    """The model report: totals, a per-layer table, and where parameters and FLOPs go."""
+    params = report.get("parameters", {})
+    summary = [("model", report.get("model")), ("parameters", params.get("total")),
+               ("trainable", params.get("trainable")), ("frozen", params.get("frozen")),
+               (f"FLOPs of one forward (batch {report.get('batch_size')})", report.get("total_flops"))]
+    if report.get("flops_error"):
+        summary.append(("FLOPs not counted", report["flops_error"]))
+    layers = report.get("layers", [])
+    table = go.Figure(go.Table(
+        header={"values": ["layer", "type", "parameters", "trainable", "FLOPs"], "align": "left"},
+        cells={"values": [[layer.get(k) for layer in layers] for k in ("name", "type", "parameters", "trainable",
+                                                                         "flops")], "align": "left"}))
+    bars = make_subplots(rows=1, cols=2, subplot_titles=["parameters per layer", "FLOPs per layer"])
+    names = [layer.get("name") for layer in layers]
+    bars.add_trace(go.Bar(x=names, y=[layer.get("parameters") for layer in layers], name="parameters"), 1, 1)
+    bars.add_trace(go.Bar(x=names, y=[layer.get("flops") for layer in layers], name="FLOPs"), 1, 2)
+    bars.update_layout(showlegend=False)
+    return [_table(summary, f"model report: {report.get('model')}", ("", "")),
+            _finish(table, "layers", min(120 + 26 * len(layers), 700)), _finish(bars, "parameters and FLOPs", 360)]

@@ -1,0 +1,69 @@
+"""Tensor helpers shared by the ready-made debuggers.
+
+They keep the batch contract in one place: which dimension is the batch, how a
+layer output that is not the expected tensor is reported, and how one
+datapoint is taken out of a batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+
+def describe(value: Any) -> str:
+    """A short description of a layer output for error messages: ``Tensor(8, 64, 4, 4)``, ``tuple``."""
+    if isinstance(value, torch.Tensor):
+        return f"Tensor{tuple(value.shape)}"
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__} of ({', '.join(describe(v) for v in value)})"
+    return type(value).__name__
+
+
+def require_tensor(output: Any, where: str, debugger: str, ndim: int | None = None, min_ndim: int = 2,
+                   what: str = "a batch-first tensor") -> torch.Tensor:
+    """``output`` if it is a tensor of the expected rank; otherwise a clear error naming the layer."""
+    ok = isinstance(output, torch.Tensor) and (output.ndim == ndim if ndim is not None else output.ndim >= min_ndim)
+    if not ok:
+        raise TypeError(f"{debugger} needs {what} from {where}, which returned {describe(output)}; "
+                        "hook a layer whose output is such a tensor (see model.named_modules())")
+    return output
+
+
+def per_datapoint(tensor: torch.Tensor) -> torch.Tensor:
+    """(B, N) float view of a batch: one row of values per datapoint."""
+    return tensor.detach().reshape(tensor.shape[0], -1).float()
+
+
+def iter_tensors(value: Any) -> Iterator[torch.Tensor]:
+    """Every tensor inside nested tuples, lists and dicts (module inputs and outputs)."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from iter_tensors(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from iter_tensors(item)
+
+
+def batch_size_of(datapoint: dict[str, Any]) -> int:
+    """The batch size, from the first tensor of ``datapoint['inputs']``."""
+    for tensor in iter_tensors(datapoint.get("inputs")):
+        if tensor.ndim >= 1:
+            return int(tensor.shape[0])
+    raise ValueError("datapoint['inputs'] holds no batch-first tensor, so the batch size is unknown; "
+                     "inputs must be a dict of tensors of shape (B, ...)")
+
+
+def select_datapoint(value: Any, i: int, batch_size: int) -> Any:
+    """Datapoint ``i`` of a batch, keeping a batch of one: tensors (B, ...) become (1, ...)."""
+    if isinstance(value, torch.Tensor):
+        return value[i:i + 1] if value.ndim >= 1 and value.shape[0] == batch_size else value
+    if isinstance(value, dict):
+        return {k: select_datapoint(v, i, batch_size) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(select_datapoint(v, i, batch_size) for v in value)
+    return value

@@ -1,0 +1,24 @@
+"""``create_app(log_dirs)``: the eval viewer as a Dash app (serve it with ``python -m runners.eval_viewer``).
+
+Everything the page needs is served by the app itself (Dash's scripts and
+``assets/viewer.css``), so the viewer works on a machine without internet.
+"""
+
+from __future__ import annotations
+
+import dash
+
+from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks import register_callbacks
+from runners.eval_viewer.layout.page import build_layout
+
+
+def create_app(log_dirs: list[str]) -> dash.Dash:
+    """A viewer over the runs in ``log_dirs`` (each a run or a folder of runs); folders without runs are
+    reported in the page."""
+    backend = ViewerBackend(log_dirs)
+    app = dash.Dash(__name__, title="Lantern eval viewer", suppress_callback_exceptions=True)
+    app.layout = lambda: build_layout(backend.refresh())
+    register_callbacks(app, backend)
+    app.viewer_backend = backend  # for scripts and tests that call the backend behind the page
+    return app

@@ -1,0 +1,65 @@
+"""Assemble one datapoint for display: dataset item, scores and debug outputs, each failing on its own.
+
+A broken config, a missing scores file or a tampered debug page each become a
+message in the returned dict, so the other parts of the datapoint still show.
+Only the page holding the datapoint is read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from debuggers.page_format import CorruptPageError, UnsafePageError
+from runners.eval_viewer.backend.datasets import DatasetUnavailable
+from runners.eval_viewer.backend.runs import Epoch, Run
+from runners.eval_viewer.backend.scores import ScoresError
+from runners.eval_viewer.backend.viewer import ViewerBackend
+
+
+def load_datapoint(backend: ViewerBackend, run: Run, epoch: Epoch, idx: int, with_item: bool = True) -> dict:
+    """``{'inputs', 'labels', 'meta_info', 'dataset_error', 'debug', 'debug_error', 'scores', 'scores_error'}``.
+
+    ``debug`` is None where the epoch has no debug outputs (three sections), a dict
+    (possibly empty) where it has. ``with_item=False`` skips the dataset (comparisons).
+    """
+    datapoint: dict[str, Any] = {"idx": idx}
+    if with_item:
+        datapoint.update(load_item(backend, run, idx))
+    datapoint.update(_debug(backend, epoch, idx))
+    try:
+        datapoint["scores"] = backend.scores(epoch).row(idx)
+    except ScoresError as exc:
+        datapoint["scores"], datapoint["scores_error"] = {}, str(exc)
+    return datapoint
+
+
+def load_item(backend: ViewerBackend, run: Run, idx: int) -> dict[str, Any]:
+    """``{'inputs', 'labels', 'meta_info'}`` of ``idx`` from the run's dataset, or ``{'dataset_error'}``."""
+    try:
+        dataset = backend.dataset(run)
+    except DatasetUnavailable as exc:
+        return {"dataset_error": str(exc)}
+    try:
+        item = dataset[idx]
+    except IndexError:
+        return {"dataset_error": f"datapoint {idx} is not in the dataset rebuilt from {run.config_filepath} "
+                                 f"({len(dataset)} datapoints): the config changed since the run; "
+                                 "rerun it to see this datapoint"}
+    except Exception as exc:  # the user's dataset code: the rest of the datapoint still shows
+        return {"dataset_error": f"the dataset rebuilt from {run.config_filepath} failed on datapoint {idx}: "
+                                 f"{type(exc).__name__}: {exc}"}
+    return {key: item.get(key) for key in ("inputs", "labels", "meta_info")}
+
+
+def _debug(backend: ViewerBackend, epoch: Epoch, idx: int) -> dict[str, Optional[Any]]:
+    if not epoch.has_debug:
+        return {"debug": None}
+    try:
+        debug = backend.debug(epoch)
+        outputs = debug.get(idx) if debug is not None else None
+    except (CorruptPageError, UnsafePageError) as exc:
+        return {"debug": {}, "debug_error": str(exc)}
+    except OSError as exc:
+        return {"debug": {}, "debug_error": f"debug outputs of {epoch.label} in {epoch.dir} cannot be read "
+                                            f"({exc}); check the folder's permissions"}
+    return {"debug": outputs or {}}

@@ -1,0 +1,57 @@
+"""One epoch's debug outputs as the viewer uses them: thread-safe, and refreshed while being written.
+
+``DebugOutputs`` keeps a small page cache that is not thread-safe, and Dash runs
+callbacks in parallel threads, so every lookup holds the epoch's lock. The
+signature of the index files tells a cached epoch from one that has grown since
+(a run still validating rewrites its index after every page).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import threading
+from typing import Any, Optional
+
+from runners.eval_viewer.backend.initialization import DEBUGGER_DIR, INDEX_GLOB, DebugOutputs
+
+
+class EpochDebug:
+    """Lazy ``idx -> {debugger_name: output}`` of one epoch; opening an idx reads only its page."""
+
+    def __init__(self, outputs: DebugOutputs) -> None:
+        self._outputs = outputs
+        self._lock = threading.Lock()
+
+    @property
+    def complete(self) -> bool:
+        return self._outputs.complete
+
+    @property
+    def indices(self) -> set[int]:
+        return set(self._outputs.locations)
+
+    def get(self, idx: int) -> Optional[dict[str, Any]]:
+        """The outputs of ``idx``, None if none were saved; page errors propagate with their message."""
+        with self._lock:
+            if idx not in self._outputs:
+                return None
+            return self._outputs[idx]
+
+
+def open_epoch_debug(epoch_dir: str) -> Optional[EpochDebug]:
+    """Reads the epoch's index only; keeps one page in memory (the viewer caches several epochs)."""
+    debugger_dir = os.path.join(epoch_dir, DEBUGGER_DIR)
+    return EpochDebug(DebugOutputs(debugger_dir, cache_pages=1)) if os.path.isdir(debugger_dir) else None
+
+
+def index_signature(epoch_dir: str) -> tuple:
+    """Names, sizes and times of the epoch's index files: cheap to read, changes with every new page."""
+    signature = []
+    for path in sorted(glob.glob(os.path.join(epoch_dir, DEBUGGER_DIR, INDEX_GLOB))):
+        try:
+            stat = os.stat(path)
+        except OSError:
+            continue
+        signature.append((os.path.basename(path), stat.st_size, stat.st_mtime_ns))
+    return tuple(signature)

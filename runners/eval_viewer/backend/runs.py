@@ -1,0 +1,155 @@
+"""Find the runs under the folders given to the viewer and list their epochs.
+
+A run is a folder holding ``run_info.json``: a trainer work dir (``epoch_N/``
+folders with ``validation_scores.json`` and, at checkpoint epochs, ``debugger/``)
+or an evaluator work dir (``evaluation_scores.json`` and ``debugger/`` in the run
+folder itself, shown as one pseudo-epoch). Listing only reads folder entries and
+small JSON files, so it costs the same whatever the size of the debug pages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from debuggers.model_report import MODEL_REPORT_FILE
+from runners.eval_viewer.backend.initialization import DEBUGGER_DIR
+
+RUN_INFO_FILE = "run_info.json"
+TRAINER_SCORES = "validation_scores.json"
+EVALUATOR_SCORES = "evaluation_scores.json"
+EVALUATION_KEY = "evaluation"
+MAX_SEARCH_DEPTH = 6  # a log folder deeper than this is almost certainly not a folder of runs
+_EPOCH_DIR = re.compile(r"epoch_(\d+)")
+
+EXPECTED_LAYOUT = (
+    "expected a Lantern run folder holding run_info.json (a trainer work dir: run_info.json, progress.json, "
+    "epoch_N/validation_scores.json; an evaluator work dir: run_info.json, evaluation_scores.json), "
+    "or a folder containing such runs"
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One work dir; ``name`` is its path relative to the log dir it was found in."""
+
+    path: str
+    name: str
+    runner: str
+    config_filepath: Optional[str]
+
+    @property
+    def is_evaluator(self) -> bool:
+        return "Evaluator" in self.runner or os.path.isfile(os.path.join(self.path, EVALUATOR_SCORES))
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """A trainer epoch, or an evaluator run's single pseudo-epoch (``key == 'evaluation'``)."""
+
+    key: str
+    label: str
+    number: Optional[int]
+    dir: str
+    scores_path: Optional[str]
+    has_debug: bool
+
+
+@dataclass
+class Discovery:
+    """What the log dirs hold: runs by absolute path, and one message per argument that held none."""
+
+    runs: dict[str, Run] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def discover_runs(log_dirs: list[str]) -> Discovery:
+    """Runs in ``log_dirs`` (each a run or a folder of runs, nested up to ``MAX_SEARCH_DEPTH``)."""
+    discovery = Discovery()
+    for log_dir in log_dirs:
+        if not os.path.isdir(log_dir):
+            discovery.problems.append(f"{log_dir}: no such folder; pass an existing folder to --log-dirs")
+            continue
+        root = os.path.abspath(log_dir)
+        found = [_read_run(path, root, discovery.problems) for path in _run_folders(root)]
+        discovery.runs.update((run.path, run) for run in found if run is not None)
+        if not found:
+            discovery.problems.append(f"{log_dir} holds no Lantern run: {EXPECTED_LAYOUT}")
+    return discovery
+
+
+def _run_folders(root: str) -> list[str]:
+    """Folders holding run_info.json; the search does not descend into a run (its epochs hold no runs)."""
+    if os.path.isfile(os.path.join(root, RUN_INFO_FILE)):
+        return [root]
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        if RUN_INFO_FILE in filenames:
+            found.append(dirpath)
+            dirnames.clear()
+        elif dirpath[len(root):].count(os.sep) >= MAX_SEARCH_DEPTH:
+            dirnames.clear()
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+    return found
+
+
+def _read_run(path: str, root: str, problems: list[str]) -> Optional[Run]:
+    info_path = os.path.join(path, RUN_INFO_FILE)
+    try:
+        info = read_json(info_path)
+    except (OSError, ValueError) as exc:
+        problems.append(f"{info_path} cannot be read ({exc}); the run is skipped. Rerun it or delete the folder")
+        return None
+    if not isinstance(info, dict):
+        problems.append(f"{info_path} is not a JSON object; the run is skipped. Rerun it or delete the folder")
+        return None
+    name = os.path.relpath(path, os.path.dirname(root))
+    config = info.get("config_filepath")
+    return Run(path, name, str(info.get("runner", "")), config if isinstance(config, str) else None)
+
+
+def list_epochs(run: Run) -> list[Epoch]:
+    """The run's epochs with scores or debug outputs, oldest first (re-read on every call)."""
+    if run.is_evaluator:
+        return [_epoch(EVALUATION_KEY, "evaluation", None, run.path, EVALUATOR_SCORES)]
+    epochs = []
+    for name in _listdir(run.path):
+        match = _EPOCH_DIR.fullmatch(name)
+        if match:
+            number = int(match.group(1))
+            epoch = _epoch(name, f"epoch {number}", number, os.path.join(run.path, name), TRAINER_SCORES)
+            if epoch.scores_path or epoch.has_debug:
+                epochs.append(epoch)
+    return sorted(epochs, key=lambda e: e.number)
+
+
+def _epoch(key: str, label: str, number: Optional[int], folder: str, scores_name: str) -> Epoch:
+    scores = os.path.join(folder, scores_name)
+    return Epoch(key, label, number, folder, scores if os.path.isfile(scores) else None,
+                 os.path.isdir(os.path.join(folder, DEBUGGER_DIR)))
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def read_model_report(run: Run) -> Optional[dict[str, Any]]:
+    """``model_report.json`` of the run, None when the run has none; ValueError when it is not a JSON object."""
+    path = os.path.join(run.path, MODEL_REPORT_FILE)
+    if not os.path.isfile(path):
+        return None
+    report = read_json(path)
+    if not isinstance(report, dict):
+        raise ValueError(f"{path} holds a {type(report).__name__}, not a JSON object")
+    return report
+
+
+def read_json(path: str) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)

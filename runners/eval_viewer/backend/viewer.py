@@ -1,0 +1,86 @@
+"""``ViewerBackend``: what the callbacks ask of the disk, with bounded caches per run and epoch.
+
+Everything is keyed by file signatures (path, size, modification time), so a run
+that is still training shows its new epochs and pages without a restart, and
+memory stays bounded however many runs and epochs are browsed.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+from runners.eval_viewer.backend.cache import BoundedCache
+from runners.eval_viewer.backend.datasets import build_run_dataset, config_signature
+from runners.eval_viewer.backend.debug import EpochDebug, index_signature, open_epoch_debug
+from runners.eval_viewer.backend.runs import Discovery, Epoch, Run, discover_runs, list_epochs
+from runners.eval_viewer.backend.scores import Scores, ScoresError, read_scores
+
+
+class ViewerBackend:
+    """Runs found in ``log_dirs`` and cached access to their scores, datasets and debug outputs.
+
+    At most ``max_debug_epochs`` epochs keep one page each in memory: four epochs side by side
+    stay fast, and memory stays at a few pages whatever the runs' size.
+    """
+
+    def __init__(self, log_dirs: list[str], max_datasets: int = 4, max_debug_epochs: int = 4,
+                 max_scores: int = 16) -> None:
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self._given_dirs = list(log_dirs)
+        self._datasets: BoundedCache[Any] = BoundedCache(max_datasets)
+        self._debug: BoundedCache[Optional[EpochDebug]] = BoundedCache(max_debug_epochs)
+        self._scores: BoundedCache[Scores] = BoundedCache(max_scores)
+        self._aggregated: BoundedCache[dict] = BoundedCache(4096)  # small: one dict of means per epoch
+        self.discovery = discover_runs(self._given_dirs)
+
+    def refresh(self) -> Discovery:
+        """Look for runs again (new runs appear while the viewer is open)."""
+        self.discovery = discover_runs(self._given_dirs)
+        return self.discovery
+
+    def run(self, path: Optional[str]) -> Optional[Run]:
+        return self.discovery.runs.get(path) if path else None
+
+    def epochs(self, run: Run) -> list[Epoch]:
+        return list_epochs(run)
+
+    def epoch(self, run: Run, key: Optional[str]) -> Optional[Epoch]:
+        return next((e for e in self.epochs(run) if e.key == key), None)
+
+    def version(self, epoch: Epoch) -> str:
+        """Changes whenever the epoch's scores or debug index are rewritten (a run still validating)."""
+        scores = _file_signature(epoch.scores_path) if epoch.scores_path else None
+        return repr((scores, index_signature(epoch.dir)))
+
+    def scores(self, epoch: Epoch) -> Scores:
+        """The epoch's scores; ``ScoresError`` when the file is missing or malformed."""
+        if epoch.scores_path is None:
+            raise ScoresError(f"{epoch.label} has no scores file yet: its validation is still running "
+                              "or was interrupted; the debug outputs written so far can still be opened")
+        return self._scores.get(_file_signature(epoch.scores_path), lambda: read_scores(epoch.scores_path))
+
+    def aggregated(self, epoch: Epoch) -> dict[str, Optional[float]]:
+        """Aggregated scores only (kept for many epochs: the chart over epochs needs all of them)."""
+        if epoch.scores_path is None:
+            return {}
+        key = _file_signature(epoch.scores_path)
+        return self._aggregated.get(key, lambda: dict(read_scores(epoch.scores_path).aggregated))
+
+    def debug(self, epoch: Epoch) -> Optional[EpochDebug]:
+        """The epoch's debug outputs (index only; pages open on lookup), None without any."""
+        if not epoch.has_debug:
+            return None
+        return self._debug.get((epoch.dir, index_signature(epoch.dir)), lambda: open_epoch_debug(epoch.dir))
+
+    def dataset(self, run: Run) -> Any:
+        """The run's dataset; ``DatasetUnavailable`` says why it cannot be rebuilt."""
+        return self._datasets.get((run.path, config_signature(run)), lambda: build_run_dataset(run, self.log_dirs))
+
+
+def _file_signature(path: str) -> tuple[str, int, int]:
+    try:
+        stat = os.stat(path)
+    except OSError as exc:
+        raise ScoresError(f"{path} cannot be read ({exc.strerror}); it was removed or is not readable") from exc
+    return path, stat.st_size, stat.st_mtime_ns

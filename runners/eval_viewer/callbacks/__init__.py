@@ -1,0 +1,13 @@
+"""Dash callbacks, one module per concern; ``register_callbacks`` wires them all to an app."""
+
+from __future__ import annotations
+
+from dash import Dash
+
+from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks import compare, datapoint, model_report, runs, scores, selection
+
+
+def register_callbacks(app: Dash, backend: ViewerBackend) -> None:
+    for module in (runs, scores, selection, datapoint, compare, model_report):
+        module.register(app, backend)

@@ -1,0 +1,111 @@
+"""Comparisons: one datapoint across epochs of a run, and across two runs, side by side.
+
+Each column opens only the page holding the datapoint in its epoch; nothing is
+computed while the tab is hidden.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from dash import Dash, Input, Output, State, html, no_update
+
+from data.viewer.layout.display import display_datapoint
+from data.viewer.layout.display.display_datapoint import debug_body, section
+from data.viewer.layout.display.display_inputs import display_inputs
+from runners.eval_viewer.backend.datapoint import load_datapoint, load_item
+from runners.eval_viewer.backend.runs import Epoch, Run
+from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.components import (
+    column,
+    datapoint_title,
+    default_epoch,
+    epoch_option,
+    message,
+    score_badges,
+)
+from runners.eval_viewer.layout import ids
+
+MAX_DEFAULT_EPOCHS = 4  # preselected columns; more can be added by hand
+
+
+def epoch_columns(backend: ViewerBackend, run: Run, epochs: list[Epoch], idx: int) -> html.Div:
+    """The datapoint's inputs once, then its scores and Debug Outputs at each of ``epochs``, side by side."""
+    item = load_item(backend, run, idx)
+    columns = []
+    for epoch in epochs:
+        datapoint = {**load_datapoint(backend, run, epoch, idx, with_item=False), "inputs": item.get("inputs")}
+        body = debug_body(datapoint) if datapoint["debug"] is not None else message(
+            f"{epoch.label} has no debug outputs: only its scores are shown", "secondary")
+        columns.append(column([html.H5(epoch.label), html.Div(score_badges(datapoint["scores"]), className="badges"),
+                               section("Debug Outputs", body)], len(epochs)))
+    inputs = display_inputs(item["inputs"]) if item.get("inputs") else message(item["dataset_error"], "warning")
+    return html.Div([section("Inputs", inputs), html.Div(columns, className="compare-row")])
+
+
+def run_columns(backend: ViewerBackend, sides: list[tuple[Run, Epoch]], idx: int) -> html.Div:
+    """The whole datapoint ``idx`` in each (run, epoch), side by side."""
+    columns = []
+    for run, epoch in sides:
+        datapoint = load_datapoint(backend, run, epoch, idx)
+        columns.append(column([datapoint_title(run, epoch, idx),
+                               html.Div(score_badges(datapoint["scores"]), className="badges"),
+                               display_datapoint(datapoint)], len(sides)))
+    return html.Div(columns, className="compare-row")
+
+
+def register(app: Dash, backend: ViewerBackend) -> None:
+    @app.callback(Output(ids.COMPARE_EPOCHS_SELECT, "options"), Output(ids.COMPARE_EPOCHS_SELECT, "value"),
+                  Input(ids.EPOCH_SELECT, "options"), Input(ids.EPOCH_SELECT, "value"),
+                  State(ids.RUN_SELECT, "value"))
+    def choose_epochs(_: list, epoch_key: Optional[str], run_path: Optional[str]) -> tuple:
+        run = backend.run(run_path)
+        epochs = backend.epochs(run) if run else []
+        keys = [e.key for e in epochs if e.has_debug][-MAX_DEFAULT_EPOCHS:]
+        if epoch_key and epoch_key not in keys:
+            keys = [*keys[1 - MAX_DEFAULT_EPOCHS:], epoch_key]
+        order = [e.key for e in epochs]
+        return [epoch_option(e) for e in epochs], sorted(keys, key=order.index)
+
+    @app.callback(Output(ids.COMPARE_EPOCHS_PANEL, "children"), Input(ids.SELECTED, "data"),
+                  Input(ids.COMPARE_EPOCHS_SELECT, "value"), Input(ids.TABS, "value"), State(ids.RUN_SELECT, "value"))
+    def compare_epochs(idx: Optional[int], keys: Optional[list], tab: str, run_path: Optional[str]) -> object:
+        if tab != ids.TAB_COMPARE_EPOCHS:
+            return no_update
+        run = backend.run(run_path)
+        epochs = [e for e in backend.epochs(run) if e.key in (keys or [])] if run else []
+        if idx is None or not epochs:
+            return message("Click a datapoint and pick the epochs to compare.")
+        return epoch_columns(backend, run, epochs, int(idx))
+
+    @app.callback(Output(ids.COMPARE_RUN_SELECT, "options"), Input(ids.RUN_SELECT, "options"),
+                  Input(ids.RUN_SELECT, "value"))
+    def other_runs(options: list, run_path: Optional[str]) -> list:
+        return [option for option in options or [] if option["value"] != run_path]
+
+    @app.callback(Output(ids.COMPARE_RUN_EPOCH_SELECT, "options"), Output(ids.COMPARE_RUN_EPOCH_SELECT, "value"),
+                  Input(ids.COMPARE_RUN_SELECT, "value"), State(ids.EPOCH_SELECT, "value"))
+    def other_run_epochs(other_path: Optional[str], epoch_key: Optional[str]) -> tuple:
+        other = backend.run(other_path)
+        epochs = backend.epochs(other) if other else []
+        keys = {e.key for e in epochs}
+        return [epoch_option(e) for e in epochs], epoch_key if epoch_key in keys else default_epoch(epochs)
+
+    @app.callback(Output(ids.COMPARE_RUNS_PANEL, "children"), Input(ids.SELECTED, "data"),
+                  Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"),
+                  Input(ids.COMPARE_RUN_SELECT, "value"), Input(ids.COMPARE_RUN_EPOCH_SELECT, "value"),
+                  Input(ids.TABS, "value"))
+    def compare_runs(idx: Optional[int], run_path: Optional[str], epoch_key: Optional[str],
+                     other_path: Optional[str], other_key: Optional[str], tab: str) -> object:
+        if tab != ids.TAB_COMPARE_RUNS:
+            return no_update
+        sides = [_side(backend, run_path, epoch_key), _side(backend, other_path, other_key)]
+        if idx is None or None in sides:
+            return message("Click a datapoint, then pick a second run and its epoch.")
+        return run_columns(backend, sides, int(idx))
+
+
+def _side(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> Optional[tuple[Run, Epoch]]:
+    run = backend.run(run_path)
+    epoch = backend.epoch(run, epoch_key) if run else None
+    return (run, epoch) if epoch else None

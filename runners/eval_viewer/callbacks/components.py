@@ -1,0 +1,64 @@
+"""Pieces several callbacks draw: score badges, the epoch status, messages, comparison columns."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import dash_bootstrap_components as dbc
+from dash import html
+
+from debuggers.page_format import CorruptPageError
+from runners.eval_viewer.backend.runs import Epoch, Run
+from runners.eval_viewer.backend.viewer import ViewerBackend
+
+
+def message(text: str, color: str = "info") -> dbc.Alert:
+    return dbc.Alert(text, color=color, className="viewer-message")
+
+
+def default_epoch(epochs: list[Epoch]) -> Optional[str]:
+    """The latest epoch with debug outputs (what a user opens the viewer for), else the latest."""
+    with_debug = [e for e in epochs if e.has_debug]
+    chosen = (with_debug or epochs or [None])[-1]
+    return chosen.key if chosen else None
+
+
+def epoch_option(epoch: Epoch) -> dict:
+    return {"label": f"{epoch.label} · debug" if epoch.has_debug else epoch.label, "value": epoch.key}
+
+
+def epoch_badges(backend: ViewerBackend, epoch: Epoch) -> list:
+    """'debug outputs' / 'no debug outputs', 'partial' while (or because) pages are missing, 'no scores'."""
+    badges = []
+    if epoch.has_debug:
+        badges.append(dbc.Badge("debug outputs", color="info", className="badge-debug"))
+        try:
+            debug = backend.debug(epoch)
+            if debug is not None and not debug.complete:
+                badges.append(dbc.Badge("partial", color="warning", className="badge-partial",
+                                        title="the debug index says complete: false: pages are still being "
+                                              "written, or the run stopped during this epoch"))
+        except (CorruptPageError, OSError) as exc:
+            badges.append(dbc.Badge("debug index unreadable", color="danger", title=str(exc)))
+    else:
+        badges.append(dbc.Badge("no debug outputs", color="light", className="badge-no-debug"))
+    if epoch.scores_path is None:
+        badges.append(dbc.Badge("no scores yet", color="warning"))
+    return badges
+
+
+def score_badges(scores: dict) -> list:
+    return [dbc.Badge(f"{name} {_format(value)}", color="secondary", className="score-badge")
+            for name, value in scores.items()]
+
+
+def _format(value: object) -> str:
+    return "n/a" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def datapoint_title(run: Run, epoch: Epoch, idx: int) -> html.H5:
+    return html.H5(f"datapoint {idx} · {run.name} · {epoch.label}", className="datapoint-title")
+
+
+def column(children: list, count: int) -> html.Div:
+    return html.Div(children, className="compare-column", style={"width": f"{100 / max(count, 1):.2f}%"})

@@ -1,0 +1,1 @@
+"""The viewer's page: controls, score views and the datapoint panel."""

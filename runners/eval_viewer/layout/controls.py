@@ -1,0 +1,42 @@
+"""Run, epoch and metric pickers, and the messages about folders that hold no run."""
+
+from __future__ import annotations
+
+import dash_bootstrap_components as dbc
+from dash import dcc, html
+
+from runners.eval_viewer.backend.runs import Discovery
+from runners.eval_viewer.layout import ids
+
+REFRESH_MS = 5000  # how often the run's epoch list is re-read (a run still training grows)
+
+
+def run_options(discovery: Discovery) -> list[dict]:
+    runs = sorted(discovery.runs.values(), key=lambda run: run.name)
+    return [{"label": f"{run.name} ({'evaluator' if run.is_evaluator else 'trainer'})", "value": run.path}
+            for run in runs]
+
+
+def problem_alerts(discovery: Discovery) -> list:
+    return [dbc.Alert(problem, color="warning", className="discovery-problem") for problem in discovery.problems]
+
+
+def _labelled(label: str, component: object, width: str) -> html.Div:
+    return html.Div([html.Label(label), component], className="control", style={"width": width})
+
+
+def controls(discovery: Discovery) -> html.Div:
+    options = run_options(discovery)
+    return html.Div([
+        html.Div(problem_alerts(discovery), id=ids.MESSAGES),
+        html.Div([
+            _labelled("Run", dcc.Dropdown(id=ids.RUN_SELECT, options=options, clearable=False,
+                                          value=options[0]["value"] if options else None,
+                                          placeholder="no run found"), "34%"),
+            _labelled("Epoch", dcc.Dropdown(id=ids.EPOCH_SELECT, clearable=False), "18%"),
+            _labelled("Metric", dcc.Dropdown(id=ids.METRIC_SELECT, clearable=False), "18%"),
+            html.Div(id=ids.EPOCH_BADGES, className="badges"),
+        ], className="controls"),
+        dcc.Interval(id=ids.REFRESH, interval=REFRESH_MS),
+        dcc.Store(id=ids.EPOCH_VERSION),
+    ])

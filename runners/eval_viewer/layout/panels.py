@@ -1,0 +1,34 @@
+"""The tabs on the right: the open datapoint, the epoch and run comparisons, the model report."""
+
+from __future__ import annotations
+
+from dash import dcc, html
+
+from runners.eval_viewer.layout import ids
+
+_EMPTY = "Click a datapoint in the table or the grid to open it."
+
+
+def _tab(label: str, value: str, children: list) -> dcc.Tab:
+    return dcc.Tab(label=label, value=value, id=value, children=html.Div(children, className="tab-body"))
+
+
+def datapoint_tabs() -> dcc.Tabs:
+    return dcc.Tabs(id=ids.TABS, value=ids.TAB_DATAPOINT, children=[
+        _tab("Datapoint", ids.TAB_DATAPOINT, [html.Div(_EMPTY, id=ids.DATAPOINT_PANEL)]),
+        _tab("Compare epochs", ids.TAB_COMPARE_EPOCHS, [
+            html.Label("Epochs side by side (those with debug outputs are preselected)"),
+            dcc.Dropdown(id=ids.COMPARE_EPOCHS_SELECT, multi=True),
+            html.Div(_EMPTY, id=ids.COMPARE_EPOCHS_PANEL),
+        ]),
+        _tab("Compare runs", ids.TAB_COMPARE_RUNS, [
+            html.Div([
+                html.Div([html.Label("Second run"), dcc.Dropdown(id=ids.COMPARE_RUN_SELECT)], className="control",
+                         style={"width": "60%"}),
+                html.Div([html.Label("Its epoch"), dcc.Dropdown(id=ids.COMPARE_RUN_EPOCH_SELECT)],
+                         className="control", style={"width": "30%"}),
+            ], className="controls"),
+            html.Div(_EMPTY, id=ids.COMPARE_RUNS_PANEL),
+        ]),
+        _tab("Model report", ids.TAB_MODEL_REPORT, [html.Div(id=ids.MODEL_REPORT_PANEL)]),
+    ])

@@ -1,0 +1,42 @@
+"""Helpers for the ready-made debuggers' tests: real SequentialDebugger epochs read back from real pages."""
+
+from __future__ import annotations
+
+import torch
+
+from debuggers import capture
+from debuggers.wrappers.sequential_debugger import SequentialDebugger
+from runners.eval_viewer.backend.initialization import load_debug_outputs
+
+
+def entry(name, cls, **args):
+    return {"name": name, "debugger_config": {"class": cls, "args": args}}
+
+
+def make_batch(images, idx, labels=None):
+    """A collated datapoint batch of ``images[idx]`` (labels default to idx % 6)."""
+    idx = list(idx)
+    labels = torch.tensor([i % 6 for i in idx]) if labels is None else labels[idx]
+    return {"inputs": {"image": images[idx]}, "labels": {"class": labels}, "meta_info": {"idx": torch.tensor(idx)}}
+
+
+def capture_epoch(model, images, out_dir, batch_size, debuggers, labels=None):
+    """One 'validation epoch' over ``images`` under ``torch.no_grad()``; returns what the pages hold."""
+    debugger = SequentialDebugger(debuggers, model=model)
+    debugger.reset_buffer(str(out_dir / "debugger"))
+    debugger.enabled = True
+    with torch.no_grad():
+        for start in range(0, len(images), batch_size):
+            dp = make_batch(images, range(start, min(start + batch_size, len(images))), labels)
+            dp["outputs"] = model(dp["inputs"])
+            debugger(dp, model)
+    debugger.save_all(str(out_dir / "debugger"))
+    debugger.close()
+    return load_debug_outputs(str(out_dir))
+
+
+def leftover_hooks(model) -> int:
+    """Forward, pre-forward and backward hooks on every module, plus capture listeners."""
+    return len(capture._listeners) + sum(
+        len(m._forward_hooks) + len(m._forward_pre_hooks) + len(m._backward_hooks)
+        + len(m._backward_pre_hooks) for m in model.modules())

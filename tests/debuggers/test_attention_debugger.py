@@ -1,0 +1,134 @@
+"""AttentionDebugger on nn.MultiheadAttention and on the demo model's capture points."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from debuggers.attention_debugger import AttentionDebugger
+from debuggers.wrappers.sequential_debugger import SequentialDebugger
+from models import AttentionClassifier
+from tests.debuggers.library import capture_epoch, entry, leftover_hooks, make_batch
+
+
+class MHAModel(nn.Module):
+    """Tokens from image rows through nn.MultiheadAttention; keeps what the attention call returned."""
+
+    def __init__(self, batch_first, need_weights=False, average=True, positional=False):
+        super().__init__()
+        torch.manual_seed(0)
+        self.batch_first = batch_first
+        self.call = (need_weights, average, positional)
+        self.attn = nn.MultiheadAttention(12, 3, batch_first=batch_first)
+        self.returned = None
+
+    def tokens(self, image):
+        x = image.reshape(image.shape[0], -1, 12)
+        return x if self.batch_first else x.transpose(0, 1)
+
+    def forward(self, inputs):
+        x = self.tokens(inputs["image"])
+        need, average, positional = self.call
+        if positional:
+            self.returned = self.attn(x, x, x, None, need, None, average)
+        else:
+            self.returned = self.attn(x, x, x, need_weights=need, average_attn_weights=average)
+        out = self.returned[0] if self.batch_first else self.returned[0].transpose(0, 1)
+        return {"logits": out.mean(1)[:, :6]}
+
+
+def entropy(p):
+    return -(np.where(p > 0, p * np.log(np.where(p > 0, p, 1)), 0)).sum(-1).mean(-1)
+
+
+@pytest.fixture
+def images():
+    torch.manual_seed(1)
+    return torch.randn(5, 3, 4, 6)  # 6 tokens of 12 features
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_multihead_attention_weights_match_a_direct_call(images, tmp_path, batch_first):
+    model = MHAModel(batch_first).eval()
+    outputs = capture_epoch(model, images, tmp_path, 2, [entry("att", AttentionDebugger, layer_name="attn")])
+    x = model.tokens(images)
+    with torch.no_grad():
+        _, direct = model.attn(x, x, x, need_weights=True, average_attn_weights=False)
+    direct = direct.numpy()
+    assert direct.shape == (5, 3, 6, 6)
+    for i in range(5):
+        out = outputs[i]["att"]
+        assert out["kind"] == "attention" and out["grid"] is None
+        np.testing.assert_allclose(out["attention"], direct[i], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(out["entropy_per_head"], entropy(direct[i].astype(np.float64)), rtol=1e-5)
+        assert out["max_attention"] == pytest.approx(float(direct[i].max()), rel=1e-6)
+
+
+@pytest.mark.parametrize("need_weights, average, positional", [
+    (False, True, False), (True, True, False), (True, False, False), (False, True, True), (True, True, True)])
+def test_the_caller_gets_what_it_asked_for(images, need_weights, average, positional):
+    model = MHAModel(True, need_weights, average, positional).eval()
+    with torch.no_grad():
+        plain = model({"image": images})["logits"]
+        expected_weights = model.returned[1]
+    debugger = SequentialDebugger([entry("att", AttentionDebugger, layer_name="attn")], model=model)
+    debugger.reset_buffer()
+    debugger.enabled = True
+    with torch.no_grad():
+        hooked = model({"image": images})["logits"]
+        got_weights = model.returned[1]
+        assert debugger(make_batch(images, range(5)), model)["att"]["attention"].shape == (5, 3, 6, 6)
+    debugger.close()
+    torch.testing.assert_close(hooked, plain)
+    if expected_weights is None:
+        assert got_weights is None
+    else:
+        torch.testing.assert_close(got_weights, expected_weights)
+    assert leftover_hooks(model) == 0
+
+
+def test_capture_point_weights_match_an_independent_computation(tmp_path):
+    torch.manual_seed(0)
+    model = AttentionClassifier(patch_size=4, dim=32, depth=2, num_heads=2).eval()
+    images = torch.randn(3, 3, 16, 16)
+    outputs = capture_epoch(model, images, tmp_path, 2, [entry("att", AttentionDebugger, layer_name="blocks.1.attn")])
+    with torch.no_grad():
+        embeddings = model.patch_embed(images)
+        grid = tuple(embeddings.shape[2:])
+        x = model.blocks[0](model.pos_embed(embeddings.flatten(2).transpose(1, 2), grid), grid)
+        attn = model.blocks[1].attn
+        attn.return_attention = True
+        _, weights = attn(model.blocks[1].norm1(x), grid)
+        attn.return_attention = False
+    for i in range(3):
+        out = outputs[i]["att"]
+        assert out["grid"] == [4, 4]
+        np.testing.assert_allclose(out["attention"], weights[i].numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(out["entropy_per_head"], entropy(weights[i].double().numpy()), rtol=1e-5)
+
+
+def test_model_output_is_unchanged_while_attached():
+    torch.manual_seed(0)
+    model = AttentionClassifier(dim=32, num_heads=2).eval()
+    images = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        plain = model({"image": images})["logits"]
+        debugger = SequentialDebugger([entry("att", AttentionDebugger, layer_name="blocks.0.attn")], model=model)
+        debugger.reset_buffer()
+        debugger.enabled = True
+        hooked = model({"image": images})["logits"]
+        debugger.close()
+    torch.testing.assert_close(hooked, plain)
+    assert model.blocks[0].attn.return_attention is False
+    assert leftover_hooks(model) == 0
+
+
+def test_a_layer_offering_no_weights_is_a_clear_error(tmp_path):
+    torch.manual_seed(0)
+    model = AttentionClassifier(dim=32, num_heads=2).eval()
+    outputs = capture_epoch(model, torch.randn(2, 3, 16, 16), tmp_path, 2,
+                            [entry("att", AttentionDebugger, layer_name="blocks.0.mlp")])
+    assert outputs[0]["att"]["kind"] == "error"
+    assert "layer 'blocks.0.mlp' (Sequential) ran but offered no 'attention_weights'" in outputs[0]["att"]["message"]

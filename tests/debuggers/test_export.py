@@ -1,0 +1,103 @@
+"""The HTML export of a real (tiny) run: plotly.js once, one section per datapoint, images when available."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+
+import plotly.graph_objects as go
+import pytest
+import torch
+
+from debuggers.export import main, resolve_epoch_dir, visualize_debug_states
+from debuggers.feature_map_debugger import FeatureMapDebugger
+from models import SmallCNN
+from runners.eval_viewer.backend.initialization import load_debug_outputs
+from runners.trainers import BaseTrainer
+from tests.debuggers.library import capture_epoch, entry
+from tests.runs import write_config
+from utils.config_file import load_config
+
+DEBUGGERS = """
+from debuggers.feature_map_debugger import FeatureMapDebugger
+from debuggers.gradcam_debugger import GradCAMDebugger
+config["debugger"] = {"class": SequentialDebugger, "args": {"debuggers_config": [
+    {"name": "features", "debugger_config": {"class": FeatureMapDebugger,
+                                             "args": {"layer_name": "backbone.layer4", "max_channels": 4}}},
+    {"name": "gradcam", "debugger_config": {"class": GradCAMDebugger, "args": {"target_layer": "backbone.layer4"}}},
+    {"name": "broken", "debugger_config": {"class": GradCAMDebugger, "args": {"target_layer": "backbone.nope"}}}]}}
+"""
+PLOTLY_BANNER = re.compile(r"plotly\.js v\d")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("export")
+    config = load_config(write_config(folder / "run.py", folder / "run", epochs=2, checkpoint_method="all",
+                                      train_size=16, val_size=16, extra=DEBUGGERS))
+    BaseTrainer(config).run()
+    return config["work_dir"]
+
+
+def export(run_dir, out, *args):
+    code = main(["--run", run_dir, "--out", str(out), *args])
+    return code, out.read_text() if out.exists() else ""
+
+
+def test_report_holds_plotly_once_and_one_section_per_idx(run_dir, tmp_path):
+    code, page = export(run_dir, tmp_path / "report.html", "--idx", "3", "7", "12")
+    assert code == 0
+    assert len(PLOTLY_BANNER.findall(page)) == 1
+    assert [page.count(f"<h2>Datapoint {i}</h2>") for i in (3, 7, 12)] == [1, 1, 1]
+    assert page.index("Datapoint 3") < page.index("Datapoint 7") < page.index("Datapoint 12")
+    assert "<h2>Model</h2>" in page and "epoch_1" in page
+    assert page.count('"type":"image"') == 3  # each CAM is drawn over its input image
+    assert page.count("broken: UnknownLayerError: SmallCNN has no layer &#x27;backbone.nope&#x27;") == 3
+    assert "features: " in page and "gradcam: Grad-CAM at backbone.layer4" in page
+
+
+def test_epoch_choice_and_missing_idx(run_dir, tmp_path):
+    code, page = export(run_dir, tmp_path / "e0.html", "--epoch", "0", "--idx", "1", "99")
+    assert code == 0 and "epoch_0" in page
+    assert "no debug outputs for idx 99; this epoch has idx 0..15 (16 datapoints)" in page
+    assert resolve_epoch_dir(run_dir) == os.path.join(run_dir, "epoch_1")
+
+
+def test_unknown_epoch_and_folder_say_what_exists(run_dir, tmp_path, capsys):
+    assert export(run_dir, tmp_path / "x.html", "--epoch", "5", "--idx", "1")[0] == 2
+    assert "epoch 5 of" in (err := capsys.readouterr().err) and "epochs with debug outputs: [0, 1]" in err
+    assert export(str(tmp_path / "nowhere"), tmp_path / "x.html", "--idx", "1")[0] == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_without_the_config_file_there_is_no_overlay(run_dir, tmp_path):
+    moved = shutil.copytree(run_dir, tmp_path / "moved")
+    info = json.loads((moved / "run_info.json").read_text())
+    info["config_filepath"] = str(tmp_path / "deleted.py")
+    (moved / "run_info.json").write_text(json.dumps(info))
+    code, page = export(str(moved), tmp_path / "r.html", "--idx", "2")
+    assert code == 0 and '"type":"image"' not in page and "input images unavailable" in page
+
+
+def test_evaluator_style_folder_and_notebook_helper(tmp_path):
+    model = SmallCNN(widths=(4, 4, 4, 4)).eval()
+    outputs = capture_epoch(model, torch.randn(4, 3, 16, 16), tmp_path / "eval", 2,
+                            [entry("fm", FeatureMapDebugger, layer_name="backbone.layer4")])
+    assert resolve_epoch_dir(str(tmp_path / "eval")) == str(tmp_path / "eval")
+    figures = visualize_debug_states(outputs[2], save_path=str(tmp_path / "notebook"))
+    assert figures and all(isinstance(f, go.Figure) for f in figures)
+    assert figures[0].layout.title.text.startswith("fm: backbone.layer4 feature map")
+    page = (tmp_path / "notebook" / "debug_states.html").read_text()
+    assert len(PLOTLY_BANNER.findall(page)) == 1
+    assert load_debug_outputs(str(tmp_path / "eval")) is not None
+    assert visualize_debug_states(outputs[2]["fm"])[0].layout.title.text.startswith("output: ")
+
+
+def test_an_unreadable_page_becomes_an_alert(run_dir, tmp_path):
+    moved = shutil.copytree(run_dir, tmp_path / "damaged")
+    (moved / "epoch_1" / "debugger" / "page_0.pkl").write_bytes(b"not a page")
+    code, page = export(str(moved), tmp_path / "d.html", "--idx", "4")
+    assert code == 0 and "debug outputs of idx 4 cannot be read" in page

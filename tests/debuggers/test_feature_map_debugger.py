@@ -1,0 +1,69 @@
+"""FeatureMapDebugger against an independent forward pass and NumPy statistics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from debuggers.feature_map_debugger import FeatureMapDebugger
+from models import SmallCNN
+from tests.debuggers.library import capture_epoch, entry
+from utils.errors import ConfigError
+
+
+@pytest.fixture
+def model():
+    torch.manual_seed(0)
+    return SmallCNN(widths=(4, 4, 8, 8)).eval()
+
+
+@pytest.fixture
+def images():
+    torch.manual_seed(1)
+    return torch.randn(6, 3, 16, 16)
+
+
+def layer3(model, images):
+    with torch.no_grad():
+        return model.backbone.layer3(model.backbone.layer2(model.backbone.layer1(images))).numpy()
+
+
+def test_maps_and_statistics_match_an_independent_computation(model, images, tmp_path):
+    outputs = capture_epoch(model, images, tmp_path, 4,
+                            [entry("fm", FeatureMapDebugger, layer_name="backbone.layer3")])
+    expected = layer3(model, images)
+    for i in range(len(images)):
+        out = outputs[i]["fm"]
+        assert out["kind"] == "feature_map" and out["layer_name"] == "backbone.layer3"
+        assert out["shape"] == [8, 2, 2]
+        np.testing.assert_allclose(out["feature_map"], expected[i], rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(out["channel_indices"], np.arange(8))
+        for name, fn in {"mean": np.mean, "std": np.std, "min": np.min, "max": np.max}.items():
+            assert out["stats"][name] == pytest.approx(float(fn(expected[i])), rel=1e-5, abs=1e-6)
+
+
+def test_max_channels_keeps_the_strongest_channels_of_each_datapoint(model, images, tmp_path):
+    outputs = capture_epoch(model, images, tmp_path, 3,
+                            [entry("fm", FeatureMapDebugger, layer_name="backbone.layer3", max_channels=3)])
+    expected = layer3(model, images)
+    for i in range(len(images)):
+        strongest = np.argsort(-expected[i].mean(axis=(1, 2)), kind="stable")[:3]
+        out = outputs[i]["fm"]
+        assert sorted(out["channel_indices"].tolist()) == sorted(strongest.tolist())
+        np.testing.assert_allclose(out["feature_map"], expected[i][out["channel_indices"]], rtol=1e-5, atol=1e-6)
+        assert out["stats"]["mean"] == pytest.approx(float(expected[i].mean()), rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.parametrize("layer, shown", [("head.fc", "Tensor(2, 6)"), ("head.flatten", "Tensor(2, 8)")])
+def test_an_output_that_is_not_a_map_is_a_clear_recorded_error(model, images, tmp_path, layer, shown):
+    outputs = capture_epoch(model, images[:2], tmp_path, 2, [entry("fm", FeatureMapDebugger, layer_name=layer)])
+    record = outputs[0]["fm"]
+    assert record["kind"] == "error"
+    assert f"(B, C, H, W) feature map from layer '{layer}', which returned {shown}" in record["message"]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True])
+def test_max_channels_must_be_a_positive_int(bad):
+    with pytest.raises(ConfigError, match="max_channels"):
+        FeatureMapDebugger("backbone.layer4", max_channels=bad)

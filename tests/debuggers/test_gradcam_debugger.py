@@ -1,0 +1,112 @@
+"""GradCAMDebugger against a hand-written Grad-CAM, and the state it must leave alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from debuggers.gradcam_debugger import GradCAMDebugger
+from models import SmallCNN
+from tests.debuggers.library import capture_epoch, entry, leftover_hooks, make_batch
+from utils.errors import ConfigError
+
+
+@pytest.fixture
+def model():
+    torch.manual_seed(0)
+    model = SmallCNN(widths=(4, 8, 8, 8))
+    with torch.no_grad():  # non-trivial BatchNorm statistics, so eval mode matters
+        for module in model.modules():
+            if isinstance(module, torch.nn.BatchNorm2d):
+                module.running_mean.uniform_(-0.2, 0.2)
+                module.running_var.uniform_(0.5, 1.5)
+    return model.eval()
+
+
+@pytest.fixture
+def images():
+    torch.manual_seed(1)
+    return torch.randn(6, 3, 16, 16)
+
+
+def manual_gradcam(model, images, targets):
+    """Grad-CAM written out: backbone activation as a leaf, head on top, gradient of the target logits."""
+    with torch.enable_grad():
+        activation = model.backbone(images).detach().requires_grad_()
+        logits = model.head(activation)
+        score = logits[torch.arange(len(images)), targets].sum()
+        (grad,) = torch.autograd.grad(score, activation)
+    cam = torch.relu((grad.mean(dim=(2, 3), keepdim=True) * activation).sum(1)).detach()
+    raw_max = cam.amax(dim=(1, 2))
+    cam = F.interpolate(cam[:, None], size=images.shape[-2:], mode="bilinear", align_corners=False)[:, 0]
+    peak = cam.amax(dim=(1, 2), keepdim=True)
+    return torch.where(peak > 0, cam / peak, 0.0).numpy(), raw_max.numpy(), logits.detach()
+
+
+@pytest.mark.parametrize("target", ["predicted", "label", 4])
+def test_cam_matches_a_hand_written_gradcam(model, images, tmp_path, target):
+    labels = torch.tensor([0, 1, 2, 3, 4, 5])
+    outputs = capture_epoch(model, images, tmp_path, 4,
+                            [entry("cam", GradCAMDebugger, target_layer="backbone.layer4", target=target)],
+                            labels=labels)
+    with torch.no_grad():
+        predicted = model({"image": images})["logits"].argmax(1)
+    targets = {"predicted": predicted, "label": labels, 4: torch.full((6,), 4)}[target]
+    cam, raw_max, logits = manual_gradcam(model, images, targets)
+    for i in range(6):
+        out = outputs[i]["cam"]
+        assert out["kind"] == "cam" and out["target_layer"] == "backbone.layer4"
+        assert out["target_class"] == int(targets[i])
+        assert out["target_score"] == pytest.approx(float(logits[i, targets[i]]), rel=1e-5, abs=1e-6)
+        assert out["cam"].shape == (16, 16)
+        np.testing.assert_allclose(out["cam"], cam[i], rtol=1e-4, atol=1e-5)
+        assert out["raw_max"] == pytest.approx(float(raw_max[i]), rel=1e-4, abs=1e-7)
+        assert out["cam"].min() >= 0 and out["cam"].max() == pytest.approx(1.0 if raw_max[i] > 0 else 0.0)
+
+
+def test_leaves_grads_mode_statistics_and_hooks_as_they_were(model, images):
+    model.train()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    batch = make_batch(images, range(4))
+    with torch.no_grad():  # as in the evaluation loop
+        out = GradCAMDebugger("backbone.layer4")(batch, model)
+    assert out["cam"].shape == (4, 16, 16)
+    assert model.training and all(m.training for m in model.modules())
+    assert all(p.grad is None for p in model.parameters())
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())  # BatchNorm stats untouched
+    assert leftover_hooks(model) == 0
+
+
+def test_frozen_backbone_still_gets_a_cam(model, images):
+    for p in model.backbone.parameters():
+        p.requires_grad_(False)
+    out = GradCAMDebugger("backbone.layer4")(make_batch(images, range(2)), model)
+    assert out["raw_max"].shape == (2,) and all(p.grad is None for p in model.parameters())
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"target_layer": "backbone.layr4"}, "no layer 'backbone.layr4'; closest existing names: ['backbone.layer4'"),
+    ({"target_layer": "head.fc"}, "needs a (B, C, h, w) map from layer 'head.fc', which returned Tensor(2, 6)"),
+    ({"target_layer": "backbone.layer4", "target": 9}, "target class 9 does not exist: the model has 6 classes"),
+    ({"target_layer": "backbone.layer4", "output_key": "scores"}, "needs the model output 'scores'"),
+])
+def test_user_mistakes_are_clear_recorded_errors(model, images, tmp_path, args, message):
+    outputs = capture_epoch(model, images[:2], tmp_path, 2, [entry("cam", GradCAMDebugger, **args)])
+    assert outputs[0]["cam"]["kind"] == "error"
+    assert message in outputs[0]["cam"]["message"]
+    assert leftover_hooks(model) == 0
+
+
+def test_label_target_without_labels_says_what_to_do(model, images):
+    batch = make_batch(images, range(2))
+    batch["labels"] = {}
+    with pytest.raises(ValueError, match=r"target='label' needs datapoint\['labels'\]\['class'\]"):
+        GradCAMDebugger("backbone.layer4", target="label")(batch, model)
+
+
+@pytest.mark.parametrize("target", ["best", -1, 1.5, True])
+def test_bad_target_is_a_config_error(target):
+    with pytest.raises(ConfigError, match="target must be"):
+        GradCAMDebugger("backbone.layer4", target=target)

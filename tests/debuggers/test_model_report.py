@@ -1,0 +1,73 @@
+"""The model report: parameter counts, FLOPs by hand formulas, and the runner writing it once."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+from torch import nn
+
+from debuggers.model_report import MODEL_REPORT_FILE, build_model_report, write_model_report
+from debuggers.outputs import ROOT_MODULE_NAME
+from models import SmallCNN
+from runners.trainers import BaseTrainer
+from utils.config_file import load_config
+
+DEBUGGER = """
+from debuggers.feature_map_debugger import FeatureMapDebugger
+config["debugger"] = {"class": SequentialDebugger, "args": {"debuggers_config": [
+    {"name": "fm", "debugger_config": {"class": FeatureMapDebugger, "args": {"layer_name": "backbone.layer4"}}}]}}
+"""
+
+
+def test_parameters_and_flops_match_hand_counts():
+    model = SmallCNN(widths=(4, 8, 8, 16))
+    model.head.requires_grad_(False)
+    report = build_model_report(model, {"image": torch.randn(1, 3, 16, 16)})
+    layers = {layer["name"]: layer for layer in report["layers"]}
+    assert layers["backbone.layer1.conv"] == {"name": "backbone.layer1.conv", "type": "Conv2d", "parameters": 3 * 4 * 9,
+                                              "trainable": 3 * 4 * 9, "frozen": 0, "flops": 2 * 4 * 3 * 9 * 16 * 16}
+    assert layers["backbone.layer2.conv"]["flops"] == 2 * 8 * 4 * 9 * 8 * 8  # after one 2x2 pool
+    assert layers["backbone.layer1.bn"]["parameters"] == 8 and layers["backbone.layer1.bn"]["flops"] == 0
+    assert layers["head.fc"] == {"name": "head.fc", "type": "Linear", "parameters": 16 * 6 + 6, "trainable": 0,
+                                 "frozen": 16 * 6 + 6, "flops": 2 * 16 * 6}
+    total = sum(p.numel() for p in model.parameters())
+    assert report["parameters"] == {"total": total, "trainable": total - 102, "frozen": 102}
+    assert report["total_flops"] == report["module_flops"][ROOT_MODULE_NAME] == sum(
+        layer["flops"] for layer in report["layers"])
+    assert report["batch_size"] == 1 and report["input_shapes"] == [[1, 3, 16, 16]]
+    assert model.head.fc.weight.grad is None and model.training
+
+
+def test_a_model_the_counter_cannot_run_still_gets_its_parameters():
+    class Picky(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+
+        def forward(self, inputs):
+            raise ValueError("needs a 'tokens' input")
+
+    report = build_model_report(Picky(), {"image": torch.zeros(1, 2)})
+    assert report["total_flops"] is None and "needs a 'tokens' input" in report["flops_error"]
+    assert report["parameters"]["total"] == 6 and report["layers"][0]["flops"] is None
+
+
+def test_report_round_trips_through_json(tmp_path):
+    report = build_model_report(SmallCNN(widths=(4, 4, 4, 4)), {"image": torch.randn(1, 3, 16, 16)})
+    write_model_report(str(tmp_path / MODEL_REPORT_FILE), report)
+    assert json.loads((tmp_path / MODEL_REPORT_FILE).read_text()) == report
+    assert os.listdir(tmp_path) == [MODEL_REPORT_FILE]
+
+
+@pytest.mark.parametrize("with_debugger", [True, False])
+def test_runner_writes_the_report_only_with_a_debugger(tiny_config, with_debugger):
+    config = load_config(tiny_config(epochs=1, train_size=16, val_size=4, extra=DEBUGGER if with_debugger else ""))
+    BaseTrainer(config).run()
+    path = os.path.join(config["work_dir"], MODEL_REPORT_FILE)
+    assert os.path.exists(path) == with_debugger
+    if with_debugger:
+        report = json.loads(open(path).read())
+        assert report["model"] == "SmallCNN" and report["batch_size"] == 1 and report["total_flops"] > 0

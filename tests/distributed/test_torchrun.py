@@ -1,0 +1,160 @@
+"""Real ``torchrun`` runs on the CPU (gloo): 2 processes give what 1 process gives, every idx exactly once.
+
+Shards are uneven on purpose (25 datapoints, batches of 4: rank 0 runs 4 batches, rank 1 runs 3), so a
+collective call per batch or per datapoint would hang and fail the test by its timeout.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from debuggers.page_format import PAGE_GLOB, load_page, read_index
+from runners.eval_viewer.backend.initialization import load_debug_outputs
+from runners.evaluators import BaseEvaluator
+from tests.runs import run_torchrun, write_config
+from utils.config_file import load_config
+
+VAL_SIZE = 25
+
+DEBUGGER = """
+import os
+import time
+
+from data.datasets import SyntheticShapesDataset
+from debuggers.base_debugger import BaseDebugger
+from debuggers.forward_debugger import ForwardDebugger
+from runners.evaluators import BaseEvaluator
+
+
+class Features(ForwardDebugger):
+    def process_forward(self, module, input, output):
+        return {"features": output.detach(), "mean": output.detach().mean(dim=(1, 2, 3))}
+
+
+class Logits(BaseDebugger):
+    def __call__(self, datapoint, model):
+        return datapoint["outputs"]["logits"]
+
+
+config["debugger"] = {"class": SequentialDebugger, "args": {"page_size_mb": 0.002, "debuggers_config": [
+    {"name": "features", "debugger_config": {"class": Features, "args": {"layer_name": "backbone.layer2"}}},
+    {"name": "logits", "debugger_config": {"class": Logits, "args": {}}},
+]}}
+"""
+
+EVALUATOR = """
+config = {"runner": BaseEvaluator, "work_dir": config["work_dir"], "seed": config["seed"],
+          "model": config["model"], "metric": config["metric"], "debugger": config["debugger"],
+          "eval_dataset": config["val_dataset"], "eval_dataloader": config["val_dataloader"],
+          "checkpoint": CHECKPOINT}
+"""
+
+
+def config_file(tmp_path, name, extra="", **options):
+    options = {"val_size": VAL_SIZE, "val_batch": 4, "train_size": 40, **options}
+    return write_config(tmp_path / f"{name}.py", tmp_path / name, extra=DEBUGGER + extra, **options)
+
+
+def evaluator_file(tmp_path, name, checkpoint=None):
+    return config_file(tmp_path, name, f"CHECKPOINT = {checkpoint!r}\n" + EVALUATOR)
+
+
+def read_scores(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def assert_every_idx_once(debugger_dir, world_size):
+    """Each rank wrote its own pages and index; together they hold every idx exactly once."""
+    pages = sorted(glob.glob(os.path.join(debugger_dir, PAGE_GLOB)))
+    seen = [idx for path in pages for idx in load_page(path)]
+    assert sorted(seen) == list(range(VAL_SIZE)), "an idx is missing or duplicated across the pages"
+    assert not [n for n in os.listdir(debugger_dir) if ".tmp-" in n]
+    if world_size > 1:
+        assert {os.path.basename(p).split("_")[1] for p in pages} == {f"rank{r}" for r in range(world_size)}
+        indexes = [read_index(os.path.join(debugger_dir, f"index_rank{r}.json")) for r in range(world_size)]
+        assert all(index["complete"] for index in indexes)
+        assert len(indexes[0]["pages"]) > 1 and len(indexes[1]["pages"]) > 1
+    outputs = load_debug_outputs(os.path.dirname(debugger_dir))
+    assert outputs.complete and list(outputs) == list(range(VAL_SIZE))
+    return outputs
+
+
+def assert_same_outputs(a, b):
+    for idx in range(VAL_SIZE):
+        pairs = {"features": (a[idx]["features"]["features"], b[idx]["features"]["features"]),
+                 "mean": (a[idx]["features"]["mean"], b[idx]["features"]["mean"]),
+                 "logits": (a[idx]["logits"], b[idx]["logits"])}
+        for name, (x, y) in pairs.items():
+            np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6, err_msg=f"idx {idx} {name}")
+
+
+def assert_same_scores(a, b):
+    assert a["datapoint_idx"] == b["datapoint_idx"] == list(range(VAL_SIZE))
+    for name, values in a["per_datapoint"].items():
+        assert values == pytest.approx(b["per_datapoint"][name], rel=1e-5, abs=1e-6), name
+
+
+@pytest.mark.timeout(150)
+def test_evaluation_with_2_processes_equals_1_process(tmp_path):
+    single = load_config(evaluator_file(tmp_path, "single"))
+    BaseEvaluator(single).run()
+    result = run_torchrun(evaluator_file(tmp_path, "ddp"))
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.count("Results are in") == 1
+
+    ddp_dir = str(tmp_path / "ddp")
+    assert_same_scores(read_scores(os.path.join(ddp_dir, "evaluation_scores.json")),
+                       read_scores(os.path.join(single["work_dir"], "evaluation_scores.json")))
+    assert_same_outputs(assert_every_idx_once(os.path.join(ddp_dir, "debugger"), world_size=2),
+                        assert_every_idx_once(os.path.join(single["work_dir"], "debugger"), world_size=1))
+    assert sorted(n for n in os.listdir(ddp_dir) if n.endswith(".log")) == ["eval.log", "eval_rank1.log"]
+
+
+@pytest.mark.timeout(150)
+def test_training_with_2_processes_debugs_every_idx_once_and_validates_its_checkpoint(tmp_path):
+    result = run_torchrun(config_file(tmp_path, "train", epochs=2, checkpoint_method="all"))
+    assert result.returncode == 0, result.stdout
+    work_dir = str(tmp_path / "train")
+    assert read_scores(os.path.join(work_dir, "progress.json"))["completed_epochs"] == 2
+    for epoch in range(2):
+        epoch_dir = os.path.join(work_dir, f"epoch_{epoch}")
+        outputs = assert_every_idx_once(os.path.join(epoch_dir, "debugger"), world_size=2)
+        torch.load(os.path.join(epoch_dir, "checkpoint.pt"), weights_only=True)
+    # Every rank validated exactly the model rank 0 saved (BatchNorm statistics included).
+    checkpoint = os.path.join(work_dir, "epoch_1", "checkpoint.pt")
+    evaluation = load_config(evaluator_file(tmp_path, "check", checkpoint=checkpoint))
+    BaseEvaluator(evaluation).run()
+    assert_same_scores(read_scores(os.path.join(work_dir, "epoch_1", "validation_scores.json")),
+                       read_scores(os.path.join(evaluation["work_dir"], "evaluation_scores.json")))
+    assert_same_outputs(outputs, load_debug_outputs(evaluation["work_dir"]))
+
+
+HANGING_RANK = """
+class HangsOnRank1(SyntheticShapesDataset):
+    def __getitem__(self, idx):
+        if os.environ.get("RANK") == "1":
+            time.sleep(600)
+        return super().__getitem__(idx)
+
+
+config["val_dataset"]["class"] = HangsOnRank1
+config["distributed_timeout_s"] = 5
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_hanging_rank_ends_the_run_with_a_clear_error_after_the_timeout(tmp_path):
+    start = time.monotonic()
+    result = run_torchrun(config_file(tmp_path, "hang", HANGING_RANK, epochs=1, train_size=16), timeout=90)
+    assert result.returncode != 0
+    assert "error (rank 0): rank 0 of 2 gave up gathering results from every rank" in result.stdout
+    assert "config['distributed_timeout_s'] (now 5 s)" in result.stdout
+    assert time.monotonic() - start < 80

@@ -1,0 +1,298 @@
+"""The eval viewer's backend on tiny real runs: discovery, scores, ranking, debug pages and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+
+import pytest
+from dash import html
+
+import runners.eval_viewer.backend.initialization as initialization
+from data.viewer.layout.display import display_datapoint
+from data.viewer.layout.display.display_debug_outputs import display_debug_outputs
+from runners.eval_viewer.__main__ import parse_args
+from runners.eval_viewer.app import create_app
+from runners.eval_viewer.backend.datapoint import load_datapoint
+from runners.eval_viewer.backend.runs import EVALUATION_KEY, discover_runs, list_epochs, read_model_report
+from runners.eval_viewer.backend.scores import Scores, read_scores, worst_first
+from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.compare import run_columns
+from runners.eval_viewer.callbacks.components import epoch_badges
+from runners.eval_viewer.callbacks.datapoint import render_datapoint
+from runners.eval_viewer.callbacks.model_report import render_model_report
+from runners.eval_viewer.callbacks.scores import DEBUG_MARK, datapoint_views
+from runners.evaluators import BaseEvaluator
+from runners.trainers import BaseTrainer
+from tests.runs import write_config
+from utils.config_file import load_config
+
+DEBUGGER = """
+from configs.examples.custom_debugger_trainer import ChannelEnergyDebugger
+config["debugger"] = {"class": SequentialDebugger, "args": {"page_size_mb": 0.001, "debuggers_config": [
+    {"name": "layer3_energy",
+     "debugger_config": {"class": ChannelEnergyDebugger, "args": {"layer_name": "backbone.layer3"}}}]}}
+"""
+EVALUATOR = DEBUGGER + """
+from runners.evaluators import BaseEvaluator
+config["runner"] = BaseEvaluator
+config["eval_dataset"] = config.pop("val_dataset")
+config["eval_dataloader"] = config.pop("val_dataloader")
+config["checkpoint"] = CHECKPOINT
+for key in ("train_dataset", "train_dataloader", "criterion", "optimizer", "scheduler", "epochs"):
+    config.pop(key)
+"""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A trainer run (epoch 0 without, epoch 1 with debug outputs in several pages) and an evaluator run,
+    nested in ``logs/group``; their configs live outside the log folder, as a project's configs do."""
+    root = tmp_path_factory.mktemp("viewer")
+    (root / "configs").mkdir()
+    trainer_dir, evaluator_dir = root / "logs" / "group" / "trainer", root / "logs" / "group" / "evaluator"
+    trainer_config = load_config(write_config(root / "configs" / "trainer.py", trainer_dir, extra=DEBUGGER))
+    BaseTrainer(trainer_config).run()
+    evaluator_path = write_config(root / "configs" / "evaluator.py", evaluator_dir,
+                                  extra=f"CHECKPOINT = {str(trainer_dir)!r}\n" + EVALUATOR)
+    BaseEvaluator(load_config(evaluator_path)).run()
+    return {"root": root, "logs": str(root / "logs"), "trainer": str(trainer_dir), "evaluator": str(evaluator_dir)}
+
+
+@pytest.fixture
+def trainer_copy(runs, tmp_path):
+    """A copy of the trainer run that a test may damage; its config stays outside the log folder."""
+    path = tmp_path / "logs" / "trainer"
+    shutil.copytree(runs["trainer"], path)
+    return str(path)
+
+
+def _open(log_dir, run_path, epoch_key, idx):
+    backend = ViewerBackend([log_dir])
+    run = backend.run(run_path)
+    return load_datapoint(backend, run, backend.epoch(run, epoch_key), idx)
+
+
+def _sections(component) -> list[str]:
+    """Section headings of a rendered datapoint, in order."""
+    found = []
+
+    def walk(node):
+        if isinstance(node, html.H4):
+            found.append(node.children)
+        children = getattr(node, "children", None)
+        for child in children if isinstance(children, (list, tuple)) else [children]:
+            if hasattr(child, "to_plotly_json"):
+                walk(child)
+
+    walk(component)
+    return found
+
+
+def _text(component) -> str:
+    return json.dumps(component.to_plotly_json(), default=lambda c: c.to_plotly_json())
+
+
+# ----------------------------------------------------------------- discovery
+def test_nested_runs_are_discovered_and_folders_without_runs_are_explained(runs, tmp_path):
+    empty = tmp_path / "not_a_run"
+    (empty / "something").mkdir(parents=True)
+    discovery = discover_runs([runs["logs"], str(empty), str(tmp_path / "missing")])
+    assert set(discovery.runs) == {runs["trainer"], runs["evaluator"]}
+    assert discovery.runs[runs["evaluator"]].is_evaluator and not discovery.runs[runs["trainer"]].is_evaluator
+    assert len(discovery.problems) == 2
+    assert "holds no Lantern run" in discovery.problems[0] and "run_info.json" in discovery.problems[0]
+    assert "no such folder" in discovery.problems[1]
+
+
+def test_a_run_given_directly_is_discovered(runs):
+    assert list(discover_runs([runs["trainer"]]).runs) == [runs["trainer"]]
+
+
+def test_the_command_line_listens_on_localhost_unless_told_otherwise():
+    assert parse_args(["--log-dirs", "logs"]).host == "127.0.0.1"
+    assert parse_args(["--log-dirs", "a", "b", "--host", "0.0.0.0"]).log_dirs == ["a", "b"]
+
+
+def test_folder_that_is_not_a_run_is_reported_in_the_page(tmp_path):
+    app = create_app([str(tmp_path)])
+    page = _text(app.layout())
+    assert "holds no Lantern run" in page and "run_info.json" in page
+
+
+# ----------------------------------------------------------------- epochs and scores
+def test_epochs_scores_and_debug_availability(runs):
+    backend = ViewerBackend([runs["logs"]])
+    trainer, evaluator = backend.run(runs["trainer"]), backend.run(runs["evaluator"])
+    epochs = list_epochs(trainer)
+    assert [(e.key, e.has_debug) for e in epochs] == [("epoch_0", False), ("epoch_1", True)]
+    [evaluation] = list_epochs(evaluator)
+    assert evaluation.key == EVALUATION_KEY and evaluation.has_debug and evaluation.dir == runs["evaluator"]
+    for epoch in epochs:
+        with open(epoch.scores_path) as f:
+            assert backend.aggregated(epoch) == json.load(f)["aggregated"]
+    debug = backend.debug(epochs[1])
+    assert debug.complete and debug.indices == set(range(24))
+    assert backend.debug(epochs[0]) is None
+
+
+def test_worst_first_respects_higher_is_better(runs):
+    scores = read_scores(os.path.join(runs["trainer"], "epoch_1", "validation_scores.json"))
+    for metric in scores.rankable_metrics:
+        values = [scores.row(i)[metric] for i in worst_first(scores, metric)]
+        assert values == sorted(values, reverse=not scores.higher_is_better[metric]), metric
+
+
+def test_missing_scores_rank_first_and_ties_keep_idx_order():
+    scores = Scores({}, {"loss": [0.5, None, 2.0, 0.5]}, [10, 11, 12, 13], {"loss": False})
+    assert worst_first(scores, "loss") == [11, 12, 10, 13]
+
+
+def test_new_epochs_appear_while_a_run_is_training(trainer_copy, tmp_path):
+    hidden = tmp_path / "epoch_1"
+    shutil.move(os.path.join(trainer_copy, "epoch_1"), hidden)
+    backend = ViewerBackend([trainer_copy])
+    run = backend.run(trainer_copy)
+    assert [e.key for e in backend.epochs(run)] == ["epoch_0"]
+    shutil.move(hidden, os.path.join(trainer_copy, "epoch_1"))
+    assert [e.key for e in backend.epochs(run)] == ["epoch_0", "epoch_1"]
+
+
+def test_partial_epoch_is_flagged_and_a_rewritten_index_is_noticed(trainer_copy):
+    backend = ViewerBackend([trainer_copy])
+    epoch = backend.epoch(backend.run(trainer_copy), "epoch_1")
+    version = backend.version(epoch)
+    assert backend.debug(epoch).complete
+    index_path = os.path.join(trainer_copy, "epoch_1", "debugger", "index.json")
+    with open(index_path) as f:
+        index = json.load(f)
+    index["complete"] = False
+    with open(index_path, "w") as f:
+        json.dump(index, f, indent=1)
+    assert backend.version(epoch) != version
+    assert not backend.debug(epoch).complete
+    assert "partial" in _text(html.Div(epoch_badges(backend, epoch)))
+
+
+# ----------------------------------------------------------------- opening a datapoint
+def test_opening_a_datapoint_reads_exactly_one_page(runs, monkeypatch):
+    pages = len([n for n in os.listdir(os.path.join(runs["trainer"], "epoch_1", "debugger")) if n.endswith(".pkl")])
+    assert pages > 3
+    opened = []
+    real_load_page = initialization.load_page
+    monkeypatch.setattr(initialization, "load_page", lambda path: opened.append(path) or real_load_page(path))
+    datapoint = _open(runs["logs"], runs["trainer"], "epoch_1", 5)
+    assert len(opened) == 1
+    assert set(datapoint["debug"]) == {"layer3_energy"}
+    assert datapoint["meta_info"]["idx"] == 5 and tuple(datapoint["inputs"]["image"].shape) == (3, 16, 16)
+
+
+def test_datapoint_has_four_sections_at_a_debug_epoch_and_three_without(runs):
+    backend = ViewerBackend([runs["logs"]])
+    with_debug = render_datapoint(backend, runs["trainer"], "epoch_1", 3)
+    assert _sections(with_debug) == ["Inputs", "Labels", "Meta info", "Debug Outputs"]
+    assert "debug-figure" in _text(with_debug)  # drawn by debuggers.figures
+    assert _sections(render_datapoint(backend, runs["trainer"], "epoch_0", 3)) == ["Inputs", "Labels", "Meta info"]
+    evaluated = render_datapoint(backend, runs["evaluator"], EVALUATION_KEY, 3)
+    assert _sections(evaluated) == ["Inputs", "Labels", "Meta info", "Debug Outputs"]
+
+
+def test_debugger_error_and_not_run_records_are_shown_as_such():
+    body = _text(display_debug_outputs({
+        "broken": {"kind": "error", "type": "ZeroDivisionError", "message": "division by zero", "traceback": "tb"},
+        "skipped": {"kind": "not_run", "message": "layer 'head' did not run in this forward pass"},
+    }))
+    assert "debugger-error" in body and "ZeroDivisionError" in body and "division by zero" in body
+    assert "not-run-note" in body and "did not run" in body
+
+
+def _page_path(run_dir, idx):
+    with open(os.path.join(run_dir, "epoch_1", "debugger", "index.json")) as f:
+        return os.path.join(run_dir, "epoch_1", "debugger", json.load(f)["datapoints"][str(idx)])
+
+
+class _Exploit:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_corrupt_page_is_reported_and_the_rest_still_shows(trainer_copy):
+    with open(_page_path(trainer_copy, 4), "r+b") as f:
+        f.truncate(40)
+    datapoint = _open(trainer_copy, trainer_copy, "epoch_1", 4)
+    assert "truncated or not a Lantern page" in datapoint["debug_error"]
+    assert datapoint["inputs"] is not None and datapoint["scores"]
+    assert "page-error" in _text(display_datapoint(datapoint))
+
+
+def test_malicious_page_is_refused_without_running_it(trainer_copy, tmp_path):
+    marker = tmp_path / "exploited"
+    with open(_page_path(trainer_copy, 4), "wb") as f:
+        pickle.dump({4: {"layer3_energy": _Exploit(marker)}}, f)
+    datapoint = _open(trainer_copy, trainer_copy, "epoch_1", 4)
+    assert "refused to load debug page" in datapoint["debug_error"]
+    assert not marker.exists()
+
+
+def test_missing_page_is_reported(trainer_copy):
+    os.remove(_page_path(trainer_copy, 4))
+    datapoint = _open(trainer_copy, trainer_copy, "epoch_1", 4)
+    assert "missing" in datapoint["debug_error"] and "rerun the epoch" in datapoint["debug_error"]
+
+
+def test_config_inside_the_log_folder_is_never_imported(trainer_copy, tmp_path):
+    marker = tmp_path / "imported"
+    config_path = os.path.join(trainer_copy, "config.py")
+    with open(config_path, "w") as f:
+        f.write(f"open({str(marker)!r}, 'w').close()\nconfig = {{}}\n")
+    info_path = os.path.join(trainer_copy, "run_info.json")
+    with open(info_path) as f:
+        info = json.load(f)
+    with open(info_path, "w") as f:
+        json.dump({**info, "config_filepath": config_path}, f)
+    datapoint = _open(trainer_copy, trainer_copy, "epoch_1", 2)
+    assert "inside the log folder" in datapoint["dataset_error"] and not marker.exists()
+    assert set(datapoint["debug"]) == {"layer3_energy"}  # scores and debug outputs still show
+
+
+def test_table_rows_are_worst_first_and_mark_debug_outputs(runs):
+    backend = ViewerBackend([runs["logs"]])
+    _, rows, columns, problem, caption = datapoint_views(backend, runs["trainer"], "epoch_1", "cross_entropy")
+    assert caption.startswith("epoch 1: 24 datapoints, worst cross_entropy first")
+    losses = [row["cross_entropy"] for row in rows]
+    assert losses == sorted(losses, reverse=True) and problem is None
+    assert [c["id"] for c in columns][:3] == ["rank", "idx", "cross_entropy"]
+    assert all(row["debug"] == DEBUG_MARK for row in rows)
+    _, rows, _, _, _ = datapoint_views(backend, runs["trainer"], "epoch_0", "cross_entropy")
+    assert not any(row["debug"] for row in rows)
+
+
+def test_unreadable_scores_file_is_explained_and_debug_outputs_still_open(trainer_copy):
+    with open(os.path.join(trainer_copy, "epoch_1", "validation_scores.json"), "w") as f:
+        f.write("{not json")
+    backend = ViewerBackend([trainer_copy])
+    _, rows, _, problem, _ = datapoint_views(backend, trainer_copy, "epoch_1", "accuracy")
+    assert "cannot be read as JSON" in _text(problem) and len(rows) == 24
+    datapoint = _open(trainer_copy, trainer_copy, "epoch_1", 2)
+    assert "cannot be read as JSON" in datapoint["scores_error"] and set(datapoint["debug"]) == {"layer3_energy"}
+
+
+def test_the_same_datapoint_in_two_runs_side_by_side(runs):
+    backend = ViewerBackend([runs["logs"]])
+    sides = [(run, backend.epochs(run)[-1]) for run in (backend.run(runs["trainer"]), backend.run(runs["evaluator"]))]
+    columns = run_columns(backend, sides, 7).children
+    assert len(columns) == 2
+    assert all(_sections(column) == ["Inputs", "Labels", "Meta info", "Debug Outputs"] for column in columns)
+
+
+def test_model_report_tab(runs, trainer_copy):
+    backend = ViewerBackend([runs["logs"], trainer_copy])
+    assert "layers" in read_model_report(backend.run(runs["trainer"]))
+    assert "report-figure" in _text(render_model_report(backend, runs["trainer"]))
+    os.remove(os.path.join(trainer_copy, "model_report.json"))
+    assert "has no model_report.json" in _text(render_model_report(backend, trainer_copy))
