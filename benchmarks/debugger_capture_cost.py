@@ -1,18 +1,17 @@
 """What each ready-made debugger costs per validation datapoint, on both demo models.
 
-    python -m benchmarks.debugger_capture_cost [--datapoints 256] [--batch-size 32] [--repeats 3]
+    python -m benchmarks.debugger_capture_cost [--datapoints 256] [--batch-size 32] [--repeats 5] [--threads 1]
 
 For each model the same evaluation loop (``torch.no_grad()``, forward, then the
 debugger) runs without a debugger and with each debugger alone, pages written
-to a temporary folder; runs are interleaved and the median of ``--repeats`` is
-kept, so machine load hits every column alike. Prints ms per datapoint and the
+to a temporary folder; runs are interleaved and the best of ``--repeats`` is
+kept (load from other processes only ever adds time). Prints ms per datapoint and the
 ratio to the loop without a debugger.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -82,13 +81,13 @@ def eval_loop(model: torch.nn.Module, batches: list[dict], debugger_config: Opti
 
 
 def measure(model: torch.nn.Module, batches: list[dict], debuggers: Debuggers, repeats: int) -> dict[str, float]:
-    """Median seconds per debugger, runs interleaved so that load changes hit all alike."""
+    """Best seconds of the repeats per debugger (other load only adds), runs interleaved."""
     eval_loop(model, batches[:1], None)  # warm-up
     times: dict[str, list[float]] = {name: [] for name in debuggers}
     for _ in range(repeats):
         for name, config in debuggers.items():
             times[name].append(eval_loop(model, batches, config))
-    return {name: statistics.median(values) for name, values in times.items()}
+    return {name: min(values) for name, values in times.items()}
 
 
 def print_table(title: str, seconds: dict[str, float], datapoints: int) -> None:
@@ -104,15 +103,19 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datapoints", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads (1 gives stable numbers on a machine shared with other work)")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     dataset = SyntheticShapesDataset(num_datapoints=args.datapoints, split="val")
     batches = [collate_datapoints([dataset[i] for i in range(s, min(s + args.batch_size, args.datapoints))])
                for s in range(0, args.datapoints, args.batch_size)]
     models: list[tuple[str, Callable[[], torch.nn.Module], Debuggers]] = [
         ("SmallCNN", SmallCNN, CNN_DEBUGGERS), ("AttentionClassifier", AttentionClassifier, ATTENTION_DEBUGGERS)]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch size {args.batch_size}, "
-          f"median of {args.repeats}")
+          f"best of {args.repeats}")
     for title, build, debuggers in models:
         torch.manual_seed(0)
         model = build().eval()

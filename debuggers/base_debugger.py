@@ -34,6 +34,10 @@ class BaseDebugger(ABC):
         """Return this batch's debug output (tensors batch first)."""
         raise NotImplementedError
 
+    def layer_names(self) -> list[str]:
+        """Layers this debugger needs; ``SequentialDebugger`` checks them at start-up."""
+        return []
+
     def attach(self, model: torch.nn.Module) -> list[Removable]:
         """Install what capture needs on ``model``; return handles to undo it."""
         return []

@@ -34,7 +34,12 @@ from utils.builders import build_from_config
 from utils.config_file import load_config
 from utils.errors import LanternUserError
 
-Item = Union[go.Figure, str]  # a figure, or the text of an alert
+
+class Note(str):
+    """Context shown as plain text (an ordinary ``str`` item is an alert)."""
+
+
+Item = Union[go.Figure, Note, str]  # a figure, a note, or the text of an alert
 Section = tuple[str, list[Item]]
 DATASET_KEYS = ("val_dataset", "eval_dataset")
 _STYLE = """body{font-family:sans-serif;margin:24px;max-width:1200px}
@@ -57,6 +62,8 @@ def write_html(path: str, title: str, sections: Iterable[Section], note: str = "
             if isinstance(item, go.Figure):
                 parts.append(item.to_html(full_html=False, include_plotlyjs=first, default_height="auto"))
                 first = False
+            elif isinstance(item, Note):
+                parts.append(f'<p class="note">{html.escape(item)}</p>')
             else:
                 parts.append(f'<div class="alert">{html.escape(item)}</div>')
         parts.append("</section>")
@@ -146,7 +153,7 @@ def _summary(datapoint: Optional[dict[str, Any]]) -> list[Item]:
     if datapoint is None:
         return []
     labels = {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in datapoint.get("labels", {}).items()}
-    return [f"labels: {labels}; meta_info: {datapoint.get('meta_info', {})}"]
+    return [Note(f"labels: {labels}; meta_info: {datapoint.get('meta_info', {})}")]
 
 
 def _datapoint_section(outputs: Mapping[int, Any], idx: int, datapoint: Optional[dict[str, Any]]) -> list[Item]:

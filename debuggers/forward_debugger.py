@@ -58,6 +58,9 @@ class ForwardDebugger(BaseDebugger):
             return not_run_output(f"layer '{self.layer_name}' did not run in this forward pass")
         return self.last_capture
 
+    def layer_names(self) -> list[str]:
+        return [self.layer_name]
+
     def attach(self, model: torch.nn.Module) -> list:
         return [require_layer(model, self.layer_name).register_forward_hook(self.forward_hook_fn)]
 

@@ -59,6 +59,9 @@ class GradCAMDebugger(BaseDebugger):
         self.input_key = input_key
         self.label_key = label_key
 
+    def layer_names(self) -> list[str]:
+        return [self.target_layer]
+
     def __call__(self, datapoint: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
         with torch.enable_grad():
             activations, logits = self._forward(datapoint, model)

@@ -51,7 +51,7 @@ class NaNInfDebugger(BaseDebugger):
     def _hook(self, name: str) -> Callable[..., None]:
         def check(module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
             self._modules_checked += 1
-            bad = [rows for t in _floating(output) if not bool(torch.isfinite(t).all())]
+            bad = [rows for t in _floating(output) if not _surely_finite(t) and (rows := _bad_rows(t)).any()]
             if bad:
                 extrema = [_row_extrema(t) for t in _floating((args, kwargs)) if t.numel() > 0]
                 self._calls.append(_BadCall(name, type(module).__name__, bad, extrema))

@@ -23,11 +23,11 @@ SPLIT_CODES = {"train": 0, "val": 1, "test": 2}
 # Difficulty knobs, tuned so that the reference models reach roughly 80-95%
 # validation accuracy after a few CPU epochs (see models/).
 SCALE_RANGE = (0.22, 0.42)  # shape radius as a fraction of the resolution
-MAX_JITTER = 0.15  # shape centre offset from the image centre, fraction of resolution
-MAX_ROTATION = 0.35  # radians either way
+MAX_JITTER = 0.08  # shape centre offset from the image centre, fraction of resolution
+MAX_ROTATION = 0.2  # radians either way
 CONTRAST_RANGE = (0.15, 0.6)  # how much lighter the shape is than the background
 MAX_CLUTTER = 3  # distractor strokes/blobs per image
-OCCLUSION_PROB = 0.2
+OCCLUSION_PROB = 0.3
 NOISE_STD_RANGE = (0.02, 0.15)  # Gaussian noise on [0, 1] colours
 
 

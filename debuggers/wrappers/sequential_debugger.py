@@ -31,7 +31,7 @@ from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import error_output
 from debuggers.page_format import PAGE_GLOB
 from debuggers.page_store import PageWriter
-from debuggers.utils import require_layer
+from debuggers.utils import UnknownLayerError, require_layer
 from utils.builders import build_from_config
 from utils.errors import ConfigError
 from utils.ops import idx_list
@@ -82,9 +82,14 @@ class SequentialDebugger(BaseDebugger):
         Failures reported later go to ``logger`` (the run's) instead of ``lantern.debugger``, so they reach
         the run's log file.
         """
-        for layer_name, debuggers in self.forward_debuggers.items():
-            require_layer(model, layer_name)
-            if logger is not None:
+        for name, debugger in self.debuggers.items():
+            for layer_name in debugger.layer_names():
+                try:
+                    require_layer(model, layer_name)
+                except UnknownLayerError as exc:
+                    raise UnknownLayerError(f"debugger '{name}': {exc}") from None
+        if logger is not None:
+            for layer_name, debuggers in self.forward_debuggers.items():
                 logger.info(f"{len(debuggers)} forward debugger(s) on layer '{layer_name}'")
         if logger is not None:
             self._log = logger

@@ -27,7 +27,7 @@ config["debugger"] = {"class": SequentialDebugger, "args": {"debuggers_config": 
     {"name": "features", "debugger_config": {"class": FeatureMapDebugger,
                                              "args": {"layer_name": "backbone.layer4", "max_channels": 4}}},
     {"name": "gradcam", "debugger_config": {"class": GradCAMDebugger, "args": {"target_layer": "backbone.layer4"}}},
-    {"name": "broken", "debugger_config": {"class": GradCAMDebugger, "args": {"target_layer": "backbone.nope"}}}]}}
+    {"name": "broken", "debugger_config": {"class": GradCAMDebugger, "args": {"target_layer": "head.fc"}}}]}}
 """
 PLOTLY_BANNER = re.compile(r"plotly\.js v\d")
 
@@ -54,8 +54,10 @@ def test_report_holds_plotly_once_and_one_section_per_idx(run_dir, tmp_path):
     assert page.index("Datapoint 3") < page.index("Datapoint 7") < page.index("Datapoint 12")
     assert "<h2>Model</h2>" in page and "epoch_1" in page
     assert page.count('"type":"image"') == 3  # each CAM is drawn over its input image
-    assert page.count("broken: UnknownLayerError: SmallCNN has no layer &#x27;backbone.nope&#x27;") == 3
+    assert page.count("from layer &#x27;head.fc&#x27;, which returned Tensor(8, 6); pick a convolutional layer") == 3
     assert "features: " in page and "gradcam: Grad-CAM at backbone.layer4" in page
+    assert page.count('<p class="note">labels: {&#x27;class&#x27;: ') == 3  # context, not alerts
+    assert page.count('<div class="alert">') == 3  # only the broken debugger
 
 
 def test_epoch_choice_and_missing_idx(run_dir, tmp_path):

@@ -15,6 +15,7 @@ from debuggers.figures import (
     MAX_PANELS,
     display_image,
     figures_for_output,
+    grid_tile,
     model_report_figures,
     pca_rgb,
 )
@@ -60,10 +61,10 @@ def traces(fig, kind):
 def test_feature_map_grid_shows_the_strongest_channels(cnn_outputs):
     out = cnn_outputs[1]["fm"]
     (fig,) = figures_for_output(out)
-    heatmaps = traces(fig, go.Heatmap)
-    assert len(heatmaps) == MAX_PANELS  # 20 channels, capped
+    assert len(traces(fig, go.Heatmap)) == 1 and len(fig.layout.meta["tiles"]) == MAX_PANELS  # 20 channels, capped
     strongest = np.argsort(-out["feature_map"].mean(axis=(1, 2)), kind="stable")
-    np.testing.assert_allclose(heatmaps[0].z, out["feature_map"][strongest[0]])
+    for panel in (0, MAX_PANELS - 1):
+        np.testing.assert_allclose(grid_tile(fig, panel), out["feature_map"][strongest[panel]])
     assert fig.layout.annotations[0].text == f"ch {strongest[0]}"
 
 
@@ -81,9 +82,8 @@ def test_statistics_table_and_histogram(cnn_outputs):
 def test_layer_output_heatmaps(cnn_outputs):
     out = cnn_outputs[0]["lo"]
     (fig,) = figures_for_output(out)
-    heatmaps = traces(fig, go.Heatmap)
-    assert len(heatmaps) == out["output"].shape[0]
-    np.testing.assert_allclose(heatmaps[2].z, out["output"][2])
+    assert len(fig.layout.meta["tiles"]) == out["output"].shape[0]
+    np.testing.assert_allclose(grid_tile(fig, 2), out["output"][2])
 
 
 def test_cam_heatmap_over_the_image(cnn_images, cnn_outputs):
@@ -126,9 +126,8 @@ def test_gradient_flow_bars_colour_flagged_layers(cnn_outputs):
 def test_attention_heads_and_entropy(attention_outputs):
     out = attention_outputs["att"]
     heads, entropy = figures_for_output(out)
-    heatmaps = traces(heads, go.Heatmap)
-    assert len(heatmaps) == 2
-    np.testing.assert_allclose(heatmaps[1].z, out["attention"][1])
+    assert len(heads.layout.meta["tiles"]) == 2
+    np.testing.assert_allclose(grid_tile(heads, 1), out["attention"][1])
     np.testing.assert_allclose(traces(entropy, go.Bar)[0].y, out["entropy_per_head"])
 
 
@@ -141,7 +140,7 @@ def test_captured_states_are_drawn_by_kind(attention_outputs):
                                   pca_rgb(out["states"]["patch_embed"]["embeddings"]["data"]))
     assert any(t.startswith("pos_embed.position_encoding") and "principal" in t for t in titles)
     attention = figures[titles.index("blocks.1.attn.attention_weights")]
-    np.testing.assert_allclose(traces(attention, go.Heatmap)[0].z,
+    np.testing.assert_allclose(grid_tile(attention, 0),
                                out["states"]["blocks.1.attn"]["attention_weights"]["data"][0])
 
 

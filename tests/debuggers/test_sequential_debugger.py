@@ -231,6 +231,13 @@ def test_unknown_layer_names_the_closest_ones(model):
         SequentialDebugger([entry("x", FeatureCopy, layer_name="backbone.layr4")], model=model)
 
 
+def test_layers_of_any_debugger_are_checked_at_start_up(model):
+    from debuggers.gradcam_debugger import GradCAMDebugger
+
+    with pytest.raises(UnknownLayerError, match=r"debugger 'cam'.*no layer 'backbone.layer5'.*backbone.layer4"):
+        SequentialDebugger([entry("cam", GradCAMDebugger, target_layer="backbone.layer5")], model=model)
+
+
 def test_user_input_checks_hold_under_python_O():
     code = (
         "from debuggers.wrappers.sequential_debugger import SequentialDebugger\n"
