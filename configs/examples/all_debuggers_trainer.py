@@ -24,26 +24,25 @@ def entry(name, cls, **args):
     return {"name": name, "debugger_config": {"class": cls, "args": args}}
 
 
-config = {
-    **cnn_config,
-    "epochs": EPOCHS,
-    "checkpoint_method": "all",
-    # fewer validation datapoints than the base config: gradient flow runs a backward pass per datapoint
-    "val_dataset": {"class": SyntheticShapesDataset, "args": {"num_datapoints": 200, "split": "val"}},
-    "scheduler": {"class": torch.optim.lr_scheduler.CosineAnnealingLR, "args": {"T_max": EPOCHS}},
-    "debugger": {
-        "class": SequentialDebugger,
-        "args": {
-            "page_size_mb": 16,
-            "debuggers_config": [
-                entry("layer4_features", FeatureMapDebugger, layer_name="backbone.layer4", max_channels=16),
-                entry("layer3_stats", ActivationStatsDebugger, layer_name="backbone.layer3"),
-                entry("layer1_output", LayerOutputDebugger, layer_name="backbone.layer1", downsample_factor=4),
-                entry("gradcam_predicted", GradCAMDebugger, target_layer="backbone.layer4"),
-                entry("gradcam_label", GradCAMDebugger, target_layer="backbone.layer4", target="label"),
-                entry("nan_origin", NaNInfDebugger),
-                entry("gradient_flow", GradientFlowDebugger),
-            ],
-        },
-    },
-}
+def tour(base: dict, debuggers: list) -> dict:
+    """``base`` for a few epochs, every epoch debugged with ``debuggers``."""
+    return {
+        **base,
+        "epochs": EPOCHS,
+        "checkpoint_method": "all",
+        # fewer validation datapoints than the base config: gradient flow runs a backward pass per datapoint
+        "val_dataset": {"class": SyntheticShapesDataset, "args": {"num_datapoints": 200, "split": "val"}},
+        "scheduler": {"class": torch.optim.lr_scheduler.CosineAnnealingLR, "args": {"T_max": EPOCHS}},
+        "debugger": {"class": SequentialDebugger, "args": {"page_size_mb": 16, "debuggers_config": debuggers}},
+    }
+
+
+config = tour(cnn_config, [
+    entry("layer4_features", FeatureMapDebugger, layer_name="backbone.layer4", max_channels=16),
+    entry("layer3_stats", ActivationStatsDebugger, layer_name="backbone.layer3"),
+    entry("layer1_output", LayerOutputDebugger, layer_name="backbone.layer1", downsample_factor=4),
+    entry("gradcam_predicted", GradCAMDebugger, target_layer="backbone.layer4"),
+    entry("gradcam_label", GradCAMDebugger, target_layer="backbone.layer4", target="label"),
+    entry("nan_origin", NaNInfDebugger),
+    entry("gradient_flow", GradientFlowDebugger),
+])

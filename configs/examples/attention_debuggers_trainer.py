@@ -3,11 +3,8 @@
     python main.py --config-filepath configs/examples/attention_debuggers_trainer.py
 """
 
-import torch
-
-from configs.examples.all_debuggers_trainer import entry
+from configs.examples.all_debuggers_trainer import entry, tour
 from configs.examples.attention_trainer import config as attention_config
-from data.datasets import SyntheticShapesDataset
 from debuggers.activation_stats_debugger import ActivationStatsDebugger
 from debuggers.attention_debugger import AttentionDebugger
 from debuggers.capture_debugger import CaptureDebugger
@@ -16,32 +13,15 @@ from debuggers.gradcam_debugger import GradCAMDebugger
 from debuggers.gradient_flow_debugger import GradientFlowDebugger
 from debuggers.layer_output_debugger import LayerOutputDebugger
 from debuggers.nan_inf_debugger import NaNInfDebugger
-from debuggers.wrappers.sequential_debugger import SequentialDebugger
 
-EPOCHS = 3
-
-config = {
-    **attention_config,
-    "epochs": EPOCHS,
-    "checkpoint_method": "all",
-    # fewer validation datapoints than the base config: gradient flow runs a backward pass per datapoint
-    "val_dataset": {"class": SyntheticShapesDataset, "args": {"num_datapoints": 200, "split": "val"}},
-    "scheduler": {"class": torch.optim.lr_scheduler.CosineAnnealingLR, "args": {"T_max": EPOCHS}},
-    "debugger": {
-        "class": SequentialDebugger,
-        "args": {
-            "page_size_mb": 16,
-            "debuggers_config": [
-                entry("block0_attention", AttentionDebugger, layer_name="blocks.0.attn"),
-                entry("block1_attention", AttentionDebugger, layer_name="blocks.1.attn"),
-                entry("captured", CaptureDebugger, states=["embeddings", "position_encoding"]),
-                entry("patch_features", FeatureMapDebugger, layer_name="patch_embed", max_channels=16),
-                entry("block1_mlp_stats", ActivationStatsDebugger, layer_name="blocks.1.mlp"),
-                entry("block0_mlp_output", LayerOutputDebugger, layer_name="blocks.0.mlp", downsample_factor=1),
-                entry("gradcam_patches", GradCAMDebugger, target_layer="patch_embed"),
-                entry("nan_origin", NaNInfDebugger),
-                entry("gradient_flow", GradientFlowDebugger, layer_types=["Conv2d", "Linear"]),
-            ],
-        },
-    },
-}
+config = tour(attention_config, [
+    entry("block0_attention", AttentionDebugger, layer_name="blocks.0.attn"),
+    entry("block1_attention", AttentionDebugger, layer_name="blocks.1.attn"),
+    entry("captured", CaptureDebugger, states=["embeddings", "position_encoding"]),
+    entry("patch_features", FeatureMapDebugger, layer_name="patch_embed", max_channels=16),
+    entry("block1_mlp_stats", ActivationStatsDebugger, layer_name="blocks.1.mlp"),
+    entry("block0_mlp_output", LayerOutputDebugger, layer_name="blocks.0.mlp", downsample_factor=1),
+    entry("gradcam_patches", GradCAMDebugger, target_layer="patch_embed"),
+    entry("nan_origin", NaNInfDebugger),
+    entry("gradient_flow", GradientFlowDebugger, layer_types=["Conv2d", "Linear"]),
+])

@@ -5,33 +5,21 @@ its capture points offer (patch embeddings, position encodings) for every valida
 """
 
 import torch
-from torch.utils.data import DataLoader
 
-from criteria import CrossEntropyCriterion
-from data.datasets import SyntheticShapesDataset, collate_datapoints
+from configs.examples.cnn_trainer import config as cnn_config
 from debuggers.attention_debugger import AttentionDebugger
 from debuggers.capture_debugger import CaptureDebugger
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
-from metrics import ClassificationMetric
 from models import AttentionClassifier
-from runners.trainers import BaseTrainer
 
-EPOCHS = 6
+EPOCHS = 10
 
+# the CNN example's data, loss and metric; its own model, optimiser and debuggers
 config = {
-    "runner": BaseTrainer,
-    "seed": 0,
-    "device": "cpu",
+    **cnn_config,
     "epochs": EPOCHS,
-    "checkpoint_method": "latest",
-    "train_dataset": {"class": SyntheticShapesDataset, "args": {"num_datapoints": 2000, "split": "train"}},
-    "train_dataloader": {"class": DataLoader, "args": {"batch_size": 32, "collate_fn": collate_datapoints}},
-    "val_dataset": {"class": SyntheticShapesDataset, "args": {"num_datapoints": 500, "split": "val"}},
-    "val_dataloader": {"class": DataLoader, "args": {"batch_size": 64, "collate_fn": collate_datapoints}},
     "model": {"class": AttentionClassifier, "args": {"num_classes": 6}},
-    "criterion": {"class": CrossEntropyCriterion, "args": {}},
-    "metric": {"class": ClassificationMetric, "args": {}},
-    "optimizer": {"class": torch.optim.AdamW, "args": {"lr": 1e-3, "weight_decay": 0.05}},
+    "optimizer": {"class": torch.optim.AdamW, "args": {"lr": 2e-3, "weight_decay": 0.05}},
     "scheduler": {"class": torch.optim.lr_scheduler.CosineAnnealingLR, "args": {"T_max": EPOCHS}},
     "debugger": {
         "class": SequentialDebugger,

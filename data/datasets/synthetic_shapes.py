@@ -2,8 +2,8 @@
 
 Every datapoint is drawn on demand from ``numpy.random.default_rng([seed, split, idx])``,
 so it depends only on those three numbers: nothing is cached and no file is read.
-Noise, clutter, small scales and occluders make a few percent of the datapoints
-genuinely hard, which gives debugging tools real failures to look at.
+Noise, low contrast, clutter, small scales and occluders make a few percent of the
+datapoints genuinely hard, which gives debugging tools real failures to look at.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ SHAPES: dict[str, ShapeFn] = {
 class SyntheticShapesDataset(Dataset):
     """Coloured shapes on a cluttered, noisy background, one class per shape.
 
+    Labels index ``CLASS_NAMES``; ``num_classes=k`` uses the first ``k`` shapes.
     The dataset is fully deterministic: ``set_base_seed`` is accepted so that
     training loops may call it per epoch, but it never changes any datapoint.
     """
@@ -95,7 +96,7 @@ class SyntheticShapesDataset(Dataset):
                 f"index {idx} is out of range for a dataset of {self.num_datapoints} "
                 f"datapoints; use 0 <= idx < {self.num_datapoints}"
             )
-        idx = idx % self.num_datapoints
+        idx = int(idx) % self.num_datapoints
         rng = np.random.default_rng([self.seed, SPLIT_CODES[self.split], idx])
         label = int(rng.integers(self.num_classes))
         image, meta = _draw(rng, self.CLASS_NAMES[label], self.resolution)

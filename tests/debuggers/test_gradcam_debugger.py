@@ -87,7 +87,6 @@ def test_frozen_backbone_still_gets_a_cam(model, images):
 
 
 @pytest.mark.parametrize("args, message", [
-    ({"target_layer": "backbone.layr4"}, "no layer 'backbone.layr4'; closest existing names: ['backbone.layer4'"),
     ({"target_layer": "head.fc"}, "needs a (B, C, h, w) map from layer 'head.fc', which returned Tensor(2, 6)"),
     ({"target_layer": "backbone.layer4", "target": 9}, "target class 9 does not exist: the model has 6 classes"),
     ({"target_layer": "backbone.layer4", "output_key": "scores"}, "needs the model output 'scores'"),
