@@ -35,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     distributed.shutdown()
     if os.environ.get("RANK", "0") == "0":
-        print(f"Results are in {os.path.abspath(config['work_dir'])}")
+        print(f"Results are in {os.path.abspath(config['work_dir'])}\n"
+              f"Look at them: python -m runners.eval_viewer --log-dirs {config['work_dir']}")
     return 0
 
 

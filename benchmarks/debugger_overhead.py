@@ -1,16 +1,19 @@
 """Eval-loop time: no debugger vs a configured-but-disabled one vs one capturing to disk.
 
 Targets (DESIGN.md): disabled / none ≤ 1.02; enabled (feature maps of one layer, every
-datapoint, written to disk) / none ≤ 1.3. The three modes run interleaved, several
-rounds, on the same batches; the median of each is compared.
+datapoint, written to disk) / none ≤ 1.3. The three modes run interleaved, in a new
+random order each round (a fixed order lets one mode's after-effects, such as the
+kernel flushing the last epoch's pages, always fall on the same next mode), on the
+same batches; the median of each is compared.
 
-    python -m benchmarks.debugger_overhead [--datapoints 2000] [--rounds 7]
+    python -m benchmarks.debugger_overhead [--datapoints 2000] [--rounds 11]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import tempfile
 
@@ -40,7 +43,7 @@ def main() -> None:
     parser.add_argument("--datapoints", type=int, default=2000)
     parser.add_argument("--resolution", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--layer", default="backbone.layer2")
     args = parser.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
@@ -51,8 +54,9 @@ def main() -> None:
         batches = cached_batches(evaluator)
         eval_pass(evaluator, batches, "none", "")  # warm-up
         times: dict[str, list[float]] = {"none": [], "disabled": [], "enabled": []}
+        order = random.Random(0)
         for _ in range(args.rounds):
-            for mode in times:
+            for mode in order.sample(list(times), len(times)):
                 times[mode].append(timed(lambda m=mode: eval_pass(evaluator, batches, m, os.path.join(tmp, "dbg"))))
         evaluator._close()
         size = sum(os.path.getsize(os.path.join(tmp, "dbg", f)) for f in os.listdir(os.path.join(tmp, "dbg")))

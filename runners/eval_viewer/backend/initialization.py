@@ -32,19 +32,24 @@ class DebugOutputs(Mapping):
         self.debugger_dir = debugger_dir
         self.cache_pages = cache_pages
         self._cache: OrderedDict[str, dict] = OrderedDict()
-        self.locations: dict[int, str] = {}
+        self._page_of: dict[str, str] = {}  # str(idx) -> page, as in the index: no per-idx work at start-up
         indexes = [read_index(path) for path in sorted(glob.glob(os.path.join(debugger_dir, INDEX_GLOB)))]
         for index in indexes:
-            self.locations.update({int(i): page for i, page in index["datapoints"].items()})
+            self._page_of.update(index["datapoints"])
         self.complete = bool(indexes) and all(index["complete"] for index in indexes)
         self._recover_unindexed_pages()
 
     def _recover_unindexed_pages(self) -> None:
-        indexed = set(self.locations.values())
+        indexed = set(self._page_of.values())
         for path in sorted(glob.glob(os.path.join(self.debugger_dir, PAGE_GLOB))):
             name = os.path.basename(path)
             if name not in indexed:
-                self.locations.update(dict.fromkeys(self._page(name), name))
+                self._page_of.update(dict.fromkeys(map(str, self._page(name)), name))
+
+    @property
+    def locations(self) -> dict[int, str]:
+        """``idx -> page file name`` of every captured datapoint."""
+        return {int(i): page for i, page in self._page_of.items()}
 
     def _page(self, name: str) -> dict:
         if name in self._cache:
@@ -61,7 +66,7 @@ class DebugOutputs(Mapping):
         return page
 
     def __getitem__(self, idx: int) -> dict[str, Any]:
-        name = self.locations[int(idx)]
+        name = self._page_of[str(int(idx))]
         page = self._page(name)
         if int(idx) not in page:
             raise CorruptPageError(f"debug page {name} in {self.debugger_dir} does not hold datapoint {idx} "
@@ -69,13 +74,13 @@ class DebugOutputs(Mapping):
         return page[int(idx)]
 
     def __iter__(self) -> Iterator[int]:
-        return iter(sorted(self.locations))
+        return iter(sorted(map(int, self._page_of)))
 
     def __len__(self) -> int:
-        return len(self.locations)
+        return len(self._page_of)
 
     def __contains__(self, idx: object) -> bool:
-        return isinstance(idx, int) and idx in self.locations
+        return isinstance(idx, int) and str(idx) in self._page_of
 
 
 def load_debug_outputs(epoch_dir: str) -> Optional[DebugOutputs]:
