@@ -20,9 +20,10 @@ def make_batch(images, idx, labels=None):
     return {"inputs": {"image": images[idx]}, "labels": {"class": labels}, "meta_info": {"idx": torch.tensor(idx)}}
 
 
-def capture_epoch(model, images, out_dir, batch_size, debuggers, labels=None):
-    """One 'validation epoch' over ``images`` under ``torch.no_grad()``; returns what the pages hold."""
-    debugger = SequentialDebugger(debuggers, model=model)
+def run_epoch(model, images, out_dir, batch_size, debuggers, labels=None, **debugger_args):
+    """One 'validation epoch' over ``images`` under ``torch.no_grad()``; returns ``save_all``'s summary
+    and what the pages hold."""
+    debugger = SequentialDebugger(debuggers, model=model, **debugger_args)
     debugger.reset_buffer(str(out_dir / "debugger"))
     debugger.enabled = True
     with torch.no_grad():
@@ -30,9 +31,14 @@ def capture_epoch(model, images, out_dir, batch_size, debuggers, labels=None):
             dp = make_batch(images, range(start, min(start + batch_size, len(images))), labels)
             dp["outputs"] = model(dp["inputs"])
             debugger(dp, model)
-    debugger.save_all(str(out_dir / "debugger"))
+    summary = debugger.save_all(str(out_dir / "debugger"))
     debugger.close()
-    return load_debug_outputs(str(out_dir))
+    return summary, load_debug_outputs(str(out_dir))
+
+
+def capture_epoch(model, images, out_dir, batch_size, debuggers, labels=None, **debugger_args):
+    """What the pages of ``run_epoch`` hold."""
+    return run_epoch(model, images, out_dir, batch_size, debuggers, labels, **debugger_args)[1]
 
 
 def leftover_hooks(model) -> int:

@@ -8,14 +8,7 @@ import torch
 from torch import nn
 
 from debuggers.activation_stats_debugger import ActivationStatsDebugger, batch_histogram
-from models import SmallCNN
 from tests.debuggers.library import capture_epoch, entry
-
-
-@pytest.fixture
-def model():
-    torch.manual_seed(0)
-    return SmallCNN(widths=(4, 4, 8, 8)).eval()
 
 
 @pytest.fixture

@@ -7,15 +7,8 @@ import pytest
 import torch
 
 from debuggers.feature_map_debugger import FeatureMapDebugger
-from models import SmallCNN
 from tests.debuggers.library import capture_epoch, entry
 from utils.errors import ConfigError
-
-
-@pytest.fixture
-def model():
-    torch.manual_seed(0)
-    return SmallCNN(widths=(4, 4, 8, 8)).eval()
 
 
 @pytest.fixture

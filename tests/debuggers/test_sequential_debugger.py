@@ -15,8 +15,8 @@ from debuggers.base_debugger import BaseDebugger
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.utils import UnknownLayerError
 from debuggers.wrappers.sequential_debugger import DebuggerError, SequentialDebugger
-from models import SmallCNN
 from runners.eval_viewer.backend.initialization import load_debug_outputs
+from tests.debuggers.library import entry, make_batch, run_epoch
 from tests.runs import REPO_ROOT
 from utils.errors import ConfigError
 
@@ -40,22 +40,12 @@ class BatchMean(ForwardDebugger):
         return {"mean": output.mean()}
 
 
-def entry(name, cls, **args):
-    return {"name": name, "debugger_config": {"class": cls, "args": args}}
-
-
-def batch(dataset_images, idx):
-    return {"inputs": {"image": dataset_images[idx]}, "labels": {}, "meta_info": {"idx": torch.tensor(idx)}}
+def batch(images, idx):
+    return make_batch(images, idx)
 
 
 def forward_hook_count(model):
     return sum(len(m._forward_hooks) for m in model.modules())
-
-
-@pytest.fixture
-def model():
-    torch.manual_seed(0)
-    return SmallCNN(widths=(4, 4, 8, 8)).eval()
 
 
 @pytest.fixture
@@ -64,26 +54,10 @@ def images():
     return torch.randn(16, 3, 16, 16)
 
 
-def capture_epoch(model, images, out_dir, batch_size, debuggers, **kwargs):
-    """Run one 'validation epoch' over ``images`` and return what load_debug_outputs reads back."""
-    debugger = SequentialDebugger(debuggers, model=model, **kwargs)
-    debugger.reset_buffer(str(out_dir / "debugger"))
-    debugger.enabled = True
-    with torch.no_grad():
-        for start in range(0, len(images), batch_size):
-            idx = list(range(start, min(start + batch_size, len(images))))
-            dp = batch(images, idx)
-            dp["outputs"] = model(dp["inputs"])
-            debugger(dp, model)
-    summary = debugger.save_all(str(out_dir / "debugger"))
-    debugger.close()
-    return summary, load_debug_outputs(str(out_dir))
-
-
 def test_batch_1_and_8_give_the_same_per_datapoint_outputs(model, images, tmp_path):
     debuggers = [entry("l3", FeatureCopy, layer_name="backbone.layer3")]
-    _, one = capture_epoch(model, images, tmp_path / "b1", 1, debuggers)
-    _, eight = capture_epoch(model, images, tmp_path / "b8", 8, debuggers)
+    _, one = run_epoch(model, images, tmp_path / "b1", 1, debuggers)
+    _, eight = run_epoch(model, images, tmp_path / "b8", 8, debuggers)
     assert sorted(one) == sorted(eight) == list(range(16))
     for i in range(16):
         np.testing.assert_allclose(one[i]["l3"]["features"], eight[i]["l3"]["features"], rtol=1e-5, atol=1e-6)
@@ -92,7 +66,7 @@ def test_batch_1_and_8_give_the_same_per_datapoint_outputs(model, images, tmp_pa
 
 
 def test_outputs_match_an_independent_forward_pass(model, images, tmp_path):
-    _, outputs = capture_epoch(model, images, tmp_path, 4, [entry("l2", FeatureCopy, layer_name="backbone.layer2")])
+    _, outputs = run_epoch(model, images, tmp_path, 4, [entry("l2", FeatureCopy, layer_name="backbone.layer2")])
     with torch.no_grad():
         expected = model.backbone.layer2(model.backbone.layer1(images[5:6]))[0]
     np.testing.assert_allclose(outputs[5]["l2"]["features"], expected.numpy(), rtol=1e-5, atol=1e-6)
@@ -100,7 +74,7 @@ def test_outputs_match_an_independent_forward_pass(model, images, tmp_path):
 
 def test_capture_survives_a_later_in_place_op(model, images, tmp_path):
     # backbone.layer1.bn feeds nn.ReLU(inplace=True): an aliasing capture would come back without negatives
-    _, outputs = capture_epoch(model, images, tmp_path, 4, [entry("bn", FeatureCopy, layer_name="backbone.layer1.bn")])
+    _, outputs = run_epoch(model, images, tmp_path, 4, [entry("bn", FeatureCopy, layer_name="backbone.layer1.bn")])
     with torch.no_grad():
         expected = model.backbone.layer1.bn(model.backbone.layer1.conv(images[:1]))[0]
     assert (expected < 0).any()
@@ -109,7 +83,7 @@ def test_capture_survives_a_later_in_place_op(model, images, tmp_path):
 
 def test_pages_split_and_every_idx_is_saved_once(model, images, tmp_path):
     # each datapoint's layer1 features: 4 channels x 8 x 8 float32 = 1 KiB; pages of ~3 KiB
-    summary, outputs = capture_epoch(model, images, tmp_path, 5,
+    summary, outputs = run_epoch(model, images, tmp_path, 5,
                                      [entry("l1", FeatureCopy, layer_name="backbone.layer1")],
                                      page_size_mb=3 / 1024)
     assert summary["datapoints"] == 16
@@ -167,7 +141,7 @@ def test_a_failing_debugger_is_recorded_and_logged_once(model, images, tmp_path,
     debuggers = [entry("boom", Raises), entry("ok", FeatureCopy, layer_name="backbone.layer4"),
                  entry("contract", BatchMean, layer_name="backbone.layer1")]
     with caplog.at_level(logging.WARNING, logger="lantern.debugger"):
-        _, outputs = capture_epoch(model, images, tmp_path, 4, debuggers)
+        _, outputs = run_epoch(model, images, tmp_path, 4, debuggers)
     for i in range(16):
         assert outputs[i]["boom"]["kind"] == "error"
         assert outputs[i]["boom"]["type"] == "RuntimeError" and outputs[i]["boom"]["message"] == "planted failure"
@@ -181,13 +155,13 @@ def test_process_forward_failure_does_not_break_the_forward_pass(model, images, 
         def process_forward(self, module, input, output):
             raise ValueError("bad hook")
 
-    _, outputs = capture_epoch(model, images, tmp_path, 8, [entry("b", Broken, layer_name="backbone.layer3")])
+    _, outputs = run_epoch(model, images, tmp_path, 8, [entry("b", Broken, layer_name="backbone.layer3")])
     assert outputs[0]["b"]["message"] == "bad hook"
 
 
 def test_strict_mode_raises(model, images, tmp_path):
     with pytest.raises(DebuggerError, match="debugger 'boom' failed: RuntimeError: planted failure"):
-        capture_epoch(model, images, tmp_path, 4, [entry("boom", Raises)], strict=True)
+        run_epoch(model, images, tmp_path, 4, [entry("boom", Raises)], strict=True)
 
 
 @pytest.mark.parametrize("strict", [False, True])
