@@ -1,0 +1,87 @@
+"""Render one figure per ready-made debugger into docs/images/ (for docs/debuggers.md).
+
+    python docs/render_debugger_figures.py
+
+Captures come from real runs of every debugger on the demo models (trained weights
+from logs/examples/cnn_trainer and attention_trainer when they exist, otherwise
+fresh ones) on validation datapoints, through ``SequentialDebugger`` and pages,
+then drawn with ``debuggers.figures`` and photographed in headless Chromium.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from configs.examples.all_debuggers_trainer import config as cnn_tour  # noqa: E402
+from configs.examples.attention_debuggers_trainer import config as attention_tour  # noqa: E402
+from data.datasets import collate_datapoints  # noqa: E402
+from debuggers.figures import display_image, figures_for_output  # noqa: E402
+from runners.checkpoints import load_checkpoint_file  # noqa: E402
+from runners.eval_viewer.backend.initialization import load_debug_outputs  # noqa: E402
+from runners.evaluators.base_evaluator import resolve_checkpoint  # noqa: E402
+from utils.builders import build_from_config  # noqa: E402
+from utils.errors import CheckpointError  # noqa: E402
+
+IMAGES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "images")
+SHOWN = {  # debugger name in the tour config -> image file
+    "layer4_features": "feature_map", "layer3_stats": "statistics", "layer1_output": "layer_output",
+    "gradcam_predicted": "cam", "nan_origin": "nan_origin", "gradient_flow": "gradient_flow",
+    "block1_attention": "attention", "captured": "captured_states",
+}
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def capture(config: dict, checkpoint_dir: str, folder: str, idx: int = 3) -> tuple[dict, torch.Tensor]:
+    """One batch of 8 validation datapoints through the config's debuggers; datapoint ``idx``'s outputs."""
+    torch.manual_seed(0)
+    model = build_from_config(config["model"]).eval()
+    try:
+        model.load_state_dict(load_checkpoint_file(resolve_checkpoint(checkpoint_dir))["model_state_dict"])
+    except CheckpointError:
+        print(f"no trained checkpoint in {checkpoint_dir}: drawing an untrained model")
+    dataset = build_from_config(config["val_dataset"])
+    dp = collate_datapoints([dataset[i] for i in range(8)])
+    debugger = build_from_config(config["debugger"], model=model)
+    debugger.reset_buffer(os.path.join(folder, "debugger"))
+    debugger.enabled = True
+    with torch.no_grad():
+        dp["outputs"] = model(dp["inputs"])
+        debugger(dp, model)
+    debugger.save_all(os.path.join(folder, "debugger"))
+    debugger.close()
+    return load_debug_outputs(folder)[idx], dp["inputs"]["image"][idx]
+
+
+def main() -> None:
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp:
+        figures = {}
+        for config, run in ((cnn_tour, "cnn_trainer"), (attention_tour, "attention_trainer")):
+            outputs, image = capture(config, os.path.join("logs", "examples", run), os.path.join(tmp, run))
+            for name, output in outputs.items():
+                if name in SHOWN and SHOWN[name] not in figures:
+                    figures[SHOWN[name]] = figures_for_output(output, display_image(image.numpy()))[0]
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS)
+            page = browser.new_page(viewport={"width": 760, "height": 600})
+            for file_name, fig in figures.items():
+                fig.update_layout(width=740)
+                html_path = os.path.join(tmp, f"{file_name}.html")
+                fig.write_html(html_path, include_plotlyjs=True, full_html=True)
+                page.goto(f"file://{html_path}")
+                page.wait_for_selector(".main-svg", timeout=30_000)
+                page.locator(".js-plotly-plot").first.screenshot(path=os.path.join(IMAGES, f"debugger_{file_name}.png"))
+                print(f"wrote docs/images/debugger_{file_name}.png")
+            browser.close()
+
+
+if __name__ == "__main__":
+    main()
