@@ -8,6 +8,9 @@ import subprocess
 import sys
 import textwrap
 
+from runners.trainers import BaseTrainer
+from utils.config_file import load_config
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 TINY_CONFIG = """
@@ -74,3 +77,10 @@ def run_torchrun(config_path, nproc=2, timeout=180):
         output, _ = process.communicate()
         raise AssertionError(f"torchrun did not finish within {timeout} s (a hang?); its output:\n{output}") from None
     return subprocess.CompletedProcess(command, process.returncode, output, "")
+
+
+def train(config_path):
+    """Train the config file's run in this process; returns its work dir."""
+    config = load_config(config_path)
+    BaseTrainer(config).run()
+    return config["work_dir"]

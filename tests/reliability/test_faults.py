@@ -27,9 +27,8 @@ from debuggers.page_format import PAGE_GLOB, CorruptPageError, UnsafePageError, 
 from debuggers.page_store import PageWriterError
 from debuggers.wrappers.sequential_debugger import DebuggerError
 from runners.eval_viewer.backend.initialization import load_debug_outputs
-from runners.trainers import BaseTrainer
-from tests.runs import run_main, write_config
-from utils.config_file import load_config
+from tests.runs import run_main, train, write_config
+from utils.atomic_files import read_json
 from utils.errors import CheckpointError, ConfigError, WorkDirError
 
 pytestmark = pytest.mark.timeout(60)
@@ -73,17 +72,6 @@ def config_file(tmp_path, name, extra="", work_dir=None, **options):
                **options}
     return write_config(tmp_path / f"{name}.py", work_dir or tmp_path / name,
                         extra="import json\n" + COMMON + extra, **options)
-
-
-def train(config_path):
-    config = load_config(config_path)
-    BaseTrainer(config).run()
-    return config["work_dir"]
-
-
-def read_json(path):
-    with open(path) as f:
-        return json.load(f)
 
 
 def strict_json(path):

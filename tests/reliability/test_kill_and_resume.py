@@ -9,7 +9,6 @@ so one run killed five times in a row covers every point for the price of six st
 from __future__ import annotations
 
 import glob
-import json
 import os
 import signal
 
@@ -21,6 +20,7 @@ from debuggers.page_format import PAGE_GLOB, load_page, read_index
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.trainers import BaseTrainer
 from tests.runs import run_main, run_torchrun, write_config
+from utils.atomic_files import read_json
 from utils.config_file import load_config
 
 EPOCHS, VAL_SIZE = 2, 24
@@ -168,11 +168,6 @@ def reference(tmp_path_factory):
     config = load_config(config_file(tmp_path_factory.mktemp("reference"), "reference"))
     BaseTrainer(config).run()
     return config["work_dir"]
-
-
-def read_json(path):
-    with open(path) as f:
-        return json.load(f)
 
 
 def hidden_temporaries(work_dir):

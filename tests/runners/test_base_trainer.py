@@ -13,15 +13,9 @@ import pytest
 import torch
 
 from runners.trainers import BaseTrainer
-from tests.runs import REPO_ROOT, run_main
+from tests.runs import REPO_ROOT, run_main, train
 from utils.config_file import load_config
 from utils.errors import ConfigError, WorkDirError
-
-
-def train(config_path):
-    config = load_config(config_path)
-    BaseTrainer(config).run()
-    return config["work_dir"]
 
 
 def test_each_epoch_writes_its_files_and_scores_cover_every_datapoint(tiny_config):
