@@ -91,7 +91,7 @@ class BaseRunner:
             {k: v for k, v in self.config.items() if k not in UNIDENTIFYING_KEYS})}
         info_path = os.path.join(self.work_dir, RUN_INFO_FILE)
         if os.path.exists(info_path):
-            if {k: v for k, v in read_json(info_path).items() if k in identity} != identity:
+            if {k: v for k, v in _read_run_info(info_path).items() if k in identity} != identity:
                 raise WorkDirError(
                     f"work dir {self.work_dir!r} holds another run (its {RUN_INFO_FILE} describes a different "
                     "config). Set another 'work_dir' in the config, or delete the folder to start over"
@@ -123,9 +123,10 @@ class BaseRunner:
 
     def _init_model_(self) -> None:
         seed_everything(self.seed)
-        self.model = build_from_config(self.config["model"], "config['model']").to(self.device)
-        if not isinstance(self.model, torch.nn.Module):
-            raise ConfigError(f"config['model'] must build a torch.nn.Module, got {type(self.model).__name__}")
+        model = build_from_config(self.config["model"], "config['model']")
+        if not isinstance(model, torch.nn.Module):
+            raise ConfigError(f"config['model'] must build a torch.nn.Module, got {type(model).__name__}")
+        self.model = model.to(self.device)
 
     def _init_metric_(self) -> None:
         self.metric = build_from_config(self.config["metric"], "config['metric']")
@@ -289,3 +290,14 @@ def _nan_to_none(value: Any) -> Any:
     if isinstance(value, list):
         return [_nan_to_none(v) for v in value]
     return value
+
+
+def _read_run_info(path: str) -> dict:
+    try:
+        info = read_json(path)
+    except ValueError as exc:
+        raise WorkDirError(f"{path} is damaged ({exc}); if this folder is a Lantern run, delete that file only "
+                           "if you are sure the config is unchanged, otherwise choose another 'work_dir'") from exc
+    if not isinstance(info, dict):
+        raise WorkDirError(f"{path} is not a Lantern run_info.json; choose another 'work_dir'")
+    return info

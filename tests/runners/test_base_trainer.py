@@ -98,6 +98,22 @@ def test_work_dir_of_another_run_is_refused(tiny_config, tmp_path):
         BaseTrainer(config).run()
 
 
+def test_damaged_run_info_is_explained(tiny_config):
+    config = load_config(tiny_config(epochs=1))
+    os.makedirs(config["work_dir"])
+    with open(os.path.join(config["work_dir"], "run_info.json"), "w") as f:
+        f.write('{"runner": "BaseTr')
+    with pytest.raises(WorkDirError, match="run_info.json is damaged"):
+        BaseTrainer(config).run()
+
+
+def test_model_entry_that_builds_no_module_is_explained(tiny_config):
+    config = load_config(tiny_config(epochs=1))
+    config["model"] = {"class": dict, "args": {}}
+    with pytest.raises(ConfigError, match=r"config\['model'\] must build a torch.nn.Module, got dict"):
+        BaseTrainer(config).run()
+
+
 def test_non_run_folder_is_refused(tiny_config, tmp_path):
     config = load_config(tiny_config(epochs=1))
     os.makedirs(config["work_dir"])
