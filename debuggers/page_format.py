@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from utils.atomic_files import TEMP_MARKER, atomic_write
+from utils.atomic_files import TEMP_MARKER, atomic_write, write_json_file
 
 try:  # NumPy >= 2
     from numpy._core.multiarray import _reconstruct, scalar
@@ -246,14 +246,8 @@ def write_page(path: str, page: dict[int, dict]) -> None:
 
 
 def write_index(path: str, index: dict) -> None:
-    """Atomic JSON write: a reader never sees half an index."""
-    text = json.dumps(index)
-
-    def write(temp: str) -> None:
-        with open(temp, "w", encoding="utf-8") as f:
-            f.write(text)
-
-    _write_atomically(path, write, "index")
+    """Atomic, compact JSON write: a reader never sees half an index."""
+    _write_atomically(path, lambda temp: write_json_file(temp, index, indent=None), "index")
 
 
 def read_index(path: str) -> dict:

@@ -43,12 +43,14 @@ def atomic_write(path: str, write: Callable[[str], None]) -> None:
         raise
 
 
-def atomic_write_json(path: str, obj: Any) -> None:
-    def write(temp: str) -> None:
-        with open(temp, "w") as f:
-            json.dump(obj, f, indent=2)
+def write_json_file(path: str, obj: Any, indent: int | None = 2) -> None:
+    """Plain JSON write (the writer inside ``atomic_write``); ``indent=None`` keeps big files compact."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=indent)
 
-    atomic_write(path, write)
+
+def atomic_write_json(path: str, obj: Any, indent: int | None = 2) -> None:
+    atomic_write(path, lambda temp: write_json_file(temp, obj, indent))
 
 
 def atomic_torch_save(obj: Any, path: str) -> None:
@@ -56,5 +58,5 @@ def atomic_torch_save(obj: Any, path: str) -> None:
 
 
 def read_json(path: str) -> Any:
-    with open(path) as f:
+    with open(path, encoding="utf-8") as f:
         return json.load(f)

@@ -9,7 +9,6 @@ small JSON files, so it costs the same whatever the size of the debug pages.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any, Optional
 
 from debuggers.model_report import MODEL_REPORT_FILE
 from runners.eval_viewer.backend.initialization import DEBUGGER_DIR
+from utils.atomic_files import read_json
 
 RUN_INFO_FILE = "run_info.json"
 TRAINER_SCORES = "validation_scores.json"
@@ -148,8 +148,3 @@ def read_model_report(run: Run) -> Optional[dict[str, Any]]:
     if not isinstance(report, dict):
         raise ValueError(f"{path} holds a {type(report).__name__}, not a JSON object")
     return report
-
-
-def read_json(path: str) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Optional
 
-from runners.eval_viewer.backend.runs import read_json
+from utils.atomic_files import read_json
 
 
 class ScoresError(ValueError):
