@@ -5,8 +5,9 @@
 ``--run`` is a trainer work dir (the latest epoch with debug outputs is used
 unless ``--epoch`` says otherwise) or an evaluator work dir. Pages are read only
 through ``load_debug_outputs``. The input images drawn under Grad-CAM maps come
-from the run's own dataset, rebuilt from the config file recorded in
-``run_info.json`` when that file still exists; without it there is no overlay.
+from the run's own dataset, rebuilt exactly as the viewer does (from the config
+file recorded in ``run_info.json``, never one inside the run's folder); without it
+there is no overlay.
 plotly.js is embedded once, so the file opens offline.
 """
 
@@ -28,10 +29,10 @@ from debuggers.figures import figures_for_output, model_report_figures
 from debuggers.model_report import MODEL_REPORT_FILE
 from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
 from debuggers.page_format import CorruptPageError, UnsafePageError
+from runners.eval_viewer.backend.datasets import DatasetUnavailable, build_run_dataset
 from runners.eval_viewer.backend.initialization import DEBUGGER_DIR, load_debug_outputs
+from runners.eval_viewer.backend.runs import read_run
 from utils.atomic_files import atomic_write, read_json
-from utils.builders import build_from_config
-from utils.config_file import load_config
 from utils.errors import LanternUserError
 
 
@@ -41,7 +42,6 @@ class Note(str):
 
 Item = Union[go.Figure, Note, str]  # a figure, a note, or the text of an alert
 Section = tuple[str, list[Item]]
-DATASET_KEYS = ("val_dataset", "eval_dataset")
 _STYLE = """body{font-family:sans-serif;margin:24px;max-width:1200px}
 h2{border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:40px}
 .alert{background:#fff3cd;border:1px solid #ffe69c;padding:8px 12px;margin:8px 0;white-space:pre-wrap}
@@ -130,18 +130,17 @@ def resolve_epoch_dir(run_dir: str, epoch: Optional[int] = None) -> str:
 
 
 def load_inputs(run_dir: str, indices: list[int]) -> tuple[dict[int, dict[str, Any]], str]:
-    """``{idx: datapoint}`` from the run's dataset, and a note saying why there are none."""
-    info_path = os.path.join(run_dir, "run_info.json")
-    config_path = read_json(info_path).get("config_filepath") if os.path.exists(info_path) else None
-    if not config_path or not os.path.exists(config_path):
-        return {}, "input images unavailable: the run's config file is not recorded or no longer exists"
+    """``{idx: datapoint}`` from the run's dataset, rebuilt as the viewer does, and a note saying
+    where the inputs come from or why there are none (the report is useful without them)."""
+    problems: list[str] = []
+    run = read_run(run_dir, run_dir, problems)
+    if run is None:
+        return {}, f"input images unavailable: {problems[0]}"
     try:
-        config = load_config(config_path)
-        key = next(k for k in DATASET_KEYS if k in config)
-        dataset = build_from_config(config[key], f"config['{key}']")
-        return {i: dataset[i] for i in indices if 0 <= i < len(dataset)}, f"input images from {config_path}"
-    except Exception as exc:  # the report is still useful without images
-        return {}, f"input images unavailable: rebuilding the dataset from {config_path} failed ({exc})"
+        dataset = build_run_dataset(run, [run_dir])
+    except DatasetUnavailable as exc:
+        return {}, f"input images unavailable: {exc}"
+    return {i: dataset[i] for i in indices if 0 <= i < len(dataset)}, f"input images from {run.config_filepath}"
 
 
 def _image_of(datapoint: Optional[dict[str, Any]]) -> Optional[np.ndarray]:

@@ -74,7 +74,7 @@ def discover_runs(log_dirs: list[str]) -> Discovery:
             discovery.problems.append(f"{log_dir}: no such folder; pass an existing folder to --log-dirs")
             continue
         root = os.path.abspath(log_dir)
-        found = [_read_run(path, root, discovery.problems) for path in _run_folders(root)]
+        found = [read_run(path, root, discovery.problems) for path in _run_folders(root)]
         discovery.runs.update((run.path, run) for run in found if run is not None)
         if not found:
             discovery.problems.append(f"{log_dir} holds no Lantern run: {EXPECTED_LAYOUT}")
@@ -96,7 +96,8 @@ def _run_folders(root: str) -> list[str]:
     return found
 
 
-def _read_run(path: str, root: str, problems: list[str]) -> Optional[Run]:
+def read_run(path: str, root: str, problems: list[str]) -> Optional[Run]:
+    """The run in ``path`` (named relative to ``root``), or None with the reason added to ``problems``."""
     info_path = os.path.join(path, RUN_INFO_FILE)
     try:
         info = read_json(info_path)
