@@ -46,6 +46,7 @@ except ImportError:  # pragma: no cover - NumPy 1.x
     from numpy.core.numeric import _frombuffer
 
 PAGE_GLOB = "page_*.pkl"
+INDEX_GLOB = "index*.json"
 INDEX_VERSION = 1
 MAX_DEPTH = 64  # deeper outputs are almost certainly reference cycles
 

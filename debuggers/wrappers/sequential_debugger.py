@@ -29,7 +29,7 @@ from debuggers.base_debugger import BaseDebugger, Removable
 from debuggers.batch_split import split_batch
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import error_output
-from debuggers.page_format import PAGE_GLOB
+from debuggers.page_format import INDEX_GLOB, PAGE_GLOB
 from debuggers.page_store import PageWriter
 from debuggers.utils import UnknownLayerError, require_layer
 from utils.builders import build_from_config
@@ -269,5 +269,5 @@ def _build_debuggers(debuggers_config: Any) -> dict[str, BaseDebugger]:
 
 def _move_pages(source: str, output_dir: str) -> None:
     os.makedirs(output_dir, exist_ok=True)
-    for path in glob.glob(os.path.join(source, PAGE_GLOB)) + glob.glob(os.path.join(source, "index*.json")):
+    for path in glob.glob(os.path.join(source, PAGE_GLOB)) + glob.glob(os.path.join(source, INDEX_GLOB)):
         shutil.move(path, os.path.join(output_dir, os.path.basename(path)))

@@ -13,7 +13,8 @@ import os
 import threading
 from typing import Any, Optional
 
-from runners.eval_viewer.backend.initialization import DEBUGGER_DIR, INDEX_GLOB, DebugOutputs
+from debuggers.page_format import INDEX_GLOB
+from runners.eval_viewer.backend.initialization import DEBUGGER_DIR, DebugOutputs
 
 
 class EpochDebug:

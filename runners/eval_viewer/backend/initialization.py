@@ -14,10 +14,9 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any, Optional
 
-from debuggers.page_format import PAGE_GLOB, CorruptPageError, load_page, read_index
+from debuggers.page_format import INDEX_GLOB, PAGE_GLOB, CorruptPageError, load_page, read_index
 
 DEBUGGER_DIR = "debugger"
-INDEX_GLOB = "index*.json"
 
 
 class DebugOutputs(Mapping):
