@@ -44,3 +44,13 @@ class BaseDebugger(ABC):
 
     def clear(self) -> None:  # noqa: B027 - an optional hook, a no-op by default
         """Forget anything captured for the last batch."""
+
+    def summary(self, output: Any) -> dict[str, float]:
+        """A few floats that sum up one datapoint's output, for the epoch table and the failure analysis.
+
+        ``output`` is one datapoint's output as this debugger returned it after the batch split (tensors
+        or NumPy arrays, never an error or not-run record). Return a small flat dict such as
+        ``{'sparsity': 0.41, 'l2_norm': 13.2}``: each key becomes the column ``'<debugger name>.<key>'``.
+        The default returns ``{}``: a debugger without a summary adds no columns.
+        """
+        return {}
