@@ -24,6 +24,8 @@ import torch
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
+from analysis.epoch_rows import EpochRows, gather_epoch_columns
+from analysis.epoch_table import write_epoch_table
 from debuggers.model_report import MODEL_REPORT_FILE, build_model_report, write_model_report
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from runners import distributed
@@ -186,20 +188,33 @@ class BaseRunner:
         dp["outputs"] = self.eval_model(dp["inputs"])
         scores = self.metric(dp["outputs"], dp["labels"])
         self.metric.add_to_buffer(idx_list(dp["meta_info"]["idx"]), scores)
+        self.epoch_rows.add_batch(dp)
         if self.debugger is not None and self.debugger.enabled:
             dp["debug"] = self.debugger(dp, self.eval_model)
 
-    def _eval_loop(self, dataloader: DataLoader, desc: str) -> dict:
-        """Run every batch through ``_eval_step``; return the scores of all ranks."""
+    def _eval_loop(self, dataloader: DataLoader, desc: str, table_path: str) -> dict:
+        """Run every batch through ``_eval_step``; write the epoch table at ``table_path``; return the scores
+        of all ranks."""
         self.eval_model.eval()
         self.metric.reset_buffer()
+        self.epoch_rows = EpochRows.for_metric(self.metric)
         with torch.no_grad():
             for dp in tqdm(dataloader, desc=desc, leave=False, disable=not self.is_main):
                 self._eval_step(dp)
         merged: dict[int, dict] = {}
         for buffer in distributed.gather_objects(self.metric.buffer):
             merged.update(buffer)
-        return self.metric.summarize(merged)
+        scores = self.metric.summarize(merged)
+        self._write_epoch_table(table_path, scores, dataloader.dataset)
+        return scores
+
+    def _write_epoch_table(self, path: str, scores: dict, dataset: Any) -> None:
+        """One row per datapoint (see analysis/epoch_table.py), written by rank 0 from every rank's rows."""
+        summaries = self.debugger.summaries if self.debugger is not None and self.debugger.enabled else None
+        class_names = getattr(dataset, "class_names", None) or getattr(dataset, "CLASS_NAMES", None)
+        columns = gather_epoch_columns(scores, self.epoch_rows, summaries, class_names, self.is_main)
+        if columns is not None:
+            write_run_file(path, lambda: write_epoch_table(path, columns))
 
     def _start_debug_capture(self, debugger_dir: str) -> None:
         """Enable the debugger for one pass, writing pages into an emptied ``debugger_dir``."""

@@ -25,6 +25,7 @@ from typing import Any, Optional
 import torch
 import torch.distributed as dist
 
+from analysis.epoch_rows import DebuggerSummaries
 from debuggers.base_debugger import BaseDebugger, Removable
 from debuggers.batch_split import split_batch
 from debuggers.forward_debugger import ForwardDebugger
@@ -72,6 +73,7 @@ class SequentialDebugger(BaseDebugger):
         self._epoch_open = False
         self.write_error: Optional[BaseException] = None
         self._log = logger
+        self.summaries = DebuggerSummaries(self.debuggers, logger)
         if model is not None:
             self.register_hooks(model)
 
@@ -92,7 +94,7 @@ class SequentialDebugger(BaseDebugger):
             for layer_name, debuggers in self.forward_debuggers.items():
                 logger.info(f"{len(debuggers)} forward debugger(s) on layer '{layer_name}'")
         if logger is not None:
-            self._log = logger
+            self._log = self.summaries.log = logger
         was_enabled = self.enabled
         self.enabled = False
         self._model = model
@@ -169,6 +171,7 @@ class SequentialDebugger(BaseDebugger):
                 per_name[name] = split_batch(output, len(idx))
             except ValueError as exc:
                 per_name[name] = split_batch(self._record_failure(name, exc), len(idx))
+        self.summaries.add_batch(idx, per_name)
         for row, i in enumerate(idx):
             self.add_to_buffer(i, {name: rows[row] for name, rows in per_name.items()})
 
@@ -195,6 +198,7 @@ class SequentialDebugger(BaseDebugger):
         self._discard_staging()
         self.write_error = None
         self._failed = set()
+        self.summaries.reset()
         if output_dir is None:
             self._staging_dir = tempfile.mkdtemp(prefix="lantern-debug-")
         self._epoch_open = False

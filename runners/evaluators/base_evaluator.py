@@ -5,6 +5,7 @@ Work dir layout::
     work_dir/run_info.json
     work_dir/eval.log
     work_dir/evaluation_scores.json
+    work_dir/epoch_table.parquet     one row per datapoint (analysis/epoch_table.py)
     work_dir/debugger/               when a debugger is configured
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from analysis.epoch_table import EPOCH_TABLE_FILE
 from runners.base_runner import BaseRunner, write_scores
 from runners.checkpoints import load_checkpoint_file, load_model_state
 from utils.atomic_files import read_json
@@ -51,7 +53,7 @@ class BaseEvaluator(BaseRunner):
         try:
             if self.debugger is not None:
                 self._start_debug_capture(debugger_dir)
-            scores = self._eval_loop(self.eval_dataloader, "eval")
+            scores = self._eval_loop(self.eval_dataloader, "eval", os.path.join(self.work_dir, EPOCH_TABLE_FILE))
             if self.is_main:
                 write_scores(os.path.join(self.work_dir, "evaluation_scores.json"), scores)
             if self.debugger is not None:

@@ -7,6 +7,7 @@ Work dir layout::
     work_dir/train.log
     work_dir/epoch_N/training_losses.pt
     work_dir/epoch_N/validation_scores.json
+    work_dir/epoch_N/epoch_table.parquet  one row per validation datapoint (analysis/epoch_table.py)
     work_dir/epoch_N/debugger/        at checkpoint epochs, when a debugger is configured
     work_dir/epoch_N/checkpoint.pt    kept for checkpoint epochs, the latest and the best
 
@@ -25,6 +26,7 @@ import torch
 from torch.utils.data import DistributedSampler, RandomSampler
 from tqdm import tqdm
 
+from analysis.epoch_table import EPOCH_TABLE_FILE
 from runners import distributed
 from runners.base_runner import BaseRunner, seed_everything, write_run_file, write_scores
 from runners.checkpoints import load_checkpoint_file, load_model_state
@@ -191,7 +193,8 @@ class BaseTrainer(BaseRunner):
 
     def _val_epoch_(self) -> None:
         self._before_val_loop()
-        self.val_scores = self._eval_loop(self.val_dataloader, f"val {self.cum_epochs}")
+        self.val_scores = self._eval_loop(self.val_dataloader, f"val {self.cum_epochs}",
+                                          self._epoch_path(self.cum_epochs, EPOCH_TABLE_FILE))
         self._after_val_loop_()
 
     def _before_val_loop(self) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
 from debuggers.page_format import PAGE_GLOB, load_page, read_index
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.evaluators import BaseEvaluator
@@ -36,6 +37,9 @@ from runners.evaluators import BaseEvaluator
 class Features(ForwardDebugger):
     def process_forward(self, module, input, output):
         return {"features": output.detach(), "mean": output.detach().mean(dim=(1, 2, 3))}
+
+    def summary(self, output):
+        return {"mean": float(output["mean"])}
 
 
 class Logits(BaseDebugger):
@@ -96,6 +100,15 @@ def assert_same_outputs(a, b):
             np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6, err_msg=f"idx {idx} {name}")
 
 
+def assert_same_epoch_table(a_dir, b_dir):
+    """Rank 0 wrote one table holding every rank's rows: the same as one process's."""
+    a, b = (EpochTable(os.path.join(d, EPOCH_TABLE_FILE)).page(limit=VAL_SIZE + 1) for d in (a_dir, b_dir))
+    assert [row["idx"] for row in a] == [row["idx"] for row in b] == list(range(VAL_SIZE))
+    assert "features.mean" in a[0]
+    for row_a, row_b in zip(a, b):
+        assert row_a == pytest.approx(row_b, rel=1e-5, abs=1e-6)
+
+
 def assert_same_scores(a, b):
     assert a["datapoint_idx"] == b["datapoint_idx"] == list(range(VAL_SIZE))
     for name, values in a["per_datapoint"].items():
@@ -115,6 +128,7 @@ def test_evaluation_with_2_processes_equals_1_process(tmp_path):
                        read_scores(os.path.join(single["work_dir"], "evaluation_scores.json")))
     assert_same_outputs(assert_every_idx_once(os.path.join(ddp_dir, "debugger"), world_size=2),
                         assert_every_idx_once(os.path.join(single["work_dir"], "debugger"), world_size=1))
+    assert_same_epoch_table(ddp_dir, single["work_dir"])
     assert sorted(n for n in os.listdir(ddp_dir) if n.endswith(".log")) == ["eval.log", "eval_rank1.log"]
 
 

@@ -1,0 +1,219 @@
+"""The epoch table: one row per datapoint of a validation epoch, as a Parquet file queried with DuckDB.
+
+Columns (see ``analysis/epoch_rows.py`` for how a run collects them)::
+
+    idx                      the dataset index (sorted, unique)
+    label, prediction        class indices, with label_name / prediction_name where the dataset names classes
+    probabilities            the model's per-class probabilities (a list column, for the label-error search)
+    <score>                  every per-datapoint score of the metric (accuracy, cross_entropy, ...)
+    <meta key>               every scalar meta-info field (meta.<key> when the name is taken)
+    <debugger>.<key>         each debugger's ``summary()`` when the debugger ran that epoch
+
+A NaN in a scalar column is stored as null (no number), so it sorts last and ``is null`` finds it.
+The file is written atomically (a reader sees the previous complete file or the new one) and is read
+page by page: nothing loads it whole. Filters are structured ``(column, op, value)`` triples; column names
+are checked against the file's own columns and values are bound as parameters, so no text from a browser
+ever becomes SQL.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Union
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from utils.atomic_files import atomic_write
+from utils.errors import LanternUserError
+
+EPOCH_TABLE_FILE = "epoch_table.parquet"
+ROW_GROUP_SIZE = 65_536  # row groups are DuckDB's unit of parallel reading and of skipping by min/max
+OPERATORS = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">=",
+             "in": "IN", "not in": "NOT IN", "is null": "IS NULL", "is not null": "IS NOT NULL"}
+Filter = Sequence[tuple]  # [(column, op, value), ...], all of them must hold
+ColumnValues = Union[np.ndarray, list, pa.Array]
+
+
+class EpochTableError(LanternUserError):
+    """An epoch table cannot be read, or a query names a column or operator it does not have."""
+
+
+def write_epoch_table(path: str, columns: dict[str, ColumnValues]) -> None:
+    """Write ``columns`` (equal lengths; 2-D arrays become list columns) to ``path`` atomically."""
+    table = pa.table({name: _arrow_column(values) for name, values in columns.items()})
+    strings = [name for name, column in zip(table.column_names, table.columns)
+               if pa.types.is_string(column.type) or pa.types.is_dictionary(column.type)]
+    atomic_write(path, lambda temp: pq.write_table(table, temp, row_group_size=ROW_GROUP_SIZE,
+                                                   use_dictionary=strings, compression="snappy"))
+
+
+def _arrow_column(values: ColumnValues) -> pa.Array:
+    if isinstance(values, np.ndarray) and values.ndim == 2:
+        flat = pa.array(np.ascontiguousarray(values).reshape(-1))
+        return pa.FixedSizeListArray.from_arrays(flat, values.shape[1])
+    if isinstance(values, np.ndarray) and values.dtype == object:
+        return pa.array(values.tolist())
+    return values if isinstance(values, pa.Array) else pa.array(values, from_pandas=True)  # NaN -> null
+
+
+class EpochTable:
+    """Read-only queries over one epoch table; safe to share between threads."""
+
+    def __init__(self, path: str) -> None:
+        if not os.path.isfile(path):
+            raise EpochTableError(f"no epoch table at {path}: the epoch has not finished validating, or the run "
+                                  "predates epoch tables (validate it again to write one)")
+        self.path = path
+        self._connection = duckdb.connect()
+        self._connection.execute("SET enable_progress_bar = false")
+        self._lock = threading.Lock()
+        try:
+            schema = pq.read_schema(path)
+        except (OSError, pa.ArrowException) as exc:
+            raise EpochTableError(f"{path} is not a readable Parquet file ({exc}); validate the epoch again "
+                                  "to rewrite it") from exc
+        self._types = {field.name: field.type for field in schema}
+
+    def columns(self) -> list[tuple[str, str]]:
+        """``(name, type)`` of every scalar column (the ones a table shows, filters and sorts)."""
+        return [(name, _type_name(kind)) for name, kind in self._types.items() if not _is_list(kind)]
+
+    def count(self, where: Filter | None = None) -> int:
+        condition, params = self._where(where)
+        return int(self._query(f"SELECT count(*) FROM read_parquet($path){condition}", params)[0][0])
+
+    def page(self, where: Filter | None = None, order_by: str | None = None, descending: bool = True,
+             offset: int = 0, limit: int = 100) -> list[dict[str, Any]]:
+        """Rows ``offset .. offset+limit`` of the filtered, sorted table (NaN given as None).
+
+        Sorting reads only the filter and sort columns; the page's full rows are then fetched by idx.
+        """
+        condition, params = self._where(where)
+        order = "idx"
+        if order_by is not None:
+            order = f"{self._column(order_by)} {'DESC' if descending else 'ASC'} NULLS LAST, idx"
+        offset, limit = _non_negative_int("offset", offset), _non_negative_int("limit", limit)
+        chosen = self._query(f"SELECT idx FROM read_parquet($path){condition} ORDER BY {order} "
+                             f"LIMIT {limit} OFFSET {offset}", params)
+        wanted = [row[0] for row in chosen]
+        if not wanted:
+            return []
+        names = [name for name, _ in self.columns()]
+        selected = ", ".join(_quote(name) for name in names)
+        rows = self._query(f"SELECT {selected} FROM read_parquet($path) WHERE idx IN (SELECT UNNEST($wanted))",
+                           {"wanted": wanted})
+        by_idx = {row[names.index("idx")]: row for row in rows}
+        return [{name: _json_safe(value) for name, value in zip(names, by_idx[i])} for i in wanted]
+
+    def percentile(self, column: str, value: float) -> float | None:
+        """Percentage of the column's non-null values that are at most ``value`` (None if it has none)."""
+        name = self._column(column)
+        below, total = self._query(f"SELECT count(*) FILTER (WHERE {name} <= $value), count({name}) "
+                                   "FROM read_parquet($path)", {"value": value})[0]
+        return 100.0 * below / total if total else None
+
+    def values(self, columns: Sequence[str], where: Filter | None = None) -> dict[str, np.ndarray]:
+        """Whole columns as NumPy arrays, in idx order (for the analysis, which needs every row of a few)."""
+        condition, params = self._where(where)
+        selected = ", ".join(self._column(name, scalar_only=False) for name in columns)
+        table = self._arrow(f"SELECT {selected} FROM read_parquet($path){condition} ORDER BY idx", params)
+        return {name: _numpy_column(table.column(i)) for i, name in enumerate(columns)}
+
+    # ----------------------------------------------------------------- SQL glue
+    def _column(self, name: Any, scalar_only: bool = True) -> str:
+        """The quoted identifier of a column this table has; anything else is refused."""
+        kind = self._types.get(name) if isinstance(name, str) else None
+        if kind is None or (scalar_only and _is_list(kind)):
+            known = ", ".join(n for n, _ in self.columns())
+            raise EpochTableError(f"the epoch table has no column {name!r}; its columns are: {known}")
+        return _quote(name)
+
+    def _where(self, where: Filter | None) -> tuple[str, dict[str, Any]]:
+        if not where:
+            return "", {}
+        clauses, params = [], {}
+        for i, condition in enumerate(where):
+            if not isinstance(condition, (list, tuple)) or len(condition) not in (2, 3):
+                raise EpochTableError(f"filter {condition!r} must be a (column, op, value) triple, "
+                                      f"e.g. ('accuracy', '=', 0)")
+            column, op = self._column(condition[0]), condition[1]
+            if op not in OPERATORS:
+                raise EpochTableError(f"filter operator {op!r} is not one of {sorted(OPERATORS)}")
+            if op in ("is null", "is not null"):
+                clauses.append(f"{column} {OPERATORS[op]}")
+                continue
+            if len(condition) != 3:
+                raise EpochTableError(f"filter {condition!r} needs a value for {op!r}")
+            value = condition[2]
+            if op in ("in", "not in"):
+                if not isinstance(value, (list, tuple, np.ndarray)):
+                    raise EpochTableError(f"filter {condition!r}: '{op}' needs a list of values")
+                clauses.append(f"{column} {OPERATORS[op]} (SELECT UNNEST($v{i}))")
+                value = np.asarray(value).tolist()
+            else:
+                clauses.append(f"{column} {OPERATORS[op]} $v{i}")
+                value = value.item() if isinstance(value, np.generic) else value
+            params[f"v{i}"] = value
+        return " WHERE " + " AND ".join(clauses), params
+
+    def _query(self, sql: str, params: dict[str, Any]) -> list[tuple]:
+        return self._run(lambda cursor: cursor.execute(sql, {"path": self.path, **params}).fetchall())
+
+    def _arrow(self, sql: str, params: dict[str, Any]) -> pa.Table:
+        return self._run(lambda cursor: cursor.sql(sql, params={"path": self.path, **params}).to_arrow_table())
+
+    def _run(self, fetch: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:
+        """``fetch`` on a cursor of its own: DuckDB cursors are not shared between threads."""
+        with self._lock:
+            cursor = self._connection.cursor()
+        try:
+            return fetch(cursor)
+        except duckdb.Error as exc:
+            raise EpochTableError(f"query on {self.path} failed ({type(exc).__name__}: {exc}); check the filter "
+                                  "values' types, or validate the epoch again if the file is damaged") from exc
+        finally:
+            cursor.close()
+
+
+def _is_list(kind: pa.DataType) -> bool:
+    return pa.types.is_list(kind) or pa.types.is_fixed_size_list(kind) or pa.types.is_large_list(kind)
+
+
+def _type_name(kind: pa.DataType) -> str:
+    """'integer', 'float', 'boolean' or 'string' (else Arrow's own name): what a table needs to format it."""
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    for name, test in (("boolean", pa.types.is_boolean), ("integer", pa.types.is_integer),
+                       ("float", pa.types.is_floating), ("string", pa.types.is_string)):
+        if test(kind):
+            return name
+    return str(kind)
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _non_negative_int(what: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise EpochTableError(f"{what} must be a non-negative int, got {value!r}")
+    return int(value)
+
+
+def _json_safe(value: Any) -> Any:
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def _numpy_column(column: pa.ChunkedArray) -> np.ndarray:
+    if _is_list(column.type):
+        flat = column.combine_chunks()
+        width = column.type.list_size if pa.types.is_fixed_size_list(column.type) else None
+        values = flat.flatten().to_numpy(zero_copy_only=False)
+        return values.reshape(len(flat), width if width is not None else -1)
+    return column.to_numpy()

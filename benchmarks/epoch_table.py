@@ -1,0 +1,138 @@
+"""Epoch table at scale: 1,000,000 datapoints x 50 columns, collected, written, and queried page by page.
+
+    python -m benchmarks.epoch_table [--rows 1000000] [--repeats 7]
+
+Targets (docs/benchmarks.md): written in <= 10 s; a filter+sort page query <= 300 ms. The columns are
+what a run collects: label, prediction and their class names, 6 class probabilities, 4 scores, 6 meta
+fields, and 36 debugger summary columns, gathered from per-batch chunks exactly as a run's collectors
+hold them. As a floor for the queries, the same filter+sort is timed in NumPy on columns already in memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+from analysis.epoch_rows import DebuggerSummaries, EpochRows, gather_epoch_columns
+from analysis.epoch_table import EpochTable, write_epoch_table
+from benchmarks.common import timed
+from data.datasets import SyntheticShapesDataset
+from debuggers.base_debugger import BaseDebugger
+
+BATCH = 1024
+CLASSES = 6
+SUMMARY_KEYS = tuple(f"stat{k}" for k in range(12))
+
+
+class ThreeLayerStats(BaseDebugger):
+    """A debugger whose summary gives 12 floats per datapoint (three such debuggers: 36 columns)."""
+
+    def __call__(self, datapoint: dict, model: torch.nn.Module) -> torch.Tensor:
+        return datapoint["stats"]
+
+    def summary(self, output: torch.Tensor) -> dict[str, float]:
+        return dict(zip(SUMMARY_KEYS, output.tolist()))
+
+
+def synthetic_batch(rng: np.random.Generator, start: int, size: int) -> dict:
+    labels = rng.integers(0, CLASSES, size)
+    return {
+        "meta_info": {"idx": torch.arange(start, start + size), "scale": rng.uniform(0.2, 0.4, size).tolist(),
+                      "occluded": (rng.random(size) < 0.3).tolist(), "clutter": rng.integers(0, 4, size).tolist(),
+                      "noise_std": rng.uniform(0.02, 0.15, size).tolist(),
+                      "contrast": rng.uniform(0.15, 0.6, size).tolist(),
+                      "class_name": [SyntheticShapesDataset.CLASS_NAMES[c] for c in labels]},
+        "labels": {"class": torch.from_numpy(labels)},
+        "outputs": {"logits": torch.from_numpy(rng.normal(size=(size, CLASSES)).astype(np.float32))},
+        "stats": torch.from_numpy(rng.random((size, len(SUMMARY_KEYS))).astype(np.float32)),
+    }
+
+
+def scores_of(columns_rows: EpochRows, rows: int, rng: np.random.Generator) -> dict:
+    accuracy = (rng.random(rows) < 0.85).astype(float)
+    return {"datapoint_idx": list(range(rows)), "per_datapoint": {
+        "accuracy": accuracy.tolist(), "cross_entropy": rng.exponential(size=rows).tolist(),
+        "true_class_confidence": rng.random(rows).tolist(), "predicted_class": rng.integers(0, 6, rows).tolist()}}
+
+
+def collect(rows: int) -> tuple[dict, float, float]:
+    """Feed both collectors batch by batch; returns the columns, seconds spent in the collectors (making the
+    batches not counted), seconds to gather them into columns."""
+    rng = np.random.default_rng(0)
+    epoch_rows = EpochRows("logits", "class")
+    debuggers = {f"layer{k}_stats": ThreeLayerStats() for k in (2, 3, 4)}
+    summaries = DebuggerSummaries(debuggers, logging.getLogger("benchmark"))
+    collected = 0.0
+    for first in range(0, rows, BATCH):
+        batch = synthetic_batch(rng, first, min(BATCH, rows - first))
+        idx = batch["meta_info"]["idx"].tolist()
+        split = {name: list(batch["stats"]) for name in debuggers}  # what the batch split hands over
+        start = time.perf_counter()
+        epoch_rows.add_batch(batch)
+        summaries.add_batch(idx, split)
+        collected += time.perf_counter() - start
+    scores = scores_of(epoch_rows, rows, rng)
+    start = time.perf_counter()
+    columns = gather_epoch_columns(scores, epoch_rows, summaries, SyntheticShapesDataset.CLASS_NAMES, True)
+    return columns, collected, time.perf_counter() - start
+
+
+def numpy_floor(columns: dict) -> None:
+    keep = np.flatnonzero((columns["accuracy"] == 0) & columns["occluded"])
+    order = keep[np.argsort(-columns["layer3_stats.stat0"][keep], kind="stable")]
+    return order[500:600]
+
+
+def median_ms(fn, repeats: int) -> tuple[float, float]:
+    times = [timed(fn) * 1000 for _ in range(repeats)]
+    return statistics.median(times), max(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+
+    columns, collected, gathered = collect(args.rows)
+    scalar = [name for name, values in columns.items() if values.ndim == 1]
+    print(f"{args.rows} rows, {len(scalar)} scalar columns + probabilities ({CLASSES} classes)")
+    print(f"collect (both collectors, 36 summary floats per datapoint from 3 debuggers' summary(), batches of "
+          f"{BATCH}): {collected:.2f} s = {1e6 * collected / args.rows:.1f} us per datapoint; gather into "
+          f"columns: {gathered:.2f} s")
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "epoch_table.parquet")
+        written = timed(lambda: write_epoch_table(path, columns))
+        print(f"write_epoch_table: {written:.2f} s (target <= 10 s), {os.path.getsize(path) / 2**20:.0f} MB")
+        table = EpochTable(path)
+        where = [("accuracy", "=", 0), ("occluded", "=", True)]
+        queries = {
+            "filter+sort page (2 conditions, offset 500)": lambda: table.page(
+                where, order_by="layer3_stats.stat0", offset=500, limit=100),
+            "sort page, no filter (offset 10000)": lambda: table.page(
+                order_by="cross_entropy", offset=10_000, limit=100),
+            "filter to 10,000 idx + sort page": lambda: table.page(
+                [("idx", "in", list(range(0, args.rows, max(1, args.rows // 10_000))))],
+                order_by="cross_entropy", limit=100),
+            "count with a filter": lambda: table.count(where),
+            "percentile of a value": lambda: table.percentile("cross_entropy", 1.0),
+        }
+        floor, _ = median_ms(lambda: numpy_floor(columns), args.repeats)
+        assert [r["idx"] for r in table.page(where, order_by="layer3_stats.stat0", offset=500, limit=100)] \
+            == numpy_floor(columns).tolist(), "the page differs from NumPy's"
+        print(f"{'query':48s} {'median ms':>10s} {'max ms':>8s}   (NumPy in memory, same filter+sort: "
+              f"{floor:.0f} ms)")
+        for name, query in queries.items():
+            median, worst = median_ms(query, args.repeats)
+            print(f"{name:48s} {median:10.0f} {worst:8.0f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""The epoch table file and its queries, checked against NumPy on the same columns."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from analysis.epoch_table import EpochTable, EpochTableError, write_epoch_table
+
+ROWS = 1000
+
+
+@pytest.fixture
+def columns():
+    rng = np.random.default_rng(0)
+    loss = rng.exponential(size=ROWS)
+    loss[::50] = np.nan
+    return {
+        "idx": np.arange(ROWS),
+        "shape": np.array(["circle", "square", "ring", "it's"], dtype=object)[rng.integers(0, 4, ROWS)],
+        "occluded": rng.random(ROWS) < 0.3,
+        "cross_entropy": loss,
+        "layer3.sparsity": rng.random(ROWS),
+        "probabilities": rng.dirichlet(np.ones(4), size=ROWS).astype(np.float32),
+    }
+
+
+@pytest.fixture
+def table(tmp_path, columns):
+    path = str(tmp_path / "epoch_table.parquet")
+    write_epoch_table(path, columns)
+    return EpochTable(path)
+
+
+def test_columns_list_the_scalar_columns_with_their_types(table):
+    assert table.columns() == [("idx", "integer"), ("shape", "string"), ("occluded", "boolean"),
+                               ("cross_entropy", "float"), ("layer3.sparsity", "float")]
+
+
+def test_count_page_and_percentile_agree_with_numpy(table, columns):
+    keep = columns["occluded"] & (columns["layer3.sparsity"] > 0.2) & np.isin(columns["shape"], ["ring", "it's"])
+    where = [("occluded", "=", True), ("layer3.sparsity", ">", 0.2), ("shape", "in", ["ring", "it's"])]
+    assert table.count(where) == keep.sum() > 20
+
+    loss = np.where(np.isnan(columns["cross_entropy"]), -np.inf, columns["cross_entropy"])
+    order = [i for i in np.lexsort((columns["idx"], -loss)) if keep[i]]  # descending, NaN last, ties by idx
+    page = table.page(where, order_by="cross_entropy", descending=True, offset=5, limit=10)
+    assert [row["idx"] for row in page] == order[5:15]
+    row = page[0]
+    assert row["shape"] == columns["shape"][row["idx"]] and row["occluded"] is True
+    assert row["layer3.sparsity"] == pytest.approx(columns["layer3.sparsity"][row["idx"]])
+    assert "probabilities" not in row
+
+    nan_rows = table.page([("idx", "<", 100)], order_by="cross_entropy", descending=False, limit=100)
+    assert [r["cross_entropy"] for r in nan_rows[-2:]] == [None, None]  # NaN sorts last and reads as None
+
+    finite = columns["cross_entropy"][~np.isnan(columns["cross_entropy"])]
+    assert table.percentile("cross_entropy", 1.0) == pytest.approx(100 * np.mean(finite <= 1.0))
+
+
+def test_values_reads_whole_columns_in_idx_order(table, columns):
+    values = table.values(["probabilities", "shape"], where=[("occluded", "=", False)])
+    np.testing.assert_allclose(values["probabilities"], columns["probabilities"][~columns["occluded"]])
+    assert list(values["shape"]) == list(columns["shape"][~columns["occluded"]])
+
+
+def test_filters_name_only_existing_columns_and_bind_their_values(table):
+    with pytest.raises(EpochTableError, match="no column 'idx; DROP TABLE x'.*cross_entropy"):
+        table.count([("idx; DROP TABLE x", "=", 1)])
+    with pytest.raises(EpochTableError, match="no column 'probabilities'"):
+        table.page(order_by="probabilities")
+    with pytest.raises(EpochTableError, match="operator 'LIKE' is not one of"):
+        table.count([("shape", "LIKE", "%")])
+    with pytest.raises(EpochTableError, match="needs a list"):
+        table.count([("shape", "in", "ring")])
+    with pytest.raises(EpochTableError, match="offset must be a non-negative int"):
+        table.page(offset="0; DROP")
+    assert table.count([("shape", "=", "x' OR '1'='1")]) == 0  # a value is a value, never SQL
+    assert table.count([("shape", "=", "it's")]) > 0
+
+
+def test_a_missing_or_damaged_file_is_explained(tmp_path):
+    with pytest.raises(EpochTableError, match="no epoch table"):
+        EpochTable(str(tmp_path / "absent.parquet"))
+    damaged = tmp_path / "epoch_table.parquet"
+    damaged.write_bytes(b"PAR1 not really parquet")
+    with pytest.raises(EpochTableError, match="not a readable Parquet file"):
+        EpochTable(str(damaged))
+
+
+def test_rewriting_replaces_the_file_whole_and_leaves_no_temporary(tmp_path, columns):
+    path = str(tmp_path / "epoch_table.parquet")
+    write_epoch_table(path, columns)
+    write_epoch_table(path, {name: values[:10] for name, values in columns.items()})
+    assert EpochTable(path).count() == 10
+    assert os.listdir(tmp_path) == ["epoch_table.parquet"]
