@@ -139,10 +139,12 @@ def _summary_columns(summaries: list[dict[str, float]]) -> dict[str, np.ndarray]
 
 
 def gather_epoch_columns(scores: dict, rows: EpochRows, summaries: Optional[ColumnChunks],
-                         class_names: Optional[Sequence[str]], is_main: bool) -> Optional[dict[str, np.ndarray]]:
-    """Every rank's rows joined with the scores on rank 0 (None on the other ranks).
+                         class_names: Optional[Sequence[str]], is_main: bool
+                         ) -> Optional[tuple[dict[str, np.ndarray], dict[str, Any]]]:
+    """Every rank's rows joined with the scores on rank 0: ``(columns, roles)``; None on the other ranks.
 
     Called by every rank: it gathers. Rows are ordered by idx, which ``scores['datapoint_idx']`` gives.
+    ``roles`` says which columns are scores (and which way is better), meta info, labels and summaries.
     """
     local = {"rows": rows.concatenated(), "meta": rows.meta_names,
              "summaries": summaries.concatenated() if summaries is not None else {}}
@@ -151,6 +153,8 @@ def gather_epoch_columns(scores: dict, rows: EpochRows, summaries: Optional[Colu
         return None
     idx = np.asarray(scores["datapoint_idx"], dtype=np.int64)
     columns: dict[str, np.ndarray] = {"idx": idx}
+    roles: dict[str, Any] = {"scores": list(scores["per_datapoint"]),
+                             "higher_is_better": scores.get("higher_is_better", {}), "meta": [], "summaries": []}
     rows_by_name = _merge([part["rows"] for part in gathered], idx)
     for name in ("label", "prediction"):
         if name in rows_by_name:
@@ -167,10 +171,13 @@ def gather_epoch_columns(scores: dict, rows: EpochRows, summaries: Optional[Colu
     for key in dict.fromkeys(meta_names):
         name = f"meta.{key}" if key in columns or key in RESERVED or "." in key else key
         columns[name] = rows_by_name.pop(f"meta:{key}")
+        roles["meta"].append(name)
     columns.update(rows_by_name)  # label.<key> columns
     for name, values in _merge([part["summaries"] for part in gathered], idx).items():
-        columns.setdefault(name, values)
-    return columns
+        if name not in columns:
+            columns[name] = values
+            roles["summaries"].append(name)
+    return columns, roles
 
 
 def _merge(parts: list[dict[str, tuple[np.ndarray, np.ndarray]]], idx: np.ndarray) -> dict[str, np.ndarray]:

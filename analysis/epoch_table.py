@@ -18,6 +18,7 @@ ever becomes SQL.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import threading
@@ -33,6 +34,7 @@ from utils.atomic_files import atomic_write
 from utils.errors import LanternUserError
 
 EPOCH_TABLE_FILE = "epoch_table.parquet"
+ROLES_KEY = b"lantern.roles"
 ROW_GROUP_SIZE = 65_536  # row groups are DuckDB's unit of parallel reading and of skipping by min/max
 OPERATORS = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">=",
              "in": "IN", "not in": "NOT IN", "is null": "IS NULL", "is not null": "IS NOT NULL"}
@@ -44,9 +46,13 @@ class EpochTableError(LanternUserError):
     """An epoch table cannot be read, or a query names a column or operator it does not have."""
 
 
-def write_epoch_table(path: str, columns: dict[str, ColumnValues]) -> None:
-    """Write ``columns`` (equal lengths; 2-D arrays become list columns) to ``path`` atomically."""
+def write_epoch_table(path: str, columns: dict[str, ColumnValues], roles: dict[str, Any] | None = None) -> None:
+    """Write ``columns`` (equal lengths; 2-D arrays become list columns) to ``path`` atomically.
+
+    ``roles`` (JSON) is kept in the file's metadata: which columns are scores, meta info, summaries.
+    """
     table = pa.table({name: _arrow_column(values) for name, values in columns.items()})
+    table = table.replace_schema_metadata({ROLES_KEY: json.dumps(roles or {})})
     strings = [name for name, column in zip(table.column_names, table.columns)
                if pa.types.is_string(column.type) or pa.types.is_dictionary(column.type)]
     atomic_write(path, lambda temp: pq.write_table(table, temp, row_group_size=ROW_GROUP_SIZE,
@@ -63,7 +69,10 @@ def _arrow_column(values: ColumnValues) -> pa.Array:
 
 
 class EpochTable:
-    """Read-only queries over one epoch table; safe to share between threads."""
+    """Read-only queries over one epoch table; safe to share between threads.
+
+    ``roles``: ``{'scores': [...], 'higher_is_better': {...}, 'meta': [...], 'summaries': [...]}``.
+    """
 
     def __init__(self, path: str) -> None:
         if not os.path.isfile(path):
@@ -79,6 +88,7 @@ class EpochTable:
             raise EpochTableError(f"{path} is not a readable Parquet file ({exc}); validate the epoch again "
                                   "to rewrite it") from exc
         self._types = {field.name: field.type for field in schema}
+        self.roles = _read_roles(schema, path)
 
     def columns(self) -> list[tuple[str, str]]:
         """``(name, type)`` of every scalar column (the ones a table shows, filters and sorts)."""
@@ -179,6 +189,15 @@ class EpochTable:
                                   "values' types, or validate the epoch again if the file is damaged") from exc
         finally:
             cursor.close()
+
+
+def _read_roles(schema: pa.Schema, path: str) -> dict[str, Any]:
+    """The column roles written with the table ({} for a table written without them)."""
+    try:
+        roles = json.loads((schema.metadata or {}).get(ROLES_KEY, b"{}"))
+    except ValueError as exc:
+        raise EpochTableError(f"{path} has damaged metadata ({exc}); validate the epoch again") from exc
+    return roles if isinstance(roles, dict) else {}
 
 
 def _is_list(kind: pa.DataType) -> bool:

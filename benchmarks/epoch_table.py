@@ -80,7 +80,7 @@ def collect(rows: int) -> tuple[dict, float, float]:
         collected += time.perf_counter() - start
     scores = scores_of(epoch_rows, rows, rng)
     start = time.perf_counter()
-    columns = gather_epoch_columns(scores, epoch_rows, summaries, SyntheticShapesDataset.CLASS_NAMES, True)
+    columns, _ = gather_epoch_columns(scores, epoch_rows, summaries, SyntheticShapesDataset.CLASS_NAMES, True)
     return columns, collected, time.perf_counter() - start
 
 

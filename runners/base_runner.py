@@ -212,9 +212,9 @@ class BaseRunner:
         """One row per datapoint (see analysis/epoch_table.py), written by rank 0 from every rank's rows."""
         summaries = self.debugger.summaries if self.debugger is not None and self.debugger.enabled else None
         class_names = getattr(dataset, "class_names", None) or getattr(dataset, "CLASS_NAMES", None)
-        columns = gather_epoch_columns(scores, self.epoch_rows, summaries, class_names, self.is_main)
-        if columns is not None:
-            write_run_file(path, lambda: write_epoch_table(path, columns))
+        gathered = gather_epoch_columns(scores, self.epoch_rows, summaries, class_names, self.is_main)
+        if gathered is not None:
+            write_run_file(path, lambda: write_epoch_table(path, *gathered))
 
     def _start_debug_capture(self, debugger_dir: str) -> None:
         """Enable the debugger for one pass, writing pages into an emptied ``debugger_dir``."""

@@ -84,6 +84,10 @@ def test_summaries_appear_only_for_debugged_epochs_and_match_the_pages(trained):
     names = [name for name, _ in table.columns()]
     assert "energy.total" in names and "energy.first" in names
     assert not [name for name in names if name.startswith("broken.")]
+    assert table.roles["summaries"] == ["energy.total", "energy.first"]
+    assert table.roles["meta"] == ["class_name", "scale", "occluded", "clutter", "noise_std", "contrast"]
+    assert table.roles["scores"] == ["accuracy", "cross_entropy", "true_class_confidence", "predicted_class"]
+    assert table.roles["higher_is_better"]["cross_entropy"] is False
     outputs = load_debug_outputs(epoch_dir)
     for row in table.page(limit=VAL_SIZE):
         energy = np.asarray(outputs[row["idx"]]["energy"]["energy"])
