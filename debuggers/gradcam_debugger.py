@@ -88,10 +88,15 @@ class GradCAMDebugger(BaseDebugger):
         kept: list[Any] = []
 
         def keep(module: torch.nn.Module, args: Any, output: Any) -> Any:
-            if isinstance(output, torch.Tensor) and output.ndim == 4 and not output.requires_grad:
-                output = output.detach().requires_grad_()  # frozen layers below: start the graph here
+            if not (isinstance(output, torch.Tensor) and output.ndim == 4):
+                kept.append(output)
+                return None
+            if not output.requires_grad:  # frozen layers below: start the graph here
+                output = output.detach().requires_grad_()
             kept.append(output)
-            return output
+            # the model goes on with a copy, as captum's LayerGradCam does: an in-place op next
+            # (ReLU(inplace=True), out += identity) then changes the copy, never the kept A
+            return output.clone()
 
         handle = layer.register_forward_hook(keep)
         try:

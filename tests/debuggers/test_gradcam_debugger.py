@@ -9,6 +9,8 @@ import torch.nn.functional as F
 
 from debuggers.gradcam_debugger import GradCAMDebugger
 from models import SmallCNN
+from tests.compat.architectures import TinyResNet
+from tests.compat.references import captum_gradcam
 from tests.debuggers.library import capture_epoch, entry, leftover_hooks, make_batch
 from utils.errors import ConfigError
 
@@ -109,3 +111,20 @@ def test_label_target_without_labels_says_what_to_do(model, images):
 def test_bad_target_is_a_config_error(target):
     with pytest.raises(ConfigError, match="target must be"):
         GradCAMDebugger("backbone.layer4", target=target)
+
+
+@pytest.mark.parametrize("frozen_backbone", [False, True])
+@pytest.mark.parametrize("layer", ["layer2.bn1", "layer1.bn2", "layer2.conv2", "layer1"])
+def test_in_place_ops_after_the_layer_and_frozen_layers_below_match_captum(tmp_path, layer, frozen_backbone):
+    """bn1 feeds ReLU(inplace=True) and bn2 feeds `out += identity`: A must be the layer's own output."""
+    torch.manual_seed(0)
+    model = TinyResNet(frozen_backbone=frozen_backbone).eval()
+    images = torch.randn(4, 3, 12, 12)
+    outputs = capture_epoch(model, images, tmp_path, 4, [entry("cam", GradCAMDebugger, target_layer=layer)])
+    with torch.no_grad():
+        targets = model({"image": images})["logits"].argmax(1)
+    cam, raw_max = captum_gradcam(model, layer, {"image": images}, targets)
+    for i in range(4):
+        np.testing.assert_allclose(outputs[i]["cam"]["cam"], cam[i].numpy(), rtol=1e-4, atol=1e-5)
+        assert outputs[i]["cam"]["raw_max"] == pytest.approx(float(raw_max[i]), rel=1e-4, abs=1e-9)
+    assert all(p.grad is None for p in model.parameters())

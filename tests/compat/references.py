@@ -1,0 +1,24 @@
+"""Independent computations the compatibility suite checks Lantern against."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from captum.attr import LayerGradCam
+
+from debuggers.utils import require_layer
+
+
+def captum_gradcam(model: torch.nn.Module, layer_name: str, inputs: dict, targets: torch.Tensor,
+                   input_key: str = "image", output_key: str = "logits") -> tuple[torch.Tensor, torch.Tensor]:
+    """captum's LayerGradCam of ``layer_name``: (cam upsampled to the image and divided by its max, raw max)."""
+    def logits_of(image: torch.Tensor) -> torch.Tensor:
+        output = model({**inputs, input_key: image})
+        return output[output_key] if output_key is not None else output
+
+    image = inputs[input_key]
+    raw = LayerGradCam(logits_of, require_layer(model, layer_name)).attribute(
+        image, target=targets, relu_attributions=True).detach()[:, 0]
+    cam = F.interpolate(raw[:, None], size=image.shape[-2:], mode="bilinear", align_corners=False)[:, 0]
+    peak = cam.amax(dim=(1, 2), keepdim=True)
+    return torch.where(peak > 0, cam / peak, 0.0), raw.amax(dim=(1, 2))
