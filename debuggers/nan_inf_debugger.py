@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Optional
 
 import torch
 
 from debuggers.base_debugger import BaseDebugger, Removable
+from debuggers.batch_dims import BatchDims, check_declared, describe_unknown
 from debuggers.outputs import KIND_NAN_ORIGIN, ROOT_MODULE_NAME, PerDatapoint, not_run_output
 from debuggers.tensor_utils import batch_size_of, iter_tensors
 
@@ -20,7 +22,8 @@ class _BadCall:
 
     name: str
     module_type: str
-    bad_rows: list[torch.Tensor]  # one (rows,) bool per non-finite output tensor
+    bad_rows: list[torch.Tensor]  # one (rows,) bool per non-finite output tensor, along its batch dimension
+    layouts: list[tuple[torch.Size, int]]  # their shapes and batch dimensions, to say why one could not be split
     input_extrema: list[tuple[torch.Tensor, torch.Tensor]]  # (row min, row max) per floating input
 
 
@@ -28,33 +31,46 @@ class NaNInfDebugger(BaseDebugger):
     """Hooks every module and names, per datapoint, the first one whose output is not finite.
 
     Modules are checked in the order their forward passes *finish*, so a module
-    is blamed before the parents that contain it. An output tensor is checked per
-    datapoint when its first dimension is the batch; a tensor without the batch
-    first (e.g. ``(L, B, E)``) that holds a NaN marks every datapoint of the batch.
-    Outputs may be tensors, tuples, lists, dicts or None. The common case, every
-    output finite, costs one ``isfinite().all()`` per module output.
+    is blamed before the parents that contain it. Each output tensor is checked per
+    datapoint along its batch dimension, which is known, not guessed from sizes
+    (``debuggers.batch_dims``): sequence-first ``nn.MultiheadAttention``, RNNs and
+    transformer layers are recognised by type, other modules are batch first unless
+    ``batch_dims={'<module pattern>': dim}`` declares otherwise. A non-finite tensor
+    whose batch dimension does not have the batch's size blames no datapoint (it
+    cannot say which): ``batch_dim_unknown`` names the module and says why. Outputs may be tensors,
+    tuples, lists, dicts or None. The common case, every output finite, costs one
+    ``isfinite().all()`` per module output.
 
     Output ``{'kind': 'nan_origin', 'first_module': PerDatapoint[name or None],
     'module_type': PerDatapoint[type or None], 'input_min', 'input_max': (B,)`` (that
     module's input range for the datapoint, nan when no module failed)``,
-    'bad_modules': PerDatapoint[[names in order]], 'modules_checked': int}``.
+    'bad_modules': PerDatapoint[[names in order]], 'modules_checked': int,
+    'batch_dim_unknown': [why, for each non-finite output that could not be split per datapoint]}``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, batch_dims: Optional[Mapping[str, int]] = None) -> None:
+        self.batch_dims = check_declared(batch_dims, "NaNInfDebugger")
         self._calls: list[_BadCall] = []
         self._modules_checked = 0
 
     def attach(self, model: torch.nn.Module) -> list[Removable]:
-        return [module.register_forward_hook(self._hook(name or ROOT_MODULE_NAME), with_kwargs=True)
+        dims = BatchDims(model, self.batch_dims)
+        return [module.register_forward_hook(self._hook(name or ROOT_MODULE_NAME, name, dims), with_kwargs=True)
                 for name, module in model.named_modules()]
 
-    def _hook(self, name: str) -> Callable[..., None]:
+    def _hook(self, name: str, path: str, dims: BatchDims) -> Callable[..., None]:
         def check(module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
             self._modules_checked += 1
-            bad = [rows for t in _floating(output) if not _surely_finite(t) and (rows := _bad_rows(t)).any()]
+            tensors = _floating(output)
+            if all(_surely_finite(t) for t in tensors):
+                return
+            bad = [((t.shape, dim), rows) for t, dim in zip(tensors, dims.of_outputs(path, len(tensors)))
+                   if (rows := _bad_rows(t, dim)).any()]
             if bad:
-                extrema = [_row_extrema(t) for t in _floating((args, kwargs)) if t.numel() > 0]
-                self._calls.append(_BadCall(name, type(module).__name__, bad, extrema))
+                in_dim = dims.of_inputs(path)
+                extrema = [_row_extrema(t, in_dim) for t in _floating((args, kwargs)) if t.numel() > 0]
+                self._calls.append(_BadCall(name, type(module).__name__, [rows for _, rows in bad],
+                                            [layout for layout, _ in bad], extrema))
         return check
 
     def __call__(self, datapoint: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
@@ -63,6 +79,9 @@ class NaNInfDebugger(BaseDebugger):
         batch = batch_size_of(datapoint)
         first: list[_BadCall | None] = [None] * batch
         bad_modules: list[list[str]] = [[] for _ in range(batch)]
+        unknown = [f"module '{call.name}': output of {describe_unknown(shape, dim, batch)}"
+                   for call in self._calls for rows, (shape, dim) in zip(call.bad_rows, call.layouts)
+                   if rows.shape[0] != batch]
         for call in self._calls:
             for i in _rows_of(call.bad_rows, batch):
                 if call.name not in bad_modules[i]:
@@ -77,6 +96,7 @@ class NaNInfDebugger(BaseDebugger):
             "input_max": torch.tensor([high for _, high in extrema], dtype=torch.float64),
             "bad_modules": PerDatapoint(bad_modules),
             "modules_checked": self._modules_checked,
+            "batch_dim_unknown": unknown,
         }
 
     def clear(self) -> None:
@@ -93,23 +113,30 @@ def _surely_finite(tensor: torch.Tensor) -> bool:
     return bool(torch.isfinite(tensor.detach().sum()))
 
 
-def _bad_rows(tensor: torch.Tensor) -> torch.Tensor:
-    """(rows,) bool: which rows along the first dimension hold a NaN or Inf (a 0-d tensor is one row)."""
-    rows = tensor.detach().reshape(tensor.shape[0] if tensor.ndim else 1, -1)
-    return (~torch.isfinite(rows)).any(dim=1).cpu()
+def _rows(tensor: torch.Tensor, dim: int) -> torch.Tensor:
+    """(rows, -1) view of ``tensor`` along dimension ``dim`` (a tensor without it is one row)."""
+    tensor = tensor.detach()
+    if tensor.ndim <= dim:
+        return tensor.reshape(1, -1)
+    return tensor.movedim(dim, 0).reshape(tensor.shape[dim], -1)
 
 
-def _row_extrema(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    values = tensor.detach().real if tensor.is_complex() else tensor.detach()
-    rows = values.reshape(values.shape[0] if values.ndim else 1, -1).double()
+def _bad_rows(tensor: torch.Tensor, dim: int) -> torch.Tensor:
+    """(rows,) bool: which rows along the batch dimension ``dim`` hold a NaN or Inf."""
+    return (~torch.isfinite(_rows(tensor, dim))).any(dim=1).cpu()
+
+
+def _row_extrema(tensor: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    rows = _rows(tensor.real if tensor.is_complex() else tensor, dim).double()
     return rows.amin(dim=1).cpu(), rows.amax(dim=1).cpu()
 
 
 def _rows_of(bad_rows: list[torch.Tensor], batch: int) -> list[int]:
-    """Datapoints hit by one call: per row when a tensor has the batch first, all of them otherwise."""
+    """Datapoints hit by one call, per row along the batch dimension (none where that is unknown)."""
     hit = torch.zeros(batch, dtype=torch.bool)
     for rows in bad_rows:
-        hit |= rows if rows.shape[0] == batch else rows.any()
+        if rows.shape[0] == batch:
+            hit |= rows
     return hit.nonzero().flatten().tolist()
 
 

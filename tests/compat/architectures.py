@@ -56,20 +56,26 @@ class TinyResNet(nn.Module):
 
 
 class SeqFirstClassifier(nn.Module):
-    """Embeddings -> (L, B, E) -> LSTM -> MultiheadAttention -> mean over real tokens -> logits."""
+    """Embeddings -> (L, B, E) -> LSTM -> MultiheadAttention (padding masked) -> LayerNorm -> mean -> logits.
+
+    Token 0 is padding; a datapoint made only of padding has every key masked, so the attention makes NaN
+    for it alone (a real way NaN appears in sequence models).
+    """
 
     def __init__(self, vocab: int = 20, dim: int = 16, heads: int = 2, num_classes: int = 3) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, dim)
         self.lstm = nn.LSTM(dim, dim)
         self.attn = nn.MultiheadAttention(dim, heads)
+        self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, num_classes)
 
     def forward(self, inputs: dict) -> dict:
         tokens = inputs["tokens"]
         x = self.embed(tokens).transpose(0, 1)  # (L, B, E)
         x, _ = self.lstm(x)
-        x, _ = self.attn(x, x, x)
+        x, _ = self.attn(x, x, x, key_padding_mask=tokens == 0)
+        x = self.norm(x)  # (L, B, E): no type says so, a debugger must be told (batch_dims={'norm': 1})
         return {"logits": self.head(x.mean(dim=0))}
 
 

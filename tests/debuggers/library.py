@@ -23,12 +23,20 @@ def make_batch(images, idx, labels=None):
 def run_epoch(model, images, out_dir, batch_size, debuggers, labels=None, **debugger_args):
     """One 'validation epoch' over ``images`` under ``torch.no_grad()``; returns ``save_all``'s summary
     and what the pages hold."""
+    batches = [make_batch(images, range(start, min(start + batch_size, len(images))), labels)
+               for start in range(0, len(images), batch_size)]
+    return run_batches(model, batches, out_dir, debuggers, **debugger_args)
+
+
+def run_batches(model, batches, out_dir, debuggers, **debugger_args):
+    """One 'validation epoch' over collated ``batches`` (with ``meta_info['idx']``), as the evaluator runs it:
+    ``torch.no_grad()``, forward, debugger; returns ``save_all``'s summary and the pages read back."""
     debugger = SequentialDebugger(debuggers, model=model, **debugger_args)
     debugger.reset_buffer(str(out_dir / "debugger"))
     debugger.enabled = True
     with torch.no_grad():
-        for start in range(0, len(images), batch_size):
-            dp = make_batch(images, range(start, min(start + batch_size, len(images))), labels)
+        for batch in batches:
+            dp = dict(batch)
             dp["outputs"] = model(dp["inputs"])
             debugger(dp, model)
     summary = debugger.save_all(str(out_dir / "debugger"))
