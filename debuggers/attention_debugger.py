@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
@@ -10,40 +11,60 @@ from torch import nn
 
 from debuggers.base_debugger import Removable
 from debuggers.capture import listen
+from debuggers.capture_debugger import copy_arrays
 from debuggers.forward_debugger import ForwardDebugger
-from debuggers.outputs import KIND_ATTENTION
+from debuggers.outputs import KIND_ATTENTION, PerDatapoint
 from debuggers.tensor_utils import describe
 from debuggers.utils import require_layer
 
 _MHA_SIGNATURE = inspect.signature(nn.MultiheadAttention.forward)
+_EAGER = "eager"  # the only Hugging Face attention implementation that computes the weights
+
+
+@dataclass
+class _Capture:
+    """One call's weights (B, heads, Lq, Lk) and which tokens are real, where the layer knows it."""
+
+    weights: torch.Tensor
+    metadata: Optional[dict]
+    query_real: Optional[torch.Tensor] = None  # (B, Lq) bool
+    key_real: Optional[torch.Tensor] = None  # (B, Lk) bool
 
 
 class AttentionDebugger(ForwardDebugger):
-    """Attention weights (B, heads, Lq, Lk) of ``layer_name`` and how peaked they are.
+    """Attention weights of ``layer_name`` per datapoint, cropped to its real tokens, and how peaked they are.
 
-    Two kinds of layers are understood, and the model's forward output is the same
-    as without the debugger in both:
+    Three kinds of layers are understood, and the model's output is the same as without the debugger:
 
-    * ``nn.MultiheadAttention`` (``batch_first`` or not): while attached, each call is
-      made with ``need_weights=True, average_attn_weights=False`` and the caller
-      gets back exactly what it asked for (no weights, or head-averaged ones). The
-      layer then takes its explicit-softmax path, as ``need_weights=True`` always does.
-    * any module that offers its weights through a capture point,
-      ``capture_debug_state(component, 'attention_weights', weights, {'grid': (h, w)})``,
-      inside its forward (like ``models.attention_classifier.MultiHeadSelfAttention``):
-      the weights offered while this layer runs are taken, whatever the component name.
+    * ``nn.MultiheadAttention`` (``batch_first`` or not): while attached, each call is made with
+      ``need_weights=True, average_attn_weights=False`` and the caller gets back exactly what it
+      asked for. Its ``key_padding_mask`` (and the padding of ``nn.TransformerEncoder``'s
+      nested-tensor fast path) says which tokens are real.
+    * a module that returns ``(output, weights)`` with weights (B, heads, Lq, Lk), as Hugging Face
+      attention modules do (``BertSelfAttention``, ``GPT2Attention``, ``ViTAttention``,
+      ``DistilBertSelfAttention``, ...). While attached, a module with a ``config`` runs with
+      ``config._attn_implementation = 'eager'`` (SDPA and flash attention compute no weights).
+    * any module that offers its weights through a capture point inside its forward,
+      ``capture_debug_state(component, 'attention_weights', weights, {'grid': (h, w)})``.
 
-    Output ``{'kind': 'attention', 'layer_name', 'attention': (B, heads, Lq, Lk),
-    'entropy_per_head': (B, heads)`` (mean over queries of -sum p log p, in nats)``,
-    'max_attention': (B,), 'grid': [h, w] or None}``.
+    Padding: where the layer gives no mask, ``datapoint['inputs'][mask_key]`` (B, L) (nonzero:
+    real token, as Hugging Face's ``attention_mask``) marks the real keys, and the real queries
+    when Lq == L. Each datapoint's attention is then cropped to its real queries and keys, and
+    its entropy averages over real queries only, so it does not depend on the batch it came in.
+
+    Output ``{'kind': 'attention', 'layer_name', 'attention': (B, heads, Lq, Lk)`` (or one
+    cropped (heads, nq, nk) per datapoint)``, 'entropy_per_head': (B, heads)`` (mean over real
+    queries of -sum p log p, in nats)``, 'max_attention': (B,), 'grid': [h, w] or None}``.
     """
 
-    def __init__(self, layer_name: str, state: str = "attention_weights") -> None:
+    def __init__(self, layer_name: str, state: str = "attention_weights", mask_key: str = "attention_mask") -> None:
         super().__init__(layer_name)
         self.state = state
+        self.mask_key = mask_key
         self._inside = False
         self._offered: Optional[tuple[Any, Optional[dict]]] = None
         self._requested = (True, True)
+        self._padding: tuple[Optional[torch.Tensor], Optional[torch.Tensor]] = (None, None)
 
     def attach(self, model: torch.nn.Module) -> list[Removable]:
         layer = require_layer(model, self.layer_name)
@@ -51,7 +72,7 @@ class AttentionDebugger(ForwardDebugger):
             return [layer.register_forward_pre_hook(self._force_weights, with_kwargs=True),
                     layer.register_forward_hook(self.forward_hook_fn),
                     layer.register_forward_hook(self._give_caller_its_output, with_kwargs=True)]
-        return [layer.register_forward_pre_hook(self._enter), listen(self._on_capture),
+        return [*_eager_attention(layer), layer.register_forward_pre_hook(self._enter), listen(self._on_capture),
                 layer.register_forward_hook(self.forward_hook_fn)]
 
     # ------------------------------------------------------ nn.MultiheadAttention
@@ -59,6 +80,7 @@ class AttentionDebugger(ForwardDebugger):
         arguments = _MHA_SIGNATURE.bind(module, *args, **kwargs).arguments
         arguments.pop("self")
         self._requested = (bool(arguments.get("need_weights", True)), bool(arguments.get("average_attn_weights", True)))
+        self._padding = _mha_padding(arguments)
         return (), {**arguments, "need_weights": True, "average_attn_weights": False}
 
     def _give_caller_its_output(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> Any:
@@ -73,40 +95,109 @@ class AttentionDebugger(ForwardDebugger):
 
     def _on_capture(self, component: str, state: str, data: Any, metadata: Optional[dict]) -> None:
         if self._inside and state == self.state:
-            self._offered = (data, metadata)
+            self._offered = (copy_arrays(data), metadata)  # later in-place changes must not leak in
 
     # ------------------------------------------------------------------ output
-    def process_forward(self, module: nn.Module, input: Any, output: Any) -> dict[str, Any]:
-        if isinstance(module, nn.MultiheadAttention):
-            weights, metadata = output[1], None
-        else:
-            self._inside = False
-            if self._offered is None:
-                raise RuntimeError(
-                    f"layer '{self.layer_name}' ({type(module).__name__}) ran but offered no '{self.state}': "
-                    "AttentionDebugger reads nn.MultiheadAttention, or a module whose forward calls "
-                    f"capture_debug_state(name, '{self.state}', weights) with weights (B, heads, Lq, Lk)")
-            weights, metadata = self._offered
-        return attention_output(self.layer_name, weights, metadata)
+    def process_forward(self, module: nn.Module, input: Any, output: Any) -> _Capture:
+        if isinstance(module, nn.MultiheadAttention):  # copied: the caller may change its weights in place
+            return _Capture(output[1].detach().clone(), None, *self._padding)
+        self._inside = False
+        if self._offered is not None:
+            return _Capture(*self._offered)
+        if isinstance(output, tuple) and len(output) > 1 and isinstance(output[1], torch.Tensor) \
+                and output[1].ndim == 4:
+            return _Capture(output[1].detach().clone(), None)
+        raise RuntimeError(
+            f"layer '{self.layer_name}' ({type(module).__name__}) ran but offered no '{self.state}': "
+            "AttentionDebugger reads nn.MultiheadAttention, a module returning (output, weights) with weights "
+            f"(B, heads, Lq, Lk) (Hugging Face attention modules), or a module whose forward calls "
+            f"capture_debug_state(name, '{self.state}', weights)")
+
+    def __call__(self, datapoint: dict[str, Any], model: torch.nn.Module) -> Any:
+        capture = super().__call__(datapoint, model)
+        if not isinstance(capture, _Capture):
+            return capture  # a not-run record
+        if capture.key_real is None:
+            mask = datapoint["inputs"].get(self.mask_key) if isinstance(datapoint.get("inputs"), dict) else None
+            capture.query_real, capture.key_real = _padding_from_inputs(mask, capture.weights)
+        return attention_output(self.layer_name, capture)
 
     def clear(self) -> None:
         super().clear()
-        self._inside, self._offered = False, None
+        self._inside, self._offered, self._padding = False, None, (None, None)
 
 
-def attention_output(layer_name: str, weights: Any, metadata: Optional[dict]) -> dict[str, Any]:
+def _eager_attention(layer: nn.Module) -> list[Removable]:
+    """Make a Hugging Face attention layer compute its weights while attached; a handle puts it back."""
+    config = getattr(layer, "config", None)
+    before = getattr(config, "_attn_implementation", _EAGER)
+    if before == _EAGER:
+        return []
+    config._attn_implementation = _EAGER
+    return [_Restore(config, before)]
+
+
+class _Restore:
+    def __init__(self, config: Any, implementation: str) -> None:
+        self.config, self.implementation = config, implementation
+
+    def remove(self) -> None:
+        self.config._attn_implementation = self.implementation
+
+
+def _mha_padding(arguments: dict) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+    """(query_real, key_real) of one nn.MultiheadAttention call, from its nested query or key_padding_mask."""
+    query = arguments["query"]
+    if query.is_nested:  # nn.TransformerEncoder's fast path: padding already removed, rows padded with zeros
+        lengths = torch.tensor([t.shape[0] for t in query.unbind()])
+        real = torch.arange(int(lengths.max()))[None, :] < lengths[:, None]
+        return real, real
+    mask = arguments.get("key_padding_mask")
+    if mask is None:
+        return None, None
+    key_real = ~mask if mask.dtype == torch.bool else ~torch.isneginf(mask)
+    key_real = key_real.detach().cpu()
+    self_attention = arguments["key"] is query and query.shape[:2] == arguments["value"].shape[:2]
+    return (key_real if self_attention else None), key_real
+
+
+def _padding_from_inputs(mask: Any, weights: torch.Tensor) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+    """(query_real, key_real) from a (B, L) attention mask of the batch, where its L fits the weights."""
+    if not isinstance(mask, torch.Tensor) or mask.ndim != 2 or weights.ndim != 4 \
+            or mask.shape != (weights.shape[0], weights.shape[-1]):
+        return None, None
+    real = (mask != 0).cpu()
+    return (real if weights.shape[-2] == weights.shape[-1] else None), real
+
+
+def attention_output(layer_name: str, capture: _Capture) -> dict[str, Any]:
     """The attention record of (B, heads, Lq, Lk) (or single-head (B, Lq, Lk)) weights."""
+    weights = capture.weights
     if not isinstance(weights, torch.Tensor) or weights.ndim not in (3, 4):
         raise TypeError(f"AttentionDebugger needs batched attention weights (B, heads, Lq, Lk) from layer "
                         f"'{layer_name}', got {describe(weights)}; call the layer on a batch")
     probs = weights.detach().float()
-    probs = probs.unsqueeze(1) if probs.ndim == 3 else probs.clone()
-    grid = (metadata or {}).get("grid")
+    probs = probs.unsqueeze(1) if probs.ndim == 3 else probs
+    batch, _, queries, keys = probs.shape
+    query_real = _or_all(capture.query_real, batch, queries, probs.device)
+    entropy = -torch.special.xlogy(probs, probs).sum(-1)
+    real_rows = query_real[:, None, :].to(entropy.dtype)
+    grid = (capture.metadata or {}).get("grid")
+    attention: Any = probs
+    if capture.query_real is not None or capture.key_real is not None:
+        key_real = _or_all(capture.key_real, batch, keys, probs.device)
+        attention = PerDatapoint(probs[i][:, query_real[i]][:, :, key_real[i]] for i in range(batch))
     return {
         "kind": KIND_ATTENTION,
         "layer_name": layer_name,
-        "attention": probs,
-        "entropy_per_head": -torch.special.xlogy(probs, probs).sum(-1).mean(-1),
-        "max_attention": probs.amax(dim=(1, 2, 3)),
+        "attention": attention,
+        "entropy_per_head": (entropy * real_rows).sum(-1) / real_rows.sum(-1).clamp(min=1),
+        "max_attention": torch.where(query_real[:, None, :, None], probs, 0.0).amax(dim=(1, 2, 3)),
         "grid": [int(g) for g in grid] if grid is not None else None,
     }
+
+
+def _or_all(real: Optional[torch.Tensor], batch: int, length: int, device: torch.device) -> torch.Tensor:
+    if real is None:
+        return torch.ones(batch, length, dtype=torch.bool, device=device)
+    return real.to(device)

@@ -20,7 +20,6 @@ import fnmatch
 from collections.abc import Mapping
 from typing import Any, Optional
 
-import torch
 from torch import nn
 
 from utils.errors import ConfigError
@@ -68,13 +67,6 @@ class BatchDims:
     def of_inputs(self, name: str) -> int:
         """The batch dimension of the module's input tensors: its own layout."""
         return self._first.get(name, 0)
-
-
-def rows_along(tensor: torch.Tensor, dim: int, batch: int) -> Optional[torch.Tensor]:
-    """``tensor`` with its batch dimension ``dim`` moved first, or None when that dimension is not the batch."""
-    if tensor.ndim <= dim or tensor.shape[dim] != batch:
-        return None
-    return tensor.movedim(dim, 0) if dim else tensor
 
 
 def _declared_dim(name: str, declared: Mapping[str, int]) -> Optional[int]:

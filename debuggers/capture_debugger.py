@@ -37,14 +37,20 @@ class CaptureDebugger(BaseDebugger):
             states whose name contains 'attention', 'embedding' or 'position'.
 
     Each state gets a kind from its name (or ``metadata['kind']``): attention,
-    embedding, position_encoding, else tensor. Data is copied at capture time
-    (in-place changes later in the forward do not leak in). A tensor whose first
-    dimension is the batch size is split per datapoint; one with a first
-    dimension of 1 (e.g. a (1, N, D) encoding) is given to every datapoint, and so
-    is any other tensor whole. A state offered twice in one forward pass keeps its
-    last value.
+    embedding, position_encoding, else tensor. Data is copied at capture time, every
+    tensor and array inside dicts, lists and tuples too (in-place changes later in the
+    forward do not leak in). Each tensor is split per datapoint along its batch
+    dimension: 0 by the batch contract, or ``metadata['batch_dim']`` declared by the
+    capture point (1 for sequence-first ``(L, B, E)`` states, None for data without a
+    batch). A tensor of size 1 there (a ``(1, N, D)`` encoding) is given to every
+    datapoint without that dimension, in a dict or bare alike, whatever the batch size.
+    Any other tensor whose batch dimension is not the batch's size is given whole to
+    every datapoint and the record's ``'unsplit'`` says where it lies (``'.'`` for the
+    data itself): it was not split because its batch dimension is not known. A state
+    offered twice in one forward pass keeps its last value.
 
-    Output ``{'kind': 'captured_states', 'states': {component: {state: {'kind', 'data', 'metadata'}}}}``.
+    Output ``{'kind': 'captured_states', 'states': {component: {state: {'kind', 'data', 'metadata',
+    'unsplit'}}}}``.
     """
 
     def __init__(self, components: Optional[Sequence[str]] = None, states: Optional[Sequence[str]] = None,
@@ -67,8 +73,7 @@ class CaptureDebugger(BaseDebugger):
 
     def _on_capture(self, component: str, state: str, data: Any, metadata: Optional[dict]) -> None:
         if self.wants(component, state):
-            copy = data.detach().clone() if isinstance(data, torch.Tensor) else data
-            self._captured.setdefault(component, {})[state] = (copy, dict(metadata or {}))
+            self._captured.setdefault(component, {})[state] = (copy_arrays(data), dict(metadata or {}))
 
     def __call__(self, datapoint: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
         if not self._captured:
@@ -103,14 +108,47 @@ def state_kind(state: str, metadata: dict) -> str:
     return next((kind for _, word, kind in _STATE_FAMILIES if word in state), KIND_TENSOR)
 
 
+def copy_arrays(data: Any) -> Any:
+    """``data`` with every tensor (detached) and array inside dicts, lists and tuples copied."""
+    if isinstance(data, torch.Tensor):
+        return data.detach().clone()
+    if isinstance(data, np.ndarray):
+        return data.copy()
+    if isinstance(data, dict):
+        return {key: copy_arrays(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return type(data)(copy_arrays(value) for value in data)
+    return data
+
+
 def _record(state: str, data: Any, metadata: dict, batch: int) -> dict[str, Any]:
-    """One state's ``{'kind', 'data', 'metadata'}`` with its data batch first (or shared by all)."""
+    """One state's ``{'kind', 'data', 'metadata', 'unsplit'}``, each tensor batch first or shared by all."""
+    batch_dim = metadata.get("batch_dim", 0)
+    if batch_dim is not None and (isinstance(batch_dim, bool) or not isinstance(batch_dim, int) or batch_dim < 0):
+        raise ValueError(f"capture point '{state}' declares metadata['batch_dim'] = {batch_dim!r}; it must be the "
+                         "dimension (int >= 0) of the batch in the data, e.g. 1 for (L, B, E), or None for none")
+    unsplit: list[str] = []
+    data = _batch_first(data, batch_dim, batch, "", unsplit)
     metadata = {key: _plain(value) for key, value in metadata.items()}
-    if isinstance(data, (torch.Tensor, np.ndarray)) and not (data.ndim >= 1 and data.shape[0] == batch):
-        shared = data[0] if data.ndim >= 1 and data.shape[0] == 1 else data
-        data = shared[None].expand(batch, *shared.shape) if isinstance(shared, torch.Tensor) \
-            else np.broadcast_to(shared, (batch, *shared.shape))
-    return {"kind": state_kind(state, metadata), "data": data, "metadata": metadata}
+    return {"kind": state_kind(state, metadata), "data": data, "metadata": metadata, "unsplit": unsplit}
+
+
+def _batch_first(value: Any, dim: Optional[int], batch: int, path: str, unsplit: list[str]) -> Any:
+    """Every tensor/array in ``value`` with its batch first; shared ones repeated for every datapoint."""
+    if isinstance(value, dict):
+        return {key: _batch_first(item, dim, batch, f"{path}.{key}", unsplit) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_batch_first(item, dim, batch, f"{path}[{i}]", unsplit) for i, item in enumerate(value))
+    if not isinstance(value, (torch.Tensor, np.ndarray)):
+        return value
+    is_tensor = isinstance(value, torch.Tensor)
+    if dim is not None and value.ndim > dim and value.shape[dim] == batch:
+        return value if dim == 0 else value.movedim(dim, 0) if is_tensor else np.moveaxis(value, dim, 0)
+    if dim is not None and value.ndim > dim and value.shape[dim] == 1:
+        value = value.squeeze(dim) if is_tensor else np.squeeze(value, dim)
+    elif dim is not None:
+        unsplit.append(path or ".")
+    return value[None].expand(batch, *value.shape) if is_tensor else np.broadcast_to(value, (batch, *value.shape))
 
 
 def _plain(value: Any) -> Any:

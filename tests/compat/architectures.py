@@ -86,3 +86,25 @@ def _randomise_batchnorm(model: nn.Module) -> None:
             if isinstance(module, nn.BatchNorm2d):
                 module.running_mean.uniform_(-0.2, 0.2)
                 module.running_var.uniform_(0.5, 1.5)
+
+
+class TokenEncoder(nn.Module):
+    """Padded token sequences (token 0 is padding) through ``nn.TransformerEncoder`` with a padding mask;
+    ``nested=True`` lets eval + no_grad take its nested-tensor fast path (padded rows come back as zeros)."""
+
+    def __init__(self, vocab: int = 20, dim: int = 16, heads: int = 2, num_classes: int = 3,
+                 nested: bool = False, batch_first: bool = True) -> None:
+        super().__init__()
+        self.batch_first = batch_first
+        self.embed = nn.Embedding(vocab, dim)
+        layer = nn.TransformerEncoderLayer(dim, heads, 2 * dim, dropout=0.0, batch_first=batch_first)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=nested)
+        self.head = nn.Linear(dim, num_classes)
+
+    def forward(self, inputs: dict) -> dict:
+        tokens = inputs["tokens"]
+        x = self.embed(tokens)
+        x = self.encoder(x if self.batch_first else x.transpose(0, 1), src_key_padding_mask=tokens == 0)
+        x = x if self.batch_first else x.transpose(0, 1)
+        real = (tokens != 0).unsqueeze(-1).to(x.dtype)
+        return {"logits": self.head((x * real).sum(1) / real.sum(1).clamp(min=1))}

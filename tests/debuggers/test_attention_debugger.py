@@ -8,9 +8,11 @@ import torch
 from torch import nn
 
 from debuggers.attention_debugger import AttentionDebugger
+from debuggers.capture import capture_debug_state
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from models import AttentionClassifier
-from tests.debuggers.library import capture_epoch, entry, leftover_hooks, make_batch
+from tests.compat.architectures import TokenEncoder
+from tests.debuggers.library import capture_epoch, entry, leftover_hooks, make_batch, run_batches
 
 
 class MHAModel(nn.Module):
@@ -132,3 +134,54 @@ def test_a_layer_offering_no_weights_is_a_clear_error(tmp_path):
                             [entry("att", AttentionDebugger, layer_name="blocks.0.mlp")])
     assert outputs[0]["att"]["kind"] == "error"
     assert "layer 'blocks.0.mlp' (Sequential) ran but offered no 'attention_weights'" in outputs[0]["att"]["message"]
+
+
+def padded_batch(sequences, idx):
+    """A batch of token sequences right-padded with 0, and its attention mask."""
+    length = max(len(s) for s in sequences)
+    tokens = torch.tensor([s + [0] * (length - len(s)) for s in sequences])
+    return {"inputs": {"tokens": tokens, "attention_mask": (tokens != 0).long()},
+            "meta_info": {"idx": torch.tensor(idx)}}
+
+
+SEQUENCES = [[3, 5, 7, 9], [4, 2, 6, 8, 1, 11, 12], [13, 14], [5, 5, 6, 7, 8, 9, 10]]
+
+
+@pytest.mark.parametrize("nested, batch_first", [(True, True), (False, True), (False, False)])
+def test_padding_is_cropped_and_batched_equals_alone(tmp_path, nested, batch_first):
+    torch.manual_seed(0)
+    model = TokenEncoder(nested=nested, batch_first=batch_first).eval()
+    debuggers = [entry("att", AttentionDebugger, layer_name="encoder.layers.0.self_attn")]
+    batched = run_batches(model, [padded_batch(SEQUENCES, [0, 1, 2, 3])], tmp_path / "batched", debuggers)[1]
+    alone = run_batches(model, [padded_batch([s], [i]) for i, s in enumerate(SEQUENCES)], tmp_path / "alone",
+                        debuggers)[1]
+    for i, sequence in enumerate(SEQUENCES):
+        with torch.no_grad():  # independent: the layer called on the datapoint alone, without padding
+            x = model.embed(torch.tensor([sequence]))
+            x = x if batch_first else x.transpose(0, 1)
+            _, direct = model.encoder.layers[0].self_attn(x, x, x, need_weights=True, average_attn_weights=False)
+        direct = direct[0].numpy()
+        for out in (batched[i]["att"], alone[i]["att"]):
+            assert out["attention"].shape == (2, len(sequence), len(sequence))
+            np.testing.assert_allclose(out["attention"], direct, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(out["entropy_per_head"], entropy(direct.astype(np.float64)), rtol=1e-5)
+            assert out["max_attention"] == pytest.approx(float(direct.max()), rel=1e-5)
+
+
+def test_offered_weights_are_copied_when_offered(tmp_path):
+    class ChangesItsWeights(nn.Module):
+        def forward(self, inputs):
+            x = inputs["image"].flatten(1)[:, :4]
+            weights = torch.softmax(x[:, None, :, None] * x[:, None, None, :], dim=-1)  # (B, 1, 4, 4)
+            capture_debug_state("mix", "attention_weights", weights)
+            weights.zero_()
+            return {"logits": x}
+
+    model = nn.Sequential()
+    model.add_module("mix", ChangesItsWeights())
+    images = torch.randn(2, 3, 2, 2)
+    outputs = capture_epoch(model, images, tmp_path, 2, [entry("att", AttentionDebugger, layer_name="mix")])
+    x = images.flatten(1)[:, :4]
+    expected = torch.softmax(x[:, :, None] * x[:, None, :], dim=-1)
+    for i in range(2):
+        np.testing.assert_allclose(outputs[i]["att"]["attention"][0], expected[i].numpy(), rtol=1e-6)

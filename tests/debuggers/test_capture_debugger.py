@@ -66,8 +66,9 @@ def test_nothing_matched_is_a_not_run_record(model, images, tmp_path):
 
 
 class Offers(nn.Module):
-    """Offers a shared (1, N, D) table, a non-batch matrix, a number, a value later changed in place,
-    and a state on every other call only."""
+    """Offers a shared (1, N, D) table, a non-batch matrix, a number, values later changed in place (bare and
+    in a dict that also holds a shared table), a sequence-first (L, B, 1) state, and a state on every other
+    call only."""
 
     def __init__(self):
         super().__init__()
@@ -81,6 +82,8 @@ class Offers(nn.Module):
         capture_debug_state("enc", "temperature", 0.5)
         y = x * 1.0
         capture_debug_state("enc", "before_inplace", y)
+        capture_debug_state("enc", "layer", {"pos": torch.arange(12.0).reshape(1, 4, 3), "x": [y]})
+        capture_debug_state("enc", "seq_first", x[:, :4].t()[..., None], {"batch_dim": 1})
         y.mul_(0)
         if self.calls % 2 == 1:
             capture_debug_state("enc", "odd_calls_only", x)
@@ -97,8 +100,14 @@ def test_data_without_the_batch_first_is_given_to_every_datapoint(tmp_path, batc
         assert states["position_table"]["kind"] == "position_encoding"
         assert states["position_table"]["metadata"] == {"device": "cpu"}
         np.testing.assert_array_equal(states["mixing"]["data"], np.eye(5))
-        assert states["temperature"] == {"kind": "tensor", "data": 0.5, "metadata": {}}
-        np.testing.assert_allclose(states["before_inplace"]["data"], images[i].flatten()[:6].numpy())
+        assert states["mixing"]["unsplit"] == ["."]  # (5, 5): no batch dimension, said so
+        assert states["temperature"] == {"kind": "tensor", "data": 0.5, "metadata": {}, "unsplit": []}
+        row = images[i].flatten()[:6].numpy()
+        np.testing.assert_allclose(states["before_inplace"]["data"], row)
+        np.testing.assert_array_equal(states["layer"]["data"]["pos"], np.arange(12.0).reshape(4, 3))
+        np.testing.assert_allclose(states["layer"]["data"]["x"][0], row)  # copied: the later mul_ did not leak
+        assert states["layer"]["unsplit"] == [] and states["position_table"]["unsplit"] == []
+        np.testing.assert_allclose(states["seq_first"]["data"], row[:4, None])
 
 
 def test_states_are_cleared_between_batches(tmp_path):
