@@ -25,8 +25,10 @@ def build_model_report(model: torch.nn.Module, example_inputs: Any) -> dict[str,
 
     FLOPs are counted by ``torch.utils.flop_counter.FlopCounterMode`` (matmuls and
     convolutions; element-wise ops count zero) for the example batch, in eval mode
-    and without gradients; a model it cannot trace gets ``total_flops: None`` and
-    the reason in ``flops_error``.
+    and without gradients, with PyTorch's native attention fast path switched off
+    (``nn.MultiheadAttention`` and ``nn.Transformer*`` layers would otherwise run one
+    fused kernel the counter does not see, and count 0); a model it cannot trace gets
+    ``total_flops: None`` and the reason in ``flops_error``.
     """
     layers = [_layer_entry(name, module) for name, module in model.named_modules()
               if any(True for _ in module.parameters(recurse=False))]
@@ -58,11 +60,15 @@ def _layer_entry(name: str, module: torch.nn.Module) -> dict[str, Any]:
 def _count_flops(model: torch.nn.Module, example_inputs: Any) -> dict[str, Any]:
     """``total_flops`` and ``module_flops`` {module name: FLOPs including its children}."""
     counter = FlopCounterMode(display=False)
+    fast_path = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
     try:
         with eval_mode(model), torch.no_grad(), counter:
             model(example_inputs)
     except Exception as exc:  # the report is informative only; a model the counter cannot trace still trains
         return {"total_flops": None, "module_flops": {}, "flops_error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fast_path)
     prefix = type(model).__name__
     module_flops = {}
     for key, per_op in counter.get_flop_counts().items():

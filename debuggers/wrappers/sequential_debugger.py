@@ -22,6 +22,7 @@ import shutil
 import tempfile
 from typing import Any, Optional
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -29,7 +30,7 @@ from analysis.epoch_rows import DebuggerSummaries
 from debuggers.base_debugger import BaseDebugger, Removable
 from debuggers.batch_split import split_batch
 from debuggers.forward_debugger import ForwardDebugger
-from debuggers.outputs import error_output
+from debuggers.outputs import PerDatapoint, error_output, is_shared_record
 from debuggers.page_format import INDEX_GLOB, PAGE_GLOB
 from debuggers.page_store import PageWriter
 from debuggers.utils import UnknownLayerError, require_layer
@@ -70,6 +71,7 @@ class SequentialDebugger(BaseDebugger):
         self._enabled = False
         self._staging_dir: Optional[str] = None
         self._failed: set[str] = set()
+        self._checked_numbers: set[str] = set()
         self._epoch_open = False
         self.write_error: Optional[BaseException] = None
         self._log = logger
@@ -130,7 +132,7 @@ class SequentialDebugger(BaseDebugger):
     def __call__(self, datapoint: dict[str, Any], model: Optional[torch.nn.Module] = None,
                  idx: Any = None) -> dict[str, Any]:
         """Run every debugger on this batch, buffer one output per datapoint, return the batch outputs."""
-        if not self.enabled:
+        if not self.enabled or not self.debuggers:
             return {}
         model = self._model if model is None else model
         idx = idx_list(datapoint["meta_info"]["idx"] if idx is None else idx)
@@ -145,6 +147,8 @@ class SequentialDebugger(BaseDebugger):
             for debugger in self.debuggers.values():
                 debugger.clear()
         outputs = {name: outputs[name] for name in self.debuggers}
+        if len(idx) > 1:
+            self._warn_whole_batch_numbers(outputs)
         self._buffer_batch(idx, outputs)
         return outputs
 
@@ -163,6 +167,21 @@ class SequentialDebugger(BaseDebugger):
                               "as its output and the run goes on (set strict=True to stop instead)",
                               exc_info=exc)
         return error_output(exc)
+
+    def _warn_whole_batch_numbers(self, outputs: dict[str, Any]) -> None:
+        """Once per debugger: a Python float is one value for the whole batch, stored for each datapoint."""
+        for name, output in outputs.items():
+            if name in self._checked_numbers or is_shared_record(output):
+                continue
+            self._checked_numbers.add(name)
+            where = _python_float_at(output, "")
+            if where is not None:
+                self._log.warning(
+                    f"debugger '{name}' returned a Python number at '{where or 'its output'}' (from .item() or "
+                    "float()?): it is one value for the whole batch, stored unchanged for every datapoint of the "
+                    "batch. Return a tensor with the batch first for a value per datapoint, e.g. "
+                    "output.mean(dim=(1, 2, 3)) instead of float(output.mean()); a value meant for the whole "
+                    "batch can stay as it is (this is said once per debugger)")
 
     def _buffer_batch(self, idx: list[int], outputs: dict[str, Any]) -> None:
         per_name = {}
@@ -250,8 +269,10 @@ def _page_size_bytes(page_size_mb: Any) -> int:
 
 
 def _build_debuggers(debuggers_config: Any) -> dict[str, BaseDebugger]:
-    if not isinstance(debuggers_config, (list, tuple)) or not debuggers_config:
-        raise ConfigError("debuggers_config must be a non-empty list of {'name': ..., 'debugger_config': ...}")
+    """The named debuggers; an empty list (every entry commented out) is a debugger that does nothing."""
+    if not isinstance(debuggers_config, (list, tuple)):
+        raise ConfigError("debuggers_config must be a list of {'name': ..., 'debugger_config': ...} "
+                          f"(an empty list switches them all off), got {type(debuggers_config).__name__}")
     debuggers: dict[str, BaseDebugger] = {}
     for i, entry in enumerate(debuggers_config):
         where = f"debuggers_config[{i}]"
@@ -269,6 +290,19 @@ def _build_debuggers(debuggers_config: Any) -> dict[str, BaseDebugger]:
                               "subclass debuggers.base_debugger.BaseDebugger or ForwardDebugger")
         debuggers[name] = debugger
     return debuggers
+
+
+def _python_float_at(value: Any, path: str) -> Optional[str]:
+    """The path of the first Python/NumPy float scalar inside ``value`` (dicts, lists, tuples), or None."""
+    if isinstance(value, (float, np.floating)):
+        return path
+    if isinstance(value, dict):
+        children = [(f"{path}.{key}" if path else str(key), item) for key, item in value.items()]
+    elif isinstance(value, (list, tuple)) and not isinstance(value, PerDatapoint):
+        children = [(f"{path}[{i}]", item) for i, item in enumerate(value)]
+    else:
+        return None
+    return next((found for child, item in children if (found := _python_float_at(item, child)) is not None), None)
 
 
 def _move_pages(source: str, output_dir: str) -> None:

@@ -71,3 +71,31 @@ def test_runner_writes_the_report_only_with_a_debugger(tiny_config, with_debugge
     if with_debugger:
         report = json.loads(open(path).read())
         assert report["model"] == "SmallCNN" and report["batch_size"] == 1 and report["total_flops"] > 0
+
+
+@pytest.mark.parametrize("model", [
+    nn.MultiheadAttention(16, 2, batch_first=True),
+    nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True), 2,
+                          enable_nested_tensor=False),
+], ids=["MultiheadAttention", "TransformerEncoder"])
+def test_attention_flops_are_counted_like_the_explicit_path(model):
+    """Eval + no_grad takes PyTorch's fused attention fast path, which the counter does not see."""
+    class Wrapper(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = model
+
+        def forward(self, inputs):
+            x = inputs["x"]
+            out = self.inner(x, x, x) if isinstance(self.inner, nn.MultiheadAttention) else self.inner(x)
+            return {"logits": out[0] if isinstance(out, tuple) else out}
+
+    wrapper = Wrapper()
+    x = torch.randn(3, 5, 16)
+    report = build_model_report(wrapper, {"x": x})
+    reference = torch.utils.flop_counter.FlopCounterMode(display=False)
+    with reference:  # training mode with gradients: the explicit path, which the counter sees
+        wrapper({"x": x})
+    assert report["total_flops"] == reference.get_total_flops() > 0
+    assert report["module_flops"]["inner"] == reference.get_total_flops()
+    assert torch.backends.mha.get_fastpath_enabled()  # switched back on

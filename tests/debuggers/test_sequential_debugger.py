@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 
@@ -17,7 +18,7 @@ from debuggers.utils import UnknownLayerError
 from debuggers.wrappers.sequential_debugger import DebuggerError, SequentialDebugger
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from tests.debuggers.library import entry, make_batch, run_epoch
-from tests.runs import REPO_ROOT
+from tests.runs import REPO_ROOT, train, write_config
 from utils.errors import ConfigError
 
 
@@ -191,7 +192,7 @@ def test_an_unusable_page_folder_stops_capture_not_the_run(model, images, tmp_pa
     ({"debuggers_config": [entry("x", FeatureCopy, layer_name="a")], "page_size_mb": "big"}, "page_size_mb"),
     ({"debuggers_config": [entry("x", FeatureCopy, layer_name="a")], "page_size_mb": float("nan")},
      "page_size_mb"),
-    ({"debuggers_config": []}, "non-empty list"),
+    ({"debuggers_config": {"x": 1}}, "debuggers_config must be a list"),
     ({"debuggers_config": [{"name": "x"}]}, "exactly 'name' and 'debugger_config'"),
     ({"debuggers_config": [entry("x", torch.nn.ReLU)]}, "not a BaseDebugger"),
 ])
@@ -229,3 +230,43 @@ def test_user_input_checks_hold_under_python_O():
                             timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("refused:") == 3
+
+
+class ItemMean(ForwardDebugger):
+    """A whole-batch statistic through .item(): one number for every datapoint."""
+
+    def process_forward(self, module, input, output):
+        return {"stats": {"mean": output.mean().item()}, "layer": "backbone.layer1", "channels": 4}
+
+
+def test_a_python_number_is_warned_about_once_naming_the_debugger_and_the_fix(model, images, tmp_path, caplog):
+    debuggers = [entry("item", ItemMean, layer_name="backbone.layer1"),
+                 entry("fine", FeatureCopy, layer_name="backbone.layer1")]
+    with caplog.at_level(logging.WARNING, logger="lantern.debugger"):
+        _, outputs = run_epoch(model, images[:8], tmp_path, 4, debuggers)
+    warnings = [r.getMessage() for r in caplog.records if "Python number" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "debugger 'item'" in warnings[0] and "'stats.mean'" in warnings[0]
+    assert "output.mean(dim=(1, 2, 3)) instead of float(output.mean())" in warnings[0]
+    assert outputs[0]["item"]["stats"]["mean"] == outputs[3]["item"]["stats"]["mean"]  # still stored, as it was
+
+
+def test_an_empty_debuggers_list_is_a_debugger_that_does_nothing(model, images, tmp_path):
+    debugger = SequentialDebugger([], model=model)
+    debugger.reset_buffer(str(tmp_path / "debugger"))
+    debugger.enabled = True
+    with torch.no_grad():
+        dp = batch(images, range(4))
+        dp["outputs"] = model(dp["inputs"])
+        assert debugger(dp, model) == {}
+    assert debugger.save_all(str(tmp_path / "debugger"))["datapoints"] == 0
+    debugger.close()
+    assert forward_hook_count(model) == 0
+
+
+def test_a_run_with_every_debugger_commented_out_trains(tmp_path):
+    extra = ("config['debugger'] = {'class': SequentialDebugger, 'args': {'debuggers_config': [\n"
+             "    # {'name': 'features', 'debugger_config': ...},\n]}}\n")
+    work_dir = train(write_config(tmp_path / "off.py", tmp_path / "off", epochs=1, train_size=16, val_size=8,
+                                  extra=extra))
+    assert os.path.exists(os.path.join(work_dir, "epoch_0", "checkpoint.pt"))
