@@ -39,14 +39,16 @@ KIND_FIELDS: dict[str, str] = {
                      "positive_ratio, saturation_low/high, nonfinite_ratio, channel_means/stds (C,), "
                      "histogram (bins,) with histogram_edges (bins+1,), sample_values (<=100,)",
     KIND_LAYER_OUTPUT: "layer_name, output (spatially average-pooled), original_shape, downsample_factor",
-    KIND_ATTENTION: "layer_name, attention (heads,Lq,Lk), entropy_per_head (heads,), max_attention, "
+    KIND_ATTENTION: "layer_name, attention (heads,Lq,Lk) cropped to the real tokens, entropy_per_head (heads,), "
+                    "max_attention, "
                     "grid [h, w] of the key tokens or None",
     KIND_CAM: "target_layer, cam (H,W) in [0, 1], target_class, target_score, raw_max (cam's max before "
               "normalisation)",
     KIND_NAN_ORIGIN: "first_module (name or None), module_type, input_min/input_max of first_module's input "
-                     "(nan if none), bad_modules (names in execution order), modules_checked",
+                     "(nan if none), bad_modules (names in execution order), modules_checked, "
+                     "batch_dim_unknown (why a non-finite output could not be attributed)",
     KIND_GRADIENT_FLOW: "layers (names), grad_norms (L,), missing (L,) bool, zero (L,) bool, frozen (L,) bool",
-    KIND_CAPTURED_STATES: "states {component: {state: {kind, data, metadata}}}, each state's kind one of "
+    KIND_CAPTURED_STATES: "states {component: {state: {kind, data, metadata, unsplit}}}, each state's kind one of "
                           "attention, embedding, position_encoding, tensor",
     KIND_EMBEDDING: "data (C,H,W) or (N,D) tokens (metadata['grid'] gives the token grid)",
     KIND_POSITION_ENCODING: "data (N,D) or (C,H,W) encodings (metadata['grid'] gives the token grid)",
