@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from debuggers.capture import capture_debug_state
+
 
 class BasicBlock(nn.Module):
     """torchvision's ResNet BasicBlock: conv-bn-relu(inplace)-conv-bn, ``out += identity``, relu(inplace)."""
@@ -52,7 +54,9 @@ class TinyResNet(nn.Module):
 
     def forward(self, inputs: dict) -> dict:
         features = self.layer2(self.layer1(self.stem(inputs["image"])))
-        return {"logits": self.fc(features.mean(dim=(2, 3)))}
+        pooled = features.mean(dim=(2, 3))
+        capture_debug_state("head", "embedding", pooled)
+        return {"logits": self.fc(pooled)}
 
 
 class SeqFirstClassifier(nn.Module):
@@ -74,6 +78,7 @@ class SeqFirstClassifier(nn.Module):
         tokens = inputs["tokens"]
         x = self.embed(tokens).transpose(0, 1)  # (L, B, E)
         x, _ = self.lstm(x)
+        capture_debug_state("lstm", "states", x, {"batch_dim": 1})  # sequence-first, declared
         x, _ = self.attn(x, x, x, key_padding_mask=tokens == 0)
         x = self.norm(x)  # (L, B, E): no type says so, a debugger must be told (batch_dims={'norm': 1})
         return {"logits": self.head(x.mean(dim=0))}

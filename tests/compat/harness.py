@@ -1,0 +1,78 @@
+"""The compatibility suite's harness: real SequentialDebugger epochs read back through the public API,
+"batched equals alone", and a debugger a user would write."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from debuggers.forward_debugger import ForwardDebugger
+from tests.debuggers.library import entry, run_batches
+
+__all__ = ["ChannelEnergy", "alone", "assert_same_outputs", "capture", "entry"]
+
+
+class ChannelEnergy(ForwardDebugger):
+    """What a user writes: the mean square of each channel (dimension 1) of a layer, per datapoint."""
+
+    def process_forward(self, module: torch.nn.Module, input: Any, output: Any) -> dict:
+        values = output.detach().float()
+        return {"energy": values.pow(2).reshape(*values.shape[:2], -1).mean(-1)}
+
+    def summary(self, output: dict) -> dict[str, float]:
+        return {"total_energy": float(np.sum(output["energy"]))}
+
+
+def capture(model: torch.nn.Module, batches: list[dict], out_dir, debuggers: list[dict]) -> dict[int, dict]:
+    """One evaluation epoch over ``batches``; every datapoint's outputs as read back from its pages."""
+    summary, outputs = run_batches(model, batches, out_dir, debuggers, strict=True)
+    idx = [int(i) for batch in batches for i in batch["meta_info"]["idx"]]
+    assert summary["datapoints"] == len(idx)
+    return {i: outputs[i] for i in idx}
+
+
+def alone(batches: list[dict]) -> list[dict]:
+    """Each datapoint as a batch of its own; padded token sequences cropped to their real tokens."""
+    singles = []
+    for batch in batches:
+        mask = batch["inputs"].get("attention_mask")
+        for row in range(len(batch["meta_info"]["idx"])):
+            length = int(mask[row].sum()) if mask is not None else None
+            singles.append(_take(batch, row, length))
+    return singles
+
+
+def _take(value: Any, row: int, length: int | None) -> Any:
+    if isinstance(value, dict):
+        return {key: _take(item, row, length) for key, item in value.items()}
+    if isinstance(value, torch.Tensor) and value.ndim >= 1:
+        one = value[row:row + 1]
+        return one[:, :length] if length is not None and one.ndim == 2 else one
+    return value
+
+
+def assert_same_outputs(batched: dict[int, dict], single: dict[int, dict], rtol: float = 1e-4,
+                        atol: float = 1e-5) -> None:
+    """Every datapoint's outputs equal, whether it came in a batch or alone (floats to rounding)."""
+    assert batched.keys() == single.keys()
+    for idx in batched:
+        _assert_same(batched[idx], single[idx], f"datapoint {idx}", rtol, atol)
+
+
+def _assert_same(a: Any, b: Any, where: str, rtol: float, atol: float) -> None:
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), f"{where}: keys {list(a)} != {list(b)}"
+        for key in a:
+            _assert_same(a[key], b[key], f"{where}.{key}", rtol, atol)
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), f"{where}: {len(a)} != {len(b)} items"
+        for i, (x, y) in enumerate(zip(a, b)):
+            _assert_same(x, y, f"{where}[{i}]", rtol, atol)
+    elif isinstance(a, (np.ndarray, float, np.floating)) and not isinstance(a, bool):
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.shape == b.shape, f"{where}: shape {a.shape} != {b.shape}"
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=where)
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"

@@ -1,0 +1,120 @@
+"""Hugging Face models (BERT, GPT-2, ViT, ResNet; random weights, built offline) through real epochs:
+each debugger checked against an independent computation and for "batched equals alone"."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from debuggers.activation_stats_debugger import ActivationStatsDebugger
+from debuggers.attention_debugger import AttentionDebugger
+from debuggers.feature_map_debugger import FeatureMapDebugger
+from debuggers.gradcam_debugger import GradCAMDebugger
+from debuggers.gradient_flow_debugger import GradientFlowDebugger
+from debuggers.layer_output_debugger import LayerOutputDebugger
+from debuggers.model_report import build_model_report
+from debuggers.nan_inf_debugger import NaNInfDebugger
+from tests.compat import huggingface as hf
+from tests.compat.harness import ChannelEnergy, alone, assert_same_outputs, capture, entry
+from tests.compat.references import captum_gradcam
+
+SEQUENCES = [[5, 6, 7], [8, 9, 10, 11, 12, 13], [14, 15], [16, 17, 18, 19, 20, 21]]
+
+
+def eager_attentions(model: hf.HFClassifier, inputs: dict) -> tuple:
+    """The model's own ``output_attentions`` (eager: the implementation that returns them)."""
+    config = model.model.config
+    before, config._attn_implementation = config._attn_implementation, "eager"
+    try:
+        with torch.no_grad():
+            return model.model(**inputs, output_attentions=True).attentions
+    finally:
+        config._attn_implementation = before
+
+
+def check_flops(model: torch.nn.Module, inputs: dict) -> None:
+    reference = FlopCounterMode(display=False)
+    with torch.enable_grad(), reference:
+        model(inputs)
+    report = build_model_report(model, inputs)
+    assert report["total_flops"] == reference.get_total_flops() > 0
+
+
+@pytest.mark.parametrize("build, layer", [(hf.bert, "model.bert.encoder.layer.0.attention.self"),
+                                          (hf.gpt2, "model.transformer.h.1.attn")], ids=["BERT", "GPT-2"])
+def test_text_models_with_padded_batches(tmp_path, build, layer):
+    model = build()
+    batches = hf.text_batches(SEQUENCES, 4)
+    layer_index = int(layer.split(".")[-3 if "bert" in layer else -2])
+    debuggers = [entry("attention", AttentionDebugger, layer_name=layer),
+                 entry("nan", NaNInfDebugger),
+                 entry("gradients", GradientFlowDebugger, layer_types=["Linear", "Conv1D"])]
+    if build is hf.bert:
+        debuggers += [entry("pooled_stats", ActivationStatsDebugger, layer_name="model.bert.pooler"),
+                      entry("pooled", LayerOutputDebugger, layer_name="model.bert.pooler"),
+                      entry("user", ChannelEnergy, layer_name="model.bert.pooler.dense")]
+    batched = capture(model, batches, tmp_path / "batched", debuggers)
+    single = capture(model, alone(batches), tmp_path / "alone", debuggers)
+    assert model.model.config._attn_implementation == "sdpa"  # given back after capture
+    for i, sequence in enumerate(SEQUENCES):
+        ids = torch.tensor([sequence])
+        own = eager_attentions(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})[layer_index][0]
+        attention = batched[i]["attention"]
+        assert attention["kind"] == "attention" and attention["attention"].shape == (2, len(sequence), len(sequence))
+        np.testing.assert_allclose(attention["attention"], own.numpy(), rtol=1e-4, atol=1e-6)
+        assert batched[i]["nan"]["first_module"] is None
+        assert not batched[i]["gradients"]["missing"].any() and batched[i]["gradients"]["loss"] > 0
+    assert_same_outputs(batched, single)
+    check_flops(model, batches[0]["inputs"])
+
+
+def test_vit(tmp_path):
+    model = hf.vit()
+    torch.manual_seed(1)
+    images = torch.randn(4, 3, 16, 16)
+    batches = hf.image_batches(images, 4)
+    projection = "model.vit.embeddings.patch_embeddings.projection"
+    debuggers = [entry("attention", AttentionDebugger, layer_name="model.vit.layers.1.attention"),
+                 entry("cam", GradCAMDebugger, target_layer=projection, input_key="pixel_values"),
+                 entry("patches", FeatureMapDebugger, layer_name=projection),
+                 entry("stats", ActivationStatsDebugger, layer_name="model.vit.layernorm"),
+                 entry("nan", NaNInfDebugger)]
+    batched = capture(model, batches, tmp_path / "batched", debuggers)
+    own = eager_attentions(model, {"pixel_values": images})[1]
+    with torch.no_grad():
+        targets = model({"pixel_values": images})["logits"].argmax(1)
+    cam, raw_max = captum_gradcam(model, projection, {"pixel_values": images}, targets, input_key="pixel_values")
+    for i in range(4):
+        np.testing.assert_allclose(batched[i]["attention"]["attention"], own[i].numpy(), rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(batched[i]["cam"]["cam"], cam[i].numpy(), rtol=1e-4, atol=1e-5)
+        assert batched[i]["cam"]["raw_max"] == pytest.approx(float(raw_max[i]), rel=1e-4)
+        assert batched[i]["patches"]["feature_map"].shape == (32, 4, 4)
+    assert_same_outputs(batched, capture(model, alone(batches), tmp_path / "alone", debuggers))
+    check_flops(model, batches[0]["inputs"])
+
+
+def test_resnet(tmp_path):
+    """Hugging Face's ResNet: `hidden_state += residual` after the block's last BatchNorm, in place."""
+    model = hf.resnet()
+    torch.manual_seed(2)
+    images = torch.randn(4, 3, 16, 16)
+    batches = hf.image_batches(images, 4)
+    target = "model.resnet.encoder.stages.1.layers.0.layer.1.normalization"
+    debuggers = [entry("cam", GradCAMDebugger, target_layer=target, input_key="pixel_values"),
+                 entry("stage0", FeatureMapDebugger, layer_name="model.resnet.encoder.stages.0", max_channels=4),
+                 entry("stats", ActivationStatsDebugger, layer_name="model.resnet.encoder.stages.1"),
+                 entry("pooled", LayerOutputDebugger, layer_name="model.resnet.pooler"),
+                 entry("user", ChannelEnergy, layer_name="model.resnet.encoder.stages.1"),
+                 entry("gradients", GradientFlowDebugger, layer_types=["Conv2d", "Linear"]),
+                 entry("nan", NaNInfDebugger)]
+    batched = capture(model, batches, tmp_path / "batched", debuggers)
+    with torch.no_grad():
+        targets = model({"pixel_values": images})["logits"].argmax(1)
+    cam, raw_max = captum_gradcam(model, target, {"pixel_values": images}, targets, input_key="pixel_values")
+    for i in range(4):
+        np.testing.assert_allclose(batched[i]["cam"]["cam"], cam[i].numpy(), rtol=1e-4, atol=1e-5)
+        assert batched[i]["cam"]["raw_max"] == pytest.approx(float(raw_max[i]), rel=1e-4)
+    assert_same_outputs(batched, capture(model, alone(batches), tmp_path / "alone", debuggers))
+    check_flops(model, batches[0]["inputs"])
