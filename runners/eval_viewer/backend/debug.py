@@ -13,8 +13,12 @@ import os
 import threading
 from typing import Any, Optional
 
-from debuggers.page_format import INDEX_GLOB
+from debuggers.page_format import INDEX_GLOB, CorruptPageError, UnsafePageError
 from runners.eval_viewer.backend.initialization import DEBUGGER_DIR, DebugOutputs
+
+
+class EpochDebugError(CorruptPageError):
+    """An epoch's debug folder cannot be opened; shown in place of that epoch's debug outputs."""
 
 
 class EpochDebug:
@@ -33,17 +37,36 @@ class EpochDebug:
         return set(self._outputs.locations)
 
     def get(self, idx: int) -> Optional[dict[str, Any]]:
-        """The outputs of ``idx``, None if none were saved; page errors propagate with their message."""
+        """The outputs of ``idx``, None if none were saved; page errors propagate with their message,
+        and anything else a crafted index or page causes becomes a ``CorruptPageError`` naming it."""
         with self._lock:
             if idx not in self._outputs:
                 return None
-            return self._outputs[idx]
+            try:
+                return self._outputs[idx]
+            except (CorruptPageError, UnsafePageError, OSError):
+                raise
+            except Exception as exc:  # the folder is data from anyone: shown in place, never a server error
+                raise CorruptPageError(f"the debug outputs of datapoint {idx} in {self._outputs.debugger_dir} "
+                                       f"cannot be read ({type(exc).__name__}: {exc}); rerun this epoch to "
+                                       "rewrite its pages") from exc
 
 
 def open_epoch_debug(epoch_dir: str) -> Optional[EpochDebug]:
-    """Reads the epoch's index only; keeps one page in memory (the viewer caches several epochs)."""
+    """Reads the epoch's index only; keeps one page in memory (the viewer caches several epochs).
+
+    Whatever is wrong in the folder (a malformed index, an unreadable unindexed page) becomes one
+    ``EpochDebugError`` naming it, so the viewer shows it for this epoch and serves everything else.
+    """
     debugger_dir = os.path.join(epoch_dir, DEBUGGER_DIR)
-    return EpochDebug(DebugOutputs(debugger_dir, cache_pages=1)) if os.path.isdir(debugger_dir) else None
+    if not os.path.isdir(debugger_dir):
+        return None
+    try:
+        return EpochDebug(DebugOutputs(debugger_dir, cache_pages=1))
+    except Exception as exc:  # the folder is data from anyone: any failure is shown, never a server error
+        raise EpochDebugError(f"the debug outputs in {debugger_dir} cannot be opened ({type(exc).__name__}: "
+                              f"{exc}); scores and other epochs still show. Rerun this epoch to rewrite its "
+                              "pages") from exc
 
 
 def index_signature(epoch_dir: str) -> tuple:

@@ -8,11 +8,11 @@ memory stays bounded however many runs and epochs are browsed.
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from runners.eval_viewer.backend.cache import BoundedCache
 from runners.eval_viewer.backend.datasets import build_run_dataset, config_signature
-from runners.eval_viewer.backend.debug import EpochDebug, index_signature, open_epoch_debug
+from runners.eval_viewer.backend.debug import EpochDebug, EpochDebugError, index_signature, open_epoch_debug
 from runners.eval_viewer.backend.runs import Discovery, Epoch, Run, discover_runs, list_epochs
 from runners.eval_viewer.backend.scores import Scores, ScoresError, read_scores
 
@@ -29,7 +29,7 @@ class ViewerBackend:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self._given_dirs = list(log_dirs)
         self._datasets: BoundedCache[Any] = BoundedCache(max_datasets)
-        self._debug: BoundedCache[Optional[EpochDebug]] = BoundedCache(max_debug_epochs)
+        self._debug: BoundedCache[Union[EpochDebug, EpochDebugError, None]] = BoundedCache(max_debug_epochs)
         self._scores: BoundedCache[Scores] = BoundedCache(max_scores)
         self._aggregated: BoundedCache[dict] = BoundedCache(4096)  # small: one dict of means per epoch
         self.discovery = discover_runs(self._given_dirs)
@@ -68,14 +68,28 @@ class ViewerBackend:
         return self._aggregated.get(key, lambda: dict(read_scores(epoch.scores_path).aggregated))
 
     def debug(self, epoch: Epoch) -> Optional[EpochDebug]:
-        """The epoch's debug outputs (index only; pages open on lookup), None without any."""
+        """The epoch's debug outputs (index only; pages open on lookup), None without any.
+
+        ``EpochDebugError`` (kept in the cache like a value, so a broken epoch is not re-read on every
+        click) says why the epoch's debug folder cannot be opened.
+        """
         if not epoch.has_debug:
             return None
-        return self._debug.get((epoch.dir, index_signature(epoch.dir)), lambda: open_epoch_debug(epoch.dir))
+        debug = self._debug.get((epoch.dir, index_signature(epoch.dir)), lambda: _open_or_error(epoch.dir))
+        if isinstance(debug, EpochDebugError):
+            raise EpochDebugError(str(debug))  # a fresh one: re-raising the cached one would grow its traceback
+        return debug
 
     def dataset(self, run: Run) -> Any:
         """The run's dataset; ``DatasetUnavailable`` says why it cannot be rebuilt."""
         return self._datasets.get((run.path, config_signature(run)), lambda: build_run_dataset(run, self.log_dirs))
+
+
+def _open_or_error(epoch_dir: str) -> Union[EpochDebug, EpochDebugError, None]:
+    try:
+        return open_epoch_debug(epoch_dir)
+    except EpochDebugError as exc:
+        return exc
 
 
 def _file_signature(path: str) -> tuple[str, int, int]:

@@ -1,0 +1,59 @@
+"""A real eval viewer server on a free loopback port, and its callbacks called over HTTP as a browser would.
+
+Callbacks are found through Dash's own ``/_dash-dependencies`` answer by the component they update, so a test
+names what it wants to see (the datapoint panel, the table) and not the callback's full signature.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from werkzeug.serving import make_server
+
+from runners.eval_viewer.app import create_app
+
+
+@contextmanager
+def serve_viewer(log_dirs: list[str], **options: Any) -> Iterator[str]:
+    """The viewer app over ``log_dirs`` served by werkzeug in threads; yields its base URL."""
+    server = make_server("127.0.0.1", 0, create_app(log_dirs, **options).server, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+
+
+def call_callback(url: str, output: str, values: dict[str, Any], timeout: float = 30) -> tuple[int, str]:
+    """POST the callback updating ``output`` (``'<id>.<property>'``) with inputs and states from
+    ``values`` (``{'<id>.<property>': value}``, others None); returns the HTTP status and the body."""
+    with urllib.request.urlopen(f"{url}/_dash-dependencies", timeout=timeout) as response:
+        dependencies = json.load(response)
+    callback = next(c for c in dependencies if output in _outputs(c["output"]))
+
+    def fill(items: list[dict]) -> list[dict]:
+        return [{**item, "value": values.get(f"{item['id']}.{item['property']}")} for item in items]
+
+    outputs = [dict(zip(("id", "property"), o.rsplit(".", 1))) for o in _outputs(callback["output"])]
+    body = {"output": callback["output"], "outputs": outputs if callback["output"].startswith("..") else outputs[0],
+            "inputs": fill(callback["inputs"]), "state": fill(callback["state"]),
+            "changedPropIds": [f"{i['id']}.{i['property']}" for i in callback["inputs"]]}
+    request = urllib.request.Request(f"{url}/_dash-update-component", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def _outputs(spec: str) -> list[str]:
+    """``'a.children'`` or ``'..a.figure...b.data..'`` (several outputs) as ``['<id>.<property>', ...]``."""
+    return spec.strip(".").split("...") if spec.startswith("..") else [spec]
