@@ -3,11 +3,11 @@
     python -m debuggers.export --run logs/examples/cnn_trainer --idx 3 7 12 --out report.html
 
 ``--run`` is a trainer work dir (the latest epoch with debug outputs is used
-unless ``--epoch`` says otherwise) or an evaluator work dir. Pages are read only
-through ``load_debug_outputs``. The input images drawn under Grad-CAM maps come
-from the run's own dataset, rebuilt exactly as the viewer does (from the config
-file recorded in ``run_info.json``, never one inside the run's folder); without it
-there is no overlay.
+unless ``--epoch`` says otherwise) or an evaluator work dir. Pages are read as the
+viewer reads them; a page or index that cannot be read is an alert in the report.
+The input images drawn under Grad-CAM maps come from the run's own dataset, rebuilt
+exactly as the viewer does (from the config file recorded in ``run_info.json``,
+never one inside the run's folder); without it there is no overlay.
 plotly.js is embedded once, so the file opens offline.
 """
 
@@ -28,9 +28,10 @@ import plotly.graph_objects as go
 from debuggers.figures import figures_for_output, model_report_figures
 from debuggers.model_report import MODEL_REPORT_FILE
 from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
-from debuggers.page_format import CorruptPageError, UnsafePageError
+from debuggers.page_format import CorruptPageError
 from runners.eval_viewer.backend.datasets import DatasetUnavailable, build_run_dataset
-from runners.eval_viewer.backend.initialization import DEBUGGER_DIR, load_debug_outputs
+from runners.eval_viewer.backend.debug import EpochDebug, EpochDebugError, open_epoch_debug
+from runners.eval_viewer.backend.initialization import DEBUGGER_DIR
 from runners.eval_viewer.backend.runs import read_run
 from utils.atomic_files import atomic_write, read_json
 from utils.errors import LanternUserError
@@ -89,7 +90,12 @@ def datapoint_items(outputs: Mapping[str, Any], image: Optional[np.ndarray] = No
             detail = f"{output.get('type')}: " if kind == KIND_ERROR else "not run: "
             items.append(f"{name}: {detail}{output.get('message')}")
             continue
-        for fig in figures_for_output(output, image):
+        try:
+            figures = figures_for_output(output, image)
+        except Exception as exc:  # one odd output (a crafted page) must not cost the rest of the report
+            items.append(f"{name}: this output cannot be drawn ({type(exc).__name__}: {exc})")
+            continue
+        for fig in figures:
             fig.update_layout(title_text=f"{name}: {fig.layout.title.text or ''}")
             items.append(fig)
     return items
@@ -155,25 +161,29 @@ def _summary(datapoint: Optional[dict[str, Any]]) -> list[Item]:
     return [Note(f"labels: {labels}; meta_info: {datapoint.get('meta_info', {})}")]
 
 
-def _datapoint_section(outputs: Mapping[int, Any], idx: int, datapoint: Optional[dict[str, Any]]) -> list[Item]:
-    if idx not in outputs:
-        return [f"no debug outputs for idx {idx}; this epoch has idx {min(outputs)}..{max(outputs)} "
-                f"({len(outputs)} datapoints)"]
+def _datapoint_section(outputs: Union[EpochDebug, EpochDebugError], idx: int,
+                       datapoint: Optional[dict[str, Any]]) -> list[Item]:
+    if isinstance(outputs, EpochDebugError):
+        return [*_summary(datapoint), str(outputs)]
     try:
-        debug_outputs = outputs[idx]
-    except (CorruptPageError, UnsafePageError) as exc:
-        return [f"debug outputs of idx {idx} cannot be read: {exc}"]
+        debug_outputs = outputs.get(idx)
+    except (CorruptPageError, OSError) as exc:
+        return [*_summary(datapoint), f"debug outputs of idx {idx} cannot be read: {exc}"]
+    if debug_outputs is None:
+        indices = outputs.indices
+        return [f"no debug outputs for idx {idx}; this epoch has idx {min(indices)}..{max(indices)} "
+                f"({len(indices)} datapoints)"]
     return _summary(datapoint) + datapoint_items(debug_outputs, _image_of(datapoint))
 
 
 def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[int] = None) -> str:
-    """Write the HTML report of ``indices`` and return its path."""
+    """Write the HTML report of ``indices`` and return its path; what cannot be read is an alert in it."""
     epoch_dir = resolve_epoch_dir(run_dir, epoch)
     try:
-        outputs = load_debug_outputs(epoch_dir)
-    except CorruptPageError as exc:
-        raise ExportError(str(exc)) from exc
-    if outputs is None or not len(outputs):
+        outputs: Union[EpochDebug, EpochDebugError] = open_epoch_debug(epoch_dir)
+    except EpochDebugError as exc:
+        outputs = exc
+    if isinstance(outputs, EpochDebug) and not outputs.indices:
         raise ExportError(f"{os.path.join(epoch_dir, DEBUGGER_DIR)} holds no datapoint's debug outputs")
     datapoints, note = load_inputs(run_dir, indices)
     sections: list[Section] = []

@@ -312,6 +312,8 @@ def array_figures(array: np.ndarray, title: str) -> Figures:
     if array.dtype.kind not in "biuf":
         return [_table([("value", array)], title)]
     array = array.astype(np.float64)
+    if array.size == 0:
+        return [_table([("value", f"empty array of shape {list(array.shape)}")], title)]
     if array.ndim == 0:
         return [_table([("value", float(array))], title)]
     if array.ndim == 1:
