@@ -5,9 +5,9 @@
 ``--run`` is a trainer work dir (the latest epoch with debug outputs is used
 unless ``--epoch`` says otherwise) or an evaluator work dir. Pages are read as the
 viewer reads them; a page or index that cannot be read is an alert in the report.
-The input images drawn under Grad-CAM maps come from the run's own dataset, rebuilt
-exactly as the viewer does (from the config file recorded in ``run_info.json``,
-never one inside the run's folder); without it there is no overlay.
+The input images drawn under Grad-CAM maps are the ones the run captured, as the
+viewer shows them; the config file ``run_info.json`` names is imported to rebuild
+missing ones only with ``--trust-configs``. Without images there is no overlay.
 plotly.js is embedded once, so the file opens offline.
 """
 
@@ -29,10 +29,10 @@ from debuggers.figures import figures_for_output, model_report_figures
 from debuggers.model_report import MODEL_REPORT_FILE
 from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
 from debuggers.page_format import CorruptPageError
-from runners.eval_viewer.backend.datasets import DatasetUnavailable, build_run_dataset
+from runners.eval_viewer.backend.datapoint import load_item
 from runners.eval_viewer.backend.debug import EpochDebug, EpochDebugError, open_epoch_debug
 from runners.eval_viewer.backend.initialization import DEBUGGER_DIR
-from runners.eval_viewer.backend.runs import read_run
+from runners.eval_viewer.backend.viewer import ViewerBackend
 from utils.atomic_files import atomic_write, read_json
 from utils.errors import LanternUserError
 
@@ -135,29 +135,31 @@ def resolve_epoch_dir(run_dir: str, epoch: Optional[int] = None) -> str:
     return os.path.join(run_dir, f"epoch_{epoch}")
 
 
-def load_inputs(run_dir: str, indices: list[int]) -> tuple[dict[int, dict[str, Any]], str]:
-    """``{idx: datapoint}`` from the run's dataset, rebuilt as the viewer does, and a note saying
-    where the inputs come from or why there are none (the report is useful without them)."""
-    problems: list[str] = []
-    run = read_run(run_dir, run_dir, problems)
+def load_inputs(run_dir: str, indices: list[int], trust_configs: bool = False) -> tuple[dict[int, dict], str]:
+    """``{idx: {'inputs', 'labels', 'meta_info'}}`` exactly as the viewer shows them (captured by the run;
+    rebuilt from its config only with ``trust_configs``), and a note on where they come from or why
+    some are missing (the report is useful without them)."""
+    backend = ViewerBackend([run_dir], trust_configs=trust_configs)
+    run = backend.run(os.path.abspath(run_dir))
     if run is None:
-        return {}, f"input images unavailable: {problems[0]}"
-    try:
-        dataset = build_run_dataset(run, [run_dir])
-    except DatasetUnavailable as exc:
-        return {}, f"input images unavailable: {exc}"
-    return {i: dataset[i] for i in indices if 0 <= i < len(dataset)}, f"input images from {run.config_filepath}"
+        return {}, f"input images unavailable: {'; '.join(backend.discovery.problems)}"
+    items = {idx: load_item(backend, run, idx) for idx in indices}
+    problems = sorted({item["dataset_error"] for item in items.values() if "dataset_error" in item})
+    found = {idx: item for idx, item in items.items() if "dataset_error" not in item}
+    source = "captured by the run" + (", else rebuilt from its config file" if trust_configs else "")
+    note = f"input images {source}" if found else "no input images"
+    return found, "; ".join([note, *(f"input images unavailable: {p}" for p in problems)])
 
 
 def _image_of(datapoint: Optional[dict[str, Any]]) -> Optional[np.ndarray]:
-    image = (datapoint or {}).get("inputs", {}).get("image")
+    image = ((datapoint or {}).get("inputs") or {}).get("image")
     return np.asarray(image) if image is not None else None
 
 
 def _summary(datapoint: Optional[dict[str, Any]]) -> list[Item]:
     if datapoint is None:
         return []
-    labels = {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in datapoint.get("labels", {}).items()}
+    labels = {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in (datapoint.get("labels") or {}).items()}
     return [Note(f"labels: {labels}; meta_info: {datapoint.get('meta_info', {})}")]
 
 
@@ -176,7 +178,8 @@ def _datapoint_section(outputs: Union[EpochDebug, EpochDebugError], idx: int,
     return _summary(datapoint) + datapoint_items(debug_outputs, _image_of(datapoint))
 
 
-def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[int] = None) -> str:
+def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[int] = None,
+                  trust_configs: bool = False) -> str:
     """Write the HTML report of ``indices`` and return its path; what cannot be read is an alert in it."""
     epoch_dir = resolve_epoch_dir(run_dir, epoch)
     try:
@@ -185,7 +188,7 @@ def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[in
         outputs = exc
     if isinstance(outputs, EpochDebug) and not outputs.indices:
         raise ExportError(f"{os.path.join(epoch_dir, DEBUGGER_DIR)} holds no datapoint's debug outputs")
-    datapoints, note = load_inputs(run_dir, indices)
+    datapoints, note = load_inputs(run_dir, indices, trust_configs)
     sections: list[Section] = []
     report_path = os.path.join(run_dir, MODEL_REPORT_FILE)
     if os.path.exists(report_path):
@@ -202,9 +205,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--epoch", type=int, default=None, help="trainer epoch (default: latest with debug outputs)")
     parser.add_argument("--idx", type=int, nargs="+", required=True, help="dataset indices of the datapoints")
     parser.add_argument("--out", default="report.html", help="HTML file to write")
+    parser.add_argument("--trust-configs", action="store_true",
+                        help="import the config file the run names to rebuild inputs it did not capture "
+                             "(runs code: only for runs you trust)")
     args = parser.parse_args(argv)
     try:
-        path = export_report(args.run, args.idx, args.out, args.epoch)
+        path = export_report(args.run, args.idx, args.out, args.epoch, args.trust_configs)
     except LanternUserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

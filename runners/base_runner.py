@@ -29,6 +29,7 @@ from analysis.epoch_table import write_epoch_table
 from debuggers.model_report import MODEL_REPORT_FILE, build_model_report, write_model_report
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from runners import distributed
+from runners.datapoint_capture import DATAPOINTS_DIR, CaptureLimits, DatapointCapture, capture_is_complete
 from utils.atomic_files import TEMP_MARKER, atomic_write_json, read_json
 from utils.builders import build_from_config
 from utils.config_file import describe_config
@@ -39,7 +40,7 @@ from utils.run_logging import get_run_logger
 RUN_INFO_FILE = "run_info.json"
 _STALE_TEMP = re.compile(rf"\..+{re.escape(TEMP_MARKER)}[\d-]+")  # utils.atomic_files.temporary_path
 # moving a run or its config file, or changing how long ranks wait for each other, keeps it the same run
-UNIDENTIFYING_KEYS = ("work_dir", "config_filepath", "distributed_timeout_s")
+UNIDENTIFYING_KEYS = ("work_dir", "config_filepath", "distributed_timeout_s", "datapoint_capture")
 
 
 class BaseRunner:
@@ -60,6 +61,8 @@ class BaseRunner:
         self.work_dir = str(config["work_dir"])
         self.seed = int(config.get("seed", 0))
         self.debugger: Optional[SequentialDebugger] = None
+        self.capture_limits = CaptureLimits.from_config(config.get("datapoint_capture"))
+        self.datapoint_capture: Optional[DatapointCapture] = None
         self.rank, self.world_size = 0, 1
 
     @property
@@ -184,6 +187,8 @@ class BaseRunner:
         return getattr(self.model, "module", self.model)
 
     def _eval_step(self, dp: dict[str, Any]) -> None:
+        if self.datapoint_capture is not None:
+            self.datapoint_capture.add_batch(dp)
         dp = apply_tensor_op(lambda t: t.to(self.device, non_blocking=True), dp)
         dp["outputs"] = self.eval_model(dp["inputs"])
         scores = self.metric(dp["outputs"], dp["labels"])
@@ -216,6 +221,20 @@ class BaseRunner:
         if gathered is not None:
             write_run_file(path, lambda: write_epoch_table(path, *gathered))
 
+    def _start_datapoint_capture(self, once: bool) -> None:
+        """Record what the viewer shows of each datapoint evaluated next (runners.datapoint_capture);
+        ``once``: keep a capture this run already completed (a trainer's validation set)."""
+        folder = os.path.join(self.work_dir, DATAPOINTS_DIR)
+        if self.capture_limits is None or (once and capture_is_complete(folder)):
+            return
+        self.datapoint_capture = DatapointCapture(folder, self.capture_limits, self.logger, self.rank,
+                                                  self.world_size)
+
+    def _finish_datapoint_capture(self) -> None:
+        if self.datapoint_capture is not None:
+            self.datapoint_capture.finish()
+            self.datapoint_capture = None
+
     def _start_debug_capture(self, debugger_dir: str) -> None:
         """Enable the debugger for one pass, writing pages into an emptied ``debugger_dir``."""
         if self.is_main and os.path.isdir(debugger_dir):
@@ -235,6 +254,8 @@ class BaseRunner:
         distributed.barrier("waiting for every rank to write its debug pages")
 
     def _close(self) -> None:
+        if self.datapoint_capture is not None:
+            self.datapoint_capture.close()
         if self.debugger is not None:
             self.debugger.close()
 

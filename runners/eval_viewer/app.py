@@ -13,10 +13,10 @@ from runners.eval_viewer.callbacks import register_callbacks
 from runners.eval_viewer.layout.page import build_layout
 
 
-def create_app(log_dirs: list[str]) -> dash.Dash:
+def create_app(log_dirs: list[str], trust_configs: bool = False) -> dash.Dash:
     """A viewer over the runs in ``log_dirs`` (each a run or a folder of runs); folders without runs are
-    reported in the page."""
-    backend = ViewerBackend(log_dirs)
+    reported in the page. ``trust_configs`` lets it import the config files runs name (see ViewerBackend)."""
+    backend = ViewerBackend(log_dirs, trust_configs=trust_configs)
     app = dash.Dash(__name__, title="Lantern eval viewer", suppress_callback_exceptions=True)
     app.layout = lambda: build_layout(backend.refresh())
     register_callbacks(app, backend)

@@ -6,6 +6,7 @@ Work dir layout::
     work_dir/eval.log
     work_dir/evaluation_scores.json
     work_dir/epoch_table.parquet     one row per datapoint (analysis/epoch_table.py)
+    work_dir/datapoints/             each datapoint's inputs, labels, meta info (for the viewer)
     work_dir/debugger/               when a debugger is configured
 """
 
@@ -53,7 +54,9 @@ class BaseEvaluator(BaseRunner):
         try:
             if self.debugger is not None:
                 self._start_debug_capture(debugger_dir)
+            self._start_datapoint_capture(once=False)
             scores = self._eval_loop(self.eval_dataloader, "eval", os.path.join(self.work_dir, EPOCH_TABLE_FILE))
+            self._finish_datapoint_capture()
             if self.is_main:
                 write_scores(os.path.join(self.work_dir, "evaluation_scores.json"), scores)
             if self.debugger is not None:

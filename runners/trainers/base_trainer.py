@@ -3,6 +3,7 @@
 Work dir layout::
 
     work_dir/run_info.json            which config this run belongs to
+    work_dir/datapoints/              each validation datapoint's inputs, labels, meta info (for the viewer)
     work_dir/progress.json            epochs completed so far, best epoch
     work_dir/train.log
     work_dir/epoch_N/training_losses.pt
@@ -202,12 +203,14 @@ class BaseTrainer(BaseRunner):
         if hasattr(dataset, "set_base_seed"):
             dataset.set_base_seed(self.seed)
         distributed.broadcast_buffers(self.eval_model)  # every rank validates the model rank 0 checkpoints
+        self._start_datapoint_capture(once=True)
         if self.debugger is not None and self.cum_epochs in self.checkpoint_indices:
             self._start_debug_capture(self._epoch_path(self.cum_epochs, "debugger"))
             self.logger.info(f"Debugger enabled for epoch {self.cum_epochs}")
 
     def _after_val_loop_(self) -> None:
         epoch = self.cum_epochs
+        self._finish_datapoint_capture()
         if self.is_main:
             write_scores(self._epoch_path(epoch, "validation_scores.json"), self.val_scores)
         if self.debugger is not None and self.debugger.enabled:

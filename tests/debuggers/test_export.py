@@ -75,12 +75,15 @@ def test_unknown_epoch_and_folder_say_what_exists(run_dir, tmp_path, capsys):
     assert not (tmp_path / "x.html").exists()
 
 
-def test_without_the_config_file_there_is_no_overlay(run_dir, tmp_path):
+def test_without_captured_inputs_or_the_config_file_there_is_no_overlay(run_dir, tmp_path):
     moved = shutil.copytree(run_dir, tmp_path / "moved")
+    shutil.rmtree(moved / "datapoints")
+    code, page = export(str(moved), tmp_path / "r.html", "--idx", "2")
+    assert code == 0 and '"type":"image"' not in page and "--trust-configs" in page
     info = json.loads((moved / "run_info.json").read_text())
     info["config_filepath"] = str(tmp_path / "deleted.py")
     (moved / "run_info.json").write_text(json.dumps(info))
-    code, page = export(str(moved), tmp_path / "r.html", "--idx", "2")
+    code, page = export(str(moved), tmp_path / "r.html", "--idx", "2", "--trust-configs")
     assert code == 0 and '"type":"image"' not in page and "input images unavailable" in page
 
 

@@ -7,7 +7,13 @@ names what it wants to see (the datapoint panel, the table) and not the callback
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 import threading
+import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +22,7 @@ from typing import Any
 from werkzeug.serving import make_server
 
 from runners.eval_viewer.app import create_app
+from tests.runs import REPO_ROOT
 
 
 @contextmanager
@@ -57,3 +64,27 @@ def call_callback(url: str, output: str, values: dict[str, Any], timeout: float 
 def _outputs(spec: str) -> list[str]:
     """``'a.children'`` or ``'..a.figure...b.data..'`` (several outputs) as ``['<id>.<property>', ...]``."""
     return spec.strip(".").split("...") if spec.startswith("..") else [spec]
+
+
+@contextmanager
+def viewer_process(args: list[str], cwd: str, timeout: float = 60) -> Iterator[tuple[str, str]]:
+    """``python -m runners.eval_viewer --port 0 ARGS`` in a real process started in ``cwd`` (the repo on its
+    path); yields the address it printed and its output up to there, and stops it afterwards."""
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT)
+    process = subprocess.Popen([sys.executable, "-m", "runners.eval_viewer", "--port", "0", *args], cwd=cwd, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = process.stdout.readline()
+            lines.append(line)
+            if match := re.search(r"open (http://\S+)", line):
+                yield match.group(1), "".join(lines)
+                return
+            if not line and process.poll() is not None:
+                break
+        raise AssertionError(f"the viewer printed no address; its output:\n{''.join(lines)}")
+    finally:
+        process.kill()
+        process.wait(10)

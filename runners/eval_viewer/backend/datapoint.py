@@ -1,6 +1,6 @@
-"""Assemble one datapoint for display: dataset item, scores and debug outputs, each failing on its own.
+"""Assemble one datapoint for display: its inputs, scores and debug outputs, each failing on its own.
 
-A broken config, a missing scores file or a tampered debug page each become a
+Missing captured inputs, a missing scores file or a tampered debug page each become a
 message in the returned dict, so the other parts of the datapoint still show.
 Only the page holding the datapoint is read.
 """
@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from debuggers.page_format import CorruptPageError, UnsafePageError
-from runners.eval_viewer.backend.datasets import DatasetUnavailable
+from runners.datapoint_capture import ITEM_KEYS
+from runners.eval_viewer.backend.datasets import DatasetUnavailable, not_captured
 from runners.eval_viewer.backend.runs import Epoch, Run
 from runners.eval_viewer.backend.scores import ScoresError
 from runners.eval_viewer.backend.viewer import ViewerBackend
@@ -20,7 +21,7 @@ def load_datapoint(backend: ViewerBackend, run: Run, epoch: Epoch, idx: int, wit
     """``{'inputs', 'labels', 'meta_info', 'dataset_error', 'debug', 'debug_error', 'scores', 'scores_error'}``.
 
     ``debug`` is None where the epoch has no debug outputs (three sections), a dict
-    (possibly empty) where it has. ``with_item=False`` skips the dataset (comparisons).
+    (possibly empty) where it has. ``with_item=False`` skips the inputs (comparisons).
     """
     datapoint: dict[str, Any] = {"idx": idx}
     if with_item:
@@ -34,7 +35,23 @@ def load_datapoint(backend: ViewerBackend, run: Run, epoch: Epoch, idx: int, wit
 
 
 def load_item(backend: ViewerBackend, run: Run, idx: int) -> dict[str, Any]:
-    """``{'inputs', 'labels', 'meta_info'}`` of ``idx`` from the run's dataset, or ``{'dataset_error'}``."""
+    """``{'inputs', 'labels', 'meta_info'}`` of ``idx`` as the run captured them, else rebuilt from the run's
+    config when the user opted in (``--trust-configs``), else ``{'dataset_error'}`` saying why and what to do."""
+    try:
+        captured = backend.captured(run)
+        item = captured.get(idx) if captured is not None else None
+    except (CorruptPageError, UnsafePageError, OSError) as exc:
+        if not backend.trust_configs:
+            return {"dataset_error": f"the captured inputs of {run.name} cannot be read: {exc}"}
+        captured, item = None, None
+    if item is not None:
+        return {key: item.get(key) for key in ITEM_KEYS}
+    if backend.trust_configs:
+        return _rebuilt_item(backend, run, idx)
+    return {"dataset_error": not_captured(run, idx, captured)}
+
+
+def _rebuilt_item(backend: ViewerBackend, run: Run, idx: int) -> dict[str, Any]:
     try:
         dataset = backend.dataset(run)
     except DatasetUnavailable as exc:
@@ -48,7 +65,7 @@ def load_item(backend: ViewerBackend, run: Run, idx: int) -> dict[str, Any]:
     except Exception as exc:  # the user's dataset code: the rest of the datapoint still shows
         return {"dataset_error": f"the dataset rebuilt from {run.config_filepath} failed on datapoint {idx}: "
                                  f"{type(exc).__name__}: {exc}"}
-    return {key: item.get(key) for key in ("inputs", "labels", "meta_info")}
+    return {key: item.get(key) for key in ITEM_KEYS}
 
 
 def _debug(backend: ViewerBackend, epoch: Epoch, idx: int) -> dict[str, Optional[Any]]:

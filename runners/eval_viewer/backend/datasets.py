@@ -1,20 +1,26 @@
-"""Build a run's validation (or evaluation) dataset to show a datapoint's inputs, labels and meta info.
+"""A datapoint's inputs, labels and meta info, for the viewer and the export.
 
-Datapoints are not stored with the run, so the viewer rebuilds the dataset from
-the config file that started the run (``run_info.json: config_filepath``). That
-file is the project's own code; a ``.py`` file inside a browsed log folder is
-never imported, whatever ``run_info.json`` says, because anyone who can drop a
-run into a log folder could otherwise run code in the viewer.
+A run folder is data: showing it never runs code it names. So a datapoint's
+inputs come from what the run captured while evaluating it
+(``runners/datapoint_capture.py``: ``<run>/datapoints/``, safe pages like the
+debug outputs). Rebuilding the dataset from the config file that ``run_info.json``
+names imports and runs that file, so it happens only when the user opted in
+(``--trust-configs``) and even then never for a file inside a log folder.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Optional
 
+from runners.datapoint_capture import DATAPOINTS_DIR
+from runners.eval_viewer.backend.debug import EpochDebug
 from runners.eval_viewer.backend.runs import Run
 from utils.builders import build_from_config
 from utils.config_file import load_config
+
+OPT_IN = ("To rebuild them from the config file the run names, restart with --trust-configs: that imports and "
+          "runs the file, so only do it for runs you trust")
 
 
 class DatasetUnavailable(Exception):
@@ -67,3 +73,17 @@ def config_signature(run: Run) -> tuple[str, int]:
         return path, os.stat(path).st_mtime_ns
     except OSError:
         return path, 0
+
+
+def captured_folder(run: Run) -> str:
+    return os.path.join(run.path, DATAPOINTS_DIR)
+
+
+def not_captured(run: Run, idx: int, captured: Optional[EpochDebug]) -> str:
+    """Why ``idx`` has no inputs to show without the opt-in, and how to see them."""
+    if captured is None:
+        return (f"{run.name} holds no captured inputs (a run from before Lantern captured them, or one with "
+                f"config['datapoint_capture'] = False); its scores and debug outputs are shown. {OPT_IN}")
+    return (f"the inputs of datapoint {idx} were not captured by {run.name} (its capture stopped early: "
+            "config['datapoint_capture']['max_total_mb'] was reached or the run stopped; see its log); "
+            f"scores and debug outputs are shown. {OPT_IN}")

@@ -1,4 +1,5 @@
-"""One epoch's debug outputs as the viewer uses them: thread-safe, and refreshed while being written.
+"""One epoch's debug outputs (or a run's captured datapoints, in the same page format) as the viewer uses
+them: thread-safe, and refreshed while being written.
 
 ``DebugOutputs`` keeps a small page cache that is not thread-safe, and Dash runs
 callbacks in parallel threads, so every lookup holds the epoch's lock. The
@@ -53,26 +54,29 @@ class EpochDebug:
 
 
 def open_epoch_debug(epoch_dir: str) -> Optional[EpochDebug]:
-    """Reads the epoch's index only; keeps one page in memory (the viewer caches several epochs).
+    """The debug outputs of a trainer epoch dir or an evaluator work dir; None without any."""
+    return open_pages(os.path.join(epoch_dir, DEBUGGER_DIR))
+
+
+def open_pages(folder: str) -> Optional[EpochDebug]:
+    """Reads the folder's index only; keeps one page in memory (the viewer caches several folders).
 
     Whatever is wrong in the folder (a malformed index, an unreadable unindexed page) becomes one
-    ``EpochDebugError`` naming it, so the viewer shows it for this epoch and serves everything else.
+    ``EpochDebugError`` naming it, so the viewer shows it in place and serves everything else.
     """
-    debugger_dir = os.path.join(epoch_dir, DEBUGGER_DIR)
-    if not os.path.isdir(debugger_dir):
+    if not os.path.isdir(folder):
         return None
     try:
-        return EpochDebug(DebugOutputs(debugger_dir, cache_pages=1))
+        return EpochDebug(DebugOutputs(folder, cache_pages=1))
     except Exception as exc:  # the folder is data from anyone: any failure is shown, never a server error
-        raise EpochDebugError(f"the debug outputs in {debugger_dir} cannot be opened ({type(exc).__name__}: "
-                              f"{exc}); scores and other epochs still show. Rerun this epoch to rewrite its "
-                              "pages") from exc
+        raise EpochDebugError(f"the debug outputs in {folder} cannot be opened ({type(exc).__name__}: {exc}); "
+                              "scores and other epochs still show. Rerun this epoch to rewrite its pages") from exc
 
 
-def index_signature(epoch_dir: str) -> tuple:
-    """Names, sizes and times of the epoch's index files: cheap to read, changes with every new page."""
+def index_signature(folder: str) -> tuple:
+    """Names, sizes and times of a page folder's index files: cheap to read, changes with every new page."""
     signature = []
-    for path in sorted(glob.glob(os.path.join(epoch_dir, DEBUGGER_DIR, INDEX_GLOB))):
+    for path in sorted(glob.glob(os.path.join(folder, INDEX_GLOB))):
         try:
             stat = os.stat(path)
         except OSError:

@@ -11,8 +11,14 @@ import os
 from typing import Any, Optional, Union
 
 from runners.eval_viewer.backend.cache import BoundedCache
-from runners.eval_viewer.backend.datasets import build_run_dataset, config_signature
-from runners.eval_viewer.backend.debug import EpochDebug, EpochDebugError, index_signature, open_epoch_debug
+from runners.eval_viewer.backend.datasets import (
+    DatasetUnavailable,
+    build_run_dataset,
+    captured_folder,
+    config_signature,
+)
+from runners.eval_viewer.backend.debug import EpochDebug, EpochDebugError, index_signature, open_pages
+from runners.eval_viewer.backend.initialization import DEBUGGER_DIR
 from runners.eval_viewer.backend.runs import Discovery, Epoch, Run, discover_runs, list_epochs
 from runners.eval_viewer.backend.scores import Scores, ScoresError, read_scores
 
@@ -21,15 +27,19 @@ class ViewerBackend:
     """Runs found in ``log_dirs`` and cached access to their scores, datasets and debug outputs.
 
     At most ``max_debug_epochs`` epochs keep one page each in memory: four epochs side by side
-    stay fast, and memory stays at a few pages whatever the runs' size.
+    stay fast, and memory stays at a few pages whatever the runs' size. A datapoint's inputs come
+    from what its run captured; ``trust_configs`` also lets the backend import the config file a
+    run names to rebuild a dataset the run did not capture (that runs code: the user's opt-in).
     """
 
     def __init__(self, log_dirs: list[str], max_datasets: int = 4, max_debug_epochs: int = 4,
-                 max_scores: int = 16) -> None:
+                 max_scores: int = 16, trust_configs: bool = False) -> None:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.trust_configs = trust_configs
         self._given_dirs = list(log_dirs)
         self._datasets: BoundedCache[Any] = BoundedCache(max_datasets)
         self._debug: BoundedCache[Union[EpochDebug, EpochDebugError, None]] = BoundedCache(max_debug_epochs)
+        self._captured: BoundedCache[Union[EpochDebug, EpochDebugError, None]] = BoundedCache(max_datasets)
         self._scores: BoundedCache[Scores] = BoundedCache(max_scores)
         self._aggregated: BoundedCache[dict] = BoundedCache(4096)  # small: one dict of means per epoch
         self.discovery = discover_runs(self._given_dirs)
@@ -51,7 +61,7 @@ class ViewerBackend:
     def version(self, epoch: Epoch) -> str:
         """Changes whenever the epoch's scores or debug index are rewritten (a run still validating)."""
         scores = _file_signature(epoch.scores_path) if epoch.scores_path else None
-        return repr((scores, index_signature(epoch.dir)))
+        return repr((scores, index_signature(os.path.join(epoch.dir, DEBUGGER_DIR))))
 
     def scores(self, epoch: Epoch) -> Scores:
         """The epoch's scores; ``ScoresError`` when the file is missing or malformed."""
@@ -75,19 +85,33 @@ class ViewerBackend:
         """
         if not epoch.has_debug:
             return None
-        debug = self._debug.get((epoch.dir, index_signature(epoch.dir)), lambda: _open_or_error(epoch.dir))
-        if isinstance(debug, EpochDebugError):
-            raise EpochDebugError(str(debug))  # a fresh one: re-raising the cached one would grow its traceback
-        return debug
+        return _pages(self._debug, os.path.join(epoch.dir, DEBUGGER_DIR))
+
+    def captured(self, run: Run) -> Optional[EpochDebug]:
+        """The datapoints the run captured (``idx -> {'inputs', 'labels', 'meta_info'}``), None without any;
+        ``EpochDebugError`` when they cannot be read."""
+        return _pages(self._captured, captured_folder(run))
 
     def dataset(self, run: Run) -> Any:
-        """The run's dataset; ``DatasetUnavailable`` says why it cannot be rebuilt."""
+        """The run's dataset rebuilt from its config (only with ``trust_configs``); ``DatasetUnavailable``
+        says why it cannot be."""
+        if not self.trust_configs:
+            raise DatasetUnavailable(f"{run.name}: the viewer imports no config file unless started with "
+                                     "--trust-configs")
         return self._datasets.get((run.path, config_signature(run)), lambda: build_run_dataset(run, self.log_dirs))
 
 
-def _open_or_error(epoch_dir: str) -> Union[EpochDebug, EpochDebugError, None]:
+def _pages(cache: BoundedCache, folder: str) -> Optional[EpochDebug]:
+    """The cached page folder; a folder that cannot be opened is cached as its error (not re-read per click)."""
+    pages = cache.get((folder, index_signature(folder)), lambda: _open_or_error(folder))
+    if isinstance(pages, EpochDebugError):
+        raise EpochDebugError(str(pages))  # a fresh one: re-raising the cached one would grow its traceback
+    return pages
+
+
+def _open_or_error(folder: str) -> Union[EpochDebug, EpochDebugError, None]:
     try:
-        return open_epoch_debug(epoch_dir)
+        return open_pages(folder)
     except EpochDebugError as exc:
         return exc
 

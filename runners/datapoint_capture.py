@@ -1,0 +1,200 @@
+"""Capture what the viewer shows of each datapoint (inputs, labels, meta info) while the run evaluates it.
+
+A run folder is data: the viewer and the export must never import the config
+file it names to rebuild a dataset. So the runner records each datapoint once,
+as the eval loop sees it: once per run for a trainer's validation set (at its
+first validation; the validation set is the same every epoch), once for an
+evaluation. Pages are written by the same background ``PageWriter`` as debug
+outputs, in the same safe format, into ``<work dir>/datapoints/``.
+
+Capture is bounded: an array over ``max_value_kb`` is downsampled (images by
+area averaging, other arrays by striding) or, when it has no two dimensions to
+shrink, replaced by a note; strings are cut; values a page cannot hold are kept
+as their ``repr``; once ``max_total_mb`` are captured the rest of the datapoints
+are not. A capture that fails (full disk, stalled writer) is logged and the run
+goes on: the viewer then says the datapoint's inputs are unavailable.
+
+Config (optional): ``'datapoint_capture': {'max_value_kb': 256, 'max_total_mb': 256}``,
+or ``'datapoint_capture': False`` to capture nothing.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from debuggers.page_format import INDEX_GLOB, read_index
+from debuggers.page_store import PageWriter
+from utils.errors import ConfigError
+from utils.ops import idx_list
+
+DATAPOINTS_DIR = "datapoints"
+ITEM_KEYS = ("inputs", "labels", "meta_info")
+PAGE_SIZE_BYTES = 8 * 2**20
+MAX_REPR_CHARS = 200
+
+
+@dataclass(frozen=True)
+class CaptureLimits:
+    """How much of each datapoint, and of the whole run, is kept."""
+
+    max_value_bytes: int = 256 * 2**10
+    max_total_bytes: int = 256 * 2**20
+
+    @classmethod
+    def from_config(cls, entry: Any) -> Optional[CaptureLimits]:
+        """``config['datapoint_capture']``: None/True (defaults), False (no capture) or a dict of limits."""
+        if entry is None or entry is True:
+            return cls()
+        if entry is False:
+            return None
+        unknown = set(entry) - {"max_value_kb", "max_total_mb"} if isinstance(entry, dict) else None
+        values = [entry.get(k, 1) for k in ("max_value_kb", "max_total_mb")] if isinstance(entry, dict) else []
+        if unknown or unknown is None or not all(_positive(v) for v in values):
+            raise ConfigError(f"config['datapoint_capture'] must be False, True, or a dict with positive numbers "
+                              f"'max_value_kb' and/or 'max_total_mb', got {entry!r}")
+        return cls(int(entry.get("max_value_kb", 256) * 2**10), int(entry.get("max_total_mb", 256) * 2**20))
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+class DatapointCapture:
+    """Writes each datapoint's bounded ``{'inputs', 'labels', 'meta_info'}`` for one pass over a dataset."""
+
+    def __init__(self, folder: str, limits: CaptureLimits, logger: logging.Logger, rank: int = 0,
+                 world_size: int = 1, stall_timeout_s: float = 60.0) -> None:
+        self.folder = folder
+        self.limits = limits
+        self._log = logger
+        self._captured_bytes = 0
+        self._failed = False
+        self._full = False
+        self._summary: dict[str, Any] = {}
+        self._writer = PageWriter(PAGE_SIZE_BYTES, rank=rank, world_size=world_size,
+                                  stall_timeout_s=stall_timeout_s, record_unsupported=True)
+        self._guard("start", lambda: self._writer.start_epoch(folder))
+
+    def add_batch(self, batch: dict[str, Any]) -> None:
+        """Record every datapoint of a collated batch (as the dataloader gives it, before any device copy)."""
+        if self._failed or self._full:
+            return
+        idx = idx_list(batch["meta_info"]["idx"])
+        for row, i in enumerate(idx):
+            item = {key: bounded(_row(batch.get(key), row, len(idx)), self.limits.max_value_bytes)
+                    for key in ITEM_KEYS}
+            self._captured_bytes += _nbytes(item)
+            if self._captured_bytes > self.limits.max_total_bytes:
+                self._full = True
+                self._log.info(f"Datapoint capture stops before datapoint {i}: the limit of "
+                               f"{self.limits.max_total_bytes / 2**20:g} MB (config['datapoint_capture']"
+                               "['max_total_mb']) is reached; the viewer says so for the other datapoints")
+                return
+            if not self._guard(f"datapoint {i}", partial(self._writer.add, i, item)):
+                return
+
+    def finish(self) -> None:
+        """Write the last page and mark the capture complete, then stop the writer thread."""
+        if not self._failed and self._guard("finish", self._flush):
+            self._log.info(f"Captured the inputs, labels and meta info of {self._summary['datapoints']} datapoints "
+                           f"for the viewer ({self._summary['bytes'] / 2**20:.1f} MB) in {self.folder}")
+        self._writer.close()
+
+    def _flush(self) -> None:
+        self._summary = self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def _guard(self, what: str, action: Callable[[], Any]) -> bool:
+        try:
+            action()
+            return True
+        except Exception as exc:  # capturing inputs only helps the viewer: the run goes on without it
+            self._failed = True
+            self._log.warning(f"Datapoint capture in {self.folder} failed at {what} ({type(exc).__name__}: {exc}); "
+                              "the run goes on, and the viewer says which inputs are unavailable")
+            return False
+
+
+def capture_is_complete(folder: str) -> bool:
+    """True when every rank's index in ``folder`` says complete: the run already captured its datapoints."""
+    paths = glob.glob(os.path.join(folder, INDEX_GLOB))
+    try:
+        indexes = [read_index(path) for path in paths]
+        return bool(indexes) and all(index["complete"] for index in indexes) \
+            and {index["world_size"] for index in indexes} == {len(indexes)}
+    except Exception:  # a damaged capture is simply captured again
+        return False
+
+
+# ------------------------------------------------------------------ values
+def _row(value: Any, row: int, batch_size: int) -> Any:
+    """Datapoint ``row`` of a collated value: tensors and lists with the batch first are split, others shared."""
+    if isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim > 0 and value.shape[0] == batch_size:
+        return value[row]
+    if isinstance(value, dict):
+        return {k: _row(v, row, batch_size) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and len(value) == batch_size:
+        return value[row]
+    return value
+
+
+def bounded(value: Any, max_bytes: int) -> Any:
+    """``value`` with every array at most ``max_bytes`` (downsampled) and strings cut; page-safe leaves only."""
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        return _bounded_array(torch.as_tensor(value).detach().cpu(), max_bytes)
+    if isinstance(value, dict):
+        return {k if isinstance(k, (str, int)) else str(k): bounded(v, max_bytes) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [bounded(v, max_bytes) for v in value]
+    if isinstance(value, str):
+        return value if len(value) <= max_bytes else value[:max_bytes] + "…"
+    if isinstance(value, (bool, int, float, complex, type(None))):
+        return value
+    return repr(value)[:MAX_REPR_CHARS]
+
+
+def _bounded_array(tensor: torch.Tensor, max_bytes: int) -> Any:
+    nbytes = tensor.numel() * tensor.element_size()
+    if nbytes <= max_bytes:
+        return tensor.clone()  # a row of the batch is a view: a copy does not pin the whole batch
+    if tensor.ndim < 2:
+        return _too_big(tensor, max_bytes)
+    factor = math.ceil(math.sqrt(nbytes / max_bytes))
+    if tensor.is_floating_point():
+        height, width = tensor.shape[-2:]
+        flat = tensor.reshape(-1, 1, height, width).float()
+        small = F.avg_pool2d(flat, factor, ceil_mode=True)
+        small = small.reshape(*tensor.shape[:-2], *small.shape[-2:]).to(tensor.dtype)
+    else:
+        small = tensor[..., ::factor, ::factor].clone()
+    if small.numel() * small.element_size() > 2 * max_bytes:  # too many channels to fit by shrinking H and W
+        return _too_big(tensor, max_bytes)
+    return small
+
+
+def _too_big(tensor: torch.Tensor, max_bytes: int) -> str:
+    return (f"<{tuple(tensor.shape)} {tensor.dtype} of {tensor.numel() * tensor.element_size()} bytes: not "
+            f"captured, over the {max_bytes} bytes kept per value (config['datapoint_capture']['max_value_kb'])>")
+
+
+def _nbytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_nbytes(v) for v in value)
+    return len(value) if isinstance(value, str) else 8
