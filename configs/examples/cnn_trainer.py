@@ -1,5 +1,6 @@
 """Default example: a small CNN on synthetic shapes, with feature maps, statistics and Grad-CAM
-captured for every validation datapoint of the last epoch.
+captured for every validation datapoint at every second epoch (epochs 1, 3 and 5), so the viewer can
+compare a datapoint across epochs.
 
     python main.py --config-filepath configs/examples/cnn_trainer.py
 """
@@ -24,7 +25,7 @@ config = {
     "seed": 0,
     "device": "cpu",
     "epochs": EPOCHS,
-    "checkpoint_method": "latest",
+    "checkpoint_method": 2,  # checkpoints and debug outputs every 2nd epoch and at the last
     "train_dataset": {"class": SyntheticShapesDataset, "args": {"num_datapoints": 2000, "split": "train"}},
     "train_dataloader": {"class": DataLoader, "args": {"batch_size": 32, "collate_fn": collate_datapoints}},
     "val_dataset": {"class": SyntheticShapesDataset, "args": {"num_datapoints": 500, "split": "val"}},

@@ -24,6 +24,9 @@ def load_datapoint(backend: ViewerBackend, run: Run, epoch: Epoch, idx: int, wit
     (possibly empty) where it has. ``with_item=False`` skips the inputs (comparisons).
     """
     datapoint: dict[str, Any] = {"idx": idx}
+    missing = missing_datapoint(backend, run, epoch, idx)
+    if missing:
+        return {**datapoint, "missing": missing, "scores": {}, "debug": None}
     if with_item:
         datapoint.update(load_item(backend, run, idx))
     datapoint.update(_debug(backend, epoch, idx))
@@ -32,6 +35,24 @@ def load_datapoint(backend: ViewerBackend, run: Run, epoch: Epoch, idx: int, wit
     except ScoresError as exc:
         datapoint["scores"], datapoint["scores_error"] = {}, str(exc)
     return datapoint
+
+
+def missing_datapoint(backend: ViewerBackend, run: Run, epoch: Epoch, idx: int) -> Optional[str]:
+    """Why ``run`` has no datapoint ``idx`` at ``epoch`` (neither scores nor debug outputs), else None.
+
+    A datapoint opened in one run may not exist in another (a smaller validation set):
+    that is said plainly, instead of blaming the config or a half-written epoch.
+    """
+    debug = backend.debug_indices(epoch)
+    try:
+        scores = backend.scores(epoch)
+        known, scored = scores.datapoint_idx, bool(scores.row(idx))
+    except ScoresError:
+        known, scored = sorted(debug), False
+    if not known or scored or idx in debug:
+        return None
+    return (f"{run.name} has no datapoint with idx {idx} at {epoch.label}: its {len(known)} datapoints are "
+            f"idx {min(known)}..{max(known)}. Pick one of them in the table.")
 
 
 def load_item(backend: ViewerBackend, run: Run, idx: int) -> dict[str, Any]:
@@ -74,6 +95,9 @@ def _debug(backend: ViewerBackend, epoch: Epoch, idx: int) -> dict[str, Optional
     try:
         debug = backend.debug(epoch)
         outputs = debug.get(idx) if debug is not None else None
+        if outputs is None and debug is not None and debug.complete:
+            return {"debug": {}, "debug_note": f"the debugger captured nothing for datapoint {idx} at "
+                                               f"{epoch.label} (its debug index does not list it)"}
     except (CorruptPageError, UnsafePageError) as exc:
         return {"debug": {}, "debug_error": str(exc)}
     except OSError as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import os
 import threading
+from functools import cached_property
 from typing import Any, Optional
 
 from debuggers.page_format import INDEX_GLOB, CorruptPageError, UnsafePageError
@@ -33,7 +34,7 @@ class EpochDebug:
     def complete(self) -> bool:
         return self._outputs.complete
 
-    @property
+    @cached_property
     def indices(self) -> set[int]:
         return set(self._outputs.locations)
 

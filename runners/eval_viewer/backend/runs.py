@@ -112,6 +112,17 @@ def read_run(path: str, root: str, problems: list[str]) -> Optional[Run]:
     return Run(path, name, str(info.get("runner", "")), config if isinstance(config, str) else None)
 
 
+def last_modified(run: Run) -> float:
+    """When the run last wrote something: the newest time among its folder and the entries in it."""
+    times = [os.stat(run.path).st_mtime] if os.path.isdir(run.path) else [0.0]
+    for entry in _listdir(run.path):
+        try:
+            times.append(os.stat(os.path.join(run.path, entry)).st_mtime)
+        except OSError:
+            continue
+    return max(times)
+
+
 def list_epochs(run: Run) -> list[Epoch]:
     """The run's epochs with scores or debug outputs, oldest first (re-read on every call)."""
     if run.is_evaluator:

@@ -1,17 +1,16 @@
-"""Scores files (``validation_scores.json`` / ``evaluation_scores.json``) and worst-first ranking.
+"""Scores files (``validation_scores.json`` / ``evaluation_scores.json``) and the metric to rank by.
 
 Format (see ``metrics/classification_metric.py``)::
 
     {'aggregated': {name: value}, 'per_datapoint': {name: [value per idx]},
      'datapoint_idx': [idx, ...], 'higher_is_better': {name: bool}}
 
-NaN is stored as null; a datapoint whose score is null ranks as the worst, since
-a missing score usually means that something broke on it.
+NaN is stored as null; the table (``backend/table.py``) ranks a missing score as the worst,
+since it usually means that something broke on the datapoint.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Optional
@@ -67,15 +66,9 @@ def read_scores(path: str) -> Scores:
                   [int(i) for i in data["datapoint_idx"]], dict(data.get("higher_is_better") or {}))
 
 
-def worst_first(scores: Scores, metric: str) -> list[int]:
-    """Datapoint indices from the worst ``metric`` value to the best; missing values first, ties by idx."""
-    higher_is_better = scores.higher_is_better.get(metric, True)
-    values = scores.per_datapoint[metric]
-
-    def badness(position: int) -> tuple[int, float, int]:
-        value = values[position]
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return 0, 0.0, scores.datapoint_idx[position]
-        return 1, (value if higher_is_better else -value), scores.datapoint_idx[position]
-
-    return [scores.datapoint_idx[p] for p in sorted(range(len(values)), key=badness)]
+def default_metric(scores: Scores) -> Optional[str]:
+    """The metric the table is sorted by first: a loss (lower is better) spreads the wrong datapoints out,
+    where a 0/1 accuracy would tie all of them; the first rankable metric when there is no loss."""
+    metrics = scores.rankable_metrics
+    losses = [name for name in metrics if not scores.higher_is_better[name]]
+    return (losses or metrics or [None])[0]

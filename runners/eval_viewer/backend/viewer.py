@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Union
 
+from debuggers.page_format import CorruptPageError
 from runners.eval_viewer.backend.cache import BoundedCache
 from runners.eval_viewer.backend.datasets import (
     DatasetUnavailable,
@@ -21,6 +22,7 @@ from runners.eval_viewer.backend.debug import EpochDebug, EpochDebugError, index
 from runners.eval_viewer.backend.initialization import DEBUGGER_DIR
 from runners.eval_viewer.backend.runs import Discovery, Epoch, Run, discover_runs, list_epochs
 from runners.eval_viewer.backend.scores import Scores, ScoresError, read_scores
+from runners.eval_viewer.backend.table import ScoresTable
 
 
 class ViewerBackend:
@@ -41,6 +43,7 @@ class ViewerBackend:
         self._debug: BoundedCache[Union[EpochDebug, EpochDebugError, None]] = BoundedCache(max_debug_epochs)
         self._captured: BoundedCache[Union[EpochDebug, EpochDebugError, None]] = BoundedCache(max_datasets)
         self._scores: BoundedCache[Scores] = BoundedCache(max_scores)
+        self._tables: BoundedCache[ScoresTable] = BoundedCache(max_scores)
         self._aggregated: BoundedCache[dict] = BoundedCache(4096)  # small: one dict of means per epoch
         self.discovery = discover_runs(self._given_dirs)
 
@@ -69,6 +72,33 @@ class ViewerBackend:
             raise ScoresError(f"{epoch.label} has no scores file yet: its validation is still running "
                               "or was interrupted; the debug outputs written so far can still be opened")
         return self._scores.get(_file_signature(epoch.scores_path), lambda: read_scores(epoch.scores_path))
+
+    def table(self, epoch: Epoch) -> ScoresTable:
+        """The epoch's datapoints as a table served a page at a time. Without a readable scores file, the
+        datapoints with debug outputs (idx only, so they can still be opened); ``ScoresError`` without either."""
+        try:
+            scores = self.scores(epoch)
+        except ScoresError:
+            captured = sorted(self.debug_indices(epoch))
+            if not captured:
+                raise
+            return ScoresTable(Scores({}, {}, captured, {}))
+        return self._tables.get(_file_signature(epoch.scores_path), lambda: ScoresTable(scores))
+
+    def higher_is_better(self, epoch: Epoch, metric: str) -> bool:
+        return self.scores(epoch).higher_is_better.get(metric, True)
+
+    def class_names(self, epoch: Epoch) -> list[str]:
+        """Names of the label and prediction classes, by class id; empty when the run does not record them."""
+        return []
+
+    def debug_indices(self, epoch: Epoch) -> set[int]:
+        """Datapoints with debug outputs at ``epoch`` (empty when it has none or its index cannot be read)."""
+        try:
+            debug = self.debug(epoch)
+        except (CorruptPageError, OSError):
+            return set()
+        return debug.indices if debug else set()
 
     def aggregated(self, epoch: Epoch) -> dict[str, Optional[float]]:
         """Aggregated scores only (kept for many epochs: the chart over epochs needs all of them)."""

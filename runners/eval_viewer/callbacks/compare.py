@@ -35,8 +35,12 @@ def epoch_columns(backend: ViewerBackend, run: Run, epochs: list[Epoch], idx: in
     columns = []
     for epoch in epochs:
         datapoint = {**load_datapoint(backend, run, epoch, idx, with_item=False), "inputs": item.get("inputs")}
-        body = debug_body(datapoint) if datapoint["debug"] is not None else message(
-            f"{epoch.label} has no debug outputs: only its scores are shown", "secondary")
+        if datapoint.get("missing"):
+            body = message(datapoint["missing"], "secondary")
+        elif datapoint["debug"] is None:
+            body = message(f"{epoch.label} has no debug outputs: only its scores are shown", "secondary")
+        else:
+            body = debug_body(datapoint)
         columns.append(column([html.H5(epoch.label), html.Div(score_badges(datapoint["scores"]), className="badges"),
                                section("Debug Outputs", body)], len(epochs)))
     inputs = display_inputs(item["inputs"]) if item.get("inputs") else message(item["dataset_error"], "warning")
@@ -48,9 +52,9 @@ def run_columns(backend: ViewerBackend, sides: list[tuple[Run, Epoch]], idx: int
     columns = []
     for run, epoch in sides:
         datapoint = load_datapoint(backend, run, epoch, idx)
+        body = message(datapoint["missing"], "secondary") if datapoint.get("missing") else display_datapoint(datapoint)
         columns.append(column([datapoint_title(run, epoch, idx),
-                               html.Div(score_badges(datapoint["scores"]), className="badges"),
-                               display_datapoint(datapoint)], len(sides)))
+                               html.Div(score_badges(datapoint["scores"]), className="badges"), body], len(sides)))
     return html.Div(columns, className="compare-row")
 
 

@@ -9,6 +9,7 @@ from dash import html
 
 from debuggers.page_format import CorruptPageError
 from runners.eval_viewer.backend.runs import Epoch, Run
+from runners.eval_viewer.backend.scores import ScoresError
 from runners.eval_viewer.backend.viewer import ViewerBackend
 
 
@@ -47,9 +48,29 @@ def epoch_badges(backend: ViewerBackend, epoch: Epoch) -> list:
     return badges
 
 
-def score_badges(scores: dict) -> list:
-    return [dbc.Badge(f"{name} {_format(value)}", color="secondary", className="score-badge")
-            for name, value in scores.items()]
+def percentiles(backend: ViewerBackend, epoch: Epoch, datapoint: dict) -> dict[str, float]:
+    """Where each of the datapoint's scores sits in its epoch: % of datapoints with a value at most this one."""
+    try:
+        table = backend.table(epoch)
+    except ScoresError:
+        return {}
+    columns = dict(table.columns())
+    found = {name: table.percentile(name, value) for name, value in datapoint.get("scores", {}).items()
+             if columns.get(name) == "float" and isinstance(value, (int, float))}
+    return {name: value for name, value in found.items() if value is not None}
+
+
+def score_badges(scores: dict, percentile: Optional[dict] = None) -> list:
+    """One badge per score; with ``percentile``, its place in the epoch (p97: above 97 % of datapoints)."""
+    percentile = percentile or {}
+    badges = []
+    for name, value in scores.items():
+        place = percentile.get(name)
+        text = f"{name} {_format(value)}" + (f" · p{place:.0f}" if place is not None else "")
+        title = f"{place:.1f} % of this epoch's datapoints have {name} at most this value" if place is not None \
+            else None
+        badges.append(dbc.Badge(text, color="secondary", className="score-badge", title=title))
+    return badges
 
 
 def _format(value: object) -> str:

@@ -9,8 +9,15 @@ from dash import Dash, Input, Output, html, no_update
 from data.viewer.layout.display import display_datapoint
 from runners.eval_viewer.backend.datapoint import load_datapoint
 from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks.components import datapoint_title, epoch_badges, message, score_badges
+from runners.eval_viewer.callbacks.components import (
+    datapoint_title,
+    epoch_badges,
+    message,
+    percentiles,
+    score_badges,
+)
 from runners.eval_viewer.layout import ids
+from runners.eval_viewer.layout.panels import NOTHING_OPEN
 
 
 def render_datapoint(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str],
@@ -18,11 +25,15 @@ def render_datapoint(backend: ViewerBackend, run_path: Optional[str], epoch_key:
     """What the Datapoint tab shows; reads the dataset item and the one page holding ``idx``."""
     run = backend.run(run_path)
     epoch = backend.epoch(run, epoch_key) if run else None
-    if epoch is None or idx is None:
-        return html.Div(message("Pick a run and an epoch, then click a datapoint in the table or the grid."))
+    if epoch is None:
+        return html.Div(message("Pick a run and an epoch."))
+    if idx is None:
+        return html.Div(message(NOTHING_OPEN))
     datapoint = load_datapoint(backend, run, epoch, int(idx))
-    header = [datapoint_title(run, epoch, idx), html.Div(epoch_badges(backend, epoch) +
-                                                          score_badges(datapoint["scores"]), className="badges")]
+    if datapoint.get("missing"):
+        return html.Div([datapoint_title(run, epoch, idx), message(datapoint["missing"], "secondary")])
+    badges = epoch_badges(backend, epoch) + score_badges(datapoint["scores"], percentiles(backend, epoch, datapoint))
+    header = [datapoint_title(run, epoch, idx), html.Div(badges, className="badges")]
     if datapoint.get("scores_error"):
         header.append(message(datapoint["scores_error"], "warning"))
     return html.Div([*header, display_datapoint(datapoint)])

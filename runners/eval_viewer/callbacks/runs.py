@@ -6,7 +6,7 @@ from typing import Optional
 
 from dash import Dash, Input, Output, State, ctx, no_update
 
-from runners.eval_viewer.backend.scores import ScoresError
+from runners.eval_viewer.backend.scores import ScoresError, default_metric
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.components import default_epoch, epoch_badges, epoch_option
 from runners.eval_viewer.layout import ids
@@ -21,15 +21,30 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         options = run_options(discovery)
         return (no_update, no_update) if options == current else (options, problem_alerts(discovery))
 
+    @app.callback(Output(ids.RUN_SELECT, "value"), Input(ids.URL_STATE, "data"), State(ids.RUN_SELECT, "options"),
+                  prevent_initial_call=True)
+    def run_from_url(state: Optional[dict], options: list) -> object:
+        run = (state or {}).get("run")
+        return run if run in {option["value"] for option in options or []} else no_update
+
     @app.callback(Output(ids.EPOCH_SELECT, "options"), Output(ids.EPOCH_SELECT, "value"),
                   Input(ids.RUN_SELECT, "value"), Input(ids.REFRESH, "n_intervals"),
-                  State(ids.EPOCH_SELECT, "value"), State(ids.EPOCH_SELECT, "options"))
-    def refresh_epochs(run_path: Optional[str], _: int, current: Optional[str], current_options: list) -> tuple:
+                  State(ids.EPOCH_SELECT, "value"), State(ids.EPOCH_SELECT, "options"), State(ids.URL_STATE, "data"))
+    def refresh_epochs(run_path: Optional[str], _: int, current: Optional[str], current_options: list,
+                       url: Optional[dict]) -> tuple:
+        """The run's epochs; the epoch in the URL when the page opens on it, else the latest with debug outputs."""
         run = backend.run(run_path)
         epochs = backend.epochs(run) if run else []
         options = [epoch_option(e) for e in epochs]
-        keep = ctx.triggered_id == ids.REFRESH and current in {e.key for e in epochs}
-        value = current if keep else default_epoch(epochs)
+        keys = {e.key for e in epochs}
+        url = url or {}
+        run_changed = f"{ids.RUN_SELECT}.value" in ctx.triggered_prop_ids
+        if not run_changed and current in keys:
+            value = current
+        elif url.get("run") == run_path and url.get("epoch") in keys:
+            value = url["epoch"]
+        else:
+            value = default_epoch(epochs)
         if options == current_options and value == current:
             return no_update, no_update
         return options, value
@@ -55,7 +70,8 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         run = backend.run(run_path)
         epoch = backend.epoch(run, epoch_key) if run else None
         try:
-            metrics = backend.scores(epoch).rankable_metrics if epoch else []
+            scores = backend.scores(epoch) if epoch else None
         except ScoresError:
             return no_update, no_update  # the scores view says why; keep the last metric for the next epoch
-        return metrics, current if current in metrics else (metrics[0] if metrics else None)
+        metrics = scores.rankable_metrics if scores else []
+        return metrics, current if current in metrics else (default_metric(scores) if scores else None)

@@ -1,21 +1,30 @@
-"""The metric over epochs, the per-datapoint score grid and the worst-first table."""
+"""The metric over epochs and the per-datapoint score grid.
+
+The grid keeps every datapoint at the same cell in every epoch (idx order) and
+stays readable at any size: above ``MAX_CELLS`` datapoints each cell holds a bin
+of consecutive idx and shows its worst value; clicking it opens that worst
+datapoint. The open datapoint is marked; moving the mark patches the figure
+instead of redrawing it.
+"""
 
 from __future__ import annotations
 
 import math
 from typing import Optional
 
+import numpy as np
 import plotly.graph_objects as go
-from dash import Dash, Input, Output
+from dash import Dash, Input, Output, Patch, State, no_update
 
-from debuggers.page_format import CorruptPageError
-from runners.eval_viewer.backend.runs import Epoch, Run
-from runners.eval_viewer.backend.scores import Scores, ScoresError, worst_first
+from runners.eval_viewer.backend.runs import Run
+from runners.eval_viewer.backend.scores import ScoresError
+from runners.eval_viewer.backend.table import ScoresTable
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.components import message
+from runners.eval_viewer.callbacks.table import table_of
 from runners.eval_viewer.layout import ids
 
-DEBUG_MARK = "✓"
+MAX_CELLS = 10_000  # at most 100 x 100 cells, whatever the number of datapoints
 _MARGIN = {"l": 40, "r": 10, "t": 36, "b": 30}
 
 
@@ -27,50 +36,39 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         run = backend.run(run_path)
         return history_figure(backend, run, metric, epoch_key) if run and metric else _empty("no scores yet")
 
-    @app.callback(Output(ids.SCORE_GRID, "figure"), Output(ids.TABLE, "data"), Output(ids.TABLE, "columns"),
-                  Output(ids.SCORES_MESSAGE, "children"), Output(ids.TABLE_CAPTION, "children"),
-                  Output(ids.TABLE, "active_cell"),
-                  Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"), Input(ids.METRIC_SELECT, "value"),
-                  Input(ids.EPOCH_VERSION, "data"))
-    def draw_datapoints(run_path: Optional[str], epoch_key: Optional[str], metric: Optional[str], _: str) -> tuple:
-        """Grid, rows, columns, message and caption; the active cell is cleared so any row can be clicked again."""
-        return (*datapoint_views(backend, run_path, epoch_key, metric), None)
+    @app.callback(Output(ids.SCORE_GRID, "figure"), Output(ids.SCORES_MESSAGE, "children"),
+                  Output(ids.GRID_DRAWN, "data"), Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"),
+                  Input(ids.METRIC_SELECT, "value"),
+                  Input(ids.EPOCH_VERSION, "data"), State(ids.SELECTED, "data"))
+    def draw_grid(run_path: Optional[str], epoch_key: Optional[str], metric: Optional[str], _: Optional[str],
+                  selected: Optional[int]) -> tuple:
+        try:
+            epoch, table = table_of(backend, run_path, epoch_key)
+            if epoch is not None:
+                backend.scores(epoch)
+        except ScoresError as exc:
+            return _empty("no scores"), message(str(exc), "warning"), False
+        if table is None or metric not in dict(table.columns()):
+            return _empty("no per-datapoint scores"), None, False
+        return grid_figure(table, metric, backend.higher_is_better(epoch, metric), selected), None, True
 
-
-def datapoint_views(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str],
-                    metric: Optional[str]) -> tuple:
-    """The score grid, the table's rows and columns, a message and the table's caption.
-
-    The caption names the epoch the table belongs to, so a reader (and a test) knows it is current.
-    """
-    run = backend.run(run_path)
-    epoch = backend.epoch(run, epoch_key) if run else None
-    if epoch is None:
-        return _empty("pick a run and an epoch"), [], [], None, ""
-    with_debug, problem = _debug_indices(backend, epoch)
-    try:
-        scores = backend.scores(epoch)
-    except ScoresError as exc:
-        rows = [{"id": i, "idx": i, "debug": DEBUG_MARK} for i in sorted(with_debug)]
-        caption = f"{epoch.label}: datapoints with debug outputs; click a row to open one."
-        return _empty("no scores"), rows, _columns(["idx", "debug"]), message(str(exc), "warning"), caption
-    metric = metric if metric in scores.per_datapoint else (scores.rankable_metrics or [None])[0]
-    if metric is None:
-        return _empty("no per-datapoint scores"), [], [], message(
-            f"{epoch.scores_path} has no per-datapoint scores to rank datapoints by", "warning"), ""
-    rows = table_rows(scores, metric, with_debug)
-    names = ["rank", "idx", metric, *[n for n in scores.per_datapoint if n != metric], "debug"]
-    caption = f"{epoch.label}: {len(rows)} datapoints, worst {metric} first; click a row or a grid cell to open one."
-    return grid_figure(scores, metric, with_debug), rows, _columns(names), problem, caption
-
-
-def _debug_indices(backend: ViewerBackend, epoch: Epoch) -> tuple[set[int], Optional[object]]:
-    """Datapoints with debug outputs at ``epoch``, and a message when its index cannot be read."""
-    try:
-        debug = backend.debug(epoch)
-    except (CorruptPageError, OSError) as exc:
-        return set(), message(str(exc), "danger")
-    return (debug.indices if debug else set()), None
+    @app.callback(Output(ids.SCORE_GRID, "figure", allow_duplicate=True), Input(ids.SELECTED, "data"),
+                  State(ids.RUN_SELECT, "value"), State(ids.EPOCH_SELECT, "value"), State(ids.GRID_DRAWN, "data"),
+                  prevent_initial_call=True)
+    def mark_selected(selected: Optional[int], run_path: Optional[str], epoch_key: Optional[str],
+                      drawn: Optional[bool]) -> object:
+        """Moves the mark only; a grid not drawn yet marks the open datapoint when it is drawn."""
+        if not drawn:
+            return no_update
+        try:
+            _, table = table_of(backend, run_path, epoch_key)
+        except ScoresError:
+            return no_update
+        if table is None:
+            return no_update
+        patch = Patch()
+        patch["data"][1].update(_mark(table, selected))
+        return patch
 
 
 def history_figure(backend: ViewerBackend, run: Run, metric: str, epoch_key: Optional[str]) -> go.Figure:
@@ -85,53 +83,86 @@ def history_figure(backend: ViewerBackend, run: Run, metric: str, epoch_key: Opt
     chosen = next((e.label for e, _ in points if e.key == epoch_key), None)
     if chosen is not None:
         figure.add_vline(x=chosen, line_dash="dot", line_color="grey")
-    figure.update_layout(title=f"{metric} over epochs (◆ debug outputs)", margin=_MARGIN, height=240,
-                         xaxis={"type": "category"})
+    values = [v for _, v in points if v is not None]
+    yaxis = {"range": _padded_range(values)} if values else {}
+    figure.update_layout(title=f"{metric} over epochs (◆ debug outputs)", margin=_MARGIN, height=200,
+                         xaxis={"type": "category"}, yaxis=yaxis)
     return figure
 
 
-def _aggregated(backend: ViewerBackend, epoch: Epoch, metric: str) -> Optional[float]:
+def _padded_range(values: list[float]) -> list[float]:
+    """The values' span with 10 % air; a single value gets a small band around it, not plotly's ±1."""
+    low, high = min(values), max(values)
+    pad = (high - low) * 0.1 or max(abs(high) * 0.05, 0.01)
+    return [low - pad, high + pad]
+
+
+def _aggregated(backend: ViewerBackend, epoch, metric: str) -> Optional[float]:
     try:
         return backend.aggregated(epoch).get(metric)
     except ScoresError:
         return None
 
 
-def grid_figure(scores: Scores, metric: str, with_debug: set[int]) -> go.Figure:
-    """One cell per datapoint in idx order, red for bad whatever the metric's direction."""
-    count = len(scores.datapoint_idx)
-    width = max(1, math.ceil(math.sqrt(count)))
-    cells = [[None] * width for _ in range(math.ceil(count / width))]
-    idx_cells = [[None] * width for _ in cells]
-    text = [[""] * width for _ in cells]
-    for position, (idx, value) in enumerate(zip(scores.datapoint_idx, scores.per_datapoint[metric])):
-        row, col = divmod(position, width)
-        cells[row][col], idx_cells[row][col] = value, idx
-        text[row][col] = f"idx {idx}: {metric} {value}" + (" · debug outputs" if idx in with_debug else "")
-    higher = scores.higher_is_better.get(metric, True)
-    figure = go.Figure(go.Heatmap(z=cells, customdata=idx_cells, text=text, hoverinfo="text", xgap=1, ygap=1,
-                                  colorscale="RdYlGn" if higher else "RdYlGn_r"))
-    figure.update_layout(title=f"{metric} per datapoint (click a cell)", margin=_MARGIN, height=320)
-    figure.update_xaxes(showticklabels=False, constrain="domain")
-    figure.update_yaxes(showticklabels=False, autorange="reversed", scaleanchor="x", constrain="domain")
+def grid_shape(count: int) -> tuple[int, int, int]:
+    """``(bin, columns, rows)``: datapoints per cell and the grid's size for ``count`` datapoints."""
+    bin_size = max(1, math.ceil(count / MAX_CELLS))
+    cells = math.ceil(count / bin_size)
+    width = max(1, math.ceil(math.sqrt(cells)))
+    return bin_size, width, max(1, math.ceil(cells / width))
+
+
+def grid_figure(table: ScoresTable, metric: str, higher_is_better: bool, selected: Optional[int]) -> go.Figure:
+    """Cells in idx order, red for bad whatever the metric's direction; a bin shows (and opens) its worst."""
+    idx, values = table.values("idx"), table.values(metric).astype(np.float64)
+    bin_size, width, height = grid_shape(len(idx))
+    padded = np.full(width * height * bin_size, np.nan)
+    padded[:len(values)] = values
+    badness = padded if not higher_is_better else -padded
+    bins = np.where(np.isnan(badness), np.inf, badness).reshape(-1, bin_size)  # a missing score is the worst
+    worst = bins.argmax(axis=1)
+    cell_positions = np.minimum(np.arange(len(bins)) * bin_size + worst, len(idx) - 1)
+    cell_values = padded.reshape(-1, bin_size)[np.arange(len(bins)), worst]
+    cell_values[np.arange(len(bins)) * bin_size >= len(idx)] = np.nan
+    cell_idx = np.where(np.arange(len(bins)) * bin_size < len(idx), idx[cell_positions], -1)
+    text = [_hover(idx, position, bin_size, int(cell_idx[i]), cell_values[i], metric)
+            for i, position in enumerate(np.arange(len(bins)) * bin_size)]
+    figure = go.Figure(go.Heatmap(
+        z=cell_values.reshape(height, width), customdata=cell_idx.reshape(height, width),
+        text=np.array(text, dtype=object).reshape(height, width), hoverinfo="text", xgap=1 if width < 60 else 0,
+        ygap=1 if width < 60 else 0, colorscale="RdYlGn" if higher_is_better else "RdYlGn_r",
+        colorbar={"thickness": 10}))
+    figure.add_trace(go.Scatter(mode="markers", hoverinfo="skip", showlegend=False,
+                                marker={"symbol": "square-open", "size": 12, "color": "#1f2a37",
+                                        "line": {"width": 3}}, **_mark(table, selected)))
+    per_cell = f", worst of {bin_size} per cell" if bin_size > 1 else ""
+    figure.update_layout(title=f"{metric} per datapoint, idx order{per_cell} (click a cell)", margin=_MARGIN,
+                         height=300)
+    figure.update_xaxes(showticklabels=False, constrain="domain", showgrid=False, zeroline=False)
+    figure.update_yaxes(showticklabels=False, autorange="reversed", scaleanchor="x", constrain="domain",
+                        showgrid=False, zeroline=False)
     return figure
 
 
-def table_rows(scores: Scores, metric: str, with_debug: set[int]) -> list[dict]:
-    """Worst first by ``metric``; ``id`` is the idx, so a clicked cell names its datapoint."""
-    rows = []
-    for rank, idx in enumerate(worst_first(scores, metric), start=1):
-        values = {name: _rounded(value) for name, value in scores.row(idx).items()}
-        rows.append({"id": idx, "rank": rank, "idx": idx, **values, "debug": DEBUG_MARK if idx in with_debug else ""})
-    return rows
+def _hover(idx: np.ndarray, start: int, bin_size: int, worst_idx: int, value: float, metric: str) -> str:
+    if start >= len(idx):
+        return ""
+    shown = "n/a" if math.isnan(value) else f"{value:.4g}"
+    if bin_size == 1:
+        return f"idx {worst_idx}: {metric} {shown}"
+    last = idx[min(start + bin_size, len(idx)) - 1]
+    return f"idx {idx[start]}–{last}: worst {metric} {shown} (idx {worst_idx})"
 
 
-def _rounded(value: object) -> object:
-    return round(value, 4) if isinstance(value, float) else value
-
-
-def _columns(names: list[str]) -> list[dict]:
-    return [{"name": name, "id": name} for name in names]
+def _mark(table: ScoresTable, selected: Optional[int]) -> dict:
+    """``x``/``y`` of the open datapoint's cell (empty when none is open or the epoch lacks it)."""
+    idx = table.values("idx")
+    position = int(np.searchsorted(idx, selected)) if selected is not None else len(idx)
+    if position >= len(idx) or idx[position] != selected:
+        return {"x": [], "y": []}
+    bin_size, width, _ = grid_shape(len(idx))
+    row, column = divmod(position // bin_size, width)
+    return {"x": [column], "y": [row]}
 
 
 def _empty(title: str) -> go.Figure:

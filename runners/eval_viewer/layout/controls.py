@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import dash_bootstrap_components as dbc
 from dash import dcc, html
 
-from runners.eval_viewer.backend.runs import Discovery
+from runners.eval_viewer.backend.runs import Discovery, last_modified
 from runners.eval_viewer.layout import ids
 
 REFRESH_MS = 5000  # how often the run's epoch list is re-read (a run still training grows)
@@ -15,6 +17,12 @@ def run_options(discovery: Discovery) -> list[dict]:
     runs = sorted(discovery.runs.values(), key=lambda run: run.name)
     return [{"label": f"{run.name} ({'evaluator' if run.is_evaluator else 'trainer'})", "value": run.path}
             for run in runs]
+
+
+def most_recent_run(discovery: Discovery) -> Optional[str]:
+    """The run written to last: what a user opens the viewer for right after a run."""
+    runs = list(discovery.runs.values())
+    return max(runs, key=last_modified).path if runs else None
 
 
 def problem_alerts(discovery: Discovery) -> list:
@@ -31,12 +39,12 @@ def controls(discovery: Discovery) -> html.Div:
         html.Div(problem_alerts(discovery), id=ids.MESSAGES),
         html.Div([
             _labelled("Run", dcc.Dropdown(id=ids.RUN_SELECT, options=options, clearable=False,
-                                          value=options[0]["value"] if options else None,
-                                          placeholder="no run found"), "34%"),
+                                          value=most_recent_run(discovery), placeholder="no run found"), "34%"),
             _labelled("Epoch", dcc.Dropdown(id=ids.EPOCH_SELECT, clearable=False), "18%"),
             _labelled("Metric", dcc.Dropdown(id=ids.METRIC_SELECT, clearable=False), "18%"),
             html.Div(id=ids.EPOCH_BADGES, className="badges"),
         ], className="controls"),
         dcc.Interval(id=ids.REFRESH, interval=REFRESH_MS),
         dcc.Store(id=ids.EPOCH_VERSION),
+        dcc.Store(id=ids.URL_STATE),
     ])

@@ -10,9 +10,19 @@ REFRESH = "refresh-interval"
 
 SCORE_CHART = "score-chart"
 SCORE_GRID = "score-grid"
+GRID_DRAWN = "score-grid-drawn"  # True once the grid holds its mark trace (the mark is then patched)
 SCORES_MESSAGE = "scores-message"
 TABLE = "datapoint-table"
 TABLE_CAPTION = "table-caption"
+TABLE_CLEAR_FILTERS = "table-clear-filters"
+TABLE_QUERY = "table-query"  # run, epoch, metric and filter the table's rows are served for
+TABLE_IDX_FILTER = "table-idx-filter"  # list of idx the table is narrowed to (e.g. by the Failures tab), or None
+SELECTED_ROW = "selected-row"  # row number of the open datapoint in the table, when known (prev/next)
+PREV_BUTTON = "prev-datapoint"
+NEXT_BUTTON = "next-datapoint"
+URL_STATE = "url-state"  # run, epoch, idx and tab read from the address bar when the page opens
+EXPORT_BUTTON = "export-button"
+EXPORT_DOWNLOAD = "export-download"
 SELECTED = "selected-datapoint"
 
 TABS = "datapoint-tabs"
@@ -20,6 +30,7 @@ TAB_DATAPOINT = "tab-datapoint"
 TAB_COMPARE_EPOCHS = "tab-compare-epochs"
 TAB_COMPARE_RUNS = "tab-compare-runs"
 TAB_MODEL_REPORT = "tab-model-report"
+TAB_VALUES = (TAB_DATAPOINT, TAB_COMPARE_EPOCHS, TAB_COMPARE_RUNS, TAB_MODEL_REPORT)
 
 DATAPOINT_PANEL = "datapoint-panel"
 COMPARE_EPOCHS_SELECT = "compare-epochs-select"

@@ -7,7 +7,7 @@ from dash import dcc, html
 from runners.eval_viewer.backend.runs import Discovery
 from runners.eval_viewer.layout import ids
 from runners.eval_viewer.layout.controls import controls
-from runners.eval_viewer.layout.panels import datapoint_tabs
+from runners.eval_viewer.layout.panels import datapoint_navigation, datapoint_tabs
 from runners.eval_viewer.layout.scores import score_views
 
 
@@ -16,6 +16,7 @@ def build_layout(discovery: Discovery) -> html.Div:
         html.Header(html.H2("Lantern eval viewer"), className="viewer-header"),
         controls(discovery),
         dcc.Store(id=ids.SELECTED),
-        html.Div([html.Div(score_views(), className="left"), html.Div(datapoint_tabs(), className="right")],
-                 className="main"),
+        dcc.Store(id=ids.SELECTED_ROW),
+        html.Div([html.Div(score_views(), className="left"),
+                  html.Div([datapoint_navigation(), datapoint_tabs()], className="right")], className="main"),
     ], className="viewer")

@@ -6,11 +6,23 @@ from dash import dcc, html
 
 from runners.eval_viewer.layout import ids
 
-_EMPTY = "Click a datapoint in the table or the grid to open it."
+NOTHING_OPEN = "Click a datapoint in the table or the grid to open it (then j / k for the next and previous)."
+_EMPTY = NOTHING_OPEN
 
 
 def _tab(label: str, value: str, children: list) -> dcc.Tab:
     return dcc.Tab(label=label, value=value, id=value, children=html.Div(children, className="tab-body"))
+
+
+def datapoint_navigation() -> html.Div:
+    """Previous / next datapoint in the table's current order (keys k / j)."""
+    return html.Div([
+        html.Button("◀ previous (k)", id=ids.PREV_BUTTON, className="small-button", title="previous row (k)"),
+        html.Button("next (j) ▶", id=ids.NEXT_BUTTON, className="small-button", title="next row (j)"),
+        html.Button("Export filtered rows as HTML", id=ids.EXPORT_BUTTON, className="small-button",
+                    title="a self-contained HTML report of the table's filtered datapoints (at most 50)"),
+        dcc.Download(id=ids.EXPORT_DOWNLOAD),
+    ], className="navigation")
 
 
 def datapoint_tabs() -> dcc.Tabs:

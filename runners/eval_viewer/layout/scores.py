@@ -1,23 +1,41 @@
-"""Score views of the chosen run and epoch: the metric over epochs, the per-datapoint grid and the table."""
+"""Score views of the chosen run and epoch: the metric over epochs, the per-datapoint grid and the table.
+
+The table is an AG Grid on the infinite row model: the browser asks for the rows it
+shows (sorted and filtered on the server), so an epoch of any size costs the same.
+"""
 
 from __future__ import annotations
 
-from dash import dash_table, dcc, html
+import dash_ag_grid as dag
+from dash import dcc, html
 
 from runners.eval_viewer.layout import ids
 
-TABLE_PAGE_SIZE = 15
+TABLE_BLOCK_SIZE = 100  # rows per request; the grid asks for the next block while scrolling
+GRAPH_CONFIG = {"displaylogo": False, "displayModeBar": "hover"}
+
+
+def datapoint_table() -> dag.AgGrid:
+    return dag.AgGrid(
+        id=ids.TABLE, rowModelType="infinite", columnDefs=[], getRowId="'' + params.data.idx",
+        defaultColDef={"sortable": True, "filter": True, "floatingFilter": True, "resizable": True,
+                       "minWidth": 90, "flex": 1, "filterParams": {"maxNumConditions": 1, "buttons": ["reset"]}},
+        dashGridOptions={"cacheBlockSize": TABLE_BLOCK_SIZE, "maxBlocksInCache": 20,
+                         "suppressCellFocus": True, "rowHeight": 28, "headerHeight": 30},
+        className="ag-theme-alpine", style={"height": "420px", "width": "100%"},
+    )
 
 
 def score_views() -> html.Div:
     return html.Div([
-        dcc.Graph(id=ids.SCORE_CHART, config={"displaylogo": False}, style={"height": "240px"}),
+        dcc.Graph(id=ids.SCORE_CHART, config=GRAPH_CONFIG, style={"height": "200px"}),
         html.Div(id=ids.SCORES_MESSAGE),
-        dcc.Graph(id=ids.SCORE_GRID, config={"displaylogo": False}, style={"height": "320px"}),
-        html.P(id=ids.TABLE_CAPTION, className="hint"),
-        dash_table.DataTable(
-            id=ids.TABLE, page_size=TABLE_PAGE_SIZE, sort_action="native", filter_action="native",
-            style_table={"overflowX": "auto"}, style_cell={"fontSize": "13px", "padding": "4px 8px"},
-            style_header={"fontWeight": "bold"}, cell_selectable=True,
-        ),
+        html.Div([html.P(id=ids.TABLE_CAPTION, className="hint"),
+                  html.Button("Clear filters", id=ids.TABLE_CLEAR_FILTERS, className="small-button")],
+                 className="caption-row"),
+        datapoint_table(),
+        dcc.Graph(id=ids.SCORE_GRID, config=GRAPH_CONFIG, style={"height": "300px"}),
+        dcc.Store(id=ids.GRID_DRAWN),
+        dcc.Store(id=ids.TABLE_QUERY),
+        dcc.Store(id=ids.TABLE_IDX_FILTER),
     ], className="score-views")

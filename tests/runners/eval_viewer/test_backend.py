@@ -17,13 +17,14 @@ from runners.eval_viewer.__main__ import parse_args
 from runners.eval_viewer.app import create_app
 from runners.eval_viewer.backend.datapoint import load_datapoint
 from runners.eval_viewer.backend.runs import EVALUATION_KEY, discover_runs, list_epochs, read_model_report
-from runners.eval_viewer.backend.scores import Scores, read_scores, worst_first
+from runners.eval_viewer.backend.scores import Scores, ScoresError, default_metric, read_scores
+from runners.eval_viewer.backend.table import ScoresTable
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.compare import run_columns
 from runners.eval_viewer.callbacks.components import epoch_badges
 from runners.eval_viewer.callbacks.datapoint import render_datapoint
 from runners.eval_viewer.callbacks.model_report import render_model_report
-from runners.eval_viewer.callbacks.scores import DEBUG_MARK, datapoint_views
+from runners.eval_viewer.callbacks.table import DEBUG_MARK, column_defs, table_rows, where_of
 from runners.evaluators import BaseEvaluator
 from runners.trainers import BaseTrainer
 from tests.runs import write_config
@@ -138,16 +139,32 @@ def test_epochs_scores_and_debug_availability(runs):
     assert backend.debug(epochs[0]) is None
 
 
-def test_worst_first_respects_higher_is_better(runs):
+def test_the_table_sorts_each_metric_worst_first_and_defaults_to_the_loss(runs):
     scores = read_scores(os.path.join(runs["trainer"], "epoch_1", "validation_scores.json"))
+    table = ScoresTable(scores)
     for metric in scores.rankable_metrics:
-        values = [scores.row(i)[metric] for i in worst_first(scores, metric)]
-        assert values == sorted(values, reverse=not scores.higher_is_better[metric]), metric
+        higher = scores.higher_is_better[metric]
+        values = [row[metric] for row in table.page(order_by=metric, descending=not higher, limit=1000)]
+        assert values == sorted(scores.per_datapoint[metric], reverse=not higher), metric
+    assert default_metric(scores) == "cross_entropy"  # accuracy would tie every wrong datapoint
 
 
 def test_missing_scores_rank_first_and_ties_keep_idx_order():
-    scores = Scores({}, {"loss": [0.5, None, 2.0, 0.5]}, [10, 11, 12, 13], {"loss": False})
-    assert worst_first(scores, "loss") == [11, 12, 10, 13]
+    table = ScoresTable(Scores({}, {"loss": [0.5, None, 2.0, 0.5]}, [10, 11, 12, 13], {"loss": False}))
+    assert [row["idx"] for row in table.page(order_by="loss", descending=True)] == [11, 12, 10, 13]
+    assert [row["idx"] for row in table.page(order_by="loss", descending=False)] == [11, 10, 13, 12]
+
+
+def test_filters_pages_and_percentiles_of_the_table():
+    losses = [0.1 * i for i in range(50)]
+    table = ScoresTable(Scores({}, {"loss": losses}, list(range(100, 150)), {"loss": False}))
+    where = where_of({"idx": {"filterType": "number", "type": "equals", "filter": 123},
+                      "loss": {"filterType": "number", "type": "lessThan", "filter": 4.0}}, [])
+    assert [row["idx"] for row in table.page(where)] == [123] and table.count(where) == 1
+    page = table.page(where_of({"loss": {"filterType": "number", "type": "inRange", "filter": 1, "filterTo": 2}}, []),
+                      order_by="loss", descending=True, offset=2, limit=3)
+    assert [row["idx"] for row in page] == [118, 117, 116]
+    assert table.percentile("loss", 0.1 * 24) == 50.0  # 25 of 50 values are at most the 25th smallest
 
 
 def test_new_epochs_appear_while_a_run_is_training(trainer_copy, tmp_path):
@@ -263,22 +280,29 @@ def test_config_inside_the_log_folder_is_never_imported(trainer_copy, tmp_path):
 
 def test_table_rows_are_worst_first_and_mark_debug_outputs(runs):
     backend = ViewerBackend([runs["logs"]])
-    _, rows, columns, problem, caption = datapoint_views(backend, runs["trainer"], "epoch_1", "cross_entropy")
-    assert caption.startswith("epoch 1: 24 datapoints, worst cross_entropy first")
+    query = {"run": runs["trainer"], "epoch": "epoch_1"}
+    sort = {"sortModel": [{"colId": "cross_entropy", "sort": "desc"}]}
+    rows, count, total, label = table_rows(backend, query, sort, 0, 100)
     losses = [row["cross_entropy"] for row in rows]
-    assert losses == sorted(losses, reverse=True) and problem is None
-    assert [c["id"] for c in columns][:3] == ["rank", "idx", "cross_entropy"]
+    assert losses == sorted(losses, reverse=True) and (count, total, label) == (24, 24, "epoch 1")
+    columns = column_defs(backend, runs["trainer"], "epoch_1", "cross_entropy")
+    assert [c.get("field") for c in columns][1:4] == ["idx", "prediction", "cross_entropy"]
+    assert columns[3]["sort"] == "desc"
     assert all(row["debug"] == DEBUG_MARK for row in rows)
-    _, rows, _, _, _ = datapoint_views(backend, runs["trainer"], "epoch_0", "cross_entropy")
-    assert not any(row["debug"] for row in rows)
+    rows, _, _, _ = table_rows(backend, {"run": runs["trainer"], "epoch": "epoch_0"}, sort, 0, 100)
+    assert len(rows) == 24 and not any(row["debug"] for row in rows)
+    rows, count, _, _ = table_rows(backend, {**query, "idx": [3, 5, 99]}, sort, 0, 100)
+    assert sorted(row["idx"] for row in rows) == [3, 5] and count == 2
 
 
 def test_unreadable_scores_file_is_explained_and_debug_outputs_still_open(trainer_copy):
     with open(os.path.join(trainer_copy, "epoch_1", "validation_scores.json"), "w") as f:
         f.write("{not json")
     backend = ViewerBackend([trainer_copy])
-    _, rows, _, problem, _ = datapoint_views(backend, trainer_copy, "epoch_1", "accuracy")
-    assert "cannot be read as JSON" in _text(problem) and len(rows) == 24
+    rows, count, _, _ = table_rows(backend, {"run": trainer_copy, "epoch": "epoch_1"}, {}, 0, 100)
+    assert count == 24 and [row["idx"] for row in rows] == list(range(24))  # the captured ones can be opened
+    with pytest.raises(ScoresError, match="cannot be read as JSON"):
+        backend.scores(backend.epoch(backend.run(trainer_copy), "epoch_1"))
     datapoint = _open(trainer_copy, trainer_copy, "epoch_1", 2)
     assert "cannot be read as JSON" in datapoint["scores_error"] and set(datapoint["debug"]) == {"layer3_energy"}
 

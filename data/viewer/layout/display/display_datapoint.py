@@ -26,9 +26,11 @@ def display_datapoint(datapoint: dict[str, Any]) -> html.Div:
     ``debug`` None means the epoch has no debug outputs: three sections. A
     ``dataset_error`` or ``debug_error`` replaces what could not be read with its message.
     """
-    sections = [section("Inputs", _or_error(datapoint, "inputs", display_inputs)),
-                section("Labels", _or_error(datapoint, "labels", display_labels)),
-                section("Meta info", _or_error(datapoint, "meta_info", display_meta_info))]
+    summary = html.Div([section("Inputs", _or_error(datapoint, "inputs", display_inputs)),
+                        section("Labels", _or_error(datapoint, "labels", display_labels)),
+                        section("Meta info", _or_error(datapoint, "meta_info", display_meta_info))],
+                       className="datapoint-summary")
+    sections = [summary]
     if datapoint.get("debug") is not None or datapoint.get("debug_error"):
         sections.append(section("Debug Outputs", debug_body(datapoint)))
     return html.Div(sections, className="datapoint")
@@ -38,6 +40,8 @@ def debug_body(datapoint: dict[str, Any]) -> html.Div:
     """The Debug Outputs of a datapoint, or the error that kept its page from being read."""
     if datapoint.get("debug_error"):
         return html.Div(dbc.Alert(datapoint["debug_error"], color="danger", className="page-error"))
+    if datapoint.get("debug_note"):
+        return html.Div(dbc.Alert(datapoint["debug_note"], color="secondary", className="debug-note"))
     return display_debug_outputs(datapoint["debug"], image=first_image(datapoint.get("inputs")))
 
 

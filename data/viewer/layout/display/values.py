@@ -67,13 +67,18 @@ def describe_value(value: Any) -> str:
     """Text for a value that is not drawn as an image: scalars as such, arrays by shape and range."""
     array = to_numpy(value)
     if array is None:
-        return str(value)
+        return _scalar_text(value)
     if array.size == 1:
-        return str(array.reshape(-1)[0].item())
+        return _scalar_text(array.reshape(-1)[0].item())
     if array.dtype.kind in "fiub" and array.size:
         return (f"array {tuple(array.shape)} {array.dtype}: min {np.nanmin(array):.4g}, "
                 f"max {np.nanmax(array):.4g}, mean {np.nanmean(array):.4g}")
     return f"array {tuple(array.shape)} {array.dtype}"
+
+
+def _scalar_text(value: Any) -> str:
+    """Floats to 4 significant digits (a meta-info float printed to 17 digits hides its size)."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def value_component(name: str, value: Any) -> Any:

@@ -1,0 +1,161 @@
+"""The datapoint table: columns per epoch, rows served a block at a time, filters and sorts done on the server.
+
+``TABLE_QUERY`` (run, epoch, metric, the idx filter of ``TABLE_IDX_FILTER``) says
+what the rows are of; when it changes the browser drops its cached rows and asks
+again. AG Grid's filter model is turned into ``(column, op, value)`` triples here,
+so nothing typed in the page reaches a query as text.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from dash import Dash, Input, Output, State, ctx, no_update
+
+from runners.eval_viewer.backend.scores import ScoresError
+from runners.eval_viewer.backend.table import TableError
+from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.layout import ids
+
+DEBUG_MARK = "✓"
+LABEL_COLUMNS = ("label", "prediction")
+_NUMBER_OPS = {"equals": "=", "notEqual": "!=", "lessThan": "<", "lessThanOrEqual": "<=", "greaterThan": ">",
+               "greaterThanOrEqual": ">="}
+
+
+def register(app: Dash, backend: ViewerBackend) -> None:
+    @app.callback(Output(ids.TABLE_QUERY, "data"), Output(ids.TABLE, "columnDefs"), Output(ids.TABLE, "filterModel"),
+                  Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"), Input(ids.METRIC_SELECT, "value"),
+                  Input(ids.EPOCH_VERSION, "data"), Input(ids.TABLE_IDX_FILTER, "data"),
+                  Input(ids.TABLE_CLEAR_FILTERS, "n_clicks"), State(ids.TABLE_QUERY, "data"))
+    def choose_rows(run_path: Optional[str], epoch_key: Optional[str], metric: Optional[str], version: Optional[str],
+                    idx_filter: Optional[list], _: Optional[int], previous: Optional[dict]) -> tuple:
+        """A new query for the table; filters are cleared when the run or epoch changes (they would silently
+        empty the next epoch's table) or on 'Clear filters'."""
+        query = {"run": run_path, "epoch": epoch_key, "metric": metric, "version": version, "idx": idx_filter}
+        previous = previous or {}
+        same_epoch = (previous.get("run"), previous.get("epoch")) == (run_path, epoch_key)
+        clear = not same_epoch or ctx.triggered_id == ids.TABLE_CLEAR_FILTERS
+        columns = column_defs(backend, run_path, epoch_key, metric)
+        same_columns = same_epoch and previous.get("metric") == metric and previous.get("version") == version
+        return query, no_update if same_columns else columns, {} if clear else no_update
+
+    app.clientside_callback(
+        """function(query) {
+            const api = window.dash_ag_grid && dash_ag_grid.getApi('TABLE');
+            if (api) { api.purgeInfiniteCache(); }
+            return window.dash_clientside.no_update;
+        }""".replace("TABLE", ids.TABLE),
+        Output(ids.TABLE, "id"), Input(ids.TABLE_QUERY, "data"), prevent_initial_call=True)
+
+    @app.callback(Output(ids.TABLE, "getRowsResponse"), Output(ids.TABLE_CAPTION, "children"),
+                  Input(ids.TABLE, "getRowsRequest"), State(ids.TABLE_QUERY, "data"), prevent_initial_call=True)
+    def serve_rows(request: Optional[dict], query: Optional[dict]) -> tuple:
+        if not request:
+            return no_update, no_update
+        try:
+            rows, count, total, label = table_rows(backend, query or {}, request, request.get("startRow", 0),
+                                                   request.get("endRow", 100))
+        except (ScoresError, TableError) as exc:
+            return {"rowData": [], "rowCount": 0}, str(exc)
+        return {"rowData": rows, "rowCount": count}, caption(label, count, total, query or {}, request)
+
+
+def table_of(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> Any:
+    """The epoch's table, or None when no run or epoch is chosen; ``ScoresError`` when it cannot be read."""
+    run = backend.run(run_path)
+    epoch = backend.epoch(run, epoch_key) if run else None
+    return (epoch, backend.table(epoch)) if epoch else (None, None)
+
+
+def column_defs(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str],
+                metric: Optional[str]) -> list[dict]:
+    """One column per table column, the metric first and sorted worst first; labels as class names."""
+    try:
+        epoch, table = table_of(backend, run_path, epoch_key)
+    except ScoresError:
+        return []
+    if table is None:
+        return []
+    names = dict(table.columns())
+    order = ["idx", *[c for c in LABEL_COLUMNS if c in names], *([metric] if metric in names else []),
+             *[c for c in names if c not in ("idx", metric, *LABEL_COLUMNS)]]
+    classes = backend.class_names(epoch)
+    columns = [{"headerName": "#", "colId": "row", "valueGetter": {"function": "params.node.rowIndex + 1"},
+                "sortable": False, "filter": False, "maxWidth": 70, "minWidth": 60}]
+    for name in order:
+        column = {"field": name, "headerName": name, "filter": _filter_of(names[name], name)}
+        if name == metric:
+            column["sort"] = "asc" if backend.higher_is_better(epoch, metric) else "desc"
+        if name in LABEL_COLUMNS and classes:
+            column["refData"] = {str(i): f"{c} ({i})" for i, c in enumerate(classes)}
+        if names[name] == "float":
+            column["valueFormatter"] = {"function": "params.value == null ? 'n/a' : d3.format('.4~g')(params.value)"}
+        columns.append(column)
+    columns.append({"field": "debug", "headerName": "debug", "sortable": False, "filter": False, "maxWidth": 90})
+    return columns
+
+
+def _filter_of(kind: str, name: str) -> str:
+    return "agTextColumnFilter" if kind == "str" or name in LABEL_COLUMNS else "agNumberColumnFilter"
+
+
+def table_rows(backend: ViewerBackend, query: dict, request: dict, start: int,
+               end: int) -> tuple[list[dict], int, int, str]:
+    """Rows ``start .. end`` under the request's filter and sort, the filtered and total counts, the epoch's label."""
+    epoch, table = table_of(backend, query.get("run"), query.get("epoch"))
+    if table is None:
+        return [], 0, 0, ""
+    where = where_of(request.get("filterModel") or {}, backend.class_names(epoch))
+    if query.get("idx") is not None:
+        where.append(("idx", "in", list(query["idx"])))
+    order_by, descending = _order_of(request.get("sortModel") or [])
+    rows = table.page(where=where, order_by=order_by, descending=descending, offset=start, limit=max(end - start, 0))
+    debug = backend.debug_indices(epoch)
+    for row in rows:
+        row["debug"] = DEBUG_MARK if row["idx"] in debug else ""
+    return rows, table.count(where), table.count(), epoch.label
+
+
+def _order_of(sort_model: list[dict]) -> tuple[Optional[str], bool]:
+    if not sort_model:
+        return None, False
+    return sort_model[0]["colId"], sort_model[0].get("sort") == "desc"
+
+
+def where_of(filter_model: dict, class_names: list[str]) -> list[tuple[str, str, Any]]:
+    """AG Grid's filter model as ``(column, op, value)`` triples; class names in label columns become ids."""
+    where: list[tuple[str, str, Any]] = []
+    for column, condition in filter_model.items():
+        kind, value = condition.get("type"), condition.get("filter")
+        if column in LABEL_COLUMNS:
+            where.append((column, "in", _matching_classes(str(value or ""), class_names)))
+        elif condition.get("filterType") == "text":
+            where.append((column, "contains", str(value or "")))
+        elif kind == "inRange":
+            where += [(column, ">=", value), (column, "<=", condition.get("filterTo"))]
+        elif kind in _NUMBER_OPS and value is not None:
+            where.append((column, _NUMBER_OPS[kind], value))
+    return where
+
+
+def _matching_classes(text: str, class_names: list[str]) -> list[int]:
+    """Class ids whose number is ``text`` or whose name contains it (case-insensitive)."""
+    text = text.strip().lower()
+    matches = [i for i, name in enumerate(class_names) if text in name.lower()]
+    return [int(text)] if text.isdigit() else matches
+
+
+def caption(label: str, count: int, total: int, query: dict, request: dict) -> str:
+    """Names the epoch (so a reader, and a test, knows the table is current) and says when filters hide rows."""
+    if not label:
+        return ""
+    sort = (request.get("sortModel") or [{}])[0]
+    order = f", sorted by {sort['colId']} ({'highest' if sort.get('sort') == 'desc' else 'lowest'} first)" \
+        if sort.get("colId") else ""
+    if count == total:
+        return f"{label}: {total} datapoints{order}; click a row (or j/k) to open one."
+    narrowed = " (narrowed to a chosen set of datapoints)" if query.get("idx") is not None else ""
+    if count == 0:
+        return f"{label}: no datapoint of {total} matches these filters{narrowed}; clear them to see all."
+    return f"{label}: {count} of {total} datapoints match the filters{narrowed}{order}."

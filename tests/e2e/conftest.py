@@ -1,0 +1,85 @@
+"""A real viewer (Dash on 127.0.0.1, a free port) and a real headless Chromium driving it."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import threading
+from collections.abc import Iterator
+
+import pytest
+from werkzeug.serving import make_server
+
+from runners.eval_viewer.app import create_app
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+WAIT_MS = 30_000
+
+# Debug outputs drawn as figures (a custom debugger's bars) and over the input image (Grad-CAM).
+DEBUGGER = """
+from configs.examples.custom_debugger_trainer import ChannelEnergyDebugger
+from debuggers.gradcam_debugger import GradCAMDebugger
+config["debugger"] = {"class": SequentialDebugger, "args": {"page_size_mb": 4, "debuggers_config": [
+    {"name": "layer3_energy",
+     "debugger_config": {"class": ChannelEnergyDebugger, "args": {"layer_name": "backbone.layer3"}}},
+    {"name": "gradcam", "debugger_config": {"class": GradCAMDebugger, "args": {"target_layer": "backbone.layer4"}}}]}}
+"""
+
+
+def browser_or_skip() -> None:
+    """Skip where no browser can run, with the reason; on CI (CI=true) that is a failure instead."""
+    missing = [] if os.path.exists(CHROMIUM) else [f"{CHROMIUM} (install Debian's chromium package)"]
+    if importlib.util.find_spec("playwright") is None:
+        missing.append("the playwright Python package (pip install playwright; no browser download needed)")
+    if not missing:
+        return
+    reason = f"the browser test needs {' and '.join(missing)}"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}, which CI must provide")
+    pytest.skip(reason)
+
+
+@contextlib.contextmanager
+def serve_viewer(log_dirs: list[str]) -> Iterator[str]:
+    """The viewer over ``log_dirs`` served in a thread; yields its URL."""
+    server = make_server("127.0.0.1", 0, create_app(log_dirs).server, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/"
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    browser_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def new_page(browser):
+    """Factory of fresh pages (own URL, no state left by another test); failed callbacks fail the test."""
+    pages, errors = [], []
+
+    def make(url: str):
+        page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        page.set_default_timeout(WAIT_MS)
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.goto(url)
+        pages.append(page)
+        return page
+
+    yield make
+    for page in pages:
+        page.close()
+    assert not errors, f"the page logged errors: {errors}"

@@ -1,0 +1,135 @@
+"""The viewer in a real headless Chromium over real runs: what misled a user before, and the daily loop.
+
+Two trained runs: ``big`` (24 validation datapoints, debug outputs at epochs 1 and 2)
+and ``small`` (12 datapoints, written last), plus the default example shrunk to a
+few datapoints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from runners.eval_viewer.layout import ids
+from runners.trainers import BaseTrainer
+from tests.e2e.conftest import DEBUGGER, serve_viewer
+from tests.e2e.viewer_page import column, filter_box, filter_column, open_row, pick, wait_caption, wait_title
+from tests.runs import REPO_ROOT, train, write_config
+from utils.config_file import load_config
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("daily")
+    (root / "configs").mkdir()
+    train(write_config(root / "configs" / "big.py", root / "logs" / "big", epochs=3, checkpoint_method=2,
+                       extra=DEBUGGER))
+    time.sleep(0.05)  # "most recent" is by modification time
+    train(write_config(root / "configs" / "small.py", root / "logs" / "small", epochs=2, checkpoint_method="all",
+                       val_size=12, extra=DEBUGGER))
+    return root / "logs"
+
+
+@pytest.fixture(scope="module")
+def viewer_url(logs):
+    with serve_viewer([str(logs)]) as url:
+        yield url
+
+
+def _run_label(name: str) -> str:
+    return f"{name} (trainer)"
+
+
+def test_the_first_page_opens_the_most_recent_run_and_asks_for_a_datapoint_only(viewer_url, new_page):
+    page = new_page(viewer_url)
+    wait_caption(page, "epoch 1: 12 datapoints")
+    assert page.locator(f"#{ids.RUN_SELECT}").inner_text().strip() == _run_label("logs/small")
+    panel = page.locator(f"#{ids.DATAPOINT_PANEL}").inner_text()
+    assert "Click a datapoint" in panel and "Pick a run" not in panel
+
+
+def test_the_table_ranks_by_the_loss_so_wrong_datapoints_do_not_tie(viewer_url, logs, new_page):
+    page = new_page(viewer_url)
+    assert "sorted by cross_entropy (highest first)" in wait_caption(page, "epoch 1: 12 datapoints")
+    scores = json.loads((logs / "small" / "epoch_1" / "validation_scores.json").read_text())["per_datapoint"]
+    expected = sorted(range(12), key=lambda i: -scores["cross_entropy"][i])
+    assert [int(i) for i in column(page, "idx")] == expected
+
+
+def test_finding_a_datapoint_by_idx_says_when_nothing_matches_and_ends_with_the_run(viewer_url, new_page):
+    page = new_page(viewer_url)
+    wait_caption(page, "epoch 1: 12 datapoints")
+    filter_column(page, "idx", "7")
+    wait_caption(page, "1 of 12 datapoints match")
+    assert column(page, "idx") == ["7"]
+
+    filter_column(page, "idx", "423")
+    assert "no datapoint of 12 matches" in wait_caption(page, "no datapoint")
+
+    pick(page, ids.RUN_SELECT, _run_label("logs/big"))
+    assert "match" not in wait_caption(page, "epoch 2: 24 datapoints")
+    assert filter_box(page, "idx").input_value() == ""
+    assert len(column(page, "idx")) > 1
+
+
+def test_a_datapoint_another_run_lacks_is_named_as_missing(viewer_url, logs, new_page):
+    page = new_page(f"{viewer_url}?run={logs / 'big'}&epoch=epoch_2&idx=20")
+    wait_title(page, ids.DATAPOINT_PANEL, "datapoint 20 · logs/big · epoch 2")
+    page.locator(f"#{ids.DATAPOINT_PANEL} .section-debug-outputs .js-plotly-plot").first.wait_for()
+
+    pick(page, ids.RUN_SELECT, _run_label("logs/small"))
+    wait_title(page, ids.DATAPOINT_PANEL, "datapoint 20 · logs/small")
+    text = page.locator(f"#{ids.DATAPOINT_PANEL}").inner_text()
+    assert "logs/small has no datapoint with idx 20" in text
+    assert "config changed" not in text and "written only in part" not in text
+
+    pick(page, ids.RUN_SELECT, _run_label("logs/big"))
+    page.click(f"#{ids.TAB_COMPARE_RUNS}")
+    pick(page, ids.COMPARE_RUN_SELECT, _run_label("logs/small"))
+    page.wait_for_selector(f"#{ids.COMPARE_RUNS_PANEL} .compare-column >> nth=1")
+    other = page.locator(f"#{ids.COMPARE_RUNS_PANEL} .compare-column").nth(1).inner_text()
+    assert "logs/small has no datapoint with idx 20" in other
+    assert "config changed" not in other and "written only in part" not in other
+
+
+def test_the_default_example_compares_a_datapoint_across_several_epochs(tmp_path, new_page):
+    config = load_config(os.path.join(REPO_ROOT, "configs", "examples", "cnn_trainer.py"))
+    config["work_dir"] = str(tmp_path / "logs" / "cnn_trainer")
+    config["train_dataset"]["args"]["num_datapoints"] = 32
+    config["val_dataset"]["args"]["num_datapoints"] = 8
+    BaseTrainer(config).run()
+    with serve_viewer([str(tmp_path / "logs")]) as url:
+        page = new_page(url)
+        wait_caption(page, "8 datapoints")
+        open_row(page, 0)
+        page.click(f"#{ids.TAB_COMPARE_EPOCHS}")
+        page.wait_for_selector(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-column >> nth=1")
+        headings = page.locator(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-column h5").all_inner_texts()
+        assert len(headings) >= 2, f"Compare epochs shows {headings}: the example captures too few epochs"
+
+
+def test_a_link_reopens_the_same_view_and_j_k_walk_the_table(viewer_url, new_page):
+    page = new_page(viewer_url)
+    wait_caption(page, "epoch 1: 12 datapoints")
+    order = column(page, "idx")
+    open_row(page, 0)
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[0]} ")
+    page.keyboard.press("j")
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[1]} ")
+    page.keyboard.press("j")
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[2]} ")
+    page.click(f"#{ids.PREV_BUTTON}")
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[1]} ")
+    page.click(f"#{ids.TAB_COMPARE_EPOCHS}")
+    page.wait_for_selector(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-column")
+
+    again = new_page(page.url)
+    again.wait_for_selector(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-column")
+    assert again.locator(f"#{ids.TABS} .tab--selected").inner_text() == "Compare epochs"
+    again.click(f"#{ids.TAB_DATAPOINT}")
+    wait_title(again, ids.DATAPOINT_PANEL, f"datapoint {order[1]} · logs/small · epoch 1")

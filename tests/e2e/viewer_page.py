@@ -1,0 +1,48 @@
+"""What a user does on the viewer's page, as steps the browser tests share."""
+
+from __future__ import annotations
+
+from runners.eval_viewer.layout import ids
+
+
+def pick(page, dropdown: str, label: str) -> None:
+    """Choose the option ``label`` in the dropdown with id ``dropdown``."""
+    page.click(f"#{dropdown}")
+    page.get_by_role("option", name=label, exact=True).click()
+
+
+def wait_caption(page, text: str) -> str:
+    """Wait until the table's caption holds ``text`` (it names the epoch, so the table is current)."""
+    page.wait_for_selector(f"#{ids.TABLE_CAPTION}:has-text('{text}')")
+    return page.locator(f"#{ids.TABLE_CAPTION}").inner_text()
+
+
+def column(page, name: str) -> list[str]:
+    """The shown cells of a table column, top to bottom (rows in the order the table shows them)."""
+    rows = page.locator(f"#{ids.TABLE} .ag-center-cols-container .ag-row")
+    rows.first.wait_for()
+    cells = {int(row.get_attribute("row-index")): row.locator(f"[col-id='{name}']").inner_text()
+             for row in rows.all()}
+    return [cells[i] for i in sorted(cells)]
+
+
+def filter_box(page, name: str):
+    """The filter box under the column's header."""
+    return page.locator(f"#{ids.TABLE} .ag-header-row-filter input[aria-label='{name} Filter Input']:not([disabled])")
+
+
+def filter_column(page, name: str, text: str) -> None:
+    """Type into the column's filter box (what a user does to find a datapoint)."""
+    filter_box(page, name).fill(text)
+
+
+def open_row(page, row: int) -> str:
+    """Click a table row; return the idx it shows."""
+    cell = page.locator(f"#{ids.TABLE} .ag-center-cols-container .ag-row[row-index='{row}'] [col-id='idx']")
+    idx = cell.inner_text().strip()
+    cell.click()
+    return idx
+
+
+def wait_title(page, panel: str, text: str) -> None:
+    page.wait_for_selector(f"#{panel} .datapoint-title:has-text('{text}')")
