@@ -94,6 +94,10 @@ class EpochTable:
         """``(name, type)`` of every scalar column (the ones a table shows, filters and sorts)."""
         return [(name, _type_name(kind)) for name, kind in self._types.items() if not _is_list(kind)]
 
+    def has_column(self, name: str) -> bool:
+        """Whether the table has ``name``, list columns (``probabilities``) included."""
+        return name in self._types
+
     def count(self, where: Filter | None = None) -> int:
         condition, params = self._where(where)
         return int(self._query(f"SELECT count(*) FROM read_parquet($path){condition}", params)[0][0])

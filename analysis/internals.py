@@ -1,0 +1,144 @@
+"""Findings that need the captured outputs themselves, read from an epoch's debug pages.
+
+- Embedding clusters: where a debugger captured a pooled feature vector per datapoint (a ``layer_output``
+  output, or a plain 1-D array), the failures are clustered in that space with scikit-learn's ``KMeans``;
+  every datapoint then joins its nearest cluster, which gives each cluster a failure rate, and each cluster
+  is described by the columns that set its failures apart from the passing datapoints.
+- NaN origins: where a ``NaNInfDebugger`` ran, the modules that first produced a NaN or Inf, by count.
+
+Pages are read through the safe reader (``load_debug_outputs``), one page at a time.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sklearn.cluster import KMeans
+from sklearn.preprocessing import StandardScaler
+
+from debuggers.outputs import KIND_LAYER_OUTPUT, KIND_NAN_ORIGIN, is_shared_record
+from runners.eval_viewer.backend.initialization import load_debug_outputs
+
+MAX_CLUSTERS = 4
+
+
+@dataclass
+class EmbeddingCluster:
+    debugger: str
+    size: int
+    failures: int
+    failure_rate: float
+    description: str
+    idx: list[int] = field(repr=False)
+
+
+@dataclass
+class NaNOrigin:
+    module: str
+    module_type: str
+    count: int
+    idx: list[int] = field(repr=False)
+
+
+@dataclass
+class CapturedInternals:
+    """What the pages hold that the table does not: pooled vectors and NaN origins, by debugger."""
+
+    vectors: dict[str, tuple[np.ndarray, np.ndarray]]  # debugger -> (idx, (n, d) vectors)
+    nan_origins: list[NaNOrigin]
+
+
+def read_internals(epoch_dir: str) -> CapturedInternals:
+    """Pooled vectors and NaN origins of every captured datapoint of ``epoch_dir`` (empty when none)."""
+    outputs = load_debug_outputs(epoch_dir)
+    vectors: dict[str, dict[int, np.ndarray]] = defaultdict(dict)
+    origins: dict[tuple[str, str], list[int]] = defaultdict(list)
+    if outputs is not None:
+        by_page: dict[str, list[int]] = defaultdict(list)
+        for idx, page in outputs.locations.items():
+            by_page[page].append(idx)
+        for page in sorted(by_page):
+            for idx in sorted(by_page[page]):
+                _collect(idx, outputs[idx], vectors, origins)
+    stacked = {name: (np.array(sorted(rows)), np.stack([rows[i] for i in sorted(rows)]))
+               for name, rows in vectors.items() if len({v.shape for v in rows.values()}) == 1}
+    ranked = sorted(origins.items(), key=lambda item: -len(item[1]))
+    return CapturedInternals(stacked, [NaNOrigin(module, kind, len(idx), sorted(idx))
+                                       for (module, kind), idx in ranked])
+
+
+def _collect(idx: int, datapoint: dict[str, Any], vectors: dict, origins: dict) -> None:
+    for name, output in datapoint.items():
+        if is_shared_record(output):
+            continue
+        vector = _pooled_vector(output)
+        if vector is not None:
+            vectors[name][idx] = vector
+        if isinstance(output, dict) and output.get("kind") == KIND_NAN_ORIGIN and output.get("first_module"):
+            origins[(str(output["first_module"]), str(output.get("module_type")))].append(idx)
+
+
+def _pooled_vector(output: Any) -> np.ndarray | None:
+    """A feature vector: a ``layer_output`` (spatial/token mean) or a 1-D array a debugger returned."""
+    if isinstance(output, dict) and output.get("kind") == KIND_LAYER_OUTPUT:
+        array = np.asarray(output.get("output"), dtype=np.float64)
+        if array.ndim == 3:
+            return array.mean(axis=(1, 2))
+        if array.ndim == 2:
+            return array.mean(axis=0)
+        return array.reshape(-1) if array.ndim == 1 else None
+    if isinstance(output, np.ndarray) and output.ndim == 1 and output.dtype.kind == "f" and len(output) > 1:
+        return output.astype(np.float64)
+    return None
+
+
+def embedding_clusters(internals: CapturedInternals, table_idx: np.ndarray, failed: np.ndarray,
+                       columns: dict[str, np.ndarray], min_size: int, seed: int = 0) -> list[EmbeddingCluster]:
+    """Failure clusters in each captured vector space, highest failure rate first."""
+    clusters = []
+    for name, (idx, vectors) in internals.vectors.items():
+        rows = np.searchsorted(table_idx, idx)
+        usable = np.isfinite(vectors).all(axis=1)
+        rows, vectors = rows[usable], vectors[usable]
+        fails = failed[rows]
+        k = min(MAX_CLUSTERS, int(fails.sum()) // max(min_size, 1))
+        if k < 1 or fails.all():
+            continue
+        space = StandardScaler().fit_transform(vectors)
+        model = KMeans(n_clusters=k, n_init=4, random_state=seed).fit(space[fails])
+        nearest = model.predict(space)
+        for c in range(k):
+            member = nearest == c
+            if member.sum() < min_size:
+                continue
+            inside = int((member & fails).sum())
+            description = describe_group(member & fails, ~fails, {n: v[rows] for n, v in columns.items()})
+            clusters.append(EmbeddingCluster(name, int(member.sum()), inside, inside / int(member.sum()),
+                                             description, table_idx[rows[member]].tolist()))
+    return sorted(clusters, key=lambda cluster: -cluster.failure_rate)
+
+
+def describe_group(group: np.ndarray, reference: np.ndarray, columns: dict[str, np.ndarray], top: int = 3) -> str:
+    """The columns that most set ``group`` apart from ``reference``: categorical values by over-representation,
+    numbers by standardised mean difference."""
+    findings: list[tuple[float, str]] = []
+    for name, values in columns.items():
+        if values.dtype == object or values.dtype.kind == "b":
+            for value, count in Counter(values[group].tolist()).most_common(1):
+                share, base = count / max(group.sum(), 1), float(np.mean(values[reference] == value))
+                findings.append((share - base, f"{name} = {value} ({share:.0%} vs {base:.0%})"))
+            continue
+        a, b = values[group].astype(np.float64), values[reference].astype(np.float64)
+        a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+        if len(a) < 2 or len(b) < 2:
+            continue
+        spread = np.sqrt((a.var() + b.var()) / 2)
+        if spread > 0:
+            effect = (a.mean() - b.mean()) / spread
+            findings.append((abs(effect) / 2, f"{name} {'high' if effect > 0 else 'low'} "
+                                              f"({a.mean():.3g} vs {b.mean():.3g})"))
+    findings.sort(key=lambda item: -item[0])
+    return "; ".join(text for _, text in findings[:top])

@@ -1,0 +1,118 @@
+"""Does the failure analysis find causes planted on purpose? Each cause's rank in its finding list.
+
+    python -m benchmarks.failure_discovery [--work-dir DIR] [--small]
+
+Trains ``configs/examples/planted_failures_trainer.py`` (or its ``--small`` version, the one the test
+uses), runs ``analysis.failures.analyze`` on the last epoch, and looks each planted cause up with the
+dataset's own ground truth (``SyntheticShapesDataset.planted``):
+
+| cause | finding list | counts as found when |
+| --- | --- | --- |
+| shortcut marker | slices | a slice of which >= 50% carry the contradicting marker, holding >= 30% of them |
+| hard slice | slices | the same with the small, low-contrast datapoints |
+| hard slice | separating quantities | the column ``scale`` or ``contrast`` |
+| label noise | suspected label errors | a datapoint whose label was flipped (and precision of the top 10) |
+| NaN | NaN origins | a module inside the planted layer |
+| dead channel | dead units | the planted channel's energy column |
+
+Target: every cause in the top 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import tempfile
+import time
+from typing import Any, Optional
+
+from analysis.failures import Findings, analyze
+from runners.trainers import BaseTrainer
+from utils.builders import build_from_config
+from utils.config_file import load_config
+
+CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "examples",
+                      "planted_failures_trainer.py")
+TARGET = 3
+
+
+def planted_config(work_dir: str, small: bool = False) -> dict[str, Any]:
+    """The example config; ``small``: 16 px, fewer datapoints and a narrower CNN (seconds on 2 cores)."""
+    config = copy.deepcopy(load_config(CONFIG))
+    config["work_dir"] = work_dir
+    if small:
+        for key, size in (("train_dataset", 1200), ("val_dataset", 600)):
+            config[key]["args"].update(num_datapoints=size, resolution=16)
+        config["model"]["args"]["widths"] = (8, 16, 16, 16)
+        config["epochs"] = 4
+        config["scheduler"]["args"]["T_max"] = 4
+    return config
+
+
+def discovery_ranks(findings: Findings, config: dict[str, Any]) -> dict[str, Optional[int]]:
+    """1-based rank of each planted cause in its finding list (None: not found)."""
+    dataset = build_from_config(config["val_dataset"], "config['val_dataset']")
+    planted = [dataset.planted(i) for i in range(len(dataset))]
+    marker = {i for i, p in enumerate(planted) if p.marker_class is not None}
+    hard = {i for i, p in enumerate(planted) if p.hard}
+    flipped = {i for i, p in enumerate(planted) if p.label_flipped}
+    nan_layer = config["model"]["args"]["nan_layer"]
+    dead_layer, dead_channel = config["model"]["args"]["dead_channel"]
+    energy = next(entry["name"] for entry in config["debugger"]["args"]["debuggers_config"]
+                  if entry["debugger_config"]["args"].get("layer_name") == dead_layer)
+    return {
+        "shortcut marker: slice": _slice_rank(findings, marker),
+        "hard slice: slice": _slice_rank(findings, hard),
+        "hard slice: separating quantity": _first(s.column in ("scale", "contrast") for s in findings.separators),
+        "label noise: label-error list": _first(issue.idx in flipped for issue in findings.label_issues),
+        "NaN: NaN origin": _first(o.module == nan_layer or o.module.startswith(nan_layer + ".")
+                                  for o in findings.nan_origins),
+        "dead channel: dead units": _first(unit.column == f"{energy}.c{dead_channel}" for unit in findings.dead_units),
+    }
+
+
+def label_error_precision(findings: Findings, config: dict[str, Any], top: int = 10) -> float:
+    dataset = build_from_config(config["val_dataset"], "config['val_dataset']")
+    issues = findings.label_issues[:top]
+    return sum(dataset.planted(issue.idx).label_flipped for issue in issues) / max(len(issues), 1)
+
+
+def _slice_rank(findings: Findings, cause: set[int]) -> Optional[int]:
+    def matches(members: list[int]) -> bool:
+        shared = len(cause.intersection(members))
+        return shared >= 0.5 * len(members) and shared >= 0.3 * len(cause)
+    return _first(matches(s.idx) for s in findings.slices)
+
+
+def _first(hits: Any) -> Optional[int]:
+    return next((rank for rank, hit in enumerate(hits, start=1) if hit), None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work-dir", default=None, help="train here (an existing finished run is reused)")
+    parser.add_argument("--small", action="store_true", help="the small version the test trains")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        config = planted_config(args.work_dir or os.path.join(scratch, "planted"), small=args.small)
+        start = time.perf_counter()
+        BaseTrainer(config).run()
+        trained = time.perf_counter() - start
+        start = time.perf_counter()
+        findings = analyze(config["work_dir"])
+        analysed = time.perf_counter() - start
+        ranks = discovery_ranks(findings, config)
+        precision = label_error_precision(findings, config)
+    print(f"\n{'small' if args.small else 'full'} planted run: {findings.failures} failures of "
+          f"{findings.datapoints}; training {trained:.0f} s, analysis {analysed:.1f} s")
+    print(f"{'planted cause: finding list':40s} rank   (target <= {TARGET})")
+    for cause, rank in ranks.items():
+        verdict = "ok" if rank is not None and rank <= TARGET else "MISSED"
+        print(f"{cause:40s} {rank if rank is not None else 'not found':>4}  {verdict}")
+    print(f"label-error list: {precision:.0%} of the top 10 are planted flips")
+    print(f"all causes in the top {TARGET}: {all(r is not None and r <= TARGET for r in ranks.values())}")
+
+
+if __name__ == "__main__":
+    main()

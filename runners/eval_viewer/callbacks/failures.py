@@ -1,0 +1,145 @@
+"""The Failures tab: findings of the chosen epoch, and clicks on them narrowing the datapoint table.
+
+The findings of an epoch are computed once (when the tab is first shown for it) and kept for the last
+few epochs, keyed by the epoch table's path and modification time; the computation runs outside any lock.
+A click writes a list of idx (or None for all) to ``ids.TABLE_IDX_FILTER``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from typing import Any, Optional
+
+import numpy as np
+from dash import ALL, Dash, Input, Output, State, ctx, html, no_update
+
+from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable, EpochTableError
+from analysis.failures import AnalysisError, Findings, analyze
+from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.layout import failures as layout
+from runners.eval_viewer.layout import ids
+
+KEEP_EPOCHS = 4
+
+
+class FindingsCache:
+    """Findings of the last ``KEEP_EPOCHS`` epochs; a rewritten table (a run still training) is analysed again."""
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[tuple, Findings] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, epoch_dir: str) -> Findings:
+        path = os.path.join(epoch_dir, EPOCH_TABLE_FILE)
+        key = (path, os.stat(path).st_mtime_ns if os.path.exists(path) else None)
+        with self._lock:
+            if key in self._entries:
+                return self._entries[key]
+        findings = analyze(epoch_dir)
+        with self._lock:
+            self._entries[key] = findings
+            while len(self._entries) > KEEP_EPOCHS:
+                self._entries.popitem(last=False)
+        return findings
+
+
+def register(app: Dash, backend: ViewerBackend) -> None:
+    cache = FindingsCache()
+
+    def epoch_dir(run_path: Optional[str], epoch_key: Optional[str]) -> Optional[str]:
+        run = backend.run(run_path)
+        epoch = backend.epoch(run, epoch_key) if run else None
+        return epoch.dir if epoch else None
+
+    @app.callback(Output(layout.PANEL, "children"), Output(layout.MORE, "children"),
+                  Output(layout.SEPARATORS_CHART, "figure"), Output(layout.CONFUSION_CHART, "figure"),
+                  Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"), Input(ids.TABS, "value"))
+    def show_findings(run_path: Optional[str], epoch_key: Optional[str], tab: Optional[str]) -> tuple:
+        if tab != layout.TAB_FAILURES:
+            return no_update, no_update, no_update, no_update
+        folder = epoch_dir(run_path, epoch_key)
+        if folder is None:
+            return "Choose a run and an epoch to see why its datapoints fail.", [], {}, {}
+        try:
+            findings = cache.get(folder)
+        except (AnalysisError, EpochTableError) as exc:
+            return html.P(str(exc), className="error"), [], {}, {}
+        above, below = layout.findings_view(findings)
+        return above, below, layout.separators_figure(findings), layout.confusion_figure(findings)
+
+    @app.callback(Output(ids.TABLE_IDX_FILTER, "data"), Output(layout.FILTER_NOTE, "children"),
+                  Input({"type": layout.FINDING, "index": ALL}, "n_clicks"),
+                  Input(layout.SEPARATORS_CHART, "clickData"), Input(layout.CONFUSION_CHART, "clickData"),
+                  Input(layout.SHOW_ALL, "n_clicks"), State(ids.RUN_SELECT, "value"), State(ids.EPOCH_SELECT, "value"),
+                  prevent_initial_call=True)
+    def filter_table(_: list, separator: Optional[dict], cell: Optional[dict], __: Optional[int],
+                     run_path: Optional[str], epoch_key: Optional[str]) -> tuple:
+        trigger = ctx.triggered_id
+        folder = epoch_dir(run_path, epoch_key)
+        if trigger == layout.SHOW_ALL or folder is None:
+            return None, ""
+        if not ctx.triggered or not ctx.triggered[0].get("value"):
+            return no_update, no_update  # a finding button was drawn, not clicked
+        try:
+            findings = cache.get(folder)
+            chosen = chosen_datapoints(findings, trigger, separator, cell)
+        except (AnalysisError, EpochTableError) as exc:
+            return no_update, str(exc)
+        if chosen is None:
+            return no_update, no_update
+        idx, what = chosen
+        return idx, f"Table filtered to {len(idx)} datapoints: {what}"
+
+    @app.callback(Output(ids.TABS, "value", allow_duplicate=True), Input(ids.SELECTED, "data"),
+                  State(ids.TABS, "value"), prevent_initial_call=True)
+    def open_datapoint(idx: Any, tab: Optional[str]) -> str:
+        """A datapoint opened while the Failures tab shows: show it (with its Debug Outputs)."""
+        return ids.TAB_DATAPOINT if tab == layout.TAB_FAILURES and idx is not None else no_update
+
+
+def chosen_datapoints(findings: Findings, trigger: Any, separator: Optional[dict],
+                      cell: Optional[dict]) -> Optional[tuple[list[int], str]]:
+    """The idx a click on a finding stands for, and what it is."""
+    if trigger == layout.SEPARATORS_CHART:
+        column = ((separator or {}).get("points") or [{}])[0].get("customdata")
+        found = next((s for s in findings.separators if s.column == column), None)
+        return None if found is None else separator_side(findings, found.column, found.direction)
+    if trigger == layout.CONFUSION_CHART:
+        point = ((cell or {}).get("points") or [{}])[0]
+        return confusion_cell(findings, point.get("y"), point.get("x"))
+    kind, _, position = str((trigger or {}).get("index", "")).partition("-")
+    lists = {"slice": findings.slices, "cluster": findings.clusters, "nan": findings.nan_origins}
+    if kind == "labels":
+        return [issue.idx for issue in findings.label_issues], "suspected label errors"
+    if kind in lists and position.isdigit() and int(position) < len(lists[kind]):
+        found = lists[kind][int(position)]
+        what = getattr(found, "description", None) or getattr(found, "module", "")
+        return list(found.idx), str(what)
+    return None
+
+
+def separator_side(findings: Findings, column: str, direction: str) -> tuple[list[int], str]:
+    """The tenth of datapoints with the most failure-like values of ``column``."""
+    values = EpochTable(findings.table_path).values(["idx", column])
+    numbers = values[column].astype(np.float64)
+    usable = np.isfinite(numbers)
+    higher = direction.startswith("higher")
+    cut = np.quantile(numbers[usable], 1 - layout.SEPARATOR_SHARE if higher else layout.SEPARATOR_SHARE)
+    side = usable & ((numbers >= cut) if higher else (numbers <= cut))
+    return values["idx"][side].tolist(), f"{column} {'>=' if higher else '<='} {cut:.3g}"
+
+
+def confusion_cell(findings: Findings, label: Any, prediction: Any) -> Optional[tuple[list[int], str]]:
+    confusion = findings.confusion
+    if confusion is None or label is None or prediction is None:
+        return None
+    names = [str(name) for name in confusion["classes"]]
+    if str(label) not in names or str(prediction) not in names:
+        return None
+    label_id = confusion["class_ids"][names.index(str(label))]
+    prediction_id = confusion["class_ids"][names.index(str(prediction))]
+    where = [("label", "=", label_id), ("prediction", "=", prediction_id)]
+    values = EpochTable(findings.table_path).values(["idx"], where=where)
+    return values["idx"].tolist(), f"label {label}, predicted {prediction}"

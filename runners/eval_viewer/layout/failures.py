@@ -1,0 +1,97 @@
+"""The Failures tab: why the chosen epoch's datapoints fail (``analysis.failures``), each finding clickable.
+
+Clicking a finding (a slice, a separating quantity's bar, a confusion-matrix cell, a cluster, the label
+suspects, a NaN origin) writes its datapoints' idx to the ``TABLE_IDX_FILTER`` store, which the datapoint
+table and the score grid read; opening a datapoint from the table then shows it, Debug Outputs included.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import dcc, html
+
+from analysis.failures import Findings
+
+TAB_FAILURES = "tab-failures"
+PANEL = "failures-panel"  # the summary and the slices
+MORE = "failures-more"  # clusters, label suspects, NaN origins, dead units
+FINDING = "failures-finding"  # pattern-matching id type: {'type': FINDING, 'index': '<list>-<position>'}
+SEPARATORS_CHART = "failures-separators"
+CONFUSION_CHART = "failures-confusion"
+SHOW_ALL = "failures-show-all"
+FILTER_NOTE = "failures-filter-note"
+SEPARATOR_SHARE = 0.1  # clicking a bar shows the failing side's most extreme tenth of that quantity
+
+
+def failures_tab() -> dcc.Tab:
+    return dcc.Tab(label="Failures", value=TAB_FAILURES, id=TAB_FAILURES, children=html.Div([
+        html.Div([html.Button("Show all datapoints", id=SHOW_ALL, className="small-button"),
+                  html.Span(id=FILTER_NOTE, className="hint")], className="navigation"),
+        dcc.Loading(html.Div("Choose a run and an epoch to see why its datapoints fail.", id=PANEL)),
+        html.H4("Separating quantities (AUROC, failures vs passes; click a bar)"),
+        dcc.Graph(id=SEPARATORS_CHART, figure={}, config={"displaylogo": False}),
+        html.H4("Confusion matrix (rows: label, columns: prediction; click a cell)"),
+        dcc.Graph(id=CONFUSION_CHART, figure={}, config={"displaylogo": False}),
+        html.Div(id=MORE),
+    ], className="tab-body"))
+
+
+def findings_view(findings: Findings) -> tuple[list[Any], list[Any]]:
+    """The finding lists above and below the charts, best first; each entry a button that filters the
+    table to its datapoints."""
+    above = [
+        html.P(f"{findings.failures} of {findings.datapoints} datapoints fail ({findings.failure_definition}). "
+               "Click a finding to filter the table to its datapoints.", className="hint"),
+        _section("Slices that fail more than the rest", [
+            _finding(f"slice-{i}", s.description, f"{s.size} datapoints, {s.failure_rate:.0%} fail "
+                                                 f"(rest {s.rest_failure_rate:.0%})")
+            for i, s in enumerate(findings.slices)]),
+    ]
+    below = [
+        _section("Failure clusters in captured feature spaces", [
+            _finding(f"cluster-{i}", f"{c.debugger} cluster {i + 1}",
+                     f"{c.size} datapoints, {c.failure_rate:.0%} fail: {c.description}")
+            for i, c in enumerate(findings.clusters)]),
+        _section("Suspected label errors (cleanlab)", [
+            _finding("labels-0", f"{len(findings.label_issues)} most suspicious labels",
+                     ", ".join(f"#{e.idx} {e.label} (model: {e.suggested})" for e in findings.label_issues[:5]))
+        ] if findings.label_issues else []),
+        _section("Where NaN/Inf first appears", [
+            _finding(f"nan-{i}", o.module, f"{o.count} datapoints ({o.module_type})")
+            for i, o in enumerate(findings.nan_origins)]),
+        _section("Dead units (the same value for every datapoint)", [
+            html.Li(f"{d.column} = {d.value:g}") for d in findings.dead_units]),
+    ]
+    return above, below
+
+
+def separators_figure(findings: Findings) -> dict:
+    separators = list(reversed(findings.separators))  # the strongest on top
+    return {
+        "data": [{"type": "bar", "orientation": "h", "x": [s.auroc for s in separators],
+                  "y": [s.column for s in separators], "customdata": [s.column for s in separators],
+                  "text": [s.direction for s in separators], "hovertemplate": "%{y}: %{x:.3f} (%{text})"}],
+        "layout": {"height": 60 + 24 * len(separators), "margin": {"l": 160, "r": 10, "t": 10, "b": 30},
+                   "xaxis": {"range": [0.5, 1.0], "title": "AUROC"}},
+    }
+
+
+def confusion_figure(findings: Findings) -> dict:
+    confusion = findings.confusion or {"classes": [], "matrix": []}
+    names = [str(name) for name in confusion["classes"]]
+    return {
+        "data": [{"type": "heatmap", "z": confusion["matrix"], "x": names, "y": names, "colorscale": "Blues",
+                  "texttemplate": "%{z}", "hovertemplate": "label %{y}, predicted %{x}: %{z}"}],
+        "layout": {"height": 120 + 28 * len(names), "margin": {"l": 90, "r": 10, "t": 10, "b": 60},
+                   "yaxis": {"autorange": "reversed"}},
+    }
+
+
+def _section(title: str, items: list) -> html.Div:
+    return html.Div([html.H4(title), html.Ul(items) if items else html.P("none", className="hint")])
+
+
+def _finding(key: str, title: str, detail: str) -> html.Li:
+    return html.Li(html.Button([html.B(title), html.Span(f"  {detail}")], id={"type": FINDING, "index": key},
+                               className="finding-button"))

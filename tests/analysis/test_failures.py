@@ -1,0 +1,120 @@
+"""The failure analysis on epoch tables with known structure, checked against independent computations."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy.stats import mannwhitneyu
+
+from analysis.epoch_table import EpochTable, write_epoch_table
+from analysis.failures import AnalysisError, FailureDefinition, analyze, analyze_table
+from tests.runs import REPO_ROOT
+
+ROWS = 3000
+CLASSES = ("circle", "square", "ring")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """An evaluator-like folder whose table has one planted failing slice, a lucky tiny group, label flips."""
+    rng = np.random.default_rng(0)
+    occluded = rng.random(ROWS) < 0.3
+    contrast = rng.uniform(0.0, 1.0, ROWS)
+    rare = np.zeros(ROWS, dtype=bool)
+    rare[rng.choice(ROWS, 6, replace=False)] = True
+    fail_probability = np.where(occluded & (contrast < 0.25), 0.85, 0.1)
+    failed = (rng.random(ROWS) < fail_probability) | rare
+    label = rng.integers(0, 3, ROWS)
+    prediction = np.where(failed, (label + rng.integers(1, 3, ROWS)) % 3, label)
+    probabilities = np.full((ROWS, 3), 0.1, dtype=np.float32)
+    probabilities[np.arange(ROWS), prediction] = 0.8
+    flipped = np.flatnonzero(~failed)[:15]  # the model is very sure of another class than the label
+    label[flipped] = (prediction[flipped] + 1) % 3
+    probabilities[flipped] = 0.005
+    probabilities[flipped, prediction[flipped]] = 0.99
+    prediction_fails = label != prediction
+    folder = tmp_path_factory.mktemp("table_run")
+    write_epoch_table(str(folder / "epoch_table.parquet"), {
+        "idx": np.arange(ROWS), "label": label, "prediction": prediction,
+        "label_name": np.array(CLASSES, dtype=object)[label],
+        "prediction_name": np.array(CLASSES, dtype=object)[prediction], "probabilities": probabilities,
+        "accuracy": (~prediction_fails).astype(float), "occluded": occluded, "contrast": contrast,
+        "source": np.where(rare, "rare", "common").astype(object), "layer3.sparsity": contrast + rng.normal(0, 0.3, ROWS),
+        "layer3.dead": np.zeros(ROWS),
+    }, {"scores": ["accuracy"], "higher_is_better": {"accuracy": True}, "meta": ["occluded", "contrast", "source"],
+        "summaries": ["layer3.sparsity", "layer3.dead"]})
+    return str(folder), flipped, prediction_fails
+
+
+def test_the_planted_slice_ranks_first_and_a_lucky_tiny_group_does_not_win(run_dir):
+    folder, _, failed = run_dir
+    findings = analyze(folder)
+    top = findings.slices[0]
+    assert {c.column for c in top.conditions} == {"occluded", "contrast"}
+    assert re.fullmatch(r"occluded = True and contrast < 0\.2\d*", top.description), top.description
+    members = np.array(top.idx)
+    assert top.size == len(members) and top.failure_rate == pytest.approx(failed[members].mean())
+    rest = np.setdiff1d(np.arange(ROWS), members)
+    assert top.rest_failure_rate == pytest.approx(failed[rest].mean())
+    assert top.failure_rate > 0.7 and top.rest_failure_rate < 0.2
+    assert not any("source = rare" in s.description for s in findings.slices)  # 6 of 6 fail, but only 6
+    assert findings.failures == failed.sum() and findings.datapoints == ROWS
+
+
+def test_separating_quantities_match_the_mann_whitney_statistic(run_dir):
+    folder, _, failed = run_dir
+    findings = analyze(folder)
+    by_column = {s.column: s for s in findings.separators}
+    contrast = EpochTable(folder + "/epoch_table.parquet").values(["contrast"])["contrast"]
+    u = mannwhitneyu(contrast[failed], contrast[~failed]).statistic
+    auc = u / (failed.sum() * (~failed).sum())
+    assert by_column["contrast"].auroc == pytest.approx(max(auc, 1 - auc))
+    assert by_column["contrast"].direction == "lower in failures"
+    assert "accuracy" not in by_column  # a score restates the failure: never a finding
+    assert [d.column for d in findings.dead_units] == ["layer3.dead"]
+
+
+def test_confidently_contradicted_labels_top_the_label_error_list(run_dir):
+    folder, flipped, _ = run_dir
+    issues = analyze(folder, top=15).label_issues
+    assert {issue.idx for issue in issues} == set(flipped.tolist())
+    confidences = [issue.self_confidence for issue in issues]
+    assert confidences == sorted(confidences)
+    assert issues[0].label in CLASSES and issues[0].suggested in CLASSES
+
+
+def test_a_metric_failure_definition_takes_the_worst_fraction_in_the_right_direction(tmp_path):
+    loss = np.linspace(0.0, 9.9, 100)
+    write_epoch_table(str(tmp_path / "epoch_table.parquet"), {"idx": np.arange(100), "loss": loss},
+                      {"scores": ["loss"], "higher_is_better": {"loss": False}})
+    table = EpochTable(str(tmp_path / "epoch_table.parquet"))
+    findings = analyze_table(table, failure=FailureDefinition(metric="loss", worst_fraction=0.2))
+    assert findings.failures == 20 and "worst 20% of loss" in findings.failure_definition
+    with pytest.raises(AnalysisError, match="worst_fraction"):
+        analyze_table(table, failure=FailureDefinition(metric="loss", worst_fraction=2))
+
+
+def test_the_command_prints_the_same_findings_as_the_function(run_dir):
+    folder, _, _ = run_dir
+    result = subprocess.run([sys.executable, "-m", "runners.analyze", "--run", folder, "--json"], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    expected = analyze(folder).to_dict()
+    assert [s["description"] for s in printed["slices"]] == [s["description"] for s in expected["slices"]]
+    assert [s["column"] for s in printed["separators"]] == [s["column"] for s in expected["separators"]]
+    assert [i["idx"] for i in printed["label_issues"]] == [i["idx"] for i in expected["label_issues"]]
+    text = subprocess.run([sys.executable, "-m", "runners.analyze", "--run", folder], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120).stdout
+    assert expected["slices"][0]["description"] in text
+
+
+def test_a_folder_without_a_table_is_explained(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "runners.analyze", "--run", str(tmp_path)], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "holds no epoch table" in result.stderr
