@@ -9,7 +9,7 @@ reads the epoch table (and, for captured epochs, the debug pages) and returns ``
   (``sklearn.metrics.roc_auc_score``), reported as max(auc, 1 - auc) with its direction;
 - embedding clusters and NaN origins from the captured outputs (``analysis/internals.py``);
 - suspected label errors: cleanlab's ``find_label_issues`` on the validation probabilities, which are
-  out-of-sample for the validation set, ranked by self-confidence;
+  out-of-sample for the validation set, ranked by self-confidence, those no failure slice explains first;
 - dead units: summary columns that are the same for every datapoint (a dead channel's energy is 0);
 - the confusion matrix.
 
@@ -140,7 +140,8 @@ def analyze_table(table: EpochTable, internals: Optional[CapturedInternals] = No
     findings.slices = find_slices(sliced, failed, values["idx"], min_size, top=top,
                                   exclusive=_class_columns(sliced, values))
     findings.separators = separating_quantities(sliced, failed)[:top]
-    findings.label_issues = suspected_label_errors(values)[:top]
+    explained = {i for found in findings.slices for i in found.idx}
+    findings.label_issues = suspected_label_errors(values, explained)[:top]
     findings.dead_units = dead_units(values, table.roles.get("summaries", []))
     findings.confusion = confusion(values)
     if internals is not None:
@@ -166,8 +167,13 @@ def separating_quantities(columns: dict[str, np.ndarray], failed: np.ndarray) ->
     return sorted(found, key=lambda separator: -separator.auroc)
 
 
-def suspected_label_errors(values: dict[str, np.ndarray]) -> list[LabelIssue]:
-    """Datapoints whose label the model's probabilities contradict (cleanlab), most suspicious first."""
+def suspected_label_errors(values: dict[str, np.ndarray], explained: frozenset[int] | set[int] = frozenset()
+                           ) -> list[LabelIssue]:
+    """Datapoints whose label the model's probabilities contradict (cleanlab), most suspicious first.
+
+    Datapoints in ``explained`` (the reported failure slices) come after the others: a slice already says
+    why the model contradicts them (a shortcut, a hard group), while a wrong label is an isolated failure.
+    """
     if "probabilities" not in values or "label" not in values:
         return []
     probabilities, labels = values["probabilities"].astype(np.float64), values["label"]
@@ -179,6 +185,7 @@ def suspected_label_errors(values: dict[str, np.ndarray]) -> list[LabelIssue]:
                                return_indices_ranked_by="self_confidence")
     names = values.get("label_name"), values.get("prediction_name")
     issues = []
+    ranked = sorted(ranked, key=lambda position: int(values["idx"][rows[position]]) in explained)  # stable
     for position in ranked:
         row = rows[position]
         label = names[0][row] if names[0] is not None else int(labels[row])

@@ -32,8 +32,8 @@ OCCLUSION_PROB = 0.3
 NOISE_STD_RANGE = (0.02, 0.15)  # Gaussian noise on [0, 1] colours
 
 # Planted causes of failure (all off by default; see configs/examples/planted_failures_trainer.py).
-HARD_SCALE_RANGE = (0.12, 0.17)  # the hard slice: small ...
-HARD_CONTRAST_RANGE = (0.04, 0.1)  # ... and low-contrast shapes
+HARD_SCALE_RANGE = (0.1, 0.14)  # the hard slice: small ...
+HARD_CONTRAST_RANGE = (0.02, 0.06)  # ... and low-contrast shapes
 MARKER_FRACTION = 1 / 8  # side of the square shortcut marker in the top-left corner, fraction of resolution
 MARKER_COLOURS = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0), (1.0, 1.0, 0.0), (1.0, 0.0, 1.0),
                   (0.0, 1.0, 1.0), (1.0, 1.0, 1.0))  # one per class: the marker says a class by its colour

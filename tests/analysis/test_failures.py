@@ -44,7 +44,8 @@ def run_dir(tmp_path_factory):
         "label_name": np.array(CLASSES, dtype=object)[label],
         "prediction_name": np.array(CLASSES, dtype=object)[prediction], "probabilities": probabilities,
         "accuracy": (~prediction_fails).astype(float), "occluded": occluded, "contrast": contrast,
-        "source": np.where(rare, "rare", "common").astype(object), "layer3.sparsity": contrast + rng.normal(0, 0.3, ROWS),
+        "source": np.where(rare, "rare", "common").astype(object),
+        "layer3.sparsity": contrast + rng.normal(0, 0.3, ROWS),
         "layer3.dead": np.zeros(ROWS),
     }, {"scores": ["accuracy"], "higher_is_better": {"accuracy": True}, "meta": ["occluded", "contrast", "source"],
         "summaries": ["layer3.sparsity", "layer3.dead"]})

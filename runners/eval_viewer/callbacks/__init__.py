@@ -5,9 +5,9 @@ from __future__ import annotations
 from dash import Dash
 
 from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks import compare, datapoint, model_report, runs, scores, selection, table
+from runners.eval_viewer.callbacks import compare, datapoint, failures, model_report, runs, scores, selection, table
 
 
 def register_callbacks(app: Dash, backend: ViewerBackend) -> None:
-    for module in (runs, table, scores, selection, datapoint, compare, model_report):
+    for module in (runs, table, scores, selection, datapoint, compare, model_report, failures):
         module.register(app, backend)

@@ -21,6 +21,8 @@ SEPARATORS_CHART = "failures-separators"
 CONFUSION_CHART = "failures-confusion"
 SHOW_ALL = "failures-show-all"
 FILTER_NOTE = "failures-filter-note"
+FINDING_STYLE = {"textAlign": "left", "width": "100%", "cursor": "pointer", "margin": "2px 0",
+                 "background": "white", "border": "1px solid #ddd", "borderRadius": "4px", "padding": "4px 8px"}
 SEPARATOR_SHARE = 0.1  # clicking a bar shows the failing side's most extreme tenth of that quantity
 
 
@@ -94,4 +96,4 @@ def _section(title: str, items: list) -> html.Div:
 
 def _finding(key: str, title: str, detail: str) -> html.Li:
     return html.Li(html.Button([html.B(title), html.Span(f"  {detail}")], id={"type": FINDING, "index": key},
-                               className="finding-button"))
+                               className="finding-button", style=FINDING_STYLE))

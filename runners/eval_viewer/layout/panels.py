@@ -5,6 +5,7 @@ from __future__ import annotations
 from dash import dcc, html
 
 from runners.eval_viewer.layout import ids
+from runners.eval_viewer.layout.failures import failures_tab
 
 NOTHING_OPEN = "Click a datapoint in the table or the grid to open it (then j / k for the next and previous)."
 _EMPTY = NOTHING_OPEN
@@ -43,4 +44,5 @@ def datapoint_tabs() -> dcc.Tabs:
             html.Div(_EMPTY, id=ids.COMPARE_RUNS_PANEL),
         ]),
         _tab("Model report", ids.TAB_MODEL_REPORT, [html.Div(id=ids.MODEL_REPORT_PANEL)]),
+        failures_tab(),
     ])
