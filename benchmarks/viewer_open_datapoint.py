@@ -33,6 +33,7 @@ from debuggers.figures import figures_for_output
 from debuggers.outputs import KIND_FEATURE_MAP
 from debuggers.page_store import PageWriter
 from runners.eval_viewer.app import create_app
+from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.eval_viewer.backend.runs import EVALUATION_KEY
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.datapoint import render_datapoint
@@ -101,11 +102,9 @@ def evict_pages(run_dir: str) -> None:
 
 
 def one_idx_per_page(run_dir: str) -> list[int]:
-    with open(os.path.join(run_dir, "debugger", "index.json")) as f:
-        locations = json.load(f)["datapoints"]
     first: dict[str, int] = {}
-    for idx, page in sorted(locations.items(), key=lambda item: int(item[0])):
-        first.setdefault(page, int(idx))
+    for idx, page in sorted(load_debug_outputs(run_dir).locations.items()):
+        first.setdefault(page, idx)
     chosen = list(first.values())
     return chosen[:: max(1, len(chosen) // OPENS)][:OPENS]
 

@@ -8,6 +8,8 @@ The batch contract: a debugger sees the whole batch and returns
 * anything else (numbers, strings, plain lists, None): the same for every
   datapoint, kept as is.
 
+Each datapoint's part is returned as a page value (``debuggers.page_values``).
+
 Dicts, plain lists and tuples are walked. A tensor whose first dimension is
 not the batch size (or a 0-d tensor) breaks the contract and is an error, so
 that batch size 1 and 8 always give the same per-datapoint outputs.
@@ -21,20 +23,29 @@ import numpy as np
 import torch
 
 from debuggers.outputs import PerDatapoint, is_shared_record
+from debuggers.page_values import join_path, page_key, to_page_value
+
+_NUMERIC_KINDS = "biufc"  # 1-d rows of these become Python numbers, as a 0-d tensor's .item() would
 
 
 class BatchContractError(ValueError):
     """A debugger output does not have the batch first."""
 
 
-def split_batch(output: Any, batch_size: int) -> list[Any]:
-    """``batch_size`` outputs, one per datapoint, from one batch output."""
+def split_batch(output: Any, batch_size: int, path: str = "") -> list[Any]:
+    """``batch_size`` page values (``to_page_value``), one per datapoint, from one batch output.
+
+    ``path`` (the debugger's name) starts the location that error messages give.
+
+    Each tensor is converted once for the whole batch and every datapoint gets a view of its row,
+    so the per-datapoint cost is a few Python operations, not a tensor conversion.
+    """
     if is_shared_record(output):
-        return [output] * batch_size
-    return [_select(output, i, batch_size, "") for i in range(batch_size)]
+        return [to_page_value(output)] * batch_size
+    return _split(output, batch_size, path)
 
 
-def _select(value: Any, i: int, batch_size: int, path: str) -> Any:
+def _split(value: Any, batch_size: int, path: str) -> list[Any]:
     if isinstance(value, (torch.Tensor, np.ndarray)):
         if value.ndim == 0 or value.shape[0] != batch_size:
             raise BatchContractError(
@@ -42,19 +53,31 @@ def _select(value: Any, i: int, batch_size: int, path: str) -> Any:
                 "datapoint(s): return tensors with the batch first (e.g. output.mean(dim=(1, 2, 3)) instead "
                 "of output.mean()), or Python numbers for values shared by the whole batch"
             )
-        return value[i]
+        return _rows(to_page_value(value, path), path)
     if isinstance(value, PerDatapoint):
         if len(value) != batch_size:
             raise BatchContractError(
                 f"output{_show(path)} is a PerDatapoint list of {len(value)} entries for a batch of {batch_size}"
             )
-        return value[i]
-    if isinstance(value, dict):
-        return {k: _select(v, i, batch_size, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        items = [_select(v, i, batch_size, f"{path}[{j}]") for j, v in enumerate(value)]
-        return items if isinstance(value, list) else tuple(items)
-    return value
+        return [to_page_value(item, join_path(path, i)) for i, item in enumerate(value)]
+    if isinstance(value, dict) and value:
+        keys = [page_key(key, path) for key in value]
+        columns = [_split(item, batch_size, join_path(path, key)) for key, item in zip(keys, value.values())]
+        return [dict(zip(keys, row)) for row in zip(*columns)]
+    if isinstance(value, (list, tuple)) and value:
+        columns = [_split(item, batch_size, join_path(path, i)) for i, item in enumerate(value)]
+        container = list if isinstance(value, list) else tuple
+        return [container(row) for row in zip(*columns)]
+    return [to_page_value(value, path)] * batch_size
+
+
+def _rows(array: np.ndarray, path: str) -> list[Any]:
+    """Row views of a C-contiguous batch array; 1-d numeric rows as Python numbers."""
+    if array.ndim > 1:
+        return list(array)
+    if array.dtype.kind in _NUMERIC_KINDS:
+        return array.tolist()
+    return [to_page_value(item, join_path(path, i)) for i, item in enumerate(array)]
 
 
 def _show(path: str) -> str:

@@ -1,90 +1,83 @@
-"""On-disk format of debug pages, shared by the page writer and the viewer.
+"""On-disk format of debug pages (format 2): one datapoint is read without touching the others.
 
-A page is a pickle file ``page_{n}.pkl`` (``page_rank{r}_{n}.pkl`` when several
-ranks write into one folder) holding ``{datapoint_idx: {debugger_name: output}}``.
-``index.json`` (``index_rank{r}.json``) maps every idx to its page, so a reader
-opens one page per datapoint instead of all of them.
+A page ``page_{n}.pkl`` (``page_rank{r}_{n}.pkl`` under torchrun) is written by
+appending one *record* per datapoint as its outputs arrive, so no page is ever
+held in memory. Every record is a stretch of pickle opcodes that sets
+``page[idx] = outputs``, followed by a JSON *header* that describes the same
+outputs with each array's (offset, dtype, shape) in the file::
 
-Why the care:
+    b'\\x80\\x05'                         PROTO 5
+    b'\\x8c\\x0elantern-page-2' b'0'        the format's name, pushed and popped
+    b'}'                                 EMPTY_DICT: the page
+    record, record, ...                  one per datapoint:
+        idx                              the datapoint's idx (an int opcode)
+        outputs                          dicts, lists, numbers as opcodes; an array as
+                                         _frombuffer(BYTEARRAY8 <raw bytes>, dtype, shape, 'C')
+        b'X' <u32 n> <n bytes of JSON>   the header, pushed ...
+        b'0' b's'                        ... popped; SETITEM
+    b'\\x8e' <u64 n> <n bytes> b'0'       footer: this page's location table, pushed and popped
+    b'.'                                 STOP
+    <u64 footer offset> <u64 records> b'LNTNEND2'   trailer (after STOP: pickle never reads it)
 
-* Pages are written under a hidden temporary name and renamed: a page on disk is
-  complete or absent, even after SIGKILL, and ``PAGE_GLOB`` never matches a
-  temporary file. (No fsync: the target is a killed process, not a power cut,
-  and fsync would make page writes slower than the ``numpy.save`` baseline.)
-* Pages are plain protocol-5 pickles from the C pickler: NumPy reduces each contiguous
-  array to ``_frombuffer(PickleBuffer, dtype, shape, order)``, whose bytes go to the file
-  straight from memory with no Python code per array, so even a page of thousands of
-  small arrays is written about as fast as ``numpy.save`` (joblib's pure-Python pickler
-  spent ~200 us per array). ``pickle.load`` and ``joblib.load`` read them too.
-* Outputs are converted to plain Python data and NumPy arrays whose sizes are
-  their real byte counts, so pages split at the configured size.
-* ``load_page`` runs the C unpickler with a handful of NumPy constructors allowed, each
-  behind a guard that checks its arguments: it rebuilds only plain data and non-object
-  arrays, and a page from elsewhere or a tampered one is refused before anything in it runs.
+So a whole page loads with ``pickle.load`` / ``joblib.load`` (on files you trust),
+while Lantern's reader never unpickles anything: it finds a datapoint's record in
+a location table (``LOCATION`` rows: idx, record start, header offset and length,
+page), parses the small JSON header and reads each array's bytes at its offset
+with ``os.preadv``, nothing else. A crafted page can therefore run no code, and the
+work of a read is bounded by the bytes it reads.
+
+Pages are written under a hidden temporary name and renamed when sealed: a page
+on disk is complete or absent, even after SIGKILL, and ``PAGE_GLOB`` never
+matches a temporary file. Only regular files are opened (a FIFO named like a
+page is refused without blocking), never through a symlink.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
+import os
 import pickle
 import re
+import stat
 import struct
-from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
-import torch
 
-from utils.atomic_files import TEMP_MARKER, atomic_write, write_json_file
+from debuggers.legacy_pages import load_legacy_page
+from debuggers.page_errors import CorruptPageError, DebugDataError, PageWriteError, UnsafePageError
+from debuggers.page_values import MAX_DEPTH, UnsupportedOutputError
+from utils.atomic_files import TEMP_MARKER, temporary_path
 
-try:  # NumPy >= 2
-    from numpy._core.multiarray import _reconstruct, scalar
-    from numpy._core.numeric import _frombuffer
-except ImportError:  # pragma: no cover - NumPy 1.x
-    from numpy.core.multiarray import _reconstruct, scalar
-    from numpy.core.numeric import _frombuffer
+# The errors are re-exported: a reader of pages needs only this module.
+__all__ = ["PAGE_GLOB", "INDEX_GLOB", "LOCATIONS_GLOB", "LOCATION", "CorruptPageError", "DebugDataError",
+           "PageWriteError", "UnsafePageError", "PageFile", "write_page", "load_page", "read_record", "read_footer",
+           "open_regular", "page_file_name", "index_file_name", "locations_file_name", "is_own_file"]
 
 PAGE_GLOB = "page_*.pkl"
 INDEX_GLOB = "index*.json"
-INDEX_VERSION = 1
-MAX_DEPTH = 64  # deeper outputs are almost certainly reference cycles
+LOCATIONS_GLOB = "locations*.bin"
+FORMAT_NAME = b"lantern-page-2"
+_PROLOGUE = b"\x80\x05\x8c" + bytes([len(FORMAT_NAME)]) + FORMAT_NAME + b"0}"
+_END_MAGIC = b"LNTNEND2"
+_TRAILER = struct.Struct("<QQ8s")
+_FOOTER_TAIL = b"0."  # POP the footer bytes, STOP
+LOCATION = np.dtype([("idx", "<i8"), ("start", "<u8"), ("header", "<u8"), ("header_length", "<u4"),
+                     ("page", "<u4")])
 
-_CONTAINER_BYTES = 16  # rough per-container cost; arrays dominate real pages
-_ARRAY_HEADER_BYTES = 128  # a pickled array's _frombuffer call: dtype, shape, order
-_SCALAR_BYTES = 8
-_WIDENED = {torch.bfloat16: torch.float32, torch.complex32: torch.complex64}
-_NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
-_LEAF_TYPES = (str, bytes, int, float, bool, complex, type(None))
-# Subclasses (IntEnum, StrEnum, ...) would be pickled as references to their class, which
-# load_page refuses: they are stored as their exact base type.
-_EXACT: dict[type, Callable[[Any], Any]] = {
-    bool: bool, int: int.__int__, float: float.__float__, complex: lambda z: complex(z.real, z.imag),
-    str: str.__str__, bytes: lambda b: bytes(memoryview(b)),
-}
-_SUPPORTED = ("tensors, NumPy arrays, numbers, strings, bytes, None, or dicts (str/int keys), "
-              "lists and tuples of these")
-
-
-class UnsupportedOutputError(TypeError):
-    """A debugger returned something a page cannot hold."""
-
-
-class PageWriteError(RuntimeError):
-    """A page or index could not be written; ``path`` and ``errno`` say where and why."""
-
-    def __init__(self, message: str, path: str, errno: int | None = None) -> None:
-        super().__init__(message)
-        self.path = path
-        self.errno = errno
-
-
-class UnsafePageError(ValueError):
-    """A page holds something Lantern never writes; nothing from it was executed."""
-
-
-class CorruptPageError(ValueError):
-    """A page or index is truncated or is not in Lantern's format."""
+_FROMBUFFER = b"cnumpy._core.numeric\n_frombuffer\n"
+_DTYPE = b"cnumpy\ndtype\n"
+_COMPLEX = b"cbuiltins\ncomplex\n"
+_U64 = struct.Struct("<Q")
+_U32 = struct.Struct("<I")
+_I32 = struct.Struct("<i")
+_DOUBLE = struct.Struct(">d")
+_HEADER_OPCODE_BYTES = 5  # b'X' <u32 length> before each header
+_IOV_MAX = 1024
+_MAX_DTYPE_TEXT = 32
 
 
 # ------------------------------------------------------------------ names
@@ -96,340 +89,354 @@ def index_file_name(rank: int, world_size: int) -> str:
     return "index.json" if world_size == 1 else f"index_rank{rank}.json"
 
 
+def locations_file_name(rank: int, world_size: int) -> str:
+    return "locations.bin" if world_size == 1 else f"locations_rank{rank}.bin"
+
+
+def page_number(name: str, rank: int, world_size: int) -> int | None:
+    """The page number in ``name`` when it is one of this rank's page names, else None."""
+    pattern = r"page_(\d+)\.pkl" if world_size == 1 else rf"page_rank{rank}_(\d+)\.pkl"
+    match = re.fullmatch(pattern, name)
+    return int(match.group(1)) if match else None
+
+
 def is_own_file(name: str, rank: int, world_size: int) -> bool:
-    """True for a page, index or temporary file that this rank writes (and may delete)."""
-    base = r"page_\d+\.pkl|index\.json" if world_size == 1 else rf"page_rank{rank}_\d+\.pkl|index_rank{rank}\.json"
+    """True for a page, index, locations or temporary file that this rank writes (and may delete)."""
+    if world_size == 1:
+        base = r"page_\d+\.pkl|index\.json|locations\.bin"
+    else:
+        base = rf"page_rank{rank}_\d+\.pkl|index_rank{rank}\.json|locations_rank{rank}\.bin"
     temp = rf"\.(?:{base}){re.escape(TEMP_MARKER)}\d+-\d+"  # utils.atomic_files.temporary_path
     return re.fullmatch(rf"(?:{base})|{temp}", name) is not None
 
 
-# ------------------------------------------------------------- conversion
-def _target_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype a tensor is stored as: NumPy has no bfloat16, float8 or complex32."""
-    if dtype in _WIDENED:
-        return _WIDENED[dtype]
-    if dtype.is_floating_point and dtype not in _NUMPY_FLOATS:
-        return torch.float32
-    return dtype
+# ---------------------------------------------------------------- encoding
+class _Record:
+    """One datapoint as pickle opcodes (small ones gathered, array bytes passed by reference) and its header."""
+
+    def __init__(self, start: int) -> None:
+        self.buffers: list[Any] = []
+        self.small = bytearray()
+        self.flushed = start  # file offset where ``small`` begins
+
+    @property
+    def position(self) -> int:
+        return self.flushed + len(self.small)
+
+    def raw(self, data: Any, nbytes: int) -> int:
+        """Append ``data`` (a buffer of ``nbytes``) without copying it; returns its file offset."""
+        offset = self.position
+        self.buffers.append(bytes(self.small))
+        self.buffers.append(data)
+        self.flushed = offset + nbytes
+        self.small = bytearray()
+        return offset
+
+    def int(self, value: int) -> None:
+        if 0 <= value < 256:
+            self.small += b"K" + bytes((value,))
+        elif -2**31 <= value < 2**31:
+            self.small += b"J" + _I32.pack(value)
+        else:
+            data = pickle.encode_long(value)
+            self.small += (b"\x8a" + bytes((len(data),)) if len(data) < 256 else b"\x8b" + _I32.pack(len(data))) + data
+
+    def str(self, value: str) -> None:
+        data = value.encode("utf-8", "surrogatepass")
+        self.small += (b"\x8c" + bytes((len(data),)) if len(data) < 256 else b"X" + _U32.pack(len(data))) + data
+
+    def value(self, value: Any) -> Any:
+        """Opcodes that rebuild ``value``; returns its JSON description."""
+        kind = type(value)
+        if value is None:
+            self.small += b"N"
+        elif kind is bool:
+            self.small += b"\x88" if value else b"\x89"
+        elif kind is int:
+            self.int(value)
+        elif kind is float:
+            self.small += b"G" + _DOUBLE.pack(value)
+        elif kind is str:
+            self.str(value)
+        elif kind is np.ndarray:
+            return {"a": self.array(value)}
+        elif kind is dict:
+            return {"d": self.dict(value)}
+        elif kind is list:
+            self.small += b"](" if value else b"]"
+            items = [self.value(item) for item in value]
+            self.small += b"e" if value else b""
+            return items
+        elif kind is tuple:
+            self.small += b"("
+            items = [self.value(item) for item in value]
+            self.small += b"t"
+            return {"t": items}
+        elif kind is bytes:
+            self.small += b"\x8e" + _U64.pack(len(value))
+            return {"b": [self.raw(value, len(value)), len(value)]}
+        elif kind is complex:
+            self.small += _COMPLEX + b"G" + _DOUBLE.pack(value.real) + b"G" + _DOUBLE.pack(value.imag) + b"\x86R"
+            return {"c": [value.real, value.imag]}
+        else:
+            raise UnsupportedOutputError(f"a {kind.__name__} is not a page value: convert outputs with "
+                                         "debuggers.page_values.to_page_value first")
+        return value
+
+    def dict(self, value: dict) -> list:
+        self.small += b"}(" if value else b"}"
+        pairs = []
+        for key, item in value.items():
+            pairs.append([self.value(key), self.value(item)])
+        self.small += b"u" if value else b""
+        return pairs
+
+    def array(self, array: np.ndarray) -> list:
+        array = np.ascontiguousarray(array)  # a no-op for converted values
+        self.small += _FROMBUFFER + b"(\x96" + _U64.pack(array.nbytes)
+        offset = self.raw(array.reshape(-1).view(np.uint8), array.nbytes)
+        self.small += _DTYPE
+        self.str(array.dtype.str)
+        self.small += b"\x89\x88\x87R("
+        for dim in array.shape:
+            self.int(dim)
+        self.small += b"t\x8c\x01CtR"
+        return [offset, array.dtype.str, list(array.shape)]
+
+    def finish(self, tree: Any) -> tuple[int, int, list]:
+        """Close the record with its header; returns (header offset, header length, buffers)."""
+        header = json.dumps(tree, separators=(",", ":")).encode()
+        self.small += b"X" + _U32.pack(len(header))
+        header_offset = self.position
+        self.small += header + b"0s"
+        self.buffers.append(bytes(self.small))
+        return header_offset, len(header), self.buffers
 
 
-def estimate_nbytes(obj: Any, depth: int = 0) -> int:
-    """Cheap size estimate for the caller's thread: no conversion, never raises."""
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * _target_dtype(obj.dtype).itemsize + _ARRAY_HEADER_BYTES
-    if isinstance(obj, np.ndarray):
-        return obj.nbytes + _ARRAY_HEADER_BYTES
-    if isinstance(obj, (str, bytes)):
-        return len(obj)
-    if depth < MAX_DEPTH and isinstance(obj, dict):
-        return _CONTAINER_BYTES + sum(estimate_nbytes(v, depth + 1) for v in obj.values())
-    if depth < MAX_DEPTH and isinstance(obj, (list, tuple)):
-        return _CONTAINER_BYTES + sum(estimate_nbytes(v, depth + 1) for v in obj)
-    return _SCALAR_BYTES
+def _append(file: BinaryIO, buffers: list[Any]) -> None:
+    """The one low-level disk write (tests inject slow, failing or stuck disks here)."""
+    views = [memoryview(b).cast("B") for b in buffers if len(b)]
+    fd = file.fileno()
+    while views:
+        written = os.writev(fd, views[:_IOV_MAX])
+        while views and written >= len(views[0]):
+            written -= len(views.pop(0))
+        if written:
+            views[0] = views[0][written:]
 
 
-def _unsupported(path: str, what: str, fix: str) -> UnsupportedOutputError:
-    return UnsupportedOutputError(f"debug output at '{path or '<root>'}' {what}; {fix}")
+class PageFile:
+    """One page being written: records appended as outputs arrive, sealed and renamed when full."""
+
+    def __init__(self, path: str, number: int) -> None:
+        self.path, self.number = path, number
+        self.size = 0
+        self.locations: list[tuple[int, int, int, int, int]] = []
+        self._temp = temporary_path(path)
+        with _disk_errors(self._temp, path, "page"):
+            self._file = open(self._temp, "wb", buffering=0)
+        self._write([_PROLOGUE])
+
+    def _write(self, buffers: list[Any]) -> None:
+        with _disk_errors(self._temp, self.path, "page"):
+            _append(self._file, buffers)
+        self.size += sum(len(b) for b in buffers)
+
+    def append(self, idx: int, value: Any) -> None:
+        """Append one datapoint's record (``value`` from ``to_page_value``)."""
+        start = self.size
+        record = _Record(start)
+        record.int(idx)
+        header, length, buffers = record.finish(record.value(value))
+        self._write(buffers)
+        self.locations.append((idx, start, header, length, self.number))
+
+    def seal(self) -> np.ndarray:
+        """Write the footer, close, and rename into place; returns the page's ``LOCATION`` rows."""
+        table = np.array(self.locations, dtype=LOCATION)
+        footer_offset = self.size + 9
+        self._write([b"\x8e" + _U64.pack(table.nbytes), table.tobytes(), _FOOTER_TAIL,
+                     _TRAILER.pack(footer_offset, len(table), _END_MAGIC)])
+        with _disk_errors(self._temp, self.path, "page"):
+            self._file.close()
+            os.replace(self._temp, self.path)
+        return table
+
+    def discard(self) -> None:
+        """Drop the unfinished page: its temporary file is removed, nothing is renamed."""
+        self._file.close()
+        with contextlib.suppress(OSError):
+            os.remove(self._temp)
 
 
-def _tensor_to_array(tensor: torch.Tensor, path: str) -> np.ndarray:
-    """A detached CPU array that owns exactly its own bytes (a view would keep its whole base alive)."""
-    if tensor.layout != torch.strided or tensor.is_quantized or tensor.device.type == "meta":
-        raise _unsupported(path, f"is a {tensor.layout} / {tensor.dtype} tensor on {tensor.device}",
-                           "return a dense tensor instead (e.g. tensor.to_dense() or tensor.dequantize())")
-    tensor = tensor.detach().cpu().resolve_conj().resolve_neg()
-    tensor = tensor.to(_target_dtype(tensor.dtype))
-    array = tensor.numpy()
-    compact = tensor.untyped_storage().nbytes() == array.nbytes and tensor.is_contiguous()
-    return array if compact else array.copy()
-
-
-def _ndarray_to_array(array: np.ndarray, path: str) -> np.ndarray:
-    if array.dtype.hasobject:
-        raise _unsupported(path, "is a NumPy array of Python objects",
-                           "return a numeric array, or a list of strings/numbers")
-    if array.dtype.fields is not None:
-        raise _unsupported(path, f"is a structured NumPy array (dtype {array.dtype})",
-                           "return one array per field, e.g. {name: value[name] for name in value.dtype.names}")
-    if type(array) not in (np.ndarray, np.memmap):
-        raise _unsupported(path, f"is a {type(array).__name__} (an ndarray subclass)",
-                           "return np.asarray(value) or a tensor instead")
-    return array if array.flags.owndata and type(array) is np.ndarray else np.array(array, copy=True)
-
-
-def _exact(obj: Any) -> Any:
-    """``obj`` as its exact built-in leaf type (``obj`` itself when it already is one)."""
-    for base, convert in _EXACT.items():
-        if isinstance(obj, base):
-            return obj if type(obj) is base else convert(obj)
-    return obj
-
-
-def _convert_key(key: Any, path: str) -> str | int:
-    if isinstance(key, (str, int)):
-        return _exact(key)
-    if isinstance(key, np.integer):
-        return int(key)
-    raise _unsupported(path, f"has a dict key {key!r} of type {type(key).__name__}",
-                       "dict keys must be str or int: convert the key with str(key)")
-
-
-def _join(path: str, key: str | int) -> str:
-    if isinstance(key, str):
-        return f"{path}.{key}" if path else key
-    return f"{path}[{key}]"
-
-
-def to_page_value(obj: Any, path: str = "", _depth: int = 0) -> tuple[Any, int]:
-    """Convert one debugger output to what a page holds; returns ``(value, real_nbytes)``.
-
-    Raises ``UnsupportedOutputError`` naming the path inside the output (``'stats.hist[2]'``).
-    """
-    if _depth > MAX_DEPTH:
-        raise _unsupported(path, f"is nested more than {MAX_DEPTH} levels deep (a reference cycle?)",
-                           "return a flatter structure")
-    if isinstance(obj, torch.Size):
-        return [int(d) for d in obj], _CONTAINER_BYTES + _SCALAR_BYTES * len(obj)
-    if isinstance(obj, torch.Tensor):
-        if obj.dim() == 0:
-            return to_page_value(obj.item(), path, _depth)
-        array = _tensor_to_array(obj, path)
-        return array, array.nbytes + _ARRAY_HEADER_BYTES
-    if isinstance(obj, np.ndarray):
-        array = _ndarray_to_array(obj, path)
-        return array, array.nbytes + _ARRAY_HEADER_BYTES
-    if isinstance(obj, np.generic):
-        return to_page_value(obj.item(), path, _depth + 1)
-    if isinstance(obj, (str, bytes)):
-        return _exact(obj), len(obj)
-    if isinstance(obj, _LEAF_TYPES):
-        return _exact(obj), _SCALAR_BYTES * (2 if isinstance(obj, complex) else 1)
-    if isinstance(obj, dict):
-        return _convert_dict(obj, path, _depth)
-    if isinstance(obj, (list, tuple)):
-        pairs = [to_page_value(v, _join(path, i), _depth + 1) for i, v in enumerate(obj)]
-        values = [value for value, _ in pairs]
-        return (values if isinstance(obj, list) else tuple(values)), _CONTAINER_BYTES + sum(n for _, n in pairs)
-    raise _unsupported(path, f"is a {type(obj).__module__}.{type(obj).__qualname__}, which a debug page cannot hold",
-                       f"return {_SUPPORTED} (convert other objects first, e.g. str(obj) or torch.as_tensor(obj))")
-
-
-def _convert_dict(obj: dict, path: str, depth: int) -> tuple[dict, int]:
-    converted, nbytes = {}, _CONTAINER_BYTES
-    for key, value in obj.items():
-        key = _convert_key(key, path)
-        converted[key], size = to_page_value(value, _join(path, key), depth + 1)
-        nbytes += size + (len(key) if isinstance(key, str) else _SCALAR_BYTES)
-    return converted, nbytes
-
-
-# ---------------------------------------------------------------- writing
-def _dump(page: dict, path: str) -> None:
-    """The one low-level disk write (tests inject slow or failing disks here)."""
-    with open(path, "wb") as f:
-        pickle.Pickler(f, protocol=5).dump(page)
-
-
-def _write_atomically(path: str, write: Callable[[str], None], what: str) -> None:
-    """``atomic_write``, with disk errors told as what failed, where, and how to fix it."""
+@contextlib.contextmanager
+def _disk_errors(temp: str, path: str, what: str):
+    """OSErrors as ``PageWriteError`` saying what failed, where, and how to fix it; the temporary file goes."""
     try:
-        atomic_write(path, write)
+        yield
     except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.remove(temp)
         raise PageWriteError(
-            f"could not write debug {what} {path}: {exc.strerror or exc} "
-            f"({type(exc).__name__}). Free disk space, check that the folder exists and is writable, "
-            "or lower page_size_mb.", path, exc.errno) from exc
+            f"could not write debug {what} {path}: {exc.strerror or exc} ({type(exc).__name__}). "
+            "Free disk space, check that the folder exists and is writable, or lower page_size_mb.",
+            path, exc.errno) from exc
 
 
-def write_page(path: str, page: dict[int, dict]) -> None:
-    """Write a page so that ``path`` is either the complete page or absent."""
-    _write_atomically(path, lambda temp: _dump(page, temp), "page")
-
-
-def write_index(path: str, index: dict) -> None:
-    """Atomic, compact JSON write: a reader never sees half an index."""
-    _write_atomically(path, lambda temp: write_json_file(temp, index, indent=None), "index")
-
-
-def read_index(path: str) -> dict:
+def write_page(path: str, page: dict[int, Any], number: int = 0) -> np.ndarray:
+    """Write a whole ``{idx: page value}`` page at once; ``path`` is then complete or absent."""
+    page_file = PageFile(path, number)
     try:
-        with open(path, encoding="utf-8") as f:
-            index = json.load(f)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise CorruptPageError(f"debug index {path} is not valid JSON ({exc}); "
-                               "delete it and rerun the epoch") from exc
-    if not isinstance(index, dict) or index.get("version") != INDEX_VERSION:
-        raise CorruptPageError(f"debug index {path} is not a version-{INDEX_VERSION} Lantern index; "
-                               "it was written by another tool or another Lantern version")
-    return index
+        for idx, value in page.items():
+            page_file.append(idx, value)
+        return page_file.seal()
+    except BaseException:
+        page_file.discard()
+        raise
 
 
-# ---------------------------------------------------------------- loading
-class _Refused(Exception):
-    """Something in the file that a Lantern page never holds."""
+# ----------------------------------------------------------------- reading
+def open_regular(path: str, what: str = "debug page") -> int:
+    """A read-only fd of ``path`` if it is a regular file; FIFOs, devices and symlinks are refused at once."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EMLINK):
+            raise CorruptPageError(f"{what} {path} is a symlink or a special file, never a Lantern file; "
+                                   "remove it and rerun the epoch") from None
+        raise
+    kind = os.fstat(fd).st_mode
+    if not stat.S_ISREG(kind):
+        os.close(fd)
+        raise CorruptPageError(f"{what} {path} is not a regular file (a FIFO, device or folder); "
+                               "Lantern never writes one: remove it and rerun the epoch")
+    return fd
+
+
+def pread_exact(fd: int, nbytes: int, offset: int, path: str) -> np.ndarray:
+    """``nbytes`` at ``offset`` as a fresh uint8 array; a short file is a corrupt one."""
+    buffer = np.empty(nbytes, np.uint8)
+    done = 0
+    while done < nbytes:
+        got = os.preadv(fd, [memoryview(buffer)[done:]], offset + done)
+        if got == 0:
+            raise CorruptPageError(f"debug file {path} ends before byte {offset + nbytes}: it is truncated; "
+                                   "rerun the epoch to regenerate it")
+        done += got
+    return buffer
 
 
 class _Malformed(Exception):
-    """The file is readable pickle but not a well-formed page."""
+    """A header that does not describe a well-formed record."""
 
 
-_NDARRAY = object()  # stands for numpy.ndarray: compared by identity, never callable or mutable
+class _RecordReader:
+    """Rebuilds one record's outputs from its JSON header, reading each array's bytes within the record."""
 
+    def __init__(self, fd: int, path: str, start: int, data_end: int) -> None:
+        self.fd, self.path, self.start, self.data_end = fd, path, start, data_end
 
-class _LoadingArray(np.ndarray):
-    """Every array while its page loads: a BUILD on it reaches NumPy only with a checked state.
+    def value(self, node: Any, depth: int = 0) -> Any:
+        if depth > MAX_DEPTH:
+            raise _Malformed(f"outputs nested more than {MAX_DEPTH} levels deep")
+        if node is None or type(node) in (bool, int, float, str):
+            return node
+        if type(node) is list:
+            return [self.value(item, depth + 1) for item in node]
+        if type(node) is not dict or len(node) != 1:
+            raise _Malformed(f"a header entry {str(node)[:80]!r}")
+        (tag, body), = node.items()
+        if tag == "a":
+            return self.array(body)
+        if tag == "d" and type(body) is list:
+            return self.dict(body, depth)
+        if tag == "t" and type(body) is list:
+            return tuple(self.value(item, depth + 1) for item in body)
+        if tag == "b" and _ints(body, 2):
+            return self.read(body[0], body[1]).tobytes()
+        if tag == "c" and type(body) is list and len(body) == 2 and all(type(x) in (int, float) for x in body):
+            return complex(*body)
+        raise _Malformed(f"a header entry tagged {tag!r}")
 
-    ``load_page`` turns these into plain ndarrays once the file is read.
-    """
+    def dict(self, pairs: list, depth: int) -> dict:
+        result = {}
+        for pair in pairs:
+            if not (type(pair) is list and len(pair) == 2 and type(pair[0]) in (str, int, bool)):
+                raise _Malformed(f"a dict entry {str(pair)[:80]!r}")
+            result[pair[0]] = self.value(pair[1], depth + 1)
+        return result
 
-    def __setstate__(self, state: Any) -> None:
-        if not (type(state) is tuple and len(state) == 5 and isinstance(state[4], (bytes, bytearray))):
-            raise _Malformed("an array state that is not (version, shape, dtype, fortran, raw bytes)")
-        version, shape, dtype, fortran, data = state
-        super().__setstate__((version, _check_shape(shape), _check_dtype(dtype), fortran is True, data))
-
-
-class _Allowed:
-    """An allowed global: callable, but with no ``__dict__``, ``__setstate__`` or settable
-    attribute, so a BUILD instruction cannot rewire what later REDUCEs call."""
-
-    __slots__ = ("_fn",)
-
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        object.__setattr__(self, "_fn", fn)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise _Refused("a BUILD instruction on an allowed global")
-
-    def __call__(self, *args: Any) -> Any:
-        return self._fn(*args)
-
-
-def _check_dtype(dtype: Any) -> np.dtype:
-    """NumPy's own dtype for ``dtype``'s description: BUILD may have set any flags or layout on the file's copy."""
-    if not isinstance(dtype, np.dtype):
-        raise _Malformed(f"an array dtype that is a {type(dtype).__name__}")
-    if dtype.fields is not None or dtype.subdtype is not None:
-        raise _Refused("a structured dtype")
-    canonical = np.dtype(dtype.str)
-    if dtype.hasobject or canonical.hasobject:
-        raise _Refused(f"an array of Python objects (dtype {canonical}), "
-                       "whose loading would unpickle arbitrary objects")
-    return canonical
-
-
-def _check_shape(shape: Any) -> tuple[int, ...]:
-    if not (type(shape) is tuple and all(type(d) is int and d >= 0 for d in shape)):
-        raise _Malformed(f"an array shape {shape!r}")
-    return shape
-
-
-def _check_order(order: Any, axis_order: tuple, ndim: int) -> None:
-    """'C' or 'F'; NumPy 2.4 also writes 'K' and an axis permutation for permuted-contiguous arrays."""
-    if order in ("C", "F") and not axis_order:
-        return
-    if order == "K" and len(axis_order) == 1 and type(axis_order[0]) is tuple \
-            and sorted(axis_order[0]) == list(range(ndim)):
-        return
-    raise _Malformed(f"an array order {order!r} {axis_order!r}")
-
-
-def _safe_frombuffer(buffer: Any, dtype: Any, shape: Any, order: Any, *axis_order: Any) -> np.ndarray:
-    if not isinstance(buffer, (bytes, bytearray, pickle.PickleBuffer)):
-        raise _Malformed(f"array data that is a {type(buffer).__name__}")
-    dtype, shape = _check_dtype(dtype), _check_shape(shape)
-    _check_order(order, axis_order, len(shape))
-    nbytes = memoryview(buffer).nbytes
-    if math.prod(shape) * dtype.itemsize != nbytes:
-        raise _Malformed(f"{nbytes} bytes of data for an array of shape {shape} and dtype {dtype}")
-    return _frombuffer(buffer, dtype, shape, order, *axis_order).view(_LoadingArray)
-
-
-def _safe_dtype(obj: Any, align: Any = False, copy: Any = True) -> np.dtype:
-    """Always a fresh copy: the BUILD that follows must not mutate NumPy's shared dtype singletons."""
-    if not isinstance(obj, str):
-        raise _Malformed(f"a dtype described by a {type(obj).__name__}")
-    dtype = np.dtype(obj, align is True, True)
-    _check_dtype(dtype)
-    return dtype
-
-
-def _safe_reconstruct(subtype: Any, shape: Any, dtype: Any) -> np.ndarray:
-    """The empty array that NumPy's old-style pickles (datetimes, non-contiguous arrays) then BUILD."""
-    if subtype is not _NDARRAY:
-        raise _Refused("an ndarray subclass")
-    if type(shape) is not tuple or (shape, dtype) != ((0,), b"b"):
-        raise _Malformed(f"an array placeholder of shape {shape!r}")
-    return _reconstruct(_LoadingArray, (0,), b"b")
-
-
-def _safe_scalar(dtype: Any, data: Any) -> Any:
-    dtype = _check_dtype(dtype)
-    if type(data) is not bytes or len(data) != dtype.itemsize:
-        raise _Malformed(f"a {dtype} scalar that is not {dtype.itemsize} raw bytes")
-    return scalar(dtype, data)
-
-
-_ALLOWED_GLOBALS: dict[tuple[str, str], Any] = {
-    ("numpy", "ndarray"): _NDARRAY,
-    **{(module, "_frombuffer"): _Allowed(_safe_frombuffer) for module in ("numpy._core.numeric", "numpy.core.numeric")},
-    ("numpy", "dtype"): _Allowed(_safe_dtype),
-    **{(module, "_reconstruct"): _Allowed(_safe_reconstruct)
-       for module in ("numpy._core.multiarray", "numpy.core.multiarray")},
-    **{(module, "scalar"): _Allowed(_safe_scalar) for module in ("numpy._core.multiarray", "numpy.core.multiarray")},
-    ("builtins", "complex"): _Allowed(complex),
-}
-
-
-class _PageUnpickler(pickle.Unpickler):
-    """The C unpickler, resolving only the guarded globals above."""
-
-    def find_class(self, module: str, name: str) -> Any:
+    def array(self, body: Any) -> np.ndarray:
+        if not (type(body) is list and len(body) == 3 and type(body[1]) is str and len(body[1]) <= _MAX_DTYPE_TEXT
+                and type(body[2]) is list and len(body[2]) <= MAX_DEPTH and _ints(body[2], len(body[2]))
+                and type(body[0]) is int):
+            raise _Malformed(f"an array entry {str(body)[:80]!r}")
+        offset, text, shape = body
         try:
-            return _ALLOWED_GLOBALS[(module, name)]
-        except KeyError:
-            raise _Refused(f"a reference to the global {module}.{name}") from None
+            dtype = np.dtype(text)
+        except (TypeError, ValueError, SyntaxError) as exc:
+            raise _Malformed(f"an array dtype {text!r}") from exc
+        if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or dtype.itemsize == 0:
+            raise _Malformed(f"an array dtype {text!r}, which Lantern never writes")
+        return self.read(offset, math.prod(shape) * dtype.itemsize).view(dtype).reshape(shape)
+
+    def read(self, offset: int, nbytes: int) -> np.ndarray:
+        if not (self.start <= offset and offset + nbytes <= self.data_end):
+            raise _Malformed(f"data at bytes {offset}..{offset + nbytes}, outside its record "
+                             f"({self.start}..{self.data_end})")
+        return pread_exact(self.fd, nbytes, offset, self.path)
 
 
-def _check_loaded(obj: Any, path: str, depth: int = 0) -> Any:
-    """``obj`` with plain ndarrays; refuses leftovers a crafted file could assemble (dtypes, memoryviews, cycles)."""
-    if depth > MAX_DEPTH:
-        raise _Malformed(f"data nested more than {MAX_DEPTH} levels deep at '{path}'")
-    if type(obj) is _LoadingArray:
-        return obj.view(np.ndarray)
-    if isinstance(obj, dict):
-        for key, value in obj.items():
-            if not isinstance(key, (str, int)):
-                raise _Malformed(f"a dict key of type {type(key).__name__} at '{path}'")
-            obj[key] = _check_loaded(value, _join(path, key), depth + 1)
-        return obj
-    if isinstance(obj, (list, tuple)):
-        values = [_check_loaded(value, _join(path, i), depth + 1) for i, value in enumerate(obj)]
-        return values if isinstance(obj, list) else tuple(values)
-    if isinstance(obj, _LEAF_TYPES) or (isinstance(obj, np.generic) and not obj.dtype.hasobject):
-        return obj
-    raise _Malformed(f"a {type(obj).__name__} at '{path}'")
+def _ints(values: Any, count: int) -> bool:
+    return type(values) is list and len(values) == count and all(type(v) is int and v >= 0 for v in values)
 
 
-# Everything the C unpickler or a guard raises on a truncated or garbled file.
-_MALFORMED_ERRORS = (pickle.UnpicklingError, EOFError, ValueError, KeyError, IndexError, TypeError,
-                     AttributeError, struct.error, OverflowError, MemoryError, _Malformed)
-
-
-def load_page(path: str) -> dict:
-    """Load a page, running nothing from the file: only plain data and numeric arrays are rebuilt."""
+def read_record(fd: int, file_size: int, location: np.void, path: str) -> Any:
+    """The outputs of the datapoint at ``location`` (a ``LOCATION`` row) in the open page ``fd``."""
+    start, header, length = int(location["start"]), int(location["header"]), int(location["header_length"])
+    if not (len(_PROLOGUE) <= start and start + _HEADER_OPCODE_BYTES <= header
+            and header + length + 2 + _TRAILER.size <= file_size):
+        raise CorruptPageError(f"debug page {path} is truncated or not a Lantern page: it has no record at bytes "
+                               f"{start}..{header + length} for datapoint {int(location['idx'])}; rerun the epoch")
     try:
-        with open(path, "rb") as f:
-            page = _check_loaded(_PageUnpickler(f).load(), "")
-    except _Refused as exc:
-        raise UnsafePageError(
-            f"refused to load debug page {path}: it contains {exc}, which a Lantern page never holds. "
-            "The file was not produced by Lantern or was tampered with; nothing from it was executed. "
-            "Delete it, or regenerate it by rerunning the epoch.") from None
-    except _MALFORMED_ERRORS as exc:
-        raise CorruptPageError(f"debug page {path} is truncated or not a Lantern page ({type(exc).__name__}: "
-                               f"{exc}); delete it and rerun the epoch to regenerate it") from exc
-    if not isinstance(page, dict) or not all(type(k) is int and isinstance(v, dict) for k, v in page.items()):
-        raise CorruptPageError(f"debug page {path} is not a Lantern page: expected {{datapoint_idx: outputs}}, "
-                               f"got a {type(page).__name__}; delete it and rerun the epoch")
-    return page
+        tree = json.loads(pread_exact(fd, length, header, path).tobytes())
+        return _RecordReader(fd, path, start, header - _HEADER_OPCODE_BYTES).value(tree)
+    except (_Malformed, ValueError, RecursionError) as exc:
+        if isinstance(exc, CorruptPageError):
+            raise
+        raise CorruptPageError(f"debug page {path} is damaged or not a Lantern page: the record of datapoint "
+                               f"{int(location['idx'])} is malformed ({type(exc).__name__}: {exc}); rerun the epoch "
+                               "to regenerate it") from None
+
+
+def is_page_format_2(fd: int) -> bool:
+    return os.pread(fd, len(_PROLOGUE), 0) == _PROLOGUE
+
+
+def read_footer(fd: int, file_size: int, path: str) -> np.ndarray:
+    """A sealed page's own ``LOCATION`` table, checked against the file's size."""
+    if file_size < len(_PROLOGUE) + _TRAILER.size or not is_page_format_2(fd):
+        raise CorruptPageError(f"debug page {path} is not a format-2 Lantern page (wrong start or too short); "
+                               "delete it and rerun the epoch")
+    footer_offset, count, magic = _TRAILER.unpack(pread_exact(fd, _TRAILER.size, file_size - _TRAILER.size, path))
+    if magic != _END_MAGIC or footer_offset + count * LOCATION.itemsize + len(_FOOTER_TAIL) + _TRAILER.size \
+            != file_size:
+        raise CorruptPageError(f"debug page {path} has no valid footer: it is truncated or damaged; "
+                               "delete it and rerun the epoch")
+    table = pread_exact(fd, count * LOCATION.itemsize, footer_offset, path).view(LOCATION)
+    if len(np.unique(table["idx"])) != len(table):
+        raise CorruptPageError(f"debug page {path} lists a datapoint twice; delete it and rerun the epoch")
+    return table
+
+
+def load_page(path: str) -> dict[int, Any]:
+    """A whole page as ``{idx: outputs}``; runs nothing from the file (previous-format pages too)."""
+    fd = open_regular(path)
+    try:
+        size = os.fstat(fd).st_size
+        if os.pread(fd, 1, 0) == b"\x80" and not is_page_format_2(fd):
+            with open(fd, "rb", closefd=False) as file:
+                return load_legacy_page(file, path)
+        return {int(row["idx"]): read_record(fd, size, row, path) for row in read_footer(fd, size, path)}
+    finally:
+        os.close(fd)

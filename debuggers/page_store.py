@@ -1,11 +1,14 @@
 """``PageWriter``: streams per-datapoint debug outputs to size-bounded pages from a background thread.
 
-The eval loop calls ``add`` once per datapoint and only estimates sizes; a daemon
-thread converts the outputs (``to_page_value``), fills the current page and writes
-it as soon as it reaches ``page_size_bytes``, then rewrites the index. Memory stays
-bounded whatever the epoch's size: ``add`` waits while more than
-``max_in_flight_bytes`` are queued, so a writer holds at most about
-in-flight budget + one page being filled + one item (≤ ~3 pages + one item).
+The eval loop calls ``add`` once per datapoint: the outputs are converted there
+(``to_page_value``: a conversion error belongs to that call alone) and queued; a
+daemon thread appends each datapoint's record to the open page file as it comes
+(``PageFile``), seals the page once it reaches ``page_size_bytes``, appends its
+rows to the locations file and rewrites the index. No page is held in memory:
+the writer holds at most ``max_in_flight_bytes`` of queued outputs, counted as
+the memory they really keep alive (``held_storage``: the rows of one batch array
+count that array once; a small view of a large storage counts the storage), so
+memory stays bounded whatever the page size and the epoch's size.
 
 Nothing hangs: every wait wakes every ``_POLL_S`` seconds to check that the worker
 is alive and has not failed, and gives up with ``TimeoutError`` after
@@ -26,22 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from debuggers.outputs import error_output
-from debuggers.page_format import (
-    INDEX_VERSION,
-    PageWriteError,
-    UnsupportedOutputError,
-    estimate_nbytes,
-    index_file_name,
-    is_own_file,
-    page_file_name,
-    to_page_value,
-    write_index,
-    write_page,
-)
+from debuggers.page_errors import PageWriteError
+from debuggers.page_format import PageFile, index_file_name, is_own_file, locations_file_name, page_file_name
+from debuggers.page_index import INDEX_VERSION, append_locations, sort_locations, write_index
+from debuggers.page_values import UnsupportedOutputError, held_storage, to_page_value
 
 _POLL_S = 0.5
 _JOIN_TIMEOUT_S = 10.0
+DEFAULT_IN_FLIGHT_BYTES = 16 * 1024 * 1024
 
 
 class PageWriterError(RuntimeError):
@@ -54,25 +49,26 @@ class _Epoch:
 
     output_dir: str
     index_path: str
+    locations_path: str
     seen: set[int] = field(default_factory=set)
     flushed: bool = False
     error: BaseException | None = None
     error_context: str = ""
     error_reported: bool = False
-    page: dict[int, Any] = field(default_factory=dict)
-    page_bytes: int = 0
-    pages: list[str] = field(default_factory=list)
-    locations: dict[str, str] = field(default_factory=dict)
+    page: PageFile | None = None  # the page being appended to
+    pages: int = 0  # sealed pages
+    datapoints: int = 0  # rows in the locations file
+    sorted: bool = True  # rows in increasing idx order so far
+    last_idx: int | None = None
     disk_bytes: int = 0
-    unsupported: dict[str, str] = field(default_factory=dict)  # key -> first reason, with record_unsupported
 
 
 @dataclass
 class _Item:
     epoch: _Epoch
     idx: int
-    outputs: Any
-    nbytes: int
+    value: Any  # converted by to_page_value
+    owners: list[int]  # ids of the memory blocks it keeps alive, in PageWriter._held
 
 
 @dataclass
@@ -94,19 +90,18 @@ class PageWriter:
     """Writes ``{idx: outputs}`` pages of about ``page_size_bytes`` into one folder per epoch.
 
     Args:
-        page_size_bytes: a page is written once its outputs reach this many bytes.
-        max_in_flight_bytes: bytes queued but not yet converted before ``add`` waits (default: one page).
+        page_size_bytes: a page is sealed once it reaches this many bytes.
+        max_in_flight_bytes: memory held by queued outputs before ``add`` waits
+            (default: one page, at most ``DEFAULT_IN_FLIGHT_BYTES``).
         rank, world_size: name pages and index per rank so ranks can share a folder.
         stall_timeout_s: give up waiting after this long without any progress of the writer.
-        record_unsupported: an output (top-level key) that a page cannot hold becomes an error
-            record for that key alone, listed in ``flush()``'s ``'unsupported'``; when False it
-            fails the epoch like a write error.
     """
 
     def __init__(self, page_size_bytes: int, max_in_flight_bytes: int | None = None, rank: int = 0,
-                 world_size: int = 1, stall_timeout_s: float = 300.0, record_unsupported: bool = False) -> None:
+                 world_size: int = 1, stall_timeout_s: float = 300.0) -> None:
         _positive("page_size_bytes", page_size_bytes, int)
-        max_in_flight_bytes = page_size_bytes if max_in_flight_bytes is None else max_in_flight_bytes
+        if max_in_flight_bytes is None:
+            max_in_flight_bytes = min(page_size_bytes, DEFAULT_IN_FLIGHT_BYTES)
         _positive("max_in_flight_bytes", max_in_flight_bytes, int)
         _positive("stall_timeout_s", stall_timeout_s, (int, float))
         if not (isinstance(rank, int) and isinstance(world_size, int) and 0 <= rank < world_size):
@@ -115,11 +110,11 @@ class PageWriter:
         self.max_in_flight_bytes = max_in_flight_bytes
         self.rank, self.world_size = rank, world_size
         self.stall_timeout_s = float(stall_timeout_s)
-        self.record_unsupported = record_unsupported
         self.peak_in_flight_bytes = 0
         self._cond = threading.Condition(threading.Lock())
         self._queue: deque[_Item | _Finish] = deque()
         self._in_flight = 0
+        self._held: dict[int, list] = {}  # id(owner) -> [owner, nbytes, queued items holding it]
         self._progress = 0  # bumped by the worker on every step; waits use it to detect a stall
         self._epoch: _Epoch | None = None
         self._thread: threading.Thread | None = None
@@ -145,7 +140,8 @@ class PageWriter:
             for name in os.listdir(output_dir):
                 if is_own_file(name, self.rank, self.world_size):
                     os.remove(os.path.join(output_dir, name))
-            epoch = _Epoch(output_dir, os.path.join(output_dir, index_file_name(self.rank, self.world_size)))
+            epoch = _Epoch(output_dir, os.path.join(output_dir, index_file_name(self.rank, self.world_size)),
+                           os.path.join(output_dir, locations_file_name(self.rank, self.world_size)))
             write_index(epoch.index_path, self._index(epoch, complete=False))
         except (OSError, PageWriteError) as exc:
             raise PageWriterError(f"cannot prepare the debug page folder {output_dir}: {exc}. Check that the "
@@ -155,7 +151,11 @@ class PageWriter:
         self._ensure_thread()
 
     def add(self, idx: int, outputs: dict) -> None:
-        """Queue one datapoint's outputs; waits while the in-flight budget is used up."""
+        """Convert and queue one datapoint's outputs; waits while the in-flight budget is used up.
+
+        Raises ``UnsupportedOutputError`` (naming idx and the path inside the outputs) for
+        something a page cannot hold; the epoch goes on.
+        """
         epoch = self._open_epoch("add()")
         self._raise_if_failed(epoch, "accept more outputs")
         idx = _as_idx(idx)
@@ -165,12 +165,16 @@ class PageWriter:
         if not isinstance(outputs, dict):
             raise TypeError(f"outputs of datapoint idx={idx} must be a dict {{debugger_name: output}}, "
                             f"got a {type(outputs).__name__}")
-        nbytes = estimate_nbytes(outputs)
+        try:
+            value = to_page_value(outputs)
+        except UnsupportedOutputError as exc:
+            raise UnsupportedOutputError(f"datapoint idx={idx}: {exc}") from None
+        owners = {id(owner): (owner, nbytes) for owner, nbytes in held_storage(value)}
         with self._cond:
-            self._wait_for(lambda: self._in_flight == 0 or self._in_flight + nbytes <= self.max_in_flight_bytes,
-                           epoch, f"queue datapoint idx={idx}")
-            self._queue.append(_Item(epoch, idx, outputs, nbytes))
-            self._in_flight += nbytes
+            self._wait_for(lambda: self._in_flight == 0 or self._in_flight + self._new_bytes(owners)
+                           <= self.max_in_flight_bytes, epoch, f"queue datapoint idx={idx}")
+            self._hold(owners)
+            self._queue.append(_Item(epoch, idx, value, list(owners)))
             self.peak_in_flight_bytes = max(self.peak_in_flight_bytes, self._in_flight)
             self._cond.notify_all()
         epoch.seen.add(idx)
@@ -182,8 +186,7 @@ class PageWriter:
             self._raise_if_failed(epoch, "flush")
             self._finish(epoch, complete=True, raise_errors=True)
             epoch.flushed = True
-        return {"pages": len(epoch.pages), "datapoints": len(epoch.locations), "bytes": epoch.disk_bytes,
-                "unsupported": dict(epoch.unsupported)}
+        return {"pages": epoch.pages, "datapoints": epoch.datapoints, "bytes": epoch.disk_bytes}
 
     def close(self) -> None:
         """Stop the thread; outputs not yet flushed are dropped. Idempotent."""
@@ -203,6 +206,18 @@ class PageWriter:
         self.close()
 
     # ------------------------------------------------------- caller side
+    def _new_bytes(self, owners: dict[int, tuple[Any, int]]) -> int:
+        """Bytes that queueing these owners adds: memory already held by a queued item counts once."""
+        return sum(nbytes for key, (_, nbytes) in owners.items() if key not in self._held)
+
+    def _hold(self, owners: dict[int, tuple[Any, int]]) -> None:
+        for key, (owner, nbytes) in owners.items():
+            entry = self._held.get(key)
+            if entry is None:
+                self._held[key] = entry = [owner, nbytes, 0]
+                self._in_flight += nbytes
+            entry[2] += 1
+
     def _check_open(self, what: str) -> None:
         if self._closed:
             raise RuntimeError(f"PageWriter.{what} after close(): this writer is stopped; create a new one")
@@ -234,6 +249,7 @@ class PageWriter:
         with self._cond:
             self._queue.clear()
             self._in_flight = 0
+            self._held.clear()
             self._fatal = None
         self._thread = threading.Thread(target=self._run, name="lantern-page-writer", daemon=True)
         self._thread.start()
@@ -297,70 +313,68 @@ class PageWriter:
                 self._cond.wait(_POLL_S)
             return None if self._closed else self._queue.popleft()
 
-    def _step(self, released_bytes: int = 0) -> None:
+    def _step(self, released: list[int] = ()) -> None:
         with self._cond:
-            self._in_flight -= released_bytes
+            for key in released:
+                entry = self._held[key]
+                entry[2] -= 1
+                if entry[2] == 0:
+                    del self._held[key]
+                    self._in_flight -= entry[1]
             self._progress += 1
             self._cond.notify_all()
 
     def _record(self, epoch: _Epoch, exc: Exception, context: str) -> None:
         if epoch.error is None:
             epoch.error, epoch.error_context = exc, context
+        if epoch.page is not None:
+            epoch.page.discard()
+            epoch.page = None
 
     def _store(self, item: _Item) -> None:
         epoch = item.epoch
         try:
             if epoch.error is None:
-                value, nbytes = self._convert(epoch, item.outputs)
-                epoch.page[item.idx] = value
-                epoch.page_bytes += nbytes
+                if epoch.page is None:
+                    name = page_file_name(self.rank, self.world_size, epoch.pages)
+                    epoch.page = PageFile(os.path.join(epoch.output_dir, name), epoch.pages)
+                epoch.page.append(item.idx, item.value)
         except Exception as exc:
             self._record(epoch, exc, f"datapoint idx={item.idx}: ")
         finally:
-            item.outputs = None  # the converted copy is what the page keeps
-            self._step(item.nbytes)
-        if epoch.error is None and epoch.page_bytes >= self.page_size_bytes:
-            self._write_page(epoch)
+            item.value = None  # on disk now: its memory is no longer held
+            self._step(item.owners)
+        if epoch.page is not None and epoch.page.size >= self.page_size_bytes:
+            self._seal_page(epoch)
 
-    def _convert(self, epoch: _Epoch, outputs: dict) -> tuple[dict, int]:
-        """``to_page_value`` of ``outputs``; with ``record_unsupported``, key by key, so one bad output
-        becomes an error record instead of failing every other key."""
+    def _seal_page(self, epoch: _Epoch) -> None:
+        page, epoch.page = epoch.page, None
         try:
-            return to_page_value(outputs)
-        except UnsupportedOutputError:
-            if not self.record_unsupported:
-                raise
-        converted, total = {}, 0
-        for key, output in outputs.items():
-            try:
-                converted[key], nbytes = to_page_value(output, str(key))
-            except UnsupportedOutputError as exc:
-                epoch.unsupported.setdefault(str(key), str(exc))
-                converted[key], nbytes = to_page_value(error_output(exc))
-            total += nbytes
-        return converted, total
-
-    def _write_page(self, epoch: _Epoch) -> None:
-        name = page_file_name(self.rank, self.world_size, len(epoch.pages))
-        path = os.path.join(epoch.output_dir, name)
-        try:
-            write_page(path, epoch.page)
-            epoch.disk_bytes += os.path.getsize(path)
-            epoch.pages.append(name)
-            epoch.locations.update(dict.fromkeys(map(str, epoch.page), name))
+            rows = page.seal()
+            epoch.disk_bytes += page.size
+            epoch.pages += 1
+            append_locations(epoch.locations_path, rows)
+            epoch.datapoints += len(rows)
+            if len(rows):
+                first = epoch.last_idx is None or epoch.last_idx < rows["idx"][0]
+                epoch.sorted = bool(epoch.sorted and first and (rows["idx"][1:] > rows["idx"][:-1]).all())
+                epoch.last_idx = int(rows["idx"][-1])
             write_index(epoch.index_path, self._index(epoch, complete=False))
         except Exception as exc:
+            page.discard()
             self._record(epoch, exc, "")
         finally:
-            epoch.page, epoch.page_bytes = {}, 0
             self._step()
 
     def _complete(self, command: _Finish) -> None:
         epoch = command.epoch
-        if epoch.error is None and epoch.page:
-            self._write_page(epoch)
+        if epoch.error is None and epoch.page is not None:
+            self._seal_page(epoch)
         if epoch.error is None:
             try:
+                if command.complete and not epoch.sorted:
+                    sort_locations(epoch.locations_path, epoch.datapoints)
+                    epoch.sorted = True
                 write_index(epoch.index_path, self._index(epoch, complete=command.complete))
             except Exception as exc:
                 self._record(epoch, exc, "")
@@ -370,7 +384,7 @@ class PageWriter:
 
     def _index(self, epoch: _Epoch, complete: bool) -> dict:
         return {"version": INDEX_VERSION, "rank": self.rank, "world_size": self.world_size, "complete": complete,
-                "pages": list(epoch.pages), "datapoints": dict(epoch.locations)}
+                "pages": epoch.pages, "datapoints": epoch.datapoints, "sorted": epoch.sorted}
 
 
 def _as_idx(idx: Any) -> int:

@@ -33,7 +33,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from debuggers.page_format import INDEX_GLOB, read_index
+from debuggers.page_format import INDEX_GLOB
+from debuggers.page_index import read_index
 from debuggers.page_store import PageWriter
 from utils.errors import ConfigError
 from utils.ops import idx_list
@@ -83,7 +84,7 @@ class DatapointCapture:
         self._full = False
         self._summary: dict[str, Any] = {}
         self._writer = PageWriter(PAGE_SIZE_BYTES, rank=rank, world_size=world_size,
-                                  stall_timeout_s=stall_timeout_s, record_unsupported=True)
+                                  stall_timeout_s=stall_timeout_s)
         self._guard("start", lambda: self._writer.start_epoch(folder))
 
     def add_batch(self, batch: dict[str, Any]) -> None:

@@ -28,11 +28,12 @@ import torch.distributed as dist
 
 from analysis.epoch_rows import DebuggerSummaries
 from debuggers.base_debugger import BaseDebugger, Removable
-from debuggers.batch_split import split_batch
+from debuggers.batch_split import BatchContractError, split_batch
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import PerDatapoint, error_output, is_shared_record
-from debuggers.page_format import INDEX_GLOB, PAGE_GLOB
+from debuggers.page_format import INDEX_GLOB, LOCATIONS_GLOB, PAGE_GLOB
 from debuggers.page_store import PageWriter
+from debuggers.page_values import UnsupportedOutputError, to_page_value
 from debuggers.utils import UnknownLayerError, require_layer
 from utils.builders import build_from_config
 from utils.errors import ConfigError
@@ -65,7 +66,7 @@ class SequentialDebugger(BaseDebugger):
             if isinstance(debugger, ForwardDebugger):
                 self.forward_debuggers.setdefault(debugger.layer_name, []).append(debugger)
         rank, world_size = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
-        self._writer = PageWriter(self.page_size, rank=rank, world_size=world_size, record_unsupported=not strict)
+        self._writer = PageWriter(self.page_size, rank=rank, world_size=world_size)
         self._model: Optional[torch.nn.Module] = None
         self._handles: list[Removable] = []
         self._enabled = False
@@ -184,22 +185,46 @@ class SequentialDebugger(BaseDebugger):
                     "batch can stay as it is (this is said once per debugger)")
 
     def _buffer_batch(self, idx: list[int], outputs: dict[str, Any]) -> None:
-        per_name = {}
-        for name, output in outputs.items():
-            try:
-                per_name[name] = split_batch(output, len(idx))
-            except ValueError as exc:
-                per_name[name] = split_batch(self._record_failure(name, exc), len(idx))
+        """Split each debugger's output (one conversion per batch), collect the summaries, and queue one
+        dict per datapoint.
+
+        A debugger whose output breaks the batch contract or cannot be stored gets an error record;
+        the other debuggers' outputs are kept.
+        """
+        per_name = {name: self._split(name, output, len(idx)) for name, output in outputs.items()}
         self.summaries.add_batch(idx, per_name)
-        for row, i in enumerate(idx):
-            self.add_to_buffer(i, {name: rows[row] for name, rows in per_name.items()})
+        if self.write_error is not None:
+            return
+        names = list(per_name)
+        for i, row in zip(idx, zip(*per_name.values())):
+            self._add(i, dict(zip(names, row)))
+
+    def _split(self, name: str, output: Any, batch_size: int) -> list[Any]:
+        try:
+            return split_batch(output, batch_size, name)
+        except (BatchContractError, UnsupportedOutputError) as exc:
+            return split_batch(self._record_failure(name, exc), batch_size)
 
     def add_to_buffer(self, datapoint_idx: int, debug_outputs: dict[str, Any]) -> None:
-        """Hand one datapoint's outputs to the page writer (waits if the disk lags behind)."""
+        """Hand one datapoint's outputs to the page writer (waits if the disk lags behind).
+
+        An output that a page cannot hold becomes that debugger's error record.
+        """
+        if isinstance(debug_outputs, dict):
+            debug_outputs = {name: self._page_value(name, output) for name, output in debug_outputs.items()}
+        self._add(datapoint_idx, debug_outputs)
+
+    def _page_value(self, name: str, output: Any) -> Any:
+        try:
+            return to_page_value(output, name)
+        except UnsupportedOutputError as exc:
+            return to_page_value(self._record_failure(name, exc))
+
+    def _add(self, datapoint_idx: int, outputs: dict[str, Any]) -> None:
         if self.write_error is not None:
             return
         try:
-            self._writer.add(int(datapoint_idx), debug_outputs)
+            self._writer.add(int(datapoint_idx), outputs)
         except Exception as exc:
             self._write_failed(exc)
 
@@ -242,9 +267,6 @@ class SequentialDebugger(BaseDebugger):
                 raise ValueError("save_all needs output_dir: reset_buffer() was called without one")
             _move_pages(self._staging_dir, output_dir)
             self._discard_staging()
-        for name, reason in summary.get("unsupported", {}).items():
-            self._log.warning(f"debugger '{name}' returned outputs a page cannot hold; they are recorded as its "
-                              f"error and the other debuggers' outputs are kept: {reason}")
         if self.write_error is not None:
             summary["error"] = str(self.write_error)
         return summary
@@ -307,5 +329,6 @@ def _python_float_at(value: Any, path: str) -> Optional[str]:
 
 def _move_pages(source: str, output_dir: str) -> None:
     os.makedirs(output_dir, exist_ok=True)
-    for path in glob.glob(os.path.join(source, PAGE_GLOB)) + glob.glob(os.path.join(source, INDEX_GLOB)):
-        shutil.move(path, os.path.join(output_dir, os.path.basename(path)))
+    for pattern in (PAGE_GLOB, LOCATIONS_GLOB, INDEX_GLOB):  # the index last: it never lists what is not there
+        for path in glob.glob(os.path.join(source, pattern)):
+            shutil.move(path, os.path.join(output_dir, os.path.basename(path)))

@@ -97,7 +97,7 @@ def test_evaluator_style_folder_and_notebook_helper(tmp_path):
     assert figures[0].layout.title.text.startswith("fm: backbone.layer4 feature map")
     page = (tmp_path / "notebook" / "debug_states.html").read_text()
     assert len(PLOTLY_BANNER.findall(page)) == 1
-    assert load_debug_outputs(str(tmp_path / "eval")) is not None
+    assert len(load_debug_outputs(str(tmp_path / "eval"))) == 4
     assert visualize_debug_states(outputs[2]["fm"])[0].layout.title.text.startswith("output: ")
 
 

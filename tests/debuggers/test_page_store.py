@@ -17,8 +17,11 @@ import pytest
 import torch
 
 from debuggers import page_format
-from debuggers.page_format import PAGE_GLOB, PageWriteError, load_page, read_index
+from debuggers.page_format import PAGE_GLOB, PageWriteError, load_page
+from debuggers.page_index import read_index
 from debuggers.page_store import PageWriter, PageWriterError
+from debuggers.page_values import UnsupportedOutputError
+from runners.eval_viewer.backend.initialization import DebugOutputs
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -43,15 +46,15 @@ def pages_on_disk(folder) -> dict[str, dict]:
     return {os.path.basename(p): load_page(p) for p in sorted(glob.glob(os.path.join(folder, PAGE_GLOB)))}
 
 
-def slow_dump(monkeypatch, seconds: float) -> None:
-    """Fault injection: every page write takes ``seconds`` longer (a slow disk)."""
-    real_dump = page_format._dump
+def slow_disk(monkeypatch, seconds: float) -> None:
+    """Fault injection: every write to a page takes ``seconds`` longer (a slow disk)."""
+    real_append = page_format._append
 
-    def dump(page, path):
+    def append(file, buffers):
         time.sleep(seconds)
-        real_dump(page, path)
+        real_append(file, buffers)
 
-    monkeypatch.setattr(page_format, "_dump", dump)
+    monkeypatch.setattr(page_format, "_append", append)
 
 
 # ---------------------------------------------------------------- pages
@@ -72,10 +75,10 @@ def test_pages_split_at_size_and_round_trip(tmp_path, make_writer):
     seen = [idx for page in pages.values() for idx in page]
     assert sorted(seen) == list(range(50))
     index = read_index(str(tmp_path / "index.json"))
-    assert index["complete"] is True and index["pages"] == sorted(pages, key=lambda n: int(n[5:-4]))
-    assert index["rank"] == 0 and index["world_size"] == 1
+    assert index["complete"] is True and index["pages"] == len(pages) and index["datapoints"] == 50
+    assert index["rank"] == 0 and index["world_size"] == 1 and index["sorted"] is True
     for idx, tensor in originals.items():
-        page = pages[index["datapoints"][str(idx)]]
+        page = pages[next(name for name, held in pages.items() if idx in held)]
         np.testing.assert_array_equal(page[idx]["fm"], tensor.numpy())
         assert page[idx]["meta"] == {"i": idx}
 
@@ -100,8 +103,7 @@ def test_item_larger_than_a_page_gets_its_own_page(tmp_path, make_writer):
     writer.add(1, {"huge": torch.zeros(MB // 4)})
     writer.add(2, {"small": torch.zeros(10)})
     assert writer.flush()["pages"] == 2
-    index = read_index(str(tmp_path / "index.json"))
-    assert index["datapoints"] == {"0": "page_0.pkl", "1": "page_0.pkl", "2": "page_1.pkl"}
+    assert DebugOutputs(str(tmp_path)).locations == {0: "page_0.pkl", 1: "page_0.pkl", 2: "page_1.pkl"}
 
 
 def test_ranks_write_their_own_names(tmp_path, make_writer):
@@ -109,8 +111,9 @@ def test_ranks_write_their_own_names(tmp_path, make_writer):
     writer.start_epoch(str(tmp_path))
     writer.add(5, {"x": 1})
     writer.flush()
-    assert sorted(os.listdir(tmp_path)) == ["index_rank1.json", "page_rank1_0.pkl"]
-    assert read_index(str(tmp_path / "index_rank1.json"))["datapoints"] == {"5": "page_rank1_0.pkl"}
+    assert sorted(os.listdir(tmp_path)) == ["index_rank1.json", "locations_rank1.bin", "page_rank1_0.pkl"]
+    assert read_index(str(tmp_path / "index_rank1.json"))["datapoints"] == 1
+    assert DebugOutputs(str(tmp_path)).locations == {5: "page_rank1_0.pkl"}
 
 
 def test_epochs_in_turn_and_unflushed_epoch_is_kept_incomplete(tmp_path, make_writer):
@@ -119,8 +122,7 @@ def test_epochs_in_turn_and_unflushed_epoch_is_kept_incomplete(tmp_path, make_wr
     writer.add(0, {"x": torch.ones(3)})  # the loop crashed: no flush
     writer.start_epoch(str(tmp_path / "epoch_1"))
     writer.add(0, {"x": torch.zeros(3)})
-    assert writer.flush() == {"pages": 1, "datapoints": 1, "bytes": os.path.getsize(tmp_path / "epoch_1/page_0.pkl"),
-                              "unsupported": {}}
+    assert writer.flush() == {"pages": 1, "datapoints": 1, "bytes": os.path.getsize(tmp_path / "epoch_1/page_0.pkl")}
     assert read_index(str(tmp_path / "epoch_0/index.json"))["complete"] is False
     assert load_page(str(tmp_path / "epoch_0/page_0.pkl"))[0]["x"].tolist() == [1, 1, 1]
     assert read_index(str(tmp_path / "epoch_1/index.json"))["complete"] is True
@@ -128,56 +130,36 @@ def test_epochs_in_turn_and_unflushed_epoch_is_kept_incomplete(tmp_path, make_wr
 
 
 def test_start_epoch_removes_only_this_ranks_leftovers(tmp_path, make_writer):
-    mine = ["page_rank0_0.pkl", "page_rank0_1.pkl", "index_rank0.json", ".page_rank0_2.pkl.tmp-123-456"]
-    others = ["page_rank1_0.pkl", "index_rank1.json", ".page_rank1_2.pkl.tmp-123-456", "notes.txt"]
+    mine = ["page_rank0_0.pkl", "page_rank0_1.pkl", "index_rank0.json", ".page_rank0_2.pkl.tmp-123-456",
+            "locations_rank0.bin"]
+    others = ["page_rank1_0.pkl", "index_rank1.json", ".page_rank1_2.pkl.tmp-123-456", "notes.txt",
+              "locations_rank1.bin"]
     for name in mine + others:
         (tmp_path / name).write_text("leftover")
     writer = make_writer(MB, rank=0, world_size=2)
     writer.start_epoch(str(tmp_path))
     assert sorted(os.listdir(tmp_path)) == sorted(others + ["index_rank0.json"])
-    assert read_index(str(tmp_path / "index_rank0.json"))["pages"] == []
+    assert read_index(str(tmp_path / "index_rank0.json"))["pages"] == 0
 
 
 def test_start_epoch_single_rank_keeps_files_of_a_multi_rank_run(tmp_path, make_writer):
-    for name in ["page_0.pkl", "index.json", ".page_3.pkl.tmp-9-9", "page_rank1_0.pkl"]:
+    for name in ["page_0.pkl", "index.json", ".page_3.pkl.tmp-9-9", "page_rank1_0.pkl", "locations.bin"]:
         (tmp_path / name).write_text("leftover")
     make_writer(MB).start_epoch(str(tmp_path))
     assert sorted(os.listdir(tmp_path)) == ["index.json", "page_rank1_0.pkl"]
 
 
 # -------------------------------------------------------------- failures
-def test_unsupported_output_fails_at_flush_naming_idx_and_path(tmp_path, make_writer):
+def test_unsupported_output_is_refused_by_add_naming_idx_and_path(tmp_path, make_writer):
     writer = make_writer(MB)
     writer.start_epoch(str(tmp_path))
     writer.add(0, {"ok": torch.zeros(3)})
-    writer.add(41, {"stats": {"hist": [1, lambda: 0]}})
-    with pytest.raises(PageWriterError) as info:
-        writer.flush()
+    with pytest.raises(UnsupportedOutputError) as info:
+        writer.add(41, {"stats": {"hist": [1, lambda: 0]}})
     message = str(info.value)
     assert "idx=41" in message and "'stats.hist[1]'" in message and "function" in message
-    assert isinstance(info.value.__cause__, TypeError) and writer.error is info.value.__cause__
-    with pytest.raises(PageWriterError):  # raised again until the next epoch
-        writer.add(42, {"ok": 1})
-    writer.start_epoch(str(tmp_path / "next"))
-    assert writer.error is None
-    writer.add(0, {"ok": 1})
-    assert writer.flush()["datapoints"] == 1
-
-
-def test_unsupported_output_can_become_an_error_record_for_its_key_alone(tmp_path):
-    writer = PageWriter(MB, record_unsupported=True)
-    writer.start_epoch(str(tmp_path))
-    writer.add(0, {"good": torch.ones(2), "bad": {"handle": object()}})
-    writer.add(1, {"good": torch.zeros(2), "bad": 3})
-    summary = writer.flush()
-    writer.close()
-    assert summary["datapoints"] == 2 and list(summary["unsupported"]) == ["bad"]
-    assert "'bad.handle'" in summary["unsupported"]["bad"]
-    page = load_page(str(tmp_path / "page_0.pkl"))
-    assert page[0]["good"].tolist() == [1.0, 1.0]
-    assert page[0]["bad"]["kind"] == "error" and page[0]["bad"]["type"] == "UnsupportedOutputError"
-    assert page[1] == {"good": page[1]["good"], "bad": 3}
-    assert read_index(str(tmp_path / "index.json"))["complete"] is True
+    writer.add(42, {"ok": 1})  # the epoch goes on
+    assert writer.flush()["datapoints"] == 2
 
 
 def test_folder_replaced_by_file_fails_clearly(tmp_path, make_writer):
@@ -213,7 +195,7 @@ def test_dead_worker_is_reported_not_waited_for(tmp_path, make_writer, monkeypat
     def explode(outputs):
         raise Fatal("worker killed")
 
-    monkeypatch.setattr("debuggers.page_store.to_page_value", explode)
+    monkeypatch.setattr(page_format.PageFile, "append", lambda self, idx, value: explode(value))
     writer = make_writer(MB)
     writer.start_epoch(str(tmp_path))
     writer.add(0, {"x": 1})
@@ -228,7 +210,7 @@ def test_dead_worker_is_reported_not_waited_for(tmp_path, make_writer, monkeypat
 
 def test_stuck_disk_raises_timeout_instead_of_hanging(tmp_path, make_writer, monkeypatch):
     release = threading.Event()
-    monkeypatch.setattr(page_format, "_dump", lambda page, path: release.wait(20))
+    monkeypatch.setattr(page_format, "_append", lambda file, buffers: release.wait(20))
     writer = make_writer(1024, stall_timeout_s=1.0)
     writer.start_epoch(str(tmp_path))
     writer.add(0, {"x": torch.zeros(1024)})  # fills a page: the worker is now stuck writing it
@@ -264,7 +246,7 @@ def test_misuse_gets_clear_errors(tmp_path, make_writer):
 
 # -------------------------------------------------------- bounded memory
 def test_slow_disk_blocks_add_and_bounds_memory(tmp_path, make_writer, monkeypatch):
-    slow_dump(monkeypatch, 0.1)
+    slow_disk(monkeypatch, 0.01)
     page, item = 256 * 1024, 32 * 1024
     alive = {"bytes": 0, "peak": 0}
     lock = threading.Lock()
@@ -288,8 +270,7 @@ def test_slow_disk_blocks_add_and_bounds_memory(tmp_path, make_writer, monkeypat
         del array
         assert writer.in_flight_bytes <= page + item
     writer.flush()
-    estimate = item + page_format._ARRAY_HEADER_BYTES + page_format._CONTAINER_BYTES
-    assert writer.peak_in_flight_bytes <= page + estimate
+    assert writer.peak_in_flight_bytes <= page + item
     assert waited > 0.5  # add really waited for the disk
     assert alive["peak"] <= 2 * page + 3 * item  # queued + page being written + the item in hand
     assert len(pages_on_disk(tmp_path)) >= 9
@@ -305,20 +286,18 @@ def test_huge_item_is_admitted_when_nothing_is_in_flight(tmp_path, make_writer):
 
 # -------------------------------------------------------------- SIGKILL
 KILLED_WRITER = textwrap.dedent("""
-    import pickle, sys, time
+    import sys, time
     import torch
     from debuggers import page_format
     from debuggers.page_store import PageWriter
 
-    def slow_dump(page, path):  # the real bytes, written slowly so the kill lands mid-file
-        data = pickle.dumps(page, protocol=5)
-        with open(path, "wb") as f:
-            for start in range(0, len(data), 8192):
-                f.write(data[start:start + 8192])
-                f.flush()
-                time.sleep(0.005)
+    real_append = page_format._append
 
-    page_format._dump = slow_dump
+    def slow_append(file, buffers):  # the real bytes, written slowly so the kill lands mid-page
+        real_append(file, buffers)
+        time.sleep(0.005)
+
+    page_format._append = slow_append
     writer = PageWriter(64 * 1024)
     writer.start_epoch(sys.argv[1])
     i = 0
@@ -352,11 +331,12 @@ def test_sigkill_mid_write_leaves_only_complete_pages(tmp_path):
     pages = pages_on_disk(folder)
     assert len(pages) >= 3
     index = read_index(str(folder / "index.json"))
-    assert index["complete"] is False and set(index["pages"]) <= set(pages)
-    for idx, name in index["datapoints"].items():
-        assert int(idx) in pages[name] and pages[name][int(idx)]["x"][0] == int(idx)
+    assert index["complete"] is False and index["pages"] <= len(pages)
+    outputs = DebugOutputs(str(folder))
+    for idx, name in outputs.locations.items():
+        assert idx in pages[name] and outputs[idx]["x"][0] == idx == pages[name][idx]["i"]
     all_idx = [idx for page in pages.values() for idx in page]
-    assert len(all_idx) == len(set(all_idx))
+    assert len(all_idx) == len(set(all_idx)) == len(outputs)
 
     PageWriter(MB).start_epoch(str(folder))  # rerunning the epoch clears the debris
     assert os.listdir(folder) == ["index.json"]

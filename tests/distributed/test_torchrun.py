@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
-from debuggers.page_format import PAGE_GLOB, load_page, read_index
+from debuggers.page_format import PAGE_GLOB, load_page
+from debuggers.page_index import read_index
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.evaluators import BaseEvaluator
 from tests.runs import run_torchrun, write_config
@@ -85,7 +86,7 @@ def assert_every_idx_once(debugger_dir, world_size):
         assert {os.path.basename(p).split("_")[1] for p in pages} == {f"rank{r}" for r in range(world_size)}
         indexes = [read_index(os.path.join(debugger_dir, f"index_rank{r}.json")) for r in range(world_size)]
         assert all(index["complete"] for index in indexes)
-        assert len(indexes[0]["pages"]) > 1 and len(indexes[1]["pages"]) > 1
+        assert indexes[0]["pages"] > 1 and indexes[1]["pages"] > 1
     outputs = load_debug_outputs(os.path.dirname(debugger_dir))
     assert outputs.complete and list(outputs) == list(range(VAL_SIZE))
     return outputs

@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 import torch
 
-from debuggers.page_format import PAGE_GLOB, CorruptPageError, UnsafePageError, load_page, read_index
+from debuggers.page_format import PAGE_GLOB, CorruptPageError, UnsafePageError, load_page
+from debuggers.page_index import read_index
 from debuggers.page_store import PageWriterError
 from debuggers.wrappers.sequential_debugger import DebuggerError
 from runners.eval_viewer.backend.initialization import load_debug_outputs
@@ -299,15 +300,15 @@ def test_output_that_cannot_be_serialised(tmp_path, strict):
     config_path = config_file(tmp_path, "unserialisable", f"STRICT = {strict}\n" + UNSERIALISABLE)
     work_dir = str(tmp_path / "unserialisable")
     if strict:
-        with pytest.raises(PageWriterError) as caught:
+        with pytest.raises(DebuggerError) as caught:
             train(config_path)
-        assert "debug output at 'returns_an_object.handle' is a builtins.object" in str(caught.value.__cause__)
+        assert "debug output at 'returns_an_object.handle' is a builtins.object" in str(caught.value)
         assert completed_epochs(work_dir) == 1
     else:
         train(config_path)
         assert completed_epochs(work_dir) == 2
         log = log_of(work_dir)
-        assert "debugger 'returns_an_object' returned outputs a page cannot hold" in log
+        assert "debugger 'returns_an_object' failed (UnsupportedOutputError" in log
         assert "debug output at 'returns_an_object.handle'" in log
         assert debugger_index(work_dir, 1)["complete"] is True
         outputs = load_debug_outputs(os.path.join(work_dir, "epoch_1"))
@@ -337,7 +338,7 @@ def test_damaged_pages_of_a_real_run_are_refused_and_the_rest_still_loads(finish
     epoch_dir = tmp_path / "epoch_1"
     shutil.copytree(os.path.join(finished_run, "epoch_1"), epoch_dir)
     debugger_dir = epoch_dir / "debugger"
-    locations = read_index(str(debugger_dir / "index.json"))["datapoints"]
+    locations = load_debug_outputs(str(epoch_dir)).locations
     pages = sorted(set(locations.values()))
     truncated, garbage, malicious = pages[:3]
     marker = tmp_path / "executed"
@@ -346,9 +347,9 @@ def test_damaged_pages_of_a_real_run_are_refused_and_the_rest_still_loads(finish
     (debugger_dir / malicious).write_bytes(pickle.dumps({0: {"x": PlantsAMarker(str(marker))}}))
 
     outputs = load_debug_outputs(str(epoch_dir))
-    expected = {truncated: CorruptPageError, garbage: CorruptPageError, malicious: UnsafePageError}
+    expected = {truncated: CorruptPageError, garbage: CorruptPageError, malicious: CorruptPageError}
     for idx in outputs:
-        page = locations[str(idx)]
+        page = locations[idx]
         if page in expected:
             with pytest.raises(expected[page], match=page):
                 outputs[idx]
@@ -357,8 +358,15 @@ def test_damaged_pages_of_a_real_run_are_refused_and_the_rest_still_loads(finish
     assert not marker.exists()
 
     (debugger_dir / "page_99.pkl").write_bytes(pickle.dumps({99: {"x": PlantsAMarker(str(marker))}}))
-    with pytest.raises(UnsafePageError, match="page_99.pkl"):
-        load_debug_outputs(str(epoch_dir))  # an unindexed page is opened to recover it, and refused
+    assert len(load_debug_outputs(str(epoch_dir))) == VAL_SIZE  # a complete epoch ignores unindexed files
+    index = read_index(str(debugger_dir / "index.json"))
+    (debugger_dir / "index.json").write_text(json.dumps({**index, "complete": False}))
+    outputs = load_debug_outputs(str(epoch_dir))  # an incomplete one opens them to recover them: refused
+    assert [type(error) for error in outputs.errors] == [CorruptPageError] and "page_99.pkl" in str(outputs.errors[0])
+    assert len(outputs) == VAL_SIZE and 99 not in outputs
+    assert not marker.exists()
+    with pytest.raises(UnsafePageError, match="page_99.pkl"):  # a format-1 page loaded on its own: refused
+        load_page(str(debugger_dir / "page_99.pkl"))
     assert not marker.exists()
 
 
@@ -465,5 +473,5 @@ def test_bad_config_stops_the_run_before_training(tmp_path, extra, message):
 def test_page_of_one_byte_gives_one_page_per_datapoint(tmp_path):
     work_dir = train(config_file(tmp_path, "tiny_pages", "config['debugger']['args']['page_size_mb'] = 1e-6\n",
                                  epochs=1))
-    assert len(debugger_index(work_dir, 0)["pages"]) == VAL_SIZE
+    assert debugger_index(work_dir, 0)["pages"] == VAL_SIZE
     assert_epoch_intact(work_dir, 0)

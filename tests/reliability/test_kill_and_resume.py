@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from debuggers.page_format import PAGE_GLOB, load_page, read_index
+from debuggers.page_format import PAGE_GLOB, load_page
+from debuggers.page_index import read_index
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.trainers import BaseTrainer
 from tests.runs import run_main, run_torchrun, write_config
@@ -94,19 +95,19 @@ config["metric"] = {"class": KillingMetric, "args": {}}
 
 from debuggers import page_format
 
-_write_page = page_format._dump
+_append = page_format._append
 
 
-def write_page_half_then_die(page, path):
-    _write_page(page, path)
-    if "epoch_1" in path:
+def append_half_then_die(file, buffers):
+    _append(file, buffers)
+    if "epoch_1" in file.name:
         calls_in_epoch_1["pages"] += 1
         if calls_in_epoch_1["pages"] == 3 and my_turn("page_write"):
-            os.truncate(path, os.path.getsize(path) // 2)
+            os.truncate(file.name, os.path.getsize(file.name) // 2)
             die()
 
 
-page_format._dump = write_page_half_then_die
+page_format._append = append_half_then_die
 
 _json_dump = json.dump
 
@@ -138,17 +139,17 @@ torch.save = save_checkpoint_half_then_die
 RANK_1_DIES_WHILE_WRITING_PAGES = """
 from debuggers import page_format
 
-_write_page = page_format._dump
+_append = page_format._append
 
 
-def die_on_rank_1(page, path):
-    if os.environ.get("RANK") == "1" and "epoch_0" in path and my_turn("rank_1_page_flush"):
+def die_on_rank_1(file, buffers):
+    if os.environ.get("RANK") == "1" and "epoch_0" in file.name and my_turn("rank_1_page_flush"):
         time.sleep(3)  # rank 0 has written its own pages meanwhile: it must not mark epoch 0 done
         die()
-    _write_page(page, path)
+    _append(file, buffers)
 
 
-page_format._dump = die_on_rank_1
+page_format._append = die_on_rank_1
 config["debugger"]["args"]["page_size_mb"] = 100  # rank 1 writes its only page in the final flush
 """
 

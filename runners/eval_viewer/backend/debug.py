@@ -68,7 +68,7 @@ def open_pages(folder: str) -> Optional[EpochDebug]:
     if not os.path.isdir(folder):
         return None
     try:
-        return EpochDebug(DebugOutputs(folder, cache_pages=1))
+        return EpochDebug(DebugOutputs(folder))
     except Exception as exc:  # the folder is data from anyone: any failure is shown, never a server error
         raise EpochDebugError(f"the debug outputs in {folder} cannot be opened ({type(exc).__name__}: {exc}); "
                               "scores and other epochs still show. Rerun this epoch to rewrite its pages") from exc

@@ -1,90 +1,128 @@
-"""Find one datapoint's debug outputs without opening every page of an epoch.
+"""Read one datapoint's debug outputs, touching only that datapoint's bytes.
 
-``load_debug_outputs(epoch_dir)`` reads only the small index files of
-``epoch_dir/debugger/`` and returns a lazy mapping ``idx -> {debugger_name: output}``;
-looking up an idx opens the one page that holds it, through the safe loader.
-The same call works on a trainer's ``epoch_N`` folder and an evaluator's work dir.
+``load_debug_outputs(epoch_dir)`` reads the small index files of
+``epoch_dir/debugger/`` and returns a mapping ``idx -> {debugger_name: output}``;
+looking up an idx finds its record through the locations file and reads that
+record alone (``debuggers.page_format``). The same call works on a trainer's
+``epoch_N`` folder and an evaluator's work dir; any other path raises an error
+saying what was expected.
 """
 
 from __future__ import annotations
 
 import glob
 import os
-from collections import OrderedDict
+import re
 from collections.abc import Iterator, Mapping
-from typing import Any, Optional
+from typing import Any
 
-from debuggers.page_format import INDEX_GLOB, PAGE_GLOB, CorruptPageError, load_page, read_index
+import numpy as np
+
+from debuggers.page_errors import CorruptPageError, DebugDataError, DebugOutputsNotFoundError
+from debuggers.page_format import INDEX_GLOB, open_regular, page_file_name, read_record
+from debuggers.page_index import RankIndex, read_index
 
 DEBUGGER_DIR = "debugger"
 
 
 class DebugOutputs(Mapping):
-    """Lazy ``idx -> outputs`` of one epoch, keeping the last ``cache_pages`` pages in memory.
+    """``idx -> outputs`` of one epoch; thread-safe, holds no page in memory.
 
-    ``complete`` is False while the epoch is still being written (or was cut
-    short); pages that no index lists yet (written just before a crash) are
-    found by opening them once.
+    ``complete`` is False while the epoch is still being written (or was cut short);
+    pages sealed after the last index write are then found through their footers.
+    ``errors`` lists pages that could not be read while looking for such pages: the
+    other datapoints stay readable.
     """
 
-    def __init__(self, debugger_dir: str, cache_pages: int = 2) -> None:
+    def __init__(self, debugger_dir: str) -> None:
         self.debugger_dir = debugger_dir
-        self.cache_pages = cache_pages
-        self._cache: OrderedDict[str, dict] = OrderedDict()
-        self._page_of: dict[str, str] = {}  # str(idx) -> page, as in the index: no per-idx work at start-up
-        indexes = [read_index(path) for path in sorted(glob.glob(os.path.join(debugger_dir, INDEX_GLOB)))]
-        for index in indexes:
-            self._page_of.update(index["datapoints"])
-        self.complete = bool(indexes) and all(index["complete"] for index in indexes)
-        self._recover_unindexed_pages()
+        self._ranks = [RankIndex(debugger_dir, read_index(path))
+                       for path in sorted(glob.glob(os.path.join(debugger_dir, INDEX_GLOB)))]
+        world_sizes = {rank.world_size for rank in self._ranks}
+        if len(world_sizes) > 1:
+            raise CorruptPageError(f"the indexes in {debugger_dir} disagree on the number of ranks "
+                                   f"({sorted(world_sizes)}): they come from different runs; rerun the epoch")
+        self.complete = bool(self._ranks) and len(self._ranks) == world_sizes.pop() \
+            and all(rank.index["complete"] for rank in self._ranks)
 
-    def _recover_unindexed_pages(self) -> None:
-        indexed = set(self._page_of.values())
-        for path in sorted(glob.glob(os.path.join(self.debugger_dir, PAGE_GLOB))):
-            name = os.path.basename(path)
-            if name not in indexed:
-                self._page_of.update(dict.fromkeys(map(str, self._page(name)), name))
+    @property
+    def errors(self) -> list[DebugDataError]:
+        """Unreadable unindexed pages, found while an incomplete epoch's locations are gathered."""
+        for rank in self._ranks:
+            if not rank.searchable:
+                rank.rows()
+        return [error for rank in self._ranks for error in rank.errors]
 
     @property
     def locations(self) -> dict[int, str]:
-        """``idx -> page file name`` of every captured datapoint."""
-        return {int(i): page for i, page in self._page_of.items()}
+        """``idx -> page file name`` of every captured datapoint (reads every locations file)."""
+        return {int(row["idx"]): page_file_name(rank.rank, rank.world_size, int(row["page"]))
+                for rank in self._ranks for row in rank.rows()}
 
-    def _page(self, name: str) -> dict:
-        if name in self._cache:
-            self._cache.move_to_end(name)
-            return self._cache[name]
-        path = os.path.join(self.debugger_dir, name)
-        if not os.path.exists(path):
-            raise CorruptPageError(f"debug page {path} is listed in the index but missing; "
-                                   "rerun the epoch to regenerate its pages")
-        page = load_page(path)
-        self._cache[name] = page
-        while len(self._cache) > self.cache_pages:
-            self._cache.popitem(last=False)
-        return page
+    def _find(self, idx: int) -> tuple[RankIndex, np.void] | None:
+        for rank in self._ranks:
+            row = rank.find(idx)
+            if row is not None:
+                return rank, row
+        return None
 
     def __getitem__(self, idx: int) -> dict[str, Any]:
-        name = self._page_of[str(int(idx))]
-        page = self._page(name)
-        if int(idx) not in page:
-            raise CorruptPageError(f"debug page {name} in {self.debugger_dir} does not hold datapoint {idx} "
-                                   "although the index says so; rerun the epoch to regenerate its pages")
-        return page[int(idx)]
+        found = self._find(_as_idx(idx))
+        if found is None:
+            raise KeyError(idx)
+        rank, row = found
+        path = rank.page_path(int(row["page"]))
+        try:
+            fd = open_regular(path)
+        except FileNotFoundError:
+            raise CorruptPageError(f"debug page {path} is listed in the index but missing; "
+                                   "rerun the epoch to regenerate its pages") from None
+        try:
+            return read_record(fd, os.fstat(fd).st_size, row, path)
+        finally:
+            os.close(fd)
 
     def __iter__(self) -> Iterator[int]:
-        return iter(sorted(map(int, self._page_of)))
+        return iter(sorted(int(i) for rank in self._ranks for i in rank.rows()["idx"]))
 
     def __len__(self) -> int:
-        return len(self._page_of)
+        return sum(rank.index["datapoints"] if rank.searchable else len(rank.rows()) for rank in self._ranks)
 
     def __contains__(self, idx: object) -> bool:
-        return isinstance(idx, int) and str(idx) in self._page_of
+        return isinstance(idx, int) and not isinstance(idx, bool) and self._find(idx) is not None
 
 
-def load_debug_outputs(epoch_dir: str) -> Optional[DebugOutputs]:
-    """Debug outputs of a trainer epoch dir or an evaluator work dir; None if it has none."""
+def _as_idx(idx: Any) -> int:
+    if isinstance(idx, (int, np.integer)) and not isinstance(idx, bool):
+        return int(idx)
+    raise KeyError(idx)
+
+
+def load_debug_outputs(epoch_dir: str) -> DebugOutputs:
+    """Debug outputs of a trainer's ``epoch_N`` folder or an evaluator's work dir.
+
+    Raises ``DebugOutputsNotFoundError`` naming the path and what was expected when it is not
+    such a folder (a missing path, the ``debugger/`` folder itself, a trainer's work dir, an
+    epoch without debug outputs).
+    """
     debugger_dir = os.path.join(epoch_dir, DEBUGGER_DIR)
-    if not os.path.isdir(debugger_dir):
-        return None
-    return DebugOutputs(debugger_dir)
+    if os.path.isdir(debugger_dir):
+        return DebugOutputs(debugger_dir)
+    raise DebugOutputsNotFoundError(f"{epoch_dir} holds no debug outputs: {_what_it_is(epoch_dir)}")
+
+
+def _what_it_is(path: str) -> str:
+    expected = (f"expected a trainer epoch folder (work_dir/epoch_N) or an evaluator work dir, with a "
+                f"'{DEBUGGER_DIR}/' folder inside")
+    if not os.path.exists(path):
+        return f"no such folder; {expected}"
+    if not os.path.isdir(path):
+        return f"it is a file; {expected}"
+    if glob.glob(os.path.join(path, INDEX_GLOB)):
+        return f"it is a '{DEBUGGER_DIR}/' folder itself; pass its parent folder {os.path.dirname(path) or '.'}"
+    epochs = sorted((name for name in os.listdir(path) if re.fullmatch(r"epoch_\d+", name)
+                     and os.path.isdir(os.path.join(path, name, DEBUGGER_DIR))), key=lambda n: int(n[6:]))
+    if epochs:
+        return f"it is a trainer work dir; pass one of its epoch folders with debug outputs: {', '.join(epochs)}"
+    return (f"the debugger did not run there (no '{DEBUGGER_DIR}/' folder: not a checkpoint epoch, or no "
+            f"'debugger' in the config); {expected}")

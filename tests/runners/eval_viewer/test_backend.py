@@ -198,8 +198,8 @@ def test_opening_a_datapoint_reads_exactly_one_page(runs, monkeypatch):
     pages = len([n for n in os.listdir(os.path.join(runs["trainer"], "epoch_1", "debugger")) if n.endswith(".pkl")])
     assert pages > 3
     opened = []
-    real_load_page = initialization.load_page
-    monkeypatch.setattr(initialization, "load_page", lambda path: opened.append(path) or real_load_page(path))
+    real_open = initialization.open_regular
+    monkeypatch.setattr(initialization, "open_regular", lambda path: opened.append(path) or real_open(path))
     datapoint = _open(runs["logs"], runs["trainer"], "epoch_1", 5)
     assert len([path for path in opened if os.sep + "debugger" + os.sep in path]) == 1
     assert set(datapoint["debug"]) == {"layer3_energy"}
@@ -226,8 +226,8 @@ def test_debugger_error_and_not_run_records_are_shown_as_such():
 
 
 def _page_path(run_dir, idx):
-    with open(os.path.join(run_dir, "epoch_1", "debugger", "index.json")) as f:
-        return os.path.join(run_dir, "epoch_1", "debugger", json.load(f)["datapoints"][str(idx)])
+    page = initialization.load_debug_outputs(os.path.join(run_dir, "epoch_1")).locations[idx]
+    return os.path.join(run_dir, "epoch_1", "debugger", page)
 
 
 class _Exploit:
@@ -252,7 +252,7 @@ def test_malicious_page_is_refused_without_running_it(trainer_copy, tmp_path):
     with open(_page_path(trainer_copy, 4), "wb") as f:
         pickle.dump({4: {"layer3_energy": _Exploit(marker)}}, f)
     datapoint = _open(trainer_copy, trainer_copy, "epoch_1", 4)
-    assert "refused to load debug page" in datapoint["debug_error"]
+    assert "not a Lantern page" in datapoint["debug_error"]  # read as data, never unpickled
     assert not marker.exists()
 
 

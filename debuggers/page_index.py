@@ -1,0 +1,198 @@
+"""How a reader finds a datapoint's record without scanning: each rank's index and locations file.
+
+Per rank, beside its pages:
+
+* ``index.json`` (``index_rank{r}.json``), small and constant-size, rewritten atomically after
+  every page: ``{'version': 2, 'rank', 'world_size', 'complete', 'pages': n, 'datapoints': n,
+  'sorted'}``. Pages are named by number (``page_file_name``), so no file name is ever read
+  from disk.
+* ``locations.bin`` (``locations_rank{r}.bin``): ``LOCATION`` rows (32 bytes: idx, record
+  start, header offset, header length, page), appended after each page is renamed into
+  place. Only the first ``datapoints`` rows count (a row appended after the index was last
+  written is found again in its page's footer). ``sorted`` says the rows are in increasing idx
+  order, which a sequential loader gives for free; otherwise the writer sorts the file once
+  when the epoch completes.
+
+A reader binary-searches a sorted file with a few 8-byte reads, so opening a datapoint
+costs the same at 200 MB or 100 GB per epoch; an unsorted file (an epoch still being
+written, or cut short) is read once, and pages sealed after its index was written are
+found through their footers.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import struct
+import threading
+
+import numpy as np
+
+from debuggers.page_errors import CorruptPageError, DebugDataError, LegacyPagesError, PageWriteError
+from debuggers.page_format import (
+    LOCATION,
+    locations_file_name,
+    open_regular,
+    page_file_name,
+    page_number,
+    pread_exact,
+    read_footer,
+)
+from utils.atomic_files import atomic_write, write_json_file
+
+INDEX_VERSION = 2
+_MAX_INDEX_BYTES = 64 * 1024  # an index is ~150 bytes; anything much larger is not one
+_IDX = struct.Struct("<q")
+_INDEX_FIELDS = {"version": int, "rank": int, "world_size": int, "complete": bool, "pages": int,
+                 "datapoints": int, "sorted": bool}
+
+
+def write_index(path: str, index: dict) -> None:
+    """Atomic JSON write: a reader never sees half an index."""
+    try:
+        atomic_write(path, lambda temp: write_json_file(temp, index, indent=None))
+    except OSError as exc:
+        raise PageWriteError(f"could not write debug index {path}: {exc.strerror or exc} ({type(exc).__name__}). "
+                             "Free disk space, or check that the folder exists and is writable.",
+                             path, exc.errno) from exc
+
+
+def read_index(path: str) -> dict:
+    """A validated index; any other content raises ``CorruptPageError`` (``LegacyPagesError`` for format 1)."""
+    fd = open_regular(path, "debug index")
+    with open(fd, "rb") as f:
+        text = f.read(_MAX_INDEX_BYTES + 1)
+    try:
+        index = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise CorruptPageError(f"debug index {path} is not valid JSON ({exc}); rerun the epoch to rewrite it") from None
+    if isinstance(index, dict) and index.get("version") == 1:
+        raise LegacyPagesError(f"{os.path.dirname(path)} holds debug pages of Lantern's previous format (index "
+                               f"version 1). Convert them once with: python -m debuggers.convert_pages "
+                               f"{os.path.dirname(path)}")
+    problems = [f"'{key}' must be {kind.__name__}" for key, kind in _INDEX_FIELDS.items()
+                if not isinstance(index, dict) or type(index.get(key)) is not kind]
+    if not problems and index["version"] != INDEX_VERSION:
+        problems.append(f"version {index['version']} is not {INDEX_VERSION}")
+    if not problems and not (0 <= index["rank"] < index["world_size"] and index["pages"] >= 0
+                             and index["datapoints"] >= 0):
+        problems.append("rank, world_size, pages and datapoints are out of range")
+    if len(text) > _MAX_INDEX_BYTES or problems:
+        raise CorruptPageError(f"debug index {path} is not a version-{INDEX_VERSION} Lantern index ("
+                               f"{'; '.join(problems) or 'too large'}): it was damaged, or written by another tool "
+                               "or Lantern version; rerun the epoch to rewrite it")
+    return index
+
+
+def append_locations(path: str, rows: np.ndarray) -> None:
+    try:
+        with open(path, "ab") as f:
+            f.write(rows.tobytes())
+    except OSError as exc:
+        raise PageWriteError(f"could not write debug locations {path}: {exc.strerror or exc}. Free disk space, "
+                             "or check that the folder is writable.", path, exc.errno) from exc
+
+
+def sort_locations(path: str, count: int) -> None:
+    """Rewrite the first ``count`` rows in idx order (atomically): reads of the finished epoch binary-search."""
+    rows = np.fromfile(path, LOCATION, count)
+    rows = rows[np.argsort(rows["idx"], kind="stable")]
+    try:
+        atomic_write(path, rows.tofile)
+    except OSError as exc:
+        raise PageWriteError(f"could not write debug locations {path}: {exc.strerror or exc}", path,
+                             exc.errno) from exc
+
+
+class RankIndex:
+    """One rank's locations: ``find(idx)`` -> ``LOCATION`` row or None, reading only what it needs."""
+
+    def __init__(self, folder: str, index: dict) -> None:
+        self.folder, self.index = folder, index
+        self.rank, self.world_size = index["rank"], index["world_size"]
+        self.path = os.path.join(folder, locations_file_name(self.rank, self.world_size))
+        self.errors: list[DebugDataError] = []  # unindexed pages that could not be read
+        self._rows: np.ndarray | None = None  # every row, sorted by idx, once loaded
+        self._lock = threading.Lock()
+
+    @property
+    def searchable(self) -> bool:
+        """Sorted rows and nothing unindexed: a binary search in the file answers every lookup."""
+        return self.index["sorted"] and self.index["complete"]
+
+    def page_path(self, number: int) -> str:
+        return os.path.join(self.folder, page_file_name(self.rank, self.world_size, number))
+
+    def find(self, idx: int) -> np.void | None:
+        if not self.searchable:
+            rows = self.rows()
+            at = int(np.searchsorted(rows["idx"], idx))
+            return rows[at] if at < len(rows) and rows["idx"][at] == idx else None
+        count = self.index["datapoints"]
+        fd = self._open_locations(count)
+        try:
+            low, high = 0, count
+            while low < high:
+                middle = (low + high) // 2
+                if _IDX.unpack(os.pread(fd, _IDX.size, middle * LOCATION.itemsize))[0] < idx:
+                    low = middle + 1
+                else:
+                    high = middle
+            if low == count:
+                return None
+            row = pread_exact(fd, LOCATION.itemsize, low * LOCATION.itemsize, self.path).view(LOCATION)[0]
+        finally:
+            os.close(fd)
+        return row if row["idx"] == idx else None
+
+    def rows(self) -> np.ndarray:
+        """Every row, sorted by idx (read once): for listing, and for epochs still being written."""
+        with self._lock:
+            if self._rows is None:
+                count = self.index["datapoints"]
+                fd = self._open_locations(count)
+                try:
+                    rows = pread_exact(fd, count * LOCATION.itemsize, 0, self.path).view(LOCATION)
+                finally:
+                    os.close(fd)
+                if not self.index["complete"]:
+                    rows = np.concatenate([rows, *self._unindexed_rows()])
+                self._rows = rows[np.argsort(rows["idx"], kind="stable")]
+            return self._rows
+
+    def _open_locations(self, count: int) -> int:
+        if count == 0 and not os.path.lexists(self.path):
+            return os.open(os.devnull, os.O_RDONLY)
+        try:
+            fd = open_regular(self.path, "debug locations file")
+        except FileNotFoundError:
+            raise CorruptPageError(f"debug locations file {self.path} is missing although the index lists "
+                                   f"{count} datapoints; rerun the epoch to regenerate it") from None
+        if os.fstat(fd).st_size < count * LOCATION.itemsize:
+            os.close(fd)
+            raise CorruptPageError(f"debug locations file {self.path} is shorter than the {count} datapoints its "
+                                   "index lists: it is truncated; rerun the epoch to regenerate it")
+        return fd
+
+    def _unindexed_rows(self) -> list[np.ndarray]:
+        """Rows of pages sealed after the index was written (the run was still writing, or was killed)."""
+        found = []
+        pattern = page_file_name(self.rank, self.world_size, 0).replace("_0.pkl", "_*.pkl")
+        for path in sorted(glob.glob(os.path.join(self.folder, pattern))):
+            number = page_number(os.path.basename(path), self.rank, self.world_size)
+            if number is None or number < self.index["pages"]:
+                continue
+            try:
+                fd = open_regular(path)
+                try:
+                    rows = read_footer(fd, os.fstat(fd).st_size, path).copy()
+                finally:
+                    os.close(fd)
+            except (DebugDataError, OSError) as exc:
+                self.errors.append(exc if isinstance(exc, DebugDataError) else CorruptPageError(
+                    f"debug page {path} cannot be read ({exc})"))
+                continue
+            rows["page"] = number
+            found.append(rows)
+        return found

@@ -1,0 +1,175 @@
+"""What a debug page holds: debugger outputs converted to plain data and NumPy arrays.
+
+``to_page_value`` turns one output (tensors, arrays, numbers, containers) into
+the few types a page stores, naming the path of anything it cannot hold.
+``held_storage`` says which memory a converted value keeps alive, so the page
+writer's memory budget counts what is really held: a row of a batch array keeps
+the whole batch array alive, and is counted once for all its rows.
+
+Tensors are converted whole (one batch at a time, by ``debuggers.batch_split``),
+never row by row: one ``.numpy()`` per batch instead of one per datapoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+MAX_DEPTH = 64  # deeper outputs are almost certainly reference cycles
+SMALL_VALUE_BYTES = 16  # what a number or an empty container is counted as
+_WIDENED = {torch.bfloat16: torch.float32, torch.complex32: torch.complex64}
+_NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
+LEAF_TYPES = (str, bytes, int, float, bool, complex, type(None))
+# Subclasses (IntEnum, StrEnum, ...) are stored as their exact base type: a page holds data, not classes.
+_EXACT: dict[type, Callable[[Any], Any]] = {
+    bool: bool, int: int.__int__, float: float.__float__, complex: lambda z: complex(z.real, z.imag),
+    str: str.__str__, bytes: lambda b: bytes(memoryview(b)),
+}
+_SUPPORTED = ("tensors, NumPy arrays, numbers, strings, bytes, None, or dicts (str/int keys), "
+              "lists and tuples of these")
+# A tensor view keeps its whole storage alive: copied when the storage is this much larger than the view.
+_VIEW_SLACK_BYTES = 64 * 1024
+
+
+class UnsupportedOutputError(TypeError):
+    """A debugger returned something a page cannot hold."""
+
+
+def _unsupported(path: str, what: str, fix: str) -> UnsupportedOutputError:
+    return UnsupportedOutputError(f"debug output at '{path or '<root>'}' {what}; {fix}")
+
+
+def join_path(path: str, key: str | int) -> str:
+    """``'stats.hist'`` / ``'stats[2]'``: where a value sits inside an output, for error messages."""
+    if isinstance(key, str):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{key}]"
+
+
+def target_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a tensor is stored as: NumPy has no bfloat16, float8 or complex32."""
+    if dtype in _WIDENED:
+        return _WIDENED[dtype]
+    if dtype.is_floating_point and dtype not in _NUMPY_FLOATS:
+        return torch.float32
+    return dtype
+
+
+def tensor_to_array(tensor: torch.Tensor, path: str = "") -> np.ndarray:
+    """A C-contiguous CPU array of ``tensor``; a copy when the tensor is a small view of a larger storage."""
+    try:
+        if type(tensor) is not torch.Tensor:
+            tensor = tensor.as_subclass(torch.Tensor)  # a subclass's own __torch_function__ must not run here
+        if tensor.layout != torch.strided or tensor.is_quantized or tensor.device.type == "meta":
+            raise _unsupported(path, f"is a {tensor.layout} / {tensor.dtype} tensor on {tensor.device}",
+                               "return a dense tensor instead (e.g. tensor.to_dense() or tensor.dequantize())")
+        tensor = tensor.detach()
+        dtype = target_dtype(tensor.dtype)
+        if tensor.device.type != "cpu" or dtype != tensor.dtype or tensor.is_conj() or tensor.is_neg():
+            tensor = tensor.to("cpu", dtype).resolve_conj().resolve_neg()
+        array = tensor.numpy()
+        held = tensor.untyped_storage().nbytes()
+    except (TypeError, RuntimeError, NotImplementedError) as exc:
+        if isinstance(exc, UnsupportedOutputError):
+            raise
+        raise _unsupported(path, f"is a {type(tensor).__name__} of dtype {tensor.dtype} that NumPy cannot hold "
+                           f"({type(exc).__name__}: {exc})",
+                           "convert it first, e.g. tensor.float() or tensor.to(torch.uint8)") from None
+    if not array.flags.c_contiguous:
+        return np.ascontiguousarray(array)
+    return array.copy() if held > 2 * array.nbytes + _VIEW_SLACK_BYTES else array
+
+
+def _ndarray_to_array(array: np.ndarray, path: str) -> np.ndarray:
+    if array.dtype.hasobject:
+        raise _unsupported(path, "is a NumPy array of Python objects",
+                           "return a numeric array, or a list of strings/numbers")
+    if array.dtype.fields is not None:
+        raise _unsupported(path, f"is a structured NumPy array (dtype {array.dtype})",
+                           "return one array per field, e.g. {name: value[name] for name in value.dtype.names}")
+    if type(array) not in (np.ndarray, np.memmap):
+        raise _unsupported(path, f"is a {type(array).__name__} (an ndarray subclass)",
+                           "return np.asarray(value) or a tensor instead")
+    if type(array) is np.memmap:
+        return np.array(array, copy=True)  # its bytes may change on disk after capture
+    return array if array.flags.c_contiguous else np.ascontiguousarray(array)
+
+
+def _exact(obj: Any) -> Any:
+    """``obj`` as its exact built-in leaf type (``obj`` itself when it already is one)."""
+    for base, convert in _EXACT.items():
+        if isinstance(obj, base):
+            return obj if type(obj) is base else convert(obj)
+    return obj
+
+
+def page_key(key: Any, path: str) -> str | int:
+    """A dict key as a page stores it (str or int)."""
+    if isinstance(key, (str, int)):
+        return _exact(key)
+    if isinstance(key, np.integer):
+        return int(key)
+    raise _unsupported(path, f"has a dict key {key!r} of type {type(key).__name__}",
+                       "dict keys must be str or int: convert the key with str(key)")
+
+
+def to_page_value(obj: Any, path: str = "", _depth: int = 0) -> Any:
+    """Convert one debugger output to what a page holds.
+
+    Raises ``UnsupportedOutputError`` naming the path inside the output (``'stats.hist[2]'``).
+    """
+    if type(obj) in (str, int, float, bool, type(None)):
+        return obj
+    if _depth > MAX_DEPTH:
+        raise _unsupported(path, f"is nested more than {MAX_DEPTH} levels deep (a reference cycle?)",
+                           "return a flatter structure")
+    if isinstance(obj, np.ndarray):
+        return _ndarray_to_array(obj, path)
+    if isinstance(obj, torch.Size):
+        return [int(d) for d in obj]
+    if isinstance(obj, torch.Tensor):
+        return to_page_value(obj.item(), path, _depth) if obj.dim() == 0 else tensor_to_array(obj, path)
+    if isinstance(obj, np.generic):
+        return to_page_value(obj.item(), path, _depth + 1)
+    if isinstance(obj, LEAF_TYPES):
+        return _exact(obj)
+    if isinstance(obj, dict):
+        converted = {}
+        for key, value in obj.items():
+            key = page_key(key, path)
+            converted[key] = to_page_value(value, join_path(path, key), _depth + 1)
+        return converted
+    if isinstance(obj, (list, tuple)):
+        values = [to_page_value(v, join_path(path, i), _depth + 1) for i, v in enumerate(obj)]
+        return values if isinstance(obj, list) else tuple(values)
+    raise _unsupported(path, f"is a {type(obj).__module__}.{type(obj).__qualname__}, which a debug page cannot hold",
+                       f"return {_SUPPORTED} (convert other objects first, e.g. str(obj) or torch.as_tensor(obj))")
+
+
+def _owner(array: np.ndarray) -> tuple[Any, int]:
+    """The object whose memory ``array`` lives in, and that memory's size."""
+    base: Any = array
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    if isinstance(base, np.ndarray):
+        return base, base.nbytes
+    if isinstance(base, torch.Tensor):
+        return base, base.untyped_storage().nbytes()
+    return base, array.nbytes
+
+
+def held_storage(value: Any) -> Iterator[tuple[Any, int]]:
+    """``(owner, nbytes)`` of every memory block a page value keeps alive (an owner may repeat)."""
+    if isinstance(value, np.ndarray):
+        yield _owner(value)
+    elif isinstance(value, (str, bytes)):
+        yield value, len(value) + SMALL_VALUE_BYTES
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from held_storage(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from held_storage(item)

@@ -1,0 +1,229 @@
+"""Reading debug outputs back: bytes read per datapoint, and crafted folders that must not stall or escape."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from debuggers.convert_pages import main as convert_main
+from debuggers.page_errors import CorruptPageError, DebugOutputsNotFoundError, LegacyPagesError
+from debuggers.page_format import load_page
+from debuggers.page_index import read_index
+from debuggers.page_store import PageWriter
+from runners.eval_viewer.backend.initialization import load_debug_outputs
+
+pytestmark = pytest.mark.timeout(30)
+
+KB = 1024
+
+
+def write_epoch(epoch_dir, sizes: dict[int, int], page_size: int, order=None) -> None:
+    """One epoch whose datapoint ``idx`` holds ``sizes[idx]`` float32 values (each equal to idx)."""
+    with PageWriter(page_size) as writer:
+        writer.start_epoch(str(epoch_dir / "debugger"))
+        for idx in order or sorted(sizes):
+            writer.add(idx, {"fm": {"features": torch.full((sizes[idx],), float(idx))}, "label": f"n{idx}"})
+        writer.flush()
+
+
+def bytes_read() -> int:
+    """Bytes this process has read through read()/pread() so far, counted by the kernel."""
+    with open("/proc/self/io") as f:
+        return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs Linux's per-process I/O counters")
+@pytest.mark.parametrize("page_size", [64 * KB, 8 * 1024 * KB])
+def test_opening_one_datapoint_reads_its_own_bytes_plus_a_constant(tmp_path, page_size):
+    rng = np.random.default_rng(0)
+    sizes = {idx: int(rng.integers(1, 40_000)) for idx in range(300)}  # 4 B .. 160 KB each, ~6 MB in all
+    write_epoch(tmp_path, sizes, page_size, order=rng.permutation(300).tolist())
+    assert read_index(str(tmp_path / "debugger" / "index.json"))["sorted"] is True  # sorted once, at the end
+    load_debug_outputs(str(tmp_path))[0]  # warm up: imports and first-call caches are not reads of the page
+    for idx in (0, 7, 123, 299):
+        before = bytes_read()
+        outputs = load_debug_outputs(str(tmp_path))  # a fresh mapping each time: the index is read too
+        value = outputs[idx]
+        spent = bytes_read() - before
+        assert value["label"] == f"n{idx}" and value["fm"]["features"].shape == (sizes[idx],)
+        assert (value["fm"]["features"] == idx).all()
+        own = sizes[idx] * 4
+        assert own <= spent <= own + 2 * KB, (idx, own, spent)
+
+
+def test_reads_match_the_whole_page_loaders(tmp_path):
+    sizes = {idx: 10 + idx for idx in range(40)}
+    write_epoch(tmp_path, sizes, 2 * KB)
+    outputs = load_debug_outputs(str(tmp_path))
+    pages = {name: load_page(str(tmp_path / "debugger" / name)) for name in set(outputs.locations.values())}
+    assert len(pages) > 3 and len(outputs) == 40 and list(outputs) == list(range(40))
+    for idx, name in outputs.locations.items():
+        with open(tmp_path / "debugger" / name, "rb") as f:
+            pickled = pickle.load(f)  # a page is a plain pickle too
+        for loaded in (outputs[idx], pages[name][idx], pickled[idx]):
+            np.testing.assert_array_equal(loaded["fm"]["features"], np.full(10 + idx, idx, np.float32))
+    assert 40 not in outputs and "3" not in outputs
+    with pytest.raises(KeyError):
+        outputs[40]
+
+
+# ---------------------------------------------------------------- crafted folders
+def test_fifo_named_like_a_page_or_index_is_refused_without_blocking(tmp_path):
+    write_epoch(tmp_path, {0: 10, 1: 10}, 16)  # one datapoint per page
+    folder = tmp_path / "debugger"
+    os.remove(folder / "page_1.pkl")
+    os.mkfifo(folder / "page_1.pkl")
+    outputs = load_debug_outputs(str(tmp_path))
+    assert outputs[0]["label"] == "n0"
+    with pytest.raises(CorruptPageError, match="not a regular file"):
+        outputs[1]
+    with pytest.raises(CorruptPageError, match="not a regular file"):
+        load_page(str(folder / "page_1.pkl"))
+    os.remove(folder / "index.json")
+    os.mkfifo(folder / "index.json")
+    with pytest.raises(CorruptPageError, match="not a regular file"):
+        load_debug_outputs(str(tmp_path))
+
+
+def test_symlinked_page_is_refused(tmp_path):
+    write_epoch(tmp_path, {0: 10}, KB)
+    outside = tmp_path / "outside.pkl"
+    os.replace(tmp_path / "debugger" / "page_0.pkl", outside)
+    os.symlink(outside, tmp_path / "debugger" / "page_0.pkl")
+    with pytest.raises(CorruptPageError, match="symlink"):
+        load_debug_outputs(str(tmp_path))[0]
+
+
+@pytest.mark.parametrize("change", [
+    {"complete": None}, {"pages": "page_0.pkl"}, {"datapoints": "0"}, {"sorted": 1}, {"rank": 3},
+    {"pages": ["../../../outside/secret.pkl"]}, {"version": 3},
+])
+def test_malformed_index_raises_one_clear_error(tmp_path, change):
+    write_epoch(tmp_path, {0: 10}, KB)
+    path = tmp_path / "debugger" / "index.json"
+    index = {**json.loads(path.read_text()), **change}
+    path.write_text(json.dumps({key: value for key, value in index.items() if value is not None}))
+    with pytest.raises(CorruptPageError, match="index.json.*not a version-2 Lantern index"):
+        load_debug_outputs(str(tmp_path))
+
+
+def test_damaged_record_and_locations_are_reported_for_that_datapoint_alone(tmp_path):
+    write_epoch(tmp_path, {0: 10, 1: 10, 2: 10}, KB)
+    outputs = load_debug_outputs(str(tmp_path))
+    page = tmp_path / "debugger" / "page_0.pkl"
+    data = bytearray(page.read_bytes())
+    header = data.index(b'{"d":[["fm"', data.index(b"n1"))  # datapoint 1's header
+    data[header + 2] = ord("x")  # {"x": ...}: a tag Lantern never writes
+    page.write_bytes(bytes(data))
+    with pytest.raises(CorruptPageError, match="datapoint 1 is malformed"):
+        outputs[1]
+    assert outputs[0]["label"] == "n0" and outputs[2]["label"] == "n2"
+    (tmp_path / "debugger" / "locations.bin").write_bytes(b"\x00" * 10)
+    with pytest.raises(CorruptPageError, match="locations.bin is shorter"):
+        load_debug_outputs(str(tmp_path))[0]
+
+
+def test_array_reaching_outside_its_record_is_refused(tmp_path):
+    write_epoch(tmp_path, {0: 10, 1: 10}, KB)
+    page = tmp_path / "debugger" / "page_0.pkl"
+    data = page.read_bytes()
+    start = data.index(b'"a":[', data.index(b"n1")) + 5
+    end = data.index(b",", start)
+    # datapoint 1's array now claims datapoint 0's bytes (same length, so the header keeps its size)
+    forged = str(int(data[start:end]) - 200).rjust(end - start).encode()
+    page.write_bytes(data[:start] + forged + data[end:])
+    with pytest.raises(CorruptPageError, match="outside its record"):
+        load_debug_outputs(str(tmp_path))[1]
+
+
+def test_wrong_paths_say_what_was_expected(tmp_path):
+    write_epoch(tmp_path / "run" / "epoch_2", {0: 10}, KB)
+    (tmp_path / "run" / "epoch_0").mkdir()
+    cases = {
+        tmp_path / "nowhere": "no such folder",
+        tmp_path / "run" / "epoch_2" / "debugger": "pass its parent folder",
+        tmp_path / "run": "pass one of its epoch folders with debug outputs: epoch_2",
+        tmp_path / "run" / "epoch_0": "the debugger did not run there",
+    }
+    for path, expected in cases.items():
+        with pytest.raises(DebugOutputsNotFoundError, match=expected) as info:
+            load_debug_outputs(str(path))
+        assert str(path) in str(info.value)
+
+
+def test_unindexed_pages_of_an_incomplete_epoch_are_found_and_bad_ones_reported(tmp_path):
+    write_epoch(tmp_path, {0: 10, 1: 10, 2: 10}, 16)  # three pages
+    folder = tmp_path / "debugger"
+    index = json.loads((folder / "index.json").read_text())
+    # as if killed right after page_2.pkl was renamed: the index still counts two pages and rows
+    (folder / "index.json").write_text(json.dumps({**index, "complete": False, "pages": 2, "datapoints": 2}))
+    (folder / "page_7.pkl").write_bytes(b"\x80\x05garbage")
+    outputs = load_debug_outputs(str(tmp_path))
+    assert not outputs.complete and list(outputs) == [0, 1, 2] and outputs[2]["label"] == "n2"
+    assert len(outputs.errors) == 1 and "page_7.pkl" in str(outputs.errors[0])
+
+
+# ------------------------------------------------------------------ format 1
+def write_format_1(folder, pages: dict[str, dict]) -> None:
+    folder.mkdir(parents=True)
+    for name, page in pages.items():
+        (folder / name).write_bytes(pickle.dumps(page, protocol=5))
+    datapoints = {str(idx): name for name, page in pages.items() for idx in page}
+    (folder / "index.json").write_text(json.dumps({"version": 1, "rank": 0, "world_size": 1, "complete": True,
+                                                   "pages": sorted(pages), "datapoints": datapoints}))
+
+
+def test_previous_format_is_refused_with_the_command_that_converts_it(tmp_path, capsys):
+    folder = tmp_path / "debugger"
+    write_format_1(folder, {"page_0.pkl": {i: {"fm": np.full(3, i)} for i in range(3)},
+                            "page_1.pkl": {3: {"fm": np.full(3, 3), "t": (1, "a")}}})
+    with pytest.raises(LegacyPagesError, match=f"python -m debuggers.convert_pages {folder}"):
+        load_debug_outputs(str(tmp_path))
+    assert convert_main([str(folder)]) == 0
+    outputs = load_debug_outputs(str(tmp_path))
+    assert outputs.complete and list(outputs) == [0, 1, 2, 3] and outputs[3]["t"] == (1, "a")
+    np.testing.assert_array_equal(outputs[2]["fm"], [2, 2, 2])
+    assert (tmp_path / "debugger.format1" / "page_0.pkl").exists() and "format1" in capsys.readouterr().out
+
+
+def test_previous_format_index_naming_a_path_outside_is_not_converted(tmp_path):
+    folder = tmp_path / "debugger"
+    write_format_1(folder, {"page_0.pkl": {0: {"x": 1}}})
+    index = json.loads((folder / "index.json").read_text())
+    (folder / "index.json").write_text(json.dumps({**index, "datapoints": {"0": "../../../etc/passwd"}}))
+    assert convert_main([str(folder)]) == 2
+    assert not (tmp_path / "debugger.format1").exists()
+
+
+def memo_bomb(levels: int) -> bytes:
+    """A format-1 page whose nested lists double at each level through memo references (~20 bytes a level)."""
+    body = b"\x80\x05}K\x00]\x940"  # the page {}, the key 0, a list kept as memo 0
+    for level in range(levels):
+        get = b"h" + bytes([level])  # BINGET memo[level]
+        body += get + get + b"\x86\x940"  # (m, m), kept as memo level+1
+    return body + b"h" + bytes([levels]) + b"s."  # {0: the last level}
+
+
+def test_previous_format_page_doubling_through_memo_references_is_refused_at_once(tmp_path):
+    path = tmp_path / "page_0.pkl"
+    path.write_bytes(memo_bomb(60))  # 2**60 leaves if walked as a tree
+    result: list = []
+    thread = threading.Thread(target=lambda: result.append(_refusal(path)), daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive(), "loading a 400-byte page must not run for long"
+    assert isinstance(result[0], CorruptPageError) and "reached twice" in str(result[0])
+
+
+def _refusal(path) -> BaseException | None:
+    try:
+        load_page(str(path))
+    except BaseException as exc:  # returned to the test thread
+        return exc
+    return None
