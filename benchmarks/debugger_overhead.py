@@ -1,73 +1,151 @@
-"""Eval-loop time: no debugger vs a configured-but-disabled one vs one capturing to disk.
+"""Capture cost side by side: no capture, Lantern, the hand-written floor, and captum where it applies.
 
-Targets (DESIGN.md): disabled / none ≤ 1.02; enabled (feature maps of one layer, every
-datapoint, written to disk) / none ≤ 1.3. The three modes run interleaved, in a new
-random order each round (a fixed order lets one mode's after-effects, such as the
-kernel flushing the last epoch's pages, always fall on the same next mode), on the
-same batches; the median of each is compared.
+Three workloads, each timed as whole evaluation passes (forward, capture, pages flushed),
+in a new random order each round, medians compared as ratios to the pass without capture:
 
-    python -m benchmarks.debugger_overhead [--datapoints 2000] [--rounds 11]
+* **feature maps**: ``SmallCNN``, the full output of ``backbone.layer2`` of every datapoint
+  to disk; also a configured but disabled debugger. Floor: a forward hook ``numpy.save``-ing
+  each batch. Targets (DESIGN.md): disabled <= 1.02, capture <= 1.10.
+* **attention**: ``AttentionClassifier``, ``AttentionDebugger('blocks.1.attn')``; floor: a
+  capture listener ``numpy.save``-ing each batch's weights. Target <= 1.15.
+* **Grad-CAM**: ``GradCAMDebugger('backbone.layer4')`` against captum's ``LayerGradCam``
+  upsampled to the input and ``numpy.save``-d per batch. Target: <= captum.
+
+    python -m benchmarks.debugger_overhead [--datapoints 512] [--rounds 7] [--threads 1]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import random
-import statistics
+import shutil
 import tempfile
+from collections.abc import Callable
+from typing import Any
 
+import numpy as np
 import torch
+from captum.attr import LayerAttribution, LayerGradCam
 
-from benchmarks.common import cached_batches, evaluator_config, ready_evaluator, timed
-from runners.evaluators import BaseEvaluator
+from benchmarks.common import RawFeatures, floor_hook, floor_listener, interleaved_medians, run_loop
+from data.datasets import SyntheticShapesDataset, collate_datapoints
+from debuggers.attention_debugger import AttentionDebugger
+from debuggers.gradcam_debugger import GradCAMDebugger
+from debuggers.wrappers.sequential_debugger import SequentialDebugger
+from models import AttentionClassifier, SmallCNN
 
 
-def eval_pass(evaluator: BaseEvaluator, batches: list[dict], mode: str, out_dir: str) -> None:
-    """One validation pass over ``batches`` the way the runner does it, in one of three modes."""
-    debugger = evaluator.debugger
-    evaluator.debugger = None if mode == "none" else debugger
-    if mode == "enabled":
-        evaluator._start_debug_capture(out_dir)
-    evaluator.metric.reset_buffer()
-    with torch.no_grad():
-        for dp in batches:
-            evaluator._eval_step(dp)
-    if mode == "enabled":
-        evaluator._finish_debug_capture(out_dir)
-    evaluator.debugger = debugger
+class Workload:
+    """One model and its batches; every case is a callable running one whole pass into a fresh folder."""
+
+    def __init__(self, model: torch.nn.Module, batches: list[dict], root: str) -> None:
+        self.model, self.batches, self.root = model, batches, root
+        self.cases: dict[str, Callable[[], Any]] = {"none": lambda: run_loop(model, batches)}
+
+    def folder(self) -> str:
+        shutil.rmtree(self.root, ignore_errors=True)
+        return self.root
+
+    def add_lantern(self, name: str, debugger_config: dict, enabled: bool = True) -> None:
+        """A ``SequentialDebugger`` capturing every pass (or configured, with its hooks, but never enabled)."""
+        debugger = SequentialDebugger([{"name": "d", "debugger_config": debugger_config}], page_size_mb=100,
+                                      model=self.model)
+
+        def run() -> None:
+            debugger.reset_buffer(self.folder())
+            debugger.enabled = enabled
+            run_loop(self.model, self.batches, debugger if enabled else None)
+            debugger.enabled = False
+
+        self.cases[name] = run
+
+    def add_floor(self, name: str, attach: Callable[[str], Any], run: Callable[[], None] | None = None) -> None:
+        def case() -> None:
+            handle = attach(self.folder())
+            try:
+                (run or (lambda: run_loop(self.model, self.batches)))()
+            finally:
+                handle.remove()
+
+        self.cases[name] = case
+
+    def report(self, title: str, rounds: int, datapoints: int) -> None:
+        medians = interleaved_medians(self.cases, rounds)
+        print(f"\n{title}: {datapoints} datapoints, median of {rounds} interleaved rounds")
+        print(f"| {'case':<44} | {'ms / datapoint':>14} | {'ratio':>6} |")
+        print(f"| {'-' * 44} | {'-' * 13}: | {'-' * 5}: |")
+        for name, seconds in medians.items():
+            print(f"| {name:<44} | {seconds / datapoints * 1e3:>14.3f} | {seconds / medians['none']:>6.3f} |")
+
+
+class CaptumGradCamFloor:
+    """captum's LayerGradCam of the predicted class per batch, upsampled to the input, one ``numpy.save``."""
+
+    def __init__(self, model: torch.nn.Module, layer: torch.nn.Module, batches: list[dict]) -> None:
+        self.model, self.batches = model, batches
+        self.gradcam = LayerGradCam(lambda image: model({"image": image})["logits"], layer)
+        self.folder = ""
+
+    def attach(self, folder: str) -> CaptumGradCamFloor:
+        os.makedirs(folder, exist_ok=True)
+        self.folder = folder
+        return self
+
+    def remove(self) -> None:
+        self.folder = ""
+
+    def run(self) -> None:
+        for k, batch in enumerate(self.batches):
+            image = batch["inputs"]["image"]
+            with torch.no_grad():
+                target = self.model(batch["inputs"])["logits"].argmax(dim=1)
+            cam = self.gradcam.attribute(image, target=target, relu_attributions=True)
+            cam = LayerAttribution.interpolate(cam, image.shape[-2:], "bilinear")
+            np.save(os.path.join(self.folder, f"batch_{k}.npy"), cam.detach().numpy())
+
+
+def batches_of(datapoints: int, batch_size: int, resolution: int) -> list[dict]:
+    dataset = SyntheticShapesDataset(num_datapoints=datapoints, resolution=resolution, split="val")
+    return [collate_datapoints([dataset[i] for i in range(s, min(s + batch_size, datapoints))])
+            for s in range(0, datapoints, batch_size)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datapoints", type=int, default=2000)
-    parser.add_argument("--resolution", type=int, default=32)
+    parser.add_argument("--datapoints", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=11)
-    parser.add_argument("--layer", default="backbone.layer2")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: stable on a shared machine)")
     args = parser.parse_args()
-    torch.set_num_threads(os.cpu_count() or 1)
-    with tempfile.TemporaryDirectory() as tmp:
-        evaluator = ready_evaluator(evaluator_config(os.path.join(tmp, "run"), args.datapoints, args.resolution,
-                                                     args.batch_size, page_size_mb=64, layer=args.layer))
-        evaluator.logger.setLevel("WARNING")
-        batches = cached_batches(evaluator)
-        eval_pass(evaluator, batches, "none", "")  # warm-up
-        times: dict[str, list[float]] = {"none": [], "disabled": [], "enabled": []}
-        order = random.Random(0)
-        for _ in range(args.rounds):
-            for mode in order.sample(list(times), len(times)):
-                times[mode].append(timed(lambda m=mode: eval_pass(evaluator, batches, m, os.path.join(tmp, "dbg"))))
-        evaluator._close()
-        size = sum(os.path.getsize(os.path.join(tmp, "dbg", f)) for f in os.listdir(os.path.join(tmp, "dbg")))
-    median = {mode: statistics.median(values) for mode, values in times.items()}
-    print(f"{args.datapoints} datapoints at {args.resolution}px, batch {args.batch_size}, capturing "
-          f"{args.layer} ({size / 2**20:.0f} MB per epoch), median of {args.rounds} interleaved rounds")
-    for mode, value in median.items():
-        print(f"  {mode:9s} {value * 1e3:8.1f} ms  ({value / args.datapoints * 1e3:.3f} ms/datapoint)  "
-              f"ratio to none {value / median['none']:.3f}")
-    print(f"disabled/none = {median['disabled'] / median['none']:.3f} (target <= 1.02)")
-    print(f"enabled/none  = {median['enabled'] / median['none']:.3f} (target <= 1.3)")
+    torch.set_num_threads(args.threads)
+    root = tempfile.mkdtemp(prefix="lantern-bench-")
+    try:
+        torch.manual_seed(0)
+        cnn = SmallCNN().eval()
+        batches = batches_of(args.datapoints, args.batch_size, 32)
+        features = Workload(cnn, batches, os.path.join(root, "out"))
+        config = {"class": RawFeatures, "args": {"layer_name": "backbone.layer2"}}
+        features.add_lantern("debugger configured, disabled", config, enabled=False)
+        features.add_lantern("Lantern: backbone.layer2 to disk", config)
+        features.add_floor("floor: hook + numpy.save per batch", lambda f: floor_hook(cnn, "backbone.layer2", f))
+        features.report("Feature maps (SmallCNN, 32 px)", args.rounds, args.datapoints)
+
+        attention_model = AttentionClassifier().eval()
+        attention = Workload(attention_model, batches, os.path.join(root, "out"))
+        attention.add_lantern("Lantern: AttentionDebugger(blocks.1.attn)",
+                              {"class": AttentionDebugger, "args": {"layer_name": "blocks.1.attn"}})
+        attention.add_floor("floor: listener + numpy.save per batch",
+                            lambda f: floor_listener("blocks.1.attn", "attention_weights", f))
+        attention.report("Attention maps (AttentionClassifier, 32 px)", args.rounds, args.datapoints)
+
+        gradcam = Workload(cnn, batches, os.path.join(root, "out"))
+        gradcam.add_lantern("Lantern: GradCAMDebugger(backbone.layer4)",
+                            {"class": GradCAMDebugger, "args": {"target_layer": "backbone.layer4"}})
+        captum = CaptumGradCamFloor(cnn, cnn.backbone.layer4, batches)
+        gradcam.add_floor("captum LayerGradCam + numpy.save per batch", captum.attach, captum.run)
+        gradcam.report("Grad-CAM (SmallCNN, 32 px)", args.rounds, args.datapoints)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import math
 import os
@@ -77,6 +78,7 @@ _I32 = struct.Struct("<i")
 _DOUBLE = struct.Struct(">d")
 _HEADER_OPCODE_BYTES = 5  # b'X' <u32 length> before each header
 _IOV_MAX = 1024
+_json_str = json.encoder.encode_basestring_ascii
 _MAX_DTYPE_TEXT = 32
 
 
@@ -111,8 +113,8 @@ def is_own_file(name: str, rank: int, world_size: int) -> bool:
 
 
 # ---------------------------------------------------------------- encoding
-class _Record:
-    """One datapoint as pickle opcodes (small ones gathered, array bytes passed by reference) and its header."""
+class _Encoder:
+    """Records as pickle opcodes: small opcodes gathered in one buffer, array bytes passed by reference."""
 
     def __init__(self, start: int) -> None:
         self.buffers: list[Any] = []
@@ -126,103 +128,123 @@ class _Record:
     def raw(self, data: Any, nbytes: int) -> int:
         """Append ``data`` (a buffer of ``nbytes``) without copying it; returns its file offset."""
         offset = self.position
-        self.buffers.append(bytes(self.small))
-        self.buffers.append(data)
+        self.buffers += (self.small, data)
         self.flushed = offset + nbytes
         self.small = bytearray()
         return offset
 
     def int(self, value: int) -> None:
-        if 0 <= value < 256:
-            self.small += b"K" + bytes((value,))
-        elif -2**31 <= value < 2**31:
-            self.small += b"J" + _I32.pack(value)
-        else:
-            data = pickle.encode_long(value)
-            self.small += (b"\x8a" + bytes((len(data),)) if len(data) < 256 else b"\x8b" + _I32.pack(len(data))) + data
+        self.small += _int_opcode(value)
 
     def str(self, value: str) -> None:
         data = value.encode("utf-8", "surrogatepass")
         self.small += (b"\x8c" + bytes((len(data),)) if len(data) < 256 else b"X" + _U32.pack(len(data))) + data
 
-    def value(self, value: Any) -> Any:
-        """Opcodes that rebuild ``value``; returns its JSON description."""
+    def value(self, value: Any) -> str:
+        """Opcodes that rebuild ``value``; returns its description as JSON text (see the module docstring)."""
         kind = type(value)
+        if kind is np.ndarray:
+            return self.array(value)
+        if kind is dict:
+            self.small += b"}(" if value else b"}"
+            pairs = ",".join([f"[{self.value(key)},{self.value(item)}]" for key, item in value.items()])
+            self.small += b"u" if value else b""
+            return f'{{"d":[{pairs}]}}'
+        if kind is str:
+            self.str(value)
+            return _json_str(value)
+        if kind is int:
+            self.int(value)
+            return int.__repr__(value)
+        if kind is float:
+            self.small += b"G" + _DOUBLE.pack(value)
+            return _json_float(value)
         if value is None:
             self.small += b"N"
-        elif kind is bool:
+            return "null"
+        if kind is bool:
             self.small += b"\x88" if value else b"\x89"
-        elif kind is int:
-            self.int(value)
-        elif kind is float:
-            self.small += b"G" + _DOUBLE.pack(value)
-        elif kind is str:
-            self.str(value)
-        elif kind is np.ndarray:
-            return {"a": self.array(value)}
-        elif kind is dict:
-            return {"d": self.dict(value)}
-        elif kind is list:
+            return "true" if value else "false"
+        if kind is list:
             self.small += b"](" if value else b"]"
-            items = [self.value(item) for item in value]
+            items = ",".join([self.value(item) for item in value])
             self.small += b"e" if value else b""
-            return items
-        elif kind is tuple:
+            return f"[{items}]"
+        if kind is tuple:
             self.small += b"("
-            items = [self.value(item) for item in value]
+            items = ",".join([self.value(item) for item in value])
             self.small += b"t"
-            return {"t": items}
-        elif kind is bytes:
+            return f'{{"t":[{items}]}}'
+        if kind is bytes:
             self.small += b"\x8e" + _U64.pack(len(value))
-            return {"b": [self.raw(value, len(value)), len(value)]}
-        elif kind is complex:
+            return f'{{"b":[{self.raw(value, len(value))},{len(value)}]}}'
+        if kind is complex:
             self.small += _COMPLEX + b"G" + _DOUBLE.pack(value.real) + b"G" + _DOUBLE.pack(value.imag) + b"\x86R"
-            return {"c": [value.real, value.imag]}
-        else:
-            raise UnsupportedOutputError(f"a {kind.__name__} is not a page value: convert outputs with "
-                                         "debuggers.page_values.to_page_value first")
-        return value
+            return f'{{"c":[{_json_float(value.real)},{_json_float(value.imag)}]}}'
+        raise UnsupportedOutputError(f"a {kind.__name__} is not a page value: convert outputs with "
+                                     "debuggers.page_values.to_page_value first")
 
-    def dict(self, value: dict) -> list:
-        self.small += b"}(" if value else b"}"
-        pairs = []
-        for key, item in value.items():
-            pairs.append([self.value(key), self.value(item)])
-        self.small += b"u" if value else b""
-        return pairs
-
-    def array(self, array: np.ndarray) -> list:
+    def array(self, array: np.ndarray) -> str:
         array = np.ascontiguousarray(array)  # a no-op for converted values
         self.small += _FROMBUFFER + b"(\x96" + _U64.pack(array.nbytes)
         offset = self.raw(array.reshape(-1).view(np.uint8), array.nbytes)
-        self.small += _DTYPE
-        self.str(array.dtype.str)
-        self.small += b"\x89\x88\x87R("
-        for dim in array.shape:
-            self.int(dim)
-        self.small += b"t\x8c\x01CtR"
-        return [offset, array.dtype.str, list(array.shape)]
+        opcodes, description = _array_tail(array.dtype.str, array.shape)
+        self.small += opcodes
+        return f'{{"a":[{offset},{description}]}}'
 
-    def finish(self, tree: Any) -> tuple[int, int, list]:
-        """Close the record with its header; returns (header offset, header length, buffers)."""
-        header = json.dumps(tree, separators=(",", ":")).encode()
+    def header(self, text: str) -> tuple[int, int]:
+        """Close a record with its JSON header; returns the header's offset and length."""
+        header = text.encode()
         self.small += b"X" + _U32.pack(len(header))
-        header_offset = self.position
+        offset = self.position
         self.small += header + b"0s"
-        self.buffers.append(bytes(self.small))
-        return header_offset, len(header), self.buffers
+        return offset, len(header)
+
+    def take(self) -> list[Any]:
+        """Everything encoded since the last ``take``, as buffers to write."""
+        buffers = self.buffers + [self.small]
+        self.flushed = self.position
+        self.buffers, self.small = [], bytearray()
+        return buffers
+
+
+def _int_opcode(value: int) -> bytes:
+    if 0 <= value < 256:
+        return b"K" + bytes((value,))
+    if -2**31 <= value < 2**31:
+        return b"J" + _I32.pack(value)
+    data = pickle.encode_long(value)
+    return (b"\x8a" + bytes((len(data),)) if len(data) < 256 else b"\x8b" + _I32.pack(len(data))) + data
+
+
+@functools.lru_cache(maxsize=1024)
+def _array_tail(dtype: str, shape: tuple[int, ...]) -> tuple[bytes, str]:
+    """What follows an array's bytes: ``numpy.dtype(dtype, False, True), shape, 'C'`` and REDUCE as opcodes,
+    and the dtype and shape as JSON text."""
+    data = dtype.encode()
+    opcodes = _DTYPE + b"\x8c" + bytes((len(data),)) + data + b"\x89\x88\x87R(" \
+        + b"".join(_int_opcode(dim) for dim in shape) + b"t\x8c\x01CtR"
+    return opcodes, f"{_json_str(dtype)},[{','.join(map(str, shape))}]"
+
+
+def _json_float(value: float) -> str:
+    """JSON text of a float as Python's json writes it (NaN and Infinity included)."""
+    if math.isfinite(value):
+        return float.__repr__(value)
+    return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
 
 
 def _append(file: BinaryIO, buffers: list[Any]) -> None:
     """The one low-level disk write (tests inject slow, failing or stuck disks here)."""
-    views = [memoryview(b).cast("B") for b in buffers if len(b)]
-    fd = file.fileno()
-    while views:
-        written = os.writev(fd, views[:_IOV_MAX])
-        while views and written >= len(views[0]):
-            written -= len(views.pop(0))
+    views = [memoryview(b).cast("B") for b in buffers if len(b)]  # numpy rows, bytes, bytearrays
+    fd, first = file.fileno(), 0
+    while first < len(views):
+        written = os.writev(fd, views[first:first + _IOV_MAX])
+        while first < len(views) and written >= len(views[first]):
+            written -= len(views[first])
+            first += 1
         if written:
-            views[0] = views[0][written:]
+            views[first] = views[first][written:]
 
 
 class PageFile:
@@ -230,33 +252,37 @@ class PageFile:
 
     def __init__(self, path: str, number: int) -> None:
         self.path, self.number = path, number
-        self.size = 0
         self.locations: list[tuple[int, int, int, int, int]] = []
         self._temp = temporary_path(path)
         with _disk_errors(self._temp, path, "page"):
             self._file = open(self._temp, "wb", buffering=0)
-        self._write([_PROLOGUE])
+        self._encoder = _Encoder(0)
+        self._encoder.small += _PROLOGUE
 
-    def _write(self, buffers: list[Any]) -> None:
-        with _disk_errors(self._temp, self.path, "page"):
-            _append(self._file, buffers)
-        self.size += sum(len(b) for b in buffers)
+    @property
+    def size(self) -> int:
+        """The page's size once what is pending is written."""
+        return self._encoder.position
 
     def append(self, idx: int, value: Any) -> None:
-        """Append one datapoint's record (``value`` from ``to_page_value``)."""
-        start = self.size
-        record = _Record(start)
-        record.int(idx)
-        header, length, buffers = record.finish(record.value(value))
-        self._write(buffers)
+        """Encode one datapoint's record (``value`` from ``to_page_value``); ``write_pending`` writes it."""
+        start = self._encoder.position
+        self._encoder.int(idx)
+        header, length = self._encoder.header(self._encoder.value(value))
         self.locations.append((idx, start, header, length, self.number))
+
+    def write_pending(self) -> None:
+        """Write the records appended so far (one system call for many): after it, no array is referenced."""
+        with _disk_errors(self._temp, self.path, "page"):
+            _append(self._file, self._encoder.take())
 
     def seal(self) -> np.ndarray:
         """Write the footer, close, and rename into place; returns the page's ``LOCATION`` rows."""
         table = np.array(self.locations, dtype=LOCATION)
-        footer_offset = self.size + 9
-        self._write([b"\x8e" + _U64.pack(table.nbytes), table.tobytes(), _FOOTER_TAIL,
-                     _TRAILER.pack(footer_offset, len(table), _END_MAGIC)])
+        self._encoder.small += b"\x8e" + _U64.pack(table.nbytes)
+        footer_offset = self._encoder.position
+        self._encoder.small += table.tobytes() + _FOOTER_TAIL + _TRAILER.pack(footer_offset, len(table), _END_MAGIC)
+        self.write_pending()
         with _disk_errors(self._temp, self.path, "page"):
             self._file.close()
             os.replace(self._temp, self.path)

@@ -65,10 +65,12 @@ class _Epoch:
 
 @dataclass
 class _Item:
+    """Datapoints queued together (a batch): their page values and the memory blocks they keep alive."""
+
     epoch: _Epoch
-    idx: int
-    value: Any  # converted by to_page_value
-    owners: list[int]  # ids of the memory blocks it keeps alive, in PageWriter._held
+    indices: list[int]
+    values: list[Any] | None  # page values (to_page_value); None once written
+    owners: list[int]  # ids of the memory blocks they keep alive, in PageWriter._held
 
 
 @dataclass
@@ -156,12 +158,7 @@ class PageWriter:
         Raises ``UnsupportedOutputError`` (naming idx and the path inside the outputs) for
         something a page cannot hold; the epoch goes on.
         """
-        epoch = self._open_epoch("add()")
-        self._raise_if_failed(epoch, "accept more outputs")
         idx = _as_idx(idx)
-        if idx in epoch.seen:
-            raise ValueError(f"datapoint idx={idx} was already added in this epoch: meta_info['idx'] must be "
-                             "unique per datapoint (check the dataset's meta_info and the sampler)")
         if not isinstance(outputs, dict):
             raise TypeError(f"outputs of datapoint idx={idx} must be a dict {{debugger_name: output}}, "
                             f"got a {type(outputs).__name__}")
@@ -169,15 +166,29 @@ class PageWriter:
             value = to_page_value(outputs)
         except UnsupportedOutputError as exc:
             raise UnsupportedOutputError(f"datapoint idx={idx}: {exc}") from None
-        owners = {id(owner): (owner, nbytes) for owner, nbytes in held_storage(value)}
+        self.add_converted([idx], [value])
+
+    def add_converted(self, indices: list[int], values: list[dict]) -> None:
+        """Queue datapoints whose outputs are page values already (``to_page_value``, ``split_batch``).
+
+        A whole batch goes in one step: one lock round and one wake-up of the writer.
+        """
+        epoch = self._open_epoch("add()")
+        self._raise_if_failed(epoch, "accept more outputs")
+        indices = [_as_idx(idx) for idx in indices]
+        repeated = epoch.seen.intersection(indices) or (len(set(indices)) < len(indices) and set(indices))
+        if repeated:
+            raise ValueError(f"datapoint idx={min(repeated)} was added twice in this epoch: meta_info['idx'] must "
+                             "be unique per datapoint (check the dataset's meta_info and the sampler)")
+        owners = {id(owner): (owner, nbytes) for value in values for owner, nbytes in held_storage(value)}
         with self._cond:
             self._wait_for(lambda: self._in_flight == 0 or self._in_flight + self._new_bytes(owners)
-                           <= self.max_in_flight_bytes, epoch, f"queue datapoint idx={idx}")
+                           <= self.max_in_flight_bytes, epoch, f"queue datapoint idx={indices[0]}")
             self._hold(owners)
-            self._queue.append(_Item(epoch, idx, value, list(owners)))
+            self._queue.append(_Item(epoch, indices, list(values), list(owners)))
             self.peak_in_flight_bytes = max(self.peak_in_flight_bytes, self._in_flight)
             self._cond.notify_all()
-        epoch.seen.add(idx)
+        epoch.seen.update(indices)
 
     def flush(self) -> dict:
         """Wait until everything added is on disk and the index says ``'complete': true``."""
@@ -334,16 +345,25 @@ class PageWriter:
     def _store(self, item: _Item) -> None:
         epoch = item.epoch
         try:
-            if epoch.error is None:
-                if epoch.page is None:
-                    name = page_file_name(self.rank, self.world_size, epoch.pages)
-                    epoch.page = PageFile(os.path.join(epoch.output_dir, name), epoch.pages)
-                epoch.page.append(item.idx, item.value)
+            for idx, value in zip(item.indices, item.values):
+                if epoch.error is None:
+                    self._append(epoch, idx, value)
+            if epoch.error is None and epoch.page is not None:
+                epoch.page.write_pending()
         except Exception as exc:
-            self._record(epoch, exc, f"datapoint idx={item.idx}: ")
+            self._record(epoch, exc, "")
         finally:
-            item.value = None  # on disk now: its memory is no longer held
+            item.values = None  # on disk now: its memory is no longer held
             self._step(item.owners)
+
+    def _append(self, epoch: _Epoch, idx: int, value: Any) -> None:
+        try:
+            if epoch.page is None:
+                name = page_file_name(self.rank, self.world_size, epoch.pages)
+                epoch.page = PageFile(os.path.join(epoch.output_dir, name), epoch.pages)
+            epoch.page.append(idx, value)
+        except Exception as exc:
+            self._record(epoch, exc, f"datapoint idx={idx}: ")
         if epoch.page is not None and epoch.page.size >= self.page_size_bytes:
             self._seal_page(epoch)
 

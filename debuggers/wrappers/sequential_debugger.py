@@ -196,8 +196,10 @@ class SequentialDebugger(BaseDebugger):
         if self.write_error is not None:
             return
         names = list(per_name)
-        for i, row in zip(idx, zip(*per_name.values())):
-            self._add(i, dict(zip(names, row)))
+        try:
+            self._writer.add_converted(idx, [dict(zip(names, row)) for row in zip(*per_name.values())])
+        except Exception as exc:
+            self._write_failed(exc)
 
     def _split(self, name: str, output: Any, batch_size: int) -> list[Any]:
         try:
@@ -210,23 +212,20 @@ class SequentialDebugger(BaseDebugger):
 
         An output that a page cannot hold becomes that debugger's error record.
         """
+        if self.write_error is not None:
+            return
         if isinstance(debug_outputs, dict):
             debug_outputs = {name: self._page_value(name, output) for name, output in debug_outputs.items()}
-        self._add(datapoint_idx, debug_outputs)
+        try:
+            self._writer.add(int(datapoint_idx), debug_outputs)
+        except Exception as exc:
+            self._write_failed(exc)
 
     def _page_value(self, name: str, output: Any) -> Any:
         try:
             return to_page_value(output, name)
         except UnsupportedOutputError as exc:
             return to_page_value(self._record_failure(name, exc))
-
-    def _add(self, datapoint_idx: int, outputs: dict[str, Any]) -> None:
-        if self.write_error is not None:
-            return
-        try:
-            self._writer.add(int(datapoint_idx), outputs)
-        except Exception as exc:
-            self._write_failed(exc)
 
     def _write_failed(self, exc: Exception) -> None:
         """Stop capture for this epoch (or raise, when strict): training must go on without it."""

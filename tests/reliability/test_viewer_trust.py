@@ -85,7 +85,7 @@ def test_a_malformed_index_or_bad_unindexed_page_is_shown_in_place(trained_run, 
     if damage == "no_complete":
         del index["complete"]
     elif damage == "page_as_int":
-        index["datapoints"]["0"] = 7
+        index["pages"] = ["page_0.pkl"]
     elif damage == "datapoints_a_string":
         index["datapoints"] = "everything"
     else:
@@ -96,7 +96,10 @@ def test_a_malformed_index_or_bad_unindexed_page_is_shown_in_place(trained_run, 
     with serve_viewer([logs]) as url:
         status, body = _datapoint(url, bad)
         assert status == 200, body
-        assert "Debug Outputs" in body and "cannot be" in body and "rerun this epoch" in body.lower()
+        if damage == "unindexed_garbage_page":  # a complete epoch is what its index lists: the stray file is ignored
+            assert "layer3_energy" in body
+        else:
+            assert "Debug Outputs" in body and "cannot be" in body and "rerun this epoch" in body.lower()
         status, body = _table(url, bad)
         assert status == 200, body
         assert '"idx": 0' in body.replace('"idx":0', '"idx": 0')  # the scores table still lists the datapoints
