@@ -52,9 +52,11 @@ class Workload:
                                       model=self.model)
 
         def run() -> None:
+            if not enabled:
+                return run_loop(self.model, self.batches)
             debugger.reset_buffer(self.folder())
-            debugger.enabled = enabled
-            run_loop(self.model, self.batches, debugger if enabled else None)
+            debugger.enabled = True
+            run_loop(self.model, self.batches, debugger)
             debugger.enabled = False
 
         self.cases[name] = run

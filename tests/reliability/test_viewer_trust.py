@@ -50,8 +50,9 @@ def _datapoint(url, run_path, idx=0, timeout=30):
 
 
 def _table(url, run_path):
-    return call_callback(url, f"{ids.TABLE}.data", {f"{ids.RUN_SELECT}.value": run_path,
-                                                    f"{ids.EPOCH_SELECT}.value": EPOCH})
+    return call_callback(url, f"{ids.TABLE}.getRowsResponse", {
+        f"{ids.TABLE}.getRowsRequest": {"startRow": 0, "endRow": 100},
+        f"{ids.TABLE_QUERY}.data": {"run": run_path, "epoch": EPOCH}})
 
 
 def test_a_page_that_blocks_forever_does_not_block_other_runs(trained_run, tmp_path):
