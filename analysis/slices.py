@@ -11,8 +11,10 @@ confidence level is Bonferroni-corrected for every slice the search evaluates (a
 group of 5 with 4 failures scores below a group of 200 with 60% failures. Slices smaller than
 ``min_size`` are never considered. A longer conjunction must earn its condition: it must score above its
 parent, and its lower bound must exceed the failure rate of the parent's datapoints the condition leaves
-out. A slice that shares half of its datapoints (of the smaller of the two) with a higher-ranked one is the
-same finding and is dropped, so each group of failures is reported once, by its best description.
+out. The report is a sequential covering: going down the ranking, a slice is kept only when its datapoints
+that no kept slice holds number at least ``min_size`` and their failure rate's lower bound (same level)
+exceeds the failure rate of everything outside the kept slices and it; so each group of failures is
+reported once, by its best description, and a broad slice that only contains a better one is dropped.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from scipy.stats import beta
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 MAX_CATEGORIES = 12  # an integer column with at most this many values is treated as categorical
 ALPHA = 0.05
-OVERLAP = 0.5  # a slice sharing half of its datapoints with a better one is the same finding
 SEARCH_ROWS = 100_000  # larger tables are searched on a random sample; reported figures use every row
 
 
@@ -113,7 +114,7 @@ def find_slices(columns: dict[str, np.ndarray], failed: np.ndarray, idx: np.ndar
         if not level:
             break
     ranked = sorted(found.items(), key=lambda item: -item[1])
-    return _report(ranked, conditions, columns, failed, idx, top)
+    return _report(ranked, conditions, columns, failed, idx, top, score.alpha, min_size)
 
 
 def _extend(best: list, masks: np.ndarray, conditions: list[Condition], score,
@@ -163,29 +164,31 @@ class _Scorer:
 
 
 def _report(ranked: list, conditions: list[Condition], columns: dict[str, np.ndarray], failed: np.ndarray,
-            idx: np.ndarray, top: int) -> list[Slice]:
-    """Exact figures on every row for the best slices, dropping near-duplicates and non-positive scores."""
+            idx: np.ndarray, top: int, alpha: float, min_size: int) -> list[Slice]:
+    """Exact figures on every row for the best slices, each adding failures the better ones do not explain.
+
+    Sequential covering: a slice is kept only when its datapoints outside the slices kept before it are at
+    least ``min_size`` and their failure rate's lower bound exceeds the rate of everything outside them all.
+    """
     reported: list[Slice] = []
-    kept_masks: list[np.ndarray] = []
+    covered = np.zeros(len(failed), dtype=bool)
     for members, search_score in ranked:
         if search_score <= 0 or len(reported) == top:
             break
         chosen = [conditions[i] for i in members]
         mask = np.logical_and.reduce([c.mask(columns[c.column]) for c in chosen])
-        if any(_overlap(mask, other) >= OVERLAP for other in kept_masks):
+        new, outside = mask & ~covered, ~(mask | covered)
+        if new.sum() < min_size or not outside.any():
+            continue
+        new_failures = int((new & failed).sum())
+        if beta.ppf(alpha, new_failures, new.sum() - new_failures + 1) <= failed[outside].mean():
             continue
         size, inside = int(mask.sum()), int((mask & failed).sum())
         rest = max(len(failed) - size, 1)
         reported.append(Slice(chosen, size, inside, inside / size, float((failed.sum() - inside) / rest),
                               float(search_score), idx[mask].tolist()))
-        kept_masks.append(mask)
+        covered |= mask
     return reported
-
-
-def _overlap(a: np.ndarray, b: np.ndarray) -> float:
-    """Shared datapoints over the smaller group's size: 1.0 when one slice lies inside the other."""
-    smaller = min(a.sum(), b.sum())
-    return float((a & b).sum() / smaller) if smaller else 1.0
 
 
 def _is_categorical(values: np.ndarray) -> bool:

@@ -8,8 +8,8 @@ dataset's own ground truth (``SyntheticShapesDataset.planted``):
 
 | cause | finding list | counts as found when |
 | --- | --- | --- |
-| shortcut marker | slices | a slice of which >= 50% carry the contradicting marker, holding >= 30% of them |
-| hard slice | slices | the same with the small, low-contrast datapoints |
+| shortcut marker | slices | >= 50% of a slice carry the marker; it names ``marker`` or holds >= 30% of them |
+| hard slice | slices | the same with the small, low-contrast datapoints (columns ``scale``, ``contrast``) |
 | hard slice | separating quantities | the column ``scale`` or ``contrast`` |
 | label noise | suspected label errors | a datapoint whose label was flipped (and precision of the top 10) |
 | NaN | NaN origins | a module inside the planted layer |
@@ -28,6 +28,7 @@ import time
 from typing import Any, Optional
 
 from analysis.failures import Findings, analyze
+from analysis.slices import Slice
 from runners.trainers import BaseTrainer
 from utils.builders import build_from_config
 from utils.config_file import load_config
@@ -45,6 +46,7 @@ def planted_config(work_dir: str, small: bool = False) -> dict[str, Any]:
     if small:
         for key, size in (("train_dataset", 1500), ("val_dataset", 600)):
             config[key]["args"].update(num_datapoints=size, num_classes=4)
+        config["train_dataset"]["args"]["marker_prob"] = 0.7  # the narrow CNN leans on a weaker shortcut
         config["model"]["args"].update(num_classes=4, widths=(8, 16, 16, 16))
         config["train_dataloader"]["args"]["batch_size"] = 16
         config["epochs"] = 5
@@ -64,8 +66,8 @@ def discovery_ranks(findings: Findings, config: dict[str, Any]) -> dict[str, Opt
     energy = next(entry["name"] for entry in config["debugger"]["args"]["debuggers_config"]
                   if entry["debugger_config"]["args"].get("layer_name") == dead_layer)
     return {
-        "shortcut marker: slice": _slice_rank(findings, marker),
-        "hard slice: slice": _slice_rank(findings, hard),
+        "shortcut marker: slice": _slice_rank(findings, marker, {"marker"}),
+        "hard slice: slice": _slice_rank(findings, hard, {"scale", "contrast"}),
         "hard slice: separating quantity": _first(s.column in ("scale", "contrast") for s in findings.separators),
         "label noise: label-error list": _first(issue.idx in flipped for issue in findings.label_issues),
         "NaN: NaN origin": _first(o.module == nan_layer or o.module.startswith(nan_layer + ".")
@@ -80,11 +82,13 @@ def label_error_precision(findings: Findings, config: dict[str, Any], top: int =
     return sum(dataset.planted(issue.idx).label_flipped for issue in issues) / max(len(issues), 1)
 
 
-def _slice_rank(findings: Findings, cause: set[int]) -> Optional[int]:
-    def matches(members: list[int]) -> bool:
-        shared = len(cause.intersection(members))
-        return shared >= 0.5 * len(members) and shared >= 0.3 * len(cause)
-    return _first(matches(s.idx) for s in findings.slices)
+def _slice_rank(findings: Findings, cause: set[int], columns: set[str]) -> Optional[int]:
+    """The first slice mostly made of the cause's datapoints that names its columns or holds many of them."""
+    def matches(found: Slice) -> bool:
+        shared = len(cause.intersection(found.idx))
+        names = any(condition.column in columns for condition in found.conditions)
+        return shared >= 0.5 * len(found.idx) and (names or shared >= 0.3 * len(cause))
+    return _first(matches(found) for found in findings.slices)
 
 
 def _first(hits: Any) -> Optional[int]:

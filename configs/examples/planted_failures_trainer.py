@@ -1,6 +1,6 @@
 """Known causes of failure, planted on purpose, for the failure analysis to find (docs/analysis.md).
 
-- a shortcut: in training 70% of the images carry a corner marker whose colour names their class; in validation
+- a shortcut: in training 90% of the images carry a corner marker whose colour names their class; in validation
   a slice (20%) carries a marker that names another class (meta info ``marker``);
 - label noise: 8% of training and validation labels name another class;
 - a hard slice: 12% of shapes are small and low-contrast (meta info ``scale``, ``contrast``);
@@ -42,7 +42,7 @@ config = {
     "epochs": EPOCHS,
     "checkpoint_method": "latest",
     "train_dataset": {"class": SyntheticShapesDataset, "args": {
-        "num_datapoints": 2000, "split": "train", "marker_prob": 0.7, **PLANTED}},
+        "num_datapoints": 2000, "split": "train", "marker_prob": 0.9, **PLANTED}},
     "val_dataset": {"class": SyntheticShapesDataset, "args": {
         "num_datapoints": 1000, "split": "val", "marker_prob": 0.2, "marker_agrees": False,
         "saturated_fraction": 0.04, **PLANTED}},
