@@ -84,7 +84,7 @@ def confusion_figure(findings: Findings) -> dict:
     names = [str(name) for name in confusion["classes"]]
     return {
         "data": [{"type": "heatmap", "z": confusion["matrix"], "x": names, "y": names, "colorscale": "Blues",
-                  "texttemplate": "%{z}", "hovertemplate": "label %{y}, predicted %{x}: %{z}"}],
+                  "reversescale": True, "texttemplate": "%{z}", "hovertemplate": "label %{y}, predicted %{x}: %{z}"}],
         "layout": {"height": 120 + 28 * len(names), "margin": {"l": 90, "r": 10, "t": 10, "b": 60},
                    "yaxis": {"autorange": "reversed"}},
     }
