@@ -20,6 +20,7 @@ from sklearn.cluster import KMeans
 from sklearn.preprocessing import StandardScaler
 
 from debuggers.outputs import KIND_LAYER_OUTPUT, KIND_NAN_ORIGIN, is_shared_record
+from debuggers.page_errors import DebugOutputsNotFoundError
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 
 MAX_CLUSTERS = 4
@@ -53,7 +54,10 @@ class CapturedInternals:
 
 def read_internals(epoch_dir: str) -> CapturedInternals:
     """Pooled vectors and NaN origins of every captured datapoint of ``epoch_dir`` (empty when none)."""
-    outputs = load_debug_outputs(epoch_dir)
+    try:
+        outputs = load_debug_outputs(epoch_dir)
+    except DebugOutputsNotFoundError:  # the debugger did not run for this epoch
+        outputs = None
     vectors: dict[str, dict[int, np.ndarray]] = defaultdict(dict)
     origins: dict[tuple[str, str], list[int]] = defaultdict(list)
     if outputs is not None:
