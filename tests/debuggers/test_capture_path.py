@@ -48,7 +48,7 @@ def capture(tmp_path, makers: dict, batches: int = 2, batch_size: int = 4):
 def test_an_output_numpy_cannot_hold_is_that_debuggers_error_alone(tmp_path):
     summary, outputs = capture(tmp_path, {
         "good": lambda n: {"x": torch.arange(n * 3.0).reshape(n, 3)},
-        "bits": lambda n: {"b": torch.empty(n, 2, dtype=torch.bits8)},
+        "bits": lambda n: {"b": torch.zeros(n, 2, dtype=torch.uint8).view(torch.bits8)},
         "wrapped": lambda n: TwoTensor(torch.ones(n, 2), torch.zeros(n, 2)),
     })
     assert "error" not in summary and summary["datapoints"] == 8 and list(outputs) == list(range(8))
