@@ -7,6 +7,7 @@ in the design doc) and ``run``.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import math
 import os
@@ -30,6 +31,7 @@ from debuggers.model_report import MODEL_REPORT_FILE, build_model_report, write_
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from runners import distributed
 from runners.datapoint_capture import DATAPOINTS_DIR, CaptureLimits, DatapointCapture, capture_is_complete
+from runners.work_dir_guard import LOCK_FILE, WorkDirWatch, lock_work_dir, release_work_dir
 from utils.atomic_files import TEMP_MARKER, atomic_write_json, read_json
 from utils.builders import build_from_config
 from utils.config_file import describe_config
@@ -63,6 +65,7 @@ class BaseRunner:
         self.debugger: Optional[SequentialDebugger] = None
         self.capture_limits = CaptureLimits.from_config(config.get("datapoint_capture"))
         self.datapoint_capture: Optional[DatapointCapture] = None
+        self._work_dir_watch: Optional[WorkDirWatch] = None  # rank 0, once the work dir exists
         self.rank, self.world_size = 0, 1
 
     @property
@@ -101,7 +104,7 @@ class BaseRunner:
                     f"work dir {self.work_dir!r} holds another run (its {RUN_INFO_FILE} describes a different "
                     "config). Set another 'work_dir' in the config, or delete the folder to start over"
                 )
-        elif os.path.isdir(self.work_dir) and os.listdir(self.work_dir):
+        elif os.path.isdir(self.work_dir) and set(os.listdir(self.work_dir)) - {LOCK_FILE}:
             raise WorkDirError(
                 f"work dir {self.work_dir!r} is not empty and holds no {RUN_INFO_FILE}: it is not a Lantern run. "
                 "Set another 'work_dir' in the config, or empty the folder"
@@ -111,6 +114,7 @@ class BaseRunner:
         if self.is_main:
             info = {**identity, "config_filepath": self.config.get("config_filepath"), "launch": launch}
             write_run_file(info_path, lambda: _create_work_dir(self.work_dir, info_path, info))
+            self._work_dir_watch = WorkDirWatch(self.work_dir, info_path)
         distributed.barrier("waiting for rank 0 to create the work dir")
         if not self.is_main:
             _check_shared_work_dir(info_path, launch, self.rank)
@@ -190,11 +194,13 @@ class BaseRunner:
         if self.datapoint_capture is not None:
             self.datapoint_capture.add_batch(dp)
         dp = apply_tensor_op(lambda t: t.to(self.device, non_blocking=True), dp)
-        dp["outputs"] = self.eval_model(dp["inputs"])
+        debugging = self.debugger is not None and self.debugger.enabled
+        with self.debugger.watch_forward() if debugging else contextlib.nullcontext():  # hooks run in there
+            dp["outputs"] = self.eval_model(dp["inputs"])
         scores = self.metric(dp["outputs"], dp["labels"])
         self.metric.add_to_buffer(idx_list(dp["meta_info"]["idx"]), scores)
         self.epoch_rows.add_batch(dp)
-        if self.debugger is not None and self.debugger.enabled:
+        if debugging:
             dp["debug"] = self.debugger(dp, self.eval_model)
 
     def _eval_loop(self, dataloader: DataLoader, desc: str, table_path: str) -> dict:
@@ -253,7 +259,13 @@ class BaseRunner:
                          f"{summary['bytes'] / 2**20:.1f} MB in {debugger_dir}")
         distributed.barrier("waiting for every rank to write its debug pages")
 
+    def _check_work_dir(self, about_to: str) -> None:
+        """Stop (rank 0) if the work dir was deleted or replaced since the run started."""
+        if self._work_dir_watch is not None:
+            self._work_dir_watch.check(about_to)
+
     def _close(self) -> None:
+        release_work_dir(self.work_dir)
         if self.datapoint_capture is not None:
             self.datapoint_capture.close()
         if self.debugger is not None:
@@ -287,6 +299,7 @@ def write_run_file(path: str, write: Callable[[], None]) -> None:
 
 def _create_work_dir(work_dir: str, info_path: str, info: dict) -> None:
     os.makedirs(work_dir, exist_ok=True)
+    lock_work_dir(work_dir)  # before anything is deleted or written: another copy may be running
     remove_stale_temporaries(work_dir)
     atomic_write_json(info_path, info)
 

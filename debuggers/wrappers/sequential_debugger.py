@@ -20,6 +20,7 @@ import math
 import os
 import shutil
 import tempfile
+from contextlib import AbstractContextManager
 from typing import Any, Optional
 
 import numpy as np
@@ -35,11 +36,13 @@ from debuggers.page_format import INDEX_GLOB, LOCATIONS_GLOB, PAGE_GLOB
 from debuggers.page_store import PageWriter
 from debuggers.page_values import UnsupportedOutputError, to_page_value
 from debuggers.utils import UnknownLayerError, require_layer
+from debuggers.watchdog import DEFAULT_STALL_TIMEOUT_S, StallWatchdog
 from utils.builders import build_from_config
 from utils.errors import ConfigError
 from utils.ops import idx_list
 
 logger = logging.getLogger("lantern.debugger")
+WRITER_THREAD = "lantern-page-writer"  # the PageWriter's thread: its stack explains a stalled write
 
 
 class DebuggerError(RuntimeError):
@@ -54,10 +57,15 @@ class SequentialDebugger(BaseDebugger):
         page_size_mb: a page is written once its outputs reach this many megabytes.
         model: register hooks on this model at once (the runners call ``register_hooks``).
         strict: raise when a debugger fails, instead of recording its error and going on.
+        stall_timeout_s: a debugger call, a forward pass with hooks, or a page write that makes no progress
+            for this long is stuck (``debuggers/watchdog.py``): it is logged with its stack after a quarter
+            of it; then a debugger call ends the run with ``DebuggerStallError`` (resumable), a page write
+            stops capture for the epoch.
     """
 
     def __init__(self, debuggers_config: list[dict[str, Any]], page_size_mb: float = 100,
-                 model: Optional[torch.nn.Module] = None, strict: bool = False) -> None:
+                 model: Optional[torch.nn.Module] = None, strict: bool = False,
+                 stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S) -> None:
         self.page_size = _page_size_bytes(page_size_mb)
         self.strict = strict
         self.debuggers: dict[str, BaseDebugger] = _build_debuggers(debuggers_config)
@@ -66,7 +74,8 @@ class SequentialDebugger(BaseDebugger):
             if isinstance(debugger, ForwardDebugger):
                 self.forward_debuggers.setdefault(debugger.layer_name, []).append(debugger)
         rank, world_size = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
-        self._writer = PageWriter(self.page_size, rank=rank, world_size=world_size)
+        self._writer = PageWriter(self.page_size, rank=rank, world_size=world_size,
+                                  stall_timeout_s=_stall_timeout(stall_timeout_s))
         self._model: Optional[torch.nn.Module] = None
         self._handles: list[Removable] = []
         self._enabled = False
@@ -77,6 +86,8 @@ class SequentialDebugger(BaseDebugger):
         self.write_error: Optional[BaseException] = None
         self._log = logger
         self.summaries = DebuggerSummaries(self.debuggers, logger)
+        self._watchdog = StallWatchdog(self._writer.stall_timeout_s, logger)
+        self._output_dir: Optional[str] = None
         if model is not None:
             self.register_hooks(model)
 
@@ -97,7 +108,7 @@ class SequentialDebugger(BaseDebugger):
             for layer_name, debuggers in self.forward_debuggers.items():
                 logger.info(f"{len(debuggers)} forward debugger(s) on layer '{layer_name}'")
         if logger is not None:
-            self._log = self.summaries.log = logger
+            self._log = self.summaries.log = self._watchdog.logger = logger
         was_enabled = self.enabled
         self.enabled = False
         self._model = model
@@ -153,11 +164,18 @@ class SequentialDebugger(BaseDebugger):
         self._buffer_batch(idx, outputs)
         return outputs
 
+    def watch_forward(self) -> AbstractContextManager:
+        """Wrap the model's forward pass while enabled: the forward debuggers' hooks run inside it."""
+        names = [name for name, d in self.debuggers.items() if isinstance(d, ForwardDebugger)]
+        return self._watchdog.watch(f"the model's forward pass with the hooks of forward debuggers {names}",
+                                    interrupt=True)
+
     def _run(self, name: str, debugger: BaseDebugger, datapoint: dict, model: torch.nn.Module) -> Any:
-        try:
-            return debugger(datapoint, model)
-        except Exception as exc:
-            return self._record_failure(name, exc)
+        with self._watchdog.watch(f"debugger '{name}' (its call on a batch)", interrupt=True):
+            try:
+                return debugger(datapoint, model)
+            except Exception as exc:
+                return self._record_failure(name, exc)
 
     def _record_failure(self, name: str, exc: Exception) -> dict:
         if self.strict:
@@ -197,7 +215,8 @@ class SequentialDebugger(BaseDebugger):
             return
         names = list(per_name)
         try:
-            self._writer.add_converted(idx, [dict(zip(names, row)) for row in zip(*per_name.values())])
+            with self._watch_writer(f"queueing datapoints {idx[0]}..{idx[-1]}"):
+                self._writer.add_converted(idx, [dict(zip(names, row)) for row in zip(*per_name.values())])
         except Exception as exc:
             self._write_failed(exc)
 
@@ -217,7 +236,8 @@ class SequentialDebugger(BaseDebugger):
         if isinstance(debug_outputs, dict):
             debug_outputs = {name: self._page_value(name, output) for name, output in debug_outputs.items()}
         try:
-            self._writer.add(int(datapoint_idx), debug_outputs)
+            with self._watch_writer(f"queueing datapoint {datapoint_idx}"):
+                self._writer.add(int(datapoint_idx), debug_outputs)
         except Exception as exc:
             self._write_failed(exc)
 
@@ -227,13 +247,17 @@ class SequentialDebugger(BaseDebugger):
         except UnsupportedOutputError as exc:
             return to_page_value(self._record_failure(name, exc))
 
+    def _watch_writer(self, phase: str) -> AbstractContextManager:
+        return self._watchdog.watch(f"the page writer of {self._output_dir} ({phase})", interrupt=False,
+                                    extra_threads=(WRITER_THREAD,))
+
     def _write_failed(self, exc: Exception) -> None:
         """Stop capture for this epoch (or raise, when strict): training must go on without it."""
         if self.strict:
             raise exc
         self.write_error = exc
-        self._log.error(f"debug outputs cannot be written ({exc}); capture stops for this epoch, "
-                        "training goes on")
+        self._log.error(f"debug outputs of {self._output_dir} cannot be written ({exc}); capture stops for this "
+                        "epoch, training goes on")
 
     # ----------------------------------------------------------- pages
     def reset_buffer(self, output_dir: Optional[str] = None) -> None:
@@ -244,6 +268,7 @@ class SequentialDebugger(BaseDebugger):
         self.summaries.reset()
         if output_dir is None:
             self._staging_dir = tempfile.mkdtemp(prefix="lantern-debug-")
+        self._output_dir = output_dir or self._staging_dir
         self._epoch_open = False
         try:
             self._writer.start_epoch(output_dir or self._staging_dir)
@@ -256,7 +281,8 @@ class SequentialDebugger(BaseDebugger):
         summary = {"pages": 0, "datapoints": 0, "bytes": 0}
         if self._epoch_open:
             try:
-                summary = self._writer.flush()
+                with self._watch_writer("writing the last page"):
+                    summary = self._writer.flush()
             except Exception as exc:
                 if self.strict:
                     raise
@@ -274,6 +300,7 @@ class SequentialDebugger(BaseDebugger):
         """Remove all hooks and stop the writer thread."""
         self.enabled = False
         self._writer.close()
+        self._watchdog.close()
         self._discard_staging()
 
     def _discard_staging(self) -> None:
@@ -287,6 +314,13 @@ def _page_size_bytes(page_size_mb: Any) -> int:
             or not math.isfinite(page_size_mb) or page_size_mb <= 0:
         raise ConfigError(f"page_size_mb must be a positive number of megabytes (e.g. 100), got {page_size_mb!r}")
     return max(1, int(page_size_mb * 1024 * 1024))
+
+
+def _stall_timeout(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"stall_timeout_s must be a positive number of seconds (how long a debugger call or a "
+                          f"page write may make no progress before it counts as stuck), got {value!r}")
+    return float(value)
 
 
 def _build_debuggers(debuggers_config: Any) -> dict[str, BaseDebugger]:

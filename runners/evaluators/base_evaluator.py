@@ -57,6 +57,7 @@ class BaseEvaluator(BaseRunner):
             self._start_datapoint_capture(once=False)
             scores = self._eval_loop(self.eval_dataloader, "eval", os.path.join(self.work_dir, EPOCH_TABLE_FILE))
             self._finish_datapoint_capture()
+            self._check_work_dir("write the evaluation scores")
             if self.is_main:
                 write_scores(os.path.join(self.work_dir, "evaluation_scores.json"), scores)
             if self.debugger is not None:

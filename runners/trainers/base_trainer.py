@@ -177,6 +177,7 @@ class BaseTrainer(BaseRunner):
         if self.scheduler is not None:
             self.scheduler.step()
         epoch_dir = self._epoch_path(epoch)
+        self._check_work_dir(f"write the files of epoch {epoch}")
         write_run_file(epoch_dir, lambda: os.makedirs(epoch_dir, exist_ok=True))
         if self.is_main:
             path = self._epoch_path(epoch, "training_losses.pt")
@@ -223,6 +224,7 @@ class BaseTrainer(BaseRunner):
         """Write this epoch's checkpoint, then mark the epoch done, then prune old checkpoints."""
         epoch = self.cum_epochs
         self._update_best(epoch)
+        self._check_work_dir(f"save the checkpoint of epoch {epoch} and mark it done")
         if self.is_main:
             checkpoint_path = self._epoch_path(epoch, "checkpoint.pt")
             write_run_file(checkpoint_path, lambda: atomic_torch_save({

@@ -1,0 +1,112 @@
+"""Stalls end and say so, in real ``main.py`` runs with a short ``stall_timeout_s`` and a generous test timeout.
+
+A debugger that waits forever inside its call ends the run with a clear error naming it, its phase and where
+it waits, logged early, leaving a state the same command resumes. A page write that hangs (a hung disk) is
+logged early with the writer's stack, capture stops for that epoch, and training goes on; the messages name
+the epoch that stalled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from debuggers.page_format import read_index
+from tests.runs import run_main, write_config
+
+pytestmark = pytest.mark.timeout(300)
+
+COMMON = """
+import os
+import threading
+
+from debuggers.base_debugger import BaseDebugger
+
+PROGRESS = os.path.join(config["work_dir"], "progress.json")
+STALL = os.environ.get("LANTERN_TEST_STALL") == "1"
+
+
+def after_epoch_0():
+    return STALL and os.path.exists(PROGRESS)
+
+
+class ImageMean(BaseDebugger):
+    def __call__(self, datapoint, model):
+        if WAIT_IN_DEBUGGER and after_epoch_0():
+            threading.Event().wait()  # waits forever
+        return {"mean": datapoint["inputs"]["image"].mean(dim=(1, 2, 3))}
+
+
+config["debugger"] = {"class": SequentialDebugger, "args": {
+    "page_size_mb": 0.0001, "stall_timeout_s": 4,
+    "debuggers_config": [{"name": "image_mean", "debugger_config": {"class": ImageMean, "args": {}}}]}}
+"""
+HUNG_DISK = """
+from debuggers import page_format
+
+_dump = page_format._dump
+
+
+def dump_on_a_hung_disk(page, path):
+    if after_epoch_0():
+        threading.Event().wait()  # the disk never answers
+    _dump(page, path)
+
+
+page_format._dump = dump_on_a_hung_disk
+"""
+
+
+def config_path(tmp_path, wait_in_debugger, extra=""):
+    return write_config(tmp_path / "run.py", tmp_path / "run", epochs=2, checkpoint_method="all", train_size=16,
+                        val_size=8, val_batch=4,
+                        extra=f"WAIT_IN_DEBUGGER = {wait_in_debugger}\n" + COMMON + extra)
+
+
+def stalled_run(path):
+    return run_main(path, timeout=200, env=dict(os.environ, LANTERN_TEST_STALL="1"))
+
+
+def log_of(tmp_path):
+    with open(tmp_path / "run" / "train.log") as f:
+        return f.read()
+
+
+def completed_epochs(tmp_path):
+    with open(tmp_path / "run" / "progress.json") as f:
+        return json.load(f)["completed_epochs"]
+
+
+def test_a_debugger_waiting_forever_ends_the_run_clearly_and_the_same_command_resumes(tmp_path):
+    path = config_path(tmp_path, wait_in_debugger=True)
+    result = stalled_run(path)
+    assert result.returncode == 2, result.stderr
+    assert "debugger 'image_mean' (its call on a batch) made no progress for 4 s" in result.stderr
+    assert "threading.Event().wait()  # waits forever" in result.stderr  # the stack shows where it waits
+    assert "stall_timeout_s" in result.stderr and "run the same command again" in result.stderr
+    assert "Traceback" not in result.stderr
+    log = log_of(tmp_path)
+    early, stopped = log.index("has made no progress for 1 s"), log.index("stopping the run")
+    assert early < stopped and "debugger 'image_mean'" in log[early - 200:early]
+    assert completed_epochs(tmp_path) == 1  # epoch 0 is done and kept; epoch 1 is redone
+    resumed = run_main(path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert completed_epochs(tmp_path) == 2
+    assert read_index(str(tmp_path / "run" / "epoch_1" / "debugger" / "index.json"))["complete"]
+
+
+def test_a_hung_page_write_is_logged_early_capture_stops_for_that_epoch_and_training_goes_on(tmp_path):
+    result = stalled_run(config_path(tmp_path, wait_in_debugger=False, extra=HUNG_DISK))
+    assert result.returncode == 0, result.stderr
+    assert completed_epochs(tmp_path) == 2
+    log = log_of(tmp_path)
+    warning = log[log.index("the page writer of "):]
+    assert warning.startswith(f"the page writer of {tmp_path / 'run' / 'epoch_1' / 'debugger'} (")
+    assert "has made no progress for 1 s" in warning.splitlines()[0]
+    assert "thread lantern-page-writer" in warning and "threading.Event().wait()  # the disk never answers" in warning
+    failures = [line for line in log.splitlines() if "cannot be written" in line]
+    assert failures and all("epoch_1" in line and "epoch_0" not in line for line in failures)
+    assert read_index(str(tmp_path / "run" / "epoch_0" / "debugger" / "index.json"))["complete"]
+    assert not read_index(str(tmp_path / "run" / "epoch_1" / "debugger" / "index.json"))["complete"]

@@ -1,0 +1,97 @@
+"""The work dir in real ``main.py`` processes: a second copy of a running command is refused naming the holder,
+and a work dir deleted during training stops the run with a clear error instead of a success over a broken folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from runners.work_dir_guard import lock_work_dir, release_work_dir
+from tests.runs import REPO_ROOT, run_main, write_config
+
+pytestmark = pytest.mark.timeout(300)
+
+WAITS = """
+import os
+import time
+
+OUTSIDE = os.path.dirname(config["work_dir"])
+
+
+class WaitingCriterion(CrossEntropyCriterion):
+    def __call__(self, outputs, labels):
+        open(os.path.join(OUTSIDE, "started"), "w").close()
+        while not os.path.exists(os.path.join(OUTSIDE, "go")):
+            time.sleep(0.05)
+        return super().__call__(outputs, labels)
+
+
+config["criterion"] = {"class": WaitingCriterion, "args": {}}
+"""
+DELETES = """
+import os
+import shutil
+
+OUTSIDE = os.path.dirname(config["work_dir"])
+PROGRESS = os.path.join(config["work_dir"], "progress.json")
+
+
+class DeletingCriterion(CrossEntropyCriterion):
+    def __call__(self, outputs, labels):
+        if os.path.exists(PROGRESS) and not os.path.exists(os.path.join(OUTSIDE, "deleted")):
+            open(os.path.join(OUTSIDE, "deleted"), "w").close()
+            shutil.rmtree(config["work_dir"])  # someone deletes the run's folder during epoch 1
+        return super().__call__(outputs, labels)
+
+
+config["criterion"] = {"class": DeletingCriterion, "args": {}}
+"""
+
+
+def completed_epochs(work_dir):
+    with open(os.path.join(work_dir, "progress.json")) as f:
+        return json.load(f)["completed_epochs"]
+
+
+def test_a_second_copy_of_a_running_command_is_refused_naming_the_holder(tmp_path):
+    path = write_config(tmp_path / "run.py", tmp_path / "run", epochs=1, train_size=16, val_size=8, extra=WAITS)
+    first = subprocess.Popen([sys.executable, "main.py", "--config-filepath", path], cwd=REPO_ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "started").exists():
+            assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+            time.sleep(0.1)
+        second = run_main(path, timeout=120)
+        assert second.returncode == 2
+        assert f"is in use by another Lantern run (pid {first.pid} on host {socket.gethostname()}, started" \
+            in second.stderr and "main.py --config-filepath" in second.stderr
+        (tmp_path / "go").touch()
+        assert first.wait(120) == 0, first.communicate()
+    finally:
+        first.kill()
+        first.communicate()
+    assert completed_epochs(tmp_path / "run") == 1
+    lock_work_dir(str(tmp_path / "run"))  # the lock ended with its process
+    release_work_dir(str(tmp_path / "run"))
+
+
+def test_a_work_dir_deleted_during_training_stops_the_run_clearly(tmp_path):
+    path = write_config(tmp_path / "run.py", tmp_path / "run", epochs=2, checkpoint_method="all", train_size=16,
+                        val_size=8, extra=DELETES)
+    result = run_main(path)
+    assert result.returncode == 2, result.stderr
+    assert "was deleted or replaced while this run was using it" in result.stderr
+    assert "write the files of epoch 1" in result.stderr and "run the same command again" in result.stderr
+    assert "Results are in" not in result.stdout
+    assert not os.path.exists(tmp_path / "run")  # nothing recreated half-empty
+    again = run_main(path)
+    assert again.returncode == 0, again.stderr
+    assert completed_epochs(tmp_path / "run") == 2
