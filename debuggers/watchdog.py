@@ -32,6 +32,7 @@ from utils.errors import LanternUserError
 DEFAULT_STALL_TIMEOUT_S = 120.0
 WARN_FRACTION = 0.25  # log a stuck step after a quarter of the timeout
 _POLL_S = 0.5
+_IDLE_EXIT_S = 10.0  # the watching thread ends after this long without steps (a later step restarts it)
 
 
 class DebuggerStallError(LanternUserError):
@@ -62,6 +63,7 @@ class StallWatchdog:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._last_step_end = time.monotonic()
 
     @contextmanager
     def watch(self, what: str, interrupt: bool, extra_threads: tuple[str, ...] = ()) -> Iterator[None]:
@@ -69,9 +71,11 @@ class StallWatchdog:
         (main thread only). ``extra_threads`` names threads whose stacks explain a stall (the page writer)."""
         step = _Step(what, threading.current_thread(), time.monotonic(),
                      interrupt and threading.current_thread() is threading.main_thread(), extra_threads)
-        self._ensure_thread()
         with self._lock:
             self._steps[id(step)] = step
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="lantern-stall-watchdog", daemon=True)
+                self._thread.start()
         try:
             yield
         except KeyboardInterrupt:
@@ -86,25 +90,28 @@ class StallWatchdog:
             with self._lock:
                 step.done = True
                 del self._steps[id(step)]
+                self._last_step_end = time.monotonic()
 
     def close(self) -> None:
         """Stop the watching thread (a later ``watch`` starts it again)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self._stop.clear()
-
-    def _ensure_thread(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._run, name="lantern-stall-watchdog", daemon=True)
-            self._thread.start()
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            self._stop.set()
+            thread.join()
+            self._stop.clear()
 
     def _run(self) -> None:
         while not self._stop.wait(min(_POLL_S, self.warn_after_s)):
             now = time.monotonic()
             with self._lock:
+                if not self._steps and now - self._last_step_end > _IDLE_EXIT_S:
+                    self._thread = None  # decided under the lock: a new step starts a new thread
+                    return
                 for step in list(self._steps.values()):
                     self._check(step, now - step.started)
+        with self._lock:
+            self._thread = None
 
     def _check(self, step: _Step, elapsed: float) -> None:
         if elapsed >= self.warn_after_s and not step.warned:

@@ -194,7 +194,7 @@ def test_page_writes_failing_with_efbig_are_recorded_and_training_completes(tmp_
     work_dir = str(tmp_path / "efbig")
     assert completed_epochs(work_dir) == 2
     assert_epoch_intact(work_dir, 0)
-    assert "debug outputs cannot be written" in log_of(work_dir) and "File too large" in log_of(work_dir)
+    assert "epoch_1/debugger cannot be written" in log_of(work_dir) and "File too large" in log_of(work_dir)
     assert debugger_index(work_dir, 1)["complete"] is False
     assert strict_json(f"{work_dir}/epoch_1/validation_scores.json")["datapoint_idx"] == list(range(VAL_SIZE))
     torch.load(f"{work_dir}/epoch_1/checkpoint.pt", weights_only=True)
@@ -239,7 +239,7 @@ def test_page_folder_replaced_by_a_file_mid_epoch(tmp_path, strict):
     else:
         train(config_path)
         assert completed_epochs(work_dir) == 2
-        assert "debug outputs cannot be written" in log_of(work_dir)
+        assert "/debugger cannot be written" in log_of(work_dir)
         assert strict_json(f"{work_dir}/epoch_1/validation_scores.json")["datapoint_idx"] == list(range(VAL_SIZE))
     assert_epoch_intact(work_dir, 0)
     assert hidden_temporaries(work_dir) == []

@@ -14,7 +14,10 @@ import os
 import pytest
 
 from debuggers.page_format import read_index
+from debuggers.watchdog import DebuggerStallError
+from runners.trainers import BaseTrainer
 from tests.runs import run_main, write_config
+from utils.config_file import load_config
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -110,3 +113,31 @@ def test_a_hung_page_write_is_logged_early_capture_stops_for_that_epoch_and_trai
     assert failures and all("epoch_1" in line and "epoch_0" not in line for line in failures)
     assert read_index(str(tmp_path / "run" / "epoch_0" / "debugger" / "index.json"))["complete"]
     assert not read_index(str(tmp_path / "run" / "epoch_1" / "debugger" / "index.json"))["complete"]
+
+
+FORWARD_HOOK_WAITS = """
+import threading
+
+from debuggers.forward_debugger import ForwardDebugger
+
+
+class WaitingHook(ForwardDebugger):
+    def process_forward(self, module, input, output):
+        threading.Event().wait()  # a hook that never returns
+
+
+config["debugger"] = {"class": SequentialDebugger, "args": {"stall_timeout_s": 2, "debuggers_config": [
+    {"name": "waiting_hook", "debugger_config": {"class": WaitingHook, "args": {"layer_name": "backbone.layer1"}}}]}}
+"""
+
+
+def test_a_forward_hook_waiting_forever_ends_the_run_with_an_error_naming_it(tmp_path):
+    """In this process: the watchdog interrupts the main thread inside the model's forward pass."""
+    path = write_config(tmp_path / "run.py", tmp_path / "run", epochs=1, train_size=16, val_size=4,
+                        extra=FORWARD_HOOK_WAITS)
+    with pytest.raises(DebuggerStallError) as raised:
+        BaseTrainer(load_config(path)).run()
+    message = str(raised.value)
+    assert "the model's forward pass with the hooks of forward debuggers ['waiting_hook']" in message
+    assert "threading.Event().wait()  # a hook that never returns" in message
+    assert not os.path.exists(tmp_path / "run" / "progress.json")  # the epoch is not marked done
