@@ -92,10 +92,11 @@ class DatapointCapture:
         if self._failed or self._full:
             return
         idx = idx_list(batch["meta_info"]["idx"])
+        shrunk = bounded({key: batch.get(key) for key in ITEM_KEYS}, self.limits.max_value_bytes, len(idx))
+        row_bytes = _nbytes(shrunk) / len(idx)
         for row, i in enumerate(idx):
-            item = {key: bounded(_row(batch.get(key), row, len(idx)), self.limits.max_value_bytes)
-                    for key in ITEM_KEYS}
-            self._captured_bytes += _nbytes(item)
+            item = _row(shrunk, row, len(idx))
+            self._captured_bytes += row_bytes
             if self._captured_bytes > self.limits.max_total_bytes:
                 self._full = True
                 self._log.info(f"Datapoint capture stops before datapoint {i}: the limit of "
@@ -152,14 +153,19 @@ def _row(value: Any, row: int, batch_size: int) -> Any:
     return value
 
 
-def bounded(value: Any, max_bytes: int) -> Any:
-    """``value`` with every array at most ``max_bytes`` (downsampled) and strings cut; page-safe leaves only."""
-    if isinstance(value, (torch.Tensor, np.ndarray)):
-        return _bounded_array(torch.as_tensor(value).detach().cpu(), max_bytes)
+def bounded(value: Any, max_bytes: int, batch_size: int) -> Any:
+    """A collated ``value`` whose arrays hold at most ``max_bytes`` per datapoint (downsampled) and whose
+    strings are cut; page-safe leaves only. The whole batch is bounded at once (one pooling per batch)."""
+    if isinstance(value, np.ndarray):
+        value = torch.as_tensor(value) if value.dtype.kind in "biufc" else repr(value)[:MAX_REPR_CHARS]
+    if isinstance(value, torch.Tensor):
+        batched = value.ndim > 0 and value.shape[0] == batch_size
+        return _bounded_array(value.detach().cpu(), max_bytes, batched)
     if isinstance(value, dict):
-        return {k if isinstance(k, (str, int)) else str(k): bounded(v, max_bytes) for k, v in value.items()}
+        return {k if isinstance(k, (str, int)) else str(k): bounded(v, max_bytes, batch_size)
+                for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [bounded(v, max_bytes) for v in value]
+        return [bounded(v, max_bytes, batch_size) for v in value]
     if isinstance(value, str):
         return value if len(value) <= max_bytes else value[:max_bytes] + "…"
     if isinstance(value, (bool, int, float, complex, type(None))):
@@ -167,28 +173,31 @@ def bounded(value: Any, max_bytes: int) -> Any:
     return repr(value)[:MAX_REPR_CHARS]
 
 
-def _bounded_array(tensor: torch.Tensor, max_bytes: int) -> Any:
-    nbytes = tensor.numel() * tensor.element_size()
-    if nbytes <= max_bytes:
-        return tensor.clone()  # a row of the batch is a view: a copy does not pin the whole batch
-    if tensor.ndim < 2:
-        return _too_big(tensor, max_bytes)
-    factor = math.ceil(math.sqrt(nbytes / max_bytes))
+def _bounded_array(tensor: torch.Tensor, max_bytes: int, batched: bool) -> Any:
+    """``tensor`` (rows first when ``batched``) with each row at most ``max_bytes``: as it is (the writer
+    copies each row soon; the loader's batch is not reused), or downsampled over the last two dims."""
+    rows = tensor.shape[0] if batched else 1
+    row_bytes = tensor.numel() * tensor.element_size() // max(rows, 1)
+    if row_bytes <= max_bytes:
+        return tensor
+    row_shape = tuple(tensor.shape[1:] if batched else tensor.shape)
+    if len(row_shape) < 2:
+        return _too_big(row_shape, tensor.dtype, row_bytes, max_bytes)
+    factor = math.ceil(math.sqrt(row_bytes / max_bytes))
     if tensor.is_floating_point():
         height, width = tensor.shape[-2:]
-        flat = tensor.reshape(-1, 1, height, width).float()
-        small = F.avg_pool2d(flat, factor, ceil_mode=True)
+        small = F.avg_pool2d(tensor.reshape(-1, 1, height, width).float(), factor, ceil_mode=True)
         small = small.reshape(*tensor.shape[:-2], *small.shape[-2:]).to(tensor.dtype)
     else:
         small = tensor[..., ::factor, ::factor].clone()
-    if small.numel() * small.element_size() > 2 * max_bytes:  # too many channels to fit by shrinking H and W
-        return _too_big(tensor, max_bytes)
+    if small.numel() * small.element_size() // max(rows, 1) > 2 * max_bytes:  # too many channels to shrink
+        return _too_big(row_shape, tensor.dtype, row_bytes, max_bytes)
     return small
 
 
-def _too_big(tensor: torch.Tensor, max_bytes: int) -> str:
-    return (f"<{tuple(tensor.shape)} {tensor.dtype} of {tensor.numel() * tensor.element_size()} bytes: not "
-            f"captured, over the {max_bytes} bytes kept per value (config['datapoint_capture']['max_value_kb'])>")
+def _too_big(shape: tuple, dtype: torch.dtype, nbytes: int, max_bytes: int) -> str:
+    return (f"<{shape} {dtype} of {nbytes} bytes: not captured, over the {max_bytes} bytes kept per value "
+            "(config['datapoint_capture']['max_value_kb'])>")
 
 
 def _nbytes(value: Any) -> int:
