@@ -49,16 +49,17 @@ config["debugger"] = {"class": SequentialDebugger, "args": {
 HUNG_DISK = """
 from debuggers import page_format
 
-_dump = page_format._dump
+WRITE = "_append" if hasattr(page_format, "_append") else "_dump"  # the lowest page write, by format version
+_write = getattr(page_format, WRITE)
 
 
-def dump_on_a_hung_disk(page, path):
+def write_on_a_hung_disk(*args):
     if after_epoch_0():
         threading.Event().wait()  # the disk never answers
-    _dump(page, path)
+    return _write(*args)
 
 
-page_format._dump = dump_on_a_hung_disk
+setattr(page_format, WRITE, write_on_a_hung_disk)
 """
 
 
