@@ -3,7 +3,7 @@
 A trainer pays it once per run (its first validation), an evaluator once. A real
 ``BaseEvaluator``'s ``_eval_step`` runs over the same cached batches without and with
 the capture (written to disk, flush included), interleaved in a new random order each
-round; the medians are compared. With ``--resolution 256`` the images exceed the
+round; the medians are compared. With ``--resolution 320`` the images exceed the
 default 256 KB per value and are downsampled while captured.
 
     python -m benchmarks.datapoint_capture [--datapoints 2000] [--resolution 32] [--rounds 9]
@@ -13,16 +13,30 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
-import statistics
 import tempfile
 
 import torch
+from torch.utils.data import DataLoader
 
 from analysis.epoch_rows import EpochRows
-from benchmarks.common import cached_batches, evaluator_config, ready_evaluator, timed
+from benchmarks.common import interleaved_medians
+from data.datasets import SyntheticShapesDataset, collate_datapoints
+from metrics import ClassificationMetric
+from models import SmallCNN
 from runners.datapoint_capture import DATAPOINTS_DIR
 from runners.evaluators import BaseEvaluator
+
+
+def ready_evaluator(work_dir: str, datapoints: int, resolution: int, batch_size: int) -> BaseEvaluator:
+    """A real BaseEvaluator (no debugger) on synthetic shapes, initialised as ``run`` does."""
+    evaluator = BaseEvaluator({
+        "runner": BaseEvaluator, "work_dir": work_dir,
+        "eval_dataset": {"class": SyntheticShapesDataset,
+                         "args": {"num_datapoints": datapoints, "resolution": resolution, "split": "val"}},
+        "eval_dataloader": {"class": DataLoader, "args": {"batch_size": batch_size, "collate_fn": collate_datapoints}},
+        "model": {"class": SmallCNN, "args": {}}, "metric": {"class": ClassificationMetric, "args": {}}})
+    evaluator._init_components_()
+    return evaluator
 
 
 def eval_pass(evaluator: BaseEvaluator, batches: list[dict], capture: bool) -> None:
@@ -45,22 +59,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as work_dir:
-        evaluator = ready_evaluator(evaluator_config(work_dir, args.datapoints, args.resolution, args.batch_size,
-                                                     page_size_mb=16))
-        evaluator.debugger = None
-        batches = cached_batches(evaluator)
-        times: dict[bool, list[float]] = {False: [], True: []}
-        for _ in range(args.rounds):
-            for capture in random.sample([False, True], 2):
-                times[capture].append(timed(lambda capture=capture: eval_pass(evaluator, batches, capture)))
+        evaluator = ready_evaluator(work_dir, args.datapoints, args.resolution, args.batch_size)
+        batches = list(evaluator.eval_dataloader)
+        medians = interleaved_medians({"no capture": lambda: eval_pass(evaluator, batches, False),
+                                       "with capture": lambda: eval_pass(evaluator, batches, True)}, args.rounds)
         folder = os.path.join(work_dir, DATAPOINTS_DIR)
         size = sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder))
         evaluator._close()
-    off, on = statistics.median(times[False]), statistics.median(times[True])
     print(f"{args.datapoints} datapoints, {args.resolution} px, batch {args.batch_size}, {args.rounds} rounds; "
           f"captured {size / 2**20:.1f} MB")
-    print(f"no capture      {off * 1e3:8.0f} ms per pass")
-    print(f"with capture    {on * 1e3:8.0f} ms per pass   ratio {on / off:.3f}")
+    for name, seconds in medians.items():
+        print(f"{name:14s} {seconds * 1e3:8.0f} ms per pass   ratio {seconds / medians['no capture']:.3f}")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from debuggers.page_format import INDEX_GLOB
 from debuggers.page_index import read_index
 from debuggers.page_store import PageWriter
+from debuggers.page_values import to_page_value
 from utils.errors import ConfigError
 from utils.ops import idx_list
 
@@ -94,17 +95,19 @@ class DatapointCapture:
         idx = idx_list(batch["meta_info"]["idx"])
         shrunk = bounded({key: batch.get(key) for key in ITEM_KEYS}, self.limits.max_value_bytes, len(idx))
         row_bytes = _nbytes(shrunk) / len(idx)
+        rows = []
         for row, i in enumerate(idx):
-            item = _row(shrunk, row, len(idx))
             self._captured_bytes += row_bytes
             if self._captured_bytes > self.limits.max_total_bytes:
                 self._full = True
                 self._log.info(f"Datapoint capture stops before datapoint {i}: the limit of "
                                f"{self.limits.max_total_bytes / 2**20:g} MB (config['datapoint_capture']"
                                "['max_total_mb']) is reached; the viewer says so for the other datapoints")
-                return
-            if not self._guard(f"datapoint {i}", partial(self._writer.add, i, item)):
-                return
+                break
+            rows.append(to_page_value(_row(shrunk, row, len(idx))))
+        if rows:
+            self._guard(f"datapoints {idx[0]}..{idx[len(rows) - 1]}",
+                        partial(self._writer.add_converted, idx[:len(rows)], rows))
 
     def finish(self) -> None:
         """Write the last page and mark the capture complete, then stop the writer thread."""
