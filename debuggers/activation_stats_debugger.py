@@ -8,7 +8,7 @@ import torch
 
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import KIND_STATISTICS
-from debuggers.tensor_utils import per_datapoint, require_tensor
+from debuggers.tensor_utils import per_datapoint, require_tensor, to_numpy
 from utils.errors import ConfigError
 
 SAMPLE_SIZE = 100
@@ -49,6 +49,14 @@ class ActivationStatsDebugger(ForwardDebugger):
             stats["channel_means"] = channels.mean(2)
             stats["channel_stds"] = channels.std(2, correction=0)
         return stats
+
+    def summary(self, output: dict[str, Any]) -> dict[str, float]:
+        """The datapoint's scalar statistics, as they are."""
+        return {key: float(to_numpy(output[key])) for key in _SCALARS}
+
+
+_SCALARS = ("mean", "std", "min", "max", "l1_norm", "l2_norm", "sparsity", "positive_ratio", "saturation_low",
+            "saturation_high", "nonfinite_ratio")
 
 
 def _value_stats(flat: torch.Tensor) -> dict[str, torch.Tensor]:

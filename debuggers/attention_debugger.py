@@ -14,10 +14,11 @@ from debuggers.capture import listen
 from debuggers.capture_debugger import copy_arrays
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import KIND_ATTENTION, PerDatapoint
-from debuggers.tensor_utils import describe
+from debuggers.tensor_utils import describe, to_numpy
 from debuggers.utils import require_layer
 
 _MHA_SIGNATURE = inspect.signature(nn.MultiheadAttention.forward)
+MAX_SUMMARY_HEADS = 8  # heads with a column of their own in the summary
 _EAGER = "eager"  # the only Hugging Face attention implementation that computes the weights
 
 
@@ -121,6 +122,14 @@ class AttentionDebugger(ForwardDebugger):
             mask = datapoint["inputs"].get(self.mask_key) if isinstance(datapoint.get("inputs"), dict) else None
             capture.query_real, capture.key_real = _padding_from_inputs(mask, capture.weights)
         return attention_output(self.layer_name, capture)
+
+    def summary(self, output: dict[str, Any]) -> dict[str, float]:
+        """Entropy per head (the first 8 heads), its mean, min and max over heads, and the largest weight."""
+        entropy = to_numpy(output["entropy_per_head"]).reshape(-1)
+        heads = {f"entropy_head{h}": float(value) for h, value in enumerate(entropy[:MAX_SUMMARY_HEADS])}
+        return {"entropy_mean": float(entropy.mean()), "entropy_min": float(entropy.min()),
+                "entropy_max": float(entropy.max()), "max_attention": float(to_numpy(output["max_attention"])),
+                **heads}
 
     def clear(self) -> None:
         super().clear()

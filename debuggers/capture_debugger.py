@@ -19,9 +19,10 @@ from debuggers.outputs import (
     KIND_TENSOR,
     not_run_output,
 )
-from debuggers.tensor_utils import batch_size_of
+from debuggers.tensor_utils import batch_size_of, to_numpy
 from utils.errors import ConfigError
 
+MAX_SUMMARY_STATES = 8  # captured arrays with a norm column in the summary
 # (flag, word in the state name, kind): the guide's capture_* switches and the kind they give a state
 _STATE_FAMILIES = (("capture_attention", "attention", KIND_ATTENTION),
                    ("capture_embeddings", "embedding", KIND_EMBEDDING),
@@ -83,6 +84,13 @@ class CaptureDebugger(BaseDebugger):
         return {"kind": KIND_CAPTURED_STATES, "states": {
             component: {state: _record(state, data, metadata, batch) for state, (data, metadata) in states.items()}
             for component, states in self._captured.items()}}
+
+    def summary(self, output: dict[str, Any]) -> dict[str, float]:
+        """The Euclidean norm of each captured array (the first 8): ``'<component>.<state>.norm'``."""
+        norms = {f"{component}.{state}.norm": float(np.linalg.norm(to_numpy(record["data"])))
+                 for component, states in output["states"].items() for state, record in states.items()
+                 if isinstance(record["data"], (np.ndarray, torch.Tensor))}
+        return dict(list(norms.items())[:MAX_SUMMARY_STATES])
 
     def clear(self) -> None:
         self._captured = {}

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import KIND_FEATURE_MAP
-from debuggers.tensor_utils import per_datapoint, require_tensor
+from debuggers.tensor_utils import per_datapoint, require_tensor, to_numpy
 from utils.errors import ConfigError
 
 
@@ -46,6 +47,16 @@ class FeatureMapDebugger(ForwardDebugger):
                       "min": flat.amin(1), "max": flat.amax(1)},
             "shape": list(fmap.shape[1:]),
         }
+
+    def summary(self, output: dict[str, Any]) -> dict[str, float]:
+        """The whole map's statistics, the kept channels' energy (mean square), the share of them that are
+        dead (all zero) and the strongest channel's index (highest mean)."""
+        fmap = to_numpy(output["feature_map"])
+        channels = fmap.reshape(fmap.shape[0], -1)
+        stats = {key: float(to_numpy(value)) for key, value in output["stats"].items()}
+        return {**stats, "energy": float(np.mean(channels ** 2)),
+                "dead_channel_fraction": float(np.mean(~channels.any(axis=1))),
+                "strongest_channel": float(to_numpy(output["channel_indices"])[np.argmax(channels.mean(axis=1))])}
 
     def _strongest_channels(self, fmap: torch.Tensor) -> torch.Tensor:
         """(B, C') channel indices: all of them, or the ``max_channels`` of highest mean activation."""

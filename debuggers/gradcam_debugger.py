@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional, Union
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from debuggers.base_debugger import BaseDebugger
 from debuggers.model_runs import eval_mode, output_tensor
 from debuggers.outputs import KIND_CAM
-from debuggers.tensor_utils import describe
+from debuggers.tensor_utils import describe, to_numpy
 from debuggers.utils import require_layer
 from utils.errors import ConfigError
 
@@ -81,6 +83,30 @@ class GradCAMDebugger(BaseDebugger):
             "target_layer": self.target_layer,
             "raw_max": raw_max,
         }
+
+    def summary(self, output: dict[str, Any]) -> dict[str, float]:
+        """Where the cam's mass lies and how spread it is, with the target's score.
+
+        The cam, taken as a distribution over the image (coordinates in [0, 1], x across, y down):
+        its centroid, the share of its mass in the central box (the middle half of each side),
+        its spread (root mean squared distance from the centroid) and its entropy divided by
+        log(H W) (1: uniform, 0: one pixel). All nan for an all-zero cam.
+        """
+        cam = to_numpy(output["cam"])
+        scores = {key: float(to_numpy(output[key])) for key in ("target_score", "raw_max", "target_class")}
+        total = cam.sum()
+        if not total > 0:
+            return {**scores, **dict.fromkeys(("centroid_x", "centroid_y", "centre_fraction", "spread", "entropy"),
+                                              math.nan)}
+        p = cam / total
+        h, w = p.shape
+        ys, xs = (np.arange(h) + 0.5) / h, (np.arange(w) + 0.5) / w
+        cy, cx = float(p.sum(1) @ ys), float(p.sum(0) @ xs)
+        spread = math.sqrt(float((p * ((ys[:, None] - cy) ** 2 + (xs[None, :] - cx) ** 2)).sum()))
+        entropy = float(-(p[p > 0] * np.log(p[p > 0])).sum() / math.log(h * w)) if h * w > 1 else 0.0
+        centre = float(p[h // 4:h - h // 4, w // 4:w - w // 4].sum())
+        return {**scores, "centroid_x": cx, "centroid_y": cy, "centre_fraction": centre, "spread": spread,
+                "entropy": entropy}
 
     def _forward(self, datapoint: dict[str, Any], model: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
         """Rerun the model (grad enabled by the caller); return the target layer's activations and the logits."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad_and_value, vmap
@@ -12,11 +14,12 @@ from torch.func import functional_call, grad_and_value, vmap
 from debuggers.base_debugger import BaseDebugger
 from debuggers.model_runs import eval_mode, output_tensor
 from debuggers.outputs import KIND_GRADIENT_FLOW, ROOT_MODULE_NAME
-from debuggers.tensor_utils import batch_size_of, select_datapoint
+from debuggers.tensor_utils import batch_size_of, select_datapoint, to_numpy
 from utils.errors import ConfigError
 
 LossFn = Callable[[Any, Any], torch.Tensor]
 LayerType = Union[type, str]
+MAX_SUMMARY_LAYERS = 12  # layers with a column of their own in the summary
 _CHUNK_ELEMENTS = 2**26  # per-datapoint gradient values vmap holds at once (256 MB of float32)
 
 
@@ -79,6 +82,19 @@ class GradientFlowDebugger(BaseDebugger):
             "frozen": [not any(p.requires_grad for p in params) for _, params in layers],
             "loss": losses,
         }
+
+    def summary(self, output: dict[str, Any]) -> dict[str, float]:
+        """The loss, the norm over all layers, the largest and smallest layer norm, how many layers get no
+        gradient or a zero one, and each layer's norm when there are at most 12 layers."""
+        norms, missing = to_numpy(output["grad_norms"]), to_numpy(output["missing"]).astype(bool)
+        reached = norms[~missing]
+        summary = {"loss": float(to_numpy(output["loss"])), "total_norm": float(np.sqrt((norms ** 2).sum())),
+                   "max_norm": float(reached.max()) if reached.size else math.nan,
+                   "min_norm": float(reached.min()) if reached.size else math.nan,
+                   "missing_layers": float(missing.sum()), "zero_layers": float(to_numpy(output["zero"]).sum())}
+        if len(norms) <= MAX_SUMMARY_LAYERS:
+            summary.update({f"norm.{layer}": float(norm) for layer, norm in zip(output["layers"], norms)})
+        return summary
 
     def _gradients(self, model: torch.nn.Module, layers: list, datapoint: dict[str, Any], batch: int
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import KIND_LAYER_OUTPUT
-from debuggers.tensor_utils import require_tensor
+from debuggers.tensor_utils import require_tensor, to_numpy
 from utils.errors import ConfigError
 
 _POOLS = {3: F.avg_pool1d, 4: F.avg_pool2d, 5: F.avg_pool3d}
@@ -43,6 +44,11 @@ class LayerOutputDebugger(ForwardDebugger):
             "original_shape": list(tensor.shape[1:]),
             "downsample_factor": self.downsample_factor,
         }
+
+    def summary(self, output: dict[str, Any]) -> dict[str, float]:
+        """The (pooled) output's Euclidean norm, mean and std."""
+        values = to_numpy(output["output"])
+        return {"pooled_norm": float(np.linalg.norm(values)), "mean": float(values.mean()), "std": float(values.std())}
 
     def _downsample(self, tensor: torch.Tensor) -> torch.Tensor:
         pool = _POOLS.get(tensor.ndim)

@@ -12,7 +12,7 @@ import torch
 from debuggers.base_debugger import BaseDebugger, Removable
 from debuggers.batch_dims import BatchDims, check_declared, describe_unknown
 from debuggers.outputs import KIND_NAN_ORIGIN, ROOT_MODULE_NAME, PerDatapoint, not_run_output
-from debuggers.tensor_utils import batch_size_of, iter_tensors
+from debuggers.tensor_utils import batch_size_of, iter_tensors, to_numpy
 
 
 @dataclass
@@ -20,6 +20,7 @@ class _BadCall:
     """One module call whose output held a NaN/Inf: which rows, and its inputs' row extrema."""
 
     name: str
+    order: int  # how many module calls finished before this one (execution order)
     module_type: str
     bad_rows: list[torch.Tensor]  # one (rows,) bool per non-finite output tensor, along its batch dimension
     layouts: list[tuple[torch.Size, int]]  # their shapes and batch dimensions, to say why one could not be split
@@ -41,7 +42,8 @@ class NaNInfDebugger(BaseDebugger):
     ``isfinite().all()`` per module output.
 
     Output ``{'kind': 'nan_origin', 'first_module': PerDatapoint[name or None],
-    'module_type': PerDatapoint[type or None], 'input_min', 'input_max': (B,)`` (that
+    'module_type': PerDatapoint[type or None], 'first_module_index': (B,)`` (the failing call's index
+    in execution order, nan if none)``, 'input_min', 'input_max': (B,)`` (that
     module's input range for the datapoint, nan when no module failed)``,
     'bad_modules': PerDatapoint[[names in order]], 'modules_checked': int,
     'batch_dim_unknown': [why, for each non-finite output that could not be split per datapoint]}``.
@@ -68,8 +70,8 @@ class NaNInfDebugger(BaseDebugger):
             if bad:
                 in_dim = dims.of_inputs(path)
                 extrema = [_row_extrema(t, in_dim) for t in _floating((args, kwargs)) if t.numel() > 0]
-                self._calls.append(_BadCall(name, type(module).__name__, [rows for _, rows in bad],
-                                            [layout for layout, _ in bad], extrema))
+                self._calls.append(_BadCall(name, self._modules_checked - 1, type(module).__name__,
+                                            [rows for _, rows in bad], [layout for layout, _ in bad], extrema))
         return check
 
     def __call__(self, datapoint: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
@@ -91,12 +93,21 @@ class NaNInfDebugger(BaseDebugger):
             "kind": KIND_NAN_ORIGIN,
             "first_module": PerDatapoint([call.name if call else None for call in first]),
             "module_type": PerDatapoint([call.module_type if call else None for call in first]),
+            "first_module_index": torch.tensor([call.order if call else math.nan for call in first],
+                                               dtype=torch.float64),
             "input_min": torch.tensor([low for low, _ in extrema], dtype=torch.float64),
             "input_max": torch.tensor([high for _, high in extrema], dtype=torch.float64),
             "bad_modules": PerDatapoint(bad_modules),
             "modules_checked": self._modules_checked,
             "batch_dim_unknown": unknown,
         }
+
+    def summary(self, output: dict[str, Any]) -> dict[str, float]:
+        """Whether a NaN/Inf appeared, where first (index of the module call in execution order, nan if
+        none) and in how many modules."""
+        return {"has_nan": float(output["first_module"] is not None),
+                "first_module_index": float(to_numpy(output["first_module_index"])),
+                "bad_module_count": float(len(output["bad_modules"]))}
 
     def clear(self) -> None:
         self._calls, self._modules_checked = [], 0

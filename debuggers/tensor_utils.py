@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 
 
@@ -35,6 +36,13 @@ def require_tensor(output: Any, where: str, debugger: str, ndim: int | None = No
 def per_datapoint(tensor: torch.Tensor) -> torch.Tensor:
     """(B, N) float view of a batch: one row of values per datapoint."""
     return tensor.detach().reshape(tensor.shape[0], -1).float()
+
+
+def to_numpy(value: Any) -> np.ndarray:
+    """A float64 NumPy array of a tensor (any device), an array or a number: what summaries compute on."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+    return np.asarray(value, dtype=np.float64)
 
 
 def iter_tensors(value: Any) -> Iterator[torch.Tensor]:

@@ -1,0 +1,181 @@
+"""Each ready-made debugger's ``summary()`` on outputs read back from real pages, against hand computations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from debuggers.activation_stats_debugger import ActivationStatsDebugger
+from debuggers.attention_debugger import AttentionDebugger
+from debuggers.batch_split import split_batch
+from debuggers.capture_debugger import CaptureDebugger
+from debuggers.feature_map_debugger import FeatureMapDebugger
+from debuggers.gradcam_debugger import GradCAMDebugger
+from debuggers.gradient_flow_debugger import GradientFlowDebugger
+from debuggers.layer_output_debugger import LayerOutputDebugger
+from debuggers.nan_inf_debugger import NaNInfDebugger
+from debuggers.outputs import KIND_CAM
+from debuggers.wrappers.sequential_debugger import SequentialDebugger
+from tests.compat.architectures import SeqFirstClassifier, TinyResNet
+from tests.compat.harness import capture
+from tests.debuggers.library import entry
+
+DEBUGGERS = {
+    "stats": (ActivationStatsDebugger, {"layer_name": "layer2.bn1"}),
+    "features": (FeatureMapDebugger, {"layer_name": "layer1"}),
+    "output": (LayerOutputDebugger, {"layer_name": "layer1", "downsample_factor": 100}),
+    "cam": (GradCAMDebugger, {"target_layer": "layer2"}),
+    "gradients": (GradientFlowDebugger, {"layer_types": ["Conv2d", "Linear"]}),
+    "captured": (CaptureDebugger, {}),
+    "nan": (NaNInfDebugger, {}),
+}
+
+
+@pytest.fixture(scope="module")
+def resnet_run(tmp_path_factory):
+    torch.manual_seed(0)
+    model = TinyResNet().eval()
+    images = torch.randn(3, 3, 12, 12)
+    images[2, 0, 0, 0] = math.nan  # one datapoint with a NaN input: the stem's conv is the first to show it
+    batches = [{"inputs": {"image": images}, "labels": {"class": torch.tensor([0, 1, 2])},
+                "meta_info": {"idx": torch.arange(3)}}]
+    outputs = capture(model, batches, tmp_path_factory.mktemp("run"),
+                      [entry(name, cls, **args) for name, (cls, args) in DEBUGGERS.items()])
+    debuggers = {name: cls(**args) for name, (cls, args) in DEBUGGERS.items()}
+    return model, images, outputs, debuggers
+
+
+def layer_output(model, name, images):
+    kept = []
+    handle = dict(model.named_modules())[name].register_forward_hook(lambda m, a, out: kept.append(out.clone()))
+    with torch.no_grad():
+        model({"image": images})
+    handle.remove()
+    return kept[-1].double().numpy()
+
+
+def test_every_summary_is_a_small_dict_of_floats(resnet_run):
+    _, _, outputs, debuggers = resnet_run
+    for name, debugger in debuggers.items():
+        summary = debugger.summary(outputs[0][name])
+        assert summary and len(summary) <= 16 and all(isinstance(v, float) for v in summary.values()), name
+
+
+def test_activation_stats_feature_map_and_layer_output(resnet_run):
+    model, images, outputs, debuggers = resnet_run
+    bn1 = layer_output(model, "layer2.bn1", images[:2])
+    layer1 = layer_output(model, "layer1", images[:2])
+    for i in range(2):
+        stats = debuggers["stats"].summary(outputs[i]["stats"])
+        assert stats["mean"] == pytest.approx(bn1[i].mean(), rel=1e-5)
+        assert stats["std"] == pytest.approx(bn1[i].std(), rel=1e-5)
+        assert stats["sparsity"] == pytest.approx((bn1[i] == 0).mean())
+        assert stats["l2_norm"] == pytest.approx(np.linalg.norm(bn1[i]), rel=1e-5)
+        features = debuggers["features"].summary(outputs[i]["features"])
+        assert features["energy"] == pytest.approx((layer1[i] ** 2).mean(), rel=1e-5)
+        assert features["dead_channel_fraction"] == pytest.approx((~layer1[i].reshape(8, -1).any(1)).mean())
+        assert features["strongest_channel"] == float(layer1[i].reshape(8, -1).mean(1).argmax())
+        pooled = layer1[i].mean(axis=(1, 2))  # downsample_factor beyond the map: one cell per channel
+        assert debuggers["output"].summary(outputs[i]["output"])["pooled_norm"] == pytest.approx(
+            np.linalg.norm(pooled), rel=1e-5)
+        assert outputs[i]["output"]["output"].reshape(-1).shape == (8,)  # the pooled feature vector
+
+
+def test_gradcam_summary_of_known_maps():
+    debugger = GradCAMDebugger("layer2")
+    base = {"kind": KIND_CAM, "target_score": 2.5, "raw_max": 0.7, "target_class": 1}
+    hot = np.zeros((4, 4))
+    hot[1, 3] = 1.0
+    summary = debugger.summary({**base, "cam": hot})
+    assert summary["centroid_x"] == 3.5 / 4 and summary["centroid_y"] == 1.5 / 4
+    assert summary["spread"] == 0 and summary["entropy"] == 0 and summary["centre_fraction"] == 0
+    assert summary["target_score"] == 2.5 and summary["raw_max"] == 0.7 and summary["target_class"] == 1
+    uniform = debugger.summary({**base, "cam": np.ones((4, 4))})
+    coords = (np.arange(4) + 0.5) / 4
+    assert uniform["centroid_x"] == uniform["centroid_y"] == pytest.approx(0.5)
+    assert uniform["entropy"] == pytest.approx(1.0) and uniform["centre_fraction"] == pytest.approx(0.25)
+    assert uniform["spread"] == pytest.approx(math.sqrt(2 * ((coords - 0.5) ** 2).mean()))
+    assert math.isnan(debugger.summary({**base, "cam": np.zeros((4, 4))})["centroid_x"])
+
+
+def test_gradcam_summary_of_a_real_capture(resnet_run):
+    _, _, outputs, debuggers = resnet_run
+    cam = outputs[0]["cam"]["cam"].astype(np.float64)
+    p = cam / cam.sum()
+    xs = (np.arange(cam.shape[1]) + 0.5) / cam.shape[1]
+    summary = debuggers["cam"].summary(outputs[0]["cam"])
+    assert summary["centroid_x"] == pytest.approx(float((p.sum(0) * xs).sum()))
+    assert summary["target_score"] == pytest.approx(float(outputs[0]["cam"]["target_score"]))
+
+
+def test_gradient_flow_and_capture_summaries(resnet_run):
+    model, images, outputs, debuggers = resnet_run
+    for i in range(2):
+        gradients = outputs[i]["gradients"]
+        summary = debuggers["gradients"].summary(gradients)
+        with torch.enable_grad():
+            loss = F.cross_entropy(model({"image": images[i:i + 1]})["logits"], torch.tensor([i]))
+            grad_w, grad_b = torch.autograd.grad(loss, [model.fc.weight, model.fc.bias])
+        fc = math.sqrt(float(grad_w.double().pow(2).sum() + grad_b.double().pow(2).sum()))
+        assert summary["norm.fc"] == pytest.approx(fc, rel=1e-4)
+        assert summary["loss"] == pytest.approx(float(loss.detach()), rel=1e-5)
+        assert summary["total_norm"] == pytest.approx(float(np.sqrt((gradients["grad_norms"] ** 2).sum())))
+        assert summary["missing_layers"] == 0
+        with torch.no_grad():
+            pooled = model.layer2(model.layer1(model.stem(images[i:i + 1]))).mean(dim=(2, 3))
+        assert debuggers["captured"].summary(outputs[i]["captured"]) == {
+            "head.embedding.norm": pytest.approx(float(pooled.norm()), rel=1e-5)}
+
+
+def test_nan_summary_names_the_first_bad_call_in_execution_order(resnet_run):
+    model, images, outputs, debuggers = resnet_run
+    order = []
+    handles = [m.register_forward_hook(lambda mod, a, out, name=name: order.append(name))
+               for name, m in model.named_modules()]
+    with torch.no_grad():
+        model({"image": images})
+    for handle in handles:
+        handle.remove()
+    assert debuggers["nan"].summary(outputs[2]["nan"]) == {
+        "has_nan": 1.0, "first_module_index": float(order.index("stem.0")),
+        "bad_module_count": float(len(outputs[2]["nan"]["bad_modules"]))}
+    clean = debuggers["nan"].summary(outputs[0]["nan"])
+    assert clean["has_nan"] == 0.0 and math.isnan(clean["first_module_index"]) and clean["bad_module_count"] == 0
+
+
+def test_attention_summary(tmp_path):
+    torch.manual_seed(0)
+    model = SeqFirstClassifier().eval()
+    tokens = torch.randint(1, 20, (2, 5))
+    tokens[1, 3:] = 0
+    batches = [{"inputs": {"tokens": tokens}, "meta_info": {"idx": torch.arange(2)}}]
+    outputs = capture(model, batches, tmp_path, [entry("att", AttentionDebugger, layer_name="attn")])
+    for i in range(2):
+        p = outputs[i]["att"]["attention"].astype(np.float64)  # (heads, real, real)
+        entropy = -(np.where(p > 0, p * np.log(np.where(p > 0, p, 1)), 0)).sum(-1).mean(-1)
+        summary = AttentionDebugger("attn").summary(outputs[i]["att"])
+        assert summary["entropy_head0"] == pytest.approx(entropy[0], rel=1e-5)
+        assert summary["entropy_mean"] == pytest.approx(entropy.mean(), rel=1e-5)
+        assert summary["max_attention"] == pytest.approx(p.max(), rel=1e-6)
+
+
+def test_summaries_of_split_tensors_equal_those_of_pages(resnet_run):
+    """The epoch table summarises outputs right after the batch split (tensors), the viewer reads pages."""
+    model, images, outputs, debuggers = resnet_run
+    sequential = SequentialDebugger([entry(name, cls, **args) for name, (cls, args) in DEBUGGERS.items()],
+                                    model=model)
+    sequential.reset_buffer()
+    sequential.enabled = True
+    with torch.no_grad():
+        batch = {"inputs": {"image": images}, "labels": {"class": torch.tensor([0, 1, 2])},
+                 "meta_info": {"idx": torch.arange(3)}}
+        batch["outputs"] = model(batch["inputs"])
+        batch_outputs = sequential(batch, model)
+    sequential.close()
+    for name, debugger in debuggers.items():
+        for i, output in enumerate(split_batch(batch_outputs[name], 3)):
+            assert debugger.summary(output) == pytest.approx(debugger.summary(outputs[i][name]), nan_ok=True), name
