@@ -5,14 +5,13 @@ from __future__ import annotations
 import math
 from typing import Any, Optional, Union
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from debuggers.base_debugger import BaseDebugger
 from debuggers.model_runs import eval_mode, output_tensor
 from debuggers.outputs import KIND_CAM
-from debuggers.tensor_utils import describe, to_numpy
+from debuggers.tensor_utils import describe
 from debuggers.utils import require_layer
 from utils.errors import ConfigError
 
@@ -43,8 +42,13 @@ class GradCAMDebugger(BaseDebugger):
         label_key: key of the class labels, for ``target='label'``.
 
     Output ``{'kind': 'cam', 'cam': (B, H, W), 'target_class': (B,), 'target_score': (B,),
-    'target_layer', 'raw_max': (B,)}`` where ``raw_max`` is the cam's maximum before
-    upsampling and normalisation (how strong the evidence is).
+    'target_layer', 'raw_max': (B,), 'spatial': {'centroid_x', 'centroid_y', 'centre_fraction', 'spread',
+    'entropy': (B,)}}`` where ``raw_max`` is the cam's maximum before upsampling and normalisation (how
+    strong the evidence is) and ``spatial`` where the cam's mass lies (``cam_spatial_stats``).
+
+    Cost: the rerun records no graph below ``target_layer`` (it runs under ``no_grad`` up to it),
+    one ``autograd.grad`` serves the whole batch, and the cam is built without per-datapoint
+    temporaries.
     """
 
     runs_model = True
@@ -65,48 +69,30 @@ class GradCAMDebugger(BaseDebugger):
         return [self.target_layer]
 
     def __call__(self, datapoint: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
-        with torch.enable_grad():
-            activations, logits = self._forward(datapoint, model)
-            targets = self._targets(datapoint, logits)
+        activations, logits = self._forward(datapoint, model)
+        targets = self._targets(datapoint, logits)
+        with torch.enable_grad():  # one backward for the batch: datapoints are independent in eval mode
             scores = logits.gather(1, targets[:, None]).squeeze(1)
             (gradients,) = torch.autograd.grad(scores.sum(), activations)
-        weights = gradients.mean(dim=(2, 3), keepdim=True)
-        cam = F.relu((weights * activations).sum(dim=1)).detach()
-        raw_max = cam.amax(dim=(1, 2))
-        cam = self._upsample(cam, datapoint)
-        peak = cam.amax(dim=(1, 2), keepdim=True)
-        return {
-            "kind": KIND_CAM,
-            "cam": torch.where(peak > 0, cam / peak, 0.0),
-            "target_class": targets,
-            "target_score": scores.detach(),
-            "target_layer": self.target_layer,
-            "raw_max": raw_max,
-        }
+        with torch.no_grad():
+            cam = torch.einsum("bc,bchw->bhw", gradients.mean(dim=(2, 3)), activations).relu_()
+            raw_max = cam.amax(dim=(1, 2))
+            cam = self._upsample(cam, datapoint)
+            cam.div_(cam.amax(dim=(1, 2), keepdim=True).clamp_(min=torch.finfo(cam.dtype).tiny))
+            return {
+                "kind": KIND_CAM,
+                "cam": cam,
+                "target_class": targets,
+                "target_score": scores.detach(),
+                "target_layer": self.target_layer,
+                "raw_max": raw_max,
+                "spatial": cam_spatial_stats(cam),
+            }
 
     def summary(self, output: dict[str, Any]) -> dict[str, float]:
-        """Where the cam's mass lies and how spread it is, with the target's score.
-
-        The cam, taken as a distribution over the image (coordinates in [0, 1], x across, y down):
-        its centroid, the share of its mass in the central box (the middle half of each side),
-        its spread (root mean squared distance from the centroid) and its entropy divided by
-        log(H W) (1: uniform, 0: one pixel). All nan for an all-zero cam.
-        """
-        cam = to_numpy(output["cam"])
-        scores = {key: float(to_numpy(output[key])) for key in ("target_score", "raw_max", "target_class")}
-        total = cam.sum()
-        if not total > 0:
-            return {**scores, **dict.fromkeys(("centroid_x", "centroid_y", "centre_fraction", "spread", "entropy"),
-                                              math.nan)}
-        p = cam / total
-        h, w = p.shape
-        ys, xs = (np.arange(h) + 0.5) / h, (np.arange(w) + 0.5) / w
-        cy, cx = float(p.sum(1) @ ys), float(p.sum(0) @ xs)
-        spread = math.sqrt(float((p * ((ys[:, None] - cy) ** 2 + (xs[None, :] - cx) ** 2)).sum()))
-        entropy = float(-(p[p > 0] * np.log(p[p > 0])).sum() / math.log(h * w)) if h * w > 1 else 0.0
-        centre = float(p[h // 4:h - h // 4, w // 4:w - w // 4].sum())
-        return {**scores, "centroid_x": cx, "centroid_y": cy, "centre_fraction": centre, "spread": spread,
-                "entropy": entropy}
+        """The target's score and class, the cam's raw maximum, and where its mass lies (``spatial``)."""
+        scores = {key: float(output[key]) for key in ("target_score", "raw_max", "target_class")}
+        return {**scores, **{key: float(value) for key, value in output["spatial"].items()}}
 
     def _forward(self, datapoint: dict[str, Any], model: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
         """Rerun the model (grad enabled by the caller); return the target layer's activations and the logits."""
@@ -117,16 +103,16 @@ class GradCAMDebugger(BaseDebugger):
             if not (isinstance(output, torch.Tensor) and output.ndim == 4):
                 kept.append(output)
                 return None
-            if not output.requires_grad:  # frozen layers below: start the graph here
-                output = output.detach().requires_grad_()
-            kept.append(output)
+            activations = output.detach().requires_grad_()
+            kept.append(activations)
+            torch.set_grad_enabled(True)  # the graph starts here: the layers below need none
             # the model goes on with a copy, as captum's LayerGradCam does: an in-place op next
             # (ReLU(inplace=True), out += identity) then changes the copy, never the kept A
-            return output.clone()
+            return activations.clone()
 
         handle = layer.register_forward_hook(keep)
         try:
-            with eval_mode(model):
+            with eval_mode(model), torch.no_grad():  # grad mode is back as it was after the block
                 logits = output_tensor(model(datapoint["inputs"]), self.output_key, "GradCAMDebugger")
         finally:
             handle.remove()
@@ -163,3 +149,29 @@ class GradCAMDebugger(BaseDebugger):
         if not isinstance(image, torch.Tensor) or image.ndim != 4:
             return cam
         return F.interpolate(cam[:, None], size=image.shape[-2:], mode="bilinear", align_corners=False)[:, 0]
+
+
+def cam_spatial_stats(cam: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Where the mass of each (H, W) cam of a batch lies, as a distribution over the image.
+
+    Coordinates are pixel centres in [0, 1] (x across, y down): the centroid, the share of the
+    mass in the central box (the middle half of each side), the spread (root mean squared
+    distance from the centroid) and the entropy divided by log(H W) (1: uniform, 0: one pixel).
+    All (B,), nan for an all-zero cam.
+    """
+    batch, h, w = cam.shape
+    cam = cam.double()
+    total = cam.sum(dim=(1, 2))
+    share = torch.where(total > 0, 1 / total, torch.nan)
+    ys = (torch.arange(h, dtype=cam.dtype, device=cam.device) + 0.5) / h
+    xs = (torch.arange(w, dtype=cam.dtype, device=cam.device) + 0.5) / w
+    rows, columns = cam.sum(dim=2) * share[:, None], cam.sum(dim=1) * share[:, None]
+    cy, cx = rows @ ys, columns @ xs
+    variance = rows @ ys.square() - cy.square() + columns @ xs.square() - cx.square()
+    plogp = torch.special.xlogy(cam, cam).sum(dim=(1, 2)) * share - torch.log(total)  # sum p log p
+    return {
+        "centroid_x": cx, "centroid_y": cy,
+        "centre_fraction": cam[:, h // 4:h - h // 4, w // 4:w - w // 4].sum(dim=(1, 2)) * share,
+        "spread": variance.clamp(min=0).sqrt(),
+        "entropy": -plogp / math.log(h * w) if h * w > 1 else torch.zeros_like(total) * share,
+    }

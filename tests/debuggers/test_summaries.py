@@ -14,11 +14,10 @@ from debuggers.attention_debugger import AttentionDebugger
 from debuggers.batch_split import split_batch
 from debuggers.capture_debugger import CaptureDebugger
 from debuggers.feature_map_debugger import FeatureMapDebugger
-from debuggers.gradcam_debugger import GradCAMDebugger
+from debuggers.gradcam_debugger import GradCAMDebugger, cam_spatial_stats
 from debuggers.gradient_flow_debugger import GradientFlowDebugger
 from debuggers.layer_output_debugger import LayerOutputDebugger
 from debuggers.nan_inf_debugger import NaNInfDebugger
-from debuggers.outputs import KIND_CAM
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from tests.compat.architectures import SeqFirstClassifier, TinyResNet
 from tests.compat.harness import capture
@@ -85,30 +84,30 @@ def test_activation_stats_feature_map_and_layer_output(resnet_run):
         assert outputs[i]["output"]["output"].reshape(-1).shape == (8,)  # the pooled feature vector
 
 
-def test_gradcam_summary_of_known_maps():
-    debugger = GradCAMDebugger("layer2")
-    base = {"kind": KIND_CAM, "target_score": 2.5, "raw_max": 0.7, "target_class": 1}
-    hot = np.zeros((4, 4))
+def test_where_the_mass_of_known_cams_lies():
+    hot = torch.zeros(4, 4)
     hot[1, 3] = 1.0
-    summary = debugger.summary({**base, "cam": hot})
-    assert summary["centroid_x"] == 3.5 / 4 and summary["centroid_y"] == 1.5 / 4
-    assert summary["spread"] == 0 and summary["entropy"] == 0 and summary["centre_fraction"] == 0
-    assert summary["target_score"] == 2.5 and summary["raw_max"] == 0.7 and summary["target_class"] == 1
-    uniform = debugger.summary({**base, "cam": np.ones((4, 4))})
+    stats = {key: value.tolist() for key, value in cam_spatial_stats(torch.stack([hot, torch.ones(4, 4),
+                                                                                 torch.zeros(4, 4)])).items()}
+    assert stats["centroid_x"][0] == 3.5 / 4 and stats["centroid_y"][0] == 1.5 / 4
+    assert stats["spread"][0] == 0 and stats["entropy"][0] == pytest.approx(0) and stats["centre_fraction"][0] == 0
     coords = (np.arange(4) + 0.5) / 4
-    assert uniform["centroid_x"] == uniform["centroid_y"] == pytest.approx(0.5)
-    assert uniform["entropy"] == pytest.approx(1.0) and uniform["centre_fraction"] == pytest.approx(0.25)
-    assert uniform["spread"] == pytest.approx(math.sqrt(2 * ((coords - 0.5) ** 2).mean()))
-    assert math.isnan(debugger.summary({**base, "cam": np.zeros((4, 4))})["centroid_x"])
+    assert stats["centroid_x"][1] == stats["centroid_y"][1] == pytest.approx(0.5)
+    assert stats["entropy"][1] == pytest.approx(1.0) and stats["centre_fraction"][1] == pytest.approx(0.25)
+    assert stats["spread"][1] == pytest.approx(math.sqrt(2 * ((coords - 0.5) ** 2).mean()))
+    assert all(math.isnan(values[2]) for values in stats.values())  # an all-zero cam has no mass
 
 
 def test_gradcam_summary_of_a_real_capture(resnet_run):
     _, _, outputs, debuggers = resnet_run
     cam = outputs[0]["cam"]["cam"].astype(np.float64)
     p = cam / cam.sum()
-    xs = (np.arange(cam.shape[1]) + 0.5) / cam.shape[1]
+    ys, xs = ((np.arange(n) + 0.5) / n for n in cam.shape)
     summary = debuggers["cam"].summary(outputs[0]["cam"])
     assert summary["centroid_x"] == pytest.approx(float((p.sum(0) * xs).sum()))
+    assert summary["centroid_y"] == pytest.approx(float((p.sum(1) * ys).sum()))
+    assert summary["entropy"] == pytest.approx(float(-(p[p > 0] * np.log(p[p > 0])).sum() / np.log(p.size)))
+    assert summary["centre_fraction"] == pytest.approx(float(p[3:9, 3:9].sum()))
     assert summary["target_score"] == pytest.approx(float(outputs[0]["cam"]["target_score"]))
 
 
