@@ -10,9 +10,10 @@ kept (load from other processes only ever adds time). Prints ms per datapoint an
 ratio to the loop without a debugger.
 
 ``--gradcam`` instead measures Grad-CAM of every datapoint side by side, in interleaved
-rounds (medians): the loop without capture, the hand-written floor (a hook, one
-``autograd.grad`` per batch, ``numpy.save``), captum's ``LayerGradCam`` + ``numpy.save``,
-and Lantern's ``GradCAMDebugger`` with its pages, with the minor page faults of each.
+rounds (medians): the loop without capture, the hand-written floor (the evaluation
+forward itself with gradients on, a hook, one ``autograd.grad`` per batch, ``numpy.save``),
+captum's ``LayerGradCam`` + ``numpy.save``, and Lantern's ``GradCAMDebugger`` with its pages,
+with the minor page faults of each.
 """
 
 from __future__ import annotations
@@ -119,12 +120,11 @@ def _cam_of(activations: torch.Tensor, gradients: torch.Tensor, size: tuple[int,
 
 
 def gradcam_floor(model: torch.nn.Module, batches: list[dict], folder: str) -> None:
-    """Hand-written: a forward hook keeps A, one autograd.grad per batch, numpy.save per batch."""
+    """Hand-written: the evaluation forward itself with gradients on and a hook keeping A, one
+    ``autograd.grad`` per batch, ``numpy.save`` per batch."""
     layer, kept = model.backbone.layer4, []
     handle = layer.register_forward_hook(lambda module, args, output: kept.append(output))
     for n, batch in enumerate(batches):
-        with torch.no_grad():
-            model(batch["inputs"])
         kept.clear()
         with torch.enable_grad():
             logits = model(batch["inputs"])["logits"]

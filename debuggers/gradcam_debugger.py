@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 import torch
 import torch.nn.functional as F
 
-from debuggers.base_debugger import BaseDebugger
+from debuggers.base_debugger import BaseDebugger, Removable
 from debuggers.model_runs import eval_mode, output_tensor
 from debuggers.outputs import KIND_CAM
 from debuggers.tensor_utils import describe
@@ -22,10 +23,13 @@ _NAMED_TARGETS = ("predicted", "label")
 class GradCAMDebugger(BaseDebugger):
     """Which pixels raised each datapoint's target class score, seen from ``target_layer``.
 
-    The debugger reruns the model's forward on ``datapoint['inputs']`` with gradients
-    on (even inside the evaluation loop's ``torch.no_grad()``), in eval mode, with a
-    temporary hook on ``target_layer``. For activations A (B, C, h, w) and the
-    target logits y (one per datapoint):
+    While attached (inside ``SequentialDebugger``), the evaluation loop's own forward pass
+    (in eval mode) records a graph from ``target_layer`` up to the logits, even inside
+    ``torch.no_grad()``; the loop still gets outputs without a graph, and grad mode is put
+    back when the forward pass ends. Called on its own, or when the model was in training
+    mode or ran on other inputs, the debugger reruns the forward on ``datapoint['inputs']``
+    in eval mode instead, with no graph below ``target_layer``. For activations A
+    (B, C, h, w) and the target logits y (one per datapoint):
 
         w_c = mean over (h, w) of dy/dA_c,   cam = ReLU(sum_c w_c A_c)
 
@@ -64,12 +68,41 @@ class GradCAMDebugger(BaseDebugger):
         self.output_key = output_key
         self.input_key = input_key
         self.label_key = label_key
+        self._armed: Optional[_EvalPass] = None
+        self._eval_pass: Optional[_EvalPass] = None
 
     def layer_names(self) -> list[str]:
         return [self.target_layer]
 
+    def attach(self, model: torch.nn.Module) -> list[Removable]:
+        """Let the evaluator's own forward pass build the graph above ``target_layer`` (its caller gets
+        detached outputs, as under ``no_grad``): Grad-CAM then needs no second forward pass."""
+        layer = require_layer(model, self.target_layer)
+        return [model.register_forward_pre_hook(self._arm), layer.register_forward_hook(self._keep_eval_pass),
+                model.register_forward_hook(self._disarm)]
+
+    def _arm(self, model: torch.nn.Module, args: tuple) -> None:
+        self._eval_pass = None
+        self._armed = None if model.training else _EvalPass(args[0] if args else None, torch.is_grad_enabled())
+
+    def _keep_eval_pass(self, module: torch.nn.Module, args: tuple, output: Any) -> Any:
+        return start_graph(output, self._armed.kept) if self._armed is not None else None
+
+    def _disarm(self, model: torch.nn.Module, args: tuple, output: Any) -> Any:
+        armed, self._armed = self._armed, None
+        if armed is None:
+            return None
+        torch.set_grad_enabled(armed.grad_mode)
+        armed.logits = output.get(self.output_key) if isinstance(output, dict) else output
+        self._eval_pass = armed
+        return _detached(output)
+
     def __call__(self, datapoint: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
-        activations, logits = self._forward(datapoint, model)
+        eval_pass, self._eval_pass = self._eval_pass, None
+        if eval_pass is not None and eval_pass.serves(datapoint):
+            activations, logits = eval_pass.kept[-1], eval_pass.logits
+        else:  # called on its own, or the model ran differently: run it again
+            activations, logits = self._forward(datapoint, model)
         targets = self._targets(datapoint, logits)
         with torch.enable_grad():  # one backward for the batch: datapoints are independent in eval mode
             scores = logits.gather(1, targets[:, None]).squeeze(1)
@@ -98,19 +131,7 @@ class GradCAMDebugger(BaseDebugger):
         """Rerun the model (grad enabled by the caller); return the target layer's activations and the logits."""
         layer = require_layer(model, self.target_layer)
         kept: list[Any] = []
-
-        def keep(module: torch.nn.Module, args: Any, output: Any) -> Any:
-            if not (isinstance(output, torch.Tensor) and output.ndim == 4):
-                kept.append(output)
-                return None
-            activations = output.detach().requires_grad_()
-            kept.append(activations)
-            torch.set_grad_enabled(True)  # the graph starts here: the layers below need none
-            # the model goes on with a copy, as captum's LayerGradCam does: an in-place op next
-            # (ReLU(inplace=True), out += identity) then changes the copy, never the kept A
-            return activations.clone()
-
-        handle = layer.register_forward_hook(keep)
+        handle = layer.register_forward_hook(lambda module, args, output: start_graph(output, kept))
         try:
             with eval_mode(model), torch.no_grad():  # grad mode is back as it was after the block
                 logits = output_tensor(model(datapoint["inputs"]), self.output_key, "GradCAMDebugger")
@@ -149,6 +170,50 @@ class GradCAMDebugger(BaseDebugger):
         if not isinstance(image, torch.Tensor) or image.ndim != 4:
             return cam
         return F.interpolate(cam[:, None], size=image.shape[-2:], mode="bilinear", align_corners=False)[:, 0]
+
+
+def start_graph(output: Any, kept: list[Any]) -> Any:
+    """Forward hook on the target layer: keep its (B, C, h, w) output A as a leaf and record a graph from here.
+
+    The model goes on with a copy, as captum's LayerGradCam does: an in-place op next
+    (``ReLU(inplace=True)``, ``out += identity``) then changes the copy, never the kept A; and
+    frozen layers below are no obstacle. Layers below ran without a graph: none is needed.
+    """
+    if not (isinstance(output, torch.Tensor) and output.ndim == 4):
+        kept.append(output)
+        return None
+    activations = output.detach().requires_grad_()
+    kept.append(activations)
+    torch.set_grad_enabled(True)
+    return activations.clone()
+
+
+@dataclass
+class _EvalPass:
+    """What one forward pass of the model left for Grad-CAM: its inputs, A and the logits with their graph."""
+
+    inputs: Any
+    grad_mode: bool  # to put back when the forward pass ends
+    kept: list[Any] = field(default_factory=list)
+    logits: Any = None
+
+    def serves(self, datapoint: dict[str, Any]) -> bool:
+        """Whether this pass ran on ``datapoint``'s inputs and left what Grad-CAM needs."""
+        return (self.inputs is datapoint.get("inputs") and bool(self.kept) and isinstance(self.kept[-1], torch.Tensor)
+                and isinstance(self.logits, torch.Tensor) and self.logits.ndim == 2 and self.logits.requires_grad)
+
+
+def _detached(output: Any) -> Any:
+    """The model's output without its graph, dicts kept as the same objects (a ModelOutput stays one)."""
+    if isinstance(output, torch.Tensor):
+        return output.detach()
+    if isinstance(output, dict):
+        for key, value in output.items():
+            output[key] = _detached(value)
+        return output
+    if isinstance(output, (list, tuple)) and not hasattr(output, "_fields"):
+        return type(output)(_detached(value) for value in output)
+    return output
 
 
 def cam_spatial_stats(cam: torch.Tensor) -> dict[str, torch.Tensor]:

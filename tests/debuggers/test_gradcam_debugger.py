@@ -8,7 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from debuggers.gradcam_debugger import GradCAMDebugger
+from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from models import SmallCNN
+from runners.eval_viewer.backend.initialization import load_debug_outputs
 from tests.compat.architectures import TinyResNet
 from tests.compat.references import captum_gradcam
 from tests.debuggers.library import capture_epoch, entry, leftover_hooks, make_batch
@@ -128,3 +130,28 @@ def test_in_place_ops_after_the_layer_and_frozen_layers_below_match_captum(tmp_p
         np.testing.assert_allclose(outputs[i]["cam"]["cam"], cam[i].numpy(), rtol=1e-4, atol=1e-5)
         assert outputs[i]["cam"]["raw_max"] == pytest.approx(float(raw_max[i]), rel=1e-4, abs=1e-9)
     assert all(p.grad is None for p in model.parameters())
+
+
+def test_the_evaluation_forward_pass_is_reused_and_its_caller_sees_no_graph(model, images, tmp_path):
+    calls = []
+    model.register_forward_pre_hook(lambda module, args: calls.append(torch.is_grad_enabled()))
+    debugger = SequentialDebugger([entry("cam", GradCAMDebugger, target_layer="backbone.layer4")], model=model)
+    debugger.reset_buffer(str(tmp_path / "debugger"))
+    debugger.enabled = True
+    with torch.no_grad():  # the evaluation loop
+        for start in (0, 3):
+            dp = make_batch(images, range(start, start + 3))
+            dp["outputs"] = model(dp["inputs"])
+            assert not torch.is_grad_enabled() and not dp["outputs"]["logits"].requires_grad  # as without capture
+            debugger(dp, model)
+    debugger.save_all(str(tmp_path / "debugger"))
+    debugger.close()
+    assert calls == [False, False]  # two batches, one forward pass each: none more for Grad-CAM
+    outputs = load_debug_outputs(str(tmp_path))
+    with torch.no_grad():
+        targets = model({"image": images})["logits"].argmax(1)
+    cam, raw_max = captum_gradcam(model, "backbone.layer4", {"image": images}, targets)
+    for i in range(6):
+        np.testing.assert_allclose(outputs[i]["cam"]["cam"], cam[i].numpy(), rtol=1e-4, atol=1e-5)
+        assert outputs[i]["cam"]["raw_max"] == pytest.approx(float(raw_max[i]), rel=1e-4)
+    assert leftover_hooks(model) == 1  # the test's own counter
