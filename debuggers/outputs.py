@@ -43,7 +43,7 @@ KIND_FIELDS: dict[str, str] = {
                     "max_attention, "
                     "grid [h, w] of the key tokens or None",
     KIND_CAM: "target_layer, cam (H,W) in [0, 1], target_class, target_score, raw_max (cam's max before "
-              "normalisation)",
+              "normalisation), spatial {centroid_x, centroid_y, centre_fraction, spread, entropy}",
     KIND_NAN_ORIGIN: "first_module (name or None), module_type, input_min/input_max of first_module's input "
                      "(nan if none), bad_modules (names in execution order), modules_checked, "
                      "batch_dim_unknown (why a non-finite output could not be attributed)",

@@ -7,11 +7,13 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from debuggers.forward_debugger import ForwardDebugger
+from debuggers.model_report import build_model_report
 from tests.debuggers.library import entry, run_batches
 
-__all__ = ["ChannelEnergy", "alone", "assert_same_outputs", "capture", "entry"]
+__all__ = ["ChannelEnergy", "alone", "assert_same_outputs", "capture", "check_flops", "entry"]
 
 
 class ChannelEnergy(ForwardDebugger):
@@ -31,6 +33,14 @@ def capture(model: torch.nn.Module, batches: list[dict], out_dir, debuggers: lis
     idx = [int(i) for batch in batches for i in batch["meta_info"]["idx"]]
     assert summary["datapoints"] == len(idx)
     return {i: outputs[i] for i in idx}
+
+
+def check_flops(model: torch.nn.Module, inputs: dict) -> None:
+    """The model report's FLOPs against flop_counter on a path it counts (gradients on: no fused fast path)."""
+    reference = FlopCounterMode(display=False)
+    with torch.enable_grad(), reference:
+        model(inputs)
+    assert build_model_report(model, inputs)["total_flops"] == reference.get_total_flops() > 0
 
 
 def alone(batches: list[dict]) -> list[dict]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from debuggers.activation_stats_debugger import ActivationStatsDebugger
 from debuggers.attention_debugger import AttentionDebugger
@@ -16,10 +15,9 @@ from debuggers.feature_map_debugger import FeatureMapDebugger
 from debuggers.gradcam_debugger import GradCAMDebugger
 from debuggers.gradient_flow_debugger import GradientFlowDebugger
 from debuggers.layer_output_debugger import LayerOutputDebugger
-from debuggers.model_report import build_model_report
 from debuggers.nan_inf_debugger import NaNInfDebugger
 from tests.compat.architectures import SeqFirstClassifier, TinyResNet
-from tests.compat.harness import ChannelEnergy, alone, assert_same_outputs, capture, entry
+from tests.compat.harness import ChannelEnergy, alone, assert_same_outputs, capture, check_flops, entry
 from tests.compat.references import captum_gradcam
 
 RESNET_DEBUGGERS = [
@@ -79,10 +77,7 @@ def test_resnet_block_stack(tmp_path, frozen_backbone):
             ["fc"] if frozen_backbone else gradients["layers"])
         assert batched[i]["nan"]["first_module"] is None
     assert_same_outputs(batched, capture(model, alone(batches), tmp_path / "alone", RESNET_DEBUGGERS))
-    reference = FlopCounterMode(display=False)
-    with reference:
-        model({"image": images[:1]})
-    assert build_model_report(model, {"image": images[:1]})["total_flops"] == reference.get_total_flops() > 0
+    check_flops(model, {"image": images[:1]})
 
 
 def test_sequence_first_lstm_and_attention(tmp_path):
@@ -114,3 +109,4 @@ def test_sequence_first_lstm_and_attention(tmp_path):
         assert batched[i]["nan"]["first_module"] is None
     assert batched[3]["nan"]["first_module"] == "attn"
     assert_same_outputs(batched, capture(model, alone(batches), tmp_path / "alone", debuggers))
+    check_flops(model, {"tokens": tokens[:1]})

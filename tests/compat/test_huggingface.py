@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from debuggers.activation_stats_debugger import ActivationStatsDebugger
 from debuggers.attention_debugger import AttentionDebugger
@@ -14,10 +13,9 @@ from debuggers.feature_map_debugger import FeatureMapDebugger
 from debuggers.gradcam_debugger import GradCAMDebugger
 from debuggers.gradient_flow_debugger import GradientFlowDebugger
 from debuggers.layer_output_debugger import LayerOutputDebugger
-from debuggers.model_report import build_model_report
 from debuggers.nan_inf_debugger import NaNInfDebugger
 from tests.compat import huggingface as hf
-from tests.compat.harness import ChannelEnergy, alone, assert_same_outputs, capture, entry
+from tests.compat.harness import ChannelEnergy, alone, assert_same_outputs, capture, check_flops, entry
 from tests.compat.references import captum_gradcam
 
 SEQUENCES = [[5, 6, 7], [8, 9, 10, 11, 12, 13], [14, 15], [16, 17, 18, 19, 20, 21]]
@@ -32,14 +30,6 @@ def eager_attentions(model: hf.HFClassifier, inputs: dict) -> tuple:
             return model.model(**inputs, output_attentions=True).attentions
     finally:
         config._attn_implementation = before
-
-
-def check_flops(model: torch.nn.Module, inputs: dict) -> None:
-    reference = FlopCounterMode(display=False)
-    with torch.enable_grad(), reference:
-        model(inputs)
-    report = build_model_report(model, inputs)
-    assert report["total_flops"] == reference.get_total_flops() > 0
 
 
 @pytest.mark.parametrize("build, layer", [(hf.bert, "model.bert.encoder.layer.0.attention.self"),
