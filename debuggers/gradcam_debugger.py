@@ -83,7 +83,8 @@ class GradCAMDebugger(BaseDebugger):
 
     def _arm(self, model: torch.nn.Module, args: tuple) -> None:
         self._eval_pass = None
-        self._armed = None if model.training else _EvalPass(args[0] if args else None, torch.is_grad_enabled())
+        reusable = not model.training and not torch.is_inference_mode_enabled()  # no graph in inference mode
+        self._armed = _EvalPass(args[0] if args else None, torch.is_grad_enabled()) if reusable else None
 
     def _keep_eval_pass(self, module: torch.nn.Module, args: tuple, output: Any) -> Any:
         return start_graph(output, self._armed.kept) if self._armed is not None else None
@@ -101,6 +102,9 @@ class GradCAMDebugger(BaseDebugger):
         eval_pass, self._eval_pass = self._eval_pass, None
         if eval_pass is not None and eval_pass.serves(datapoint):
             activations, logits = eval_pass.kept[-1], eval_pass.logits
+        elif torch.is_inference_mode_enabled():
+            raise RuntimeError("GradCAMDebugger needs gradients, which torch.inference_mode() forbids: run the "
+                               "evaluation loop under torch.no_grad() instead")
         else:  # called on its own, or the model ran differently: run it again
             activations, logits = self._forward(datapoint, model)
         targets = self._targets(datapoint, logits)
@@ -179,7 +183,7 @@ def start_graph(output: Any, kept: list[Any]) -> Any:
     (``ReLU(inplace=True)``, ``out += identity``) then changes the copy, never the kept A; and
     frozen layers below are no obstacle. Layers below ran without a graph: none is needed.
     """
-    if not (isinstance(output, torch.Tensor) and output.ndim == 4):
+    if not (isinstance(output, torch.Tensor) and output.ndim == 4 and output.is_floating_point()):
         kept.append(output)
         return None
     activations = output.detach().requires_grad_()

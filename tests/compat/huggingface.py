@@ -8,6 +8,8 @@ from torch import nn
 from transformers import (
     BertConfig,
     BertForSequenceClassification,
+    DistilBertConfig,
+    DistilBertForSequenceClassification,
     GPT2Config,
     GPT2ForSequenceClassification,
     ResNetConfig,
@@ -37,6 +39,13 @@ def bert() -> HFClassifier:
     config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=32, num_labels=NUM_CLASSES, pad_token_id=PAD)
     return _eval(BertForSequenceClassification(config))
+
+
+def distilbert() -> HFClassifier:
+    torch.manual_seed(0)
+    config = DistilBertConfig(vocab_size=VOCAB, dim=32, n_layers=2, n_heads=2, hidden_dim=64,
+                              max_position_embeddings=32, num_labels=NUM_CLASSES, pad_token_id=PAD)
+    return _eval(DistilBertForSequenceClassification(config))
 
 
 def gpt2() -> HFClassifier:

@@ -33,11 +33,13 @@ def eager_attentions(model: hf.HFClassifier, inputs: dict) -> tuple:
 
 
 @pytest.mark.parametrize("build, layer", [(hf.bert, "model.bert.encoder.layer.0.attention.self"),
-                                          (hf.gpt2, "model.transformer.h.1.attn")], ids=["BERT", "GPT-2"])
+                                          (hf.gpt2, "model.transformer.h.1.attn"),
+                                          (hf.distilbert, "model.distilbert.transformer.layer.1.attention")],
+                         ids=["BERT", "GPT-2", "DistilBERT"])
 def test_text_models_with_padded_batches(tmp_path, build, layer):
     model = build()
     batches = hf.text_batches(SEQUENCES, 4)
-    layer_index = int(layer.split(".")[-3 if "bert" in layer else -2])
+    layer_index = int(next(part for part in layer.split(".") if part.isdigit()))
     debuggers = [entry("attention", AttentionDebugger, layer_name=layer),
                  entry("nan", NaNInfDebugger),
                  entry("gradients", GradientFlowDebugger, layer_types=["Linear", "Conv1D"])]

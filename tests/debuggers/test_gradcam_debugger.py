@@ -155,3 +155,18 @@ def test_the_evaluation_forward_pass_is_reused_and_its_caller_sees_no_graph(mode
         np.testing.assert_allclose(outputs[i]["cam"]["cam"], cam[i].numpy(), rtol=1e-4, atol=1e-5)
         assert outputs[i]["cam"]["raw_max"] == pytest.approx(float(raw_max[i]), rel=1e-4)
     assert leftover_hooks(model) == 1  # the test's own counter
+
+
+def test_an_inference_mode_loop_keeps_its_forward_pass(model, images):
+    """No graph can be recorded under torch.inference_mode(): the model's forward must still run untouched."""
+    debugger = SequentialDebugger([entry("cam", GradCAMDebugger, target_layer="backbone.layer4")], model=model)
+    debugger.reset_buffer()
+    debugger.enabled = True
+    with torch.inference_mode():
+        dp = make_batch(images, range(3))
+        dp["outputs"] = model(dp["inputs"])
+        expected = model.head(model.backbone(dp["inputs"]["image"]))
+        torch.testing.assert_close(dp["outputs"]["logits"], expected)
+        output = debugger(dp, model)["cam"]  # recorded, not raised into the loop
+        assert output["kind"] == "error" and "run the evaluation loop under torch.no_grad()" in output["message"]
+    debugger.close()
