@@ -12,6 +12,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.model_report import build_model_report
 from tests.debuggers.library import entry, run_batches
+from utils.builders import build_from_config
 
 __all__ = ["ChannelEnergy", "alone", "assert_same_outputs", "capture", "check_flops", "entry"]
 
@@ -24,7 +25,7 @@ class ChannelEnergy(ForwardDebugger):
         return {"energy": values.pow(2).reshape(*values.shape[:2], -1).mean(-1)}
 
     def summary(self, output: dict) -> dict[str, float]:
-        return {"total_energy": float(np.sum(output["energy"]))}
+        return {"total_energy": float(output["energy"].sum())}
 
 
 def capture(model: torch.nn.Module, batches: list[dict], out_dir, debuggers: list[dict]) -> dict[int, dict]:
@@ -32,7 +33,13 @@ def capture(model: torch.nn.Module, batches: list[dict], out_dir, debuggers: lis
     summary, outputs = run_batches(model, batches, out_dir, debuggers, strict=True)
     idx = [int(i) for batch in batches for i in batch["meta_info"]["idx"]]
     assert summary["datapoints"] == len(idx)
-    return {i: outputs[i] for i in idx}
+    outputs = {i: outputs[i] for i in idx}
+    for config in debuggers:  # every summary works on what the pages hold
+        debugger = build_from_config(config["debugger_config"])
+        for i in idx:
+            values = debugger.summary(outputs[i][config["name"]])
+            assert all(isinstance(value, float) for value in values.values()), (config["name"], values)
+    return outputs
 
 
 def check_flops(model: torch.nn.Module, inputs: dict) -> None:
