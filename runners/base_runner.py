@@ -35,7 +35,7 @@ from runners.work_dir_guard import LOCK_FILE, WorkDirWatch, lock_work_dir, relea
 from utils.atomic_files import TEMP_MARKER, atomic_write_json, read_json
 from utils.builders import build_from_config
 from utils.config_file import describe_config
-from utils.errors import ConfigError, WorkDirError
+from utils.errors import ConfigError, ModelContractError, WorkDirError
 from utils.ops import apply_tensor_op, idx_list
 from utils.run_logging import get_run_logger
 
@@ -50,6 +50,9 @@ class BaseRunner:
 
     REQUIRED_KEYS: tuple[str, ...] = ("model", "metric")
     LOG_FILE = "run.log"
+    # a file written once the run has finished some work (an epoch, an evaluation); until then the work dir
+    # belongs to whoever runs next
+    FINISHED_WORK_FILE: str
 
     def __init__(self, config: dict[str, Any]) -> None:
         missing = [k for k in self.REQUIRED_KEYS if k not in config]
@@ -67,6 +70,7 @@ class BaseRunner:
         self.datapoint_capture: Optional[DatapointCapture] = None
         self._work_dir_watch: Optional[WorkDirWatch] = None  # rank 0, once the work dir exists
         self.rank, self.world_size = 0, 1
+        self._start_warnings: list[str] = []  # found before the log file exists
 
     @property
     def is_main(self) -> bool:
@@ -77,10 +81,10 @@ class BaseRunner:
         wanted = str(self.config.get("device", "cpu"))
         if wanted.startswith("cuda") and not torch.cuda.is_available():
             self.device = torch.device("cpu")
-            self._device_note = f"config asks for device {wanted!r} but CUDA is not available: running on the CPU"
+            self._start_warnings.append(
+                f"config asks for device {wanted!r} but CUDA is not available: running on the CPU")
         else:
             self.device = torch.device(wanted)
-            self._device_note = ""
         if self.device.type == "cuda" and distributed.env_world_size() > 1:
             self.device = torch.device("cuda", distributed.local_rank())
             torch.cuda.set_device(self.device)
@@ -94,16 +98,26 @@ class BaseRunner:
         return float(timeout)
 
     def _init_work_dir_(self) -> None:
-        """Refuse a work dir that holds a different run; record this run's identity."""
+        """Refuse a work dir that holds a different run; record this run's identity.
+
+        A different run that finished nothing (it stopped at start-up, or in its first epoch) gives its work
+        dir to this one: its files are removed, so rerunning after fixing a typo just works.
+        """
         identity = {"runner": type(self).__name__, "config": describe_config(
             {k: v for k, v in self.config.items() if k not in UNIDENTIFYING_KEYS})}
         info_path = os.path.join(self.work_dir, RUN_INFO_FILE)
+        take_over = False
         if os.path.exists(info_path):
             if {k: v for k, v in _read_run_info(info_path).items() if k in identity} != identity:
-                raise WorkDirError(
-                    f"work dir {self.work_dir!r} holds another run (its {RUN_INFO_FILE} describes a different "
-                    "config). Set another 'work_dir' in the config, or delete the folder to start over"
-                )
+                if os.path.exists(os.path.join(self.work_dir, self.FINISHED_WORK_FILE)):
+                    raise WorkDirError(
+                        f"work dir {self.work_dir!r} holds another run (its {RUN_INFO_FILE} describes a different "
+                        "config). Set another 'work_dir' in the config, or delete the folder to start over"
+                    )
+                take_over = True
+                self._start_warnings.append(
+                    f"work dir {self.work_dir!r} held a run of another config that finished nothing; its files "
+                    "were removed and this run uses the folder")
         elif os.path.isdir(self.work_dir) and set(os.listdir(self.work_dir)) - {LOCK_FILE}:
             raise WorkDirError(
                 f"work dir {self.work_dir!r} is not empty and holds no {RUN_INFO_FILE}: it is not a Lantern run. "
@@ -113,7 +127,7 @@ class BaseRunner:
         launch = distributed.broadcast_object(uuid.uuid4().hex)
         if self.is_main:
             info = {**identity, "config_filepath": self.config.get("config_filepath"), "launch": launch}
-            write_run_file(info_path, lambda: _create_work_dir(self.work_dir, info_path, info))
+            write_run_file(info_path, lambda: _create_work_dir(self.work_dir, info_path, info, take_over))
             self._work_dir_watch = WorkDirWatch(self.work_dir, info_path)
         distributed.barrier("waiting for rank 0 to create the work dir")
         if not self.is_main:
@@ -121,8 +135,8 @@ class BaseRunner:
 
     def _init_logger(self) -> None:
         self.logger = get_run_logger(self.work_dir, self.LOG_FILE, self.rank)
-        if self._device_note:
-            self.logger.warning(self._device_note)
+        for warning in self._start_warnings:
+            self.logger.warning(warning)
         self.logger.info(f"{type(self).__name__} on {self.device} (rank {self.rank}/{self.world_size}), "
                          f"work dir {os.path.abspath(self.work_dir)}")
 
@@ -196,12 +210,23 @@ class BaseRunner:
         dp = apply_tensor_op(lambda t: t.to(self.device, non_blocking=True), dp)
         debugging = self.debugger is not None and self.debugger.enabled
         with self.debugger.watch_forward() if debugging else contextlib.nullcontext():  # hooks run in there
-            dp["outputs"] = self.eval_model(dp["inputs"])
+            dp["outputs"] = self._forward(self.eval_model, dp["inputs"])
         scores = self.metric(dp["outputs"], dp["labels"])
         self.metric.add_to_buffer(idx_list(dp["meta_info"]["idx"]), scores)
         self.epoch_rows.add_batch(dp)
         if debugging:
             dp["debug"] = self.debugger(dp, self.eval_model)
+
+    def _forward(self, model: torch.nn.Module, inputs: Any) -> dict:
+        """``model(inputs)``, checked against the contract the criterion, metric and debuggers rely on."""
+        outputs = model(inputs)
+        if not isinstance(outputs, dict):
+            raise ModelContractError(
+                f"{type(self.eval_model).__name__}.forward returned {_describe(outputs)}, but Lantern's models "
+                "return a dict of named outputs: forward(inputs: dict) -> dict. The criterion and the metric read "
+                "it by key (CrossEntropyCriterion and ClassificationMetric read outputs['logits'], set by their "
+                "output_key argument). Return e.g. {'logits': logits} from forward; see docs/your_project.md")
+        return outputs
 
     def _eval_loop(self, dataloader: DataLoader, desc: str, table_path: str) -> dict:
         """Run every batch through ``_eval_step``; write the epoch table at ``table_path``; return the scores
@@ -297,11 +322,22 @@ def write_run_file(path: str, write: Callable[[], None]) -> None:
         ) from exc
 
 
-def _create_work_dir(work_dir: str, info_path: str, info: dict) -> None:
+def _create_work_dir(work_dir: str, info_path: str, info: dict, take_over: bool) -> None:
     os.makedirs(work_dir, exist_ok=True)
     lock_work_dir(work_dir)  # before anything is deleted or written: another copy may be running
+    if take_over:
+        remove_run_files(work_dir)
     remove_stale_temporaries(work_dir)
     atomic_write_json(info_path, info)
+
+
+def remove_run_files(work_dir: str) -> None:
+    """Empty a run's folder of what runs write (hidden files, such as a lock, stay)."""
+    for name in os.listdir(work_dir):
+        path = os.path.join(work_dir, name)
+        if name.startswith("."):
+            continue
+        shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
 
 
 def remove_stale_temporaries(work_dir: str) -> None:
@@ -329,6 +365,14 @@ def _check_shared_work_dir(info_path: str, launch: str, rank: int, wait_s: float
                 "shared by all of them (NFS, Lustre, ...) under the same path"
             )
         time.sleep(0.2)
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a Tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (list, tuple)):
+        return f"a {type(value).__name__} of {len(value)} item(s)"
+    return f"a {type(value).__name__}"
 
 
 def _nan_to_none(value: Any) -> Any:

@@ -55,10 +55,10 @@ def write_config(path, work_dir, epochs=2, checkpoint_method="latest", train_siz
     return str(path)
 
 
-def run_main(config_path, timeout=240, **kwargs):
-    """``python main.py --config-filepath ...`` in a real subprocess."""
-    return subprocess.run([sys.executable, "main.py", "--config-filepath", str(config_path)], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=timeout, **kwargs)
+def run_main(config_path, timeout=240, cwd=REPO_ROOT, **kwargs):
+    """``python main.py --config-filepath ...`` in a real subprocess (from ``cwd``: relative logs/ go there)."""
+    return subprocess.run([sys.executable, os.path.join(REPO_ROOT, "main.py"), "--config-filepath",
+                           str(config_path)], cwd=cwd, capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
 def run_torchrun(config_path, nproc=2, timeout=180):

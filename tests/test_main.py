@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from tests.runs import run_main, write_config
+from tests.runs import REPO_ROOT, run_main, write_config
 
 
 def test_missing_config_file(tmp_path):
@@ -42,8 +42,11 @@ def test_missing_runner(tmp_path):
     assert result.returncode == 2 and "config['runner']" in result.stderr
 
 
-def test_default_work_dir_mirrors_the_config_path():
+def test_default_work_dirs_of_projects_do_not_collide():
     from utils.config_file import default_work_dir
 
-    assert default_work_dir("configs/examples/cnn_trainer.py") == os.path.join("logs", "examples", "cnn_trainer")
-    assert default_work_dir("/tmp/x/my_run.py") == os.path.join("logs", "my_run")
+    lantern = os.path.join(REPO_ROOT, "configs", "examples", "cnn_trainer.py")
+    assert default_work_dir(lantern) == os.path.join("logs", "examples", "cnn_trainer")
+    assert default_work_dir("/home/me/proj_a/config.py") == os.path.join("logs", "proj_a", "config")
+    assert default_work_dir("/home/me/proj_b/config.py") == os.path.join("logs", "proj_b", "config")
+    assert default_work_dir("/home/me/proj_a/configs/exp/lr.py") == os.path.join("logs", "proj_a", "exp", "lr")

@@ -7,20 +7,28 @@ import os
 import sys
 from typing import Any
 
+from runners.import_path import LANTERN_ROOT, ProjectImportError, project_config_module
 from utils.errors import ConfigError
 
 
 def load_config(path: str) -> dict[str, Any]:
-    """Import ``path`` as a module and return its ``config`` dict."""
+    """Import ``path`` as a module and return its ``config`` dict.
+
+    The modules beside the config file become importable first (``runners/import_path.py``), so a project
+    that lives anywhere runs without ``PYTHONPATH``.
+    """
     if not os.path.isfile(path):
         raise ConfigError(
             f"config file {path!r} does not exist; pass a Python file such as "
             "configs/examples/cnn_trainer.py to --config-filepath"
         )
-    module_name = "lantern_config_" + os.path.splitext(os.path.basename(path))[0]
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
+    if not path.endswith(".py"):
         raise ConfigError(f"config file {path!r} is not a Python module; give it a .py name")
+    try:
+        module_name = project_config_module(path)
+    except ProjectImportError as exc:
+        raise ConfigError(f"config file {path!r}: {exc}") from None
+    spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
@@ -30,19 +38,25 @@ def load_config(path: str) -> dict[str, Any]:
             f"config file {path!r} must define a dict named 'config' "
             f"(found {type(config).__name__}); see configs/examples/ for the format"
         )
+    config = dict(config)  # other configs may import this module's dict: the defaults below are this run's
     config.setdefault("work_dir", default_work_dir(path))
     config.setdefault("config_filepath", os.path.abspath(path))
     return config
 
 
 def default_work_dir(config_path: str) -> str:
-    """``configs/examples/x.py`` → ``logs/examples/x``: the config path mirrored under logs/."""
-    parts = os.path.normpath(os.path.splitext(config_path)[0]).split(os.sep)
+    """Where a config's results go unless it sets ``work_dir``: projects' configs do not collide.
+
+    Lantern's ``configs/examples/x.py`` → ``logs/examples/x``. A project's config is prefixed with the
+    project's folder name: ``myproj/configs/exp/a.py`` → ``logs/myproj/exp/a``, ``myproj/config.py`` →
+    ``logs/myproj/config``.
+    """
+    parts = os.path.abspath(os.path.splitext(config_path)[0]).split(os.sep)
     if "configs" in parts:
-        parts = parts[len(parts) - parts[::-1].index("configs"):]
-    else:
-        parts = parts[-1:]
-    return os.path.join("logs", *parts)
+        at = len(parts) - 1 - parts[::-1].index("configs")
+        in_lantern = os.path.realpath(os.sep.join(parts[:at]) or os.sep) == os.path.realpath(LANTERN_ROOT)
+        return os.path.join("logs", *([] if in_lantern else parts[at - 1:at]), *parts[at + 1:])
+    return os.path.join("logs", *[part for part in parts[-2:] if part])
 
 
 def describe_config(value: Any) -> Any:

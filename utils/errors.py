@@ -15,3 +15,7 @@ class WorkDirError(LanternUserError):
 
 class CheckpointError(LanternUserError):
     """A checkpoint is missing or does not fit the model."""
+
+
+class ModelContractError(LanternUserError):
+    """The model's ``forward`` does not return what the runner, criterion and metric expect."""

@@ -21,12 +21,15 @@ from runners.checkpoints import load_checkpoint_file, load_model_state
 from utils.atomic_files import read_json
 from utils.errors import CheckpointError
 
+SCORES_FILE = "evaluation_scores.json"
+
 
 class BaseEvaluator(BaseRunner):
     """Evaluate ``config['checkpoint']`` (a file, or a trainer's work dir) on ``eval_dataset``."""
 
     REQUIRED_KEYS = ("model", "metric", "eval_dataset")
     LOG_FILE = "eval.log"
+    FINISHED_WORK_FILE = SCORES_FILE
 
     def _init_components_(self) -> None:
         self._init_device_()
@@ -59,7 +62,7 @@ class BaseEvaluator(BaseRunner):
             self._finish_datapoint_capture()
             self._check_work_dir("write the evaluation scores")
             if self.is_main:
-                write_scores(os.path.join(self.work_dir, "evaluation_scores.json"), scores)
+                write_scores(os.path.join(self.work_dir, SCORES_FILE), scores)
             if self.debugger is not None:
                 self._finish_debug_capture(debugger_dir)
         finally:

@@ -44,6 +44,7 @@ class BaseTrainer(BaseRunner):
 
     REQUIRED_KEYS = ("model", "metric", "criterion", "optimizer", "train_dataset", "val_dataset", "epochs")
     LOG_FILE = "train.log"
+    FINISHED_WORK_FILE = PROGRESS_FILE
 
     def __init__(self, config: dict[str, Any]) -> None:
         super().__init__(config)
@@ -186,7 +187,7 @@ class BaseTrainer(BaseRunner):
 
     def _train_step(self, dp: dict[str, Any]) -> float:
         dp = apply_tensor_op(lambda t: t.to(self.device, non_blocking=True), dp)
-        outputs = self.model(dp["inputs"])
+        outputs = self._forward(self.model, dp["inputs"])
         loss = self.criterion(outputs, dp["labels"])
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

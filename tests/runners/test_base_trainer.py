@@ -128,3 +128,37 @@ def test_finished_run_started_again_does_nothing_more(tiny_config):
     before = os.path.getmtime(os.path.join(work_dir, "epoch_0", "checkpoint.pt"))
     train(config_path)
     assert os.path.getmtime(os.path.join(work_dir, "epoch_0", "checkpoint.pt")) == before
+
+
+DEBUGGER_ON = """
+from debuggers.feature_map_debugger import FeatureMapDebugger
+config["debugger"] = {{"class": SequentialDebugger, "args": {{"debuggers_config": [
+    {{"name": "features", "debugger_config": {{"class": FeatureMapDebugger, "args": {{"layer_name": {layer!r}}}}}}}]}}}}
+"""
+
+
+def test_a_run_that_failed_at_start_up_leaves_its_work_dir_to_the_fixed_rerun(tiny_config):
+    typo = tiny_config("run", epochs=1, extra=DEBUGGER_ON.format(layer="backbone.layr4"))
+    result = run_main(typo)
+    assert result.returncode == 2 and "backbone.layr4" in result.stderr
+    work_dir = load_config(typo)["work_dir"]
+    assert os.path.exists(os.path.join(work_dir, "run_info.json"))
+    fixed = tiny_config("run", epochs=1, extra=DEBUGGER_ON.format(layer="backbone.layer4"))
+    result = run_main(fixed)
+    assert result.returncode == 0, result.stderr
+    assert "finished nothing" in open(os.path.join(work_dir, "train.log")).read()
+    assert os.path.isdir(os.path.join(work_dir, "epoch_0", "debugger"))
+
+
+def test_a_model_returning_a_tensor_is_stopped_at_its_forward_naming_the_contract(tiny_config):
+    path = tiny_config(extra="""
+        class TensorCNN(SmallCNN):
+            def forward(self, inputs):
+                return super().forward(inputs)["logits"]
+
+        config["model"] = {"class": TensorCNN, "args": {"widths": (8, 8, 16, 16)}}
+    """)
+    result = run_main(path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "TensorCNN.forward returned a Tensor of shape (16, 6)" in result.stderr
+    assert "forward(inputs: dict) -> dict" in result.stderr and "{'logits': logits}" in result.stderr
