@@ -41,8 +41,10 @@ from utils.run_logging import get_run_logger
 
 RUN_INFO_FILE = "run_info.json"
 _STALE_TEMP = re.compile(rf"\..+{re.escape(TEMP_MARKER)}[\d-]+")  # utils.atomic_files.temporary_path
-# moving a run or its config file, or changing how long ranks wait for each other, keeps it the same run
-UNIDENTIFYING_KEYS = ("work_dir", "config_filepath", "distributed_timeout_s", "datapoint_capture")
+# moving a run or its config file, changing how long ranks wait for each other, what is captured of each
+# datapoint or the debug disk budget keeps it the same run
+UNIDENTIFYING_KEYS = ("work_dir", "config_filepath", "distributed_timeout_s", "datapoint_capture",
+                      "debug_disk_budget_gb")
 
 
 class BaseRunner:
@@ -166,7 +168,9 @@ class BaseRunner:
                 "wrap your debuggers in {'class': SequentialDebugger, 'args': {'debuggers_config': [...]}}"
             )
         self.debugger.register_hooks(self.eval_model, logger=self.logger)
-        self.logger.info(f"Debugger ready: {list(self.debugger.debuggers)}")
+        self.debugger.capture_policy.use_metric_directions(getattr(self.metric, "HIGHER_IS_BETTER", {}))
+        self.logger.info(f"Debugger ready: {list(self.debugger.debuggers)}; full outputs kept: "
+                         f"{self.debugger.capture_policy.describe()}")
         self._write_model_report_()
 
     def _write_model_report_(self) -> None:
@@ -215,6 +219,7 @@ class BaseRunner:
         self.metric.add_to_buffer(idx_list(dp["meta_info"]["idx"]), scores)
         self.epoch_rows.add_batch(dp)
         if debugging:
+            dp["scores"] = scores  # the capture policy decides whose outputs to keep from them
             dp["debug"] = self.debugger(dp, self.eval_model)
 
     def _forward(self, model: torch.nn.Module, inputs: Any) -> dict:
@@ -266,22 +271,25 @@ class BaseRunner:
             self.datapoint_capture.finish()
             self.datapoint_capture = None
 
-    def _start_debug_capture(self, debugger_dir: str) -> None:
-        """Enable the debugger for one pass, writing pages into an emptied ``debugger_dir``."""
+    def _start_debug_capture(self, debugger_dir: str, full_outputs: bool = True) -> None:
+        """Enable the debugger for one pass, writing pages into an emptied ``debugger_dir`` (with
+        ``full_outputs=False`` it collects only the summaries, and writes no page)."""
         if self.is_main and os.path.isdir(debugger_dir):
             shutil.rmtree(debugger_dir)
         distributed.barrier()
-        self.debugger.reset_buffer(debugger_dir)
+        self.debugger.reset_buffer(debugger_dir, full_outputs=full_outputs)
         self.debugger.enabled = True
 
     def _finish_debug_capture(self, debugger_dir: str) -> None:
         """Write the last pages; return once every rank has, so an epoch marked done has all its pages."""
+        full_outputs = self.debugger.full_outputs
         summary = self.debugger.save_all(debugger_dir)
         self.debugger.enabled = False
         if "error" in summary:
             self.logger.error(f"Debug outputs in {debugger_dir} are incomplete: {summary['error']}")
-        self.logger.info(f"Debug outputs: {summary['datapoints']} datapoints in {summary['pages']} page(s), "
-                         f"{summary['bytes'] / 2**20:.1f} MB in {debugger_dir}")
+        if full_outputs:
+            self.logger.info(f"Debug outputs: {summary['datapoints']} datapoints in {summary['pages']} page(s), "
+                             f"{summary['bytes'] / 2**20:.1f} MB in {debugger_dir}")
         distributed.barrier("waiting for every rank to write its debug pages")
 
     def _check_work_dir(self, about_to: str) -> None:

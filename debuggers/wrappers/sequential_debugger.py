@@ -31,6 +31,7 @@ from analysis.epoch_rows import DebuggerSummaries
 from debuggers.base_debugger import BaseDebugger, Removable
 from debuggers.batch_split import BatchContractError, split_batch
 from debuggers.forward_debugger import ForwardDebugger
+from debuggers.keep_policy import build_capture_policy
 from debuggers.outputs import PerDatapoint, error_output, is_shared_record
 from debuggers.page_format import INDEX_GLOB, LOCATIONS_GLOB, PAGE_GLOB
 from debuggers.page_store import PageWriter
@@ -43,6 +44,7 @@ from utils.ops import idx_list
 
 logger = logging.getLogger("lantern.debugger")
 WRITER_THREAD = "lantern-page-writer"  # the PageWriter's thread: its stack explains a stalled write
+ENTRY_KEYS = {"name", "debugger_config", "keep"}
 
 
 class DebuggerError(RuntimeError):
@@ -61,14 +63,26 @@ class SequentialDebugger(BaseDebugger):
             for this long is stuck (``debuggers/watchdog.py``): it is logged with its stack after a quarter
             of it; then a debugger call ends the run with ``DebuggerStallError`` (resumable), a page write
             stops capture for the epoch.
+        keep: whose full outputs are written, for every debugger without its own ``'keep'`` entry: 'all',
+            'failing', a score threshold or the worst k (``debuggers/keep_policy.py``). Summaries are kept
+            for every datapoint whatever it says.
+        summaries_every_epoch: the trainer also runs the debuggers at the validation epochs that are not
+            checkpoint epochs, keeping only their summaries (the epoch table's columns).
     """
 
     def __init__(self, debuggers_config: list[dict[str, Any]], page_size_mb: float = 100,
                  model: Optional[torch.nn.Module] = None, strict: bool = False,
-                 stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S) -> None:
+                 stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S, keep: Any = "all",
+                 summaries_every_epoch: bool = False) -> None:
         self.page_size = _page_size_bytes(page_size_mb)
         self.strict = strict
         self.debuggers: dict[str, BaseDebugger] = _build_debuggers(debuggers_config)
+        self.capture_policy = build_capture_policy(keep, {entry["name"]: entry.get("keep")
+                                                          for entry in debuggers_config})
+        if not isinstance(summaries_every_epoch, bool):
+            raise ConfigError(f"summaries_every_epoch must be True or False, got {summaries_every_epoch!r}")
+        self.summaries_every_epoch = summaries_every_epoch
+        self.full_outputs = True
         self.forward_debuggers: dict[str, list[ForwardDebugger]] = {}
         for debugger in self.debuggers.values():
             if isinstance(debugger, ForwardDebugger):
@@ -161,7 +175,7 @@ class SequentialDebugger(BaseDebugger):
         outputs = {name: outputs[name] for name in self.debuggers}
         if len(idx) > 1:
             self._warn_whole_batch_numbers(outputs)
-        self._buffer_batch(idx, outputs)
+        self._buffer_batch(idx, outputs, datapoint.get("scores"))
         return outputs
 
     def watch_forward(self) -> AbstractContextManager:
@@ -202,21 +216,24 @@ class SequentialDebugger(BaseDebugger):
                     "output.mean(dim=(1, 2, 3)) instead of float(output.mean()); a value meant for the whole "
                     "batch can stay as it is (this is said once per debugger)")
 
-    def _buffer_batch(self, idx: list[int], outputs: dict[str, Any]) -> None:
+    def _buffer_batch(self, idx: list[int], outputs: dict[str, Any], scores: Optional[dict] = None) -> None:
         """Split each debugger's output (one conversion per batch), collect the summaries, and queue one
-        dict per datapoint.
+        dict per datapoint that the capture policy keeps (``scores``: the metric's, for the policy).
 
         A debugger whose output breaks the batch contract or cannot be stored gets an error record;
         the other debuggers' outputs are kept.
         """
         per_name = {name: self._split(name, output, len(idx)) for name, output in outputs.items()}
         self.summaries.add_batch(idx, per_name)
-        if self.write_error is not None:
+        if self.full_outputs:
+            self._queue(*self.capture_policy.select(idx, per_name, scores))
+
+    def _queue(self, idx: list[int], values: list[dict[str, Any]]) -> None:
+        if self.write_error is not None or not idx:
             return
-        names = list(per_name)
         try:
             with self._watch_writer(f"queueing datapoints {idx[0]}..{idx[-1]}"):
-                self._writer.add_converted(idx, [dict(zip(names, row)) for row in zip(*per_name.values())])
+                self._writer.add_converted(idx, values)
         except Exception as exc:
             self._write_failed(exc)
 
@@ -260,16 +277,23 @@ class SequentialDebugger(BaseDebugger):
                         "epoch, training goes on")
 
     # ----------------------------------------------------------- pages
-    def reset_buffer(self, output_dir: Optional[str] = None) -> None:
-        """Start an epoch: pages go to ``output_dir`` (or a staging folder until ``save_all``)."""
+    def reset_buffer(self, output_dir: Optional[str] = None, full_outputs: bool = True) -> None:
+        """Start an epoch: pages go to ``output_dir`` (or a staging folder until ``save_all``).
+
+        ``full_outputs=False``: only the summaries are collected, no page is written (``output_dir`` unused).
+        """
         self._discard_staging()
         self.write_error = None
         self._failed = set()
         self.summaries.reset()
+        self.capture_policy.start_epoch()
+        self.full_outputs = full_outputs
+        self._epoch_open = False
+        if not full_outputs:
+            return
         if output_dir is None:
             self._staging_dir = tempfile.mkdtemp(prefix="lantern-debug-")
         self._output_dir = output_dir or self._staging_dir
-        self._epoch_open = False
         try:
             self._writer.start_epoch(output_dir or self._staging_dir)
             self._epoch_open = True
@@ -279,6 +303,8 @@ class SequentialDebugger(BaseDebugger):
     def save_all(self, output_dir: Optional[str] = None) -> dict[str, Any]:
         """Write what is left and the final index; returns ``{'pages', 'datapoints', 'bytes'}``."""
         summary = {"pages": 0, "datapoints": 0, "bytes": 0}
+        if self.full_outputs:
+            self._queue(*self.capture_policy.finish())  # the epoch's worst k, known only now
         if self._epoch_open:
             try:
                 with self._watch_writer("writing the last page"):
@@ -331,8 +357,9 @@ def _build_debuggers(debuggers_config: Any) -> dict[str, BaseDebugger]:
     debuggers: dict[str, BaseDebugger] = {}
     for i, entry in enumerate(debuggers_config):
         where = f"debuggers_config[{i}]"
-        if not isinstance(entry, dict) or set(entry) != {"name", "debugger_config"}:
-            raise ConfigError(f"{where} must be a dict with exactly 'name' and 'debugger_config', got {entry!r}")
+        if not isinstance(entry, dict) or not {"name", "debugger_config"} <= set(entry) <= ENTRY_KEYS:
+            raise ConfigError(f"{where} must be a dict with exactly 'name' and 'debugger_config' (and optionally "
+                              f"'keep', its capture policy), got {entry!r}")
         name = entry["name"]
         if not isinstance(name, str) or not name:
             raise ConfigError(f"{where}['name'] must be a non-empty string, got {name!r}")

@@ -10,6 +10,7 @@ Work dir layout::
     work_dir/epoch_N/validation_scores.json
     work_dir/epoch_N/epoch_table.parquet  one row per validation datapoint (analysis/epoch_table.py)
     work_dir/epoch_N/debugger/        at checkpoint epochs, when a debugger is configured
+    work_dir/epoch_N/debugger_removed.json  instead, once debug_disk_budget_gb removed it (debug_budget.py)
     work_dir/epoch_N/checkpoint.pt    kept for checkpoint epochs, the latest and the best
 
 An epoch counts as done once ``progress.json`` says so; it is written last, so a
@@ -31,6 +32,7 @@ from analysis.epoch_table import EPOCH_TABLE_FILE
 from runners import distributed
 from runners.base_runner import BaseRunner, seed_everything, write_run_file, write_scores
 from runners.checkpoints import load_checkpoint_file, load_model_state
+from runners.trainers.debug_budget import checked_budget, finish_interrupted_removals, keep_under_budget
 from utils.atomic_files import atomic_torch_save, atomic_write_json, read_json
 from utils.builders import build_from_config
 from utils.errors import CheckpointError, ConfigError
@@ -52,6 +54,7 @@ class BaseTrainer(BaseRunner):
         if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1:
             raise ConfigError(f"config['epochs'] must be a positive int, got {epochs!r}")
         self.tot_epochs = epochs
+        self.debug_budget = checked_budget(config.get("debug_disk_budget_gb"))
 
     # ----------------------------------------------------------- initialisation
     def _init_components_(self) -> None:
@@ -146,6 +149,7 @@ class BaseTrainer(BaseRunner):
     def run(self) -> None:
         self._init_components_()
         try:
+            self._keep_debug_budget()  # also completes a removal that a killed run left half done
             if self.cum_epochs >= self.tot_epochs:
                 self.logger.info(f"All {self.tot_epochs} epochs are already done in {self.work_dir}")
             while self.cum_epochs < self.tot_epochs:
@@ -206,9 +210,13 @@ class BaseTrainer(BaseRunner):
             dataset.set_base_seed(self.seed)
         distributed.broadcast_buffers(self.eval_model)  # every rank validates the model rank 0 checkpoints
         self._start_datapoint_capture(once=True)
-        if self.debugger is not None and self.cum_epochs in self.checkpoint_indices:
-            self._start_debug_capture(self._epoch_path(self.cum_epochs, "debugger"))
-            self.logger.info(f"Debugger enabled for epoch {self.cum_epochs}")
+        if self.debugger is None:
+            return
+        full_outputs = self.cum_epochs in self.checkpoint_indices
+        if full_outputs or self.debugger.summaries_every_epoch:
+            self._start_debug_capture(self._epoch_path(self.cum_epochs, "debugger"), full_outputs)
+            self.logger.info(f"Debugger enabled for epoch {self.cum_epochs}"
+                             + ("" if full_outputs else " (summaries only: not a checkpoint epoch)"))
 
     def _after_val_loop_(self) -> None:
         epoch = self.cum_epochs
@@ -242,7 +250,18 @@ class BaseTrainer(BaseRunner):
                 "best_metric": self._best_metric_name(),
             }))
             self._prune_checkpoints(epoch)
+            self._keep_debug_budget()
         distributed.barrier("waiting for rank 0 to save the checkpoint")
+
+    def _keep_debug_budget(self) -> None:
+        """Rank 0: remove the oldest epochs' debug outputs over ``debug_disk_budget_gb`` (runners/trainers/
+        debug_budget.py), and complete a removal that a killed run left half done."""
+        if not self.is_main:
+            return
+        if self.debug_budget is None:
+            write_run_file(self.work_dir, lambda: finish_interrupted_removals(self.work_dir))
+        else:
+            write_run_file(self.work_dir, lambda: keep_under_budget(self.work_dir, self.debug_budget, self.logger))
 
     def _best_metric_name(self) -> str:
         return self.config.get("best_metric") or next(iter(self.val_scores["aggregated"]))

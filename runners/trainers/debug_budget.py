@@ -1,0 +1,95 @@
+"""Keep a run's full debug outputs under ``debug_disk_budget_gb``: the oldest epochs' go first.
+
+After each epoch the trainer adds up every ``epoch_N/debugger/`` folder. While the total is over the
+budget, the oldest epoch's folder is removed: never the latest epoch's, and never anything else (the epoch
+table with the summaries, the scores and the checkpoints stay). A marker ``epoch_N/debugger_removed.json``
+says what was removed and why (``message``: "removed to stay under N GB"), for the log and the viewer.
+
+A kill at any point leaves a state the next start completes (``finish_interrupted_removals``): the marker
+is written first, then the folder is renamed out of the way in one step, then deleted.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import shutil
+import time
+
+from utils.atomic_files import atomic_write_json
+from utils.errors import ConfigError
+
+REMOVED_MARKER = "debugger_removed.json"
+REMOVING = ".debugger.removing"  # the renamed folder while it is deleted; hidden from readers
+
+
+def checked_budget(config_value: object) -> float | None:
+    """``debug_disk_budget_gb`` checked (None: no budget)."""
+    if config_value is None:
+        return None
+    if isinstance(config_value, bool) or not isinstance(config_value, (int, float)) or not config_value > 0:
+        raise ConfigError(f"config['debug_disk_budget_gb'] must be a positive number of gigabytes (the most the "
+                          f"run's full debug outputs may take), got {config_value!r}")
+    return float(config_value)
+
+
+def keep_under_budget(work_dir: str, budget_gb: float, log: logging.Logger) -> list[int]:
+    """Remove the oldest epochs' debug outputs until the run's total fits the budget; return their epochs."""
+    finish_interrupted_removals(work_dir)
+    budget = budget_gb * 2**30
+    sizes = {epoch: folder_bytes(os.path.join(folder, "debugger"))
+             for epoch, folder in _epoch_folders(work_dir) if os.path.isdir(os.path.join(folder, "debugger"))}
+    total, removed = sum(sizes.values()), []
+    for epoch in sorted(sizes)[:-1]:  # the latest epoch's outputs always stay
+        if total <= budget:
+            break
+        remove_debug_outputs(os.path.join(work_dir, f"epoch_{epoch}"), sizes[epoch], budget_gb)
+        total -= sizes[epoch]
+        removed.append(epoch)
+        log.info(f"epoch {epoch}: debug outputs removed ({sizes[epoch] / 2**20:.1f} MB) to stay under "
+                 f"{budget_gb:g} GB (debug_disk_budget_gb); its summaries and scores are kept")
+    if total > budget and sizes:
+        log.warning(f"epoch {max(sizes)}'s debug outputs alone take {total / 2**30:.3f} GB, over the "
+                    f"{budget_gb:g} GB budget; they are kept (the latest epoch's outputs are never removed). "
+                    "Raise debug_disk_budget_gb, or keep fewer outputs (keep='failing', or fewer debuggers)")
+    return removed
+
+
+def remove_debug_outputs(epoch_dir: str, size: int, budget_gb: float) -> None:
+    """Marker first, then an atomic rename, then the deletion: a kill anywhere is completed on restart."""
+    atomic_write_json(os.path.join(epoch_dir, REMOVED_MARKER), {
+        "removed_bytes": size, "budget_gb": budget_gb, "removed_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "message": f"removed to stay under {budget_gb:g} GB",
+    })
+    _complete_removal(epoch_dir)
+
+
+def finish_interrupted_removals(work_dir: str) -> None:
+    """Complete removals a killed run left half done (a marker beside a folder still there)."""
+    for _, folder in _epoch_folders(work_dir):
+        if os.path.exists(os.path.join(folder, REMOVED_MARKER)):
+            _complete_removal(folder)
+
+
+def folder_bytes(folder: str) -> int:
+    return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(folder) for name in names)
+
+
+def _complete_removal(epoch_dir: str) -> None:
+    outputs, removing = os.path.join(epoch_dir, "debugger"), os.path.join(epoch_dir, REMOVING)
+    if os.path.isdir(outputs):
+        if os.path.isdir(removing):  # a second interrupted removal of the same epoch
+            shutil.rmtree(removing)
+        os.rename(outputs, removing)
+    if os.path.isdir(removing):
+        shutil.rmtree(removing)
+
+
+def _epoch_folders(work_dir: str) -> list[tuple[int, str]]:
+    folders = []
+    for folder in glob.glob(os.path.join(work_dir, "epoch_*")):
+        suffix = os.path.basename(folder)[len("epoch_"):]
+        if suffix.isdigit():
+            folders.append((int(suffix), folder))
+    return sorted(folders)

@@ -1,0 +1,119 @@
+"""Capture policies on tiny real runs: which datapoints' full outputs reach the pages, checked against the
+run's own validation_scores.json, while the epoch table keeps every datapoint's summary."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow.parquet as pq
+import pytest
+
+from runners.eval_viewer.backend.initialization import load_debug_outputs
+from runners.trainers import BaseTrainer
+from tests.runs import train
+from utils.config_file import load_config
+from utils.errors import ConfigError
+
+ENERGY = """
+from debuggers.forward_debugger import ForwardDebugger
+
+
+class EnergyDebugger(ForwardDebugger):
+    def process_forward(self, module, input, output):
+        return {{"energy": output.detach().pow(2).mean(dim=(2, 3))}}
+
+    def summary(self, output):
+        return {{"mean": float(output["energy"].mean())}}
+
+
+def energy(name, layer, **entry):
+    return {{"name": name, "debugger_config": {{"class": EnergyDebugger, "args": {{"layer_name": layer}}}}, **entry}}
+
+
+config["debugger"] = {{"class": SequentialDebugger, "args": {args}}}
+"""
+
+
+def _config(tiny_config, name="run", args="{}", **options):
+    return tiny_config(name, extra=ENERGY.format(args=args), **options)
+
+
+def _scores(work_dir, epoch):
+    with open(os.path.join(work_dir, f"epoch_{epoch}", "validation_scores.json")) as f:
+        scores = json.load(f)
+    return {name: dict(zip(scores["datapoint_idx"], values)) for name, values in scores["per_datapoint"].items()}
+
+
+def _kept(work_dir, epoch, name):
+    outputs = load_debug_outputs(os.path.join(work_dir, f"epoch_{epoch}"))
+    return {idx for idx in outputs if name in outputs[idx]}
+
+
+def _table(work_dir, epoch):
+    return pq.read_table(os.path.join(work_dir, f"epoch_{epoch}", "epoch_table.parquet")).to_pydict()
+
+
+def test_failing_keeps_the_wrong_predictions_and_every_summary(tiny_config):
+    args = """{"keep": "failing", "debuggers_config": [energy("energy", "backbone.layer4")]}"""
+    work_dir = train(_config(tiny_config, args=args, epochs=1, val_size=40))
+    wrong = {idx for idx, accuracy in _scores(work_dir, 0)["accuracy"].items() if accuracy == 0}
+    assert 0 < len(wrong) < 40, "the tiny model should get some datapoints right and some wrong"
+    assert _kept(work_dir, 0, "energy") == wrong
+    table = _table(work_dir, 0)
+    assert sorted(table["idx"]) == list(range(40))
+    assert all(value == value for value in table["energy.mean"])  # a summary (not NaN) for every datapoint
+
+
+def test_a_threshold_and_the_worst_k_per_debugger_in_one_run(tiny_config):
+    args = """{"debuggers_config": [
+        energy("confident", "backbone.layer3", keep={"failing": {"metric": "true_class_confidence", "below": 0.3}}),
+        energy("worst", "backbone.layer4", keep={"worst": 5, "by": "cross_entropy"}),
+        energy("every", "backbone.layer2"),
+    ]}"""
+    work_dir = train(_config(tiny_config, args=args, epochs=1, val_size=40, val_batch=6))
+    scores = _scores(work_dir, 0)
+    confidence, cross_entropy = scores["true_class_confidence"], scores["cross_entropy"]
+    assert _kept(work_dir, 0, "confident") == {idx for idx, value in confidence.items() if value < 0.3}
+    assert _kept(work_dir, 0, "worst") == set(sorted(cross_entropy, key=cross_entropy.get)[-5:])
+    assert _kept(work_dir, 0, "every") == set(range(40))
+
+
+def test_worst_k_follows_a_higher_is_better_score_the_right_way(tiny_config):
+    args = """{"keep": {"worst": 3, "by": "true_class_confidence"},
+               "debuggers_config": [energy("energy", "backbone.layer4")]}"""
+    work_dir = train(_config(tiny_config, args=args, epochs=1, val_size=24))
+    confidence = _scores(work_dir, 0)["true_class_confidence"]
+    assert _kept(work_dir, 0, "energy") == set(sorted(confidence, key=confidence.get)[:3])
+
+
+@pytest.mark.parametrize("keep, message", [
+    ("some", "unknown keep policy 'some'"),
+    ({"worst": 0, "by": "cross_entropy"}, "'worst' must be a positive int"),
+    ({"failing": {"metric": "accuracy", "below": 1, "above": 0}}, "not one score and one threshold"),
+])
+def test_a_bad_keep_is_explained(tiny_config, keep, message):
+    config = load_config(_config(tiny_config, args=f"""{{"keep": {keep!r},
+        "debuggers_config": [energy("energy", "backbone.layer4")]}}"""))
+    with pytest.raises(ConfigError, match=message):
+        BaseTrainer(config).run()
+
+
+def test_a_keep_naming_a_score_the_metric_lacks_names_the_scores_it_has(tiny_config):
+    config = load_config(_config(tiny_config, epochs=1, args="""{"keep": {"worst": 3, "by": "iou",
+        "higher_is_better": True}, "debuggers_config": [energy("energy", "backbone.layer4")]}"""))
+    with pytest.raises(ConfigError, match=r"reads the score 'iou'.*'accuracy', 'cross_entropy'"):
+        BaseTrainer(config).run()
+
+
+def test_summaries_every_epoch_equal_those_of_a_full_capture(tiny_config):
+    """Epochs that are not checkpoint epochs keep summaries only, and the same summaries as a full capture."""
+    debuggers = """[energy("energy", "backbone.layer4")]"""
+    cheap = train(_config(tiny_config, "cheap", epochs=3, checkpoint_method="latest",
+                          args=f"""{{"summaries_every_epoch": True, "debuggers_config": {debuggers}}}"""))
+    full = train(_config(tiny_config, "full", epochs=3, checkpoint_method="all",
+                         args=f"""{{"debuggers_config": {debuggers}}}"""))
+    for epoch in range(3):
+        assert _table(cheap, epoch)["energy.mean"] == pytest.approx(_table(full, epoch)["energy.mean"])
+        assert os.path.isdir(os.path.join(cheap, f"epoch_{epoch}", "debugger")) == (epoch == 2)
+    assert _table(cheap, 0)["energy.mean"] != pytest.approx(_table(cheap, 2)["energy.mean"])
