@@ -81,5 +81,6 @@ def new_page(browser):
 
     yield make
     for page in pages:
-        page.close()
+        if not page.is_closed():
+            page.close()
     assert not errors, f"the page logged errors: {errors}"

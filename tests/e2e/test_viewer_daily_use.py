@@ -111,6 +111,7 @@ def test_the_default_example_compares_a_datapoint_across_several_epochs(tmp_path
         page.wait_for_selector(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-column >> nth=1")
         headings = page.locator(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-column h5").all_inner_texts()
         assert len(headings) >= 2, f"Compare epochs shows {headings}: the example captures too few epochs"
+        page.close()  # before the server stops: its timers would call a server that is gone
 
 
 def test_a_link_reopens_the_same_view_and_j_k_walk_the_table(viewer_url, new_page):

@@ -13,7 +13,7 @@ from debuggers.page_format import CorruptPageError, UnsafePageError
 from runners.datapoint_capture import ITEM_KEYS
 from runners.eval_viewer.backend.datasets import DatasetUnavailable, not_captured
 from runners.eval_viewer.backend.runs import Epoch, Run
-from runners.eval_viewer.backend.scores import ScoresError
+from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 
 
@@ -30,11 +30,21 @@ def load_datapoint(backend: ViewerBackend, run: Run, epoch: Epoch, idx: int, wit
     if with_item:
         datapoint.update(load_item(backend, run, idx))
     datapoint.update(_debug(backend, epoch, idx))
-    try:
-        datapoint["scores"] = backend.scores(epoch).row(idx)
-    except ScoresError as exc:
-        datapoint["scores"], datapoint["scores_error"] = {}, str(exc)
+    datapoint.update(_scores(backend, epoch, idx))
     return datapoint
+
+
+def _scores(backend: ViewerBackend, epoch: Epoch, idx: int) -> dict[str, Any]:
+    """``{'scores': {name: value}}`` of ``idx`` from the epoch's table, or ``{'scores': {}, 'scores_error'}``."""
+    try:
+        table = backend.table(epoch)
+        rows = table.page(where=[("idx", "=", idx)], limit=1)
+    except TABLE_ERRORS as exc:
+        return {"scores": {}, "scores_error": str(exc)}
+    names = table.roles.get("scores", [])
+    if "problem" in table.roles:
+        return {"scores": {}, "scores_error": table.roles["problem"]}
+    return {"scores": {name: rows[0].get(name) for name in names} if rows else {}}
 
 
 def missing_datapoint(backend: ViewerBackend, run: Run, epoch: Epoch, idx: int) -> Optional[str]:
@@ -43,16 +53,17 @@ def missing_datapoint(backend: ViewerBackend, run: Run, epoch: Epoch, idx: int) 
     A datapoint opened in one run may not exist in another (a smaller validation set):
     that is said plainly, instead of blaming the config or a half-written epoch.
     """
-    debug = backend.debug_indices(epoch)
-    try:
-        scores = backend.scores(epoch)
-        known, scored = scores.datapoint_idx, bool(scores.row(idx))
-    except ScoresError:
-        known, scored = sorted(debug), False
-    if not known or scored or idx in debug:
+    if idx in backend.debug_indices(epoch):
         return None
-    return (f"{run.name} has no datapoint with idx {idx} at {epoch.label}: its {len(known)} datapoints are "
-            f"idx {min(known)}..{max(known)}. Pick one of them in the table.")
+    try:
+        table = backend.table(epoch)
+        if table.count([("idx", "=", idx)]) or not table.count():
+            return None
+        first, last = (table.page(order_by="idx", descending=order, limit=1)[0]["idx"] for order in (False, True))
+    except TABLE_ERRORS:
+        return None
+    return (f"{run.name} has no datapoint with idx {idx} at {epoch.label}: its {table.count()} datapoints are "
+            f"idx {first}..{last}. Pick one of them in the table.")
 
 
 def load_item(backend: ViewerBackend, run: Run, idx: int) -> dict[str, Any]:

@@ -66,9 +66,8 @@ def read_scores(path: str) -> Scores:
                   [int(i) for i in data["datapoint_idx"]], dict(data.get("higher_is_better") or {}))
 
 
-def default_metric(scores: Scores) -> Optional[str]:
+def default_metric(metrics: list[str], higher_is_better: dict[str, bool]) -> Optional[str]:
     """The metric the table is sorted by first: a loss (lower is better) spreads the wrong datapoints out,
-    where a 0/1 accuracy would tie all of them; the first rankable metric when there is no loss."""
-    metrics = scores.rankable_metrics
-    losses = [name for name in metrics if not scores.higher_is_better[name]]
+    where a 0/1 accuracy would tie all of them; the first of ``metrics`` when there is no loss."""
+    losses = [name for name in metrics if not higher_is_better.get(name, True)]
     return (losses or metrics or [None])[0]

@@ -6,47 +6,61 @@ epoch costs the same per page as a 500-datapoint one). ``where`` is a structured
 filter, a list of ``(column, op, value)`` triples, the same contract as
 ``analysis.epoch_table.EpochTable``: no text from the browser ever becomes a query.
 
-``ScoresTable`` serves runs from their scores file (idx, every per-datapoint score,
-the prediction); ``open_table`` picks it for an epoch.
+An epoch with ``epoch_table.parquet`` (``analysis.epoch_table``: labels, predictions
+with class names, scores, scalar meta info, debugger summaries) is served from it;
+``ScoresTable`` serves older runs from their scores file (idx and every per-datapoint
+score) with the same methods.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any, Optional
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, Optional, Union
 
 import numpy as np
 
-from runners.eval_viewer.backend.scores import Scores
+from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable, EpochTableError
+from runners.eval_viewer.backend.scores import Scores, ScoresError
 
 Where = Sequence[tuple[str, str, Any]]
-OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "contains")
-PREDICTION_SCORE = "predicted_class"  # the classification metric's per-datapoint prediction
+Table = Union[EpochTable, "ScoresTable"]
+TABLE_ERRORS = (ScoresError, EpochTableError)  # what reading an epoch's table can raise, each with its message
+OPS = ("=", "!=", "<", "<=", ">", ">=", "in")
 
 
-class TableError(ValueError):
-    """A filter or sort names a column the table does not have, or an operator it does not know."""
+def open_table(epoch_dir: str, scores: Callable[[], Scores]) -> Table:
+    """The epoch table in ``epoch_dir`` when the run wrote one, else a table of ``scores()``."""
+    path = os.path.join(epoch_dir, EPOCH_TABLE_FILE)
+    return EpochTable(path) if os.path.isfile(path) else ScoresTable(scores())
+
+
+def class_names(table: Table) -> dict[int, str]:
+    """``class id -> name`` from the table's label/prediction name columns (empty where it has none)."""
+    columns = dict(table.columns())
+    names: dict[int, str] = {}
+    for ids, texts in (("label", "label_name"), ("prediction", "prediction_name")):
+        if ids in columns and texts in columns:
+            found = table.values([ids, texts])
+            names.update(zip(found[ids].tolist(), found[texts].tolist()))
+    return {int(i): str(name) for i, name in names.items() if i is not None and name is not None}
 
 
 class ScoresTable:
     """``validation_scores.json`` / ``evaluation_scores.json`` of one epoch as columns of NumPy arrays.
 
-    Missing scores (null) are NaN, and sort as the worst value (they usually mean that
-    something broke on the datapoint).
+    Missing scores (null) are NaN and sort last, as in the epoch table (filter ``is null`` finds them).
     """
 
     def __init__(self, scores: Scores) -> None:
         self._columns: dict[str, np.ndarray] = {"idx": np.asarray(scores.datapoint_idx, dtype=np.int64)}
         for name, values in scores.per_datapoint.items():
-            column = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
-            if name == PREDICTION_SCORE and not np.isnan(column).any():
-                column = column.astype(np.int64)
-            self._columns["prediction" if name == PREDICTION_SCORE else name] = column
-        self.higher_is_better = dict(scores.higher_is_better)
+            self._columns[name] = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+        self.roles = {"scores": list(scores.per_datapoint), "higher_is_better": dict(scores.higher_is_better)}
 
     def columns(self) -> list[tuple[str, str]]:
-        """``(name, type)`` of every column; type is ``'int'``, ``'float'`` or ``'str'``."""
+        """``(name, type)`` of every column; type is ``'integer'`` or ``'float'`` (as the epoch table says)."""
         return [(name, _type_of(values)) for name, values in self._columns.items()]
 
     def count(self, where: Optional[Where] = None) -> int:
@@ -61,9 +75,10 @@ class ScoresTable:
         chosen = positions[offset:offset + limit]
         return [{name: _plain(values[p]) for name, values in self._columns.items()} for p in chosen]
 
-    def values(self, column: str) -> np.ndarray:
-        """One whole column in table order (idx ascending): what the score grid draws."""
-        return self._column(column)
+    def values(self, columns: Sequence[str], where: Optional[Where] = None) -> dict[str, np.ndarray]:
+        """Whole columns in idx order: what the score grid draws."""
+        mask = self._mask(where)
+        return {name: self._column(name)[mask] for name in columns}
 
     def percentile(self, column: str, value: float) -> Optional[float]:
         """Share (in %) of the epoch's datapoints whose ``column`` is at most ``value``; None without values."""
@@ -75,8 +90,7 @@ class ScoresTable:
 
     def _order(self, column: str, descending: bool, positions: np.ndarray) -> np.ndarray:
         values = self._column(column)[positions].astype(np.float64)
-        missing = np.isnan(values)
-        key = np.where(missing, np.inf if descending else -np.inf, values)  # missing first either way
+        key = np.where(np.isnan(values), -np.inf if descending else np.inf, values)  # missing last either way
         key = -key if descending else key
         return np.lexsort((self._columns["idx"][positions], key))
 
@@ -88,24 +102,22 @@ class ScoresTable:
 
     def _column(self, name: str) -> np.ndarray:
         if name not in self._columns:
-            raise TableError(f"no column '{name}' in this epoch's table; its columns: {list(self._columns)}")
+            raise EpochTableError(f"no column '{name}' in this epoch's table; its columns: {list(self._columns)}")
         return self._columns[name]
 
 
 def _compare(values: np.ndarray, op: str, value: Any) -> np.ndarray:
     if op == "in":
         return np.isin(values, np.asarray(list(value), dtype=values.dtype))
-    if op == "contains":
-        return np.array([str(value).lower() in str(v).lower() for v in values], dtype=bool)
     comparisons = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater,
                    ">=": np.greater_equal}
     if op not in comparisons:
-        raise TableError(f"unknown filter operator '{op}'; use one of {OPS}")
+        raise EpochTableError(f"unknown filter operator '{op}'; use one of {OPS}")
     return comparisons[op](values, value)
 
 
 def _type_of(values: np.ndarray) -> str:
-    return {"i": "int", "u": "int", "f": "float", "b": "int"}.get(values.dtype.kind, "str")
+    return "integer" if values.dtype.kind in "iu" else "float"
 
 
 def _plain(value: Any) -> Any:

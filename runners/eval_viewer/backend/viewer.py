@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Union
 
+import numpy as np
+
+from analysis.epoch_table import EPOCH_TABLE_FILE
 from debuggers.page_format import CorruptPageError
 from runners.eval_viewer.backend.cache import BoundedCache
 from runners.eval_viewer.backend.datasets import (
@@ -22,7 +25,7 @@ from runners.eval_viewer.backend.debug import EpochDebug, EpochDebugError, index
 from runners.eval_viewer.backend.initialization import DEBUGGER_DIR
 from runners.eval_viewer.backend.runs import Discovery, Epoch, Run, discover_runs, list_epochs
 from runners.eval_viewer.backend.scores import Scores, ScoresError, read_scores
-from runners.eval_viewer.backend.table import ScoresTable
+from runners.eval_viewer.backend.table import TABLE_ERRORS, ScoresTable, Table, class_names, open_table
 
 
 class ViewerBackend:
@@ -43,7 +46,8 @@ class ViewerBackend:
         self._debug: BoundedCache[Union[EpochDebug, EpochDebugError, None]] = BoundedCache(max_debug_epochs)
         self._captured: BoundedCache[Union[EpochDebug, EpochDebugError, None]] = BoundedCache(max_datasets)
         self._scores: BoundedCache[Scores] = BoundedCache(max_scores)
-        self._tables: BoundedCache[ScoresTable] = BoundedCache(max_scores)
+        self._tables: BoundedCache[Table] = BoundedCache(max_scores)
+        self._class_names: BoundedCache[dict] = BoundedCache(max_scores)
         self._aggregated: BoundedCache[dict] = BoundedCache(4096)  # small: one dict of means per epoch
         self.discovery = discover_runs(self._given_dirs)
 
@@ -73,24 +77,32 @@ class ViewerBackend:
                               "or was interrupted; the debug outputs written so far can still be opened")
         return self._scores.get(_file_signature(epoch.scores_path), lambda: read_scores(epoch.scores_path))
 
-    def table(self, epoch: Epoch) -> ScoresTable:
-        """The epoch's datapoints as a table served a page at a time. Without a readable scores file, the
-        datapoints with debug outputs (idx only, so they can still be opened); ``ScoresError`` without either."""
+    def table(self, epoch: Epoch) -> Table:
+        """The epoch's datapoints as a table served a page at a time: its epoch table, else its scores file.
+        When neither can be read, the datapoints with debug outputs (idx only, so they can still be opened)
+        with the reason in ``roles['problem']``; the error itself when the epoch has no debug outputs either."""
         try:
-            scores = self.scores(epoch)
-        except ScoresError:
+            return self._tables.get(_table_signature(epoch), lambda: open_table(epoch.dir, lambda: self.scores(epoch)))
+        except TABLE_ERRORS as exc:
             captured = sorted(self.debug_indices(epoch))
             if not captured:
                 raise
-            return ScoresTable(Scores({}, {}, captured, {}))
-        return self._tables.get(_file_signature(epoch.scores_path), lambda: ScoresTable(scores))
+            table = ScoresTable(Scores({}, {}, captured, {}))
+            table.roles["problem"] = str(exc)
+            return table
+
+    def metrics(self, epoch: Epoch) -> list[str]:
+        """Per-datapoint scores with a direction, to rank and colour by."""
+        directions = self.table(epoch).roles.get("higher_is_better", {})
+        return [name for name in self.table(epoch).roles.get("scores", []) if name in directions]
 
     def higher_is_better(self, epoch: Epoch, metric: str) -> bool:
-        return self.scores(epoch).higher_is_better.get(metric, True)
+        return self.table(epoch).roles.get("higher_is_better", {}).get(metric, True)
 
-    def class_names(self, epoch: Epoch) -> list[str]:
-        """Names of the label and prediction classes, by class id; empty when the run does not record them."""
-        return []
+    def class_names(self, epoch: Epoch) -> dict[int, str]:
+        """Class id -> name of the epoch's labels and predictions (empty when the run does not name them)."""
+        table = self.table(epoch)
+        return self._class_names.get(id(table), lambda: class_names(table))
 
     def debug_indices(self, epoch: Epoch) -> set[int]:
         """Datapoints with debug outputs at ``epoch`` (empty when it has none or its index cannot be read)."""
@@ -101,7 +113,11 @@ class ViewerBackend:
         return debug.indices if debug else set()
 
     def aggregated(self, epoch: Epoch) -> dict[str, Optional[float]]:
-        """Aggregated scores only (kept for many epochs: the chart over epochs needs all of them)."""
+        """Aggregated scores only (kept for many epochs: the chart over epochs needs all of them). With an
+        epoch table, the mean of each per-datapoint score (one column read, not the whole scores file)."""
+        table_path = os.path.join(epoch.dir, EPOCH_TABLE_FILE)
+        if os.path.isfile(table_path):
+            return self._aggregated.get(_file_signature(table_path), lambda: _means(self.table(epoch)))
         if epoch.scores_path is None:
             return {}
         key = _file_signature(epoch.scores_path)
@@ -144,6 +160,23 @@ def _open_or_error(folder: str) -> Union[EpochDebug, EpochDebugError, None]:
         return open_pages(folder)
     except EpochDebugError as exc:
         return exc
+
+
+def _table_signature(epoch: Epoch) -> tuple:
+    """Changes when the epoch's table or scores file is rewritten; ``ScoresError`` when it has neither."""
+    path = os.path.join(epoch.dir, EPOCH_TABLE_FILE)
+    if os.path.isfile(path):
+        return _file_signature(path)
+    if epoch.scores_path is None:
+        raise ScoresError(f"{epoch.label} has no scores file yet: its validation is still running "
+                          "or was interrupted; the debug outputs written so far can still be opened")
+    return _file_signature(epoch.scores_path)
+
+
+def _means(table: Table) -> dict[str, Optional[float]]:
+    metrics = [name for name in table.roles.get("scores", []) if name in table.roles.get("higher_is_better", {})]
+    values = table.values(metrics)
+    return {name: float(np.nanmean(column)) if np.isfinite(column).any() else None for name, column in values.items()}
 
 
 def _file_signature(path: str) -> tuple[str, int, int]:

@@ -9,7 +9,7 @@ from dash import html
 
 from debuggers.page_format import CorruptPageError
 from runners.eval_viewer.backend.runs import Epoch, Run
-from runners.eval_viewer.backend.scores import ScoresError
+from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 
 
@@ -52,7 +52,7 @@ def percentiles(backend: ViewerBackend, epoch: Epoch, datapoint: dict) -> dict[s
     """Where each of the datapoint's scores sits in its epoch: % of datapoints with a value at most this one."""
     try:
         table = backend.table(epoch)
-    except ScoresError:
+    except TABLE_ERRORS:
         return {}
     columns = dict(table.columns())
     found = {name: table.percentile(name, value) for name, value in datapoint.get("scores", {}).items()

@@ -7,6 +7,7 @@ from typing import Optional
 from dash import Dash, Input, Output, State, ctx, no_update
 
 from runners.eval_viewer.backend.scores import ScoresError, default_metric
+from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.components import default_epoch, epoch_badges, epoch_option
 from runners.eval_viewer.layout import ids
@@ -70,8 +71,8 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         run = backend.run(run_path)
         epoch = backend.epoch(run, epoch_key) if run else None
         try:
-            scores = backend.scores(epoch) if epoch else None
-        except ScoresError:
+            metrics = backend.metrics(epoch) if epoch else []
+            directions = backend.table(epoch).roles.get("higher_is_better", {}) if epoch else {}
+        except TABLE_ERRORS:
             return no_update, no_update  # the scores view says why; keep the last metric for the next epoch
-        metrics = scores.rankable_metrics if scores else []
-        return metrics, current if current in metrics else (default_metric(scores) if scores else None)
+        return metrics, current if current in metrics else default_metric(metrics, directions)

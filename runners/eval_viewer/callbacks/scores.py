@@ -17,8 +17,7 @@ import plotly.graph_objects as go
 from dash import Dash, Input, Output, Patch, State, no_update
 
 from runners.eval_viewer.backend.runs import Run
-from runners.eval_viewer.backend.scores import ScoresError
-from runners.eval_viewer.backend.table import ScoresTable
+from runners.eval_viewer.backend.table import TABLE_ERRORS, Table
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.components import message
 from runners.eval_viewer.callbacks.table import table_of
@@ -44,10 +43,10 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                   selected: Optional[int]) -> tuple:
         try:
             epoch, table = table_of(backend, run_path, epoch_key)
-            if epoch is not None:
-                backend.scores(epoch)
-        except ScoresError as exc:
+        except TABLE_ERRORS as exc:
             return _empty("no scores"), message(str(exc), "warning"), False
+        if table is not None and "problem" in table.roles:
+            return _empty("no scores"), message(table.roles["problem"], "warning"), False
         if table is None or metric not in dict(table.columns()):
             return _empty("no per-datapoint scores"), None, False
         return grid_figure(table, metric, backend.higher_is_better(epoch, metric), selected), None, True
@@ -62,7 +61,7 @@ def register(app: Dash, backend: ViewerBackend) -> None:
             return no_update
         try:
             _, table = table_of(backend, run_path, epoch_key)
-        except ScoresError:
+        except TABLE_ERRORS:
             return no_update
         if table is None:
             return no_update
@@ -100,7 +99,7 @@ def _padded_range(values: list[float]) -> list[float]:
 def _aggregated(backend: ViewerBackend, epoch, metric: str) -> Optional[float]:
     try:
         return backend.aggregated(epoch).get(metric)
-    except ScoresError:
+    except TABLE_ERRORS:
         return None
 
 
@@ -112,9 +111,10 @@ def grid_shape(count: int) -> tuple[int, int, int]:
     return bin_size, width, max(1, math.ceil(cells / width))
 
 
-def grid_figure(table: ScoresTable, metric: str, higher_is_better: bool, selected: Optional[int]) -> go.Figure:
+def grid_figure(table: Table, metric: str, higher_is_better: bool, selected: Optional[int]) -> go.Figure:
     """Cells in idx order, red for bad whatever the metric's direction; a bin shows (and opens) its worst."""
-    idx, values = table.values("idx"), table.values(metric).astype(np.float64)
+    columns = table.values(["idx", metric])
+    idx, values = columns["idx"], columns[metric].astype(np.float64)
     bin_size, width, height = grid_shape(len(idx))
     padded = np.full(width * height * bin_size, np.nan)
     padded[:len(values)] = values
@@ -154,9 +154,9 @@ def _hover(idx: np.ndarray, start: int, bin_size: int, worst_idx: int, value: fl
     return f"idx {idx[start]}–{last}: worst {metric} {shown} (idx {worst_idx})"
 
 
-def _mark(table: ScoresTable, selected: Optional[int]) -> dict:
+def _mark(table: Table, selected: Optional[int]) -> dict:
     """``x``/``y`` of the open datapoint's cell (empty when none is open or the epoch lacks it)."""
-    idx = table.values("idx")
+    idx = table.values(["idx"])["idx"]
     position = int(np.searchsorted(idx, selected)) if selected is not None else len(idx)
     if position >= len(idx) or idx[position] != selected:
         return {"x": [], "y": []}

@@ -12,8 +12,7 @@ from typing import Optional
 
 from dash import Dash, Input, Output, State, ctx, no_update
 
-from runners.eval_viewer.backend.scores import ScoresError
-from runners.eval_viewer.backend.table import TableError
+from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.table import table_rows
 from runners.eval_viewer.layout import ids
@@ -71,7 +70,7 @@ def neighbour(backend: ViewerBackend, query: dict, request: dict, row: Optional[
     target = 0 if row is None else max(row + step, 0)
     try:
         rows, count, _, _ = table_rows(backend, query, request, target, target + 1)
-    except (ScoresError, TableError):
+    except TABLE_ERRORS:
         return no_update, no_update
     return (rows[0]["idx"], target) if rows and target < count else (no_update, no_update)
 

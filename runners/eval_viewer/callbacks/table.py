@@ -12,13 +12,13 @@ from typing import Any, Optional
 
 from dash import Dash, Input, Output, State, ctx, no_update
 
-from runners.eval_viewer.backend.scores import ScoresError
-from runners.eval_viewer.backend.table import TableError
+from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.layout import ids
 
 DEBUG_MARK = "✓"
 LABEL_COLUMNS = ("label", "prediction")
+HIDDEN_COLUMNS = ("label_name", "prediction_name", "predicted_class")  # shown through label and prediction
 _NUMBER_OPS = {"equals": "=", "notEqual": "!=", "lessThan": "<", "lessThanOrEqual": "<=", "greaterThan": ">",
                "greaterThanOrEqual": ">="}
 
@@ -56,7 +56,7 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         try:
             rows, count, total, label = table_rows(backend, query or {}, request, request.get("startRow", 0),
                                                    request.get("endRow", 100))
-        except (ScoresError, TableError) as exc:
+        except TABLE_ERRORS as exc:
             return {"rowData": [], "rowCount": 0}, str(exc)
         return {"rowData": rows, "rowCount": count}, caption(label, count, total, query or {}, request)
 
@@ -70,34 +70,41 @@ def table_of(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optiona
 
 def column_defs(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str],
                 metric: Optional[str]) -> list[dict]:
-    """One column per table column, the metric first and sorted worst first; labels as class names."""
+    """One column per table column: idx, label and prediction (by class name), the metric (sorted worst
+    first), the other scores, then meta info and debugger summaries."""
     try:
         epoch, table = table_of(backend, run_path, epoch_key)
-    except ScoresError:
+    except TABLE_ERRORS:
         return []
     if table is None:
         return []
-    names = dict(table.columns())
-    order = ["idx", *[c for c in LABEL_COLUMNS if c in names], *([metric] if metric in names else []),
-             *[c for c in names if c not in ("idx", metric, *LABEL_COLUMNS)]]
+    kinds = dict(table.columns())
+    first = ["idx", *[c for c in LABEL_COLUMNS if c in kinds], *([metric] if metric in kinds else [])]
+    order = first + [c for c in kinds if c not in first and c not in HIDDEN_COLUMNS]
     classes = backend.class_names(epoch)
     columns = [{"headerName": "#", "colId": "row", "valueGetter": {"function": "params.node.rowIndex + 1"},
                 "sortable": False, "filter": False, "maxWidth": 70, "minWidth": 60}]
     for name in order:
-        column = {"field": name, "headerName": name, "filter": _filter_of(names[name], name)}
+        column: dict[str, Any] = {"field": name, "headerName": name, **_filter_of(kinds[name], name)}
         if name == metric:
             column["sort"] = "asc" if backend.higher_is_better(epoch, metric) else "desc"
         if name in LABEL_COLUMNS and classes:
-            column["refData"] = {str(i): f"{c} ({i})" for i, c in enumerate(classes)}
-        if names[name] == "float":
+            column["refData"] = {str(i): f"{c} ({i})" for i, c in classes.items()}
+        if kinds[name] == "float":
             column["valueFormatter"] = {"function": "params.value == null ? 'n/a' : d3.format('.4~g')(params.value)"}
         columns.append(column)
     columns.append({"field": "debug", "headerName": "debug", "sortable": False, "filter": False, "maxWidth": 90})
     return columns
 
 
-def _filter_of(kind: str, name: str) -> str:
-    return "agTextColumnFilter" if kind == "str" or name in LABEL_COLUMNS else "agNumberColumnFilter"
+def _filter_of(kind: str, name: str) -> dict:
+    """Numbers filter by comparison; labels by class name or id; other text by equality (the table's
+    filters are exact comparisons, never text matched inside a query)."""
+    if name in LABEL_COLUMNS:
+        return {"filter": "agTextColumnFilter", "filterParams": {"filterOptions": ["contains"], "maxNumConditions": 1}}
+    if kind in ("string", "boolean"):
+        return {"filter": "agTextColumnFilter", "filterParams": {"filterOptions": ["equals"], "maxNumConditions": 1}}
+    return {"filter": "agNumberColumnFilter"}
 
 
 def table_rows(backend: ViewerBackend, query: dict, request: dict, start: int,
@@ -123,7 +130,7 @@ def _order_of(sort_model: list[dict]) -> tuple[Optional[str], bool]:
     return sort_model[0]["colId"], sort_model[0].get("sort") == "desc"
 
 
-def where_of(filter_model: dict, class_names: list[str]) -> list[tuple[str, str, Any]]:
+def where_of(filter_model: dict, class_names: dict[int, str]) -> list[tuple[str, str, Any]]:
     """AG Grid's filter model as ``(column, op, value)`` triples; class names in label columns become ids."""
     where: list[tuple[str, str, Any]] = []
     for column, condition in filter_model.items():
@@ -131,7 +138,7 @@ def where_of(filter_model: dict, class_names: list[str]) -> list[tuple[str, str,
         if column in LABEL_COLUMNS:
             where.append((column, "in", _matching_classes(str(value or ""), class_names)))
         elif condition.get("filterType") == "text":
-            where.append((column, "contains", str(value or "")))
+            where.append((column, "=", _typed_text(str(value or ""))))
         elif kind == "inRange":
             where += [(column, ">=", value), (column, "<=", condition.get("filterTo"))]
         elif kind in _NUMBER_OPS and value is not None:
@@ -139,11 +146,15 @@ def where_of(filter_model: dict, class_names: list[str]) -> list[tuple[str, str,
     return where
 
 
-def _matching_classes(text: str, class_names: list[str]) -> list[int]:
+def _matching_classes(text: str, class_names: dict[int, str]) -> list[int]:
     """Class ids whose number is ``text`` or whose name contains it (case-insensitive)."""
     text = text.strip().lower()
-    matches = [i for i, name in enumerate(class_names) if text in name.lower()]
-    return [int(text)] if text.isdigit() else matches
+    return [int(text)] if text.isdigit() else [i for i, name in class_names.items() if text in name.lower()]
+
+
+def _typed_text(text: str) -> object:
+    """'true' / 'false' as booleans (a boolean meta-info column), anything else as the text itself."""
+    return {"true": True, "false": False}.get(text.strip().lower(), text)
 
 
 def caption(label: str, count: int, total: int, query: dict, request: dict) -> str:

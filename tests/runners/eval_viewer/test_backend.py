@@ -11,6 +11,8 @@ import pytest
 from dash import html
 
 import runners.eval_viewer.backend.initialization as initialization
+from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from data.datasets import SyntheticShapesDataset
 from data.viewer.layout.display import display_datapoint
 from data.viewer.layout.display.display_debug_outputs import display_debug_outputs
 from runners.eval_viewer.__main__ import parse_args
@@ -140,28 +142,30 @@ def test_epochs_scores_and_debug_availability(runs):
 
 
 def test_the_table_sorts_each_metric_worst_first_and_defaults_to_the_loss(runs):
-    scores = read_scores(os.path.join(runs["trainer"], "epoch_1", "validation_scores.json"))
-    table = ScoresTable(scores)
-    for metric in scores.rankable_metrics:
-        higher = scores.higher_is_better[metric]
-        values = [row[metric] for row in table.page(order_by=metric, descending=not higher, limit=1000)]
-        assert values == sorted(scores.per_datapoint[metric], reverse=not higher), metric
-    assert default_metric(scores) == "cross_entropy"  # accuracy would tie every wrong datapoint
+    epoch_dir = os.path.join(runs["trainer"], "epoch_1")
+    scores = read_scores(os.path.join(epoch_dir, "validation_scores.json"))
+    for table in (ScoresTable(scores), EpochTable(os.path.join(epoch_dir, EPOCH_TABLE_FILE))):
+        for metric in scores.rankable_metrics:
+            higher = scores.higher_is_better[metric]
+            rows = table.page(order_by=metric, descending=not higher, limit=1000)
+            assert [row[metric] for row in rows] == pytest.approx(
+                sorted(scores.per_datapoint[metric], reverse=not higher)), metric
+    assert default_metric(scores.rankable_metrics, scores.higher_is_better) == "cross_entropy"  # not a 0/1 tie
 
 
-def test_missing_scores_rank_first_and_ties_keep_idx_order():
+def test_missing_scores_rank_last_and_ties_keep_idx_order():
     table = ScoresTable(Scores({}, {"loss": [0.5, None, 2.0, 0.5]}, [10, 11, 12, 13], {"loss": False}))
-    assert [row["idx"] for row in table.page(order_by="loss", descending=True)] == [11, 12, 10, 13]
-    assert [row["idx"] for row in table.page(order_by="loss", descending=False)] == [11, 10, 13, 12]
+    assert [row["idx"] for row in table.page(order_by="loss", descending=True)] == [12, 10, 13, 11]
+    assert [row["idx"] for row in table.page(order_by="loss", descending=False)] == [10, 13, 12, 11]
 
 
 def test_filters_pages_and_percentiles_of_the_table():
     losses = [0.1 * i for i in range(50)]
     table = ScoresTable(Scores({}, {"loss": losses}, list(range(100, 150)), {"loss": False}))
     where = where_of({"idx": {"filterType": "number", "type": "equals", "filter": 123},
-                      "loss": {"filterType": "number", "type": "lessThan", "filter": 4.0}}, [])
+                      "loss": {"filterType": "number", "type": "lessThan", "filter": 4.0}}, {})
     assert [row["idx"] for row in table.page(where)] == [123] and table.count(where) == 1
-    page = table.page(where_of({"loss": {"filterType": "number", "type": "inRange", "filter": 1, "filterTo": 2}}, []),
+    page = table.page(where_of({"loss": {"filterType": "number", "type": "inRange", "filter": 1, "filterTo": 2}}, {}),
                       order_by="loss", descending=True, offset=2, limit=3)
     assert [row["idx"] for row in page] == [118, 117, 116]
     assert table.percentile("loss", 0.1 * 24) == 50.0  # 25 of 50 values are at most the 25th smallest
@@ -286,8 +290,18 @@ def test_table_rows_are_worst_first_and_mark_debug_outputs(runs):
     losses = [row["cross_entropy"] for row in rows]
     assert losses == sorted(losses, reverse=True) and (count, total, label) == (24, 24, "epoch 1")
     columns = column_defs(backend, runs["trainer"], "epoch_1", "cross_entropy")
-    assert [c.get("field") for c in columns][1:4] == ["idx", "prediction", "cross_entropy"]
-    assert columns[3]["sort"] == "desc"
+    fields = [c.get("field") for c in columns]
+    assert fields[1:5] == ["idx", "label", "prediction", "cross_entropy"] and columns[4]["sort"] == "desc"
+    assert "class_name" in fields and "label_name" not in fields  # meta info shown; names shown in label
+    names = SyntheticShapesDataset.CLASS_NAMES
+    assert columns[2]["refData"] == {str(i): f"{name} ({i})" for i, name in enumerate(names) if str(i) in
+                                     columns[2]["refData"]}
+    label_filter = where_of({"label": {"filterType": "text", "type": "contains", "filter": "RING"}},
+                            backend.class_names(backend.epoch(backend.run(runs["trainer"]), "epoch_1")))
+    rows, count, _, _ = table_rows(backend, query, {"filterModel": {"label": {"filterType": "text",
+                                                                              "filter": "ring"}}}, 0, 100)
+    assert label_filter == [("label", "in", [names.index("ring")])]
+    assert count == len(rows) > 0 and all(row["label_name"] == "ring" for row in rows)
     assert all(row["debug"] == DEBUG_MARK for row in rows)
     rows, _, _, _ = table_rows(backend, {"run": runs["trainer"], "epoch": "epoch_0"}, sort, 0, 100)
     assert len(rows) == 24 and not any(row["debug"] for row in rows)
@@ -296,15 +310,17 @@ def test_table_rows_are_worst_first_and_mark_debug_outputs(runs):
 
 
 def test_unreadable_scores_file_is_explained_and_debug_outputs_still_open(trainer_copy):
-    with open(os.path.join(trainer_copy, "epoch_1", "validation_scores.json"), "w") as f:
-        f.write("{not json")
+    for name in ("validation_scores.json", EPOCH_TABLE_FILE):
+        with open(os.path.join(trainer_copy, "epoch_1", name), "w") as f:
+            f.write("{not json")
     backend = ViewerBackend([trainer_copy])
     rows, count, _, _ = table_rows(backend, {"run": trainer_copy, "epoch": "epoch_1"}, {}, 0, 100)
     assert count == 24 and [row["idx"] for row in rows] == list(range(24))  # the captured ones can be opened
     with pytest.raises(ScoresError, match="cannot be read as JSON"):
         backend.scores(backend.epoch(backend.run(trainer_copy), "epoch_1"))
     datapoint = _open(trainer_copy, trainer_copy, "epoch_1", 2)
-    assert "cannot be read as JSON" in datapoint["scores_error"] and set(datapoint["debug"]) == {"layer3_energy"}
+    assert "not a readable Parquet file" in datapoint["scores_error"]
+    assert set(datapoint["debug"]) == {"layer3_energy"}
 
 
 def test_the_same_datapoint_in_two_runs_side_by_side(runs):
