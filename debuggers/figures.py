@@ -2,7 +2,7 @@
 
 ``figures_for_output(output, image)`` takes one datapoint's output as a page holds
 it (NumPy arrays, numbers, strings) and returns figures; the eval viewer and
-``debuggers.export`` both draw through it. Figures are kept light because a
+the HTML export (``runners.eval_viewer.export``) both draw through it. Figures are kept light because a
 viewer page shows many: at most ``MAX_PANELS`` channels or heads, heatmaps
 block-averaged to at most ``MAX_SIDE`` cells a side.
 """

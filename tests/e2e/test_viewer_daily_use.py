@@ -134,3 +134,21 @@ def test_a_link_reopens_the_same_view_and_j_k_walk_the_table(viewer_url, new_pag
     assert again.locator(f"#{ids.TABS} .tab--selected").inner_text() == "Compare epochs"
     again.click(f"#{ids.TAB_DATAPOINT}")
     wait_title(again, ids.DATAPOINT_PANEL, f"datapoint {order[1]} · logs/small · epoch 1")
+
+
+def test_export_writes_the_filtered_rows_as_a_report_with_readable_scores(viewer_url, logs, new_page):
+    page = new_page(viewer_url)
+    wait_caption(page, "epoch 1: 12 datapoints")
+    filter_column(page, "cross_entropy", "123")
+    wait_caption(page, "no datapoint")
+    page.click(f"#{ids.TABLE_CLEAR_FILTERS}")
+    wait_caption(page, "epoch 1: 12 datapoints")
+    filter_column(page, "idx", "5")
+    wait_caption(page, "1 of 12 datapoints match")
+    with page.expect_download() as download:
+        page.click(f"#{ids.EXPORT_BUTTON}")
+    report = open(download.value.path(), encoding="utf-8").read()
+    assert "<h2>Datapoint 5</h2>" in report and report.count("<h2>Datapoint ") == 1
+    scores = json.loads((logs / "small" / "epoch_1" / "validation_scores.json").read_text())["per_datapoint"]
+    assert f"<td>{scores['cross_entropy'][5]:.4g}</td>" in report
+    assert "exported 1 datapoints" in wait_caption(page, "exported")

@@ -9,8 +9,8 @@ import os
 import numpy as np
 import pytest
 
-from debuggers.export import main
 from debuggers.page_store import PageWriter
+from runners.eval_viewer.export import main
 
 pytestmark = pytest.mark.timeout(60)
 

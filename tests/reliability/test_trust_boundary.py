@@ -16,8 +16,8 @@ import pytest
 import torch.nn.functional as F
 
 from data.datasets import SyntheticShapesDataset
-from debuggers.export import main as export_main
 from runners.eval_viewer.backend.initialization import DebugOutputs
+from runners.eval_viewer.export import main as export_main
 from runners.eval_viewer.layout import ids
 from runners.trainers import BaseTrainer
 from tests.reliability.viewer_server import call_callback, viewer_process

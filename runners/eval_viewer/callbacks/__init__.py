@@ -5,9 +5,19 @@ from __future__ import annotations
 from dash import Dash
 
 from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks import compare, datapoint, failures, model_report, runs, scores, selection, table
+from runners.eval_viewer.callbacks import (
+    compare,
+    datapoint,
+    export,
+    failures,
+    model_report,
+    runs,
+    scores,
+    selection,
+    table,
+)
 
 
 def register_callbacks(app: Dash, backend: ViewerBackend) -> None:
-    for module in (runs, table, scores, selection, datapoint, compare, model_report, failures):
+    for module in (runs, table, scores, selection, datapoint, compare, model_report, failures, export):
         module.register(app, backend)

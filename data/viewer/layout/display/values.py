@@ -15,7 +15,7 @@ import torch
 from dash import dcc, html
 
 IMAGE_CHANNELS = (1, 3)
-GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
+GRAPH_CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": "hover"}  # no toolbar over titles
 
 
 def to_numpy(value: Any) -> Optional[np.ndarray]:

@@ -11,10 +11,11 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from debuggers.export import main, resolve_epoch_dir, visualize_debug_states
+from data.datasets import SyntheticShapesDataset
 from debuggers.feature_map_debugger import FeatureMapDebugger
 from models import SmallCNN
 from runners.eval_viewer.backend.initialization import load_debug_outputs
+from runners.eval_viewer.export import main, resolve_epoch_dir, visualize_debug_states
 from runners.trainers import BaseTrainer
 from tests.debuggers.library import capture_epoch, entry
 from tests.runs import write_config
@@ -56,8 +57,13 @@ def test_report_holds_plotly_once_and_one_section_per_idx(run_dir, tmp_path):
     assert page.count('"type":"image"') == 3  # each CAM is drawn over its input image
     assert page.count("from layer &#x27;head.fc&#x27;, which returned Tensor(8, 6); pick a convolutional layer") == 3
     assert "features: " in page and "gradcam: Grad-CAM at backbone.layer4" in page
-    assert page.count('<p class="note">labels: {&#x27;class&#x27;: ') == 3  # context, not alerts
+    assert page.count("<th>class</th>") == 3  # each datapoint's labels as a table, not as Python text
     assert page.count('<div class="alert">') == 3  # only the broken debugger
+    scores = json.loads(open(os.path.join(run_dir, "epoch_1", "validation_scores.json")).read())["per_datapoint"]
+    for idx in (3, 7, 12):  # each score and prediction, readable, in the summary table and the datapoint's own
+        assert page.count(f"<td>{scores['cross_entropy'][idx]:.4g}</td>") >= 2
+    names = SyntheticShapesDataset.CLASS_NAMES
+    assert f"<td>{names[int(scores['predicted_class'][3])]}</td>" in page
 
 
 def test_epoch_choice_and_missing_idx(run_dir, tmp_path):

@@ -1,9 +1,10 @@
-"""A self-contained HTML report of chosen datapoints' debug outputs, to share or archive.
+"""A self-contained HTML report of chosen datapoints: their scores, labels, predictions and debug outputs.
 
-    python -m debuggers.export --run logs/examples/cnn_trainer --idx 3 7 12 --out report.html
+    python -m runners.eval_viewer.export --run logs/examples/cnn_trainer --idx 3 7 12 --out report.html
 
 ``--run`` is a trainer work dir (the latest epoch with debug outputs is used
-unless ``--epoch`` says otherwise) or an evaluator work dir. Pages are read as the
+unless ``--epoch`` says otherwise) or an evaluator work dir. The viewer's Export button
+writes the same report for the table's filtered rows. Pages are read as the
 viewer reads them; a page or index that cannot be read is an alert in the report.
 The input images drawn under Grad-CAM maps are the ones the run captured, as the
 viewer shows them; the config file ``run_info.json`` names is imported to rebuild
@@ -25,6 +26,7 @@ from typing import Any, Optional, Union
 import numpy as np
 import plotly.graph_objects as go
 
+from data.viewer.layout.display.values import describe_value
 from debuggers.figures import figures_for_output, model_report_figures
 from debuggers.model_report import MODEL_REPORT_FILE
 from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
@@ -32,6 +34,9 @@ from debuggers.page_format import CorruptPageError
 from runners.eval_viewer.backend.datapoint import load_item
 from runners.eval_viewer.backend.debug import EpochDebug, EpochDebugError, open_epoch_debug
 from runners.eval_viewer.backend.initialization import DEBUGGER_DIR
+from runners.eval_viewer.backend.runs import EVALUATOR_SCORES, TRAINER_SCORES
+from runners.eval_viewer.backend.scores import Scores, ScoresError, read_scores
+from runners.eval_viewer.backend.table import TABLE_ERRORS, open_table
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from utils.atomic_files import atomic_write, read_json
 from utils.errors import LanternUserError
@@ -41,12 +46,18 @@ class Note(str):
     """Context shown as plain text (an ordinary ``str`` item is an alert)."""
 
 
-Item = Union[go.Figure, Note, str]  # a figure, a note, or the text of an alert
+class Rows(list):
+    """A table: a list of ``{column: value}`` dicts, drawn as an HTML table (numbers to 4 digits)."""
+
+
+Item = Union[go.Figure, Note, Rows, str]  # a figure, a note, a table, or the text of an alert
 Section = tuple[str, list[Item]]
 _STYLE = """body{font-family:sans-serif;margin:24px;max-width:1200px}
 h2{border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:40px}
 .alert{background:#fff3cd;border:1px solid #ffe69c;padding:8px 12px;margin:8px 0;white-space:pre-wrap}
-.note{color:#555}"""
+.note{color:#555}
+table{border-collapse:collapse;font-size:13px;margin:8px 0}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:left}th{background:#f1f3f5}"""
 
 
 class ExportError(LanternUserError):
@@ -65,6 +76,8 @@ def write_html(path: str, title: str, sections: Iterable[Section], note: str = "
                 first = False
             elif isinstance(item, Note):
                 parts.append(f'<p class="note">{html.escape(item)}</p>')
+            elif isinstance(item, Rows):
+                parts.append(_html_table(item))
             else:
                 parts.append(f'<div class="alert">{html.escape(item)}</div>')
         parts.append("</section>")
@@ -79,6 +92,18 @@ def write_html(path: str, title: str, sections: Iterable[Section], note: str = "
             f.write(page)
 
     atomic_write(path, write)
+
+
+def _html_table(rows: Rows) -> str:
+    columns = list(dict.fromkeys(name for row in rows for name in row))
+    head = "".join(f"<th>{html.escape(str(name))}</th>" for name in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(row.get(name)))}</td>" for name in columns) + "</tr>"
+                   for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else f"{value:.4g}" if isinstance(value, float) else describe_value(value)
 
 
 def datapoint_items(outputs: Mapping[str, Any], image: Optional[np.ndarray] = None) -> list[Item]:
@@ -156,26 +181,49 @@ def _image_of(datapoint: Optional[dict[str, Any]]) -> Optional[np.ndarray]:
     return np.asarray(image) if image is not None else None
 
 
-def _summary(datapoint: Optional[dict[str, Any]]) -> list[Item]:
-    if datapoint is None:
-        return []
-    labels = {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in (datapoint.get("labels") or {}).items()}
-    return [Note(f"labels: {labels}; meta_info: {datapoint.get('meta_info', {})}")]
+def _summary(datapoint: Optional[dict[str, Any]], row: Optional[dict[str, Any]]) -> list[Item]:
+    """The datapoint's row of the epoch table (label, prediction, scores), then its labels and meta info."""
+    items: list[Item] = [Rows([row])] if row else []
+    for part in ("labels", "meta_info"):
+        values = (datapoint or {}).get(part)
+        if values:
+            items += [Note(part.replace("_", " ")), Rows([{key: value for key, value in values.items()}])]
+    return items
 
 
-def _datapoint_section(outputs: Union[EpochDebug, EpochDebugError], idx: int,
-                       datapoint: Optional[dict[str, Any]]) -> list[Item]:
+def _datapoint_section(outputs: Union[EpochDebug, EpochDebugError], idx: int, datapoint: Optional[dict[str, Any]],
+                       row: Optional[dict[str, Any]]) -> list[Item]:
     if isinstance(outputs, EpochDebugError):
-        return [*_summary(datapoint), str(outputs)]
+        return [*_summary(datapoint, row), str(outputs)]
     try:
         debug_outputs = outputs.get(idx)
     except (CorruptPageError, OSError) as exc:
-        return [*_summary(datapoint), f"debug outputs of idx {idx} cannot be read: {exc}"]
+        return [*_summary(datapoint, row), f"debug outputs of idx {idx} cannot be read: {exc}"]
     if debug_outputs is None:
         indices = outputs.indices
         return [f"no debug outputs for idx {idx}; this epoch has idx {min(indices)}..{max(indices)} "
                 f"({len(indices)} datapoints)"]
-    return _summary(datapoint) + datapoint_items(debug_outputs, _image_of(datapoint))
+    return _summary(datapoint, row) + datapoint_items(debug_outputs, _image_of(datapoint))
+
+
+def table_rows(epoch_dir: str, indices: list[int]) -> tuple[dict[int, dict[str, Any]], list[Item]]:
+    """Each datapoint's row of the epoch's table (idx, label, prediction, scores; class names where the run
+    has them), and a note instead when the epoch has no readable table (the report is useful without)."""
+    try:
+        table = open_table(epoch_dir, lambda: _scores_of(epoch_dir))
+        rows = table.page(where=[("idx", "in", indices)], order_by="idx", descending=False, limit=len(indices))
+    except TABLE_ERRORS as exc:
+        return {}, [Note(f"scores unavailable: {exc}")]
+    wanted = ["idx", "label_name", "label", "prediction_name", "prediction", *table.roles.get("scores", [])]
+    return {row["idx"]: {name: row[name] for name in wanted if name in row} for row in rows}, []
+
+
+def _scores_of(epoch_dir: str) -> Scores:
+    paths = [os.path.join(epoch_dir, name) for name in (TRAINER_SCORES, EVALUATOR_SCORES)]
+    found = [path for path in paths if os.path.isfile(path)]
+    if not found:
+        raise ScoresError(f"{epoch_dir} has no scores file")
+    return read_scores(found[0])
 
 
 def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[int] = None,
@@ -189,11 +237,14 @@ def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[in
     if isinstance(outputs, EpochDebug) and not outputs.indices:
         raise ExportError(f"{os.path.join(epoch_dir, DEBUGGER_DIR)} holds no datapoint's debug outputs")
     datapoints, note = load_inputs(run_dir, indices, trust_configs)
-    sections: list[Section] = []
+    rows, problems = table_rows(epoch_dir, indices)
+    summary = Rows(rows[i] for i in indices if i in rows)
+    sections: list[Section] = [("Datapoints", [*problems, *([summary] if summary else [])])]
     report_path = os.path.join(run_dir, MODEL_REPORT_FILE)
     if os.path.exists(report_path):
         sections.append(("Model", list(model_report_figures(read_json(report_path)))))
-    sections += [(f"Datapoint {idx}", _datapoint_section(outputs, idx, datapoints.get(idx))) for idx in indices]
+    sections += [(f"Datapoint {idx}", _datapoint_section(outputs, idx, datapoints.get(idx), rows.get(idx)))
+                 for idx in indices]
     write_html(out, f"Lantern debug report: {os.path.basename(os.path.abspath(epoch_dir))}", sections,
                note=f"run {os.path.abspath(run_dir)}, outputs from {os.path.abspath(epoch_dir)}; {note}")
     return out
