@@ -12,7 +12,7 @@ never row by row: one ``.numpy()`` per batch instead of one per datapoint.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -161,15 +161,18 @@ def _owner(array: np.ndarray) -> tuple[Any, int]:
     return base, array.nbytes
 
 
-def held_storage(value: Any) -> Iterator[tuple[Any, int]]:
+def held_storage(value: Any) -> list[tuple[Any, int]]:
     """``(owner, nbytes)`` of every memory block a page value keeps alive (an owner may repeat)."""
-    if isinstance(value, np.ndarray):
-        yield _owner(value)
-    elif isinstance(value, (str, bytes)):
-        yield value, len(value) + SMALL_VALUE_BYTES
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from held_storage(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from held_storage(item)
+    held, pending = [], [value]
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is np.ndarray:
+            held.append(_owner(item))
+        elif kind is dict:
+            pending.extend(item.values())
+        elif kind is list or kind is tuple:
+            pending.extend(item)
+        elif kind is str or kind is bytes:
+            held.append((item, len(item) + SMALL_VALUE_BYTES))
+    return held
