@@ -31,6 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from benchmarks.common import run_loop
 from data.datasets import SyntheticShapesDataset, collate_datapoints
 from debuggers.activation_stats_debugger import ActivationStatsDebugger
 from debuggers.attention_debugger import AttentionDebugger
@@ -77,14 +78,7 @@ def eval_loop(model: torch.nn.Module, batches: list[dict], debugger_config: Opti
         debugger.reset_buffer(folder.name)
         debugger.enabled = True
     start = time.perf_counter()
-    with torch.no_grad():
-        for batch in batches:
-            dp = dict(batch)
-            dp["outputs"] = model(dp["inputs"])
-            if debugger is not None:
-                debugger(dp, model)
-    if debugger is not None:
-        debugger.save_all(folder.name)
+    run_loop(model, batches, debugger)
     elapsed = time.perf_counter() - start
     if debugger is not None:
         debugger.close()

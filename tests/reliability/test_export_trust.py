@@ -3,7 +3,6 @@ never a traceback, and the other datapoints are still exported."""
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 
 from debuggers.page_store import PageWriter
 from runners.eval_viewer.export import main
+from tests.reliability.crafted_index import INDEX_DAMAGES, damage_index
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -42,20 +42,11 @@ def test_a_valid_page_holding_an_empty_array_is_exported(tmp_path, capsys):
     assert "Datapoint 0" in page and "Datapoint 1" in page and "empty array of shape [0, 3, 3]" in page
 
 
-@pytest.mark.parametrize("damage", ["no_complete", "page_as_int", "datapoints_a_string"])
+@pytest.mark.parametrize("damage", INDEX_DAMAGES)
 def test_a_malformed_index_becomes_an_alert_in_the_report(tmp_path, capsys, damage):
     run_dir = write_pages(tmp_path / "run", {0: {"values": np.arange(4.0)}, 1: {"values": np.arange(4.0)}})
     index_path = os.path.join(run_dir, "debugger", "index.json")
-    with open(index_path) as f:
-        index = json.load(f)
-    if damage == "no_complete":
-        del index["complete"]
-    elif damage == "page_as_int":
-        index["pages"] = ["page_0.pkl"]
-    else:
-        index["datapoints"] = "everything"
-    with open(index_path, "w") as f:
-        json.dump(index, f)
+    damage_index(index_path, damage)
     code, page, err = export(run_dir, tmp_path, capsys, 0, 1)
     assert code == 0, err
     assert "Datapoint 0" in page and "Datapoint 1" in page

@@ -12,6 +12,7 @@ import pytest
 
 from runners.eval_viewer.layout import ids
 from runners.trainers import BaseTrainer
+from tests.reliability.crafted_index import INDEX_DAMAGES, damage_index
 from tests.reliability.viewer_server import call_callback, serve_viewer
 from tests.runs import write_config
 from utils.config_file import load_config
@@ -76,25 +77,17 @@ def test_a_page_that_blocks_forever_does_not_block_other_runs(trained_run, tmp_p
         assert not blocked.is_alive()
 
 
-@pytest.mark.parametrize("damage", ["no_complete", "page_as_int", "datapoints_a_string", "unindexed_garbage_page"])
+@pytest.mark.parametrize("damage", [*INDEX_DAMAGES, "unindexed_garbage_page"])
 def test_a_malformed_index_or_bad_unindexed_page_is_shown_in_place(trained_run, tmp_path, damage):
     logs = str(tmp_path / "logs")
     good, bad = _copy(trained_run, logs, "good"), _copy(trained_run, logs, "bad")
     debugger_dir = os.path.join(bad, EPOCH, "debugger")
     index_path = os.path.join(debugger_dir, "index.json")
-    with open(index_path) as f:
-        index = json.load(f)
-    if damage == "no_complete":
-        del index["complete"]
-    elif damage == "page_as_int":
-        index["pages"] = ["page_0.pkl"]
-    elif damage == "datapoints_a_string":
-        index["datapoints"] = "everything"
+    if damage in INDEX_DAMAGES:
+        damage_index(index_path, damage)
     else:
         with open(os.path.join(debugger_dir, "page_999.pkl"), "wb") as f:
             f.write(b"\x80\x05not a page at all")
-    with open(index_path, "w") as f:
-        json.dump(index, f)
     with serve_viewer([logs]) as url:
         status, body = _datapoint(url, bad)
         assert status == 200, body
