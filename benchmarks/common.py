@@ -38,13 +38,17 @@ def timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def interleaved_medians(cases: dict[str, Callable[[], Any]], rounds: int, seed: int = 0) -> dict[str, float]:
-    """Median seconds of each case over ``rounds`` rounds, run in a new random order each round."""
+def interleaved_medians(cases: dict[str, Callable[[], Any]], rounds: int, seed: int = 0,
+                        between_rounds: Callable[[], Any] | None = None) -> dict[str, float]:
+    """Median seconds of each case over ``rounds`` rounds, run in a new random order each round
+    (``between_rounds``, untimed, after each round)."""
     times: dict[str, list[float]] = {name: [] for name in cases}
     order = random.Random(seed)
     for _ in range(rounds):
         for name in order.sample(list(cases), len(cases)):
             times[name].append(timed(cases[name]))
+        if between_rounds is not None:
+            between_rounds()
     return {name: statistics.median(values) for name, values in times.items()}
 
 

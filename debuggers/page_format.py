@@ -36,11 +36,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import json
 import math
 import os
-import pickle
 import re
 import stat
 import struct
@@ -49,8 +47,9 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from debuggers.legacy_pages import load_legacy_page
+from debuggers.page_encoding import HEADER_OPCODE_BYTES, U64, RecordEncoder
 from debuggers.page_errors import CorruptPageError, DebugDataError, PageWriteError, UnsafePageError
-from debuggers.page_values import MAX_DEPTH, UnsupportedOutputError
+from debuggers.page_values import MAX_DEPTH
 from utils.atomic_files import TEMP_MARKER, temporary_path
 
 # The errors are re-exported: a reader of pages needs only this module.
@@ -69,16 +68,7 @@ _FOOTER_TAIL = b"0."  # POP the footer bytes, STOP
 LOCATION = np.dtype([("idx", "<i8"), ("start", "<u8"), ("header", "<u8"), ("header_length", "<u4"),
                      ("page", "<u4")])
 
-_FROMBUFFER = b"cnumpy._core.numeric\n_frombuffer\n"
-_DTYPE = b"cnumpy\ndtype\n"
-_COMPLEX = b"cbuiltins\ncomplex\n"
-_U64 = struct.Struct("<Q")
-_U32 = struct.Struct("<I")
-_I32 = struct.Struct("<i")
-_DOUBLE = struct.Struct(">d")
-_HEADER_OPCODE_BYTES = 5  # b'X' <u32 length> before each header
 _IOV_MAX = 1024
-_json_str = json.encoder.encode_basestring_ascii
 _MAX_DTYPE_TEXT = 32
 
 
@@ -112,139 +102,24 @@ def is_own_file(name: str, rank: int, world_size: int) -> bool:
     return re.fullmatch(rf"(?:{base})|{temp}", name) is not None
 
 
-# ---------------------------------------------------------------- encoding
-class _Encoder:
-    """Records as pickle opcodes: small opcodes gathered in one buffer, array bytes passed by reference."""
-
-    def __init__(self, start: int) -> None:
-        self.buffers: list[Any] = []
-        self.small = bytearray()
-        self.flushed = start  # file offset where ``small`` begins
-
-    @property
-    def position(self) -> int:
-        return self.flushed + len(self.small)
-
-    def raw(self, data: Any, nbytes: int) -> int:
-        """Append ``data`` (a buffer of ``nbytes``) without copying it; returns its file offset."""
-        offset = self.position
-        self.buffers += (self.small, data)
-        self.flushed = offset + nbytes
-        self.small = bytearray()
-        return offset
-
-    def int(self, value: int) -> None:
-        self.small += _int_opcode(value)
-
-    def str(self, value: str) -> None:
-        data = value.encode("utf-8", "surrogatepass")
-        self.small += (b"\x8c" + bytes((len(data),)) if len(data) < 256 else b"X" + _U32.pack(len(data))) + data
-
-    def value(self, value: Any) -> str:
-        """Opcodes that rebuild ``value``; returns its description as JSON text (see the module docstring)."""
-        kind = type(value)
-        if kind is np.ndarray:
-            return self.array(value)
-        if kind is dict:
-            self.small += b"}(" if value else b"}"
-            pairs = ",".join([f"[{self.value(key)},{self.value(item)}]" for key, item in value.items()])
-            self.small += b"u" if value else b""
-            return f'{{"d":[{pairs}]}}'
-        if kind is str:
-            self.str(value)
-            return _json_str(value)
-        if kind is int:
-            self.int(value)
-            return int.__repr__(value)
-        if kind is float:
-            self.small += b"G" + _DOUBLE.pack(value)
-            return _json_float(value)
-        if value is None:
-            self.small += b"N"
-            return "null"
-        if kind is bool:
-            self.small += b"\x88" if value else b"\x89"
-            return "true" if value else "false"
-        if kind is list:
-            self.small += b"](" if value else b"]"
-            items = ",".join([self.value(item) for item in value])
-            self.small += b"e" if value else b""
-            return f"[{items}]"
-        if kind is tuple:
-            self.small += b"("
-            items = ",".join([self.value(item) for item in value])
-            self.small += b"t"
-            return f'{{"t":[{items}]}}'
-        if kind is bytes:
-            self.small += b"\x8e" + _U64.pack(len(value))
-            return f'{{"b":[{self.raw(value, len(value))},{len(value)}]}}'
-        if kind is complex:
-            self.small += _COMPLEX + b"G" + _DOUBLE.pack(value.real) + b"G" + _DOUBLE.pack(value.imag) + b"\x86R"
-            return f'{{"c":[{_json_float(value.real)},{_json_float(value.imag)}]}}'
-        raise UnsupportedOutputError(f"a {kind.__name__} is not a page value: convert outputs with "
-                                     "debuggers.page_values.to_page_value first")
-
-    def array(self, array: np.ndarray) -> str:
-        array = np.ascontiguousarray(array)  # a no-op for converted values
-        self.small += _FROMBUFFER + b"(\x96" + _U64.pack(array.nbytes)
-        offset = self.raw(array.reshape(-1).view(np.uint8), array.nbytes)
-        opcodes, description = _array_tail(array.dtype.str, array.shape)
-        self.small += opcodes
-        return f'{{"a":[{offset},{description}]}}'
-
-    def header(self, text: str) -> tuple[int, int]:
-        """Close a record with its JSON header; returns the header's offset and length."""
-        header = text.encode()
-        self.small += b"X" + _U32.pack(len(header))
-        offset = self.position
-        self.small += header + b"0s"
-        return offset, len(header)
-
-    def take(self) -> list[Any]:
-        """Everything encoded since the last ``take``, as buffers to write."""
-        buffers = self.buffers + [self.small]
-        self.flushed = self.position
-        self.buffers, self.small = [], bytearray()
-        return buffers
-
-
-def _int_opcode(value: int) -> bytes:
-    if 0 <= value < 256:
-        return b"K" + bytes((value,))
-    if -2**31 <= value < 2**31:
-        return b"J" + _I32.pack(value)
-    data = pickle.encode_long(value)
-    return (b"\x8a" + bytes((len(data),)) if len(data) < 256 else b"\x8b" + _I32.pack(len(data))) + data
-
-
-@functools.lru_cache(maxsize=1024)
-def _array_tail(dtype: str, shape: tuple[int, ...]) -> tuple[bytes, str]:
-    """What follows an array's bytes: ``numpy.dtype(dtype, False, True), shape, 'C'`` and REDUCE as opcodes,
-    and the dtype and shape as JSON text."""
-    data = dtype.encode()
-    opcodes = _DTYPE + b"\x8c" + bytes((len(data),)) + data + b"\x89\x88\x87R(" \
-        + b"".join(_int_opcode(dim) for dim in shape) + b"t\x8c\x01CtR"
-    return opcodes, f"{_json_str(dtype)},[{','.join(map(str, shape))}]"
-
-
-def _json_float(value: float) -> str:
-    """JSON text of a float as Python's json writes it (NaN and Infinity included)."""
-    if math.isfinite(value):
-        return float.__repr__(value)
-    return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
-
-
+# ----------------------------------------------------------------- writing
 def _append(file: BinaryIO, buffers: list[Any]) -> None:
-    """The one low-level disk write (tests inject slow, failing or stuck disks here)."""
-    views = [memoryview(b).cast("B") for b in buffers if len(b)]  # numpy rows, bytes, bytearrays
+    """The one low-level disk write (tests inject slow, failing or stuck disks here).
+
+    ``buffers`` are bytes, bytearrays and C-contiguous arrays, written as they are with ``writev``."""
+    sizes = [b.nbytes if type(b) is np.ndarray else len(b) for b in buffers]
     fd, first = file.fileno(), 0
-    while first < len(views):
-        written = os.writev(fd, views[first:first + _IOV_MAX])
-        while first < len(views) and written >= len(views[first]):
-            written -= len(views[first])
+    while first < len(buffers):
+        last = min(first + _IOV_MAX, len(buffers))
+        written = os.writev(fd, buffers[first:last])
+        if written == sum(sizes[first:last]):
+            first = last
+            continue
+        while written >= sizes[first]:  # a short write: the rest goes in the next call
+            written -= sizes[first]
             first += 1
-        if written:
-            views[first] = views[first][written:]
+        buffers = [*buffers[:first], memoryview(buffers[first]).cast("B")[written:], *buffers[first + 1:]]
+        sizes[first] -= written
 
 
 class PageFile:
@@ -256,7 +131,7 @@ class PageFile:
         self._temp = temporary_path(path)
         with _disk_errors(self._temp, path, "page"):
             self._file = open(self._temp, "wb", buffering=0)
-        self._encoder = _Encoder(0)
+        self._encoder = RecordEncoder(0)
         self._encoder.small += _PROLOGUE
 
     @property
@@ -266,10 +141,7 @@ class PageFile:
 
     def append(self, idx: int, value: Any) -> None:
         """Encode one datapoint's record (``value`` from ``to_page_value``); ``write_pending`` writes it."""
-        start = self._encoder.position
-        self._encoder.int(idx)
-        header, length = self._encoder.header(self._encoder.value(value))
-        self.locations.append((idx, start, header, length, self.number))
+        self.locations.append((idx, *self._encoder.record(idx, value), self.number))
 
     def write_pending(self) -> None:
         """Write the records appended so far (one system call for many): after it, no array is referenced."""
@@ -279,7 +151,7 @@ class PageFile:
     def seal(self) -> np.ndarray:
         """Write the footer, close, and rename into place; returns the page's ``LOCATION`` rows."""
         table = np.array(self.locations, dtype=LOCATION)
-        self._encoder.small += b"\x8e" + _U64.pack(table.nbytes)
+        self._encoder.small += b"\x8e" + U64.pack(table.nbytes)
         footer_offset = self._encoder.position
         self._encoder.small += table.tobytes() + _FOOTER_TAIL + _TRAILER.pack(footer_offset, len(table), _END_MAGIC)
         self.write_pending()
@@ -420,13 +292,13 @@ def _ints(values: Any, count: int) -> bool:
 def read_record(fd: int, file_size: int, location: np.void, path: str) -> Any:
     """The outputs of the datapoint at ``location`` (a ``LOCATION`` row) in the open page ``fd``."""
     start, header, length = int(location["start"]), int(location["header"]), int(location["header_length"])
-    if not (len(_PROLOGUE) <= start and start + _HEADER_OPCODE_BYTES <= header
+    if not (len(_PROLOGUE) <= start and start + HEADER_OPCODE_BYTES <= header
             and header + length + 2 + _TRAILER.size <= file_size):
         raise CorruptPageError(f"debug page {path} is truncated or not a Lantern page: it has no record at bytes "
                                f"{start}..{header + length} for datapoint {int(location['idx'])}; rerun the epoch")
     try:
         tree = json.loads(pread_exact(fd, length, header, path).tobytes())
-        return _RecordReader(fd, path, start, header - _HEADER_OPCODE_BYTES).value(tree)
+        return _RecordReader(fd, path, start, header - HEADER_OPCODE_BYTES).value(tree)
     except (_Malformed, ValueError, RecursionError) as exc:
         if isinstance(exc, CorruptPageError):
             raise

@@ -18,6 +18,7 @@ from numpy._core.multiarray import _reconstruct
 from numpy._core.numeric import _frombuffer
 
 from debuggers import legacy_pages, page_format
+from debuggers.page_encoding import RecordEncoder
 from debuggers.page_format import (
     PAGE_GLOB,
     CorruptPageError,
@@ -358,6 +359,7 @@ def assert_same_page(loaded: dict, page: dict) -> None:
         for name, value in outputs.items():
             if isinstance(value, np.ndarray):
                 assert type(loaded[idx][name]) is np.ndarray and loaded[idx][name].dtype == value.dtype
+                assert loaded[idx][name].shape == value.shape
                 np.testing.assert_array_equal(loaded[idx][name], value)
             else:
                 assert loaded[idx][name] == value and type(loaded[idx][name]) is type(value)
@@ -375,6 +377,36 @@ def test_pages_are_plain_pickles_that_joblib_loads(tmp_path):
     path = str(tmp_path / "page_0.pkl")
     write_page(path, page)
     assert_same_page(joblib.load(path), page)
+
+
+def encoded_bytes(encoder: RecordEncoder) -> bytes:
+    return b"".join(memoryview(buffer).tobytes() for buffer in encoder.take())
+
+
+def test_records_encoded_from_a_shared_plan_equal_the_full_walk(tmp_path):
+    """Records of one structure are encoded from a cached plan: same bytes and locations as walking each."""
+    rng = np.random.default_rng(1)
+    records = [(idx, {"fm": rng.standard_normal((2, 3)).astype(np.float32), "score": float(score), "%s key": "x%d",
+                      1: {"flag": np.array(idx % 2 == 0), "n": None}, 2: [idx, (0.5, np.arange(idx % 3))]})
+               for idx, score in [(0, 0.25), (300, float("nan")), (-7, float("inf")), (2**40, -0.0), (5, 1e-300)]]
+    records += [(8, {1: 1}), (9, {1: True}), (10, {True: 1}), (11, {1: 1})]  # equal but not the same type
+    planned, walked = RecordEncoder(17), RecordEncoder(17)
+    for idx, value in records:
+        start = walked.position
+        walked.int(idx)
+        assert planned.record(idx, value) == (start, *walked.header(walked.value(value)))
+    assert encoded_bytes(planned) == encoded_bytes(walked)
+    path = str(tmp_path / "page_0.pkl")
+    write_page(path, dict(records))
+    for loaded in (load_page(path), joblib.load(path)):
+        assert sorted(loaded) == sorted(idx for idx, _ in records)
+        assert [(type(key), type(value)) for idx in (8, 9, 10, 11) for key, value in loaded[idx].items()] \
+            == [(int, int), (int, bool), (bool, int), (int, int)]
+        for idx, value in records[:5]:
+            np.testing.assert_array_equal(loaded[idx]["fm"], value["fm"])
+            assert loaded[idx][1]["flag"].shape == () and loaded[idx][1]["flag"] == (idx % 2 == 0)
+            assert loaded[idx][2][1][1].shape == (idx % 3,)
+            assert str(loaded[idx]["score"]) == str(value["score"]) and loaded[idx]["%s key"] == "x%d"
 
 
 def test_index_round_trips_and_corrupt_index_is_reported(tmp_path):
