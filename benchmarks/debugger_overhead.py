@@ -12,6 +12,7 @@ in a new random order each round, medians compared as ratios to the pass without
   upsampled to the input and ``numpy.save``-d per batch. Target: <= captum.
 
     python -m benchmarks.debugger_overhead [--datapoints 512] [--rounds 7] [--threads 1]
+        [--workloads features attention gradcam]
 """
 
 from __future__ import annotations
@@ -106,10 +107,41 @@ class CaptumGradCamFloor:
             np.save(os.path.join(self.folder, f"batch_{k}.npy"), cam.detach().numpy())
 
 
+WORKLOADS = ["features", "attention", "gradcam"]
+
+
 def batches_of(datapoints: int, batch_size: int, resolution: int) -> list[dict]:
     dataset = SyntheticShapesDataset(num_datapoints=datapoints, resolution=resolution, split="val")
     return [collate_datapoints([dataset[i] for i in range(s, min(s + batch_size, datapoints))])
             for s in range(0, datapoints, batch_size)]
+
+
+def measure_features(cnn: torch.nn.Module, batches: list[dict], root: str, args: argparse.Namespace) -> None:
+    features = Workload(cnn, batches, os.path.join(root, "out"))
+    config = {"class": RawFeatures, "args": {"layer_name": "backbone.layer2"}}
+    features.add_lantern("debugger configured, disabled", config, enabled=False)
+    features.add_lantern("Lantern: backbone.layer2 to disk", config)
+    features.add_floor("floor: hook + numpy.save per batch", lambda f: floor_hook(cnn, "backbone.layer2", f))
+    features.report("Feature maps (SmallCNN, 32 px)", args.rounds, args.datapoints)
+
+
+def measure_attention(batches: list[dict], root: str, args: argparse.Namespace) -> None:
+    attention_model = AttentionClassifier().eval()
+    attention = Workload(attention_model, batches, os.path.join(root, "out"))
+    attention.add_lantern("Lantern: AttentionDebugger(blocks.1.attn)",
+                          {"class": AttentionDebugger, "args": {"layer_name": "blocks.1.attn"}})
+    attention.add_floor("floor: listener + numpy.save per batch",
+                        lambda f: floor_listener("blocks.1.attn", "attention_weights", f))
+    attention.report("Attention maps (AttentionClassifier, 32 px)", args.rounds, args.datapoints)
+
+
+def measure_gradcam(cnn: torch.nn.Module, batches: list[dict], root: str, args: argparse.Namespace) -> None:
+    gradcam = Workload(cnn, batches, os.path.join(root, "out"))
+    gradcam.add_lantern("Lantern: GradCAMDebugger(backbone.layer4)",
+                        {"class": GradCAMDebugger, "args": {"target_layer": "backbone.layer4"}})
+    captum = CaptumGradCamFloor(cnn, cnn.backbone.layer4, batches)
+    gradcam.add_floor("captum LayerGradCam + numpy.save per batch", captum.attach, captum.run)
+    gradcam.report("Grad-CAM (SmallCNN, 32 px)", args.rounds, args.datapoints)
 
 
 def main() -> None:
@@ -118,6 +150,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: stable on a shared machine)")
+    parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=WORKLOADS, help="which to run")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     root = tempfile.mkdtemp(prefix="lantern-bench-")
@@ -125,27 +158,12 @@ def main() -> None:
         torch.manual_seed(0)
         cnn = SmallCNN().eval()
         batches = batches_of(args.datapoints, args.batch_size, 32)
-        features = Workload(cnn, batches, os.path.join(root, "out"))
-        config = {"class": RawFeatures, "args": {"layer_name": "backbone.layer2"}}
-        features.add_lantern("debugger configured, disabled", config, enabled=False)
-        features.add_lantern("Lantern: backbone.layer2 to disk", config)
-        features.add_floor("floor: hook + numpy.save per batch", lambda f: floor_hook(cnn, "backbone.layer2", f))
-        features.report("Feature maps (SmallCNN, 32 px)", args.rounds, args.datapoints)
-
-        attention_model = AttentionClassifier().eval()
-        attention = Workload(attention_model, batches, os.path.join(root, "out"))
-        attention.add_lantern("Lantern: AttentionDebugger(blocks.1.attn)",
-                              {"class": AttentionDebugger, "args": {"layer_name": "blocks.1.attn"}})
-        attention.add_floor("floor: listener + numpy.save per batch",
-                            lambda f: floor_listener("blocks.1.attn", "attention_weights", f))
-        attention.report("Attention maps (AttentionClassifier, 32 px)", args.rounds, args.datapoints)
-
-        gradcam = Workload(cnn, batches, os.path.join(root, "out"))
-        gradcam.add_lantern("Lantern: GradCAMDebugger(backbone.layer4)",
-                            {"class": GradCAMDebugger, "args": {"target_layer": "backbone.layer4"}})
-        captum = CaptumGradCamFloor(cnn, cnn.backbone.layer4, batches)
-        gradcam.add_floor("captum LayerGradCam + numpy.save per batch", captum.attach, captum.run)
-        gradcam.report("Grad-CAM (SmallCNN, 32 px)", args.rounds, args.datapoints)
+        if "features" in args.workloads:
+            measure_features(cnn, batches, root, args)
+        if "attention" in args.workloads:
+            measure_attention(batches, root, args)
+        if "gradcam" in args.workloads:
+            measure_gradcam(cnn, batches, root, args)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -136,9 +136,9 @@ def test_a_layer_offering_no_weights_is_a_clear_error(tmp_path):
     assert "layer 'blocks.0.mlp' (Sequential) ran but offered no 'attention_weights'" in outputs[0]["att"]["message"]
 
 
-def padded_batch(sequences, idx):
-    """A batch of token sequences right-padded with 0, and its attention mask."""
-    length = max(len(s) for s in sequences)
+def padded_batch(sequences, idx, length=None):
+    """A batch of token sequences right-padded with 0 (to ``length``, or the longest), and its attention mask."""
+    length = length or max(len(s) for s in sequences)
     tokens = torch.tensor([s + [0] * (length - len(s)) for s in sequences])
     return {"inputs": {"tokens": tokens, "attention_mask": (tokens != 0).long()},
             "meta_info": {"idx": torch.tensor(idx)}}
@@ -168,6 +168,21 @@ def test_padding_is_cropped_and_batched_equals_alone(tmp_path, nested, batch_fir
             assert out["max_attention"] == pytest.approx(float(direct.max()), rel=1e-5)
 
 
+def test_a_batch_padded_alike_is_cropped_like_each_datapoint_alone(tmp_path):
+    """Datapoints with the same real tokens are cropped for the whole batch at once: same as alone."""
+    torch.manual_seed(0)
+    model = TokenEncoder(nested=False, batch_first=True).eval()
+    debuggers = [entry("att", AttentionDebugger, layer_name="encoder.layers.0.self_attn")]
+    sequences = [[3, 5, 7], [4, 2, 6], [9, 9, 1]]
+    batched = run_batches(model, [padded_batch(sequences, [0, 1, 2], length=6)], tmp_path / "batched", debuggers)[1]
+    alone = run_batches(model, [padded_batch([s], [i]) for i, s in enumerate(sequences)], tmp_path / "alone",
+                        debuggers)[1]
+    for i in range(len(sequences)):
+        assert batched[i]["att"]["attention"].shape == (2, 3, 3)
+        for key in ("attention", "entropy_per_head", "max_attention"):
+            np.testing.assert_allclose(batched[i]["att"][key], alone[i]["att"][key], rtol=1e-5, atol=1e-6)
+
+
 def test_offered_weights_are_copied_when_offered(tmp_path):
     class ChangesItsWeights(nn.Module):
         def forward(self, inputs):
@@ -185,3 +200,14 @@ def test_offered_weights_are_copied_when_offered(tmp_path):
     expected = torch.softmax(x[:, :, None] * x[:, None, :], dim=-1)
     for i in range(2):
         np.testing.assert_allclose(outputs[i]["att"]["attention"][0], expected[i].numpy(), rtol=1e-6)
+
+
+def test_summary_statistics_match_numpy_and_propagate_nan():
+    debugger = AttentionDebugger("blocks.0.attn")
+    entropy = np.array([0.5, 0.125, 0.25], np.float32)
+    summary = debugger.summary({"entropy_per_head": entropy, "max_attention": np.float32(0.75)})
+    assert summary == {"entropy_mean": pytest.approx(float(entropy.mean())), "entropy_min": 0.125,
+                       "entropy_max": 0.5, "max_attention": 0.75, "entropy_head0": 0.5, "entropy_head1": 0.125,
+                       "entropy_head2": 0.25}
+    summary = debugger.summary({"entropy_per_head": np.array([0.5, np.nan, 0.25]), "max_attention": 0.75})
+    assert all(np.isnan(summary[key]) for key in ("entropy_mean", "entropy_min", "entropy_max"))
