@@ -31,6 +31,7 @@ from analysis.epoch_rows import DebuggerSummaries
 from debuggers.base_debugger import BaseDebugger, Removable
 from debuggers.batch_split import BatchContractError, split_batch
 from debuggers.forward_debugger import ForwardDebugger
+from debuggers.host_copies import to_host
 from debuggers.keep_policy import build_capture_policy
 from debuggers.outputs import PerDatapoint, error_output, is_shared_record
 from debuggers.page_format import INDEX_GLOB, LOCATIONS_GLOB, PAGE_GLOB
@@ -217,13 +218,14 @@ class SequentialDebugger(BaseDebugger):
                     "batch can stay as it is (this is said once per debugger)")
 
     def _buffer_batch(self, idx: list[int], outputs: dict[str, Any], scores: Optional[dict] = None) -> None:
-        """Split each debugger's output (one conversion per batch), collect the summaries, and queue one
+        """Split each debugger's output (GPU tensors copied to the host first, one wait for the batch; one
+        conversion per batch), collect the summaries, and queue one
         dict per datapoint that the capture policy keeps (``scores``: the metric's, for the policy).
 
         A debugger whose output breaks the batch contract or cannot be stored gets an error record;
         the other debuggers' outputs are kept.
         """
-        per_name = {name: self._split(name, output, len(idx)) for name, output in outputs.items()}
+        per_name = {name: self._split(name, output, len(idx)) for name, output in to_host(outputs).items()}
         self.summaries.add_batch(idx, per_name)
         if self.full_outputs:
             self._queue(*self.capture_policy.select(idx, per_name, scores))
