@@ -10,7 +10,7 @@ import dash
 
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks import register_callbacks
-from runners.eval_viewer.layout.page import build_layout
+from runners.eval_viewer.layout.page import address_bar, build_layout
 
 
 def create_app(log_dirs: list[str], trust_configs: bool = False) -> dash.Dash:
@@ -18,7 +18,7 @@ def create_app(log_dirs: list[str], trust_configs: bool = False) -> dash.Dash:
     reported in the page. ``trust_configs`` lets it import the config files runs name (see ViewerBackend)."""
     backend = ViewerBackend(log_dirs, trust_configs=trust_configs)
     app = dash.Dash(__name__, title="Lantern eval viewer", suppress_callback_exceptions=True)
-    app.layout = lambda: build_layout(backend.refresh())
+    app.layout = lambda: build_layout(backend, address_bar())
     register_callbacks(app, backend)
     app.viewer_backend = backend  # for scripts and tests that call the backend behind the page
     return app

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
-import threading
-from collections.abc import Iterator
 
 import pytest
-from werkzeug.serving import make_server
 
-from runners.eval_viewer.app import create_app
+from tests.reliability.viewer_server import serve_viewer
+
+__all__ = ["serve_viewer"]  # the viewer served in a thread (its URL has no trailing slash)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -40,19 +38,6 @@ def browser_or_skip() -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"{reason}, which CI must provide")
     pytest.skip(reason)
-
-
-@contextlib.contextmanager
-def serve_viewer(log_dirs: list[str]) -> Iterator[str]:
-    """The viewer over ``log_dirs`` served in a thread; yields its URL."""
-    server = make_server("127.0.0.1", 0, create_app(log_dirs).server, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/"
-    finally:
-        server.shutdown()
-        thread.join(timeout=10)
 
 
 @pytest.fixture(scope="module")

@@ -61,8 +61,6 @@ def test_the_table_ranks_by_the_loss_so_wrong_datapoints_do_not_tie(viewer_url, 
     assert [int(i) for i in column(page, "idx")] == expected
 
 
-@pytest.mark.xfail(strict=False, reason="known race (issue 11): switching run fires choose_rows twice (run, then "
-                   "epoch) and under a loaded full suite the caption once stayed on the old filter; passes alone")
 def test_finding_a_datapoint_by_idx_says_when_nothing_matches_and_ends_with_the_run(viewer_url, new_page):
     page = new_page(viewer_url)
     wait_caption(page, "epoch 1: 12 datapoints")

@@ -70,6 +70,12 @@ class ViewerBackend:
         scores = _file_signature(epoch.scores_path) if epoch.scores_path else None
         return repr((scores, index_signature(os.path.join(epoch.dir, DEBUGGER_DIR))))
 
+    def datapoint_version(self, run: Run, epoch: Epoch) -> tuple:
+        """Changes whenever anything a datapoint of ``epoch`` is drawn from changes: the epoch's files, the
+        run's captured inputs and (with ``trust_configs``) its config file. Drawn datapoints are kept by it."""
+        config = config_signature(run) if self.trust_configs else None
+        return self.version(epoch), index_signature(captured_folder(run)), config
+
     def scores(self, epoch: Epoch) -> Scores:
         """The epoch's scores; ``ScoresError`` when the file is missing or malformed."""
         if epoch.scores_path is None:

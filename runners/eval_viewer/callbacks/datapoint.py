@@ -1,13 +1,27 @@
-"""The Datapoint tab: the open datapoint with its scores and the four sections."""
+"""The Datapoint tab: the open datapoint with its scores and the four sections.
+
+A click must draw fast, so a drawn panel is kept (keyed by run, epoch, the epoch's
+version, idx and the debuggers shown: nothing is rebuilt that did not change), only
+the debuggers ticked above the panel are drawn, and while the browser draws one
+datapoint a background thread draws its neighbours in the table (what ``j`` / ``k``
+open next).
+"""
 
 from __future__ import annotations
 
-from typing import Optional
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Optional
 
-from dash import Dash, Input, Output, html, no_update
+from dash import Dash, Input, Output, State, dcc, html, no_update
+from plotly.basedatatypes import BaseFigure
 
 from data.viewer.layout.display import display_datapoint
+from runners.eval_viewer.backend.cache import BoundedCache
 from runners.eval_viewer.backend.datapoint import load_datapoint
+from runners.eval_viewer.backend.scores import ScoresError
+from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.components import (
     datapoint_title,
@@ -16,33 +30,148 @@ from runners.eval_viewer.callbacks.components import (
     percentiles,
     score_badges,
 )
+from runners.eval_viewer.callbacks.table import table_rows
 from runners.eval_viewer.layout import ids
 from runners.eval_viewer.layout.panels import NOTHING_OPEN
 
+DEFAULT_SHOWN = 3  # debuggers drawn until the user ticks others: a click stays fast with many debuggers
+PANELS_KEPT = 64  # drawn panels kept (a few hundred kB each)
 
-def render_datapoint(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str],
-                     idx: Optional[int]) -> html.Div:
-    """What the Datapoint tab shows; reads the dataset item and the one page holding ``idx``."""
+
+@dataclass(frozen=True)
+class Panel:
+    """What the Datapoint tab shows, and every debugger the datapoint has outputs of (shown or not)."""
+
+    body: html.Div
+    debuggers: tuple[str, ...] = ()
+
+
+def shown_debuggers(debuggers: list[str], chosen: Optional[list[str]]) -> list[str]:
+    """The ticked debuggers the datapoint has; the first ``DEFAULT_SHOWN`` until the user ticks any (or when
+    the ticked ones are another run's)."""
+    ticked = [name for name in debuggers if name in (chosen or [])]
+    if chosen is None or (chosen and not ticked):
+        return debuggers[:DEFAULT_SHOWN]
+    return ticked
+
+
+def build_panel(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str], idx: Optional[int],
+                chosen: Optional[list[str]] = None) -> Panel:
+    """The open datapoint with the chosen debuggers' outputs; reads the captured item and the page holding
+    ``idx`` only."""
     run = backend.run(run_path)
     epoch = backend.epoch(run, epoch_key) if run else None
     if epoch is None:
-        return html.Div(message("Pick a run and an epoch."))
+        return Panel(html.Div(message("Pick a run and an epoch.")))
     if idx is None:
-        return html.Div(message(NOTHING_OPEN))
+        return Panel(html.Div(message(NOTHING_OPEN)))
     datapoint = load_datapoint(backend, run, epoch, int(idx))
     if datapoint.get("missing"):
-        return html.Div([datapoint_title(run, epoch, idx), message(datapoint["missing"], "secondary")])
+        return Panel(html.Div([datapoint_title(run, epoch, idx), message(datapoint["missing"], "secondary")]))
+    debuggers = list(datapoint.get("debug") or {})
+    if debuggers:
+        shown = shown_debuggers(debuggers, chosen)
+        datapoint["debug"] = {name: datapoint["debug"][name] for name in shown}
     badges = epoch_badges(backend, epoch) + score_badges(datapoint["scores"], percentiles(backend, epoch, datapoint))
     header = [datapoint_title(run, epoch, idx), html.Div(badges, className="badges")]
     if datapoint.get("scores_error"):
         header.append(message(datapoint["scores_error"], "warning"))
-    return html.Div([*header, display_datapoint(datapoint)])
+    body = [*header, display_datapoint(datapoint)]
+    if debuggers and not datapoint["debug"]:
+        body.append(message("No debugger is ticked above: tick one to see its outputs.", "secondary"))
+    return Panel(_with_plain_figures(html.Div(body)), tuple(debuggers))
+
+
+def render_datapoint(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str],
+                     idx: Optional[int], chosen: Optional[list[str]] = None) -> html.Div:
+    """What the Datapoint tab shows (see ``build_panel``)."""
+    return build_panel(backend, run_path, epoch_key, idx, chosen).body
+
+
+def _with_plain_figures(component: Any) -> Any:
+    """Figures in ``component`` turned into the plain dicts Dash sends, once: a kept panel is then sent
+    without converting its figures again on every click."""
+    stack = [component]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dcc.Graph) and isinstance(getattr(node, "figure", None), BaseFigure):
+            node.figure = node.figure.to_plotly_json()
+        children = getattr(node, "children", None)
+        stack.extend(children if isinstance(children, (list, tuple)) else [children] if children is not None else [])
+    return component
+
+
+class Panels:
+    """Drawn panels by what they show; ``draw_ahead`` draws the open datapoint's neighbours in the table
+    in one background thread (only the latest request is worked on: holding ``j`` queues nothing)."""
+
+    def __init__(self, backend: ViewerBackend, kept: int = PANELS_KEPT) -> None:
+        self.backend = backend
+        self._drawn: BoundedCache[Panel] = BoundedCache(kept)
+        self._ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="viewer-draw-ahead")
+        self._wanted: Optional[tuple] = None
+        self._lock = threading.Lock()
+
+    def get(self, run_path: Optional[str], epoch_key: Optional[str], idx: Optional[int],
+            chosen: Optional[list[str]]) -> Panel:
+        def build() -> Panel:
+            return build_panel(self.backend, run_path, epoch_key, idx, chosen)
+
+        key = self._key(run_path, epoch_key, idx, chosen)
+        return build() if key is None else self._drawn.get(key, build)
+
+    def draw_ahead(self, query: dict, request: dict, row: Optional[int], chosen: Optional[list[str]]) -> None:
+        with self._lock:
+            self._wanted = (query, request, row, chosen)
+        self._ahead.submit(self._draw_wanted)
+
+    def _draw_wanted(self) -> None:
+        with self._lock:
+            wanted, self._wanted = self._wanted, None
+        if wanted is None:
+            return
+        query, request, row, chosen = wanted
+        start = 0 if row is None else max(row - 1, 0)
+        try:
+            rows, _, _, _ = table_rows(self.backend, query, request, start, start + 3)
+        except TABLE_ERRORS:
+            return
+        for found in rows:
+            try:
+                self.get(query.get("run"), query.get("epoch"), found["idx"], chosen)
+            except Exception:  # drawing ahead is a guess: a failure shows when the datapoint is opened
+                continue
+
+    def _key(self, run_path: Optional[str], epoch_key: Optional[str], idx: Optional[int],
+             chosen: Optional[list[str]]) -> Optional[tuple]:
+        run = self.backend.run(run_path)
+        epoch = self.backend.epoch(run, epoch_key) if run else None
+        if epoch is None or idx is None:
+            return None
+        try:
+            version = self.backend.datapoint_version(run, epoch)
+        except ScoresError:
+            return None
+        return run_path, epoch_key, version, int(idx), None if chosen is None else tuple(chosen)
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
-    @app.callback(Output(ids.DATAPOINT_PANEL, "children"), Input(ids.SELECTED, "data"),
-                  Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"), Input(ids.TABS, "value"))
-    def show_datapoint(idx: Optional[int], run_path: Optional[str], epoch_key: Optional[str], tab: str) -> object:
+    panels = Panels(backend)
+
+    @app.callback(Output(ids.DATAPOINT_PANEL, "children"), Output(ids.DEBUGGER_PICK, "options"),
+                  Output(ids.DEBUGGER_PICK, "value"),
+                  Input(ids.SELECTED, "data"), Input(ids.EPOCH_SELECT, "value"), Input(ids.TABS, "value"),
+                  Input(ids.DEBUGGER_PICK, "value"), State(ids.RUN_SELECT, "value"), State(ids.SELECTED_ROW, "data"),
+                  State(ids.TABLE_QUERY, "data"), State(ids.TABLE, "getRowsRequest"))
+    def show_datapoint(idx: Optional[int], epoch_key: Optional[str], tab: str, chosen: Optional[list[str]],
+                       run_path: Optional[str], row: Optional[int], query: Optional[dict],
+                       request: Optional[dict]) -> tuple:
+        """A run switch reaches this through the epoch (always sent on a switch), so it draws once."""
         if tab != ids.TAB_DATAPOINT:
-            return no_update
-        return render_datapoint(backend, run_path, epoch_key, idx)
+            return no_update, no_update, no_update
+        panel = panels.get(run_path, epoch_key, idx, chosen)
+        if query and idx is not None:
+            panels.draw_ahead(query, request or {}, row, chosen)
+        if not panel.debuggers:
+            return panel.body, no_update, no_update
+        return panel.body, list(panel.debuggers), shown_debuggers(list(panel.debuggers), chosen)

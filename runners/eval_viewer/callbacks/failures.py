@@ -92,11 +92,13 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         idx, what = chosen
         return idx, f"Table filtered to {len(idx)} datapoints: {what}"
 
-    @app.callback(Output(ids.TABS, "value", allow_duplicate=True), Input(ids.SELECTED, "data"),
-                  State(ids.TABS, "value"), prevent_initial_call=True)
-    def open_datapoint(idx: Any, tab: Optional[str]) -> str:
-        """A datapoint opened while the Failures tab shows: show it (with its Debug Outputs)."""
-        return ids.TAB_DATAPOINT if tab == layout.TAB_FAILURES and idx is not None else no_update
+    app.clientside_callback(  # a datapoint opened while the Failures tab shows: show it (in the browser: the
+        # Datapoint tab's callback waits for this one, so a server round trip here would delay every click)
+        f"""function(idx, tab) {{
+            return tab === '{layout.TAB_FAILURES}' && idx !== null && idx !== undefined
+                ? '{ids.TAB_DATAPOINT}' : window.dash_clientside.no_update;
+        }}""", Output(ids.TABS, "value", allow_duplicate=True), Input(ids.SELECTED, "data"),
+        State(ids.TABS, "value"), prevent_initial_call=True)
 
 
 def chosen_datapoints(findings: Findings, trigger: Any, separator: Optional[dict],

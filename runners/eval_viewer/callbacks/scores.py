@@ -36,11 +36,11 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         return history_figure(backend, run, metric, epoch_key) if run and metric else _empty("no scores yet")
 
     @app.callback(Output(ids.SCORE_GRID, "figure"), Output(ids.SCORES_MESSAGE, "children"),
-                  Output(ids.GRID_DRAWN, "data"), Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"),
-                  Input(ids.METRIC_SELECT, "value"),
-                  Input(ids.EPOCH_VERSION, "data"), State(ids.SELECTED, "data"))
-    def draw_grid(run_path: Optional[str], epoch_key: Optional[str], metric: Optional[str], _: Optional[str],
-                  selected: Optional[int]) -> tuple:
+                  Output(ids.GRID_DRAWN, "data"), Input(ids.TABLE_QUERY, "data"), State(ids.SELECTED, "data"))
+    def draw_grid(query: Optional[dict], selected: Optional[int]) -> tuple:
+        """Drawn for the table's query (run, epoch, metric, version): once per switch."""
+        query = query or {}
+        run_path, epoch_key, metric = query.get("run"), query.get("epoch"), query.get("metric")
         try:
             epoch, table = table_of(backend, run_path, epoch_key)
         except TABLE_ERRORS as exc:

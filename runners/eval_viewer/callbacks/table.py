@@ -8,12 +8,15 @@ so nothing typed in the page reaches a query as text.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from dash import Dash, Input, Output, State, ctx, no_update
 
+from runners.eval_viewer.backend.scores import ScoresError, default_metric
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.components import epoch_badges
 from runners.eval_viewer.layout import ids
 
 DEBUG_MARK = "✓"
@@ -24,26 +27,38 @@ _NUMBER_OPS = {"equals": "=", "notEqual": "!=", "lessThan": "<", "lessThanOrEqua
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
-    @app.callback(Output(ids.TABLE_QUERY, "data"), Output(ids.TABLE, "columnDefs"), Output(ids.TABLE, "filterModel"),
-                  Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"), Input(ids.METRIC_SELECT, "value"),
-                  Input(ids.EPOCH_VERSION, "data"), Input(ids.TABLE_IDX_FILTER, "data"),
-                  Input(ids.TABLE_CLEAR_FILTERS, "n_clicks"), State(ids.TABLE_QUERY, "data"))
-    def choose_rows(run_path: Optional[str], epoch_key: Optional[str], metric: Optional[str], version: Optional[str],
-                    idx_filter: Optional[list], _: Optional[int], previous: Optional[dict]) -> tuple:
-        """A new query for the table; filters are cleared when the run or epoch changes (they would silently
-        empty the next epoch's table) or on 'Clear filters'."""
-        query = {"run": run_path, "epoch": epoch_key, "metric": metric, "version": version, "idx": idx_filter}
-        previous = previous or {}
+    @app.callback(Output(ids.METRIC_SELECT, "options"), Output(ids.METRIC_SELECT, "value"),
+                  Output(ids.EPOCH_BADGES, "children"), Output(ids.EPOCH_VERSION, "data"),
+                  Output(ids.TABLE_QUERY, "data"), Output(ids.TABLE, "columnDefs"),
+                  Input(ids.EPOCH_SELECT, "value"), Input(ids.METRIC_SELECT, "value"),
+                  Input(ids.REFRESH, "n_intervals"), Input(ids.TABLE_IDX_FILTER, "data"),
+                  Input(ids.TABLE_CLEAR_FILTERS, "n_clicks"), State(ids.RUN_SELECT, "value"),
+                  State(ids.TABLE_QUERY, "data"), prevent_initial_call=True)
+    def choose_rows(epoch_key: Optional[str], metric: Optional[str], _: int, idx_filter: Optional[list],
+                    _clear: Optional[int], run_path: Optional[str], previous: Optional[dict]) -> tuple:
+        """Everything that follows the chosen epoch, in one step: the metric, the epoch's badges and version,
+        and the table's query and columns. A run switch reaches it once, through the epoch (``refresh_epochs``
+        always sends the new run's epoch); the query then says to clear the filters, which would silently
+        empty the next epoch's table. A refresh that finds nothing new changes nothing."""
+        view = epoch_view(backend, run_path, epoch_key, metric, idx_filter)
+        previous = {key: value for key, value in (previous or {}).items() if key != "clear"}
         same_epoch = (previous.get("run"), previous.get("epoch")) == (run_path, epoch_key)
         clear = not same_epoch or ctx.triggered_id == ids.TABLE_CLEAR_FILTERS
-        columns = column_defs(backend, run_path, epoch_key, metric)
-        same_columns = same_epoch and previous.get("metric") == metric and previous.get("version") == version
-        return query, no_update if same_columns else columns, {} if clear else no_update
+        if not clear and view.query == previous:
+            return (no_update,) * 6
+        same_columns = same_epoch and all(previous.get(key) == view.query[key] for key in ("metric", "version"))
+        return (view.metrics, view.metric, view.badges, view.version, {**view.query, "clear": clear},
+                no_update if same_columns else view.columns)
 
     app.clientside_callback(
         """function(query) {
+            // One place resets the table, in order: filters first (when the query says so), then the rows.
+            // The grid's next request therefore carries the cleared filter and the new query.
             const api = window.dash_ag_grid && dash_ag_grid.getApi('TABLE');
-            if (api) { api.purgeInfiniteCache(); }
+            if (api) {
+                if (query && query.clear) { api.setFilterModel(null); }
+                api.purgeInfiniteCache();
+            }
             return window.dash_clientside.no_update;
         }""".replace("TABLE", ids.TABLE),
         Output(ids.TABLE, "id"), Input(ids.TABLE_QUERY, "data"), prevent_initial_call=True)
@@ -59,6 +74,47 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         except TABLE_ERRORS as exc:
             return {"rowData": [], "rowCount": 0}, str(exc)
         return {"rowData": rows, "rowCount": count}, caption(label, count, total, query or {}, request)
+
+
+@dataclass
+class EpochView:
+    """What the page shows for a chosen run and epoch besides the rows: the metrics to rank by and the chosen
+    one, the epoch's badges, its version (changes when its files are rewritten), the table's query and columns."""
+
+    metrics: list[str]
+    metric: Optional[str]
+    badges: list
+    version: Optional[str]
+    query: dict
+    columns: list[dict]
+
+
+def epoch_view(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str], metric: Optional[str],
+               idx_filter: Optional[list] = None) -> EpochView:
+    """The view of ``epoch_key`` of ``run_path``, keeping ``metric`` where the epoch has it (else its default:
+    the loss). Used for the first page and on every switch, so both show the same."""
+    run = backend.run(run_path)
+    epoch = backend.epoch(run, epoch_key) if run else None
+    if epoch is None:
+        return EpochView([], None, [], None, _query(run_path, epoch_key, None, None, idx_filter), [])
+    try:
+        metrics = backend.metrics(epoch)
+        chosen = metric if metric in metrics else default_metric(metrics, backend.table(epoch).roles.get(
+            "higher_is_better", {}))
+    except TABLE_ERRORS:  # the score views say why; the metric stays for the next epoch
+        metrics, chosen = [metric] if metric else [], metric
+    try:
+        version: Optional[str] = backend.version(epoch)
+    except ScoresError:
+        version = None  # removed while listed: the score views say so when they redraw
+    return EpochView(metrics, chosen, epoch_badges(backend, epoch), version,
+                     _query(run_path, epoch_key, chosen, version, idx_filter),
+                     column_defs(backend, run_path, epoch_key, chosen))
+
+
+def _query(run_path: Optional[str], epoch_key: Optional[str], metric: Optional[str], version: Optional[str],
+           idx_filter: Optional[list]) -> dict:
+    return {"run": run_path, "epoch": epoch_key, "metric": metric, "version": version, "idx": idx_filter}
 
 
 def table_of(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> Any:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from runners.eval_viewer.backend.runs import Discovery, last_modified
 from runners.eval_viewer.layout import ids
+
+if TYPE_CHECKING:
+    from runners.eval_viewer.layout.page import FirstView
 
 REFRESH_MS = 5000  # how often the run's epoch list is re-read (a run still training grows)
 
@@ -33,18 +36,19 @@ def _labelled(label: str, component: object, width: str) -> html.Div:
     return html.Div([html.Label(label), component], className="control", style={"width": width})
 
 
-def controls(discovery: Discovery) -> html.Div:
-    options = run_options(discovery)
+def controls(discovery: Discovery, first: FirstView) -> html.Div:
     return html.Div([
         html.Div(problem_alerts(discovery), id=ids.MESSAGES),
         html.Div([
-            _labelled("Run", dcc.Dropdown(id=ids.RUN_SELECT, options=options, clearable=False,
-                                          value=most_recent_run(discovery), placeholder="no run found"), "34%"),
-            _labelled("Epoch", dcc.Dropdown(id=ids.EPOCH_SELECT, clearable=False), "18%"),
-            _labelled("Metric", dcc.Dropdown(id=ids.METRIC_SELECT, clearable=False), "18%"),
-            html.Div(id=ids.EPOCH_BADGES, className="badges"),
+            _labelled("Run", dcc.Dropdown(id=ids.RUN_SELECT, options=run_options(discovery), clearable=False,
+                                          value=first.run, placeholder="no run found"), "34%"),
+            _labelled("Epoch", dcc.Dropdown(id=ids.EPOCH_SELECT, options=first.epochs, value=first.epoch,
+                                            clearable=False), "18%"),
+            _labelled("Metric", dcc.Dropdown(id=ids.METRIC_SELECT, options=first.view.metrics,
+                                             value=first.view.metric, clearable=False), "18%"),
+            html.Div(first.view.badges, id=ids.EPOCH_BADGES, className="badges"),
         ], className="controls"),
         dcc.Interval(id=ids.REFRESH, interval=REFRESH_MS),
-        dcc.Store(id=ids.EPOCH_VERSION),
+        dcc.Store(id=ids.EPOCH_VERSION, data=first.view.version),
         dcc.Store(id=ids.URL_STATE),
     ])

@@ -20,7 +20,7 @@ TABLE_IDX_FILTER = "table-idx-filter"  # list of idx the table is narrowed to (e
 SELECTED_ROW = "selected-row"  # row number of the open datapoint in the table, when known (prev/next)
 PREV_BUTTON = "prev-datapoint"
 NEXT_BUTTON = "next-datapoint"
-URL_STATE = "url-state"  # run, epoch, idx and tab read from the address bar when the page opens
+URL_STATE = "url-state"  # the address bar's writer (run, epoch, idx, tab) outputs to this store's id
 EXPORT_BUTTON = "export-button"
 EXPORT_DOWNLOAD = "export-download"
 SELECTED = "selected-datapoint"
@@ -33,6 +33,7 @@ TAB_MODEL_REPORT = "tab-model-report"
 TAB_VALUES = (TAB_DATAPOINT, TAB_COMPARE_EPOCHS, TAB_COMPARE_RUNS, TAB_MODEL_REPORT)
 
 DATAPOINT_PANEL = "datapoint-panel"
+DEBUGGER_PICK = "debugger-pick"  # the debuggers whose outputs the Datapoint tab draws
 COMPARE_EPOCHS_SELECT = "compare-epochs-select"
 COMPARE_EPOCHS_PANEL = "compare-epochs-panel"
 COMPARE_RUN_SELECT = "compare-run-select"

@@ -1,22 +1,73 @@
-"""The whole page: header, controls, score views on the left, datapoint tabs on the right."""
+"""The whole page: header, controls, score views on the left, datapoint tabs on the right.
+
+The page comes with everything it shows first already chosen (run, epoch, metric, the
+table's columns and query, the open datapoint and tab, from the address bar when it names
+them), so opening it costs the browser one round of requests rather than a chain of them.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Optional
+from urllib.parse import parse_qs, urlsplit
+
+import flask
 from dash import dcc, html
 
-from runners.eval_viewer.backend.runs import Discovery
+from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.components import default_epoch, epoch_option
+from runners.eval_viewer.callbacks.table import EpochView, epoch_view
 from runners.eval_viewer.layout import ids
-from runners.eval_viewer.layout.controls import controls
+from runners.eval_viewer.layout.controls import controls, most_recent_run
 from runners.eval_viewer.layout.panels import datapoint_navigation, datapoint_tabs
 from runners.eval_viewer.layout.scores import score_views
 
 
-def build_layout(discovery: Discovery) -> html.Div:
+@dataclass
+class FirstView:
+    """What the page opens on."""
+
+    run: Optional[str]
+    epochs: list[dict]
+    epoch: Optional[str]
+    view: EpochView
+    idx: Optional[int]
+    tab: str
+
+
+def address_bar() -> dict[str, str]:
+    """The page's query string (``?run=...&epoch=...&idx=...&tab=...``). Dash asks for the layout with a
+    request of its own, whose Referer is the page's address; empty outside a request."""
+    if not flask.has_request_context():
+        return {}
+    query = urlsplit(flask.request.referrer or "").query
+    return {key: values[-1] for key, values in parse_qs(query).items()}
+
+
+def first_view(backend: ViewerBackend, address: Mapping[str, str]) -> FirstView:
+    """The run, epoch, datapoint and tab the address names where they exist, else the most recent run, its
+    latest epoch with debug outputs, nothing open and the Datapoint tab."""
+    discovery = backend.discovery
+    run_path = address.get("run") if address.get("run") in discovery.runs else most_recent_run(discovery)
+    run = backend.run(run_path)
+    epochs = backend.epochs(run) if run else []
+    epoch_key = address.get("epoch") if address.get("epoch") in {e.key for e in epochs} else default_epoch(epochs)
+    idx = address.get("idx", "")
+    tab = address.get("tab") if address.get("tab") in ids.TAB_VALUES else ids.TAB_DATAPOINT
+    return FirstView(run_path, [epoch_option(e) for e in epochs], epoch_key,
+                     epoch_view(backend, run_path, epoch_key, None), int(idx) if idx.isdigit() else None, tab)
+
+
+def build_layout(backend: ViewerBackend, address: Mapping[str, str]) -> html.Div:
+    backend.refresh()
+    first = first_view(backend, address)
     return html.Div([
         html.Header(html.H2("Lantern eval viewer"), className="viewer-header"),
-        controls(discovery),
-        dcc.Store(id=ids.SELECTED),
+        controls(backend.discovery, first),
+        dcc.Store(id=ids.SELECTED, data=first.idx),
         dcc.Store(id=ids.SELECTED_ROW),
-        html.Div([html.Div(score_views(), className="left"),
-                  html.Div([datapoint_navigation(), datapoint_tabs()], className="right")], className="main"),
+        html.Div([html.Div(score_views(first.view), className="left"),
+                  html.Div([datapoint_navigation(), datapoint_tabs(first.tab)], className="right")],
+                 className="main"),
     ], className="viewer")

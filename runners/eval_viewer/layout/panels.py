@@ -26,9 +26,11 @@ def datapoint_navigation() -> html.Div:
     ], className="navigation")
 
 
-def datapoint_tabs() -> dcc.Tabs:
-    return dcc.Tabs(id=ids.TABS, value=ids.TAB_DATAPOINT, children=[
-        _tab("Datapoint", ids.TAB_DATAPOINT, [html.Div(_EMPTY, id=ids.DATAPOINT_PANEL)]),
+def datapoint_tabs(tab: str = ids.TAB_DATAPOINT) -> dcc.Tabs:
+    return dcc.Tabs(id=ids.TABS, value=tab, children=[
+        _tab("Datapoint", ids.TAB_DATAPOINT, [
+            dcc.Checklist(id=ids.DEBUGGER_PICK, options=[], value=None, inline=True, className="debugger-pick"),
+            html.Div(_EMPTY, id=ids.DATAPOINT_PANEL)]),
         _tab("Compare epochs", ids.TAB_COMPARE_EPOCHS, [
             html.Label("Epochs side by side (those with debug outputs are preselected)"),
             dcc.Dropdown(id=ids.COMPARE_EPOCHS_SELECT, multi=True),

@@ -9,15 +9,16 @@ from __future__ import annotations
 import dash_ag_grid as dag
 from dash import dcc, html
 
+from runners.eval_viewer.callbacks.table import EpochView
 from runners.eval_viewer.layout import ids
 
 TABLE_BLOCK_SIZE = 100  # rows per request; the grid asks for the next block while scrolling
 GRAPH_CONFIG = {"displaylogo": False, "displayModeBar": "hover"}
 
 
-def datapoint_table() -> dag.AgGrid:
+def datapoint_table(columns: list[dict]) -> dag.AgGrid:
     return dag.AgGrid(
-        id=ids.TABLE, rowModelType="infinite", columnDefs=[], getRowId="'' + params.data.idx",
+        id=ids.TABLE, rowModelType="infinite", columnDefs=columns, getRowId="'' + params.data.idx",
         defaultColDef={"sortable": True, "filter": True, "floatingFilter": True, "resizable": True,
                        "minWidth": 90, "flex": 1, "filterParams": {"maxNumConditions": 1, "buttons": ["reset"]}},
         dashGridOptions={"cacheBlockSize": TABLE_BLOCK_SIZE, "maxBlocksInCache": 20,
@@ -26,16 +27,17 @@ def datapoint_table() -> dag.AgGrid:
     )
 
 
-def score_views() -> html.Div:
+def score_views(first: EpochView) -> html.Div:
+    """The chart, the table and the grid of the epoch the page opens on (``first``)."""
     return html.Div([
         dcc.Graph(id=ids.SCORE_CHART, config=GRAPH_CONFIG, style={"height": "200px"}),
         html.Div(id=ids.SCORES_MESSAGE),
         html.Div([html.P(id=ids.TABLE_CAPTION, className="hint"),
                   html.Button("Clear filters", id=ids.TABLE_CLEAR_FILTERS, className="small-button")],
                  className="caption-row"),
-        datapoint_table(),
+        datapoint_table(first.columns),
         dcc.Graph(id=ids.SCORE_GRID, config=GRAPH_CONFIG, style={"height": "300px"}),
         dcc.Store(id=ids.GRID_DRAWN),
-        dcc.Store(id=ids.TABLE_QUERY),
+        dcc.Store(id=ids.TABLE_QUERY, data=first.query),
         dcc.Store(id=ids.TABLE_IDX_FILTER),
     ], className="score-views")
