@@ -66,6 +66,7 @@ class AttentionDebugger(ForwardDebugger):
         self._offered: Optional[tuple[Any, Optional[dict]]] = None
         self._requested = (True, True)
         self._padding: tuple[Optional[torch.Tensor], Optional[torch.Tensor]] = (None, None)
+        self._scratch = Scratch()  # the entropy's log, reused from batch to batch
 
     def attach(self, model: torch.nn.Module) -> list[Removable]:
         layer = require_layer(model, self.layer_name)
@@ -121,7 +122,7 @@ class AttentionDebugger(ForwardDebugger):
         if capture.key_real is None:
             mask = datapoint["inputs"].get(self.mask_key) if isinstance(datapoint.get("inputs"), dict) else None
             capture.query_real, capture.key_real = _padding_from_inputs(mask, capture.weights)
-        return attention_output(self.layer_name, capture)
+        return attention_output(self.layer_name, capture, self._scratch)
 
     def summary(self, output: dict[str, Any]) -> dict[str, float]:
         """Entropy per head (the first 8 heads), its mean, min and max over heads, and the largest weight."""
@@ -184,8 +185,25 @@ def _padding_from_inputs(mask: Any, weights: torch.Tensor) -> tuple[Optional[tor
     return (real if weights.shape[-2] == weights.shape[-1] else None), real
 
 
-def attention_output(layer_name: str, capture: _Capture) -> dict[str, Any]:
-    """The attention record of (B, heads, Lq, Lk) (or single-head (B, Lq, Lk)) weights."""
+class Scratch:
+    """A buffer kept from batch to batch: a fresh batch-sized temporary costs a page fault per 4 KiB,
+    more than the arithmetic done in it."""
+
+    def __init__(self) -> None:
+        self.buffer: Optional[torch.Tensor] = None
+
+    def like(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A buffer of ``tensor``'s shape, dtype and device (its content is garbage)."""
+        buffer = self.buffer
+        if buffer is None or buffer.shape != tensor.shape or buffer.dtype != tensor.dtype \
+                or buffer.device != tensor.device:
+            self.buffer = buffer = torch.empty_like(tensor)
+        return buffer
+
+
+def attention_output(layer_name: str, capture: _Capture, scratch: Optional[Scratch] = None) -> dict[str, Any]:
+    """The attention record of (B, heads, Lq, Lk) (or single-head (B, Lq, Lk)) weights (``scratch``: see
+    ``_row_entropy``)."""
     weights = capture.weights
     if not isinstance(weights, torch.Tensor) or weights.ndim not in (3, 4):
         raise TypeError(f"AttentionDebugger needs batched attention weights (B, heads, Lq, Lk) from layer "
@@ -193,7 +211,7 @@ def attention_output(layer_name: str, capture: _Capture) -> dict[str, Any]:
     probs = weights.detach().float()
     probs = probs.unsqueeze(1) if probs.ndim == 3 else probs
     batch, _, queries, keys = probs.shape
-    entropy = _row_entropy(probs)
+    entropy = _row_entropy(probs, (scratch or Scratch()).like(probs))
     if capture.query_real is None:  # every query is real: plain means and maxima over the whole batch
         entropy_per_head, max_attention = entropy.mean(-1), probs.amax(dim=(1, 2, 3))
     else:
@@ -211,11 +229,10 @@ def attention_output(layer_name: str, capture: _Capture) -> dict[str, Any]:
     }
 
 
-def _row_entropy(probs: torch.Tensor) -> torch.Tensor:
-    """-sum p log p over the keys, in nats (0 log 0 = 0): one log and one product, for the whole batch.
-
-    ``torch.special.xlogy`` gives the same, at several times the cost on a CPU."""
-    log = probs.log().clamp_(min=torch.finfo(probs.dtype).min)  # log 0 = -inf would make 0 * log 0 NaN
+def _row_entropy(probs: torch.Tensor, scratch: torch.Tensor) -> torch.Tensor:
+    """-sum p log p over the keys, in nats (0 log 0 = 0): one log (into ``scratch``) and one product, for the
+    whole batch; ``torch.special.xlogy`` gives the same at several times the cost on a CPU."""
+    log = torch.log(probs, out=scratch).clamp_(min=torch.finfo(probs.dtype).min)  # 0 log 0 would be NaN
     return -(log.mul_(probs).sum(-1))
 
 
