@@ -32,21 +32,23 @@ class RawFeatures(ForwardDebugger):
         return {"features": output.detach()}
 
 
-def timed(fn: Callable[[], Any]) -> float:
-    start = time.perf_counter()
+def timed(fn: Callable[[], Any], clock: Callable[[], float] = time.perf_counter) -> float:
+    start = clock()
     fn()
-    return time.perf_counter() - start
+    return clock() - start
 
 
 def interleaved_medians(cases: dict[str, Callable[[], Any]], rounds: int, seed: int = 0,
-                        between_rounds: Callable[[], Any] | None = None) -> dict[str, float]:
+                        between_rounds: Callable[[], Any] | None = None,
+                        clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
     """Median seconds of each case over ``rounds`` rounds, run in a new random order each round
-    (``between_rounds``, untimed, after each round)."""
+    (``between_rounds``, untimed, after each round). ``clock=time.process_time`` counts this process's
+    CPU time (every thread, the page writer's too) instead of wall time: steadier on a loaded machine."""
     times: dict[str, list[float]] = {name: [] for name in cases}
     order = random.Random(seed)
     for _ in range(rounds):
         for name in order.sample(list(cases), len(cases)):
-            times[name].append(timed(cases[name]))
+            times[name].append(timed(cases[name], clock))
         if between_rounds is not None:
             between_rounds()
     return {name: statistics.median(values) for name, values in times.items()}

@@ -171,7 +171,7 @@ def main() -> None:
             datapoints = int(gb * 2**30 / ROW_BYTES) // BATCH * BATCH
             folder = os.path.join(root, f"epoch_{gb}")
             write_epochs(folder, datapoints, page_sizes_mb)
-            figures = read_figures(folder, datapoints, page_sizes_mb, opens=20, rounds=5)
+            figures = read_figures(folder, datapoints, page_sizes_mb, opens=40, rounds=9)
             floor_ms = figures["floor"]["ms"]
             for name, figure in figures.items():
                 extra = f", {figure['bytes'] / 1024:.1f} KiB read" if "bytes" in figure else ""

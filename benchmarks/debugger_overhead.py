@@ -12,7 +12,10 @@ in a new random order each round, medians compared as ratios to the pass without
   upsampled to the input and ``numpy.save``-d per batch. Target: <= captum.
 
     python -m benchmarks.debugger_overhead [--datapoints 512] [--rounds 7] [--threads 1]
-        [--workloads features attention gradcam]
+        [--workloads features attention gradcam] [--cpu-time]
+
+``--cpu-time`` compares the process's CPU time (all threads, the page writer's included)
+instead of wall time: on a machine loaded by other work, wall time mostly measures the load.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import argparse
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -72,13 +76,15 @@ class Workload:
 
         self.cases[name] = case
 
-    def report(self, title: str, rounds: int, datapoints: int) -> None:
-        medians = interleaved_medians(self.cases, rounds)
-        print(f"\n{title}: {datapoints} datapoints, median of {rounds} interleaved rounds")
+    def report(self, title: str, args: argparse.Namespace) -> None:
+        clock = time.process_time if args.cpu_time else time.perf_counter
+        medians = interleaved_medians(self.cases, args.rounds, clock=clock)
+        print(f"\n{title}: {args.datapoints} datapoints, median of {args.rounds} interleaved rounds, "
+              f"{'CPU' if args.cpu_time else 'wall'} time")
         print(f"| {'case':<44} | {'ms / datapoint':>14} | {'ratio':>6} |")
         print(f"| {'-' * 44} | {'-' * 13}: | {'-' * 5}: |")
         for name, seconds in medians.items():
-            print(f"| {name:<44} | {seconds / datapoints * 1e3:>14.3f} | {seconds / medians['none']:>6.3f} |")
+            print(f"| {name:<44} | {seconds / args.datapoints * 1e3:>14.3f} | {seconds / medians['none']:>6.3f} |")
 
 
 class CaptumGradCamFloor:
@@ -122,7 +128,7 @@ def measure_features(cnn: torch.nn.Module, batches: list[dict], root: str, args:
     features.add_lantern("debugger configured, disabled", config, enabled=False)
     features.add_lantern("Lantern: backbone.layer2 to disk", config)
     features.add_floor("floor: hook + numpy.save per batch", lambda f: floor_hook(cnn, "backbone.layer2", f))
-    features.report("Feature maps (SmallCNN, 32 px)", args.rounds, args.datapoints)
+    features.report("Feature maps (SmallCNN, 32 px)", args)
 
 
 def measure_attention(batches: list[dict], root: str, args: argparse.Namespace) -> None:
@@ -132,7 +138,7 @@ def measure_attention(batches: list[dict], root: str, args: argparse.Namespace) 
                           {"class": AttentionDebugger, "args": {"layer_name": "blocks.1.attn"}})
     attention.add_floor("floor: listener + numpy.save per batch",
                         lambda f: floor_listener("blocks.1.attn", "attention_weights", f))
-    attention.report("Attention maps (AttentionClassifier, 32 px)", args.rounds, args.datapoints)
+    attention.report("Attention maps (AttentionClassifier, 32 px)", args)
 
 
 def measure_gradcam(cnn: torch.nn.Module, batches: list[dict], root: str, args: argparse.Namespace) -> None:
@@ -141,7 +147,7 @@ def measure_gradcam(cnn: torch.nn.Module, batches: list[dict], root: str, args: 
                         {"class": GradCAMDebugger, "args": {"target_layer": "backbone.layer4"}})
     captum = CaptumGradCamFloor(cnn, cnn.backbone.layer4, batches)
     gradcam.add_floor("captum LayerGradCam + numpy.save per batch", captum.attach, captum.run)
-    gradcam.report("Grad-CAM (SmallCNN, 32 px)", args.rounds, args.datapoints)
+    gradcam.report("Grad-CAM (SmallCNN, 32 px)", args)
 
 
 def main() -> None:
@@ -151,6 +157,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: stable on a shared machine)")
     parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=WORKLOADS, help="which to run")
+    parser.add_argument("--cpu-time", action="store_true", help="compare CPU time (all threads), not wall time")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     root = tempfile.mkdtemp(prefix="lantern-bench-")
