@@ -23,6 +23,8 @@ MAX_PANELS = 16
 MAX_HEADS = 8
 MAX_SIDE = 128
 MAX_GENERIC_FIGURES = 12
+MAX_TABLE_ROWS = 24
+TABLE_ROW_PX = 24
 FLAG_COLOURS = {"ok": "#4c78a8", "zero": "#f58518", "missing": "#e45756", "frozen": "#9d9d9d"}
 
 Figures = list[go.Figure]
@@ -93,11 +95,21 @@ def grid_tile(fig: go.Figure, i: int) -> np.ndarray:
 
 def _table(rows: list[tuple[str, Any]], title: str, header: tuple[str, str] = ("name", "value"),
            fill: Optional[list[str]] = None) -> go.Figure:
-    cells = {"values": [[name for name, _ in rows], [_format(value) for _, value in rows]], "align": "left"}
+    """A two-column table exactly as tall as its rows (up to ``MAX_TABLE_ROWS``; more scroll): no blank gap."""
+    cells = {"values": [[name for name, _ in rows], [_format(value) for _, value in rows]], "align": "left",
+             "height": TABLE_ROW_PX}
     if fill is not None:
         cells["fill"] = {"color": [fill, fill]}
-    fig = go.Figure(go.Table(header={"values": list(header), "align": "left"}, cells=cells))
-    return _finish(fig, title, height=min(120 + 28 * len(rows), 600))
+    fig = go.Figure(go.Table(header={"values": list(header), "align": "left", "height": TABLE_ROW_PX},
+                             cells=cells))
+    fig = _finish(fig, title, height=table_height(min(len(rows), MAX_TABLE_ROWS)))
+    fig.update_layout(margin={"b": 4})
+    return fig
+
+
+def table_height(rows: int) -> int:
+    """Pixels of a ``_table`` figure showing ``rows`` rows: the title margin, the header, the rows, 4 px below."""
+    return 50 + TABLE_ROW_PX * (rows + 1) + 4 + 2
 
 
 def _format(value: Any) -> str:
@@ -205,22 +217,52 @@ def attention_heads_figure(attention: np.ndarray, title: str) -> go.Figure:
     return _grid(list(heads), [f"head {h}" for h in range(len(heads))], title)
 
 
-def cam_figures(output: dict[str, Any], image: Optional[np.ndarray] = None) -> Figures:
-    """The Grad-CAM heatmap, over the input image when it is given."""
-    cam = np.asarray(output["cam"], dtype=np.float64)
-    title = f"Grad-CAM at {output.get('target_layer', '')} for class {output.get('target_class', '?')} " \
-            f"(raw max {_format(output.get('raw_max'))})"
-    traces: list[Any] = []
-    heat = {"zmin": 0.0, "zmax": 1.0, "colorscale": "Jet"}
-    if image is not None:
-        picture = display_image(image)
-        traces.append(go.Image(z=picture, hoverinfo="skip"))
-        scale = (picture.shape[1] / cam.shape[1], picture.shape[0] / cam.shape[0])
-        heat.update(opacity=0.45, x0=(scale[0] - 1) / 2, dx=scale[0], y0=(scale[1] - 1) / 2, dy=scale[1])
-    traces.append(go.Heatmap(z=cam, **heat))
-    fig = go.Figure(traces)
+def cam_figures(output: dict[str, Any], image: Optional[np.ndarray] = None,
+                class_names: Optional[dict[int, str]] = None) -> Figures:
+    """The Grad-CAM heatmap over the input image when it is given; beside it, where the label and the
+    prediction differ, the cam of the other one (``other_target``), each titled by role and class name."""
+    panels = [(output["cam"], int(output.get("target_class", -1)), output.get("raw_max"))]
+    other = output.get("other_target")
+    if isinstance(other, dict):
+        panels.append((other["cam"], int(other["target_class"]), other.get("raw_max")))
+    if output.get("label_class") is not None and output.get("predicted_class") is not None:
+        panels.sort(key=lambda panel: panel[1] != int(output["label_class"]))  # the label's cam first
+    fig = go.Figure()
+    picture = display_image(image) if image is not None else None
+    annotations = []
+    for i, (cam, target, raw_max) in enumerate(panels):
+        axes = {"xaxis": "x" if i == 0 else f"x{i + 1}", "yaxis": "y" if i == 0 else f"y{i + 1}"}
+        cam = np.asarray(cam, dtype=np.float64)
+        heat = {"zmin": 0.0, "zmax": 1.0, "colorscale": "Jet", "showscale": i == len(panels) - 1, **axes}
+        if picture is not None:
+            fig.add_trace(go.Image(z=picture, hoverinfo="skip", **axes))
+            scale = (picture.shape[1] / cam.shape[1], picture.shape[0] / cam.shape[0])
+            heat.update(opacity=0.45, x0=(scale[0] - 1) / 2, dx=scale[0], y0=(scale[1] - 1) / 2, dy=scale[1])
+        fig.add_trace(go.Heatmap(z=cam, hovertemplate="x %{x:.0f}, y %{y:.0f}: %{z:.2f}<extra></extra>", **heat))
+        annotations.append({"text": f"{cam_title(output, target, class_names)} (raw max {raw_max:.3g})",
+                            "x": 0.5, "y": 1.0, "xref": f"{axes['xaxis']} domain", "yref": f"{axes['yaxis']} domain",
+                            "yanchor": "bottom", "showarrow": False, "font": {"size": 12}})
+    width = 1 / len(panels)
+    for i in range(len(panels)):
+        suffix = "" if i == 0 else str(i + 1)
+        fig.layout[f"xaxis{suffix}"] = {"domain": [i * width + 0.02, (i + 1) * width - 0.02], "anchor": f"y{suffix}"}
+        fig.layout[f"yaxis{suffix}"] = {"domain": [0, 0.92], "anchor": f"x{suffix}"}
+    fig.update_layout(annotations=annotations)
     _image_axes(fig)
-    return [_finish(fig, title, 360)]
+    return [_finish(fig, f"Grad-CAM at {output.get('target_layer', '')}", 380)]
+
+
+def cam_title(output: dict[str, Any], target: int, class_names: Optional[dict[int, str]] = None) -> str:
+    """``'label: cat'``, ``'prediction: dog'``, ``'label and prediction: cat'`` or ``'class 4: ring'``."""
+    roles = [role for role, key in (("label", "label_class"), ("prediction", "predicted_class"))
+             if output.get(key) is not None and int(output[key]) == target]
+    return f"{' and '.join(roles) or f'class {target}'}: {class_name(target, class_names)}"
+
+
+def class_name(target: int, class_names: Optional[dict[int, str]] = None) -> str:
+    """A class as the epoch table names it (``'ring'``), else its index (``'class 4'``)."""
+    name = (class_names or {}).get(int(target))
+    return str(name) if name is not None else f"class {target}"
 
 
 def nan_origin_figures(output: dict[str, Any]) -> Figures:
@@ -252,9 +294,23 @@ def gradient_flow_figures(output: dict[str, Any]) -> Figures:
                                  marker_color=colour, customdata=norms[rows],
                                  hovertemplate="%{x}: %{customdata:.3g}<extra>" + flag + "</extra>"))
     fig.update_xaxes(categoryorder="array", categoryarray=layers)
-    fig.update_yaxes(type="log", title_text="gradient norm")
+    drawn = np.maximum(norms, floor)
+    ticks = log_ticks(float(drawn.min()), float(drawn.max())) if drawn.size else []
+    fig.update_yaxes(type="log", title_text="gradient norm", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
     loss = output.get("loss")
     return [_finish(fig, "gradient flow" + (f" (loss {_format(loss)})" if loss is not None else ""), 340)]
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """Labelled ticks of a log axis from ``low`` to ``high``: 1, 2 and 5 times each power of ten within a range
+    of up to two decades, powers of ten (at most 8 of them) beyond: never every minor tick."""
+    low, high = max(low, 1e-300), max(high, low)
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    steps = (1,) if last - first > 2 else (1, 2, 5)
+    stride = max(1, math.ceil((last - first + 1) / 8))
+    ticks = [m * 10.0 ** e for e in range(first, last + 1, stride) for m in steps]
+    inside = [t for t in ticks if low <= t <= high]
+    return inside if len(inside) >= 2 else sorted({float(f"{low:.2g}"), float(f"{high:.2g}")})
 
 
 def _flag(output: dict[str, Any], i: int) -> str:
@@ -366,8 +422,10 @@ _BY_KIND: dict[str, Callable[[dict[str, Any]], Figures]] = {
 }
 
 
-def figures_for_output(output: Any, image: Optional[np.ndarray] = None) -> Figures:
-    """Figures for one datapoint's output of one debugger; ``image`` (its input image) is drawn under CAMs.
+def figures_for_output(output: Any, image: Optional[np.ndarray] = None,
+                       class_names: Optional[dict[int, str]] = None) -> Figures:
+    """Figures for one datapoint's output of one debugger; ``image`` (its input image) is drawn under CAMs,
+    ``class_names`` (class index -> name, from the run's epoch table) name the classes in titles.
 
     Error and not-run records give no figure (the viewer shows them as alerts);
     outputs without a known ``'kind'`` get a generic rendering.
@@ -376,7 +434,7 @@ def figures_for_output(output: Any, image: Optional[np.ndarray] = None) -> Figur
     if kind in (kinds.KIND_ERROR, kinds.KIND_NOT_RUN):
         return []
     if kind == kinds.KIND_CAM:
-        return cam_figures(output, image)
+        return cam_figures(output, image, class_names)
     if kind in _BY_KIND:
         return _BY_KIND[kind](output)
     return generic_figures(output)

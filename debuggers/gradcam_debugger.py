@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from debuggers.base_debugger import BaseDebugger, Removable
 from debuggers.model_runs import eval_mode, output_tensor
-from debuggers.outputs import KIND_CAM
+from debuggers.outputs import KIND_CAM, PerDatapoint
 from debuggers.tensor_utils import describe
 from debuggers.utils import require_layer
 from utils.errors import ConfigError
@@ -47,12 +47,18 @@ class GradCAMDebugger(BaseDebugger):
 
     Output ``{'kind': 'cam', 'cam': (B, H, W), 'target_class': (B,), 'target_score': (B,),
     'target_layer', 'raw_max': (B,), 'spatial': {'centroid_x', 'centroid_y', 'centre_fraction', 'spread',
-    'entropy': (B,)}}`` where ``raw_max`` is the cam's maximum before upsampling and normalisation (how
-    strong the evidence is) and ``spatial`` where the cam's mass lies (``cam_spatial_stats``).
+    'entropy': (B,)}, 'predicted_class': (B,), 'label_class': (B,), 'other_target': PerDatapoint}`` where
+    ``raw_max`` is the cam's maximum before upsampling and normalisation (how strong the evidence is) and
+    ``spatial`` where the cam's mass lies (``cam_spatial_stats``). ``label_class`` is there when the batch
+    has class labels. With a ``'predicted'`` or ``'label'`` target and labels, ``other_target`` holds, for
+    each datapoint whose label and prediction differ, the cam of the other one (``{'cam': (H, W),
+    'target_class', 'target_score', 'raw_max'}``), and None for the others: a wrong prediction is seen
+    beside the evidence for the true class.
 
     Cost: the rerun records no graph below ``target_layer`` (it runs under ``no_grad`` up to it),
-    one ``autograd.grad`` serves the whole batch, and the cam is built without per-datapoint
-    temporaries.
+    one ``autograd.grad`` serves the whole batch, a second one (from the graph above ``target_layer``
+    only) the datapoints whose label and prediction differ, and the cams are built without
+    per-datapoint temporaries.
     """
 
     runs_model = True
@@ -108,23 +114,58 @@ class GradCAMDebugger(BaseDebugger):
         else:  # called on its own, or the model ran differently: run it again
             activations, logits = self._forward(datapoint, model)
         targets = self._targets(datapoint, logits)
+        predicted = logits.detach().argmax(dim=1)
+        labels = self._labels(datapoint, logits, required=False)
+        other = _other_target(self.target, labels, predicted)
+        differ = (other != targets).nonzero().squeeze(1) if other is not None else targets[:0]
         with torch.enable_grad():  # one backward for the batch: datapoints are independent in eval mode
             scores = logits.gather(1, targets[:, None]).squeeze(1)
+            (gradients,) = torch.autograd.grad(scores.sum(), activations, retain_graph=len(differ) > 0)
+        with torch.no_grad():
+            cam, raw_max = self._cam(gradients, activations, datapoint)
+        output = {
+            "kind": KIND_CAM,
+            "cam": cam,
+            "target_class": targets,
+            "target_score": scores.detach(),
+            "target_layer": self.target_layer,
+            "raw_max": raw_max,
+            "spatial": cam_spatial_stats(cam),
+            "predicted_class": predicted,
+        }
+        if labels is not None:
+            output["label_class"] = labels
+        if other is not None:
+            output["other_target"] = self._other_cams(logits, activations, other, differ, datapoint)
+        return output
+
+    def _cam(self, gradients: torch.Tensor, activations: torch.Tensor,
+             datapoint: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The normalised, upsampled cams (B, H, W) and their raw maxima (B,)."""
+        cam = torch.einsum("bc,bchw->bhw", gradients.mean(dim=(2, 3)), activations).relu_()
+        raw_max = cam.amax(dim=(1, 2))
+        cam = self._upsample(cam, datapoint)
+        cam.div_(cam.amax(dim=(1, 2), keepdim=True).clamp_(min=torch.finfo(cam.dtype).tiny))
+        return cam, raw_max
+
+    def _other_cams(self, logits: torch.Tensor, activations: torch.Tensor, other: torch.Tensor,
+                    differ: torch.Tensor, datapoint: dict[str, Any]) -> PerDatapoint:
+        """The other target's cam record for each datapoint in ``differ``, None for the rest.
+
+        A second backward from the other target's logits of only those datapoints (the graph
+        was kept by the first); a batch where label and prediction agree everywhere costs nothing.
+        """
+        records: list[Optional[dict[str, Any]]] = [None] * len(other)
+        if not len(differ):
+            return PerDatapoint(records)
+        with torch.enable_grad():
+            scores = logits[differ, other[differ]]
             (gradients,) = torch.autograd.grad(scores.sum(), activations)
         with torch.no_grad():
-            cam = torch.einsum("bc,bchw->bhw", gradients.mean(dim=(2, 3)), activations).relu_()
-            raw_max = cam.amax(dim=(1, 2))
-            cam = self._upsample(cam, datapoint)
-            cam.div_(cam.amax(dim=(1, 2), keepdim=True).clamp_(min=torch.finfo(cam.dtype).tiny))
-            return {
-                "kind": KIND_CAM,
-                "cam": cam,
-                "target_class": targets,
-                "target_score": scores.detach(),
-                "target_layer": self.target_layer,
-                "raw_max": raw_max,
-                "spatial": cam_spatial_stats(cam),
-            }
+            cam, raw_max = self._cam(gradients[differ], activations[differ], datapoint)
+        for row, (i, score, peak) in enumerate(zip(differ.tolist(), scores.detach().tolist(), raw_max.tolist())):
+            records[i] = {"cam": cam[row], "target_class": int(other[i]), "target_score": score, "raw_max": peak}
+        return PerDatapoint(records)
 
     def summary(self, output: dict[str, Any]) -> dict[str, float]:
         """The target's score and class, the cam's raw maximum, and where its mass lies (``spatial``)."""
@@ -158,22 +199,39 @@ class GradCAMDebugger(BaseDebugger):
         if self.target == "predicted":
             return logits.detach().argmax(dim=1)
         if self.target == "label":
-            labels = datapoint.get("labels")
-            labels = labels.get(self.label_key) if isinstance(labels, dict) else None
-            if not isinstance(labels, torch.Tensor):
-                raise ValueError(f"GradCAMDebugger target='label' needs datapoint['labels']['{self.label_key}'] "
-                                 "as a (B,) tensor of class indices; use target='predicted' otherwise")
-            return labels.reshape(batch).to(device=logits.device, dtype=torch.long)
+            return self._labels(datapoint, logits, required=True)
         if self.target >= num_classes:
             raise ValueError(f"GradCAMDebugger target class {self.target} does not exist: the model has "
                              f"{num_classes} classes (0..{num_classes - 1})")
         return torch.full((batch,), self.target, dtype=torch.long, device=logits.device)
+
+    def _labels(self, datapoint: dict[str, Any], logits: torch.Tensor, required: bool) -> Optional[torch.Tensor]:
+        """The (B,) class labels ``labels[label_key]``; None where there are none, unless ``required``."""
+        batch, num_classes = logits.shape
+        labels = datapoint.get("labels")
+        labels = labels.get(self.label_key) if isinstance(labels, dict) else None
+        if isinstance(labels, torch.Tensor) and labels.numel() == batch:
+            labels = labels.reshape(batch).to(device=logits.device, dtype=torch.long)
+            if required or bool(((labels >= 0) & (labels < num_classes)).all()):
+                return labels
+        if required:
+            raise ValueError(f"GradCAMDebugger target='label' needs datapoint['labels']['{self.label_key}'] "
+                             "as a (B,) tensor of class indices; use target='predicted' otherwise")
+        return None
 
     def _upsample(self, cam: torch.Tensor, datapoint: dict[str, Any]) -> torch.Tensor:
         image = datapoint["inputs"].get(self.input_key) if isinstance(datapoint["inputs"], dict) else None
         if not isinstance(image, torch.Tensor) or image.ndim != 4:
             return cam
         return F.interpolate(cam[:, None], size=image.shape[-2:], mode="bilinear", align_corners=False)[:, 0]
+
+
+def _other_target(target: Target, labels: Optional[torch.Tensor],
+                  predicted: torch.Tensor) -> Optional[torch.Tensor]:
+    """The label for a 'predicted' target, the prediction for a 'label' target; None for a fixed class."""
+    if labels is None or target not in _NAMED_TARGETS:
+        return None
+    return labels if target == "predicted" else predicted
 
 
 def start_graph(output: Any, kept: list[Any]) -> Any:

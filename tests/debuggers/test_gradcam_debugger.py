@@ -170,3 +170,54 @@ def test_an_inference_mode_loop_keeps_its_forward_pass(model, images):
         output = debugger(dp, model)["cam"]  # recorded, not raised into the loop
         assert output["kind"] == "error" and "run the evaluation loop under torch.no_grad()" in output["message"]
     debugger.close()
+
+
+@pytest.mark.parametrize("target", ["predicted", "label"])
+def test_label_and_prediction_both_get_a_cam_that_matches_captum_where_they_differ(model, images, tmp_path, target):
+    with torch.no_grad():
+        predicted = model({"image": images})["logits"].argmax(1)
+    labels = predicted.clone()
+    labels[[1, 4]] = (predicted[[1, 4]] + 1) % 6  # two wrong predictions in the batch
+    outputs = capture_epoch(model, images, tmp_path, 6,
+                            [entry("cam", GradCAMDebugger, target_layer="backbone.layer4", target=target)],
+                            labels=labels)
+    by_label, label_max = captum_gradcam(model, "backbone.layer4", {"image": images}, labels)
+    by_prediction, prediction_max = captum_gradcam(model, "backbone.layer4", {"image": images}, predicted)
+    first, second = (by_prediction, by_label) if target == "predicted" else (by_label, by_prediction)
+    first_max, second_max = (prediction_max, label_max) if target == "predicted" else (label_max, prediction_max)
+    for i in range(6):
+        out = outputs[i]["cam"]
+        assert out["label_class"] == int(labels[i]) and out["predicted_class"] == int(predicted[i])
+        np.testing.assert_allclose(out["cam"], first[i].numpy(), rtol=1e-4, atol=1e-5)
+        other = out["other_target"]
+        if i not in (1, 4):
+            assert other is None
+            continue
+        assert other["target_class"] == int((labels if target == "predicted" else predicted)[i])
+        assert other["target_class"] != out["target_class"]
+        np.testing.assert_allclose(other["cam"], second[i].numpy(), rtol=1e-4, atol=1e-5)
+        assert other["raw_max"] == pytest.approx(float(second_max[i]), rel=1e-4, abs=1e-7)
+        assert out["raw_max"] == pytest.approx(float(first_max[i]), rel=1e-4, abs=1e-7)
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_both_targets_in_a_batch_equal_each_datapoint_alone(model, images, tmp_path):
+    with torch.no_grad():
+        labels = (model({"image": images})["logits"].argmax(1) + torch.tensor([0, 1, 0, 2, 0, 3])) % 6
+    debuggers = [entry("cam", GradCAMDebugger, target_layer="backbone.layer4")]
+    batched = capture_epoch(model, images, tmp_path / "batched", 6, debuggers, labels=labels)
+    alone = capture_epoch(model, images, tmp_path / "alone", 1, debuggers, labels=labels)
+    for i in range(6):
+        together, single = batched[i]["cam"], alone[i]["cam"]
+        np.testing.assert_allclose(together["cam"], single["cam"], rtol=1e-5, atol=1e-6)
+        assert (together["other_target"] is None) == (single["other_target"] is None) == (i in (0, 2, 4))
+        if together["other_target"] is not None:
+            np.testing.assert_allclose(together["other_target"]["cam"], single["other_target"]["cam"],
+                                       rtol=1e-5, atol=1e-6)
+            assert together["other_target"]["target_score"] == pytest.approx(single["other_target"]["target_score"],
+                                                                            rel=1e-5)
+
+
+def test_a_fixed_class_target_has_no_other_target(model, images):
+    out = GradCAMDebugger("backbone.layer4", target=2)(make_batch(images, range(3)), model)
+    assert "other_target" not in out and out["label_class"].tolist() == [0, 1, 2]

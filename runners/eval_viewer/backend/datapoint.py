@@ -35,16 +35,20 @@ def load_datapoint(backend: ViewerBackend, run: Run, epoch: Epoch, idx: int, wit
 
 
 def _scores(backend: ViewerBackend, epoch: Epoch, idx: int) -> dict[str, Any]:
-    """``{'scores': {name: value}}`` of ``idx`` from the epoch's table, or ``{'scores': {}, 'scores_error'}``."""
+    """``{'scores': {name: value}, 'classes': {'label', 'prediction'}, 'class_names'}`` of ``idx`` from the
+    epoch's table (class ids, and their names where the table has them), or ``{'scores': {}, 'scores_error'}``."""
     try:
         table = backend.table(epoch)
         rows = table.page(where=[("idx", "=", idx)], limit=1)
+        class_names = backend.class_names(epoch)
     except TABLE_ERRORS as exc:
         return {"scores": {}, "scores_error": str(exc)}
     names = table.roles.get("scores", [])
     if "problem" in table.roles:
         return {"scores": {}, "scores_error": table.roles["problem"]}
-    return {"scores": {name: rows[0].get(name) for name in names} if rows else {}}
+    classes = {key: rows[0][key] for key in ("label", "prediction") if rows and rows[0].get(key) is not None}
+    return {"scores": {name: rows[0].get(name) for name in names} if rows else {}, "classes": classes,
+            "class_names": class_names}
 
 
 def missing_datapoint(backend: ViewerBackend, run: Run, epoch: Epoch, idx: int) -> Optional[str]:

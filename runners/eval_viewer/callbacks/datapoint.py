@@ -18,6 +18,7 @@ from dash import Dash, Input, Output, State, dcc, html, no_update
 from plotly.basedatatypes import BaseFigure
 
 from data.viewer.layout.display import display_datapoint
+from data.viewer.layout.display.display_labels import class_badges
 from runners.eval_viewer.backend.cache import BoundedCache
 from runners.eval_viewer.backend.datapoint import load_datapoint
 from runners.eval_viewer.backend.scores import ScoresError
@@ -72,7 +73,8 @@ def build_panel(backend: ViewerBackend, run_path: Optional[str], epoch_key: Opti
     if debuggers:
         shown = shown_debuggers(debuggers, chosen)
         datapoint["debug"] = {name: datapoint["debug"][name] for name in shown}
-    badges = epoch_badges(backend, epoch) + score_badges(datapoint["scores"], percentiles(backend, epoch, datapoint))
+    badges = [*epoch_badges(backend, epoch), *class_badges(datapoint),
+              *score_badges(datapoint["scores"], percentiles(backend, epoch, datapoint))]
     header = [datapoint_title(run, epoch, idx), html.Div(badges, className="badges")]
     if datapoint.get("scores_error"):
         header.append(message(datapoint["scores_error"], "warning"))

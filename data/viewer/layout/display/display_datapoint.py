@@ -9,7 +9,7 @@ from dash import html
 
 from data.viewer.layout.display.display_debug_outputs import display_debug_outputs
 from data.viewer.layout.display.display_inputs import display_inputs
-from data.viewer.layout.display.display_labels import display_labels
+from data.viewer.layout.display.display_labels import datapoint_label_class, display_labels
 from data.viewer.layout.display.display_meta_info import display_meta_info
 from data.viewer.layout.display.values import first_image
 
@@ -27,7 +27,8 @@ def display_datapoint(datapoint: dict[str, Any]) -> html.Div:
     ``dataset_error`` or ``debug_error`` replaces what could not be read with its message.
     """
     summary = html.Div([section("Inputs", _or_error(datapoint, "inputs", display_inputs)),
-                        section("Labels", _or_error(datapoint, "labels", display_labels)),
+                        section("Labels", _or_error(datapoint, "labels", lambda labels: display_labels(
+                            labels, datapoint_label_class(datapoint)))),
                         section("Meta info", _or_error(datapoint, "meta_info", display_meta_info))],
                        className="datapoint-summary")
     sections = [summary]
@@ -42,7 +43,8 @@ def debug_body(datapoint: dict[str, Any]) -> html.Div:
         return html.Div(dbc.Alert(datapoint["debug_error"], color="danger", className="page-error"))
     if datapoint.get("debug_note"):
         return html.Div(dbc.Alert(datapoint["debug_note"], color="secondary", className="debug-note"))
-    return display_debug_outputs(datapoint["debug"], image=first_image(datapoint.get("inputs")))
+    return display_debug_outputs(datapoint["debug"], image=first_image(datapoint.get("inputs")),
+                                 class_names=datapoint.get("class_names"))
 
 
 def _or_error(datapoint: dict[str, Any], key: str, display: Any) -> Any:

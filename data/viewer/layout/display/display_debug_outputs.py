@@ -18,28 +18,33 @@ from debuggers.figures import figures_for_output
 from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
 
 
-def display_debug_outputs(debug: dict[str, Any], image: Optional[np.ndarray] = None) -> html.Div:
-    """One card per debugger; ``image`` is the input image, drawn under overlays such as Grad-CAM."""
+def display_debug_outputs(debug: dict[str, Any], image: Optional[np.ndarray] = None,
+                          class_names: Optional[dict[int, str]] = None) -> html.Div:
+    """One card per debugger; ``image`` is the input image, drawn under overlays such as Grad-CAM;
+    ``class_names`` (class index -> name) name classes in titles."""
     if not debug:
         return html.Div(dbc.Alert("No debug outputs were saved for this datapoint at this epoch (the epoch's "
                                   "debug pages were written only in part).", color="warning"))
-    return html.Div([_debugger_block(name, output, image) for name, output in debug.items()],
+    return html.Div([_debugger_block(name, output, image, class_names) for name, output in debug.items()],
                     className="debug-outputs")
 
 
-def _debugger_block(name: str, output: Any, image: Optional[np.ndarray]) -> dbc.Card:
-    return dbc.Card([dbc.CardHeader(html.Strong(name)), dbc.CardBody(_output_body(name, output, image))],
+def _debugger_block(name: str, output: Any, image: Optional[np.ndarray],
+                    class_names: Optional[dict[int, str]]) -> dbc.Card:
+    return dbc.Card([dbc.CardHeader(html.Strong(name)),
+                     dbc.CardBody(_output_body(name, output, image, class_names))],
                     className="debugger-block")
 
 
-def _output_body(name: str, output: Any, image: Optional[np.ndarray]) -> list:
+def _output_body(name: str, output: Any, image: Optional[np.ndarray],
+                 class_names: Optional[dict[int, str]]) -> list:
     kind = output.get("kind") if isinstance(output, dict) else None
     if kind == KIND_ERROR:
         return [_error_alert(output)]
     if kind == KIND_NOT_RUN:
         return [dbc.Alert(f"Not run: {output.get('message', '')}", color="secondary", className="not-run-note")]
     try:
-        figures = figures_for_output(output, image=image)
+        figures = figures_for_output(output, image=image, class_names=class_names)
     except Exception as exc:  # drawing code must not take the whole datapoint down
         return [dbc.Alert(f"Could not draw the output of '{name}': {type(exc).__name__}: {exc}. "
                           "The output is kept on disk; report this with the debugger's output format.",
