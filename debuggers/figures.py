@@ -153,14 +153,21 @@ def pca_rgb(features: np.ndarray) -> np.ndarray:
 
 
 # -------------------------------------------------------------- by kind
-def feature_map_figures(output: dict[str, Any]) -> Figures:
-    """The strongest channels (highest mean activation) of one datapoint's feature map, as a grid."""
+def feature_map_figures(output: dict[str, Any], channels: Optional[list[int]] = None) -> Figures:
+    """The strongest channels (highest mean activation) of one datapoint's feature map, as a grid; or the
+    channel indices ``channels``, in that order (the same channels in every column of a comparison)."""
     fmap = np.asarray(output["feature_map"], dtype=np.float64)
     indices = np.asarray(output.get("channel_indices", np.arange(fmap.shape[0])))
-    order = np.argsort(-np.nanmean(fmap, axis=(1, 2)), kind="stable")[:MAX_PANELS]
+    if channels is None:
+        order = list(np.argsort(-np.nanmean(fmap, axis=(1, 2)), kind="stable")[:MAX_PANELS])
+        chosen = f"{len(order)} strongest channels"
+    else:
+        position = {int(index): i for i, index in enumerate(indices)}
+        order = [position[channel] for channel in channels if channel in position]
+        chosen = f"{len(order)} channels, the same in every column"
     stats = output.get("stats", {})
     title = f"{output.get('layer_name', '')} feature map {output.get('shape', list(fmap.shape))}: " \
-            f"{len(order)} strongest channels (mean {_format(stats.get('mean', np.nan))})"
+            f"{chosen} (mean {_format(stats.get('mean', np.nan))})"
     return [_grid([fmap[i] for i in order], [f"ch {int(indices[i])}" for i in order], title)]
 
 
@@ -230,7 +237,7 @@ def cam_figures(output: dict[str, Any], image: Optional[np.ndarray] = None,
     fig = go.Figure()
     picture = display_image(image) if image is not None else None
     annotations = []
-    for i, (cam, target, raw_max) in enumerate(panels):
+    for i, (cam, target, _) in enumerate(panels):
         axes = {"xaxis": "x" if i == 0 else f"x{i + 1}", "yaxis": "y" if i == 0 else f"y{i + 1}"}
         cam = np.asarray(cam, dtype=np.float64)
         heat = {"zmin": 0.0, "zmax": 1.0, "colorscale": "Jet", "showscale": i == len(panels) - 1, **axes}
@@ -239,7 +246,7 @@ def cam_figures(output: dict[str, Any], image: Optional[np.ndarray] = None,
             scale = (picture.shape[1] / cam.shape[1], picture.shape[0] / cam.shape[0])
             heat.update(opacity=0.45, x0=(scale[0] - 1) / 2, dx=scale[0], y0=(scale[1] - 1) / 2, dy=scale[1])
         fig.add_trace(go.Heatmap(z=cam, hovertemplate="x %{x:.0f}, y %{y:.0f}: %{z:.2f}<extra></extra>", **heat))
-        annotations.append({"text": f"{cam_title(output, target, class_names)} (raw max {raw_max:.3g})",
+        annotations.append({"text": cam_title(output, target, class_names),
                             "x": 0.5, "y": 1.0, "xref": f"{axes['xaxis']} domain", "yref": f"{axes['yaxis']} domain",
                             "yanchor": "bottom", "showarrow": False, "font": {"size": 12}})
     width = 1 / len(panels)
@@ -249,7 +256,8 @@ def cam_figures(output: dict[str, Any], image: Optional[np.ndarray] = None,
         fig.layout[f"yaxis{suffix}"] = {"domain": [0, 0.92], "anchor": f"x{suffix}"}
     fig.update_layout(annotations=annotations)
     _image_axes(fig)
-    return [_finish(fig, f"Grad-CAM at {output.get('target_layer', '')}", 380)]
+    maxima = " / ".join(f"{raw_max:.3g}" for _, _, raw_max in panels)
+    return [_finish(fig, f"Grad-CAM at {output.get('target_layer', '')} (raw max {maxima})", 380)]
 
 
 def cam_title(output: dict[str, Any], target: int, class_names: Optional[dict[int, str]] = None) -> str:

@@ -11,6 +11,7 @@ from debuggers.page_format import CorruptPageError
 from runners.eval_viewer.backend.runs import Epoch, Run
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.table import HIDDEN_COLUMNS
 
 
 def message(text: str, color: str = "info") -> dbc.Alert:
@@ -61,10 +62,13 @@ def percentiles(backend: ViewerBackend, epoch: Epoch, datapoint: dict) -> dict[s
 
 
 def score_badges(scores: dict, percentile: Optional[dict] = None) -> list:
-    """One badge per score; with ``percentile``, its place in the epoch (p97: above 97 % of datapoints)."""
+    """One badge per score; with ``percentile``, its place in the epoch (p97: above 97 % of datapoints).
+    Scores the table shows through its label and prediction columns are left to the class badges."""
     percentile = percentile or {}
     badges = []
     for name, value in scores.items():
+        if name in HIDDEN_COLUMNS:
+            continue
         place = percentile.get(name)
         text = f"{name} {_format(value)}" + (f" · p{place:.0f}" if place is not None else "")
         title = f"{place:.1f} % of this epoch's datapoints have {name} at most this value" if place is not None \

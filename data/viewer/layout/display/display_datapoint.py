@@ -26,15 +26,19 @@ def display_datapoint(datapoint: dict[str, Any]) -> html.Div:
     ``debug`` None means the epoch has no debug outputs: three sections. A
     ``dataset_error`` or ``debug_error`` replaces what could not be read with its message.
     """
-    summary = html.Div([section("Inputs", _or_error(datapoint, "inputs", display_inputs)),
-                        section("Labels", _or_error(datapoint, "labels", lambda labels: display_labels(
-                            labels, datapoint_label_class(datapoint)))),
-                        section("Meta info", _or_error(datapoint, "meta_info", display_meta_info))],
-                       className="datapoint-summary")
-    sections = [summary]
+    sections = [display_summary(datapoint)]
     if datapoint.get("debug") is not None or datapoint.get("debug_error"):
         sections.append(section("Debug Outputs", debug_body(datapoint)))
     return html.Div(sections, className="datapoint")
+
+
+def display_summary(datapoint: dict[str, Any]) -> html.Div:
+    """Inputs, Labels and Meta info side by side."""
+    return html.Div([section("Inputs", _or_error(datapoint, "inputs", display_inputs)),
+                     section("Labels", _or_error(datapoint, "labels", lambda labels: display_labels(
+                         labels, datapoint_label_class(datapoint)))),
+                     section("Meta info", _or_error(datapoint, "meta_info", display_meta_info))],
+                    className="datapoint-summary")
 
 
 def debug_body(datapoint: dict[str, Any]) -> html.Div:

@@ -38,11 +38,9 @@ def _debugger_block(name: str, output: Any, image: Optional[np.ndarray],
 
 def _output_body(name: str, output: Any, image: Optional[np.ndarray],
                  class_names: Optional[dict[int, str]]) -> list:
-    kind = output.get("kind") if isinstance(output, dict) else None
-    if kind == KIND_ERROR:
-        return [_error_alert(output)]
-    if kind == KIND_NOT_RUN:
-        return [dbc.Alert(f"Not run: {output.get('message', '')}", color="secondary", className="not-run-note")]
+    note = output_note(name, output)
+    if note is not None:
+        return [note]
     try:
         figures = figures_for_output(output, image=image, class_names=class_names)
     except Exception as exc:  # drawing code must not take the whole datapoint down
@@ -52,6 +50,18 @@ def _output_body(name: str, output: Any, image: Optional[np.ndarray],
     if not figures:
         return [html.Pre(_summary(output), className="output-summary")]
     return [dcc.Graph(figure=figure, config=GRAPH_CONFIG, className="debug-figure") for figure in figures]
+
+
+def output_note(name: str, output: Any) -> Optional[dbc.Alert]:
+    """What replaces the figures of an error record, a not-run record or a missing output; None otherwise."""
+    kind = output.get("kind") if isinstance(output, dict) else None
+    if kind == KIND_ERROR:
+        return _error_alert(output)
+    if kind == KIND_NOT_RUN:
+        return dbc.Alert(f"Not run: {output.get('message', '')}", color="secondary", className="not-run-note")
+    if output is None:
+        return dbc.Alert(f"no output of '{name}' here", color="light", className="not-run-note")
+    return None
 
 
 def _error_alert(record: dict) -> dbc.Alert:

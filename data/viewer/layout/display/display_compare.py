@@ -1,0 +1,75 @@
+"""Debug Outputs of one datapoint in several columns (epochs or runs), as aligned rows.
+
+Each debugger gets its rows (``debuggers.compare_figures``): the same channels in every
+column, one colour scale and the same axes per row, and a last column with the difference
+of the last and the first column. A column without the output says why in its first row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import dash_bootstrap_components as dbc
+import numpy as np
+from dash import dcc, html
+
+from data.viewer.layout.display.display_debug_outputs import output_note
+from data.viewer.layout.display.values import GRAPH_CONFIG
+from debuggers.compare_figures import compare_figures
+
+
+@dataclass
+class CompareColumn:
+    """One column: its title and badges, and its debug outputs or the note that replaces them."""
+
+    title: str
+    badges: list[Any] = field(default_factory=list)
+    debug: Optional[dict[str, Any]] = None
+    note: Optional[Any] = None
+    image: Optional[np.ndarray] = None
+    class_names: Optional[dict[int, str]] = None
+
+
+def display_compare(columns: list[CompareColumn]) -> html.Div:
+    """A heading row, then per debugger its name and its rows of figures across the columns."""
+    width = f"{100 / (len(columns) + 1):.2f}%"
+    headings = [_cell([html.H5(column.title), html.Div(column.badges, className="badges")], width)
+                for column in columns]
+    headings.append(_cell([html.H5("difference"), html.Small(f"{columns[-1].title} − {columns[0].title}")],
+                          width))
+    blocks = [html.Div(headings, className="compare-row compare-headings")]
+    names = list(dict.fromkeys(name for column in columns for name in (column.debug or {})))
+    for name in names:
+        blocks.append(dbc.Card([dbc.CardHeader(html.Strong(name)),
+                                dbc.CardBody(_debugger_rows(name, columns, width))], className="debugger-block"))
+    notes = [column.note for column in columns if column.note is not None]
+    if not names and notes:
+        blocks.append(html.Div([_cell([note], width) for note in notes], className="compare-row"))
+    return html.Div(blocks, className="compare-debug-outputs")
+
+
+def _debugger_rows(name: str, columns: list[CompareColumn], width: str) -> list[html.Div]:
+    outputs = [(column.debug or {}).get(name) for column in columns]
+    rows = compare_figures(outputs, [c.image for c in columns], [c.class_names for c in columns])
+    notes = [column.note if column.debug is None else output_note(name, output)
+             for column, output in zip(columns, outputs)]
+    if not rows:
+        rows = [[None] * (len(columns) + 1)]
+    drawn = []
+    for number, row in enumerate(rows):
+        cells = []
+        for i, fig in enumerate(row):
+            if fig is not None:
+                cells.append(_cell([dcc.Graph(figure=fig, config=GRAPH_CONFIG, className="compare-figure")], width))
+            elif number == 0 and i < len(notes) and notes[i] is not None:
+                cells.append(_cell([notes[i]], width))
+            else:
+                cells.append(_cell([], width))
+        drawn.append(html.Div(cells, className="compare-row compare-figure-row"))
+    return drawn
+
+
+def _cell(children: list, width: str) -> html.Div:
+    return html.Div(children, className="compare-column", style={"width": width})
+

@@ -1,0 +1,199 @@
+"""One debugger's output at several epochs (or in several runs) as rows of figures that can be compared.
+
+``compare_figures`` draws each column's output with ``debuggers.figures`` and lines the figures
+up in rows, so that a row reads across like one figure:
+
+* the same channels in every column (feature maps: chosen once, by their highest mean activation
+  in any column, among the channels every column holds);
+* one colour scale per row (heatmaps) and the same axes (bars, histograms, the log axis of
+  gradient flow), so a brighter cell or a taller bar means a larger value;
+* a difference column, last minus first, on a diverging colour scale centred on 0 (red: grew),
+  where the two maps (or bar charts) have the same shape.
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import zip_longest
+from typing import Any, Optional
+
+import numpy as np
+import plotly.graph_objects as go
+
+from debuggers import outputs as kinds
+from debuggers.figures import MAX_PANELS, Figures, feature_map_figures, figures_for_output
+
+Row = list[Optional[go.Figure]]
+DIFFERENCE_SCALE = "RdBu_r"  # blue below 0, white at 0, red above
+
+
+def compare_figures(outputs: list[Any], images: Optional[list[Optional[np.ndarray]]] = None,
+                    class_names: Optional[list[Optional[dict[int, str]]]] = None) -> list[Row]:
+    """Rows of figures: one cell per output (None where a column has no such figure), then the difference
+    of the last and the first column (None where they cannot be subtracted)."""
+    images = images or [None] * len(outputs)
+    class_names = class_names or [None] * len(outputs)
+    channels = aligned_channels(outputs)
+    columns: list[Figures] = []
+    for output, image, names in zip(outputs, images, class_names):
+        if channels is not None:
+            columns.append(feature_map_figures(output, channels))
+        else:
+            columns.append(_figures(output, image, names))
+    rows = [list(row) for row in zip_longest(*columns)]
+    for row in rows:
+        drawn = [fig for fig in row if fig is not None]
+        share_scales(drawn)
+        row.append(difference_figure(row[0], row[-1]) if len(row) > 1 else None)
+        for fig in drawn[:-1]:  # one colour bar per row is enough: the scale is shared
+            fig.update_traces(showscale=False, selector={"type": "heatmap"})
+        for fig in filter(None, row):
+            _compact(fig)
+    return rows
+
+
+def _compact(fig: go.Figure) -> None:
+    """Narrow columns: small margins and title, no legend, maps no taller than they are drawn (tables keep
+    their height: it fits their rows)."""
+    fig.update_layout(title_font_size=11, showlegend=False)
+    if any(isinstance(trace, go.Table) for trace in fig.data):
+        return
+    height = fig.layout.height or 320
+    if any(isinstance(trace, (go.Heatmap, go.Image)) for trace in fig.data):
+        height = min(height, 300)
+    fig.update_layout(height=height, margin={"l": 30, "r": 10, "t": 50, "b": 30})
+    fig.update_traces(colorbar={"thickness": 10}, selector={"type": "heatmap"})
+
+
+def _figures(output: Any, image: Optional[np.ndarray], names: Optional[dict[int, str]]) -> Figures:
+    kind = output.get("kind") if isinstance(output, dict) else None
+    return [] if output is None or kind in (kinds.KIND_ERROR, kinds.KIND_NOT_RUN) else \
+        figures_for_output(output, image, names)
+
+
+def aligned_channels(outputs: list[Any]) -> Optional[list[int]]:
+    """For feature maps in every column: the channel indices to draw in all of them, else None.
+
+    Among the channels every column holds, the ``MAX_PANELS`` of highest mean activation in any column.
+    """
+    maps = [output for output in outputs if isinstance(output, dict)]
+    if not maps or len(maps) != len(outputs) or any(m.get("kind") != kinds.KIND_FEATURE_MAP for m in maps):
+        return None
+    strength: dict[int, float] = {}
+    held = None
+    for output in maps:
+        fmap = np.asarray(output["feature_map"], dtype=np.float64)
+        indices = [int(i) for i in np.asarray(output.get("channel_indices", np.arange(fmap.shape[0])))]
+        held = set(indices) if held is None else held & set(indices)
+        for index, mean in zip(indices, np.nanmean(fmap, axis=(1, 2))):
+            strength[index] = max(strength.get(index, -math.inf), float(mean))
+    return sorted(held or [], key=lambda index: (-strength[index], index))[:MAX_PANELS]
+
+
+def share_scales(figures: list[go.Figure]) -> None:
+    """One colour range for the heatmaps at the same place in each figure, and one range per value axis."""
+    for traces in zip(*(fig.data for fig in figures)):
+        if all(isinstance(trace, go.Heatmap) for trace in traces) and all(t.zmin is None for t in traces):
+            values = [np.asarray(t.z, dtype=np.float64) for t in traces]
+            finite = [v[np.isfinite(v)] for v in values if np.isfinite(v).any()]
+            if finite:
+                low, high = min(float(v.min()) for v in finite), max(float(v.max()) for v in finite)
+                for trace in traces:
+                    trace.update(zmin=low, zmax=high)
+    _share_axis(figures, "y")
+    _share_axis(figures, "x")
+
+
+def _share_axis(figures: list[go.Figure], axis: str) -> None:
+    """The same range on the ``axis`` of every figure made only of bars over numbers (histograms on x)."""
+    extents = [_extent(fig, axis) for fig in figures]
+    if len(figures) < 2 or any(extent is None for extent in extents):
+        return
+    low, high = min(e[0] for e in extents), max(e[1] for e in extents)
+    log = (getattr(figures[0].layout, f"{axis}axis").type == "log")
+    if log:
+        span = [math.log10(max(low, 1e-300)), math.log10(max(high, 1e-300))]
+        pad = 0.05 * max(span[1] - span[0], 1e-3)
+        value_range = [span[0] - pad, span[1] + pad]
+    else:
+        low, high = (min(low, 0.0), max(high, 0.0)) if axis == "y" else (low, high)
+        pad = 0.05 * max(high - low, 1e-12)
+        value_range = [low - (pad if low < 0 or axis == "x" else 0), high + pad]
+    for fig in figures:
+        fig.update_layout({f"{axis}axis": {"range": value_range, "autorange": False}})
+
+
+def _extent(fig: go.Figure, axis: str) -> Optional[tuple[float, float]]:
+    """The data extent of ``axis`` over the figure's bars (and histograms' x), None if it has other traces."""
+    values: list[np.ndarray] = []
+    for trace in fig.data:
+        if isinstance(trace, go.Bar) and axis == "y":
+            values.append(np.asarray(trace.y, dtype=np.float64))
+            if trace.error_y is not None and trace.error_y.array is not None:
+                spread = np.asarray(trace.error_y.array, dtype=np.float64)
+                values += [values[-1] + spread, values[-1] - spread]
+        elif isinstance(trace, go.Bar) and _numeric(trace.x):
+            centres = np.asarray(trace.x, dtype=np.float64)
+            half = np.asarray(trace.width, dtype=np.float64) / 2 if trace.width is not None else 0.5
+            values += [centres - half, centres + half]
+        elif isinstance(trace, go.Histogram) and axis == "x":
+            values.append(np.asarray(trace.x, dtype=np.float64))
+        else:
+            return None
+    finite = [v[np.isfinite(v)] for v in values if np.isfinite(v).any()]
+    return (min(float(v.min()) for v in finite), max(float(v.max()) for v in finite)) if finite else None
+
+
+def _numeric(values: Any) -> bool:
+    return values is not None and np.asarray(values).dtype.kind in "biuf"
+
+
+def difference_figure(first: Optional[go.Figure], last: Optional[go.Figure]) -> Optional[go.Figure]:
+    """``last`` minus ``first``: heatmaps of equal shape on a diverging scale centred on 0, or bars over the
+    same x; None where the figures hold anything else (tables, images alone), differ in shape, or title
+    their panels differently (channels or classes that are not the same)."""
+    if first is None or last is None or first is last or _panel_titles(first) != _panel_titles(last):
+        return None
+    pairs = list(zip(first.data, last.data))
+    if len(first.data) != len(last.data) or not pairs:
+        return None
+    heatmaps = [(a, b) for a, b in pairs if isinstance(a, go.Heatmap) and isinstance(b, go.Heatmap)]
+    bars = [(a, b) for a, b in pairs if isinstance(a, go.Bar) and isinstance(b, go.Bar)]
+    if heatmaps and all(np.shape(a.z) == np.shape(b.z) for a, b in heatmaps):
+        return _heatmap_difference(last, heatmaps)
+    if bars and len(bars) == len(pairs) and all(_same(a.x, b.x) and len(a.y) == len(b.y) for a, b in bars):
+        return _bar_difference(last, bars)
+    return None
+
+
+def _panel_titles(fig: go.Figure) -> list[str]:
+    return [annotation.text for annotation in fig.layout.annotations or ()]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The same x values (bars without x are at 0, 1, ...: the same where they are as many)."""
+    if a is None or b is None:
+        return a is None and b is None
+    return len(a) == len(b) and all(x == y for x, y in zip(a, b))
+
+
+def _heatmap_difference(last: go.Figure, heatmaps: list[tuple[go.Heatmap, go.Heatmap]]) -> go.Figure:
+    changes = [np.asarray(b.z, dtype=np.float64) - np.asarray(a.z, dtype=np.float64) for a, b in heatmaps]
+    finite = [np.abs(c[np.isfinite(c)]) for c in changes if np.isfinite(c).any()]
+    bound = max([float(c.max()) for c in finite] + [1e-12])
+    fig = go.Figure(layout=last.layout)
+    for (_, b), change in zip(heatmaps, changes):
+        fig.add_trace(go.Heatmap(z=change, xaxis=b.xaxis, yaxis=b.yaxis, colorscale=DIFFERENCE_SCALE, zmid=0.0,
+                                 zmin=-bound, zmax=bound, hoverongaps=False, showscale=b.showscale is not False))
+    fig.update_layout(title={"text": "difference: last − first column"})
+    return fig
+
+
+def _bar_difference(last: go.Figure, bars: list[tuple[go.Bar, go.Bar]]) -> go.Figure:
+    fig = go.Figure(layout=last.layout)
+    for a, b in bars:
+        change = np.asarray(b.y, dtype=np.float64) - np.asarray(a.y, dtype=np.float64)
+        fig.add_trace(go.Bar(x=b.x, y=change, width=b.width, marker_color=np.where(change >= 0, "#d6604d", "#4393c3")))
+    fig.update_yaxes(type="linear", range=None, autorange=True, tickvals=None, ticktext=None)
+    fig.update_layout(title={"text": "difference: last − first column"}, showlegend=False)
+    return fig
