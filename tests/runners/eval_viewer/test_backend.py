@@ -326,9 +326,10 @@ def test_unreadable_scores_file_is_explained_and_debug_outputs_still_open(traine
 def test_the_same_datapoint_in_two_runs_side_by_side(runs):
     backend = ViewerBackend([runs["logs"]])
     sides = [(run, backend.epochs(run)[-1]) for run in (backend.run(runs["trainer"]), backend.run(runs["evaluator"]))]
-    columns = run_columns(backend, sides, 7).children
-    assert len(columns) == 2
-    assert all(_sections(column) == ["Inputs", "Labels", "Meta info", "Debug Outputs"] for column in columns)
+    summaries, debug = run_columns(backend, sides, 7).children
+    assert len(summaries.children) == 2
+    assert all(_sections(column) == ["Inputs", "Labels", "Meta info"] for column in summaries.children)
+    assert _sections(debug) == ["Debug Outputs"] and "layer3_energy" in str(debug)
 
 
 def test_model_report_tab(runs, trainer_copy):

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
+from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
 from data.datasets import SyntheticShapesDataset
 from debuggers.feature_map_debugger import FeatureMapDebugger
 from models import SmallCNN
@@ -54,7 +55,9 @@ def test_report_holds_plotly_once_and_one_section_per_idx(run_dir, tmp_path):
     assert [page.count(f"<h2>Datapoint {i}</h2>") for i in (3, 7, 12)] == [1, 1, 1]
     assert page.index("Datapoint 3") < page.index("Datapoint 7") < page.index("Datapoint 12")
     assert "<h2>Model</h2>" in page and "epoch_1" in page
-    assert page.count('"type":"image"') == 3  # each CAM is drawn over its input image
+    rows = EpochTable(os.path.join(run_dir, "epoch_1", EPOCH_TABLE_FILE)).page(where=[("idx", "in", [3, 7, 12])])
+    wrong = sum(row["label"] != row["prediction"] for row in rows)
+    assert page.count('"type":"image"') == 3 + wrong  # each CAM over its input image, two where the model is wrong
     assert page.count("from layer &#x27;head.fc&#x27;, which returned Tensor(8, 6); pick a convolutional layer") == 3
     assert "features: " in page and "gradcam: Grad-CAM at backbone.layer4" in page
     assert page.count("<th>class</th>") == 3  # each datapoint's labels as a table, not as Python text

@@ -1,0 +1,226 @@
+"""What the viewer draws, inspected as figure objects: Grad-CAM of label and prediction by class name,
+comparison rows (aligned channels, shared scales, differences), labelled log ticks, tables without a gap,
+class badges; on real debugger outputs and a real two-epoch run."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+import torch
+
+from debuggers.activation_stats_debugger import ActivationStatsDebugger
+from debuggers.compare_figures import aligned_channels, compare_figures
+from debuggers.feature_map_debugger import FeatureMapDebugger
+from debuggers.figures import MAX_PANELS, figures_for_output, grid_tile, log_ticks, table_height
+from debuggers.gradcam_debugger import GradCAMDebugger
+from debuggers.gradient_flow_debugger import GradientFlowDebugger
+from models import SmallCNN
+from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.compare import epoch_columns
+from runners.eval_viewer.callbacks.datapoint import render_datapoint
+from tests.debuggers.library import capture_epoch, entry
+from tests.runs import train, write_config
+
+NAMES = {0: "circle", 1: "square", 2: "triangle", 3: "cross", 4: "ring", 5: "bar"}
+DEBUGGERS = [entry("cam", GradCAMDebugger, target_layer="backbone.layer4"),
+             entry("fm", FeatureMapDebugger, layer_name="backbone.layer3"),
+             entry("st", ActivationStatsDebugger, layer_name="backbone.layer3", histogram_bins=8),
+             entry("gf", GradientFlowDebugger)]
+
+
+def traces(fig, kind):
+    return [t for t in fig.data if isinstance(t, kind)]
+
+
+def _capture(seed, tmp_path, labels=None):
+    torch.manual_seed(seed)
+    model = SmallCNN(widths=(4, 8, 20, 8)).eval()  # layer3: 20 channels, more than a grid shows
+    images = torch.randn(4, 3, 16, 16, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        predicted = model({"image": images})["logits"].argmax(1)
+    labels = predicted.clone() if labels is None else labels
+    labels[1] = (predicted[1] + 1) % 6  # datapoint 1 is predicted wrong
+    return capture_epoch(model, images, tmp_path, 4, DEBUGGERS, labels=labels), images, labels, predicted
+
+
+@pytest.fixture(scope="module")
+def epochs(tmp_path_factory):
+    """The same four datapoints seen by two differently initialised models (two 'epochs')."""
+    first = _capture(0, tmp_path_factory.mktemp("a"))
+    second = _capture(5, tmp_path_factory.mktemp("b"), labels=first[2].clone())
+    return first, second
+
+
+def test_grad_cam_of_a_wrong_prediction_shows_label_and_prediction_by_class_name(epochs):
+    outputs, images, labels, predicted = epochs[0]
+    out = outputs[1]["cam"]
+    (fig,) = figures_for_output(out, image=images[1].numpy(), class_names=NAMES)
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == [f"label: {NAMES[int(labels[1])]}", f"prediction: {NAMES[int(predicted[1])]}"]
+    heat = traces(fig, go.Heatmap)
+    np.testing.assert_array_equal(heat[0].z, out["other_target"]["cam"])  # the label's cam first
+    np.testing.assert_array_equal(heat[1].z, out["cam"])
+    assert len(traces(fig, go.Image)) == 2 and heat[0].xaxis != heat[1].xaxis  # side by side, each over the image
+
+
+def test_grad_cam_of_a_right_prediction_is_one_map_titled_by_both(epochs):
+    outputs, _, labels, _ = epochs[0]
+    (fig,) = figures_for_output(outputs[0]["cam"], class_names=NAMES)
+    assert [a.text for a in fig.layout.annotations] == [f"label and prediction: {NAMES[int(labels[0])]}"]
+    (unnamed,) = figures_for_output(outputs[0]["cam"])
+    assert unnamed.layout.annotations[0].text == f"label and prediction: class {int(labels[0])}"
+
+
+def test_compared_feature_maps_show_the_same_channels_on_one_scale_and_their_difference(epochs):
+    first, second = epochs[0][0][2]["fm"], epochs[1][0][2]["fm"]
+    (row,) = compare_figures([first, second])
+    a, b, difference = row
+    channels = aligned_channels([first, second])
+    assert len(channels) == MAX_PANELS
+    assert [t.text for t in a.layout.annotations] == [t.text for t in b.layout.annotations] == \
+        [f"ch {c}" for c in channels]
+    for panel, channel in enumerate(channels):
+        np.testing.assert_allclose(grid_tile(a, panel), first["feature_map"][channel])
+        np.testing.assert_allclose(grid_tile(b, panel), second["feature_map"][channel])
+    both = np.concatenate([first["feature_map"][channels].ravel(), second["feature_map"][channels].ravel()])
+    assert a.data[0].zmin == b.data[0].zmin == pytest.approx(both.min())
+    assert a.data[0].zmax == b.data[0].zmax == pytest.approx(both.max())
+    change = np.asarray(difference.data[0].z)
+    np.testing.assert_allclose(change, np.asarray(b.data[0].z) - np.asarray(a.data[0].z))
+    assert difference.data[0].zmid == 0 and difference.data[0].zmin == -difference.data[0].zmax
+    assert difference.data[0].zmax == pytest.approx(np.nanmax(np.abs(change)))
+
+
+def test_channels_are_aligned_where_each_column_kept_other_channels():
+    fmap = np.arange(3 * 2 * 2, dtype=np.float64).reshape(3, 2, 2)
+    first = {"kind": "feature_map", "feature_map": fmap, "channel_indices": np.array([7, 2, 5])}
+    second = {"kind": "feature_map", "feature_map": fmap[::-1] * 2, "channel_indices": np.array([5, 9, 7])}
+    assert aligned_channels([first, second]) == [5, 7]  # held by both; 5 is the strongest (mean 22 in second)
+    a, b, _ = compare_figures([first, second])[0]
+    assert [t.text for t in a.layout.annotations] == [t.text for t in b.layout.annotations] == ["ch 5", "ch 7"]
+    np.testing.assert_allclose(grid_tile(b, 0), fmap[2] * 2)  # channel 5 sits first in the second column
+    np.testing.assert_allclose(grid_tile(a, 0), fmap[2])
+
+
+def test_compared_bars_and_histograms_share_their_axes(epochs):
+    first, second = epochs[0][0][0]["st"], epochs[1][0][0]["st"]
+    table, histogram, means = compare_figures([first, second])
+    assert table[2] is None  # a table has no difference
+    a, b = histogram[:2]
+    assert list(a.layout.xaxis.range) == list(b.layout.xaxis.range)
+    low = min(first["histogram_edges"][0], second["histogram_edges"][0])
+    high = max(first["histogram_edges"][-1], second["histogram_edges"][-1])
+    assert a.layout.xaxis.range[0] <= low and a.layout.xaxis.range[1] >= high
+    assert list(a.layout.yaxis.range) == list(b.layout.yaxis.range)
+    a, b, difference = means
+    assert list(a.layout.yaxis.range) == list(b.layout.yaxis.range)
+    np.testing.assert_allclose(difference.data[0].y, second["channel_means"] - first["channel_means"])
+
+
+def test_compared_gradient_flow_shares_its_log_axis(epochs):
+    first, second = epochs[0][0][0]["gf"], epochs[1][0][0]["gf"]
+    a, b, _ = compare_figures([first, second])[0]
+    assert a.layout.yaxis.type == "log" and list(a.layout.yaxis.range) == list(b.layout.yaxis.range)
+    norms = np.concatenate([first["grad_norms"], second["grad_norms"]])
+    assert a.layout.yaxis.range[0] <= math.log10(norms[norms > 0].min())
+    assert a.layout.yaxis.range[1] >= math.log10(norms.max())
+
+
+@pytest.mark.parametrize("low, high, expected", [
+    (0.26, 5.1, [0.5, 1, 2, 5]),
+    (1e-7, 30, [1e-7, 1e-5, 1e-3, 0.1, 10]),  # 10 decades: every other one
+    (0.31, 0.42, [0.31, 0.42]),
+])
+def test_log_axis_labels_only_1_2_5_or_powers_of_ten(low, high, expected):
+    np.testing.assert_allclose(log_ticks(low, high), expected, rtol=1e-9)
+
+
+def test_gradient_flow_labels_its_log_axis_sparsely(epochs):
+    out = epochs[0][0][0]["gf"]
+    (fig,) = figures_for_output(out)
+    norms = np.asarray(out["grad_norms"])
+    assert list(fig.layout.yaxis.tickvals) == log_ticks(norms.min(), norms.max())
+    assert len(fig.layout.yaxis.tickvals) <= 9
+    assert all(f"{t:.0e}"[0] in "125" for t in fig.layout.yaxis.tickvals)
+
+
+def test_statistics_table_is_as_tall_as_its_rows(epochs):
+    table = figures_for_output(epochs[0][0][0]["st"])[0]
+    rows = len(traces(table, go.Table)[0].cells.values[0])
+    assert table.layout.height == table_height(rows)
+    assert table.layout.height < 120 + 28 * rows  # the old height, which left a blank gap
+
+
+# ------------------------------------------------------------------ a real run, two debug epochs
+RUN_DEBUGGERS = """
+from debuggers.feature_map_debugger import FeatureMapDebugger
+from debuggers.gradcam_debugger import GradCAMDebugger
+config["debugger"] = {"class": SequentialDebugger, "args": {"debuggers_config": [
+    {"name": "features", "debugger_config": {"class": FeatureMapDebugger, "args": {"layer_name": "backbone.layer4"}}},
+    {"name": "gradcam", "debugger_config": {"class": GradCAMDebugger, "args": {"target_layer": "backbone.layer4"}}}]}}
+"""
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("figures_run")
+    work_dir = train(write_config(root / "run.py", root / "logs" / "run", epochs=2, checkpoint_method=1,
+                                  train_size=32, val_size=12, extra=RUN_DEBUGGERS))
+    backend = ViewerBackend([str(root / "logs")])
+    return backend, backend.run(work_dir)
+
+
+def _texts(component) -> list[str]:
+    """Every string in a Dash component tree."""
+    if isinstance(component, str):
+        return [component]
+    children = getattr(component, "children", None)
+    if isinstance(component, (list, tuple)):
+        return [text for child in component for text in _texts(child)]
+    return _texts(children) if children is not None else []
+
+
+def _graphs(component) -> list:
+    if isinstance(component, (list, tuple)):
+        return [graph for child in component for graph in _graphs(child)]
+    if type(component).__name__ == "Graph":
+        return [component]
+    children = getattr(component, "children", None)
+    return _graphs(children) if children is not None else []
+
+
+def _wrong_datapoint(backend, epoch) -> dict:
+    return next(row for row in backend.table(epoch).page(limit=100) if row["label"] != row["prediction"])
+
+
+def test_badges_and_grad_cam_titles_name_the_classes(run):
+    backend, found = run
+    epoch = backend.epochs(found)[-1]
+    row = _wrong_datapoint(backend, epoch)
+    shown = render_datapoint(backend, found.path, epoch.key, row["idx"])
+    texts = _texts(shown)
+    assert f"label {row['label_name']} ({row['label']})" in texts
+    assert f"prediction {row['prediction_name']} ({row['prediction']})" in texts
+    assert f"{row['label_name']} ({row['label']})" in texts  # the Labels section
+    assert not any(text.startswith("predicted_class") for text in texts)  # the number is now a named badge
+    cams = [g.figure for g in _graphs(shown) if str(g.figure.layout.title.text).startswith("Grad-CAM")]
+    assert [a.text for a in cams[0].layout.annotations] == [f"label: {row['label_name']}",
+                                                            f"prediction: {row['prediction_name']}"]
+
+
+def test_compare_epochs_rows_align_channels_across_the_run_s_epochs(run):
+    backend, found = run
+    epochs = [e for e in backend.epochs(found) if e.has_debug]
+    assert len(epochs) >= 2
+    panel = epoch_columns(backend, found, epochs, 3)
+    rows = [graph for graph in _graphs(panel) if "feature map" in str(graph.figure.layout.title.text)]
+    assert len(rows) == len(epochs)
+    titles = [[a.text for a in graph.figure.layout.annotations] for graph in rows]
+    assert all(t == titles[0] for t in titles) and len(titles[0]) == MAX_PANELS
+    assert len({(g.figure.data[0].zmin, g.figure.data[0].zmax) for g in rows}) == 1
+    differences = [g.figure for g in _graphs(panel) if g.figure.layout.title.text == "difference: last − first column"]
+    assert differences and differences[0].data[0].zmid == 0
+    assert f"{epochs[-1].label} − {epochs[0].label}" in _texts(panel)
