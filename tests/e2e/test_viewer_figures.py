@@ -1,0 +1,118 @@
+"""What the viewer draws, checked in a real headless Chromium over a real two-epoch run: class names in
+badges and Grad-CAM titles, Grad-CAM of label and prediction, Compare epochs as aligned rows, tables
+without a blank gap, dropdown options never under their search box."""
+
+from __future__ import annotations
+
+import shutil
+from urllib.parse import urlencode
+
+import pytest
+
+from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from runners.eval_viewer.layout import ids
+from tests.e2e.conftest import DEBUGGER, serve_viewer
+from tests.runs import train, write_config
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+
+MORE_DEBUGGERS = DEBUGGER + """
+from debuggers.activation_stats_debugger import ActivationStatsDebugger
+from debuggers.feature_map_debugger import FeatureMapDebugger
+config["debugger"]["args"]["debuggers_config"] += [
+    {"name": "features", "debugger_config": {"class": FeatureMapDebugger, "args": {"layer_name": "backbone.layer4"}}},
+    {"name": "stats", "debugger_config": {"class": ActivationStatsDebugger, "args": {"layer_name": "backbone.layer3"}}}]
+"""
+COPIES = ("copy_a", "copy_b", "copy_c", "copy_d", "copy_e")  # runs enough for the run list to scroll
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("figures")
+    work_dir = train(write_config(root / "run.py", root / "logs" / "run", epochs=2, checkpoint_method=1,
+                                  train_size=32, val_size=12, extra=MORE_DEBUGGERS))
+    for name in COPIES:
+        shutil.copytree(work_dir, root / "logs" / name)
+    return root / "logs"
+
+
+@pytest.fixture(scope="module")
+def viewer_url(logs):
+    with serve_viewer([str(logs)]) as url:
+        yield url
+
+
+def _url(base: str, run, **params) -> str:
+    return f"{base}?{urlencode({'run': str(run), 'epoch': 'epoch_1', **params})}"
+
+
+def _wrong_row(run) -> dict:
+    rows = EpochTable(str(run / "epoch_1" / EPOCH_TABLE_FILE)).page(limit=100)
+    return next(row for row in rows if row["label"] != row["prediction"])
+
+
+def _block(page, name: str):
+    """The card of debugger ``name`` in the open panel."""
+    return page.locator(".debugger-block", has=page.locator(".card-header", has_text=name)).first
+
+
+def _annotations(plot) -> list[str]:
+    return [text.strip() for text in plot.locator(".annotation-text").all_text_contents()]
+
+
+def test_a_wrong_datapoint_names_its_classes_and_shows_grad_cam_for_label_and_prediction(viewer_url, logs, new_page):
+    row = _wrong_row(logs / "run")
+    page = new_page(_url(viewer_url, logs / "run", idx=row["idx"]))
+    page.wait_for_selector(f"#{ids.DATAPOINT_PANEL} .badge-label")
+    assert page.locator(".badge-label").inner_text() == f"label {row['label_name']} ({row['label']})"
+    assert page.locator(".badge-prediction").inner_text() == \
+        f"prediction {row['prediction_name']} ({row['prediction']})"
+    assert page.locator(".label-class").inner_text() == f"{row['label_name']} ({row['label']})"
+    cam = _block(page, "gradcam").locator(".js-plotly-plot").first
+    cam.locator(".annotation-text").first.wait_for()
+    assert _annotations(cam) == [f"label: {row['label_name']}", f"prediction: {row['prediction_name']}"]
+    axes = cam.evaluate("gd => gd._fullData.filter(t => t.type === 'heatmap').map(t => t.xaxis)")
+    assert axes == ["x", "x2"]  # two maps side by side
+
+
+def test_compare_epochs_shows_aligned_rows_on_shared_scales_and_a_difference(viewer_url, logs, new_page):
+    page = new_page(_url(viewer_url, logs / "run", idx=3, tab=ids.TAB_COMPARE_EPOCHS))
+    page.wait_for_selector(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-figure-row .js-plotly-plot .annotation-text")
+    headings = page.locator(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-headings").inner_text()
+    assert "epoch 0" in headings and "epoch 1" in headings and "epoch 1 − epoch 0" in headings
+    plots = _block(page, "features").locator(".compare-figure-row").first.locator(".js-plotly-plot")
+    assert plots.count() == 3  # epoch 0, epoch 1, their difference
+    channels = [_annotations(plots.nth(i)) for i in range(3)]
+    assert channels[0] == channels[1] == channels[2] and len(channels[0]) == 16
+    scales = [plots.nth(i).evaluate("gd => [gd._fullData[0].zmin, gd._fullData[0].zmax]") for i in range(2)]
+    assert scales[0] == scales[1]
+    low, high = plots.nth(2).evaluate("gd => [gd._fullData[0].zmin, gd._fullData[0].zmax]")
+    assert low == -high  # the difference is centred on 0
+    means = _block(page, "stats").locator(".compare-figure-row").nth(2).locator(".js-plotly-plot")
+    ranges = [means.nth(i).evaluate("gd => gd._fullLayout.yaxis.range") for i in range(2)]
+    assert ranges[0] == ranges[1]
+
+
+def test_statistics_table_leaves_no_blank_gap(viewer_url, logs, new_page):
+    page = new_page(_url(viewer_url, logs / "run", idx=0))
+    table = _block(page, "stats").locator(".js-plotly-plot").first
+    table.locator(".table").first.wait_for()
+    gap = table.evaluate("""gd => {
+        const rows = [...gd.querySelectorAll('.table .cell-rect')].map(r => r.getBoundingClientRect().bottom);
+        return gd.querySelector('.main-svg').getBoundingClientRect().bottom - Math.max(...rows); }""")
+    assert 0 <= gap < 12, f"{gap:.0f} px of blank space under the statistics table"
+
+
+def test_dropdown_options_never_lie_under_the_search_box(viewer_url, logs, new_page):
+    page = new_page(_url(viewer_url, logs / COPIES[-1]))  # its option is the last: the list opens scrolled
+    page.wait_for_selector(f"#{ids.TABLE_CAPTION}:has-text('epoch 1')")
+    page.click(f"#{ids.RUN_SELECT}")
+    page.locator(".dash-dropdown-search").wait_for()
+    overlaps = page.evaluate("""() => {
+        const search = document.querySelector('.dash-dropdown-search-container').getBoundingClientRect();
+        const list = document.querySelector('.dash-dropdown-options').getBoundingClientRect();
+        const shown = [...document.querySelectorAll('[role=option]')].map(o => o.getBoundingClientRect())
+            .map(r => [Math.max(r.top, list.top), Math.min(r.bottom, list.bottom)]).filter(([t, b]) => b > t);
+        return shown.filter(([top, bottom]) => top < search.bottom - 1 && bottom > search.top + 1).length; }""")
+    assert overlaps == 0
+    assert page.get_by_role("option", name=f"{COPIES[-1]} (trainer)").is_visible()
