@@ -34,10 +34,10 @@ class CompareColumn:
 def display_compare(columns: list[CompareColumn]) -> html.Div:
     """A heading row, then per debugger its name and its rows of figures across the columns."""
     width = f"{100 / (len(columns) + 1):.2f}%"
-    headings = [_cell([html.H5(column.title), html.Div(column.badges, className="badges")], width)
+    headings = [_cell([html.H5(column.title), html.Div(column.badges, className="badges")], width, "compare-column")
                 for column in columns]
     headings.append(_cell([html.H5("difference"), html.Small(f"{columns[-1].title} − {columns[0].title}")],
-                          width))
+                          width, "compare-difference"))
     blocks = [html.Div(headings, className="compare-row compare-headings")]
     names = list(dict.fromkeys(name for column in columns for name in (column.debug or {})))
     for name in names:
@@ -70,6 +70,7 @@ def _debugger_rows(name: str, columns: list[CompareColumn], width: str) -> list[
     return drawn
 
 
-def _cell(children: list, width: str) -> html.Div:
-    return html.Div(children, className="compare-column", style={"width": width})
+def _cell(children: list, width: str, kind: str = "compare-cell") -> html.Div:
+    """A cell of a row; headings of the compared columns are ``compare-column``, the rest ``compare-cell``."""
+    return html.Div(children, className=kind, style={"width": width})
 
