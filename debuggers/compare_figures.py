@@ -27,19 +27,18 @@ Row = list[Optional[go.Figure]]
 DIFFERENCE_SCALE = "RdBu_r"  # blue below 0, white at 0, red above
 
 
-def compare_figures(outputs: list[Any], images: Optional[list[Optional[np.ndarray]]] = None,
-                    class_names: Optional[list[Optional[dict[int, str]]]] = None) -> list[Row]:
+def compare_figures(outputs: list[Any], contexts: Optional[list[dict[str, Any]]] = None) -> list[Row]:
     """Rows of figures: one cell per output (None where a column has no such figure), then the difference
-    of the last and the first column (None where they cannot be subtracted)."""
-    images = images or [None] * len(outputs)
-    class_names = class_names or [None] * len(outputs)
+    of the last and the first column (None where they cannot be subtracted). ``contexts`` holds each
+    column's ``figures_for_output`` keywords (its ``image``, ``class_names``, ``tokens``)."""
+    contexts = contexts or [{}] * len(outputs)
     channels = aligned_channels(outputs)
     columns: list[Figures] = []
-    for output, image, names in zip(outputs, images, class_names):
+    for output, context in zip(outputs, contexts):
         if channels is not None:
             columns.append(feature_map_figures(output, channels))
         else:
-            columns.append(_figures(output, image, names))
+            columns.append(_figures(output, context))
     rows = [list(row) for row in zip_longest(*columns)]
     for row in rows:
         drawn = [fig for fig in row if fig is not None]
@@ -65,10 +64,10 @@ def _compact(fig: go.Figure) -> None:
     fig.update_traces(colorbar={"thickness": 10}, selector={"type": "heatmap"})
 
 
-def _figures(output: Any, image: Optional[np.ndarray], names: Optional[dict[int, str]]) -> Figures:
+def _figures(output: Any, context: dict[str, Any]) -> Figures:
     kind = output.get("kind") if isinstance(output, dict) else None
     return [] if output is None or kind in (kinds.KIND_ERROR, kinds.KIND_NOT_RUN) else \
-        figures_for_output(output, image, names)
+        figures_for_output(output, **context)
 
 
 def aligned_channels(outputs: list[Any]) -> Optional[list[int]]:

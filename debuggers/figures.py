@@ -205,23 +205,98 @@ def layer_output_figures(output: dict[str, Any]) -> Figures:
     return array_figures(np.asarray(output["output"]), title)
 
 
-def attention_figures(output: dict[str, Any]) -> Figures:
-    """One heatmap per head (queries down, keys across) and the entropy of each head."""
+def attention_figures(output: dict[str, Any], image: Optional[np.ndarray] = None,
+                      tokens: Optional[list[str]] = None) -> Figures:
+    """One heatmap per head (queries down, keys across, axes labelled by token index or string); over the
+    input image, how much attention each patch gets; the entropy of each head beside the uniform level."""
     attention = np.asarray(output["attention"], dtype=np.float64)
     name = output.get("layer_name", "")
-    figures = [attention_heads_figure(attention, f"{name} attention (max {_format(output.get('max_attention'))})")]
+    figures = [attention_heads_figure(attention, f"{name} attention (max {_format(output.get('max_attention'))})",
+                                      tokens)]
+    patches = patch_attention(attention, output.get("grid"))
+    if patches is not None and image is not None:
+        figures.append(_overlay(patches[0], image, f"{name}: {patches[1]} over the input image's patches"))
     entropy = np.asarray(output.get("entropy_per_head", []), dtype=np.float64)
     if entropy.size:
-        fig = go.Figure(go.Bar(x=[f"head {h}" for h in range(len(entropy))], y=entropy))
-        keys = attention.shape[-1]
-        fig.update_yaxes(title_text="entropy (nats)", range=[0, max(math.log(max(keys, 2)), float(entropy.max()))])
-        figures.append(_finish(fig, f"{name} attention entropy per head (uniform = {math.log(keys):.2f})", 260))
+        figures.append(entropy_figure(entropy, attention.shape[-1], name))
     return figures
 
 
-def attention_heads_figure(attention: np.ndarray, title: str) -> go.Figure:
+def entropy_figure(entropy: np.ndarray, keys: int, name: str) -> go.Figure:
+    """Bars of each head's entropy and a line at the uniform level, log(number of real keys)."""
+    uniform = math.log(max(keys, 1))
+    fig = go.Figure(go.Bar(x=[f"head {h}" for h in range(len(entropy))], y=entropy))
+    fig.add_hline(y=uniform, line={"dash": "dash", "color": "#e45756"}, annotation_text=f"uniform over {keys} keys",
+                  annotation_position="top left")
+    fig.update_yaxes(title_text="entropy (nats)", range=[0, 1.1 * max(uniform, float(np.nanmax(entropy)), 1e-3)])
+    return _finish(fig, f"{name} attention entropy per head (uniform = {uniform:.2f})", 260)
+
+
+def attention_heads_figure(attention: np.ndarray, title: str, tokens: Optional[list[str]] = None) -> go.Figure:
+    """The heads as a grid of (query, key) maps, both axes labelled in every tile: token indices, or the
+    token strings where the datapoint gives one per key and query."""
     heads = attention.reshape(-1, *attention.shape[-2:])[:MAX_HEADS]
-    return _grid(list(heads), [f"head {h}" for h in range(len(heads))], title)
+    fig = _grid(list(heads), [f"head {h}" for h in range(len(heads))], title)
+    queries, keys = heads.shape[-2:]
+    names = tokens if tokens is not None and len(tokens) == keys == queries else None
+    tiles = fig.layout.meta["tiles"]
+    fig.update_xaxes(showticklabels=True, title_text="key" + (" token" if names else " (token index)"),
+                     **_tile_ticks([(left, width) for _, left, _, width in tiles], keys, names))
+    fig.update_yaxes(showticklabels=True, title_text="query" + (" token" if names else " (token index)"),
+                     **_tile_ticks([(top, height) for top, _, height, _ in tiles], queries, names))
+    fig.update_layout(margin={"l": 70, "b": 60}, height=fig.layout.height + 40)
+    return fig
+
+
+def _tile_ticks(spans: list[tuple[int, int]], length: int, names: Optional[list[str]]) -> dict[str, Any]:
+    """Tick positions and labels along one side of a mosaic: a few token indices (or names) in each tile."""
+    values, texts = [], []
+    for start, cells in sorted(set(spans)):
+        per_cell = length / cells  # more than 1 where the map was block-averaged
+        step = max(1, math.ceil(cells / (16 if names else 4)))
+        for cell in range(0, cells, step):
+            index = int(cell * per_cell)
+            values.append(start + cell)
+            texts.append(str(names[index])[:8] if names else str(index))
+    return {"tickmode": "array", "tickvals": values, "ticktext": texts, "tickfont": {"size": 9}}
+
+
+SPECIAL_TOKENS = (0, 1, 2, 4, 5)  # none; CLS; CLS + distillation; register tokens (+ CLS)
+
+
+def patch_attention(attention: np.ndarray, grid: Optional[list[int]] = None) -> Optional[tuple[np.ndarray, str]]:
+    """The attention each image patch gets, as an (h, w) map, and what it is; None for non-image tokens.
+
+    The keys are patches on ``grid`` (from the capture point) after ``keys - h*w`` special tokens, or,
+    without a grid, a square number of patches after the fewest special tokens that leave a square.
+    With special tokens first, the first query's (CLS) attention over the patches, averaged over heads;
+    without, the mean over queries and heads of the attention each patch receives.
+    """
+    heads = attention.reshape(-1, *attention.shape[-2:])
+    keys = heads.shape[-1]
+    if grid is not None and len(grid) == 2 and 0 < grid[0] * grid[1] <= keys:
+        shape, special = (int(grid[0]), int(grid[1])), keys - int(grid[0]) * int(grid[1])
+    else:
+        found = [s for s in SPECIAL_TOKENS if keys - s >= 4 and math.isqrt(keys - s) ** 2 == keys - s]
+        if not found:
+            return None
+        side = math.isqrt(keys - found[0])
+        shape, special = (side, side), found[0]
+    if special:
+        return heads[:, 0, special:].mean(axis=0).reshape(shape), "the first (CLS) token's attention"
+    return heads.mean(axis=(0, 1)).reshape(shape), "the mean attention received"
+
+
+def _overlay(heat: np.ndarray, image: np.ndarray, title: str) -> go.Figure:
+    """``heat`` (h, w) stretched over ``image`` at 45 % opacity, as Grad-CAM is drawn."""
+    picture = display_image(image)
+    scale = (picture.shape[1] / heat.shape[1], picture.shape[0] / heat.shape[0])
+    fig = go.Figure([go.Image(z=picture, hoverinfo="skip"),
+                     go.Heatmap(z=heat, colorscale="Jet", opacity=0.45, x0=(scale[0] - 1) / 2, dx=scale[0],
+                                y0=(scale[1] - 1) / 2, dy=scale[1],
+                                hovertemplate="patch row %{y:.0f}, col %{x:.0f}: %{z:.3f}<extra></extra>")])
+    _image_axes(fig)
+    return _finish(fig, title, 360)
 
 
 def cam_figures(output: dict[str, Any], image: Optional[np.ndarray] = None,
@@ -423,7 +498,6 @@ _BY_KIND: dict[str, Callable[[dict[str, Any]], Figures]] = {
     kinds.KIND_FEATURE_MAP: feature_map_figures,
     kinds.KIND_STATISTICS: statistics_figures,
     kinds.KIND_LAYER_OUTPUT: layer_output_figures,
-    kinds.KIND_ATTENTION: attention_figures,
     kinds.KIND_NAN_ORIGIN: nan_origin_figures,
     kinds.KIND_GRADIENT_FLOW: gradient_flow_figures,
     kinds.KIND_CAPTURED_STATES: captured_states_figures,
@@ -431,9 +505,10 @@ _BY_KIND: dict[str, Callable[[dict[str, Any]], Figures]] = {
 
 
 def figures_for_output(output: Any, image: Optional[np.ndarray] = None,
-                       class_names: Optional[dict[int, str]] = None) -> Figures:
-    """Figures for one datapoint's output of one debugger; ``image`` (its input image) is drawn under CAMs,
-    ``class_names`` (class index -> name, from the run's epoch table) name the classes in titles.
+                       class_names: Optional[dict[int, str]] = None, tokens: Optional[list[str]] = None) -> Figures:
+    """Figures for one datapoint's output of one debugger; ``image`` (its input image) is drawn under CAMs
+    and patch attention, ``class_names`` (class index -> name, from the run's epoch table) name the classes
+    in titles, ``tokens`` (one string per token) label attention axes.
 
     Error and not-run records give no figure (the viewer shows them as alerts);
     outputs without a known ``'kind'`` get a generic rendering.
@@ -443,6 +518,8 @@ def figures_for_output(output: Any, image: Optional[np.ndarray] = None,
         return []
     if kind == kinds.KIND_CAM:
         return cam_figures(output, image, class_names)
+    if kind == kinds.KIND_ATTENTION:
+        return attention_figures(output, image, tokens)
     if kind in _BY_KIND:
         return _BY_KIND[kind](output)
     return generic_figures(output)

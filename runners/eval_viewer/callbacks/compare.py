@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from typing import Optional
 
-import numpy as np
 from dash import Dash, Input, Output, State, html, no_update
 
 from data.viewer.layout.display.display_compare import CompareColumn, display_compare
 from data.viewer.layout.display.display_datapoint import debug_body, display_summary, section
+from data.viewer.layout.display.display_debug_outputs import figure_context
 from data.viewer.layout.display.display_inputs import display_inputs
 from data.viewer.layout.display.display_labels import class_badges
-from data.viewer.layout.display.values import first_image
 from runners.eval_viewer.backend.datapoint import load_datapoint, load_item
 from runners.eval_viewer.backend.runs import Epoch, Run
 from runners.eval_viewer.backend.viewer import ViewerBackend
@@ -35,8 +34,7 @@ MAX_DEFAULT_EPOCHS = 4  # preselected columns; more can be added by hand
 def epoch_columns(backend: ViewerBackend, run: Run, epochs: list[Epoch], idx: int) -> html.Div:
     """The datapoint's inputs once, then its Debug Outputs at each of ``epochs`` as aligned rows."""
     item = load_item(backend, run, idx)
-    image = first_image(item.get("inputs"))
-    columns = [_compare_column(load_datapoint(backend, run, epoch, idx, with_item=False), epoch.label, image)
+    columns = [_compare_column({**load_datapoint(backend, run, epoch, idx, with_item=False), **item}, epoch.label)
                for epoch in epochs]
     inputs = display_inputs(item["inputs"]) if item.get("inputs") else message(item["dataset_error"], "warning")
     return html.Div([section("Inputs", inputs), section("Debug Outputs", display_compare(columns))])
@@ -48,15 +46,14 @@ def run_columns(backend: ViewerBackend, sides: list[tuple[Run, Epoch]], idx: int
     summaries, columns = [], []
     for run, epoch in sides:
         datapoint = load_datapoint(backend, run, epoch, idx)
-        columns.append(_compare_column(datapoint, f"{run.name} · {epoch.label}",
-                                       first_image(datapoint.get("inputs"))))
+        columns.append(_compare_column(datapoint, f"{run.name} · {epoch.label}"))
         body = message(datapoint["missing"], "secondary") if datapoint.get("missing") else \
             display_summary(datapoint)
         summaries.append(column([datapoint_title(run, epoch, idx), body], len(sides)))
     return html.Div([html.Div(summaries, className="compare-row"), section("Debug Outputs", display_compare(columns))])
 
 
-def _compare_column(datapoint: dict, title: str, image: Optional[np.ndarray]) -> CompareColumn:
+def _compare_column(datapoint: dict, title: str) -> CompareColumn:
     """A column of the comparison: badges, and the debug outputs or why there are none."""
     badges = [*class_badges(datapoint), *score_badges(datapoint["scores"])]
     if datapoint.get("missing"):
@@ -66,8 +63,7 @@ def _compare_column(datapoint: dict, title: str, image: Optional[np.ndarray]) ->
                                                          "secondary"))
     if datapoint.get("debug_error") or datapoint.get("debug_note"):
         return CompareColumn(title, badges, note=debug_body(datapoint))
-    return CompareColumn(title, badges, debug=datapoint["debug"], image=image,
-                         class_names=datapoint.get("class_names"))
+    return CompareColumn(title, badges, debug=datapoint["debug"], context=figure_context(datapoint))
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:

@@ -12,12 +12,13 @@ import pytest
 import torch
 
 from debuggers.activation_stats_debugger import ActivationStatsDebugger
+from debuggers.attention_debugger import AttentionDebugger
 from debuggers.compare_figures import aligned_channels, compare_figures
 from debuggers.feature_map_debugger import FeatureMapDebugger
-from debuggers.figures import MAX_PANELS, figures_for_output, grid_tile, log_ticks, table_height
+from debuggers.figures import MAX_PANELS, figures_for_output, grid_tile, log_ticks, patch_attention, table_height
 from debuggers.gradcam_debugger import GradCAMDebugger
 from debuggers.gradient_flow_debugger import GradientFlowDebugger
-from models import SmallCNN
+from models import AttentionClassifier, SmallCNN
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.compare import epoch_columns
 from runners.eval_viewer.callbacks.datapoint import render_datapoint
@@ -224,3 +225,60 @@ def test_compare_epochs_rows_align_channels_across_the_run_s_epochs(run):
     differences = [g.figure for g in _graphs(panel) if g.figure.layout.title.text == "difference: last − first column"]
     assert differences and differences[0].data[0].zmid == 0
     assert f"{epochs[-1].label} − {epochs[0].label}" in _texts(panel)
+
+
+# ------------------------------------------------------------------ attention
+@pytest.fixture(scope="module")
+def attention(tmp_path_factory):
+    """A real AttentionDebugger output of a vision transformer on a 4x4 patch grid, and its input image."""
+    torch.manual_seed(0)
+    model = AttentionClassifier(patch_size=4, dim=16, depth=2, num_heads=2).eval()
+    images = torch.randn(2, 3, 16, 16)
+    outputs = capture_epoch(model, images, tmp_path_factory.mktemp("att"), 2,
+                            [entry("att", AttentionDebugger, layer_name="blocks.0.attn")])
+    return outputs[1]["att"], images[1].numpy()
+
+
+def test_attention_axes_are_labelled_by_query_and_key_index(attention):
+    out, _ = attention
+    heads, entropy = figures_for_output(out)
+    assert heads.layout.xaxis.title.text == "key (token index)" and heads.layout.yaxis.title.text == \
+        "query (token index)"
+    keys = out["attention"].shape[-1]
+    tiles = heads.layout.meta["tiles"]
+    first_tile = [(v, t) for v, t in zip(heads.layout.xaxis.tickvals, heads.layout.xaxis.ticktext)
+                  if tiles[0][1] <= v < tiles[0][1] + tiles[0][3]]
+    assert [t for _, t in first_tile] == ["0", "4", "8", "12"] and first_tile[0][0] == tiles[0][1]
+    assert len(heads.layout.xaxis.tickvals) == 4 * len(tiles)  # every head's tile labelled
+    tokens = [f"t{i}" for i in range(keys)]
+    (named, *_) = figures_for_output(out, tokens=tokens)
+    assert list(named.layout.xaxis.ticktext[:keys]) == tokens and named.layout.xaxis.title.text == "key token"
+
+
+def test_uniform_entropy_is_a_line_at_log_of_the_number_of_keys(attention):
+    out, _ = attention
+    entropy = figures_for_output(out)[-1]
+    np.testing.assert_allclose(traces(entropy, go.Bar)[0].y, out["entropy_per_head"])
+    (line,) = entropy.layout.shapes
+    assert line.y0 == line.y1 == pytest.approx(math.log(out["attention"].shape[-1]))
+    assert entropy.layout.yaxis.range[1] > line.y0
+
+
+def test_vision_attention_is_drawn_over_the_image_patches(attention):
+    out, image = attention
+    heads, overlay, _ = figures_for_output(out, image=image)
+    assert len(traces(overlay, go.Image)) == 1
+    expected = out["attention"].astype(np.float64).mean(axis=(0, 1)).reshape(out["grid"])  # what each patch gets
+    np.testing.assert_allclose(traces(overlay, go.Heatmap)[0].z, expected)
+    assert traces(overlay, go.Heatmap)[0].dx == image.shape[-1] / out["grid"][1]  # a cell per patch
+    assert len(figures_for_output(out)) == 2  # no image: no overlay
+
+
+def test_a_cls_token_s_attention_is_mapped_onto_the_patches_without_a_grid():
+    rng = np.random.default_rng(0)
+    weights = rng.random((3, 17, 17))
+    weights /= weights.sum(-1, keepdims=True)
+    heat, what = patch_attention(weights)
+    np.testing.assert_allclose(heat, weights[:, 0, 1:].mean(axis=0).reshape(4, 4))
+    assert "CLS" in what
+    assert patch_attention(rng.random((2, 7, 7))) is None  # 7 keys: no square of patches

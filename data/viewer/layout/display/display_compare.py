@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import dash_bootstrap_components as dbc
-import numpy as np
 from dash import dcc, html
 
 from data.viewer.layout.display.display_debug_outputs import output_note
@@ -21,14 +20,14 @@ from debuggers.compare_figures import compare_figures
 
 @dataclass
 class CompareColumn:
-    """One column: its title and badges, and its debug outputs or the note that replaces them."""
+    """One column: its title and badges, and its debug outputs or the note that replaces them; ``context``
+    is what its figures are drawn with (``figure_context``: input image, class names, tokens)."""
 
     title: str
     badges: list[Any] = field(default_factory=list)
     debug: Optional[dict[str, Any]] = None
     note: Optional[Any] = None
-    image: Optional[np.ndarray] = None
-    class_names: Optional[dict[int, str]] = None
+    context: dict[str, Any] = field(default_factory=dict)
 
 
 def display_compare(columns: list[CompareColumn]) -> html.Div:
@@ -51,7 +50,7 @@ def display_compare(columns: list[CompareColumn]) -> html.Div:
 
 def _debugger_rows(name: str, columns: list[CompareColumn], width: str) -> list[html.Div]:
     outputs = [(column.debug or {}).get(name) for column in columns]
-    rows = compare_figures(outputs, [c.image for c in columns], [c.class_names for c in columns])
+    rows = compare_figures(outputs, [column.context for column in columns])
     notes = [column.note if column.debug is None else output_note(name, output)
              for column, output in zip(columns, outputs)]
     if not rows:

@@ -7,11 +7,10 @@ from typing import Any
 import dash_bootstrap_components as dbc
 from dash import html
 
-from data.viewer.layout.display.display_debug_outputs import display_debug_outputs
+from data.viewer.layout.display.display_debug_outputs import display_debug_outputs, figure_context
 from data.viewer.layout.display.display_inputs import display_inputs
 from data.viewer.layout.display.display_labels import datapoint_label_class, display_labels
 from data.viewer.layout.display.display_meta_info import display_meta_info
-from data.viewer.layout.display.values import first_image
 
 
 def section(title: str, body: Any) -> html.Section:
@@ -47,8 +46,7 @@ def debug_body(datapoint: dict[str, Any]) -> html.Div:
         return html.Div(dbc.Alert(datapoint["debug_error"], color="danger", className="page-error"))
     if datapoint.get("debug_note"):
         return html.Div(dbc.Alert(datapoint["debug_note"], color="secondary", className="debug-note"))
-    return display_debug_outputs(datapoint["debug"], image=first_image(datapoint.get("inputs")),
-                                 class_names=datapoint.get("class_names"))
+    return display_debug_outputs(datapoint["debug"], figure_context(datapoint))
 
 
 def _or_error(datapoint: dict[str, Any], key: str, display: Any) -> Any:

@@ -10,39 +10,34 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import dash_bootstrap_components as dbc
-import numpy as np
 from dash import dcc, html
 
-from data.viewer.layout.display.values import GRAPH_CONFIG, describe_value
+from data.viewer.layout.display.values import GRAPH_CONFIG, describe_value, first_image, token_strings
 from debuggers.figures import figures_for_output
 from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
 
 
-def display_debug_outputs(debug: dict[str, Any], image: Optional[np.ndarray] = None,
-                          class_names: Optional[dict[int, str]] = None) -> html.Div:
-    """One card per debugger; ``image`` is the input image, drawn under overlays such as Grad-CAM;
-    ``class_names`` (class index -> name) name classes in titles."""
+def display_debug_outputs(debug: dict[str, Any], context: Optional[dict[str, Any]] = None) -> html.Div:
+    """One card per debugger; ``context`` is what figures are drawn with (``figure_context``: the input
+    image under overlays such as Grad-CAM, class names in titles, tokens on attention axes)."""
     if not debug:
         return html.Div(dbc.Alert("No debug outputs were saved for this datapoint at this epoch (the epoch's "
                                   "debug pages were written only in part).", color="warning"))
-    return html.Div([_debugger_block(name, output, image, class_names) for name, output in debug.items()],
+    return html.Div([_debugger_block(name, output, context or {}) for name, output in debug.items()],
                     className="debug-outputs")
 
 
-def _debugger_block(name: str, output: Any, image: Optional[np.ndarray],
-                    class_names: Optional[dict[int, str]]) -> dbc.Card:
-    return dbc.Card([dbc.CardHeader(html.Strong(name)),
-                     dbc.CardBody(_output_body(name, output, image, class_names))],
+def _debugger_block(name: str, output: Any, context: dict[str, Any]) -> dbc.Card:
+    return dbc.Card([dbc.CardHeader(html.Strong(name)), dbc.CardBody(_output_body(name, output, context))],
                     className="debugger-block")
 
 
-def _output_body(name: str, output: Any, image: Optional[np.ndarray],
-                 class_names: Optional[dict[int, str]]) -> list:
+def _output_body(name: str, output: Any, context: dict[str, Any]) -> list:
     note = output_note(name, output)
     if note is not None:
         return [note]
     try:
-        figures = figures_for_output(output, image=image, class_names=class_names)
+        figures = figures_for_output(output, **context)
     except Exception as exc:  # drawing code must not take the whole datapoint down
         return [dbc.Alert(f"Could not draw the output of '{name}': {type(exc).__name__}: {exc}. "
                           "The output is kept on disk; report this with the debugger's output format.",
@@ -50,6 +45,12 @@ def _output_body(name: str, output: Any, image: Optional[np.ndarray],
     if not figures:
         return [html.Pre(_summary(output), className="output-summary")]
     return [dcc.Graph(figure=figure, config=GRAPH_CONFIG, className="debug-figure") for figure in figures]
+
+
+def figure_context(datapoint: dict[str, Any]) -> dict[str, Any]:
+    """What a datapoint's figures are drawn with: its input image, the epoch's class names, its tokens."""
+    return {"image": first_image(datapoint.get("inputs")), "class_names": datapoint.get("class_names"),
+            "tokens": token_strings(datapoint)}
 
 
 def output_note(name: str, output: Any) -> Optional[dbc.Alert]:

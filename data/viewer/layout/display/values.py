@@ -50,6 +50,17 @@ def first_image(inputs: Optional[dict]) -> Optional[np.ndarray]:
     return None
 
 
+def token_strings(datapoint: dict[str, Any]) -> Optional[list[str]]:
+    """The datapoint's tokens as strings (``tokens`` in its inputs or meta info), to label attention axes."""
+    for part in ("inputs", "meta_info"):
+        value = (datapoint.get(part) or {}).get("tokens")
+        if isinstance(value, np.ndarray) and value.dtype.kind in "US":
+            value = value.tolist()
+        if isinstance(value, (list, tuple)) and value and all(isinstance(token, str) for token in value):
+            return list(value)
+    return None
+
+
 def image_graph(image: np.ndarray, title: str) -> dcc.Graph:
     """Built from graph objects directly: plotly.express costs ~100 ms per image, this ~10 ms."""
     if image.ndim == 3:
