@@ -11,7 +11,8 @@ from debuggers.page_format import CorruptPageError
 from runners.eval_viewer.backend.runs import Epoch, Run
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks.table import HIDDEN_COLUMNS
+
+HIDDEN_COLUMNS = ("label_name", "prediction_name", "predicted_class")  # shown through label and prediction
 
 
 def message(text: str, color: str = "info") -> dbc.Alert:

@@ -16,12 +16,11 @@ from dash import Dash, Input, Output, State, ctx, no_update
 from runners.eval_viewer.backend.scores import ScoresError, default_metric
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks.components import epoch_badges
+from runners.eval_viewer.callbacks.components import HIDDEN_COLUMNS, epoch_badges
 from runners.eval_viewer.layout import ids
 
 DEBUG_MARK = "✓"
 LABEL_COLUMNS = ("label", "prediction")
-HIDDEN_COLUMNS = ("label_name", "prediction_name", "predicted_class")  # shown through label and prediction
 _NUMBER_OPS = {"equals": "=", "notEqual": "!=", "lessThan": "<", "lessThanOrEqual": "<=", "greaterThan": ">",
                "greaterThanOrEqual": ">="}
 
