@@ -207,7 +207,8 @@ def test_badges_and_grad_cam_titles_name_the_classes(run):
     assert f"prediction {row['prediction_name']} ({row['prediction']})" in texts
     assert f"{row['label_name']} ({row['label']})" in texts  # the Labels section
     assert not any(text.startswith("predicted_class") for text in texts)  # the number is now a named badge
-    cams = [g.figure for g in _graphs(shown) if str(g.figure.layout.title.text).startswith("Grad-CAM")]
+    figures = [go.Figure(g.figure) for g in _graphs(shown)]  # the panel holds figures as plain dicts
+    cams = [fig for fig in figures if str(fig.layout.title.text).startswith("Grad-CAM")]
     assert [a.text for a in cams[0].layout.annotations] == [f"label: {row['label_name']}",
                                                             f"prediction: {row['prediction_name']}"]
 
