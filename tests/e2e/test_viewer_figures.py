@@ -19,9 +19,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 MORE_DEBUGGERS = DEBUGGER + """
 from debuggers.activation_stats_debugger import ActivationStatsDebugger
 from debuggers.feature_map_debugger import FeatureMapDebugger
-config["debugger"]["args"]["debuggers_config"] += [
-    {"name": "features", "debugger_config": {"class": FeatureMapDebugger, "args": {"layer_name": "backbone.layer4"}}},
-    {"name": "stats", "debugger_config": {"class": ActivationStatsDebugger, "args": {"layer_name": "backbone.layer3"}}}]
+config["debugger"]["args"]["debuggers_config"] = [  # the Datapoint tab draws the first three until others are ticked
+    {"name": "stats", "debugger_config": {"class": ActivationStatsDebugger, "args": {"layer_name": "backbone.layer3"}}},
+    *config["debugger"]["args"]["debuggers_config"],
+    {"name": "features", "debugger_config": {"class": FeatureMapDebugger, "args": {"layer_name": "backbone.layer4"}}}]
 """
 COPIES = ("copy_a", "copy_b", "copy_c", "copy_d", "copy_e")  # runs enough for the run list to scroll
 
