@@ -89,12 +89,14 @@ def test_layer_output_heatmaps(cnn_outputs):
 def test_cam_heatmap_over_the_image(cnn_images, cnn_outputs):
     images, out = cnn_images, cnn_outputs[1]["cam"]
     (fig,) = figures_for_output(out, image=images[1].numpy())
-    (picture,) = traces(fig, go.Image)
-    (heat,) = traces(fig, go.Heatmap)
-    np.testing.assert_array_equal(heat.z, out["cam"])
-    np.testing.assert_array_equal(picture.z, display_image(images[1].numpy()))
+    maps = [out["cam"]] + ([out["other_target"]["cam"]] if out.get("other_target") is not None else [])
+    pictures, heat = traces(fig, go.Image), traces(fig, go.Heatmap)
+    assert len(pictures) == len(heat) == len(maps)  # each map over its own copy of the image
+    assert sum(np.array_equal(h.z, out["cam"]) for h in heat) == 1
+    for picture in pictures:
+        np.testing.assert_array_equal(picture.z, display_image(images[1].numpy()))
     (alone,) = figures_for_output(out)
-    assert not traces(alone, go.Image) and np.array_equal(traces(alone, go.Heatmap)[0].z, out["cam"])
+    assert not traces(alone, go.Image) and any(np.array_equal(h.z, out["cam"]) for h in traces(alone, go.Heatmap))
 
 
 def test_nan_origin_list_highlights_the_first_module():
