@@ -125,16 +125,19 @@ class DebuggerSummaries(ColumnChunks):
                              "are left empty for those datapoints in the epoch table")
 
 
+SUMMARY_DTYPE = np.float32  # the precision of the tensors summarised; half the bytes a table page decodes
+
+
 def _summary_columns(summaries: list[dict[str, float]]) -> dict[str, np.ndarray]:
     """One float column per key; a datapoint whose summary lacks a key gets NaN there."""
     if not summaries or not isinstance(summaries[0], dict):
         return {}
     keys = list(summaries[0])
     if all(type(s) is dict and list(s) == keys for s in summaries):  # the usual case: one 2-D array
-        table = np.array([list(s.values()) for s in summaries], dtype=np.float64).reshape(len(summaries), -1)
+        table = np.array([list(s.values()) for s in summaries], dtype=SUMMARY_DTYPE).reshape(len(summaries), -1)
         return {str(key): table[:, k] for k, key in enumerate(keys)}
     keys = list(dict.fromkeys(key for summary in summaries for key in summary))
-    return {str(key): np.array([summary.get(key, np.nan) for summary in summaries], dtype=np.float64)
+    return {str(key): np.array([summary.get(key, np.nan) for summary in summaries], dtype=SUMMARY_DTYPE)
             for key in keys}
 
 

@@ -35,7 +35,10 @@ from utils.errors import LanternUserError
 
 EPOCH_TABLE_FILE = "epoch_table.parquet"
 ROLES_KEY = b"lantern.roles"
-ROW_GROUP_SIZE = 65_536  # row groups are DuckDB's unit of parallel reading and of skipping by min/max
+# A page's rows are spread over the whole file; fetching them decodes only the row groups and data pages
+# that hold them, so both are kept small (measured in benchmarks/epoch_table.py, docs/benchmarks.md).
+ROW_GROUP_SIZE = 16_384  # DuckDB's unit of skipping by min/max (and of parallel reading)
+DATA_PAGE_BYTES = 8_192  # the unit a reader decompresses
 OPERATORS = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">=",
              "in": "IN", "not in": "NOT IN", "is null": "IS NULL", "is not null": "IS NOT NULL"}
 Filter = Sequence[tuple]  # [(column, op, value), ...], all of them must hold
@@ -56,7 +59,8 @@ def write_epoch_table(path: str, columns: dict[str, ColumnValues], roles: dict[s
     strings = [name for name, column in zip(table.column_names, table.columns)
                if pa.types.is_string(column.type) or pa.types.is_dictionary(column.type)]
     atomic_write(path, lambda temp: pq.write_table(table, temp, row_group_size=ROW_GROUP_SIZE,
-                                                   use_dictionary=strings, compression="snappy"))
+                                                   data_page_size=DATA_PAGE_BYTES, use_dictionary=strings,
+                                                   compression="snappy"))
 
 
 def _arrow_column(values: ColumnValues) -> pa.Array:
@@ -81,6 +85,7 @@ class EpochTable:
         self.path = path
         self._connection = duckdb.connect()
         self._connection.execute("SET enable_progress_bar = false")
+        self._connection.execute("SET parquet_metadata_cache = true")  # the footer is parsed once, not per query
         self._lock = threading.Lock()
         try:
             schema = pq.read_schema(path)
@@ -106,24 +111,26 @@ class EpochTable:
              offset: int = 0, limit: int = 100) -> list[dict[str, Any]]:
         """Rows ``offset .. offset+limit`` of the filtered, sorted table (NaN given as None).
 
-        Sorting reads only the filter and sort columns; the page's full rows are then fetched by idx.
+        Sorting reads only the filter and sort columns and returns row positions; the page's full rows are
+        then read by position, which DuckDB narrows to the row groups (min/max of the row number) that hold
+        them.
         """
         condition, params = self._where(where)
         order = "idx"
         if order_by is not None:
             order = f"{self._column(order_by)} {'DESC' if descending else 'ASC'} NULLS LAST, idx"
         offset, limit = _non_negative_int("offset", offset), _non_negative_int("limit", limit)
-        chosen = self._query(f"SELECT idx FROM read_parquet($path){condition} ORDER BY {order} "
-                             f"LIMIT {limit} OFFSET {offset}", params)
+        chosen = self._query(f"SELECT file_row_number FROM read_parquet($path, file_row_number = true){condition} "
+                             f"ORDER BY {order} LIMIT {limit} OFFSET {offset}", params)
         wanted = [row[0] for row in chosen]
         if not wanted:
             return []
         names = [name for name, _ in self.columns()]
         selected = ", ".join(_quote(name) for name in names)
-        rows = self._query(f"SELECT {selected} FROM read_parquet($path) WHERE idx IN (SELECT UNNEST($wanted))",
-                           {"wanted": wanted})
-        by_idx = {row[names.index("idx")]: row for row in rows}
-        return [{name: _json_safe(value) for name, value in zip(names, by_idx[i])} for i in wanted]
+        rows = self._query(f"SELECT file_row_number, {selected} FROM read_parquet($path, file_row_number = true) "
+                           "WHERE file_row_number IN (SELECT UNNEST($wanted))", {"wanted": wanted})
+        by_position = {row[0]: row[1:] for row in rows}
+        return [{name: _json_safe(value) for name, value in zip(names, by_position[i])} for i in wanted]
 
     def percentile(self, column: str, value: float) -> float | None:
         """Percentage of the column's non-null values that are at most ``value`` (None if it has none)."""

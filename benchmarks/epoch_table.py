@@ -6,6 +6,9 @@ Targets (docs/benchmarks.md): written in <= 10 s; a filter+sort page query <= 30
 what a run collects: label, prediction and their class names, 6 class probabilities, 4 scores, 6 meta
 fields, and 36 debugger summary columns, gathered from per-batch chunks exactly as a run's collectors
 hold them. As a floor for the queries, the same filter+sort is timed in NumPy on columns already in memory.
+The queries run interleaved (a new random order each round); each gets its median wall time and its median
+CPU time (this process's, all threads): on a machine shared with other work the CPU time is the steadier
+figure, and with DuckDB's threads the wall time can be below it. The load average is printed beside them.
 """
 
 from __future__ import annotations
@@ -13,9 +16,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import random
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -90,15 +96,28 @@ def numpy_floor(columns: dict) -> None:
     return order[500:600]
 
 
-def median_ms(fn, repeats: int) -> tuple[float, float]:
-    times = [timed(fn) * 1000 for _ in range(repeats)]
-    return statistics.median(times), max(times)
+def interleaved_ms(queries: dict[str, Callable[[], Any]], repeats: int) -> dict[str, tuple[float, float, float]]:
+    """Median wall ms, max wall ms and median CPU ms of each query, rounds in a new random order each time."""
+    wall: dict[str, list[float]] = {name: [] for name in queries}
+    cpu: dict[str, list[float]] = {name: [] for name in queries}
+    order = random.Random(0)
+    for _ in range(repeats):
+        for name in order.sample(list(queries), len(queries)):
+            start_cpu, start = time.process_time(), time.perf_counter()
+            queries[name]()
+            wall[name].append(1000 * (time.perf_counter() - start))
+            cpu[name].append(1000 * (time.process_time() - start_cpu))
+    return {name: (statistics.median(wall[name]), max(wall[name]), statistics.median(cpu[name])) for name in queries}
+
+
+def load() -> str:
+    return "load average " + ", ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=7, help="rounds of the interleaved queries")
     args = parser.parse_args()
 
     columns, collected, gathered = collect(args.rows)
@@ -124,14 +143,15 @@ def main() -> None:
             "count with a filter": lambda: table.count(where),
             "percentile of a value": lambda: table.percentile("cross_entropy", 1.0),
         }
-        floor, _ = median_ms(lambda: numpy_floor(columns), args.repeats)
+        floor = statistics.median(timed(lambda: numpy_floor(columns)) * 1000 for _ in range(args.repeats))
         assert [r["idx"] for r in table.page(where, order_by="layer3_stats.stat0", offset=500, limit=100)] \
             == numpy_floor(columns).tolist(), "the page differs from NumPy's"
-        print(f"{'query':48s} {'median ms':>10s} {'max ms':>8s}   (NumPy in memory, same filter+sort: "
-              f"{floor:.0f} ms)")
-        for name, query in queries.items():
-            median, worst = median_ms(query, args.repeats)
-            print(f"{name:48s} {median:10.0f} {worst:8.0f}")
+        print(f"{load()} before the queries")
+        print(f"{'query':48s} {'median ms':>10s} {'max ms':>8s} {'CPU ms':>8s}   (NumPy in memory, same "
+              f"filter+sort: {floor:.0f} ms)")
+        for name, (median, worst, cpu) in interleaved_ms(queries, args.repeats).items():
+            print(f"{name:48s} {median:10.0f} {worst:8.0f} {cpu:8.0f}")
+        print(f"{load()} after the queries")
 
 
 if __name__ == "__main__":

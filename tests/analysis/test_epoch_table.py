@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
+from analysis import epoch_table
 from analysis.epoch_table import EpochTable, EpochTableError, write_epoch_table
 
 ROWS = 1000
@@ -58,6 +60,23 @@ def test_count_page_and_percentile_agree_with_numpy(table, columns):
 
     finite = columns["cross_entropy"][~np.isnan(columns["cross_entropy"])]
     assert table.percentile("cross_entropy", 1.0) == pytest.approx(100 * np.mean(finite <= 1.0))
+
+
+def test_a_page_spread_over_many_row_groups_has_each_rows_own_values(tmp_path, columns, monkeypatch):
+    """A page's rows are fetched by position from the row groups that hold them (here 32 rows a group)."""
+    monkeypatch.setattr(epoch_table, "ROW_GROUP_SIZE", 32)
+    path = str(tmp_path / "epoch_table.parquet")
+    sparse = {name: values[::2] for name, values in columns.items()}  # idx 0, 2, 4, ...: idx is not position
+    write_epoch_table(path, sparse)
+    table = EpochTable(path)
+    assert pq.read_metadata(path).num_row_groups == 16
+    order = np.argsort(-sparse["layer3.sparsity"], kind="stable")
+    page = table.page(order_by="layer3.sparsity", descending=True, offset=7, limit=60)
+    assert [row["idx"] for row in page] == sparse["idx"][order[7:67]].tolist()
+    for row in page:
+        position = row["idx"] // 2
+        assert row["shape"] == sparse["shape"][position] and row["occluded"] == sparse["occluded"][position]
+        assert row["layer3.sparsity"] == sparse["layer3.sparsity"][position]
 
 
 def test_values_reads_whole_columns_in_idx_order(table, columns):

@@ -1,49 +1,121 @@
-"""The Failures tab in a real headless Chromium: click a slice, the table narrows to it, open one of its
-datapoints and see its Debug Outputs."""
+"""The Failures tab in a real headless Chromium, on the small planted run: every planted cause is reached in
+at most 3 clicks from opening the viewer (the tab, the finding, one of its datapoints), which shows that
+datapoint's Debug Outputs; a clicked finding narrows both the datapoint table and the score grid."""
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import pytest
 
-from analysis.failures import analyze
+from analysis.failures import Findings, analyze
+from benchmarks.failure_discovery import discovery_ranks
+from data.datasets.synthetic_shapes import Planted
 from runners.eval_viewer.layout import failures as failures_layout
 from runners.eval_viewer.layout import ids
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, browser_or_skip, serve_viewer
-from tests.e2e.viewer_page import open_row, wait_caption
+from tests.e2e.viewer_page import column, wait_caption
+from utils.builders import build_from_config
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
+MAX_CLICKS = 3
+GRID_IDX = """() => {
+    const graph = document.querySelector('#GRID .js-plotly-plot');
+    return graph && graph.data ? graph.data[0].customdata.flat().filter(idx => idx >= 0) : null;
+}""".replace("GRID", ids.SCORE_GRID)
 
 
-def test_click_a_slice_then_open_one_of_its_datapoints(planted_run):
+@dataclass
+class Walk:
+    cause: str  # a key of ``discovery_ranks``
+    finding: str  # the finding list's id prefix in the tab (``failures_layout.FINDING``)
+    planted: Callable[[Planted], bool]  # the datapoint to open: one that carries the cause
+    shown: str  # what its Debug Outputs must show
+
+
+WALKS = [
+    Walk("shortcut marker: slice", "slice", lambda p: p.marker_class is not None, "layer4_output"),
+    Walk("hard slice: slice", "slice", lambda p: p.hard, "layer4_output"),
+    Walk("label noise: label-error list", "labels", lambda p: p.label_flipped, "layer4_output"),
+    Walk("NaN: NaN origin", "nan", lambda p: p.saturated, "backbone.layer2"),
+    Walk("dead channel: dead units", "dead", lambda p: True, "layer3_energy"),
+]
+
+
+class Clicks:
+    """Every click the walk makes, counted."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on(self, locator) -> None:
+        locator.click()
+        self.count += 1
+
+
+def finding_button(page, key: str):
+    """The finding's button: Dash writes a dict id as JSON with sorted keys."""
+    return page.locator(f"""[id='{{"index":"{key}","type":"{failures_layout.FINDING}"}}']""")
+
+
+def chosen_idx(findings: Findings, walk: Walk, rank: int) -> list[int]:
+    lists = {"slice": findings.slices, "nan": findings.nan_origins}
+    if walk.finding == "labels":
+        return [issue.idx for issue in findings.label_issues]
+    if walk.finding == "dead":
+        return list(range(findings.datapoints))
+    return list(lists[walk.finding][rank].idx)
+
+
+@pytest.fixture(scope="module")
+def planted_findings(planted_run):
+    findings = analyze(planted_run["work_dir"])
+    dataset = build_from_config(planted_run["val_dataset"], "config['val_dataset']")
+    return findings, discovery_ranks(findings, planted_run), dataset
+
+
+def test_every_planted_cause_is_three_clicks_from_opening_the_viewer(planted_run, planted_findings):
     browser_or_skip()
     from playwright.sync_api import sync_playwright
 
-    findings = analyze(planted_run["work_dir"])
-    first = findings.slices[0]
+    findings, ranks, dataset = planted_findings
+    total = findings.datapoints
     errors = []
     with serve_viewer([os.path.dirname(planted_run["work_dir"])]) as url, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1500, "height": 1000})
         page.set_default_timeout(4 * WAIT_MS)  # the tab analyses the epoch on first show: slow on a busy machine
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.goto(url)
-        total = findings.datapoints
-        wait_caption(page, f"{total} datapoints")
+        for walk in WALKS:
+            rank = ranks[walk.cause]
+            assert rank is not None and rank <= 3, f"{walk.cause} ranks {rank}"
+            key = f"{walk.finding}-{0 if walk.finding == 'labels' else rank - 1}"
+            expected = chosen_idx(findings, walk, rank - 1)
+            clicks = Clicks()
+            page.goto(url)  # opening the viewer
+            wait_caption(page, f"{total} datapoints")
 
-        page.click(f"#{failures_layout.TAB_FAILURES}")  # click 1: the tab
-        button = page.locator(f"button:has-text('{first.description}')").first
-        button.click()  # click 2: the slice
-        page.wait_for_selector(f"#{failures_layout.FILTER_NOTE}:has-text('{first.size} datapoints')")
-        assert f"{first.size} of {total} datapoints match" in wait_caption(page, f"{first.size} of {total}")
+            clicks.on(page.locator(f"#{failures_layout.TAB_FAILURES}"))
+            clicks.on(finding_button(page, key))
+            page.wait_for_selector(f"#{failures_layout.FILTER_NOTE}:has-text('filtered to {len(expected)} datapoints')")
+            if len(expected) < total:
+                wait_caption(page, f"{len(expected)} of {total} datapoints match")
+            page.wait_for_function(f"() => ({GRID_IDX})()?.length === {len(expected)}")
+            assert sorted(page.evaluate(GRID_IDX)) == sorted(expected), f"{walk.cause}: the grid is not narrowed"
 
-        idx = int(open_row(page, 0))  # click 3: a datapoint of the slice
-        assert idx in first.idx
-        page.wait_for_selector(f"#{ids.DATAPOINT_PANEL} .datapoint-title:has-text('{idx}')")
-        panel = page.locator(f"#{ids.DATAPOINT_PANEL}").inner_text()
-        assert "Debug Outputs" in panel and "layer3_energy" in panel
-        assert re.search(rf"\b{idx}\b", panel)
+            shown = [int(text) for text in column(page, "idx")]
+            assert set(shown) <= set(expected)
+            row = next(i for i, idx in enumerate(shown) if walk.planted(dataset.planted(idx)))
+            clicks.on(page.locator(f"#{ids.TABLE} .ag-center-cols-container .ag-row[row-index='{row}'] "
+                                   "[col-id='idx']"))
+            idx = shown[row]
+            page.wait_for_selector(f"#{ids.DATAPOINT_PANEL} .datapoint-title:has-text('{idx}')")
+            panel = page.locator(f"#{ids.DATAPOINT_PANEL}").inner_text()
+            assert "Debug Outputs" in panel and walk.shown in panel, f"{walk.cause}: {panel[:500]}"
+            assert re.search(rf"\b{idx}\b", panel)
+            assert clicks.count <= MAX_CLICKS, f"{walk.cause} took {clicks.count} clicks"
         browser.close()
     assert not errors, f"the page logged errors: {errors}"

@@ -16,7 +16,7 @@ import numpy as np
 from dash import ALL, Dash, Input, Output, State, ctx, html, no_update
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable, EpochTableError
-from analysis.failures import AnalysisError, Findings, analyze
+from analysis.failures import AnalysisError, DeadUnit, Findings, analyze
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.layout import failures as layout
 from runners.eval_viewer.layout import ids
@@ -115,6 +115,8 @@ def chosen_datapoints(findings: Findings, trigger: Any, separator: Optional[dict
     lists = {"slice": findings.slices, "cluster": findings.clusters, "nan": findings.nan_origins}
     if kind == "labels":
         return [issue.idx for issue in findings.label_issues], "suspected label errors"
+    if kind == "dead" and position.isdigit() and int(position) < len(findings.dead_units):
+        return dead_unit(findings, findings.dead_units[int(position)])
     if kind in lists and position.isdigit() and int(position) < len(lists[kind]):
         found = lists[kind][int(position)]
         what = getattr(found, "description", None) or getattr(found, "module", "")
@@ -131,6 +133,12 @@ def separator_side(findings: Findings, column: str, direction: str) -> tuple[lis
     cut = np.quantile(numbers[usable], 1 - layout.SEPARATOR_SHARE if higher else layout.SEPARATOR_SHARE)
     side = usable & ((numbers >= cut) if higher else (numbers <= cut))
     return values["idx"][side].tolist(), f"{column} {'>=' if higher else '<='} {cut:.3g}"
+
+
+def dead_unit(findings: Findings, unit: DeadUnit) -> tuple[list[int], str]:
+    """The datapoints where the unit shows its one value (all but those with no value there)."""
+    values = EpochTable(findings.table_path).values(["idx"], where=[(unit.column, "=", unit.value)])
+    return values["idx"].tolist(), f"{unit.column} = {unit.value:g}"
 
 
 def confusion_cell(findings: Findings, label: Any, prediction: Any) -> Optional[tuple[list[int], str]]:

@@ -4,7 +4,8 @@ The grid keeps every datapoint at the same cell in every epoch (idx order) and
 stays readable at any size: above ``MAX_CELLS`` datapoints each cell holds a bin
 of consecutive idx and shows its worst value; clicking it opens that worst
 datapoint. The open datapoint is marked; moving the mark patches the figure
-instead of redrawing it.
+instead of redrawing it. A finding clicked in the Failures tab (``TABLE_IDX_FILTER``)
+narrows the grid to its datapoints, as it narrows the table.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 import plotly.graph_objects as go
 from dash import Dash, Input, Output, Patch, State, no_update
 
+from analysis.epoch_table import Filter
 from runners.eval_viewer.backend.runs import Run
 from runners.eval_viewer.backend.table import TABLE_ERRORS, Table
 from runners.eval_viewer.backend.viewer import ViewerBackend
@@ -38,7 +40,7 @@ def register(app: Dash, backend: ViewerBackend) -> None:
     @app.callback(Output(ids.SCORE_GRID, "figure"), Output(ids.SCORES_MESSAGE, "children"),
                   Output(ids.GRID_DRAWN, "data"), Input(ids.TABLE_QUERY, "data"), State(ids.SELECTED, "data"))
     def draw_grid(query: Optional[dict], selected: Optional[int]) -> tuple:
-        """Drawn for the table's query (run, epoch, metric, version): once per switch."""
+        """Drawn for the table's query (run, epoch, metric, version, a clicked finding's idx): once per switch."""
         query = query or {}
         run_path, epoch_key, metric = query.get("run"), query.get("epoch"), query.get("metric")
         try:
@@ -49,13 +51,15 @@ def register(app: Dash, backend: ViewerBackend) -> None:
             return _empty("no scores"), message(table.roles["problem"], "warning"), False
         if table is None or metric not in dict(table.columns()):
             return _empty("no per-datapoint scores"), None, False
-        return grid_figure(table, metric, backend.higher_is_better(epoch, metric), selected), None, True
+        figure = grid_figure(table, metric, backend.higher_is_better(epoch, metric), selected,
+                             narrowed(query.get("idx")))
+        return figure, None, True
 
     @app.callback(Output(ids.SCORE_GRID, "figure", allow_duplicate=True), Input(ids.SELECTED, "data"),
                   State(ids.RUN_SELECT, "value"), State(ids.EPOCH_SELECT, "value"), State(ids.GRID_DRAWN, "data"),
-                  prevent_initial_call=True)
+                  State(ids.TABLE_QUERY, "data"), prevent_initial_call=True)
     def mark_selected(selected: Optional[int], run_path: Optional[str], epoch_key: Optional[str],
-                      drawn: Optional[bool]) -> object:
+                      drawn: Optional[bool], query: Optional[dict]) -> object:
         """Moves the mark only; a grid not drawn yet marks the open datapoint when it is drawn."""
         if not drawn:
             return no_update
@@ -66,8 +70,13 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         if table is None:
             return no_update
         patch = Patch()
-        patch["data"][1].update(_mark(table, selected))
+        patch["data"][1].update(_mark(table, selected, narrowed((query or {}).get("idx"))))
         return patch
+
+
+def narrowed(idx_filter: Optional[list]) -> Optional[Filter]:
+    """The table filter for the idx a clicked finding chose (None: every datapoint)."""
+    return None if idx_filter is None else [("idx", "in", list(idx_filter))]
 
 
 def history_figure(backend: ViewerBackend, run: Run, metric: str, epoch_key: Optional[str]) -> go.Figure:
@@ -111,10 +120,14 @@ def grid_shape(count: int) -> tuple[int, int, int]:
     return bin_size, width, max(1, math.ceil(cells / width))
 
 
-def grid_figure(table: Table, metric: str, higher_is_better: bool, selected: Optional[int]) -> go.Figure:
-    """Cells in idx order, red for bad whatever the metric's direction; a bin shows (and opens) its worst."""
-    columns = table.values(["idx", metric])
+def grid_figure(table: Table, metric: str, higher_is_better: bool, selected: Optional[int],
+                where: Optional[Filter] = None) -> go.Figure:
+    """Cells in idx order, red for bad whatever the metric's direction; a bin shows (and opens) its worst.
+    ``where`` narrows the grid to some datapoints (a finding's)."""
+    columns = table.values(["idx", metric], where=where)
     idx, values = columns["idx"], columns[metric].astype(np.float64)
+    if not len(idx):
+        return _empty("none of the chosen datapoints is in this epoch")
     bin_size, width, height = grid_shape(len(idx))
     padded = np.full(width * height * bin_size, np.nan)
     padded[:len(values)] = values
@@ -134,9 +147,10 @@ def grid_figure(table: Table, metric: str, higher_is_better: bool, selected: Opt
         colorbar={"thickness": 10}))
     figure.add_trace(go.Scatter(mode="markers", hoverinfo="skip", showlegend=False,
                                 marker={"symbol": "square-open", "size": 12, "color": "#1f2a37",
-                                        "line": {"width": 3}}, **_mark(table, selected)))
+                                        "line": {"width": 3}}, **_mark(table, selected, where)))
     per_cell = f", worst of {bin_size} per cell" if bin_size > 1 else ""
-    figure.update_layout(title=f"{metric} per datapoint, idx order{per_cell} (click a cell)", margin=_MARGIN,
+    chosen = f"{len(idx)} chosen datapoints" if where else "per datapoint"
+    figure.update_layout(title=f"{metric} {chosen}, idx order{per_cell} (click a cell)", margin=_MARGIN,
                          height=300)
     figure.update_xaxes(showticklabels=False, constrain="domain", showgrid=False, zeroline=False)
     figure.update_yaxes(showticklabels=False, autorange="reversed", scaleanchor="x", constrain="domain",
@@ -154,9 +168,9 @@ def _hover(idx: np.ndarray, start: int, bin_size: int, worst_idx: int, value: fl
     return f"idx {idx[start]}–{last}: worst {metric} {shown} (idx {worst_idx})"
 
 
-def _mark(table: Table, selected: Optional[int]) -> dict:
-    """``x``/``y`` of the open datapoint's cell (empty when none is open or the epoch lacks it)."""
-    idx = table.values(["idx"])["idx"]
+def _mark(table: Table, selected: Optional[int], where: Optional[Filter] = None) -> dict:
+    """``x``/``y`` of the open datapoint's cell (empty when none is open or the grid lacks it)."""
+    idx = table.values(["idx"], where=where)["idx"]
     position = int(np.searchsorted(idx, selected)) if selected is not None else len(idx)
     if position >= len(idx) or idx[position] != selected:
         return {"x": [], "y": []}

@@ -1,7 +1,7 @@
 """The Failures tab: why the chosen epoch's datapoints fail (``analysis.failures``), each finding clickable.
 
 Clicking a finding (a slice, a separating quantity's bar, a confusion-matrix cell, a cluster, the label
-suspects, a NaN origin) writes its datapoints' idx to the ``TABLE_IDX_FILTER`` store, which the datapoint
+suspects, a NaN origin, a dead unit) writes its datapoints' idx to the ``TABLE_IDX_FILTER`` store, which the datapoint
 table and the score grid read; opening a datapoint from the table then shows it, Debug Outputs included.
 """
 
@@ -63,7 +63,8 @@ def findings_view(findings: Findings) -> tuple[list[Any], list[Any]]:
             _finding(f"nan-{i}", o.module, f"{o.count} datapoints ({o.module_type})")
             for i, o in enumerate(findings.nan_origins)]),
         _section("Dead units (the same value for every datapoint)", [
-            html.Li(f"{d.column} = {d.value:g}") for d in findings.dead_units]),
+            _finding(f"dead-{i}", f"{d.column} = {d.value:g}", "for every datapoint: open one to see the unit")
+            for i, d in enumerate(findings.dead_units)]),
     ]
     return above, below
 

@@ -1,0 +1,69 @@
+"""Embedding slices: failures that form a cluster in a captured feature space are found and described.
+
+The run folder is written with the real writers (the epoch table's and the debug pages' ``PageWriter``);
+each datapoint's page entry is a pooled feature vector, as a debugger returning a 1-D array leaves it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import adjusted_rand_score
+
+from analysis.epoch_table import write_epoch_table
+from analysis.failures import analyze
+from debuggers.page_store import PageWriter
+
+ROWS = 600
+DIM = 8
+
+
+@pytest.fixture(scope="module")
+def clustered_run(tmp_path_factory):
+    """A quarter of the datapoints are 'blurred': their vectors lie in a blob of their own and 85% of them
+    fail; the others lie in two blobs and fail 8% of the time. ``blur`` characterises the group; ``noise``
+    characterises nothing."""
+    rng = np.random.default_rng(0)
+    blurred = rng.random(ROWS) < 0.25
+    other_blob = rng.random(ROWS) < 0.5
+    centres = rng.normal(0, 4, size=(3, DIM))
+    which = np.where(blurred, 0, np.where(other_blob, 1, 2))
+    vectors = (centres[which] + rng.normal(0, 0.5, size=(ROWS, DIM))).astype(np.float32)
+    failed = rng.random(ROWS) < np.where(blurred, 0.85, 0.08)
+    blur = np.where(blurred, rng.uniform(0.6, 1.0, ROWS), rng.uniform(0.0, 0.4, ROWS))
+    label = rng.integers(0, 3, ROWS)
+    prediction = np.where(failed, (label + 1) % 3, label)
+    folder = tmp_path_factory.mktemp("embedding_run")
+    write_epoch_table(str(folder / "epoch_table.parquet"), {
+        "idx": np.arange(ROWS), "label": label, "prediction": prediction,
+        "accuracy": (~failed).astype(float),
+        "blur": blur,
+        "noise": rng.random(ROWS),
+    }, {"scores": ["accuracy"], "higher_is_better": {"accuracy": True}, "meta": ["blur", "noise"]})
+    with PageWriter(1 << 20) as writer:
+        writer.start_epoch(str(folder / "debugger"))
+        for i in range(ROWS):
+            writer.add(i, {"pooled": vectors[i]})
+        writer.flush()
+    return str(folder), blurred, failed, blur
+
+
+def test_failures_clustered_in_a_captured_space_are_found_and_described(clustered_run):
+    folder, blurred, failed, blur = clustered_run
+    clusters = analyze(folder).clusters
+    assert clusters and all(cluster.debugger == "pooled" for cluster in clusters)
+    top = clusters[0]
+    members = np.zeros(ROWS, dtype=bool)
+    members[top.idx] = True
+    assert top.size == members.sum() and top.failures == (members & failed).sum()
+    assert top.failure_rate == pytest.approx(failed[members].mean())
+    assert blurred[members].mean() >= 0.95  # the cluster is the planted group ...
+    failing = np.zeros(ROWS, dtype=bool)
+    for cluster in clusters:
+        if cluster.failure_rate > 0.5:
+            failing[cluster.idx] = True
+    assert adjusted_rand_score(blurred, failing) > 0.9  # ... and the failing clusters together are all of it
+
+    # described first by the column that characterises it: its failures' mean blur against the passes'
+    first = top.description.split("; ")[0]
+    assert first == f"blur high ({blur[members & failed].mean():.3g} vs {blur[~failed].mean():.3g})"
