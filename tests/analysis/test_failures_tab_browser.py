@@ -1,6 +1,7 @@
-"""The Failures tab in a real headless Chromium, on the small planted run: every planted cause is reached in
-at most 3 clicks from opening the viewer (the tab, the finding, one of its datapoints), which shows that
-datapoint's Debug Outputs; a clicked finding narrows both the datapoint table and the score grid."""
+"""The Failures tab in a real headless Chromium, on the small planted run: it shows the findings ``analyze``
+returns; every planted cause is reached in at most 3 clicks from opening the viewer (the tab, the finding,
+one of its datapoints), which shows that datapoint's Debug Outputs; a clicked finding narrows both the
+datapoint table and the score grid."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import pyarrow.parquet as pq
 import pytest
 
 from analysis.failures import Findings, analyze
@@ -24,7 +26,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 MAX_CLICKS = 3
 GRID_IDX = """() => {
     const graph = document.querySelector('#GRID .js-plotly-plot');
-    return graph && graph.data ? graph.data[0].customdata.flat().filter(idx => idx >= 0) : null;
+    if (!graph || !graph._fullData) { return null; }
+    const cells = [];  // rows of the heatmap's decoded customdata (typed arrays): the idx of each cell
+    for (const row of Array.from(graph._fullData[0].customdata)) { cells.push(...Array.from(row)); }
+    return cells.map(Number).filter(idx => idx >= 0);
 }""".replace("GRID", ids.SCORE_GRID)
 
 
@@ -61,12 +66,35 @@ def finding_button(page, key: str):
     return page.locator(f"""[id='{{"index":"{key}","type":"{failures_layout.FINDING}"}}']""")
 
 
+SEPARATORS = """() => {
+    const bars = document.querySelector('#CHART .js-plotly-plot')._fullData[0];
+    return [Array.from(bars.y), Array.from(bars.x)];
+}""".replace("CHART", failures_layout.SEPARATORS_CHART)
+
+
+def assert_the_tab_shows(page, findings: Findings) -> None:
+    """The tab lists what ``analyze`` returns, in its order (the command's output is compared with it in
+    test_planted_discovery.py)."""
+    page.locator(f"#{failures_layout.PANEL} button").first.wait_for()
+    titles = page.locator(f"#{failures_layout.PANEL} button b").all_inner_texts()
+    assert titles == [s.description for s in findings.slices]
+    columns, aurocs = page.evaluate(SEPARATORS)
+    assert columns[::-1] == [s.column for s in findings.separators]
+    assert aurocs[::-1] == pytest.approx([s.auroc for s in findings.separators])
+    more = page.locator(f"#{failures_layout.MORE}").inner_text()
+    shown = [c.description for c in findings.clusters] + [f"#{e.idx} {e.label}" for e in findings.label_issues[:5]]
+    shown += [o.module for o in findings.nan_origins] + [d.column for d in findings.dead_units]
+    assert all(text in more for text in shown), (shown, more)
+
+
 def chosen_idx(findings: Findings, walk: Walk, rank: int) -> list[int]:
     lists = {"slice": findings.slices, "nan": findings.nan_origins}
     if walk.finding == "labels":
         return [issue.idx for issue in findings.label_issues]
-    if walk.finding == "dead":
-        return list(range(findings.datapoints))
+    if walk.finding == "dead":  # every datapoint where the unit has its one value (NaN rows have none)
+        unit = findings.dead_units[rank]
+        table = pq.read_table(findings.table_path, columns=["idx", unit.column]).to_pydict()
+        return [i for i, value in zip(table["idx"], table[unit.column]) if value == unit.value]
     return list(lists[walk.finding][rank].idx)
 
 
@@ -95,10 +123,12 @@ def test_every_planted_cause_is_three_clicks_from_opening_the_viewer(planted_run
             key = f"{walk.finding}-{0 if walk.finding == 'labels' else rank - 1}"
             expected = chosen_idx(findings, walk, rank - 1)
             clicks = Clicks()
-            page.goto(url)  # opening the viewer
+            page.goto(url, wait_until="networkidle")  # opening the viewer; clicks wait for its first callbacks
             wait_caption(page, f"{total} datapoints")
 
             clicks.on(page.locator(f"#{failures_layout.TAB_FAILURES}"))
+            if walk is WALKS[0]:
+                assert_the_tab_shows(page, findings)
             clicks.on(finding_button(page, key))
             page.wait_for_selector(f"#{failures_layout.FILTER_NOTE}:has-text('filtered to {len(expected)} datapoints')")
             if len(expected) < total:
