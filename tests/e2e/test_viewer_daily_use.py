@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 
 import pytest
 
 from runners.eval_viewer.layout import ids
 from runners.trainers import BaseTrainer
+from runners.trainers.debug_budget import folder_bytes, remove_debug_outputs
 from tests.e2e.conftest import DEBUGGER, serve_viewer
 from tests.e2e.viewer_page import column, filter_box, filter_column, open_row, pick, wait_caption, wait_title
 from tests.runs import REPO_ROOT, train, write_config
@@ -152,3 +154,22 @@ def test_export_writes_the_filtered_rows_as_a_report_with_readable_scores(viewer
     scores = json.loads((logs / "small" / "epoch_1" / "validation_scores.json").read_text())["per_datapoint"]
     assert f"<td>{scores['cross_entropy'][5]:.4g}</td>" in report
     assert "exported 1 datapoints" in wait_caption(page, "exported")
+
+
+def test_an_epoch_whose_debug_outputs_the_budget_removed_says_so_and_leads_to_the_nearest(logs, tmp_path, new_page):
+    run = tmp_path / "logs" / "budget"
+    shutil.copytree(logs / "big", run)
+    epoch_1 = run / "epoch_1"
+    remove_debug_outputs(str(epoch_1), folder_bytes(str(epoch_1 / "debugger")), 0.001)  # as the trainer does
+    with serve_viewer([str(tmp_path / "logs")]) as url:
+        page = new_page(f"{url}?run={run}&epoch=epoch_1&idx=3")
+        wait_title(page, ids.DATAPOINT_PANEL, "datapoint 3 · logs/budget · epoch 1")
+        outputs = page.locator(f"#{ids.DATAPOINT_PANEL} .section-debug-outputs").inner_text()
+        assert "epoch 1 were removed to stay under 0.001 GB" in outputs
+        assert "debug outputs removed" in page.locator(f"#{ids.EPOCH_BADGES}").inner_text()
+
+        page.click(f"#{ids.NEAREST_DEBUG_EPOCH}")  # epoch 0 has none either: epoch 2 is the nearest
+        wait_title(page, ids.DATAPOINT_PANEL, "datapoint 3 · logs/budget · epoch 2")
+        page.locator(f"#{ids.DATAPOINT_PANEL} .section-debug-outputs .js-plotly-plot").first.wait_for()
+        assert page.locator(f"#{ids.EPOCH_SELECT}").inner_text().strip() == "epoch 2 · debug"
+        page.close()  # before the server stops

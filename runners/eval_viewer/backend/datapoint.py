@@ -105,6 +105,10 @@ def _rebuilt_item(backend: ViewerBackend, run: Run, idx: int) -> dict[str, Any]:
 
 
 def _debug(backend: ViewerBackend, epoch: Epoch, idx: int) -> dict[str, Optional[Any]]:
+    if epoch.debug_removed:
+        return {"debug": {}, "debug_note": f"The debug outputs of {epoch.label} were {epoch.debug_removed} "
+                                           "(config['debug_disk_budget_gb']); its scores and debugger summaries "
+                                           "are kept. Epochs with debug outputs are marked ◆ in the chart."}
     if not epoch.has_debug:
         return {"debug": None}
     try:

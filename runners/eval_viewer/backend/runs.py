@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from debuggers.model_report import MODEL_REPORT_FILE
 from runners.eval_viewer.backend.initialization import DEBUGGER_DIR
+from runners.trainers.debug_budget import REMOVED_MARKER
 from utils.atomic_files import read_json
 
 RUN_INFO_FILE = "run_info.json"
@@ -23,6 +24,7 @@ TRAINER_SCORES = "validation_scores.json"
 EVALUATOR_SCORES = "evaluation_scores.json"
 EVALUATION_KEY = "evaluation"
 MAX_SEARCH_DEPTH = 6  # a log folder deeper than this is almost certainly not a folder of runs
+MAX_MARKER_BYTES = 4096  # a removal marker is a few numbers; a larger one is not read
 _EPOCH_DIR = re.compile(r"epoch_(\d+)")
 
 EXPECTED_LAYOUT = (
@@ -56,6 +58,7 @@ class Epoch:
     dir: str
     scores_path: Optional[str]
     has_debug: bool
+    debug_removed: Optional[str] = None  # why its debug outputs are gone ("removed to stay under N GB"), if removed
 
 
 @dataclass
@@ -140,8 +143,26 @@ def list_epochs(run: Run) -> list[Epoch]:
 
 def _epoch(key: str, label: str, number: Optional[int], folder: str, scores_name: str) -> Epoch:
     scores = os.path.join(folder, scores_name)
-    return Epoch(key, label, number, folder, scores if os.path.isfile(scores) else None,
-                 os.path.isdir(os.path.join(folder, DEBUGGER_DIR)))
+    has_debug = os.path.isdir(os.path.join(folder, DEBUGGER_DIR))
+    return Epoch(key, label, number, folder, scores if os.path.isfile(scores) else None, has_debug,
+                 None if has_debug else removal_reason(folder))
+
+
+def removal_reason(epoch_dir: str) -> Optional[str]:
+    """"removed to stay under N GB" when the run's disk budget removed this epoch's debug outputs
+    (``runners/trainers/debug_budget.py`` leaves a marker), else None. Only the budget's number is taken
+    from the marker; a malformed one still says that the outputs were removed."""
+    path = os.path.join(epoch_dir, REMOVED_MARKER)
+    if not os.path.isfile(path):
+        return None
+    try:
+        marker = read_json(path) if os.path.getsize(path) <= MAX_MARKER_BYTES else None
+    except (OSError, ValueError):
+        marker = None
+    budget = marker.get("budget_gb") if isinstance(marker, dict) else None
+    if isinstance(budget, (int, float)) and not isinstance(budget, bool):
+        return f"removed to stay under {budget:g} GB"
+    return "removed to stay under the run's disk budget"
 
 
 def _listdir(path: str) -> list[str]:

@@ -11,6 +11,7 @@ from debuggers.page_format import CorruptPageError
 from runners.eval_viewer.backend.runs import Epoch, Run
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.layout import ids
 
 HIDDEN_COLUMNS = ("label_name", "prediction_name", "predicted_class")  # shown through label and prediction
 
@@ -27,7 +28,26 @@ def default_epoch(epochs: list[Epoch]) -> Optional[str]:
 
 
 def epoch_option(epoch: Epoch) -> dict:
-    return {"label": f"{epoch.label} · debug" if epoch.has_debug else epoch.label, "value": epoch.key}
+    suffix = " · debug" if epoch.has_debug else " · debug removed" if epoch.debug_removed else ""
+    return {"label": epoch.label + suffix, "value": epoch.key}
+
+
+def nearest_debug_epoch(epochs: list[Epoch], epoch: Epoch) -> Optional[Epoch]:
+    """The epoch with debug outputs closest to ``epoch`` (the later one on a tie); None without any."""
+    with_debug = [e for e in epochs if e.has_debug and e.number is not None]
+    if epoch.number is None or not with_debug:
+        return None
+    return min(with_debug, key=lambda e: (abs(e.number - epoch.number), -e.number))
+
+
+def debug_hint(epochs: list[Epoch], epoch: Epoch) -> list:
+    """For an epoch without debug outputs, a button that switches to the nearest epoch that has them."""
+    nearest = None if epoch.has_debug else nearest_debug_epoch(epochs, epoch)
+    if nearest is None:
+        return []
+    return [html.Button(f"→ {nearest.label} has debug outputs", id=ids.NEAREST_DEBUG_EPOCH, value=nearest.key,
+                        className="small-button", title=f"open {nearest.label}, the nearest epoch with debug "
+                                                        "outputs")]
 
 
 def epoch_badges(backend: ViewerBackend, epoch: Epoch) -> list:
@@ -43,6 +63,9 @@ def epoch_badges(backend: ViewerBackend, epoch: Epoch) -> list:
                                               "written, or the run stopped during this epoch"))
         except (CorruptPageError, OSError) as exc:
             badges.append(dbc.Badge("debug index unreadable", color="danger", title=str(exc)))
+    elif epoch.debug_removed:
+        badges.append(dbc.Badge("debug outputs removed", color="light", className="badge-no-debug",
+                                title=f"{epoch.debug_removed} (config['debug_disk_budget_gb'])"))
     else:
         badges.append(dbc.Badge("no debug outputs", color="light", className="badge-no-debug"))
     if epoch.scores_path is None:

@@ -38,3 +38,8 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         if options == current_options:
             return no_update, no_update
         return options, current if current in {e.key for e in epochs} else default_epoch(epochs)
+
+    app.clientside_callback(  # the "nearest epoch with debug outputs" button beside the badges
+        """function(clicks, key) { return clicks && key ? key : window.dash_clientside.no_update; }""",
+        Output(ids.EPOCH_SELECT, "value", allow_duplicate=True), Input(ids.NEAREST_DEBUG_EPOCH, "n_clicks"),
+        State(ids.NEAREST_DEBUG_EPOCH, "value"), prevent_initial_call=True)

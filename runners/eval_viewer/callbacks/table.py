@@ -16,7 +16,7 @@ from dash import Dash, Input, Output, State, ctx, no_update
 from runners.eval_viewer.backend.scores import ScoresError, default_metric
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks.components import HIDDEN_COLUMNS, epoch_badges
+from runners.eval_viewer.callbacks.components import HIDDEN_COLUMNS, debug_hint, epoch_badges
 from runners.eval_viewer.layout import ids
 
 DEBUG_MARK = "✓"
@@ -106,7 +106,7 @@ def epoch_view(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optio
         version: Optional[str] = backend.version(epoch)
     except ScoresError:
         version = None  # removed while listed: the score views say so when they redraw
-    return EpochView(metrics, chosen, epoch_badges(backend, epoch), version,
+    return EpochView(metrics, chosen, epoch_badges(backend, epoch) + debug_hint(backend.epochs(run), epoch), version,
                      _query(run_path, epoch_key, chosen, version, idx_filter),
                      column_defs(backend, run_path, epoch_key, chosen))
 

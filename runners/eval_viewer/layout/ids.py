@@ -4,6 +4,7 @@ RUN_SELECT = "run-select"
 EPOCH_SELECT = "epoch-select"
 METRIC_SELECT = "metric-select"
 EPOCH_BADGES = "epoch-badges"
+NEAREST_DEBUG_EPOCH = "nearest-debug-epoch"  # button: switch to the nearest epoch with debug outputs
 EPOCH_VERSION = "epoch-version"
 MESSAGES = "viewer-messages"
 REFRESH = "refresh-interval"
