@@ -58,7 +58,8 @@ def test_open_the_worst_datapoint_compare_epochs_and_an_epoch_without_debug_outp
     pick(page, ids.EPOCH_SELECT, "epoch 0")
     wait_title(page, ids.DATAPOINT_PANEL, "epoch 0")
     assert _headings(page, ids.DATAPOINT_PANEL) == ALL_SECTIONS[:3]
-    assert page.locator(f"#{ids.EPOCH_BADGES}").inner_text() == "no debug outputs"
+    assert page.locator(f"#{ids.EPOCH_BADGES} .badge").inner_text() == "no debug outputs"
+    assert page.locator(f"#{ids.NEAREST_DEBUG_EPOCH}").inner_text() == "→ epoch 1 has debug outputs"
 
     other = 1 if idx == "0" else 0
     _click_grid_cell(page, other)
