@@ -6,9 +6,9 @@ record's JSON header. Walking every record this way costs tens of microseconds o
 Python per datapoint, which dominates a page of many small arrays.
 
 Records of one batch nearly always share their structure: the same keys, the same
-dtypes and shapes, only the array bytes and a few floats differ. So a record is
-encoded from a *plan*: its structure is encoded once (arrays and floats left as
-slots) and cached under the record's *signature* (keys, scalars, dtypes and
+dtypes and shapes, only the array bytes and a few numbers differ. So a record is
+encoded from a *plan*: its structure is encoded once (arrays, floats and ints left
+as slots) and cached under the record's *signature* (keys, strings, dtypes and
 shapes); each record then costs one short walk for its signature, a few joins and
 one ``%`` format of the header. The bytes are the same as the walk's.
 """
@@ -88,9 +88,20 @@ class RecordEncoder:
         data = value.encode("utf-8", "surrogatepass")
         self.small += (b"\x8c" + bytes((len(data),)) if len(data) < 256 else b"X" + _U32.pack(len(data))) + data
 
+    def integer(self, value: int) -> str:
+        self.int(value)
+        return int.__repr__(value)
+
     def float(self, value: float) -> str:
         self.small += b"G" + _DOUBLE.pack(value)
         return _json_float(value)
+
+    def key(self, key: Any) -> str:
+        """A dict key: part of a record's structure, never a plan's slot."""
+        if type(key) is str:
+            self.str(key)
+            return _json_str(key)
+        return RecordEncoder.integer(self, key) if type(key) is int else self.value(key)
 
     def value(self, value: Any) -> str:
         """Opcodes that rebuild ``value``; returns its description as JSON text (see ``page_format``)."""
@@ -99,15 +110,14 @@ class RecordEncoder:
             return self.array(value)
         if kind is dict:
             self.small += b"}(" if value else b"}"
-            pairs = ",".join([f"[{self.value(key)},{self.value(item)}]" for key, item in value.items()])
+            pairs = ",".join([f"[{self.key(key)},{self.value(item)}]" for key, item in value.items()])
             self.small += b"u" if value else b""
             return f'{{"d":[{pairs}]}}'
         if kind is str:
             self.str(value)
             return _json_str(value)
         if kind is int:
-            self.int(value)
-            return int.__repr__(value)
+            return self.integer(value)
         if kind is float:
             return self.float(value)
         if value is None:
@@ -161,28 +171,33 @@ class RecordEncoder:
 
 
 class _TemplateEncoder(RecordEncoder):
-    """Encodes a record's structure with its arrays and floats left as slots (``_RecordPlan``)."""
+    """Encodes a record's structure with its arrays, floats and ints left as slots (``_RecordPlan``)."""
 
     def __init__(self) -> None:
         super().__init__(0)
-        self.array_offsets: list[int | None] = []  # per slot: the array's offset in the body, None for a float
+        self.kinds: list[type] = []  # per slot: np.ndarray, float or int
+        self.array_offsets: list[int] = []  # per slot: an array's offset in the body, had every int 0 bytes
 
-    def slot(self, nbytes: int, offset: int | None) -> str:
+    def slot(self, kind: type, nbytes: int) -> str:
+        self.kinds.append(kind)
+        self.array_offsets.append(self.position)
         self.flushed = self.position + nbytes
         self.buffers.append(bytes(self.small))
         self.small = bytearray()
-        self.array_offsets.append(offset)
         return _SLOT
 
     def array(self, array: np.ndarray) -> str:
         self.small += _FROMBUFFER + b"(\x96" + U64.pack(array.nbytes)
-        text = self.slot(array.nbytes, self.position)
+        text = self.slot(np.ndarray, array.nbytes)
         opcodes, description = _array_tail(array.dtype.str, array.shape)
         self.small += opcodes
         return f'{{"a":[{text},{description}]}}'
 
     def float(self, value: float) -> str:
-        return self.slot(_FLOAT_BYTES, None)
+        return self.slot(float, _FLOAT_BYTES)
+
+    def integer(self, value: int) -> str:
+        return self.slot(int, 0)  # its opcode's length varies: emit shifts what follows
 
 
 class _RecordPlan:
@@ -194,37 +209,52 @@ class _RecordPlan:
         pieces = encoder.buffers + [bytes(encoder.small)]  # opcodes before, between and after the slots
         self.pieces: list[Any] = [None] * (2 * len(pieces) - 1)
         self.pieces[::2] = pieces
-        self.array_offsets = encoder.array_offsets
-        self.floats = None in self.array_offsets
+        self.kinds, self.array_offsets = encoder.kinds, encoder.array_offsets
+        self.arrays_only = all(kind is np.ndarray for kind in self.kinds)
         self.body_bytes = encoder.position
         self.header = "%s".join(part.replace("%", "%%") for part in text.split(_SLOT))
 
     def emit(self, encoder: RecordEncoder, idx: int, leaves: list[Any]) -> tuple[int, int]:
-        """Append the record of ``leaves`` (the slots' arrays and floats) to ``encoder``; returns the
+        """Append the record of ``leaves`` (the slots' arrays, floats and ints) to ``encoder``; returns the
         header's offset and length."""
         idx_opcode = int_opcode(idx)
         body = encoder.position + len(idx_opcode)
         out = self.pieces[:]  # opcodes between the slots; the slots' bytes go in between
-        if self.floats:
-            out[1::2] = [b"G" + _DOUBLE.pack(leaf) if offset is None else leaf
-                         for leaf, offset in zip(leaves, self.array_offsets)]
-            texts = tuple([_json_float(leaf) if offset is None else body + offset
-                           for leaf, offset in zip(leaves, self.array_offsets)])
-        else:
+        if self.arrays_only:
             out[1::2] = leaves
-            texts = tuple([body + offset for offset in self.array_offsets])
-        header = (self.header % texts).encode()
+            texts: list[Any] = [body + offset for offset in self.array_offsets]
+            shift = 0
+        else:
+            out[1::2], texts, shift = self._slots(body, leaves)
+        header = (self.header % tuple(texts)).encode()
         small = encoder.small
         small += idx_opcode
         small += out[0]
         out[0] = small
         encoder.buffers += out
-        encoder.flushed = body + self.body_bytes
+        encoder.flushed = body + self.body_bytes + shift
         encoder.small = small = bytearray(b"X")
         small += _U32.pack(len(header))
         small += header
         small += _HEADER_TAIL
         return encoder.flushed + HEADER_OPCODE_BYTES, len(header)
+
+    def _slots(self, body: int, leaves: list[Any]) -> tuple[list[Any], list[Any], int]:
+        """The slots' bytes and header texts, and how far the ints' opcodes shift the record's end."""
+        parts, texts, shift = [], [], 0
+        for leaf, kind, offset in zip(leaves, self.kinds, self.array_offsets):
+            if kind is np.ndarray:
+                parts.append(leaf)
+                texts.append(body + offset + shift)
+            elif kind is float:
+                parts.append(b"G" + _DOUBLE.pack(leaf))
+                texts.append(_json_float(leaf))
+            else:
+                opcode = int_opcode(leaf)
+                parts.append(opcode)
+                shift += len(opcode)
+                texts.append(int.__repr__(leaf))
+        return parts, texts, shift
 
 
 class _NoPlan(Exception):
@@ -232,7 +262,7 @@ class _NoPlan(Exception):
 
 
 def _signature(value: Any, leaves: list[Any]) -> Hashable:
-    """What a plan is cached under (structure, keys, scalars, dtypes, shapes); the slots' leaves, in order,
+    """What a plan is cached under (structure, keys, strings, dtypes, shapes); the slots' leaves, in order,
     go to ``leaves``."""
     kind = type(value)
     if kind is np.ndarray:
@@ -240,14 +270,14 @@ def _signature(value: Any, leaves: list[Any]) -> Hashable:
             raise _NoPlan
         leaves.append(value)
         return value.dtype, value.shape
-    if kind is float:
+    if kind is float or kind is int:
         leaves.append(value)
-        return float
+        return kind
     if kind is dict:
         return dict, tuple([(type(key), key, _signature(item, leaves)) for key, item in value.items()])
     if kind is list or kind is tuple:
         return kind, tuple([_signature(item, leaves) for item in value])
-    if kind is str or kind is int or kind is bool or value is None:
+    if kind is str or kind is bool or value is None:
         return kind, value
     raise _NoPlan
 

@@ -18,6 +18,7 @@ from numpy._core.multiarray import _reconstruct
 from numpy._core.numeric import _frombuffer
 
 from debuggers import legacy_pages, page_format
+from debuggers import page_encoding
 from debuggers.page_encoding import RecordEncoder
 from debuggers.page_format import (
     PAGE_GLOB,
@@ -407,6 +408,17 @@ def test_records_encoded_from_a_shared_plan_equal_the_full_walk(tmp_path):
             assert loaded[idx][1]["flag"].shape == () and loaded[idx][1]["flag"] == (idx % 2 == 0)
             assert loaded[idx][2][1][1].shape == (idx % 3,)
             assert str(loaded[idx]["score"]) == str(value["score"]) and loaded[idx]["%s key"] == "x%d"
+
+
+def test_records_differing_only_in_numbers_and_array_bytes_share_one_plan():
+    page_encoding._PLANS.clear()
+    encoder = RecordEncoder(0)
+    for idx in range(300):  # ints of 1, 4 and 8 opcode bytes, floats, arrays
+        encoder.record(idx, {"count": idx * 2**25, "score": idx / 7, "fm": np.full(3, idx, np.float32),
+                             "layer": "layer4"})
+    assert len(page_encoding._PLANS) == 1
+    encoder.record(300, {"count": 1, "score": 0.5, "fm": np.zeros(3, np.float32), "layer": "layer3"})
+    assert len(page_encoding._PLANS) == 2  # a different string is a different structure
 
 
 def test_index_round_trips_and_corrupt_index_is_reported(tmp_path):
