@@ -17,8 +17,7 @@ import torch
 from numpy._core.multiarray import _reconstruct
 from numpy._core.numeric import _frombuffer
 
-from debuggers import legacy_pages, page_format
-from debuggers import page_encoding
+from debuggers import legacy_pages, page_encoding, page_format
 from debuggers.page_encoding import RecordEncoder
 from debuggers.page_format import (
     PAGE_GLOB,
