@@ -50,8 +50,12 @@ class CaptureDebugger(BaseDebugger):
     data itself): it was not split because its batch dimension is not known. A state
     offered twice in one forward pass keeps its last value.
 
+    ``'shared'`` is True for data the capture point declared without a batch (``batch_dim``
+    None): the same for every datapoint whatever the batch (a position encoding), which the
+    viewer draws once, marked as shared, folded away.
+
     Output ``{'kind': 'captured_states', 'states': {component: {state: {'kind', 'data', 'metadata',
-    'unsplit'}}}}``.
+    'unsplit', 'shared'}}}}``.
     """
 
     def __init__(self, components: Optional[Sequence[str]] = None, states: Optional[Sequence[str]] = None,
@@ -130,7 +134,8 @@ def copy_arrays(data: Any) -> Any:
 
 
 def _record(state: str, data: Any, metadata: dict, batch: int) -> dict[str, Any]:
-    """One state's ``{'kind', 'data', 'metadata', 'unsplit'}``, each tensor batch first or shared by all."""
+    """One state's ``{'kind', 'data', 'metadata', 'unsplit', 'shared'}``, each tensor batch first or shared by
+    all."""
     batch_dim = metadata.get("batch_dim", 0)
     if batch_dim is not None and (isinstance(batch_dim, bool) or not isinstance(batch_dim, int) or batch_dim < 0):
         raise ValueError(f"capture point '{state}' declares metadata['batch_dim'] = {batch_dim!r}; it must be the "
@@ -138,7 +143,9 @@ def _record(state: str, data: Any, metadata: dict, batch: int) -> dict[str, Any]
     unsplit: list[str] = []
     data = _batch_first(data, batch_dim, batch, "", unsplit)
     metadata = {key: _plain(value) for key, value in metadata.items()}
-    return {"kind": state_kind(state, metadata), "data": data, "metadata": metadata, "unsplit": unsplit}
+    return {"kind": state_kind(state, metadata), "data": data, "metadata": metadata, "unsplit": unsplit,
+            "shared": batch_dim is None}
+
 
 
 def _batch_first(value: Any, dim: Optional[int], batch: int, path: str, unsplit: list[str]) -> Any:

@@ -25,6 +25,7 @@ MAX_SIDE = 128
 MAX_GENERIC_FIGURES = 12
 MAX_TABLE_ROWS = 24
 TABLE_ROW_PX = 24
+SHARED = "shared by every datapoint"
 FLAG_COLOURS = {"ok": "#4c78a8", "zero": "#f58518", "missing": "#e45756", "frozen": "#9d9d9d"}
 
 Figures = list[go.Figure]
@@ -405,12 +406,23 @@ def _flag(output: dict[str, Any], i: int) -> str:
 
 
 def captured_states_figures(output: dict[str, Any]) -> Figures:
-    """Each captured state drawn by its own kind, titled ``component.state``."""
+    """Each captured state drawn by its own kind, titled ``component.state``; a state the same for every
+    datapoint (``shared``) is marked so in its title and in ``layout.meta['shared']``."""
     figures: Figures = []
     for component, states in output.get("states", {}).items():
         for state, record in states.items():
-            figures.extend(captured_state_figures(record, f"{component}.{state}"))
+            drawn = captured_state_figures(record, f"{component}.{state}")
+            if record.get("shared"):
+                for fig in drawn:
+                    fig.update_layout(title_text=f"{fig.layout.title.text} · {SHARED}", meta={
+                        **(fig.layout.meta or {}), "shared": True})
+            figures.extend(drawn)
     return figures
+
+
+def is_shared(fig: go.Figure) -> bool:
+    """Whether the figure draws data that is the same for every datapoint (see ``captured_states_figures``)."""
+    return isinstance(fig.layout.meta, dict) and bool(fig.layout.meta.get("shared"))
 
 
 def captured_state_figures(record: dict[str, Any], title: str) -> Figures:

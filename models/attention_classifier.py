@@ -38,9 +38,8 @@ class PositionEncoding(nn.Module):
 
     def forward(self, tokens: torch.Tensor, grid: Grid) -> torch.Tensor:
         encoding = self.encoding(grid, tokens.device, tokens.dtype)
-        if is_debug_enabled():
-            batch_encoding = encoding.expand(tokens.shape[0], -1, -1)
-            capture_debug_state("pos_embed", "position_encoding", batch_encoding, {"grid": grid})
+        if is_debug_enabled():  # the same for every datapoint: offered once, without a batch dimension
+            capture_debug_state("pos_embed", "position_encoding", encoding[0], {"grid": grid, "batch_dim": None})
         return tokens + encoding
 
 

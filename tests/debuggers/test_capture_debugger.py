@@ -42,6 +42,7 @@ def test_states_match_an_independent_computation(model, images, tmp_path):
         pos = states["pos_embed"]["position_encoding"]
         assert pos["kind"] == "position_encoding"
         np.testing.assert_allclose(pos["data"], encoding.numpy(), rtol=1e-6)
+        assert pos["shared"] and not emb["shared"]  # declared without a batch: the same for every datapoint
         weights = states["blocks.1.attn"]["attention_weights"]
         assert weights["kind"] == "attention" and weights["data"].shape == (2, 16, 16)
         np.testing.assert_allclose(weights["data"].sum(-1), 1.0, rtol=1e-5)
@@ -101,7 +102,7 @@ def test_data_without_the_batch_first_is_given_to_every_datapoint(tmp_path, batc
         assert states["position_table"]["metadata"] == {"device": "cpu"}
         np.testing.assert_array_equal(states["mixing"]["data"], np.eye(5))
         assert states["mixing"]["unsplit"] == ["."]  # (5, 5): no batch dimension, said so
-        assert states["temperature"] == {"kind": "tensor", "data": 0.5, "metadata": {}, "unsplit": []}
+        assert states["temperature"] == {"kind": "tensor", "data": 0.5, "metadata": {}, "unsplit": [], "shared": False}
         row = images[i].flatten()[:6].numpy()
         np.testing.assert_allclose(states["before_inplace"]["data"], row)
         np.testing.assert_array_equal(states["layer"]["data"]["pos"], np.arange(12.0).reshape(4, 3))

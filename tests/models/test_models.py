@@ -86,7 +86,7 @@ def test_bad_attention_sizes_raise_value_error():
         AttentionClassifier(dim=66, num_heads=3)
 
 
-def test_capture_points_arrive_batch_first(vit):
+def test_capture_points_arrive_batch_first_or_declare_no_batch(vit):
     received = {}
 
     def listener(component, state, data, metadata):
@@ -96,7 +96,7 @@ def test_capture_points_arrive_batch_first(vit):
         vit({"image": torch.randn(3, 3, 32, 32)})
 
     grid = {"grid": (8, 8)}
-    assert received[("pos_embed", "position_encoding")] == ((3, 64, 64), grid)
+    assert received[("pos_embed", "position_encoding")] == ((64, 64), {**grid, "batch_dim": None})  # no batch
     assert received[("patch_embed", "embeddings")] == ((3, 64, 8, 8), grid)
     for i in (0, 1):
         for state in ("attention_scores", "attention_weights"):

@@ -5,23 +5,37 @@ class badges; on real debugger outputs and a real two-epoch run."""
 from __future__ import annotations
 
 import math
+import shutil
 
 import numpy as np
 import plotly.graph_objects as go
 import pytest
 import torch
 
+from data.viewer.layout.display.display_debug_outputs import display_debug_outputs
+from data.viewer.layout.display.values import key_value_table
 from debuggers.activation_stats_debugger import ActivationStatsDebugger
 from debuggers.attention_debugger import AttentionDebugger
+from debuggers.capture_debugger import CaptureDebugger
 from debuggers.compare_figures import aligned_channels, compare_figures
 from debuggers.feature_map_debugger import FeatureMapDebugger
-from debuggers.figures import MAX_PANELS, figures_for_output, grid_tile, log_ticks, patch_attention, table_height
+from debuggers.figures import (
+    MAX_PANELS,
+    SHARED,
+    figures_for_output,
+    grid_tile,
+    is_shared,
+    log_ticks,
+    patch_attention,
+    table_height,
+)
 from debuggers.gradcam_debugger import GradCAMDebugger
 from debuggers.gradient_flow_debugger import GradientFlowDebugger
 from models import AttentionClassifier, SmallCNN
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.compare import epoch_columns
 from runners.eval_viewer.callbacks.datapoint import render_datapoint
+from runners.eval_viewer.callbacks.scores import history_figure
 from tests.debuggers.library import capture_epoch, entry
 from tests.runs import train, write_config
 
@@ -283,3 +297,50 @@ def test_a_cls_token_s_attention_is_mapped_onto_the_patches_without_a_grid():
     np.testing.assert_allclose(heat, weights[:, 0, 1:].mean(axis=0).reshape(4, 4))
     assert "CLS" in what
     assert patch_attention(rng.random((2, 7, 7))) is None  # 7 keys: no square of patches
+
+
+def test_a_position_encoding_is_drawn_once_folded_and_marked_as_shared(tmp_path):
+    torch.manual_seed(0)
+    model = AttentionClassifier(patch_size=4, dim=16, depth=1, num_heads=2).eval()
+    outputs = capture_epoch(model, torch.randn(2, 3, 16, 16), tmp_path, 2, [entry("cap", CaptureDebugger)])
+    out = outputs[1]["cap"]
+    assert out["states"]["pos_embed"]["position_encoding"]["shared"]
+    figures = figures_for_output(out)
+    shared = [fig for fig in figures if is_shared(fig)]
+    assert shared and all(fig.layout.title.text.startswith("pos_embed.position_encoding") for fig in shared)
+    assert all(fig.layout.title.text.endswith(SHARED) for fig in shared)
+    body = display_debug_outputs({"cap": out})
+    folded = [node for node in _walk(body) if type(node).__name__ == "Details"]
+    assert len(folded) == 1 and folded[0].className == "shared-outputs"
+    inside = [g.figure.layout.title.text for g in _graphs(folded[0].children)]
+    outside = [g.figure.layout.title.text for g in _graphs(body) if g.figure.layout.title.text not in inside]
+    assert inside == [fig.layout.title.text for fig in shared]
+    assert outside and not any(title.startswith("pos_embed") for title in outside)
+
+
+def _walk(component):
+    yield component
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, (list, tuple)) else [children]:
+        if hasattr(child, "to_plotly_json"):
+            yield from _walk(child)
+
+
+@pytest.mark.parametrize("value", [0.30019832432270050, np.float32(0.30019832), np.float64(0.30019832432270050)])
+def test_meta_info_floats_are_printed_to_4_significant_digits(value):
+    table = key_value_table({"contrast": value, "clutter": 3, "name": "ring"})
+    cells = [row.children[1].children for row in table.children.children]
+    assert cells == ["0.3002", "3", "ring"]
+
+
+def test_the_score_chart_of_a_one_epoch_run_spans_its_value_not_minus_half_to_one(run, tmp_path):
+    backend, found = run
+    shutil.copytree(found.path, tmp_path / "logs" / "one_epoch")
+    shutil.rmtree(tmp_path / "logs" / "one_epoch" / "epoch_1")
+    one = ViewerBackend([str(tmp_path / "logs")])
+    single = one.run(str(tmp_path / "logs" / "one_epoch"))
+    (epoch,) = one.epochs(single)
+    figure = history_figure(one, single, "cross_entropy", epoch.key)
+    (value,) = figure.data[0].y
+    low, high = figure.layout.yaxis.range
+    assert low < value < high and high - low < 0.2 * abs(value) + 0.05

@@ -89,7 +89,7 @@ def describe_value(value: Any) -> str:
 
 def _scalar_text(value: Any) -> str:
     """Floats to 4 significant digits (a meta-info float printed to 17 digits hides its size)."""
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+    return f"{value:.4g}" if isinstance(value, (float, np.floating)) else str(value)
 
 
 def value_component(name: str, value: Any) -> Any:
