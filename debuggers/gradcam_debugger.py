@@ -120,7 +120,9 @@ class GradCAMDebugger(BaseDebugger):
         differ = (other != targets).nonzero().squeeze(1) if other is not None else targets[:0]
         with torch.enable_grad():  # one backward for the batch: datapoints are independent in eval mode
             scores = logits.gather(1, targets[:, None]).squeeze(1)
-            (gradients,) = torch.autograd.grad(scores.sum(), activations, retain_graph=len(differ) > 0)
+            # the graph is kept for the other target and for other Grad-CAM debuggers sharing this forward
+            # pass; it is freed with the logits when the call returns
+            (gradients,) = torch.autograd.grad(scores.sum(), activations, retain_graph=True)
         with torch.no_grad():
             cam, raw_max = self._cam(gradients, activations, datapoint)
         output = {
@@ -152,15 +154,16 @@ class GradCAMDebugger(BaseDebugger):
                     differ: torch.Tensor, datapoint: dict[str, Any]) -> PerDatapoint:
         """The other target's cam record for each datapoint in ``differ``, None for the rest.
 
-        A second backward from the other target's logits of only those datapoints (the graph
-        was kept by the first); a batch where label and prediction agree everywhere costs nothing.
+        A second backward from the other target's logits of only those datapoints, through the graph
+        above ``target_layer`` kept by the first; a batch where label and prediction agree everywhere
+        costs nothing.
         """
         records: list[Optional[dict[str, Any]]] = [None] * len(other)
         if not len(differ):
             return PerDatapoint(records)
         with torch.enable_grad():
             scores = logits[differ, other[differ]]
-            (gradients,) = torch.autograd.grad(scores.sum(), activations)
+            (gradients,) = torch.autograd.grad(scores.sum(), activations, retain_graph=True)
         with torch.no_grad():
             cam, raw_max = self._cam(gradients[differ], activations[differ], datapoint)
         for row, (i, score, peak) in enumerate(zip(differ.tolist(), scores.detach().tolist(), raw_max.tolist())):
@@ -244,7 +247,9 @@ def start_graph(output: Any, kept: list[Any]) -> Any:
     if not (isinstance(output, torch.Tensor) and output.ndim == 4 and output.is_floating_point()):
         kept.append(output)
         return None
-    activations = output.detach().requires_grad_()
+    # Another Grad-CAM debugger's hook on this layer may have started the graph already: its copy is then
+    # A for this one too (a second leaf would cut the first debugger's A out of the graph).
+    activations = output if output.requires_grad else output.detach().requires_grad_()
     kept.append(activations)
     torch.set_grad_enabled(True)
     return activations.clone()

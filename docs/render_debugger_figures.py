@@ -29,17 +29,19 @@ from utils.builders import build_from_config  # noqa: E402
 from utils.errors import CheckpointError  # noqa: E402
 
 IMAGES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "images")
-SHOWN = {  # debugger name in the tour config -> image file
-    "layer4_features": "feature_map", "layer3_stats": "statistics", "layer1_output": "layer_output",
-    "gradcam_predicted": "cam", "nan_origin": "nan_origin", "gradient_flow": "gradient_flow",
-    "block1_attention": "attention", "captured": "captured_states",
+SHOWN = {  # debugger name in the tour config -> (image file, which of its figures)
+    "layer4_features": [("feature_map", 0)], "layer3_stats": [("statistics", 0)],
+    "layer1_output": [("layer_output", 0)], "gradcam_predicted": [("cam", 0)], "nan_origin": [("nan_origin", 0)],
+    "gradient_flow": [("gradient_flow", 0)], "block1_attention": [("attention", 0), ("attention_patches", 1)],
+    "captured": [("captured_states", 0)],
 }
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-def capture(config: dict, checkpoint_dir: str, folder: str, idx: int = 3) -> tuple[dict, torch.Tensor]:
-    """One batch of 8 validation datapoints through the config's debuggers; datapoint ``idx``'s outputs."""
+def capture(config: dict, checkpoint_dir: str, folder: str, idx: int = 3) -> tuple[dict, torch.Tensor, dict]:
+    """One batch of 8 validation datapoints through the config's debuggers; datapoint ``idx``'s outputs, its
+    image and the dataset's class names (the viewer takes them from the epoch table)."""
     torch.manual_seed(0)
     model = build_from_config(config["model"]).eval()
     try:
@@ -56,7 +58,8 @@ def capture(config: dict, checkpoint_dir: str, folder: str, idx: int = 3) -> tup
         debugger(dp, model)
     debugger.save_all(os.path.join(folder, "debugger"))
     debugger.close()
-    return load_debug_outputs(folder)[idx], dp["inputs"]["image"][idx]
+    class_names = dict(enumerate(getattr(dataset, "CLASS_NAMES", ())))
+    return load_debug_outputs(folder)[idx], dp["inputs"]["image"][idx], class_names
 
 
 def main() -> None:
@@ -65,10 +68,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         figures = {}
         for config, run in ((cnn_tour, "cnn_trainer"), (attention_tour, "attention_trainer")):
-            outputs, image = capture(config, os.path.join("logs", "examples", run), os.path.join(tmp, run))
+            outputs, image, class_names = capture(config, os.path.join("logs", "examples", run),
+                                                  os.path.join(tmp, run))
             for name, output in outputs.items():
-                if name in SHOWN and SHOWN[name] not in figures:
-                    figures[SHOWN[name]] = figures_for_output(output, display_image(image.numpy()))[0]
+                drawn = figures_for_output(output, display_image(image.numpy()), class_names) if name in SHOWN else []
+                for file_name, index in SHOWN.get(name, []):
+                    if file_name not in figures and index < len(drawn):
+                        figures[file_name] = drawn[index]
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS)
             page = browser.new_page(viewport={"width": 760, "height": 600})

@@ -221,3 +221,20 @@ def test_both_targets_in_a_batch_equal_each_datapoint_alone(model, images, tmp_p
 def test_a_fixed_class_target_has_no_other_target(model, images):
     out = GradCAMDebugger("backbone.layer4", target=2)(make_batch(images, range(3)), model)
     assert "other_target" not in out and out["label_class"].tolist() == [0, 1, 2]
+
+
+def test_two_grad_cam_debuggers_on_one_layer_share_the_forward_pass(model, images, tmp_path):
+    """As in the all-debuggers example: one for the prediction, one for the label, both on backbone.layer4."""
+    labels = torch.tensor([0, 1, 2, 3, 4, 5])
+    outputs = capture_epoch(model, images, tmp_path, 6, [
+        entry("predicted", GradCAMDebugger, target_layer="backbone.layer4"),
+        entry("label", GradCAMDebugger, target_layer="backbone.layer4", target="label")], labels=labels)
+    with torch.no_grad():
+        predicted = model({"image": images})["logits"].argmax(1)
+    for name, targets in (("predicted", predicted), ("label", labels)):
+        cam, raw_max = captum_gradcam(model, "backbone.layer4", {"image": images}, targets)
+        for i in range(6):
+            out = outputs[i][name]
+            assert out["kind"] == "cam", out.get("message")
+            np.testing.assert_allclose(out["cam"], cam[i].numpy(), rtol=1e-4, atol=1e-5)
+    assert all(p.grad is None for p in model.parameters())
