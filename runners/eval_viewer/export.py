@@ -106,8 +106,10 @@ def _cell(value: Any) -> str:
     return "" if value is None else f"{value:.4g}" if isinstance(value, float) else describe_value(value)
 
 
-def datapoint_items(outputs: Mapping[str, Any], image: Optional[np.ndarray] = None) -> list[Item]:
-    """Each debugger's figures, titled with its name; errors and skipped layers as alerts."""
+def datapoint_items(outputs: Mapping[str, Any], image: Optional[np.ndarray] = None,
+                    class_names: Optional[dict[int, str]] = None) -> list[Item]:
+    """Each debugger's figures, titled with its name (classes by ``class_names``); errors and skipped layers
+    as alerts."""
     items: list[Item] = []
     for name, output in outputs.items():
         kind = output.get("kind") if isinstance(output, dict) else None
@@ -116,7 +118,7 @@ def datapoint_items(outputs: Mapping[str, Any], image: Optional[np.ndarray] = No
             items.append(f"{name}: {detail}{output.get('message')}")
             continue
         try:
-            figures = figures_for_output(output, image)
+            figures = figures_for_output(output, image, class_names)
         except Exception as exc:  # one odd output (a crafted page) must not cost the rest of the report
             items.append(f"{name}: this output cannot be drawn ({type(exc).__name__}: {exc})")
             continue
@@ -203,7 +205,13 @@ def _datapoint_section(outputs: Union[EpochDebug, EpochDebugError], idx: int, da
         indices = outputs.indices
         return [f"no debug outputs for idx {idx}; this epoch has idx {min(indices)}..{max(indices)} "
                 f"({len(indices)} datapoints)"]
-    return _summary(datapoint, row) + datapoint_items(debug_outputs, _image_of(datapoint))
+    return _summary(datapoint, row) + datapoint_items(debug_outputs, _image_of(datapoint), _class_names(row))
+
+
+def _class_names(row: Optional[dict[str, Any]]) -> dict[int, str]:
+    """The datapoint's label and prediction named as its table row names them."""
+    return {row[key]: row[f"{key}_name"] for key in ("label", "prediction")
+            if row and row.get(key) is not None and row.get(f"{key}_name") is not None}
 
 
 def table_rows(epoch_dir: str, indices: list[int]) -> tuple[dict[int, dict[str, Any]], list[Item]]:

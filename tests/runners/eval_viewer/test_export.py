@@ -58,6 +58,10 @@ def test_report_holds_plotly_once_and_one_section_per_idx(run_dir, tmp_path):
     rows = EpochTable(os.path.join(run_dir, "epoch_1", EPOCH_TABLE_FILE)).page(where=[("idx", "in", [3, 7, 12])])
     wrong = sum(row["label"] != row["prediction"] for row in rows)
     assert page.count('"type":"image"') == 3 + wrong  # each CAM over its input image, two where the model is wrong
+    for row in rows:  # Grad-CAM titled by role and class name, as in the viewer
+        titles = [f"label: {row['label_name']}", f"prediction: {row['prediction_name']}"] \
+            if row["label"] != row["prediction"] else [f"label and prediction: {row['label_name']}"]
+        assert all(title in page for title in titles)
     assert page.count("from layer &#x27;head.fc&#x27;, which returned Tensor(8, 6); pick a convolutional layer") == 3
     assert "features: " in page and "gradcam: Grad-CAM at backbone.layer4" in page
     assert page.count("<th>class</th>") == 3  # each datapoint's labels as a table, not as Python text
