@@ -28,9 +28,9 @@ DIFFERENCE_SCALE = "RdBu_r"  # blue below 0, white at 0, red above
 
 
 def compare_figures(outputs: list[Any], contexts: Optional[list[dict[str, Any]]] = None) -> list[Row]:
-    """Rows of figures: one cell per output (None where a column has no such figure), then the difference
-    of the last and the first column (None where they cannot be subtracted). ``contexts`` holds each
-    column's ``figures_for_output`` keywords (its ``image``, ``class_names``, ``tokens``)."""
+    """Rows of figures: one cell per output (None where a column has no such figure), then, for two columns
+    or more, the difference of the last and the first column (None where they cannot be subtracted).
+    ``contexts`` holds each column's ``figures_for_output`` keywords (``image``, ``class_names``, ``tokens``)."""
     contexts = contexts or [{}] * len(outputs)
     channels = aligned_channels(outputs)
     columns: list[Figures] = []
@@ -43,7 +43,8 @@ def compare_figures(outputs: list[Any], contexts: Optional[list[dict[str, Any]]]
     for row in rows:
         drawn = [fig for fig in row if fig is not None]
         share_scales(drawn)
-        row.append(difference_figure(row[0], row[-1]) if len(row) > 1 else None)
+        if len(row) > 1:
+            row.append(difference_figure(row[0], row[-1]))
         for fig in drawn[:-1]:  # one colour bar per row is enough: the scale is shared
             fig.update_traces(showscale=False, selector={"type": "heatmap"})
         for fig in filter(None, row):

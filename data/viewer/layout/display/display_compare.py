@@ -32,11 +32,12 @@ class CompareColumn:
 
 def display_compare(columns: list[CompareColumn]) -> html.Div:
     """A heading row, then per debugger its name and its rows of figures across the columns."""
-    width = f"{100 / (len(columns) + 1):.2f}%"
+    width = f"{100 / (len(columns) + (len(columns) > 1)):.2f}%"
     headings = [_cell([html.H5(column.title), html.Div(column.badges, className="badges")], width, "compare-column")
                 for column in columns]
-    headings.append(_cell([html.H5("difference"), html.Small(f"{columns[-1].title} − {columns[0].title}")],
-                          width, "compare-difference"))
+    if len(columns) > 1:
+        headings.append(_cell([html.H5("difference"), html.Small(f"{columns[-1].title} − {columns[0].title}")],
+                              width, "compare-difference"))
     blocks = [html.Div(headings, className="compare-row compare-headings")]
     names = list(dict.fromkeys(name for column in columns for name in (column.debug or {})))
     for name in names:
@@ -54,7 +55,7 @@ def _debugger_rows(name: str, columns: list[CompareColumn], width: str) -> list[
     notes = [column.note if column.debug is None else output_note(name, output)
              for column, output in zip(columns, outputs)]
     if not rows:
-        rows = [[None] * (len(columns) + 1)]
+        rows = [[None] * len(columns)]
     drawn = []
     for number, row in enumerate(rows):
         cells = []
