@@ -118,6 +118,7 @@ def test_channels_are_aligned_where_each_column_kept_other_channels():
     assert [t.text for t in a.layout.annotations] == [t.text for t in b.layout.annotations] == ["ch 5", "ch 7"]
     np.testing.assert_allclose(grid_tile(b, 0), fmap[2] * 2)  # channel 5 sits first in the second column
     np.testing.assert_allclose(grid_tile(a, 0), fmap[2])
+    assert [len(row) for row in compare_figures([first])] == [1]  # one column: nothing to subtract
 
 
 def test_compared_bars_and_histograms_share_their_axes(epochs):
