@@ -6,6 +6,7 @@ Targets (docs/benchmarks.md): written in <= 10 s; a filter+sort page query <= 30
 what a run collects: label, prediction and their class names, 6 class probabilities, 4 scores, 6 meta
 fields, and 36 debugger summary columns, gathered from per-batch chunks exactly as a run's collectors
 hold them. As a floor for the queries, the same filter+sort is timed in NumPy on columns already in memory.
+The viewer's score grid (two columns of every row read, at most 10,000 cells drawn) is timed as well.
 The queries run interleaved (a new random order each round); each gets its median wall time and its median
 CPU time (this process's, all threads): on a machine shared with other work the CPU time is the steadier
 figure, and with DuckDB's threads the wall time can be below it. The load average is printed beside them.
@@ -31,6 +32,7 @@ from analysis.epoch_table import EpochTable, write_epoch_table
 from benchmarks.common import timed
 from data.datasets import SyntheticShapesDataset
 from debuggers.base_debugger import BaseDebugger
+from runners.eval_viewer.callbacks.scores import grid_figure, narrowed
 
 BATCH = 1024
 CLASSES = 6
@@ -142,6 +144,9 @@ def main() -> None:
                 order_by="cross_entropy", limit=100),
             "count with a filter": lambda: table.count(where),
             "percentile of a value": lambda: table.percentile("cross_entropy", 1.0),
+            "viewer: score grid figure, every datapoint": lambda: grid_figure(table, "cross_entropy", False, 7),
+            "viewer: score grid figure, 10,000 chosen idx": lambda: grid_figure(
+                table, "cross_entropy", False, 7, narrowed(list(range(0, args.rows, max(1, args.rows // 10_000))))),
         }
         floor = statistics.median(timed(lambda: numpy_floor(columns)) * 1000 for _ in range(args.repeats))
         assert [r["idx"] for r in table.page(where, order_by="layer3_stats.stat0", offset=500, limit=100)] \

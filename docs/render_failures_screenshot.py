@@ -3,8 +3,9 @@
     python main.py --config-filepath configs/examples/planted_failures_trainer.py
     python docs/render_failures_screenshot.py [--run logs/examples/planted_failures_trainer]
 
-Serves the viewer on 127.0.0.1, opens the run in headless Chromium, shows the Failures tab, clicks the
-first slice (so the table is narrowed to it) and saves a screenshot.
+Serves the viewer on 127.0.0.1, opens the run in headless Chromium, shows accuracy (the planted NaN
+datapoints make the mean cross-entropy of every epoch NaN, which draws no line), opens the Failures tab,
+clicks the first slice (so the table and the score grid narrow to it) and saves a screenshot.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from runners.eval_viewer.layout import failures as failures_layout  # noqa: E402
 from runners.eval_viewer.layout import ids  # noqa: E402
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, serve_viewer  # noqa: E402
+from tests.e2e.viewer_page import pick  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "images", "failures_tab.png")
 
@@ -33,13 +35,16 @@ def main() -> None:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1600, "height": 1250})
         page.set_default_timeout(120_000)
-        page.goto(url)
+        page.goto(url, wait_until="networkidle")
         page.wait_for_selector(f"#{ids.TABLE_CAPTION}:has-text('datapoints')")
+        pick(page, ids.METRIC_SELECT, "accuracy")
+        page.wait_for_selector(f"#{ids.TABLE_CAPTION}:has-text('sorted by accuracy')")
         page.click(f"#{failures_layout.TAB_FAILURES}")
         page.locator(f"#{failures_layout.PANEL} button").first.click()
         page.wait_for_selector(f"#{failures_layout.FILTER_NOTE}:has-text('Table filtered')")
         page.wait_for_selector(f"#{ids.TABLE_CAPTION}:has-text('narrowed')")
-        page.wait_for_timeout(500)
+        page.wait_for_selector(f"#{ids.SCORE_GRID}:has-text('chosen datapoints')")
+        page.wait_for_timeout(1000)
         page.screenshot(path=args.out, full_page=False)
         browser.close()
     print(f"wrote {args.out}")

@@ -70,7 +70,8 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         if table is None:
             return no_update
         patch = Patch()
-        patch["data"][1].update(_mark(table, selected, narrowed((query or {}).get("idx"))))
+        shown = table.values(["idx"], where=narrowed((query or {}).get("idx")))["idx"]
+        patch["data"][1].update(_mark(shown, selected))
         return patch
 
 
@@ -147,9 +148,9 @@ def grid_figure(table: Table, metric: str, higher_is_better: bool, selected: Opt
         colorbar={"thickness": 10}))
     figure.add_trace(go.Scatter(mode="markers", hoverinfo="skip", showlegend=False,
                                 marker={"symbol": "square-open", "size": 12, "color": "#1f2a37",
-                                        "line": {"width": 3}}, **_mark(table, selected, where)))
+                                        "line": {"width": 3}}, **_mark(idx, selected)))
     per_cell = f", worst of {bin_size} per cell" if bin_size > 1 else ""
-    chosen = f"{len(idx)} chosen datapoints" if where else "per datapoint"
+    chosen = f"of {len(idx)} chosen datapoints" if where else "per datapoint"
     figure.update_layout(title=f"{metric} {chosen}, idx order{per_cell} (click a cell)", margin=_MARGIN,
                          height=300)
     figure.update_xaxes(showticklabels=False, constrain="domain", showgrid=False, zeroline=False)
@@ -168,9 +169,9 @@ def _hover(idx: np.ndarray, start: int, bin_size: int, worst_idx: int, value: fl
     return f"idx {idx[start]}–{last}: worst {metric} {shown} (idx {worst_idx})"
 
 
-def _mark(table: Table, selected: Optional[int], where: Optional[Filter] = None) -> dict:
-    """``x``/``y`` of the open datapoint's cell (empty when none is open or the grid lacks it)."""
-    idx = table.values(["idx"], where=where)["idx"]
+def _mark(idx: np.ndarray, selected: Optional[int]) -> dict:
+    """``x``/``y`` of the open datapoint's cell in a grid of ``idx`` (empty when none is open or the grid
+    lacks it)."""
     position = int(np.searchsorted(idx, selected)) if selected is not None else len(idx)
     if position >= len(idx) or idx[position] != selected:
         return {"x": [], "y": []}
