@@ -1,10 +1,10 @@
 """Eval viewer in a real headless Chromium: page load, click to Debug Outputs drawn, switching a 1M-datapoint run.
 
-Three runs in a temporary folder: the default example (``configs/examples/cnn_trainer.py``),
+Four runs in a temporary folder: the default example (``configs/examples/cnn_trainer.py``),
 the all-debuggers example (``configs/examples/all_debuggers_trainer.py``), each trained
-as configured unless ``--quick`` shrinks their datasets, and a synthetic run of two
-epochs with 1,000,000 datapoints each (its epoch table and scores file written directly;
-the viewer reads only the page of rows it shows). The viewer is served on 127.0.0.1 and
+as configured unless ``--quick`` shrinks their datasets, and two synthetic runs of two
+epochs with 1,000,000 and 10,000 datapoints each (epoch tables and scores files written
+directly; the viewer reads only the page of rows it shows). The viewer is served on 127.0.0.1 and
 driven by Chromium through playwright; every time is taken in the browser's own clock,
 from the user's action to what the user waits for being on screen.
 
@@ -12,9 +12,10 @@ from the user's action to what the user waits for being on screen.
   (``performance.now()`` when both are there); target ≤ 1.5 s (default example).
 - click → Debug Outputs drawn: a click on the next table row (``j``) to its title and all its
   Debug Outputs figures in the page; targets ≤ 300 ms median (default), ≤ 600 ms (all debuggers).
-- switch epoch on the 1M run: choosing the other epoch to the table showing its rows; target ≤ 1 s.
+- switching epoch or run: choosing the other epoch of a run, or the other run, to the table showing its
+  rows; target ≤ 1 s on a 1M-datapoint run, the same as on a 10k-datapoint one (both measured, interleaved).
 
-    python -m benchmarks.viewer_browser [--quick] [--clicks 20] [--loads 5] [--rows 1000000]
+    python -m benchmarks.viewer_browser [--quick] [--clicks 20] [--loads 5] [--rows 1000000] [--switches 6]
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def train_example(name: str, folder: str, quick: bool) -> str:
 
 def write_large_run(folder: str, rows: int) -> str:
     """Two epochs of ``rows`` datapoints: epoch table and scores file, as a trainer writes them."""
-    run = os.path.join(folder, "million")
+    run = os.path.join(folder, f"synthetic_{rows}")
     os.makedirs(run)
     with open(os.path.join(run, "run_info.json"), "w") as f:
         json.dump({"runner": "BaseTrainer"}, f)
@@ -126,26 +127,39 @@ def click_ms(browser, url: str, clicks: int) -> list[float]:
     return times
 
 
-def switch_ms(browser, url: str, switches: int) -> list[float]:
+def switch_ms(browser, url: str, runs: dict[str, int], switches: int) -> dict[str, list[float]]:
+    """Interleaved: switch between the runs and the epoch of each; each from the click on the option to the
+    table showing the first row of what was chosen (its caption names the epoch and the size)."""
+    first = next(iter(runs))
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
-    page.goto(url)
+    page.goto(f"{url}?run={first}&epoch=epoch_1")
     page.wait_for_function(SHOWN, timeout=60_000)
-    times = []
-    for i in range(switches):
-        target = f"epoch {i % 2}"
-        page.click(f"#{ids.EPOCH_SELECT}")
-        option = page.get_by_role("option", name=target, exact=True)
-        start = page.evaluate("performance.now()")
-        option.click()
-        page.wait_for_function(
-            """([caption, table, label]) => {
-                const shown = document.querySelector('#' + caption);
-                return shown && shown.innerText.startsWith(label + ': ') && document.querySelector(
-                    '#' + table + ' .ag-center-cols-container .ag-row[row-index="0"] [col-id="idx"]');
-            }""", arg=[ids.TABLE_CAPTION, ids.TABLE, target], timeout=60_000)
-        times.append(page.evaluate("performance.now()") - start)
+    times: dict[str, list[float]] = {}
+    current = first
+    for _ in range(switches):  # a run opens on its latest epoch (1): each epoch switch is 1 -> 0
+        for run, rows in runs.items():
+            if run != current:
+                times.setdefault(f"switch run, to the {rows:,}-datapoint run", []).append(
+                    _choose(page, ids.RUN_SELECT, f"{os.path.basename(run)} (trainer)", f"epoch 1: {rows} "))
+                current = run
+            times.setdefault(f"switch epoch, {rows:,}-datapoint run", []).append(
+                _choose(page, ids.EPOCH_SELECT, "epoch 0", f"epoch 0: {rows} "))
     page.close()
     return times
+
+
+def _choose(page, dropdown: str, option: str, caption: str) -> float:
+    page.click(f"#{dropdown}")
+    choice = page.get_by_role("option", name=option, exact=True)
+    start = page.evaluate("performance.now()")
+    choice.click()
+    page.wait_for_function(
+        """([caption, table, text]) => {
+            const shown = document.querySelector('#' + caption);
+            return shown && shown.innerText.startsWith(text) && document.querySelector(
+                '#' + table + ' .ag-center-cols-container .ag-row[row-index="0"] [col-id="idx"]');
+        }""", arg=[ids.TABLE_CAPTION, ids.TABLE, caption], timeout=60_000)
+    return page.evaluate("performance.now()") - start
 
 
 def report(what: str, times: list[float], target: float) -> None:
@@ -160,13 +174,15 @@ def main() -> None:
     parser.add_argument("--clicks", type=int, default=20)
     parser.add_argument("--loads", type=int, default=5)
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--small-rows", type=int, default=10_000)
+    parser.add_argument("--switches", type=int, default=6)
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as folder:
         default = train_example("cnn_trainer", folder, args.quick)
         everything = train_example("all_debuggers_trainer", folder, args.quick)
-        large = write_large_run(folder, args.rows)
+        large = {write_large_run(folder, rows): rows for rows in (args.rows, args.small_rows)}
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             for name, run, target in (("default example", default, 300), ("all-debuggers example", everything, 600)):
@@ -177,8 +193,9 @@ def main() -> None:
                            [page_load_ms(browser, url) for _ in range(args.loads)], 1500)
                 report(f"click → Debug Outputs drawn, {name}", click_ms(browser, url, args.clicks), target)
                 server.shutdown()
-            server, url = serve([large])
-            report(f"switch epoch, {args.rows:,}-datapoint run", switch_ms(browser, url, 6), 1000)
+            server, url = serve(list(large))
+            for what, times in switch_ms(browser, url, large, args.switches).items():
+                report(what, times, 1000)
             server.shutdown()
             browser.close()
 

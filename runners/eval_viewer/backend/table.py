@@ -43,7 +43,8 @@ def class_names(table: Table) -> dict[int, str]:
     for ids, texts in (("label", "label_name"), ("prediction", "prediction_name")):
         if ids in columns and texts in columns:
             found = table.values([ids, texts])
-            names.update(zip(found[ids].tolist(), found[texts].tolist()))
+            classes, first = np.unique(found[ids], return_index=True)  # one row per class, not per datapoint
+            names.update(zip(classes.tolist(), found[texts][first].tolist()))
     return {int(i): str(name) for i, name in names.items() if i is not None and name is not None}
 
 
