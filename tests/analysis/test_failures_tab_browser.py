@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
@@ -44,6 +45,7 @@ class Walk:
 WALKS = [
     Walk("shortcut marker: slice", "slice", lambda p: p.marker_class is not None, "layer4_output"),
     Walk("hard slice: slice", "slice", lambda p: p.hard, "layer4_output"),
+    Walk("hard slice: separating quantity", "separator", lambda p: p.hard, "layer4_output"),
     Walk("label noise: label-error list", "labels", lambda p: p.label_flipped, "layer4_output"),
     Walk("NaN: NaN origin", "nan", lambda p: p.saturated, "backbone.layer2"),
     Walk("dead channel: dead units", "dead", lambda p: True, "layer3_energy"),
@@ -58,6 +60,14 @@ class Clicks:
 
     def on(self, locator) -> None:
         locator.click()
+        self.count += 1
+
+    def on_bar(self, page, bar) -> None:
+        """A click near the end of a horizontal plotly bar (the chart's drag layer lies over the bars, and a
+        bar's path starts at 0, left of the axis's 0.5, outside the chart)."""
+        bar.scroll_into_view_if_needed()
+        box = bar.bounding_box()
+        page.mouse.click(box["x"] + box["width"] - 4, box["y"] + box["height"] / 2)
         self.count += 1
 
 
@@ -91,6 +101,14 @@ def chosen_idx(findings: Findings, walk: Walk, rank: int) -> list[int]:
     lists = {"slice": findings.slices, "nan": findings.nan_origins}
     if walk.finding == "labels":
         return [issue.idx for issue in findings.label_issues]
+    if walk.finding == "separator":  # the failing side's most extreme tenth of the quantity
+        found = findings.separators[rank]
+        table = pq.read_table(findings.table_path, columns=["idx", found.column]).to_pydict()
+        values = np.array(table[found.column], dtype=np.float64)
+        lower = found.direction == "lower in failures"
+        cut = np.nanquantile(values, failures_layout.SEPARATOR_SHARE if lower else 1 - failures_layout.SEPARATOR_SHARE)
+        chosen = values <= cut if lower else values >= cut
+        return np.array(table["idx"])[chosen].tolist()
     if walk.finding == "dead":  # every datapoint where the unit has its one value (NaN rows have none)
         unit = findings.dead_units[rank]
         table = pq.read_table(findings.table_path, columns=["idx", unit.column]).to_pydict()
@@ -129,7 +147,11 @@ def test_every_planted_cause_is_three_clicks_from_opening_the_viewer(planted_run
             clicks.on(page.locator(f"#{failures_layout.TAB_FAILURES}"))
             if walk is WALKS[0]:
                 assert_the_tab_shows(page, findings)
-            clicks.on(finding_button(page, key))
+            if walk.finding == "separator":  # its bar; the strongest is drawn on top, the data runs bottom-up
+                bars = page.locator(f"#{failures_layout.SEPARATORS_CHART} .barlayer .point")
+                clicks.on_bar(page, bars.nth(len(findings.separators) - rank))
+            else:
+                clicks.on(finding_button(page, key))
             page.wait_for_selector(f"#{failures_layout.FILTER_NOTE}:has-text('filtered to {len(expected)} datapoints')")
             if len(expected) < total:
                 wait_caption(page, f"{len(expected)} of {total} datapoints match")
