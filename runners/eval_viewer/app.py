@@ -6,18 +6,31 @@ Everything the page needs is served by the app itself (Dash's scripts and
 
 from __future__ import annotations
 
+import re
+
 import dash
+from plotly.offline import get_plotlyjs_version
 
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks import register_callbacks
 from runners.eval_viewer.layout.page import address_bar, build_layout
+
+SLIM_PLOTLY_BUNDLE = "plotly-viewer.min.js"
+SLIM_PLOTLY_JS_VERSION = "4.1.1"  # PLOTLY_JS in build_plotly_bundle.sh, which built assets/plotly-viewer.min.js
+
+
+def assets_ignore(plotlyjs_version: str) -> str:
+    """Leave the slim plotly.js bundle out when the installed plotly package expects another plotly.js
+    version (figures could use attributes the bundle does not know); Dash then serves its full one."""
+    return "" if plotlyjs_version == SLIM_PLOTLY_JS_VERSION else re.escape(SLIM_PLOTLY_BUNDLE)
 
 
 def create_app(log_dirs: list[str], trust_configs: bool = False) -> dash.Dash:
     """A viewer over the runs in ``log_dirs`` (each a run or a folder of runs); folders without runs are
     reported in the page. ``trust_configs`` lets it import the config files runs name (see ViewerBackend)."""
     backend = ViewerBackend(log_dirs, trust_configs=trust_configs)
-    app = dash.Dash(__name__, title="Lantern eval viewer", suppress_callback_exceptions=True)
+    app = dash.Dash(__name__, title="Lantern eval viewer", suppress_callback_exceptions=True,
+                    assets_ignore=assets_ignore(get_plotlyjs_version()))
     app.layout = lambda: build_layout(backend, address_bar())
     register_callbacks(app, backend)
     app.viewer_backend = backend  # for scripts and tests that call the backend behind the page

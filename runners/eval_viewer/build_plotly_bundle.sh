@@ -8,7 +8,7 @@
 # trace type (the browser tests fail on a trace type the bundle lacks). Needs node and npm.
 #     bash runners/eval_viewer/build_plotly_bundle.sh
 set -euo pipefail
-PLOTLY_JS=4.1.1
+PLOTLY_JS=4.1.1  # also SLIM_PLOTLY_JS_VERSION in app.py: the viewer serves the bundle only with that plotly.js
 here="$(cd "$(dirname "$0")" && pwd)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import shutil
 
 import pytest
 from dash import html
+from plotly.offline import get_plotlyjs_version
 
 import runners.eval_viewer.backend.initialization as initialization
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
@@ -16,7 +18,7 @@ from data.datasets import SyntheticShapesDataset
 from data.viewer.layout.display import display_datapoint
 from data.viewer.layout.display.display_debug_outputs import display_debug_outputs
 from runners.eval_viewer.__main__ import parse_args
-from runners.eval_viewer.app import create_app
+from runners.eval_viewer.app import SLIM_PLOTLY_BUNDLE, SLIM_PLOTLY_JS_VERSION, assets_ignore, create_app
 from runners.eval_viewer.backend.datapoint import load_datapoint
 from runners.eval_viewer.backend.runs import EVALUATION_KEY, discover_runs, list_epochs, read_model_report
 from runners.eval_viewer.backend.scores import Scores, ScoresError, default_metric, read_scores
@@ -123,6 +125,15 @@ def test_folder_that_is_not_a_run_is_reported_in_the_page(tmp_path):
     app = create_app([str(tmp_path)])
     page = _text(app.layout())
     assert "holds no Lantern run" in page and "run_info.json" in page
+
+
+def test_the_slim_plotly_bundle_is_served_only_with_the_plotly_js_it_was_built_from(tmp_path):
+    bundle = os.path.join(os.path.dirname(initialization.__file__), "..", "assets", SLIM_PLOTLY_BUNDLE)
+    with open(bundle, encoding="utf-8") as f:
+        assert re.findall(r'version="(\d+\.\d+\.\d+)"', f.read()) == [SLIM_PLOTLY_JS_VERSION]
+    assert re.search(assets_ignore("0.0.1"), SLIM_PLOTLY_BUNDLE) and assets_ignore(SLIM_PLOTLY_JS_VERSION) == ""
+    index = create_app([str(tmp_path)]).server.test_client().get("/").get_data(as_text=True)
+    assert (SLIM_PLOTLY_BUNDLE in index) == (get_plotlyjs_version() == SLIM_PLOTLY_JS_VERSION)
 
 
 # ----------------------------------------------------------------- epochs and scores
