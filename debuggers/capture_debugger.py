@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Sequence
+from itertools import islice
 from typing import Any, Optional
 
 import numpy as np
@@ -91,10 +92,10 @@ class CaptureDebugger(BaseDebugger):
 
     def summary(self, output: dict[str, Any]) -> dict[str, float]:
         """The Euclidean norm of each captured array (the first 8): ``'<component>.<state>.norm'``."""
-        norms = {f"{component}.{state}.norm": float(np.linalg.norm(to_numpy(record["data"])))
-                 for component, states in output["states"].items() for state, record in states.items()
-                 if isinstance(record["data"], (np.ndarray, torch.Tensor))}
-        return dict(list(norms.items())[:MAX_SUMMARY_STATES])
+        arrays = ((f"{component}.{state}.norm", record["data"])
+                  for component, states in output["states"].items() for state, record in states.items()
+                  if isinstance(record["data"], (np.ndarray, torch.Tensor)))
+        return {name: float(np.linalg.norm(to_numpy(data))) for name, data in islice(arrays, MAX_SUMMARY_STATES)}
 
     def clear(self) -> None:
         self._captured = {}

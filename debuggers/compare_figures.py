@@ -66,9 +66,7 @@ def _compact(fig: go.Figure) -> None:
 
 
 def _figures(output: Any, context: dict[str, Any]) -> Figures:
-    kind = output.get("kind") if isinstance(output, dict) else None
-    return [] if output is None or kind in (kinds.KIND_ERROR, kinds.KIND_NOT_RUN) else \
-        figures_for_output(output, **context)
+    return [] if output is None else figures_for_output(output, **context)
 
 
 def aligned_channels(outputs: list[Any]) -> Optional[list[int]]:

@@ -288,13 +288,17 @@ def patch_attention(attention: np.ndarray, grid: Optional[list[int]] = None) -> 
     return heads.mean(axis=(0, 1)).reshape(shape), "the mean attention received"
 
 
-def _overlay(heat: np.ndarray, image: np.ndarray, title: str) -> go.Figure:
-    """``heat`` (h, w) stretched over ``image`` at 45 % opacity, as Grad-CAM is drawn."""
-    picture = display_image(image)
+def _stretched_over(picture: np.ndarray, heat: np.ndarray) -> dict[str, float]:
+    """Heatmap arguments that stretch ``heat`` (h, w) over ``picture`` at 45 % opacity."""
     scale = (picture.shape[1] / heat.shape[1], picture.shape[0] / heat.shape[0])
+    return {"opacity": 0.45, "x0": (scale[0] - 1) / 2, "dx": scale[0], "y0": (scale[1] - 1) / 2, "dy": scale[1]}
+
+
+def _overlay(heat: np.ndarray, image: np.ndarray, title: str) -> go.Figure:
+    """``heat`` (h, w) stretched over ``image``, as Grad-CAM is drawn."""
+    picture = display_image(image)
     fig = go.Figure([go.Image(z=picture, hoverinfo="skip"),
-                     go.Heatmap(z=heat, colorscale="Jet", opacity=0.45, x0=(scale[0] - 1) / 2, dx=scale[0],
-                                y0=(scale[1] - 1) / 2, dy=scale[1],
+                     go.Heatmap(z=heat, colorscale="Jet", **_stretched_over(picture, heat),
                                 hovertemplate="patch row %{y:.0f}, col %{x:.0f}: %{z:.3f}<extra></extra>")])
     _image_axes(fig)
     return _finish(fig, title, 360)
@@ -319,8 +323,7 @@ def cam_figures(output: dict[str, Any], image: Optional[np.ndarray] = None,
         heat = {"zmin": 0.0, "zmax": 1.0, "colorscale": "Jet", "showscale": i == len(panels) - 1, **axes}
         if picture is not None:
             fig.add_trace(go.Image(z=picture, hoverinfo="skip", **axes))
-            scale = (picture.shape[1] / cam.shape[1], picture.shape[0] / cam.shape[0])
-            heat.update(opacity=0.45, x0=(scale[0] - 1) / 2, dx=scale[0], y0=(scale[1] - 1) / 2, dy=scale[1])
+            heat.update(_stretched_over(picture, cam))
         fig.add_trace(go.Heatmap(z=cam, hovertemplate="x %{x:.0f}, y %{y:.0f}: %{z:.2f}<extra></extra>", **heat))
         annotations.append({"text": cam_title(output, target, class_names),
                             "x": 0.5, "y": 1.0, "xref": f"{axes['xaxis']} domain", "yref": f"{axes['yaxis']} domain",

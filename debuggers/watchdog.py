@@ -48,7 +48,6 @@ class _Step:
     extra_threads: tuple[str, ...]
     warned: bool = False
     interrupted: bool = False
-    done: bool = False
     stack: str = field(default="")
 
 
@@ -88,7 +87,6 @@ class StallWatchdog:
                 "resumes after the last finished epoch") from None
         finally:
             with self._lock:
-                step.done = True
                 del self._steps[id(step)]
                 self._last_step_end = time.monotonic()
 
@@ -121,7 +119,7 @@ class StallWatchdog:
                       "epoch") + f" after {self.stall_timeout_s:g} s (config['debugger']['args']['stall_timeout_s'])"
             self.logger.warning(f"{step.what} has made no progress for {elapsed:.0f} s; {ending}. "
                                 f"Where it is:\n{step.stack}")
-        if step.interrupt and elapsed >= self.stall_timeout_s and not step.interrupted and not step.done:
+        if step.interrupt and elapsed >= self.stall_timeout_s and not step.interrupted:
             step.interrupted = True
             step.stack = _stacks(step)
             self.logger.error(f"{step.what} made no progress for {elapsed:.0f} s: stopping the run")
