@@ -201,7 +201,7 @@ class Scratch:
         return buffer
 
 
-def attention_output(layer_name: str, capture: _Capture, scratch: Optional[Scratch] = None) -> dict[str, Any]:
+def attention_output(layer_name: str, capture: _Capture, scratch: Scratch) -> dict[str, Any]:
     """The attention record of (B, heads, Lq, Lk) (or single-head (B, Lq, Lk)) weights (``scratch``: see
     ``_row_entropy``)."""
     weights = capture.weights
@@ -211,7 +211,7 @@ def attention_output(layer_name: str, capture: _Capture, scratch: Optional[Scrat
     probs = weights.detach().float()
     probs = probs.unsqueeze(1) if probs.ndim == 3 else probs
     batch, _, queries, keys = probs.shape
-    entropy = _row_entropy(probs, (scratch or Scratch()).like(probs))
+    entropy = _row_entropy(probs, scratch.like(probs))
     if capture.query_real is None:  # every query is real: plain means and maxima over the whole batch
         entropy_per_head, max_attention = entropy.mean(-1), probs.amax(dim=(1, 2, 3))
     else:

@@ -23,6 +23,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from debuggers.capture_debugger import copy_arrays
 from runners import distributed
 from utils.errors import ConfigError
 
@@ -100,7 +101,6 @@ class CapturePolicy:
         self._worst = {name: p for name, p in policies.items() if isinstance(p, KeepWorst)}
         self._now = {name: p for name, p in policies.items() if not isinstance(p, KeepWorst)}
         self._waiting: dict[int, dict[str, Any]] = {}  # outputs of datapoints some worst-k policy still holds
-        self._holders: dict[int, int] = {}  # how many worst-k policies hold each waiting datapoint
 
     def use_metric_directions(self, higher_is_better: dict[str, bool]) -> None:
         """Worst-k policies that did not say which way their score is better take the metric's word."""
@@ -109,7 +109,7 @@ class CapturePolicy:
                 policy.higher_is_better = higher_is_better.get(policy.metric)
 
     def start_epoch(self) -> None:
-        self._waiting, self._holders = {}, {}
+        self._waiting = {}
         for policy in self._worst.values():
             policy.start_epoch()
 
@@ -124,16 +124,16 @@ class CapturePolicy:
         ready: list[tuple[int, dict[str, Any]]] = []
         for row, i in enumerate(idx):
             kept = {name: per_name[name][row] for name, mask in masks.items() if mask[row]}
-            held = []
+            held = False
             for name, policy in self._worst.items():
                 admitted, pushed_out = policy.offer(i, float(badness[name][row]))
                 if pushed_out is not None:
                     ready += self._release(pushed_out, name)
                 if admitted:
                     kept[name] = per_name[name][row]
-                    held.append(name)
+                    held = True
             if held:
-                self._waiting[i], self._holders[i] = own_copy(kept), len(held)
+                self._waiting[i] = copy_arrays(kept)  # a held output must not keep its batch's arrays alive
             elif kept:
                 ready.append((i, kept))
         return _as_batch(ready)
@@ -143,7 +143,7 @@ class CapturePolicy:
         chosen = {name: policy.chosen() for name, policy in self._worst.items()}
         ready = [(i, {name: output for name, output in outputs.items() if name not in chosen or i in chosen[name]})
                  for i, outputs in sorted(self._waiting.items())]
-        self._waiting, self._holders = {}, {}
+        self._waiting = {}
         return _as_batch([(i, outputs) for i, outputs in ready if outputs])
 
     def describe(self) -> dict[str, str]:
@@ -152,10 +152,8 @@ class CapturePolicy:
     def _release(self, idx: int, name: str) -> list[tuple[int, dict[str, Any]]]:
         """``idx`` left the worst k of ``name``: write what other policies keep once none holds it."""
         self._waiting[idx].pop(name)
-        self._holders[idx] -= 1
-        if self._holders[idx]:
-            return []
-        del self._holders[idx]
+        if not self._worst.keys().isdisjoint(self._waiting[idx]):
+            return []  # another worst-k policy still holds it
         outputs = self._waiting.pop(idx)
         return [(idx, outputs)] if outputs else []
 
@@ -204,18 +202,6 @@ def scores_as_arrays(scores: Optional[dict[str, Any]], size: int) -> Scores:
         if array.shape == (size,):
             arrays[name] = array
     return arrays
-
-
-def own_copy(value: Any) -> Any:
-    """A page value (plain data and NumPy arrays) with its arrays copied: a held output must not keep its
-    batch's arrays alive."""
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if isinstance(value, dict):
-        return {key: own_copy(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return type(value)(own_copy(item) for item in value)
-    return value
 
 
 def _as_batch(rows: list[tuple[int, dict[str, Any]]]) -> Batch:

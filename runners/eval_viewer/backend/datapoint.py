@@ -61,12 +61,15 @@ def missing_datapoint(backend: ViewerBackend, run: Run, epoch: Epoch, idx: int) 
         return None
     try:
         table = backend.table(epoch)
-        if table.count([("idx", "=", idx)]) or not table.count():
+        if table.count([("idx", "=", idx)]):
+            return None
+        total = table.count()
+        if not total:
             return None
         first, last = (table.page(order_by="idx", descending=order, limit=1)[0]["idx"] for order in (False, True))
     except TABLE_ERRORS:
         return None
-    return (f"{run.name} has no datapoint with idx {idx} at {epoch.label}: its {table.count()} datapoints are "
+    return (f"{run.name} has no datapoint with idx {idx} at {epoch.label}: its {total} datapoints are "
             f"idx {first}..{last}. Pick one of them in the table.")
 
 

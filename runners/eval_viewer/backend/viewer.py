@@ -99,8 +99,7 @@ class ViewerBackend:
 
     def metrics(self, epoch: Epoch) -> list[str]:
         """Per-datapoint scores with a direction, to rank and colour by."""
-        directions = self.table(epoch).roles.get("higher_is_better", {})
-        return [name for name in self.table(epoch).roles.get("scores", []) if name in directions]
+        return _metrics(self.table(epoch))
 
     def higher_is_better(self, epoch: Epoch, metric: str) -> bool:
         return self.table(epoch).roles.get("higher_is_better", {}).get(metric, True)
@@ -108,7 +107,8 @@ class ViewerBackend:
     def class_names(self, epoch: Epoch) -> dict[int, str]:
         """Class id -> name of the epoch's labels and predictions (empty when the run does not name them)."""
         table = self.table(epoch)
-        return self._class_names.get(id(table), lambda: class_names(table))
+        # keyed by the table itself (not its id, which a later table could reuse once this one is evicted)
+        return self._class_names.get(table, lambda: class_names(table))
 
     def debug_indices(self, epoch: Epoch) -> set[int]:
         """Datapoints with debug outputs at ``epoch`` (empty when it has none or its index cannot be read)."""
@@ -179,9 +179,13 @@ def _table_signature(epoch: Epoch) -> tuple:
     return _file_signature(epoch.scores_path)
 
 
+def _metrics(table: Table) -> list[str]:
+    directions = table.roles.get("higher_is_better", {})
+    return [name for name in table.roles.get("scores", []) if name in directions]
+
+
 def _means(table: Table) -> dict[str, Optional[float]]:
-    metrics = [name for name in table.roles.get("scores", []) if name in table.roles.get("higher_is_better", {})]
-    values = table.values(metrics)
+    values = table.values(_metrics(table))
     return {name: float(np.nanmean(column)) if np.isfinite(column).any() else None for name, column in values.items()}
 
 
