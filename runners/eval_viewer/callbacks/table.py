@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 from dash import Dash, Input, Output, State, ctx, no_update
 
+from runners.eval_viewer.backend.runs import Epoch
 from runners.eval_viewer.backend.scores import ScoresError, default_metric
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
@@ -93,7 +94,8 @@ def epoch_view(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optio
     """The view of ``epoch_key`` of ``run_path``, keeping ``metric`` where the epoch has it (else its default:
     the loss). Used for the first page and on every switch, so both show the same."""
     run = backend.run(run_path)
-    epoch = backend.epoch(run, epoch_key) if run else None
+    epochs = backend.epochs(run) if run else []
+    epoch = next((e for e in epochs if e.key == epoch_key), None)
     if epoch is None:
         return EpochView([], None, [], None, _query(run_path, epoch_key, None, None, idx_filter), [])
     try:
@@ -106,9 +108,8 @@ def epoch_view(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optio
         version: Optional[str] = backend.version(epoch)
     except ScoresError:
         version = None  # removed while listed: the score views say so when they redraw
-    return EpochView(metrics, chosen, epoch_badges(backend, epoch) + debug_hint(backend.epochs(run), epoch), version,
-                     _query(run_path, epoch_key, chosen, version, idx_filter),
-                     column_defs(backend, run_path, epoch_key, chosen))
+    return EpochView(metrics, chosen, epoch_badges(backend, epoch) + debug_hint(epochs, epoch), version,
+                     _query(run_path, epoch_key, chosen, version, idx_filter), column_defs(backend, epoch, chosen))
 
 
 def _query(run_path: Optional[str], epoch_key: Optional[str], metric: Optional[str], version: Optional[str],
@@ -123,15 +124,12 @@ def table_of(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optiona
     return (epoch, backend.table(epoch)) if epoch else (None, None)
 
 
-def column_defs(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str],
-                metric: Optional[str]) -> list[dict]:
+def column_defs(backend: ViewerBackend, epoch: Epoch, metric: Optional[str]) -> list[dict]:
     """One column per table column: idx, label and prediction (by class name), the metric (sorted worst
     first), the other scores, then meta info and debugger summaries."""
     try:
-        epoch, table = table_of(backend, run_path, epoch_key)
+        table = backend.table(epoch)
     except TABLE_ERRORS:
-        return []
-    if table is None:
         return []
     kinds = dict(table.columns())
     first = ["idx", *[c for c in LABEL_COLUMNS if c in kinds], *([metric] if metric in kinds else [])]

@@ -300,7 +300,7 @@ def test_table_rows_are_worst_first_and_mark_debug_outputs(runs):
     rows, count, total, label = table_rows(backend, query, sort, 0, 100)
     losses = [row["cross_entropy"] for row in rows]
     assert losses == sorted(losses, reverse=True) and (count, total, label) == (24, 24, "epoch 1")
-    columns = column_defs(backend, runs["trainer"], "epoch_1", "cross_entropy")
+    columns = column_defs(backend, backend.epoch(backend.run(runs["trainer"]), "epoch_1"), "cross_entropy")
     fields = [c.get("field") for c in columns]
     assert fields[1:5] == ["idx", "label", "prediction", "cross_entropy"] and columns[4]["sort"] == "desc"
     assert "class_name" in fields and "label_name" not in fields  # meta info shown; names shown in label
