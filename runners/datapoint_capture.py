@@ -37,6 +37,7 @@ from debuggers.page_format import INDEX_GLOB
 from debuggers.page_index import read_index
 from debuggers.page_store import PageWriter
 from debuggers.page_values import to_page_value
+from utils.config_values import is_positive_number
 from utils.errors import ConfigError
 from utils.ops import idx_list
 
@@ -62,14 +63,10 @@ class CaptureLimits:
             return None
         unknown = set(entry) - {"max_value_kb", "max_total_mb"} if isinstance(entry, dict) else None
         values = [entry.get(k, 1) for k in ("max_value_kb", "max_total_mb")] if isinstance(entry, dict) else []
-        if unknown or unknown is None or not all(_positive(v) for v in values):
+        if unknown or unknown is None or not all(is_positive_number(v) for v in values):
             raise ConfigError(f"config['datapoint_capture'] must be False, True, or a dict with positive numbers "
                               f"'max_value_kb' and/or 'max_total_mb', got {entry!r}")
         return cls(int(entry.get("max_value_kb", 256) * 2**10), int(entry.get("max_total_mb", 256) * 2**20))
-
-
-def _positive(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 class DatapointCapture:

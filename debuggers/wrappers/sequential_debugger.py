@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import glob
 import logging
-import math
 import os
 import shutil
 import tempfile
@@ -40,6 +39,7 @@ from debuggers.page_values import UnsupportedOutputError, to_page_value
 from debuggers.utils import UnknownLayerError, require_layer
 from debuggers.watchdog import DEFAULT_STALL_TIMEOUT_S, StallWatchdog
 from utils.builders import build_from_config
+from utils.config_values import is_positive_number
 from utils.errors import ConfigError
 from utils.ops import idx_list
 
@@ -338,14 +338,13 @@ class SequentialDebugger(BaseDebugger):
 
 
 def _page_size_bytes(page_size_mb: Any) -> int:
-    if isinstance(page_size_mb, bool) or not isinstance(page_size_mb, (int, float)) \
-            or not math.isfinite(page_size_mb) or page_size_mb <= 0:
+    if not is_positive_number(page_size_mb):
         raise ConfigError(f"page_size_mb must be a positive number of megabytes (e.g. 100), got {page_size_mb!r}")
     return max(1, int(page_size_mb * 1024 * 1024))
 
 
 def _stall_timeout(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if not is_positive_number(value):
         raise ConfigError(f"stall_timeout_s must be a positive number of seconds (how long a debugger call or a "
                           f"page write may make no progress before it counts as stuck), got {value!r}")
     return float(value)
