@@ -198,7 +198,7 @@ def scores_as_arrays(scores: Optional[dict[str, Any]], size: int) -> Scores:
     """The metric's per-datapoint scores of a batch as float arrays (scores of another length are skipped)."""
     arrays = {}
     for name, values in (scores or {}).items():
-        array = np.asarray(torch.as_tensor(values).detach().float().cpu(), dtype=np.float64).reshape(-1)
+        array = torch.as_tensor(values).detach().cpu().double().numpy().reshape(-1)
         if array.shape == (size,):
             arrays[name] = array
     return arrays

@@ -18,6 +18,7 @@ import shutil
 import time
 
 from utils.atomic_files import atomic_write_json
+from utils.config_values import is_positive_number
 from utils.errors import ConfigError
 
 REMOVED_MARKER = "debugger_removed.json"
@@ -28,7 +29,7 @@ def checked_budget(config_value: object) -> float | None:
     """``debug_disk_budget_gb`` checked (None: no budget)."""
     if config_value is None:
         return None
-    if isinstance(config_value, bool) or not isinstance(config_value, (int, float)) or not config_value > 0:
+    if not is_positive_number(config_value):
         raise ConfigError(f"config['debug_disk_budget_gb'] must be a positive number of gigabytes (the most the "
                           f"run's full debug outputs may take), got {config_value!r}")
     return float(config_value)

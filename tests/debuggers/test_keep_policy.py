@@ -8,7 +8,9 @@ import os
 
 import pyarrow.parquet as pq
 import pytest
+import torch
 
+from debuggers.keep_policy import scores_as_arrays
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.trainers import BaseTrainer
 from tests.runs import train
@@ -117,3 +119,10 @@ def test_summaries_every_epoch_equal_those_of_a_full_capture(tiny_config):
         assert _table(cheap, epoch)["energy.mean"] == pytest.approx(_table(full, epoch)["energy.mean"])
         assert os.path.isdir(os.path.join(cheap, f"epoch_{epoch}", "debugger")) == (epoch == 2)
     assert _table(cheap, 0)["energy.mean"] != pytest.approx(_table(cheap, 2)["energy.mean"])
+
+
+def test_scores_keep_their_float64_digits():
+    # A float64 metric (e.g. a loss near a threshold) must not be rounded through float32 before comparing.
+    close = 0.1 + 1e-12
+    assert scores_as_arrays({"loss": torch.tensor([close], dtype=torch.float64)}, 1)["loss"][0] == close
+    assert scores_as_arrays({"ok": [True, False], "short": [1.0]}, 2) == {"ok": pytest.approx([1.0, 0.0])}
