@@ -108,10 +108,13 @@ class DebuggerSummaries(ColumnChunks):
         """``per_name``: each debugger's outputs after the batch split, one per datapoint of ``idx``."""
         rows_idx = np.asarray(idx, dtype=np.int64)
         for name, debugger in self.summarising.items():
+            outputs = per_name.get(name, [])
             try:
-                summaries = [{} if is_shared_record(output) else debugger.summary(output)
-                             for output in per_name.get(name, ())]
-                columns = _summary_columns(summaries)
+                columns = None if any(map(is_shared_record, outputs)) else debugger.summary_columns(outputs)
+                if columns is None:
+                    columns = _summary_columns([{} if is_shared_record(output) else debugger.summary(output)
+                                                for output in outputs])
+                columns = {key: _column_of(values, len(rows_idx), key) for key, values in columns.items()}
             except Exception as exc:  # a user's summary must not stop validation
                 self._warn_once(name, exc)
                 continue
@@ -126,6 +129,14 @@ class DebuggerSummaries(ColumnChunks):
 
 
 SUMMARY_DTYPE = np.float32  # the precision of the tensors summarised; half the bytes a table page decodes
+
+
+def _column_of(values: Any, rows: int, key: str) -> np.ndarray:
+    column = np.asarray(values, dtype=SUMMARY_DTYPE)
+    if column.shape != (rows,):
+        raise ValueError(f"summary_columns() gave '{key}' of shape {column.shape} for a batch of {rows} datapoints; "
+                         "give one number per datapoint")
+    return column
 
 
 def _summary_columns(summaries: list[dict[str, float]]) -> dict[str, np.ndarray]:

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import inspect
+import threading
 from dataclasses import dataclass
 from typing import Any, Optional
 
+import numpy as np
 import torch
 from torch import nn
 
 from debuggers.base_debugger import Removable
+from debuggers.buffer_pool import BufferPool
 from debuggers.capture import listen
 from debuggers.capture_debugger import copy_arrays
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import KIND_ATTENTION, PerDatapoint
-from debuggers.tensor_utils import describe, to_numpy
+from debuggers.tensor_utils import describe
 from debuggers.utils import require_layer
 
 _MHA_SIGNATURE = inspect.signature(nn.MultiheadAttention.forward)
@@ -30,6 +33,7 @@ class _Capture:
     metadata: Optional[dict]
     query_real: Optional[torch.Tensor] = None  # (B, Lq) bool
     key_real: Optional[torch.Tensor] = None  # (B, Lk) bool
+    rows: Optional[RowStatistics] = None  # started on the copy as soon as it is taken
 
 
 class AttentionDebugger(ForwardDebugger):
@@ -66,7 +70,7 @@ class AttentionDebugger(ForwardDebugger):
         self._offered: Optional[tuple[Any, Optional[dict]]] = None
         self._requested = (True, True)
         self._padding: tuple[Optional[torch.Tensor], Optional[torch.Tensor]] = (None, None)
-        self._scratch = Scratch()  # the entropy's log, reused from batch to batch
+        self._pool = BufferPool()  # the weights' copies and the entropy's scratch, reused from batch to batch
 
     def attach(self, model: torch.nn.Module) -> list[Removable]:
         layer = require_layer(model, self.layer_name)
@@ -97,18 +101,27 @@ class AttentionDebugger(ForwardDebugger):
 
     def _on_capture(self, component: str, state: str, data: Any, metadata: Optional[dict]) -> None:
         if self._inside and state == self.state:
-            self._offered = (copy_arrays(data), metadata)  # later in-place changes must not leak in
+            self._offered = self._copied(data, metadata)
+
+    def _copied(self, weights: Any, metadata: Optional[dict],
+                padding: tuple[Optional[torch.Tensor], Optional[torch.Tensor]] = (None, None)) -> _Capture:
+        """A copy of the weights as offered (later in-place changes must not leak in), its row statistics
+        started at once, beside the rest of the forward pass."""
+        if not isinstance(weights, torch.Tensor) or weights.ndim not in (3, 4):
+            return _Capture(copy_arrays(weights), metadata, *padding)  # refused by attention_output
+        copy = self._pool.copy_of(weights)
+        return _Capture(copy, metadata, *padding, RowStatistics(copy, self._pool))
 
     # ------------------------------------------------------------------ output
     def process_forward(self, module: nn.Module, input: Any, output: Any) -> _Capture:
         if isinstance(module, nn.MultiheadAttention):  # copied: the caller may change its weights in place
-            return _Capture(output[1].detach().clone(), None, *self._padding)
+            return self._copied(output[1], None, self._padding)
         self._inside = False
         if self._offered is not None:
-            return _Capture(*self._offered)
+            return self._offered
         if isinstance(output, tuple) and len(output) > 1 and isinstance(output[1], torch.Tensor) \
                 and output[1].ndim == 4:
-            return _Capture(output[1].detach().clone(), None)
+            return self._copied(output[1], None)
         raise RuntimeError(
             f"layer '{self.layer_name}' ({type(module).__name__}) ran but offered no '{self.state}': "
             "AttentionDebugger reads nn.MultiheadAttention, a module returning (output, weights) with weights "
@@ -122,20 +135,22 @@ class AttentionDebugger(ForwardDebugger):
         if capture.key_real is None:
             mask = datapoint["inputs"].get(self.mask_key) if isinstance(datapoint.get("inputs"), dict) else None
             capture.query_real, capture.key_real = _padding_from_inputs(mask, capture.weights)
-        return attention_output(self.layer_name, capture, self._scratch)
+        return attention_output(self.layer_name, capture)
 
     def summary(self, output: dict[str, Any]) -> dict[str, float]:
         """Entropy per head (the first 8 heads), its mean, min and max over heads, and the largest weight."""
-        entropy = to_numpy(output["entropy_per_head"]).reshape(-1)
-        values = entropy.tolist()  # a few heads: Python's sum, min and max cost less than NumPy's calls
-        total = sum(values)
-        if total == total:
-            stats = total / len(values), min(values), max(values)
-        else:  # a NaN (or inf - inf): NumPy's reductions propagate it
-            stats = float(entropy.mean()), float(entropy.min()), float(entropy.max())
-        heads = {f"entropy_head{h}": value for h, value in enumerate(values[:MAX_SUMMARY_HEADS])}
-        return {**dict(zip(("entropy_mean", "entropy_min", "entropy_max"), stats)),
-                "max_attention": float(to_numpy(output["max_attention"])), **heads}
+        return {key: float(column[0]) for key, column in self.summary_columns([output]).items()}
+
+    def summary_columns(self, outputs: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+        """``summary`` of each datapoint, for a whole batch in a few NumPy calls (a NaN propagates)."""
+        if not outputs:
+            return {}
+        entropy = np.array([output["entropy_per_head"] for output in outputs], dtype=np.float64)
+        entropy = entropy.reshape(len(outputs), -1)
+        heads = {f"entropy_head{h}": entropy[:, h] for h in range(min(entropy.shape[1], MAX_SUMMARY_HEADS))}
+        return {"entropy_mean": entropy.mean(axis=1), "entropy_min": entropy.min(axis=1),
+                "entropy_max": entropy.max(axis=1),
+                "max_attention": np.array([output["max_attention"] for output in outputs], dtype=np.float64), **heads}
 
     def clear(self) -> None:
         super().clear()
@@ -185,39 +200,56 @@ def _padding_from_inputs(mask: Any, weights: torch.Tensor) -> tuple[Optional[tor
     return (real if weights.shape[-2] == weights.shape[-1] else None), real
 
 
-class Scratch:
-    """A buffer kept from batch to batch: a fresh batch-sized temporary costs a page fault per 4 KiB,
-    more than the arithmetic done in it."""
+class RowStatistics:
+    """Each query row's entropy and largest weight, (B, heads, Lq) each, and the weights as float (B, heads, Lq, Lk).
 
-    def __init__(self) -> None:
-        self.buffer: Optional[torch.Tensor] = None
+    On the CPU they are computed on a thread of their own, started when the weights are copied: torch
+    releases the GIL in its kernels, so the arithmetic (a log of every weight: the costliest part of the
+    capture) runs beside the rest of the forward pass, and the debugger's call waits only for what is left.
+    On a GPU the kernels are queued asynchronously anyway, so they are queued at once.
+    """
 
-    def like(self, tensor: torch.Tensor) -> torch.Tensor:
-        """A buffer of ``tensor``'s shape, dtype and device (its content is garbage)."""
-        buffer = self.buffer
-        if buffer is None or buffer.shape != tensor.shape or buffer.dtype != tensor.dtype \
-                or buffer.device != tensor.device:
-            self.buffer = buffer = torch.empty_like(tensor)
-        return buffer
+    def __init__(self, weights: torch.Tensor, pool: BufferPool) -> None:
+        self._weights, self._pool = weights, pool
+        self._result: Optional[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = None
+        self._error: Optional[Exception] = None
+        self._thread: Optional[threading.Thread] = None
+        if weights.device.type == "cpu":
+            self._thread = threading.Thread(target=self._compute, name="lantern-attention-rows", daemon=True)
+            self._thread.start()
+        else:
+            self._compute()
+
+    def result(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(probs, row entropy, row max); raises what the computation raised (in the caller's thread)."""
+        if self._thread is not None:
+            self._thread.join()  # arithmetic on a private copy: it ends
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def _compute(self) -> None:
+        try:
+            probs = self._weights.float()
+            probs = probs.unsqueeze(1) if probs.ndim == 3 else probs
+            self._result = probs, _row_entropy(probs, self._pool.empty_like(probs)), probs.amax(dim=-1)
+        except Exception as exc:  # e.g. out of memory: the debugger's call raises it, its error is recorded
+            self._error = exc
+        self._weights = None
 
 
-def attention_output(layer_name: str, capture: _Capture, scratch: Scratch) -> dict[str, Any]:
-    """The attention record of (B, heads, Lq, Lk) (or single-head (B, Lq, Lk)) weights (``scratch``: see
-    ``_row_entropy``)."""
-    weights = capture.weights
-    if not isinstance(weights, torch.Tensor) or weights.ndim not in (3, 4):
+def attention_output(layer_name: str, capture: _Capture) -> dict[str, Any]:
+    """The attention record of (B, heads, Lq, Lk) (or single-head (B, Lq, Lk)) weights."""
+    if capture.rows is None:
         raise TypeError(f"AttentionDebugger needs batched attention weights (B, heads, Lq, Lk) from layer "
-                        f"'{layer_name}', got {describe(weights)}; call the layer on a batch")
-    probs = weights.detach().float()
-    probs = probs.unsqueeze(1) if probs.ndim == 3 else probs
-    batch, _, queries, keys = probs.shape
-    entropy = _row_entropy(probs, scratch.like(probs))
+                        f"'{layer_name}', got {describe(capture.weights)}; call the layer on a batch")
+    probs, entropy, row_max = capture.rows.result()
     if capture.query_real is None:  # every query is real: plain means and maxima over the whole batch
-        entropy_per_head, max_attention = entropy.mean(-1), probs.amax(dim=(1, 2, 3))
+        entropy_per_head, max_attention = entropy.mean(-1), row_max.amax(dim=(1, 2))
     else:
         real_rows = capture.query_real.to(probs.device)[:, None, :]
         entropy_per_head = (entropy * real_rows).sum(-1) / real_rows.sum(-1).clamp(min=1)
-        max_attention = torch.where(real_rows, probs.amax(dim=-1), 0.0).amax(dim=(1, 2))
+        max_attention = torch.where(real_rows, row_max, 0.0).amax(dim=(1, 2))
     grid = (capture.metadata or {}).get("grid")
     return {
         "kind": KIND_ATTENTION,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Protocol
+from typing import Any, Optional, Protocol
 
+import numpy as np
 import torch
 
 
@@ -54,3 +55,10 @@ class BaseDebugger(ABC):
         The default returns ``{}``: a debugger without a summary adds no columns.
         """
         return {}
+
+    def summary_columns(self, outputs: list[Any]) -> Optional[dict[str, np.ndarray]]:
+        """The summaries of a batch's datapoints at once, one array per key whose row i is what
+        ``summary(outputs[i])`` gives, for a debugger that computes them vectorised (a Python call per
+        datapoint costs more than the arithmetic). None, the default: ``summary`` is called per datapoint.
+        """
+        return None

@@ -183,23 +183,27 @@ def test_a_batch_padded_alike_is_cropped_like_each_datapoint_alone(tmp_path):
             np.testing.assert_allclose(batched[i]["att"][key], alone[i]["att"][key], rtol=1e-5, atol=1e-6)
 
 
-def test_offered_weights_are_copied_when_offered(tmp_path):
+@pytest.mark.parametrize("tokens", [4, 128])  # 128: batches of weights large enough to reuse pooled buffers
+def test_offered_weights_are_copied_when_offered(tmp_path, tokens):
     class ChangesItsWeights(nn.Module):
         def forward(self, inputs):
-            x = inputs["image"].flatten(1)[:, :4]
-            weights = torch.softmax(x[:, None, :, None] * x[:, None, None, :], dim=-1)  # (B, 1, 4, 4)
+            x = inputs["image"].flatten(1)[:, :tokens]
+            weights = torch.softmax(x[:, None, :, None] * x[:, None, None, :], dim=-1)  # (B, 1, L, L)
             capture_debug_state("mix", "attention_weights", weights)
             weights.zero_()
             return {"logits": x}
 
     model = nn.Sequential()
     model.add_module("mix", ChangesItsWeights())
-    images = torch.randn(2, 3, 2, 2)
-    outputs = capture_epoch(model, images, tmp_path, 2, [entry("att", AttentionDebugger, layer_name="mix")])
-    x = images.flatten(1)[:, :4]
+    torch.manual_seed(0)
+    images = torch.randn(10, 3, 8, 8)
+    outputs = capture_epoch(model, images, tmp_path, 4, [entry("att", AttentionDebugger, layer_name="mix")])
+    x = images.flatten(1)[:, :tokens]
     expected = torch.softmax(x[:, :, None] * x[:, None, :], dim=-1)
-    for i in range(2):
+    for i in range(len(images)):
         np.testing.assert_allclose(outputs[i]["att"]["attention"][0], expected[i].numpy(), rtol=1e-6)
+        np.testing.assert_allclose(outputs[i]["att"]["entropy_per_head"], entropy(expected[i, None].double().numpy()),
+                                   rtol=1e-5)
 
 
 def test_summary_statistics_match_numpy_and_propagate_nan():
@@ -211,3 +215,20 @@ def test_summary_statistics_match_numpy_and_propagate_nan():
                        "entropy_head2": 0.25}
     summary = debugger.summary({"entropy_per_head": np.array([0.5, np.nan, 0.25]), "max_attention": 0.75})
     assert all(np.isnan(summary[key]) for key in ("entropy_mean", "entropy_min", "entropy_max"))
+
+
+def test_a_batch_of_summaries_equals_each_datapoint_summarised_alone():
+    debugger = AttentionDebugger("blocks.0.attn")
+    rng = np.random.default_rng(0)
+    outputs = [{"entropy_per_head": rng.random(10).astype(np.float32), "max_attention": float(rng.random())}
+               for _ in range(5)]
+    outputs[2]["entropy_per_head"][3] = np.nan
+    columns = debugger.summary_columns(outputs)
+    assert set(columns) == set(debugger.summary(outputs[0])) and len(columns) == 4 + 8
+    for i, output in enumerate(outputs):
+        alone = debugger.summary(output)
+        entropy = output["entropy_per_head"].astype(np.float64)
+        np.testing.assert_allclose([alone["entropy_mean"], alone["entropy_min"], alone["entropy_max"]],
+                                   [entropy.mean(), entropy.min(), entropy.max()])
+        for key, column in columns.items():
+            np.testing.assert_array_equal(column[i], alone[key])

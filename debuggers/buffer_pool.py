@@ -1,0 +1,83 @@
+"""``BufferPool``: per-batch host buffers that land in memory used before.
+
+A capture copies what the model offers (its later in-place changes must not reach the
+page), once per batch. Copied into fresh memory, a batch of attention weights (4 MB)
+costs more in page faults (one per 4 KiB, the kernel zeroing each page) than in copying.
+The pool keeps a few buffers and hands each out again once nothing uses its previous
+content: the page writer has written it and dropped it, and no caller holds a view of
+it. That moment is noticed without polling and without a hook in the writer: the pool
+hands out a tensor over a NumPy slice of the buffer (the tensor, and every view of it,
+keeps the slice alive), and a ``weakref.finalize`` on the slice gives the buffer back
+when the slice dies, in whichever thread drops the last reference.
+
+Nothing waits: when no buffer of the right size is free, the tensor gets fresh memory,
+which joins the pool while the pool holds fewer than ``max_buffers`` and ``max_bytes``
+(the memory it keeps between epochs).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+import numpy as np
+import torch
+
+DEFAULT_MAX_BUFFERS = 4  # a copy the page writer is writing, the next batch's copy, a scratch, one spare
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+POOLED_FROM_BYTES = 64 * 1024  # smaller tensors come from the allocator's warm heap anyway
+
+
+class BufferPool:
+    """Reusable host buffers for tensors made once per batch, at most ``max_buffers`` and ``max_bytes``."""
+
+    def __init__(self, max_buffers: int = DEFAULT_MAX_BUFFERS, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.max_buffers, self.max_bytes = max_buffers, max_bytes
+        self._free: list[np.ndarray] = []
+        self._buffers = self._bytes = 0  # the pool's buffers, free or in use, and their size
+        self._lock = threading.RLock()  # RLock: a slice may die, and give its buffer back, inside _take
+
+    @property
+    def free_buffers(self) -> int:
+        return len(self._free)
+
+    def copy_of(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A detached, contiguous copy of ``tensor`` (a plain clone off the CPU or for a non-dense tensor)."""
+        tensor = tensor.detach()
+        if tensor.device.type != "cpu" or tensor.layout != torch.strided or tensor.is_quantized:
+            return tensor.clone(memory_format=torch.contiguous_format)
+        return self.empty_like(tensor).copy_(tensor)
+
+    def empty_like(self, tensor: torch.Tensor) -> torch.Tensor:
+        """An uninitialised contiguous tensor like ``tensor``; on the CPU in a pooled buffer if one is free."""
+        nbytes = tensor.numel() * tensor.element_size()
+        buffer = self._take(nbytes) if nbytes >= POOLED_FROM_BYTES and tensor.device.type == "cpu" else None
+        if buffer is None:
+            return torch.empty(tensor.shape, dtype=tensor.dtype, device=tensor.device)
+        piece = buffer[:nbytes]
+        weakref.finalize(piece, self._give_back, buffer)
+        return torch.from_numpy(piece).view(tensor.dtype).view(tensor.shape)
+
+    def _take(self, nbytes: int) -> np.ndarray | None:
+        """A free buffer that fits ``nbytes`` without wasting more than half of it, or a new one that joins the
+        pool; None when the pool is full."""
+        with self._lock:
+            for k, buffer in enumerate(self._free):
+                if nbytes <= buffer.nbytes <= 2 * nbytes:
+                    return self._free.pop(k)
+            while self._free and not self._has_room(nbytes):  # sizes changed: buffers that no longer fit go
+                self._forget(self._free.pop(0))
+            if not self._has_room(nbytes):
+                return None
+            self._buffers, self._bytes = self._buffers + 1, self._bytes + nbytes
+        return np.empty(nbytes, dtype=np.uint8)
+
+    def _has_room(self, nbytes: int) -> bool:
+        return self._buffers < self.max_buffers and self._bytes + nbytes <= self.max_bytes
+
+    def _forget(self, buffer: np.ndarray) -> None:
+        self._buffers, self._bytes = self._buffers - 1, self._bytes - buffer.nbytes
+
+    def _give_back(self, buffer: np.ndarray) -> None:
+        with self._lock:
+            self._free.append(buffer)
