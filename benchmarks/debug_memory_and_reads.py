@@ -4,14 +4,16 @@
   ``load_debug_outputs`` (index and locations read) and the datapoint's array summed,
   against ``numpy.load(batch file, mmap_mode='r')[row].sum()``; also the bytes each open
   read (``/proc/self/io``). Target (DESIGN.md): <= 2x the floor, flat in page and epoch size.
-* **Page writes**: a page of 1,024 small arrays with ``write_page`` against
-  ``numpy.save`` of the same bytes. Target: >= 0.9x.
+* **Page writes**: a page of 1,024 small arrays (16 and 64 KiB) with ``write_page``, and
+  through the trainer's page writer (batches of 64), against ``numpy.save`` of the same
+  bytes, wall and CPU time. Target: >= 0.9x.
 * **Peak RSS** of an evaluation loop capturing one layer (64 KiB per datapoint), each run
   in its own process (``ru_maxrss``), above the same loop without capture: Lantern at
   two page sizes and the floor. Target: <= 2 batches of outputs + 32 MB, whatever the page size.
 
     python -m benchmarks.debug_memory_and_reads           # quick sizes: a few minutes on 2 cores
     python -m benchmarks.debug_memory_and_reads --full    # the issue's sizes (0.2 / 2 GB epochs, 1 GiB capture)
+    python -m benchmarks.debug_memory_and_reads --writes --rounds 21   # only the page writes
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -101,30 +104,72 @@ def read_figures(root: str, datapoints: int, page_sizes_mb: list[int], opens: in
 
 
 # ----------------------------------------------------------------- writes
-def write_throughput(folder: str, arrays: int, array_kb: int, rounds: int) -> tuple[float, float]:
-    """MB/s of ``write_page`` (``arrays`` arrays of ``array_kb``) and of ``numpy.save`` of the same bytes.
+def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
+                  clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+    """Median seconds of writing ``arrays`` arrays of ``array_kb`` KiB, four ways, interleaved:
 
-    Each write goes to a new file, as pages of a new epoch do (renaming over an existing file would make
-    ext4 flush the new one first); the files are removed between rounds, outside the timing."""
+    * ``write_page``: one page from a ``{idx: outputs}`` dict;
+    * ``writer``: what a trainer's page writer does per epoch: ``start_epoch``, one ``add_converted`` per
+      batch of ``BATCH`` rows (split from a batch array, as ``SequentialDebugger`` does, outside the
+      timing), ``flush`` (the background thread writes the page, the locations and the index);
+    * ``save``: ``numpy.save`` of the same bytes stacked, one file;
+    * ``save per batch``: the hand-written floor, ``numpy.save`` of each batch.
+
+    Each write goes to a new file (or folder), as pages of a new epoch do (renaming over an existing
+    file would make ext4 flush the new one first); they are removed between rounds, outside the timing."""
+    torch.set_num_threads(1)
     values = [np.random.rand(array_kb * 1024 // 4).astype(np.float32) for _ in range(arrays)]
-    page = {i: {"features": {"features": a}} for i, a in enumerate(values)}
+    page = {i: {"d": {"features": a}} for i, a in enumerate(values)}
     stacked = np.stack(values)
+    batches = [stacked[start:start + BATCH] for start in range(0, arrays, BATCH)]
+    rows = [[{"d": row} for row in split_batch({"features": torch.from_numpy(batch)}, len(batch))]
+            for batch in batches]
     names = itertools.count()
+    writer = PageWriter(100 * MB)
 
     def fresh(write: Callable[[str], Any]) -> Callable[[], Any]:
         return lambda: write(os.path.join(folder, f"write_{next(names)}"))
 
+    def epoch(path: str) -> None:
+        writer.start_epoch(path)
+        for start, batch_rows in zip(range(0, arrays, BATCH), rows):
+            writer.add_converted(list(range(start, start + len(batch_rows))), batch_rows)
+        writer.flush()
+
+    def save_per_batch(path: str) -> None:
+        os.mkdir(path)
+        for number, batch in enumerate(batches):
+            np.save(os.path.join(path, f"batch_{number}.npy"), batch)
+
     def clean() -> None:
         for name in os.listdir(folder):
             if name.startswith("write_"):
-                os.remove(os.path.join(folder, name))
+                path = os.path.join(folder, name)
+                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
 
-    medians = interleaved_medians({
-        "page": fresh(lambda path: write_page(path + ".pkl", page)),
-        "save": fresh(lambda path: np.save(path + ".npy", stacked)),
-    }, rounds, between_rounds=clean)
-    size_mb = stacked.nbytes / MB
-    return size_mb / medians["page"], size_mb / medians["save"]
+    try:
+        return interleaved_medians({
+            "write_page": fresh(lambda path: write_page(path + ".pkl", page)),
+            "writer": fresh(epoch),
+            "save": fresh(lambda path: np.save(path + ".npy", stacked)),
+            "save per batch": fresh(save_per_batch),
+        }, rounds, between_rounds=clean, clock=clock)
+    finally:
+        writer.close()
+        clean()
+
+
+def print_write_figures(folder: str, rounds: int) -> None:
+    print(f"Page writes, 1024 arrays per page, median of {rounds} interleaved rounds (target: write_page and "
+          f"the writer >= 0.9x numpy.save of the same bytes); load average {os.getloadavg()[0]:.1f}")
+    for array_kb in (16, 64):
+        for clock, unit in ((time.perf_counter, "wall"), (time.process_time, "CPU")):
+            seconds = write_figures(folder, 1024, array_kb, rounds, clock)
+            rate = {name: array_kb / value for name, value in seconds.items()}  # 1024 x KiB = MB
+            rates = ", ".join(f"{name} {mb_s:.0f}" for name, mb_s in rate.items())
+            print(f"  {array_kb} KiB arrays, {unit:4s} MB/s: {rates}; ratio to numpy.save: write_page "
+                  f"{rate['write_page'] / rate['save']:.2f}, writer {rate['writer'] / rate['save']:.2f} "
+                  f"(to the floor's save per batch {rate['writer'] / rate['save per batch']:.2f})")
 
 
 # ----------------------------------------------------------------- memory
@@ -161,7 +206,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="the issue's sizes (needs ~7 GB of disk, ~15 min)")
     parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the epochs are written")
+    parser.add_argument("--writes", action="store_true", help="only the page writes (a minute)")
+    parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds of the page writes")
     args = parser.parse_args()
+    if args.writes:
+        root = tempfile.mkdtemp(prefix="lantern-bench-", dir=args.dir)
+        try:
+            print_write_figures(root, args.rounds)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        return
     epochs_gb, capture_gb = ([0.2, 2.0], 1.0) if args.full else ([0.1, 0.5], 0.25)
     page_sizes_mb = [16, 100]
     root = tempfile.mkdtemp(prefix="lantern-bench-", dir=args.dir)
@@ -178,10 +232,7 @@ def main() -> None:
                 print(f"  {gb:g} GB epoch, {name:12s} {figure['ms']:.3f} ms  ratio to floor "
                       f"{figure['ms'] / floor_ms:.2f}{extra}")
             shutil.rmtree(folder)
-        for array_kb in (16, 64):
-            page_rate, save_rate = write_throughput(root, 1024, array_kb, rounds=9)
-            print(f"Page of 1024 arrays of {array_kb} KiB: write_page {page_rate:.0f} MB/s vs numpy.save "
-                  f"{save_rate:.0f} MB/s: ratio {page_rate / save_rate:.2f} (target >= 0.9)")
+        print_write_figures(root, args.rounds)
         datapoints = int(capture_gb * 2**30 / ROW_BYTES) // BATCH * BATCH
         base = child_epoch(os.path.join(root, "none"), datapoints, "none")
         print(f"Peak RSS capturing {datapoints} datapoints ({capture_gb:g} GiB of {LAYER}), above no capture "

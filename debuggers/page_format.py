@@ -10,7 +10,7 @@ outputs with each array's (offset, dtype, shape) in the file::
     b'\\x8c\\x0elantern-page-2' b'0'        the format's name, pushed and popped
     b'}'                                 EMPTY_DICT: the page
     record, record, ...                  one per datapoint:
-        idx                              the datapoint's idx (an int opcode)
+        idx                              the datapoint's idx (an int opcode: J <i4> in int32's range)
         outputs                          dicts, lists, numbers as opcodes; an array as
                                          _frombuffer(BYTEARRAY8 <raw bytes>, dtype, shape, 'C')
         b'X' <u32 n> <n bytes of JSON>   the header, pushed ...
@@ -18,6 +18,9 @@ outputs with each array's (offset, dtype, shape) in the file::
     b'\\x8e' <u64 n> <n bytes> b'0'       footer: this page's location table, pushed and popped
     b'.'                                 STOP
     <u64 footer offset> <u64 records> b'LNTNEND2'   trailer (after STOP: pickle never reads it)
+
+Numbers in a header are padded with spaces to fixed widths, so that records of one
+structure have one length (``debuggers.page_encoding``); JSON ignores the spaces.
 
 So a whole page loads with ``pickle.load`` / ``joblib.load`` (on files you trust),
 while Lantern's reader never unpickles anything: it finds a datapoint's record in
@@ -35,6 +38,7 @@ page is refused without blocking), never through a symlink.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import json
 import math
@@ -47,7 +51,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from debuggers.legacy_pages import load_legacy_page
-from debuggers.page_encoding import HEADER_OPCODE_BYTES, U64, RecordEncoder
+from debuggers.page_encoding import HEADER_OPCODE_BYTES, MIN_BATCH_RECORDS, U64, RecordEncoder
 from debuggers.page_errors import CorruptPageError, DebugDataError, PageWriteError, UnsafePageError
 from debuggers.page_values import MAX_DEPTH
 from utils.atomic_files import TEMP_MARKER, temporary_path
@@ -69,6 +73,10 @@ LOCATION = np.dtype([("idx", "<i8"), ("start", "<u8"), ("header", "<u8"), ("head
                      ("page", "<u4")])
 
 _IOV_MAX = 1024
+_FALLOC_FL_KEEP_SIZE = 1
+_fallocate = getattr(ctypes.CDLL(None, use_errno=True), "fallocate", None)  # Linux's; None elsewhere
+if _fallocate is not None:
+    _fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
 _MAX_DTYPE_TEXT = 32
 
 
@@ -109,6 +117,7 @@ def _append(file: BinaryIO, buffers: list[Any]) -> None:
     ``buffers`` are bytes, bytearrays and C-contiguous arrays, written as they are with ``writev``."""
     sizes = [b.nbytes if type(b) is np.ndarray else len(b) for b in buffers]
     fd, first = file.fileno(), 0
+    _preallocate(fd, file.tell(), sum(sizes))
     while first < len(buffers):
         last = min(first + _IOV_MAX, len(buffers))
         written = os.writev(fd, buffers[first:last])
@@ -122,12 +131,21 @@ def _append(file: BinaryIO, buffers: list[Any]) -> None:
         sizes[first] -= written
 
 
+def _preallocate(fd: int, offset: int, nbytes: int) -> None:
+    """Reserve the disk blocks of bytes about to be written (``fallocate``, the file's size kept), as
+    ``numpy.save`` does: ext4 then allocates them at once rather than block by block, about a fifth less
+    CPU for a 16 MB write here. Best effort: where the call is missing or refused, the write goes on."""
+    if _fallocate is not None and nbytes:
+        _fallocate(fd, _FALLOC_FL_KEEP_SIZE, offset, nbytes)
+
+
 class PageFile:
     """One page being written: records appended as outputs arrive, sealed and renamed when full."""
 
     def __init__(self, path: str, number: int) -> None:
         self.path, self.number = path, number
-        self.locations: list[tuple[int, int, int, int, int]] = []
+        self._locations: list[np.ndarray] = []  # LOCATION rows of batches
+        self._rows: list[tuple[int, int, int, int, int]] = []  # LOCATION rows of single records, after those
         self._temp = temporary_path(path)
         with _disk_errors(self._temp, path, "page"):
             self._file = open(self._temp, "wb", buffering=0)
@@ -141,7 +159,34 @@ class PageFile:
 
     def append(self, idx: int, value: Any) -> None:
         """Encode one datapoint's record (``value`` from ``to_page_value``); ``write_pending`` writes it."""
-        self.locations.append((idx, *self._encoder.record(idx, value), self.number))
+        self._rows.append((idx, *self._encoder.record(idx, value), self.number))
+
+    def append_batch(self, indices: list[int], values: list[Any], limit: int | None = None) -> int:
+        """``append`` the datapoints ``indices`` in turn until the page's size reaches ``limit`` bytes (all
+        when None); returns how many were appended.
+
+        A batch whose values share one structure is encoded at once (``RecordEncoder.records``), into the
+        same bytes as record by record."""
+        if len(indices) >= MIN_BATCH_RECORDS:
+            batch = self._encoder.records(indices, values, limit)
+            if batch is not None:
+                starts, headers, header_length = batch
+                rows = np.empty(len(starts), LOCATION)
+                rows["idx"], rows["start"], rows["header"] = indices[:len(starts)], starts, headers
+                rows["header_length"], rows["page"] = header_length, self.number
+                self._take_rows()
+                self._locations.append(rows)
+                return len(rows)
+        for count, (idx, value) in enumerate(zip(indices, values), 1):
+            self.append(idx, value)
+            if limit is not None and self.size >= limit:
+                return count
+        return len(indices)
+
+    def _take_rows(self) -> None:
+        if self._rows:
+            self._locations.append(np.array(self._rows, dtype=LOCATION))
+            self._rows = []
 
     def write_pending(self) -> None:
         """Write the records appended so far (one system call for many): after it, no array is referenced."""
@@ -150,7 +195,8 @@ class PageFile:
 
     def seal(self) -> np.ndarray:
         """Write the footer, close, and rename into place; returns the page's ``LOCATION`` rows."""
-        table = np.array(self.locations, dtype=LOCATION)
+        self._take_rows()
+        table = np.concatenate(self._locations) if self._locations else np.empty(0, LOCATION)
         self._encoder.small += b"\x8e" + U64.pack(table.nbytes)
         footer_offset = self._encoder.position
         self._encoder.small += table.tobytes() + _FOOTER_TAIL + _TRAILER.pack(footer_offset, len(table), _END_MAGIC)
@@ -185,8 +231,7 @@ def write_page(path: str, page: dict[int, Any], number: int = 0) -> np.ndarray:
     """Write a whole ``{idx: page value}`` page at once; ``path`` is then complete or absent."""
     page_file = PageFile(path, number)
     try:
-        for idx, value in page.items():
-            page_file.append(idx, value)
+        page_file.append_batch(list(page), list(page.values()))
         return page_file.seal()
     except BaseException:
         page_file.discard()

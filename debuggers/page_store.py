@@ -2,9 +2,10 @@
 
 The eval loop calls ``add`` once per datapoint: the outputs are converted there
 (``to_page_value``: a conversion error belongs to that call alone) and queued; a
-daemon thread appends each datapoint's record to the open page file as it comes
-(``PageFile``), seals the page once it reaches ``page_size_bytes``, appends its
-rows to the locations file and rewrites the index. No page is held in memory:
+daemon thread appends each batch's records to the open page file as it comes
+(``PageFile``: a batch of one structure is encoded at once), seals the page once
+it reaches ``page_size_bytes``, appends its rows to the locations file and
+rewrites the index. No page is held in memory:
 the writer holds at most ``max_in_flight_bytes`` of queued outputs, counted as
 the memory they really keep alive (``held_storage``: the rows of one batch array
 count that array once; a small view of a large storage counts the storage), so
@@ -345,9 +346,9 @@ class PageWriter:
     def _store(self, item: _Item) -> None:
         epoch = item.epoch
         try:
-            for idx, value in zip(item.indices, item.values):
-                if epoch.error is None:
-                    self._append(epoch, idx, value)
+            done = 0
+            while epoch.error is None and done < len(item.indices):
+                done += self._append(epoch, item.indices[done:], item.values[done:])
             if epoch.error is None and epoch.page is not None:
                 epoch.page.write_pending()
         except Exception as exc:
@@ -356,16 +357,19 @@ class PageWriter:
             item.values = None  # on disk now: its memory is no longer held
             self._step(item.owners)
 
-    def _append(self, epoch: _Epoch, idx: int, value: Any) -> None:
+    def _append(self, epoch: _Epoch, indices: list[int], values: list[Any]) -> int:
+        """Append datapoints to the open page until it is full (then sealed); returns how many."""
         try:
             if epoch.page is None:
                 name = page_file_name(self.rank, self.world_size, epoch.pages)
                 epoch.page = PageFile(os.path.join(epoch.output_dir, name), epoch.pages)
-            epoch.page.append(idx, value)
+            count = epoch.page.append_batch(indices, values, self.page_size_bytes)
         except Exception as exc:
-            self._record(epoch, exc, f"datapoint idx={idx}: ")
-        if epoch.page is not None and epoch.page.size >= self.page_size_bytes:
+            self._record(epoch, exc, f"datapoints idx={indices[0]}..{indices[-1]}: ")
+            return len(indices)
+        if epoch.page.size >= self.page_size_bytes:
             self._seal_page(epoch)
+        return count
 
     def _seal_page(self, epoch: _Epoch) -> None:
         page, epoch.page = epoch.page, None

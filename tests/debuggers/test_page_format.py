@@ -6,6 +6,8 @@ import collections
 import enum
 import errno
 import fnmatch
+import json
+import math
 import os
 import pickle
 import threading
@@ -432,3 +434,126 @@ def test_index_round_trips_and_corrupt_index_is_reported(tmp_path):
     write_index(path, {"version": 99})
     with pytest.raises(CorruptPageError, match="version"):
         read_index(path)
+
+
+# ------------------------------------------------------- batches of records
+def batch_values(count: int) -> list[dict]:
+    """Records of one structure: arrays of many dtypes (0-d, big-endian, bool, float16, empty), numbers of
+    every JSON spelling, strings, None, bools, nested lists and tuples, int keys."""
+    rng = np.random.default_rng(2)
+    specials = [float("nan"), float("inf"), -float("inf"), -0.0, 5e-324, -2.2250738585072014e-308, 1e300]
+    return [{"d": {"kind": "feature_map", "fm": rng.standard_normal((3, 4)).astype(np.float32),
+                   "scalar": np.array(i, ">i4"), "mask": rng.standard_normal(5) > 0, "half": np.full(2, i, np.float16),
+                   "empty": np.zeros((0, 2)), "score": specials[i % len(specials)] if i % 3 else i / 7,
+                   "count": (-1) ** i * i * 2**25, "nothing": None, "flag": True, "shape": [3, 4],
+                   7: (0.5, [i, "x"]), "%s key": "x%d"}}
+            for i in range(count)]
+
+
+def assert_same_value(loaded, expected) -> None:
+    """Equal, with the same types, dict keys in the same order, arrays of the same dtype and shape."""
+    assert type(loaded) is type(expected)
+    if type(expected) is np.ndarray:
+        assert (loaded.dtype, loaded.shape) == (expected.dtype, expected.shape)
+        np.testing.assert_array_equal(loaded, expected)
+    elif type(expected) is dict:
+        assert [(type(key), key) for key in loaded] == [(type(key), key) for key in expected]
+        for key, value in expected.items():
+            assert_same_value(loaded[key], value)
+    elif type(expected) in (list, tuple):
+        assert len(loaded) == len(expected)
+        for item, value in zip(loaded, expected):
+            assert_same_value(item, value)
+    elif type(expected) is float:
+        assert str(loaded) == str(expected)  # nan, -0.0
+    else:
+        assert loaded == expected
+
+
+def assert_page_holds(path: str, indices: list[int], values: list) -> None:
+    """``write_page`` of these datapoints, read back by Lantern's reader and by ``pickle.load``."""
+    table = write_page(path, dict(zip(indices, values)))
+    assert table["idx"].tolist() == indices
+    with open(path, "rb") as file:
+        unpickled = pickle.load(file)
+    for loaded in (load_page(path), unpickled):
+        assert list(loaded) == indices
+        for idx, value in zip(indices, values):
+            assert_same_value(loaded[idx], value)
+
+
+def test_a_batch_encoded_at_once_equals_its_records_encoded_one_by_one(tmp_path):
+    indices, values = [3 * i - 40 for i in range(40)], batch_values(40)
+    batched = RecordEncoder(17)
+    starts, headers, header_length = batched.records(indices, values, None)  # None would mean "not batched"
+    single = RecordEncoder(17)
+    expected = [single.record(idx, value) for idx, value in zip(indices, values)]
+    assert [(int(s), int(h), header_length) for s, h in zip(starts, headers)] == expected
+    assert encoded_bytes(batched) == encoded_bytes(single)
+    assert_page_holds(str(tmp_path / "page_0.pkl"), indices, values)
+
+
+def test_headers_have_one_length_per_structure_and_stay_plain_json(tmp_path):
+    """Numbers in headers are padded with spaces (JSON allows them), so records of one plan have one length."""
+    path = str(tmp_path / "page_0.pkl")
+    table = write_page(path, dict(enumerate(batch_values(20))))
+    assert len(set(table["header_length"].tolist())) == 1
+    assert len(set(np.diff(table["start"]).tolist())) == 1
+    with open(path, "rb") as file:
+        data = file.read()
+    header = data[int(table["header"][5]):int(table["header"][5] + table["header_length"][5])]
+    assert b"  " in header and json.loads(header)["d"][0][0] == "d"
+
+
+@pytest.mark.parametrize("change", ["shape", "non-contiguous", "int for a float", "key order", "bool key",
+                                    "big idx", "big int", "another string", "bytes"])
+def test_a_batch_of_mixed_structures_is_encoded_record_by_record(tmp_path, change):
+    indices, values = list(range(30)), [{"x": np.arange(6.0).reshape(2, 3) + i, "s": 0.5, "n": 1, 2: "a"}
+                                         for i in range(30)]
+    odd = values[17]
+    if change == "shape":
+        odd["x"] = np.zeros((3, 2))
+    elif change == "non-contiguous":
+        odd["x"] = np.arange(12.0).reshape(2, 6)[:, ::2]
+    elif change == "int for a float":
+        odd["s"] = 1
+    elif change == "key order":
+        values[17] = {"s": 0.5, "x": odd["x"], "n": 1, 2: "a"}
+    elif change == "bool key":
+        values[17] = {"x": odd["x"], "s": 0.5, "n": 1, True: "a"}
+    elif change == "big idx":
+        indices[17] = 2**40
+    elif change == "big int":
+        odd["n"] = -2**31 - 1
+    elif change == "another string":
+        odd[2] = "b"
+    else:
+        odd[2] = b"a"
+    assert RecordEncoder(0).records(indices, values, None) is None
+    assert_page_holds(str(tmp_path / "page_0.pkl"), indices, values)
+
+
+def test_a_batch_stops_where_the_page_is_full_as_record_by_record_does(tmp_path):
+    indices, values = list(range(50)), batch_values(50)
+    limit = 17 + 9_000
+    single = RecordEncoder(17)
+    count = next(i for i, (idx, value) in enumerate(zip(indices, values), 1)
+                 if single.record(idx, value) and single.position >= limit)
+    batched = RecordEncoder(17)
+    starts, _, _ = batched.records(indices, values, limit)
+    assert len(starts) == count < 50 and batched.position == single.position
+    assert encoded_bytes(batched) == encoded_bytes(single)
+
+
+def test_pages_written_before_batches_still_load():
+    """A page of the first format-2 encoder (``K`` opcodes, unpadded JSON numbers) reads as before."""
+    path = os.path.join(os.path.dirname(__file__), "data", "page_written_before_batches.pkl")
+    with open(path, "rb") as file:
+        unpickled = pickle.load(file)
+    for loaded in (load_page(path), unpickled):
+        assert sorted(loaded) == [3, 300]
+        first, second = loaded[3]["d"], loaded[300]["d"]
+        np.testing.assert_array_equal(first["features"], np.arange(6, dtype=np.float32).reshape(2, 3))
+        np.testing.assert_array_equal(second["features"], np.full((2, 3), -1.5, np.float32))
+        assert (first["score"], first["count"], bool(first["flag"]), first["shape"]) == (0.5, 7, True, [2, 3])
+        assert math.isnan(second["score"]) and second["count"] == -2**40 and not second["flag"]

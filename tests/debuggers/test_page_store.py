@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from debuggers import page_format
+from debuggers.batch_split import split_batch
 from debuggers.page_format import PAGE_GLOB, PageWriteError, load_page
 from debuggers.page_index import read_index
 from debuggers.page_store import PageWriter, PageWriterError
@@ -81,6 +82,33 @@ def test_pages_split_at_size_and_round_trip(tmp_path, make_writer):
         page = pages[next(name for name, held in pages.items() if idx in held)]
         np.testing.assert_array_equal(page[idx]["fm"], tensor.numpy())
         assert page[idx]["meta"] == {"i": idx}
+
+
+def test_batches_split_across_pages_at_the_same_places_as_datapoints_one_by_one(tmp_path, make_writer):
+    """Batches of one structure are encoded at once; pages are still sealed after the datapoint that fills them."""
+    batches = [torch.randn(16, 8, 32) for _ in range(6)]
+    folders = {"batched": tmp_path / "batched", "one by one": tmp_path / "one_by_one"}
+    for how, folder in folders.items():
+        writer = make_writer(20_000)
+        writer.start_epoch(str(folder))
+        for number, batch in enumerate(batches):
+            indices = list(range(16 * number, 16 * number + 16))
+            rows = split_batch({"fm": batch, "mean": batch.mean(dim=(1, 2)), "layer": "conv1"}, 16)
+            if how == "batched":
+                writer.add_converted(indices, rows)
+            else:
+                for idx, row in zip(indices, rows):
+                    writer.add_converted([idx], [row])
+        assert writer.flush()["datapoints"] == 96
+    batched, one_by_one = pages_on_disk(folders["batched"]), pages_on_disk(folders["one by one"])
+    assert len(batched) > 5 and [sorted(page) for page in batched.values()] == \
+        [sorted(page) for page in one_by_one.values()]
+    for name in batched:
+        assert (folders["batched"] / name).read_bytes() == (folders["one by one"] / name).read_bytes()
+    for idx in range(96):
+        page = next(page for page in batched.values() if idx in page)
+        np.testing.assert_array_equal(page[idx]["fm"], batches[idx // 16][idx % 16].numpy())
+        assert page[idx]["mean"] == batches[idx // 16][idx % 16].mean().item() and page[idx]["layer"] == "conv1"
 
 
 def test_bfloat16_and_views_are_stored_as_small_arrays(tmp_path, make_writer):
@@ -289,6 +317,7 @@ KILLED_WRITER = textwrap.dedent("""
     import sys, time
     import torch
     from debuggers import page_format
+    from debuggers.batch_split import split_batch
     from debuggers.page_store import PageWriter
 
     real_append = page_format._append
@@ -300,24 +329,39 @@ KILLED_WRITER = textwrap.dedent("""
     page_format._append = slow_append
     writer = PageWriter(64 * 1024)
     writer.start_epoch(sys.argv[1])
+    batch = int(sys.argv[2])  # 1: one datapoint per add; more: batches encoded at once, pages sealed mid-batch
     i = 0
     while True:
-        writer.add(i, {"x": torch.full((2048,), float(i)), "i": i})
-        i += 1
+        if batch == 1:
+            writer.add(i, {"x": torch.full((2048,), float(i)), "i": i})
+        else:
+            ids = torch.arange(i, i + batch)
+            rows = split_batch({"x": ids[:, None].float().expand(batch, 2048).contiguous(), "i": ids}, batch)
+            writer.add_converted(ids.tolist(), rows)
+        i += batch
 """)
 
 
-def test_sigkill_mid_write_leaves_only_complete_pages(tmp_path):
+def _size(path) -> int:
+    """A file's size; 0 once it is gone (a temporary page is renamed when sealed)."""
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        return 0
+
+
+@pytest.mark.parametrize("batch", [1, 16])
+def test_sigkill_mid_write_leaves_only_complete_pages(tmp_path, batch):
     folder = tmp_path / "debugger"
     env = dict(os.environ, PYTHONPATH=REPO_ROOT)
-    process = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(folder)], cwd=REPO_ROOT, env=env,
+    process = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(folder), str(batch)], cwd=REPO_ROOT, env=env,
                                stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and process.poll() is None:
             names = os.listdir(folder) if folder.is_dir() else []
             temps = [n for n in names if ".tmp-" in n and n.startswith(".page_")]
-            if len(glob.glob(str(folder / PAGE_GLOB))) >= 3 and temps and os.path.getsize(folder / temps[0]) > 0:
+            if len(glob.glob(str(folder / PAGE_GLOB))) >= 3 and temps and _size(folder / temps[0]) > 0:
                 break
             time.sleep(0.001)
         process.send_signal(signal.SIGKILL)
