@@ -6,8 +6,9 @@ in a new random order each round, medians compared as ratios to the pass without
 * **feature maps**: ``SmallCNN``, the full output of ``backbone.layer2`` of every datapoint
   to disk; also a configured but disabled debugger. Floor: a forward hook ``numpy.save``-ing
   each batch. Targets (DESIGN.md): disabled <= 1.02, capture <= 1.10.
-* **attention**: ``AttentionClassifier``, ``AttentionDebugger('blocks.1.attn')``; floor: a
-  capture listener ``numpy.save``-ing each batch's weights. Target <= 1.15.
+* **attention**: ``AttentionClassifier``, ``AttentionDebugger('blocks.1.attn')``; also with
+  its summaries only (no page written: what the page writer's thread adds is the difference);
+  floor: a capture listener ``numpy.save``-ing each batch's weights. Target <= 1.10.
 * **Grad-CAM**: ``GradCAMDebugger('backbone.layer4')`` against captum's ``LayerGradCam``
   upsampled to the input and ``numpy.save``-d per batch. Target: <= captum.
 
@@ -51,15 +52,16 @@ class Workload:
         shutil.rmtree(self.root, ignore_errors=True)
         return self.root
 
-    def add_lantern(self, name: str, debugger_config: dict, enabled: bool = True) -> None:
-        """A ``SequentialDebugger`` capturing every pass (or configured, with its hooks, but never enabled)."""
+    def add_lantern(self, name: str, debugger_config: dict, enabled: bool = True, pages: bool = True) -> None:
+        """A ``SequentialDebugger`` capturing every pass (or configured, with its hooks, but never enabled;
+        ``pages=False``: collecting the summaries only)."""
         debugger = SequentialDebugger([{"name": "d", "debugger_config": debugger_config}], page_size_mb=100,
                                       model=self.model)
 
         def run() -> None:
             if not enabled:
                 return run_loop(self.model, self.batches)
-            debugger.reset_buffer(self.folder())
+            debugger.reset_buffer(self.folder(), full_outputs=pages)
             debugger.enabled = True
             run_loop(self.model, self.batches, debugger)
             debugger.enabled = False
@@ -134,8 +136,9 @@ def measure_features(cnn: torch.nn.Module, batches: list[dict], root: str, args:
 def measure_attention(batches: list[dict], root: str, args: argparse.Namespace) -> None:
     attention_model = AttentionClassifier().eval()
     attention = Workload(attention_model, batches, os.path.join(root, "out"))
-    attention.add_lantern("Lantern: AttentionDebugger(blocks.1.attn)",
-                          {"class": AttentionDebugger, "args": {"layer_name": "blocks.1.attn"}})
+    config = {"class": AttentionDebugger, "args": {"layer_name": "blocks.1.attn"}}
+    attention.add_lantern("Lantern: AttentionDebugger(blocks.1.attn)", config)
+    attention.add_lantern("Lantern, summaries only (no pages)", config, pages=False)
     attention.add_floor("floor: listener + numpy.save per batch",
                         lambda f: floor_listener("blocks.1.attn", "attention_weights", f))
     attention.report("Attention maps (AttentionClassifier, 32 px)", args)

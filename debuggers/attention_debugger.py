@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import inspect
-import threading
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -203,39 +204,40 @@ def _padding_from_inputs(mask: Any, weights: torch.Tensor) -> tuple[Optional[tor
 class RowStatistics:
     """Each query row's entropy and largest weight, (B, heads, Lq) each, and the weights as float (B, heads, Lq, Lk).
 
-    On the CPU they are computed on a thread of their own, started when the weights are copied: torch
+    On the CPU they are computed on a background thread as soon as the weights are copied: torch
     releases the GIL in its kernels, so the arithmetic (a log of every weight: the costliest part of the
     capture) runs beside the rest of the forward pass, and the debugger's call waits only for what is left.
     On a GPU the kernels are queued asynchronously anyway, so they are queued at once.
     """
 
     def __init__(self, weights: torch.Tensor, pool: BufferPool) -> None:
-        self._weights, self._pool = weights, pool
-        self._result: Optional[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = None
-        self._error: Optional[Exception] = None
-        self._thread: Optional[threading.Thread] = None
+        self._pool = pool
         if weights.device.type == "cpu":
-            self._thread = threading.Thread(target=self._compute, name="lantern-attention-rows", daemon=True)
-            self._thread.start()
+            self._future = _background().submit(self._compute, weights)
         else:
-            self._compute()
+            self._future = Future()
+            self._future.set_result(self._compute(weights))
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(probs, row entropy, row max); raises what the computation raised (in the caller's thread)."""
-        if self._thread is not None:
-            self._thread.join()  # arithmetic on a private copy: it ends
-        if self._error is not None:
-            raise self._error
-        return self._result
+        """(probs, row entropy, row max); raises what the computation raised (e.g. out of memory)."""
+        return self._future.result()  # arithmetic on a private copy: it ends
 
-    def _compute(self) -> None:
-        try:
-            probs = self._weights.float()
-            probs = probs.unsqueeze(1) if probs.ndim == 3 else probs
-            self._result = probs, _row_entropy(probs, self._pool.empty_like(probs)), probs.amax(dim=-1)
-        except Exception as exc:  # e.g. out of memory: the debugger's call raises it, its error is recorded
-            self._error = exc
-        self._weights = None
+    def _compute(self, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        probs = weights.float()
+        probs = probs.unsqueeze(1) if probs.ndim == 3 else probs
+        return probs, _row_entropy(probs, self._pool.empty_like(probs)), probs.amax(dim=-1)
+
+
+_executor: Optional[tuple[int, ThreadPoolExecutor]] = None
+
+
+def _background() -> ThreadPoolExecutor:
+    """The thread of every AttentionDebugger's row statistics (made anew in a forked child: threads do not
+    survive a fork)."""
+    global _executor
+    if _executor is None or _executor[0] != os.getpid():
+        _executor = os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="lantern-attention-rows")
+    return _executor[1]
 
 
 def attention_output(layer_name: str, capture: _Capture) -> dict[str, Any]:
