@@ -11,9 +11,12 @@ in a new random order each round, medians compared as ratios to the pass without
   floor: a capture listener ``numpy.save``-ing each batch's weights. Target <= 1.10.
 * **Grad-CAM**: ``GradCAMDebugger('backbone.layer4')`` against captum's ``LayerGradCam``
   upsampled to the input and ``numpy.save``-d per batch. Target: <= captum.
+* **attention-threads**: where the attention capture's CPU time goes, per batch: on the
+  forward thread (the forward pass with the hooks and the copy, the debugger's call: record,
+  batch split, summaries, queueing) and on the other threads (row statistics, page writer).
 
     python -m benchmarks.debugger_overhead [--datapoints 512] [--rounds 7] [--threads 1]
-        [--workloads features attention gradcam] [--cpu-time]
+        [--workloads features attention gradcam attention-threads] [--cpu-time]
 
 ``--cpu-time`` compares the process's CPU time (all threads, the page writer's included)
 instead of wall time: on a machine loaded by other work, wall time mostly measures the load.
@@ -23,7 +26,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -115,7 +120,7 @@ class CaptumGradCamFloor:
             np.save(os.path.join(self.folder, f"batch_{k}.npy"), cam.detach().numpy())
 
 
-WORKLOADS = ["features", "attention", "gradcam"]
+WORKLOADS = ["features", "attention", "gradcam", "attention-threads"]
 
 
 def batches_of(datapoints: int, batch_size: int, resolution: int) -> list[dict]:
@@ -142,6 +147,53 @@ def measure_attention(batches: list[dict], root: str, args: argparse.Namespace) 
     attention.add_floor("floor: listener + numpy.save per batch",
                         lambda f: floor_listener("blocks.1.attn", "attention_weights", f))
     attention.report("Attention maps (AttentionClassifier, 32 px)", args)
+
+
+def measure_attention_threads(batches: list[dict], root: str, args: argparse.Namespace) -> None:
+    """CPU ms per batch, medians of interleaved rounds: the forward thread's forward pass and debugger calls
+    (``time.thread_time``), and the rest of the process's CPU time (its other threads)."""
+    model = AttentionClassifier().eval()
+    debugger = SequentialDebugger([{"name": "d", "debugger_config": {
+        "class": AttentionDebugger, "args": {"layer_name": "blocks.1.attn"}}}], page_size_mb=100, model=model)
+
+    def one_pass(capture: bool) -> tuple[float, float, float]:
+        if capture:
+            debugger.reset_buffer(os.path.join(root, "out"))
+            debugger.enabled = True
+        forward = call = 0.0
+        process = time.process_time()
+        with torch.no_grad():
+            for batch in batches:
+                dp, start = dict(batch), time.thread_time()
+                dp["outputs"] = model(dp["inputs"])
+                forward += time.thread_time() - start
+                if capture:
+                    start = time.thread_time()
+                    debugger(dp, model)
+                    call += time.thread_time() - start
+        if capture:
+            start = time.thread_time()
+            debugger.save_all()
+            call += time.thread_time() - start
+            debugger.enabled = False
+        return forward, call, time.process_time() - process - forward - call
+
+    times: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
+    order = random.Random(0)
+    for _ in range(args.rounds):
+        for capture in order.sample([False, True], 2):
+            times[capture].append(one_pass(capture))
+    per_batch = {capture: [statistics.median(parts) / len(batches) * 1e3 for parts in zip(*runs)]
+                 for capture, runs in times.items()}
+    (forward_none, _, other_none), (forward, call, other) = per_batch[False], per_batch[True]
+    print(f"\nAttention capture's CPU time (AttentionClassifier, 32 px): ms per batch of {args.batch_size}, "
+          f"median of {args.rounds} interleaved rounds")
+    print(f"| {'where':<58} | {'no capture':>10} | {'capture':>8} | {'added':>6} |")
+    print(f"| {'-' * 58} | {'-' * 9}: | {'-' * 7}: | {'-' * 5}: |")
+    for name, none, lantern in (("forward thread: forward pass (hooks, copy of the weights)", forward_none, forward),
+                                ("forward thread: debugger call (split, summaries, queue)", 0.0, call),
+                                ("other threads: row statistics, page writer", other_none, other)):
+        print(f"| {name:<58} | {none:>10.2f} | {lantern:>8.2f} | {lantern - none:>6.2f} |")
 
 
 def measure_gradcam(cnn: torch.nn.Module, batches: list[dict], root: str, args: argparse.Namespace) -> None:
@@ -174,6 +226,8 @@ def main() -> None:
             measure_attention(batches, root, args)
         if "gradcam" in args.workloads:
             measure_gradcam(cnn, batches, root, args)
+        if "attention-threads" in args.workloads:
+            measure_attention_threads(batches, root, args)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -23,7 +23,7 @@ import weakref
 import numpy as np
 import torch
 
-DEFAULT_MAX_BUFFERS = 4  # a copy the page writer is writing, the next batch's copy, a scratch, one spare
+DEFAULT_MAX_BUFFERS = 6  # copies queued for or being written by the page writer, the next batch's, a scratch
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 POOLED_FROM_BYTES = 64 * 1024  # smaller tensors come from the allocator's warm heap anyway
 
