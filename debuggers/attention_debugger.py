@@ -206,12 +206,13 @@ class RowStatistics:
 
     On the CPU they are computed on a background thread as soon as the weights are copied: torch
     releases the GIL in its kernels, so the arithmetic (a log of every weight: the costliest part of the
-    capture) runs beside the rest of the forward pass, and the debugger's call waits only for what is left.
-    On a GPU the kernels are queued asynchronously anyway, so they are queued at once.
+    capture) runs beside the rest of the forward pass, and the debugger's call waits only for what is left;
+    where the thread has not even started by then (a machine busy with other work), the call computes them
+    itself rather than wait for it. On a GPU the kernels are queued asynchronously anyway: queued at once.
     """
 
     def __init__(self, weights: torch.Tensor, pool: BufferPool) -> None:
-        self._pool = pool
+        self._weights, self._pool = weights, pool
         if weights.device.type == "cpu":
             self._future = _background().submit(self._compute, weights)
         else:
@@ -220,6 +221,8 @@ class RowStatistics:
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(probs, row entropy, row max); raises what the computation raised (e.g. out of memory)."""
+        if self._future.cancel():
+            return self._compute(self._weights)
         return self._future.result()  # arithmetic on a private copy: it ends
 
     def _compute(self, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
