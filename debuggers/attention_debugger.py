@@ -214,7 +214,7 @@ class RowStatistics:
     def __init__(self, weights: torch.Tensor, pool: BufferPool) -> None:
         self._weights, self._pool = weights, pool
         if weights.device.type == "cpu":
-            self._future = _background().submit(self._compute, weights)
+            self._future = background_executor().submit(self._compute, weights)
         else:
             self._future = Future()
             self._future.set_result(self._compute(weights))
@@ -234,7 +234,7 @@ class RowStatistics:
 _executor: Optional[tuple[int, ThreadPoolExecutor]] = None
 
 
-def _background() -> ThreadPoolExecutor:
+def background_executor() -> ThreadPoolExecutor:
     """The thread of every AttentionDebugger's row statistics (made anew in a forked child: threads do not
     survive a fork)."""
     global _executor

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from debuggers.attention_debugger import AttentionDebugger
+from debuggers.attention_debugger import AttentionDebugger, background_executor
 from debuggers.capture import capture_debug_state
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from models import AttentionClassifier
@@ -91,11 +93,20 @@ def test_the_caller_gets_what_it_asked_for(images, need_weights, average, positi
     assert leftover_hooks(model) == 0
 
 
-def test_capture_point_weights_match_an_independent_computation(tmp_path):
+@pytest.mark.parametrize("busy_background", [False, True])
+def test_capture_point_weights_match_an_independent_computation(tmp_path, busy_background):
+    """busy_background: the row statistics' thread is stuck elsewhere; the debugger's call must not wait for it."""
     torch.manual_seed(0)
     model = AttentionClassifier(patch_size=4, dim=32, depth=2, num_heads=2).eval()
     images = torch.randn(3, 3, 16, 16)
-    outputs = capture_epoch(model, images, tmp_path, 2, [entry("att", AttentionDebugger, layer_name="blocks.1.attn")])
+    release = threading.Event()
+    stuck = background_executor().submit(release.wait, 60) if busy_background else None
+    try:
+        outputs = capture_epoch(model, images, tmp_path, 2,
+                                [entry("att", AttentionDebugger, layer_name="blocks.1.attn")])
+        assert stuck is None or not stuck.done()
+    finally:
+        release.set()
     with torch.no_grad():
         embeddings = model.patch_embed(images)
         grid = tuple(embeddings.shape[2:])
