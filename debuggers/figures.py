@@ -9,12 +9,16 @@ block-averaged to at most ``MAX_SIDE`` cells a side.
 
 from __future__ import annotations
 
+import base64
+import io
 import math
 from collections.abc import Callable
 from typing import Any, Optional
 
 import numpy as np
+import PIL.Image
 import plotly.graph_objects as go
+import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from debuggers import outputs as kinds
@@ -31,10 +35,35 @@ FLAG_COLOURS = {"ok": "#4c78a8", "zero": "#f58518", "missing": "#e45756", "froze
 Figures = list[go.Figure]
 
 
+def _look() -> go.layout.Template:
+    """plotly's default look (grey plot area, white grid) without what makes a page of figures slow: the
+    default template's per-trace defaults (4 kB of JSON in every figure) and its automatic axis margins."""
+    plotly = pio.templates["plotly"].layout
+    axis = {"gridcolor": "white", "linecolor": "white", "ticks": "", "zerolinecolor": "white", "zerolinewidth": 2,
+            "automargin": False}
+    return go.layout.Template(layout={
+        "colorway": plotly.colorway, "font": plotly.font, "hovermode": "closest", "hoverlabel": plotly.hoverlabel,
+        "paper_bgcolor": "white", "plot_bgcolor": plotly.plot_bgcolor, "title": {"x": 0.05},
+        "annotationdefaults": plotly.annotationdefaults, "shapedefaults": plotly.shapedefaults,
+        "xaxis": axis, "yaxis": axis})
+
+
+LOOK = _look()
+MARGIN = {"l": 40, "r": 20, "t": 50, "b": 30}
+COLOUR_BAR_MARGIN = 80  # the right margin a colour bar is drawn in
+AXIS_TITLES = {"l": 60, "b": 45}  # room for axis titles beside the tick labels
+
+
 # ------------------------------------------------------------------ helpers
-def _finish(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
-    fig.update_layout(title={"text": title, "font": {"size": 14}}, height=height,
-                      margin={"l": 40, "r": 20, "t": 50, "b": 30})
+def _finish(fig: go.Figure, title: str, height: int = 320, margin: Optional[dict[str, int]] = None) -> go.Figure:
+    """Title, height and fixed margins (``MARGIN`` updated by ``margin``). Margins do not grow to fit colour
+    bars, legends or tick labels (that costs the browser a second layout pass per figure): a figure with a
+    colour bar gets ``COLOUR_BAR_MARGIN`` on the right, and a figure whose labels are data (layer names,
+    tokens) asks for ``margin={'autoexpand': True}``."""
+    colour_bar = any(getattr(trace, "showscale", None) is not False and isinstance(trace, go.Heatmap)
+                     for trace in fig.data)
+    margin = {**MARGIN, **({"r": COLOUR_BAR_MARGIN} if colour_bar else {}), "autoexpand": False, **(margin or {})}
+    fig.update_layout(template=LOOK, title={"text": title, "font": {"size": 14}}, height=height, margin=margin)
     return fig
 
 
@@ -84,7 +113,8 @@ def _grid(maps: list[np.ndarray], titles: list[str], title: str) -> go.Figure:
     fig = go.Figure(go.Heatmap(z=mosaic, colorscale="Viridis", hoverongaps=False))
     fig.update_layout(annotations=labels, meta={"tiles": tiles}, plot_bgcolor="white")
     fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, scaleanchor="y", constrain="domain")
-    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed")
+    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed", constrain="domain",
+                     constraintoward="top")  # no blank rows between the maps and their tick labels in narrow columns
     return _finish(fig, title, height=120 + 170 * rows)
 
 
@@ -136,6 +166,14 @@ def display_image(image: np.ndarray) -> np.ndarray:
     return (np.nan_to_num(scaled) * 255).round().astype(np.uint8)
 
 
+def png_data_uri(image: np.ndarray) -> str:
+    """An (H, W, 3) or (H, W) uint8 image as a ``data:image/png;base64,...`` URI: a browser shows it without
+    plotly, and a plotly ``Image`` with this ``source`` skips turning a z-matrix into a picture."""
+    buffer = io.BytesIO()
+    PIL.Image.fromarray(np.ascontiguousarray(image)).save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
 def pca_rgb(features: np.ndarray) -> np.ndarray:
     """(C, H, W) features as an (H, W, 3) uint8 image of their top-3 principal components.
 
@@ -185,7 +223,7 @@ def statistics_figures(output: dict[str, Any]) -> Figures:
         stds = np.asarray(output.get("channel_stds", np.zeros_like(means)), dtype=np.float64)
         fig = go.Figure(go.Bar(x=np.arange(len(means)), y=means, error_y={"type": "data", "array": stds}))
         fig.update_xaxes(title_text="channel")
-        figures.append(_finish(fig, f"{output.get('layer_name', '')} channel means (± std)", 280))
+        figures.append(_finish(fig, f"{output.get('layer_name', '')} channel means (± std)", 280, AXIS_TITLES))
     return figures
 
 
@@ -196,7 +234,7 @@ def histogram_figure(counts: np.ndarray, edges: np.ndarray, title: str) -> go.Fi
                            marker_line_width=0))
     fig.update_xaxes(title_text="activation")
     fig.update_yaxes(title_text="count")
-    return _finish(fig, title, 280)
+    return _finish(fig, title, 280, AXIS_TITLES)
 
 
 def layer_output_figures(output: dict[str, Any]) -> Figures:
@@ -230,7 +268,7 @@ def entropy_figure(entropy: np.ndarray, keys: int, name: str) -> go.Figure:
     fig.add_hline(y=uniform, line={"dash": "dash", "color": "#e45756"}, annotation_text=f"uniform over {keys} keys",
                   annotation_position="top left")
     fig.update_yaxes(title_text="entropy (nats)", range=[0, 1.1 * max(uniform, float(np.nanmax(entropy)), 1e-3)])
-    return _finish(fig, f"{name} attention entropy per head (uniform = {uniform:.2f})", 260)
+    return _finish(fig, f"{name} attention entropy per head (uniform = {uniform:.2f})", 260, AXIS_TITLES)
 
 
 def attention_heads_figure(attention: np.ndarray, title: str, tokens: Optional[list[str]] = None) -> go.Figure:
@@ -385,7 +423,8 @@ def gradient_flow_figures(output: dict[str, Any]) -> Figures:
     ticks = log_ticks(float(drawn.min()), float(drawn.max())) if drawn.size else []
     fig.update_yaxes(type="log", title_text="gradient norm", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
     loss = output.get("loss")
-    return [_finish(fig, "gradient flow" + (f" (loss {_format(loss)})" if loss is not None else ""), 340)]
+    return [_finish(fig, "gradient flow" + (f" (loss {_format(loss)})" if loss is not None else ""), 340,
+                    {**AXIS_TITLES, "autoexpand": True})]  # layer names and the legend: margins fit them
 
 
 def log_ticks(low: float, high: float) -> list[float]:
@@ -449,7 +488,7 @@ def embedding_figures(data: np.ndarray, metadata: dict[str, Any], title: str) ->
         fig = go.Figure(_heatmap(data, colorscale="RdBu"))
         fig.update_xaxes(title_text="channel")
         fig.update_yaxes(title_text="token", autorange="reversed")
-        figures.append(_finish(fig, f"{title} {list(data.shape)}"))
+        figures.append(_finish(fig, f"{title} {list(data.shape)}", margin=AXIS_TITLES))
         if grid is not None and len(grid) == 2 and grid[0] * grid[1] == data.shape[0]:
             data = data.T.reshape(data.shape[1], int(grid[0]), int(grid[1]))
     if data.ndim == 3:
@@ -559,4 +598,5 @@ def model_report_figures(report: dict[str, Any]) -> Figures:
     bars.add_trace(go.Bar(x=names, y=[layer.get("flops") for layer in layers], name="FLOPs"), 1, 2)
     bars.update_layout(showlegend=False)
     return [_table(summary, f"model report: {report.get('model')}", ("", "")),
-            _finish(table, "layers", min(120 + 26 * len(layers), 700)), _finish(bars, "parameters and FLOPs", 360)]
+            _finish(table, "layers", min(120 + 26 * len(layers), 700)),
+            _finish(bars, "parameters and FLOPs", 360, {"autoexpand": True})]

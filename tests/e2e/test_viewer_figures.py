@@ -1,15 +1,18 @@
 """What the viewer draws, checked in a real headless Chromium over a real two-epoch run: class names in
 badges and Grad-CAM titles, Grad-CAM of label and prediction, Compare epochs as aligned rows, tables
-without a blank gap, dropdown options never under their search box."""
+and the input image as HTML, dropdown options never under their search box."""
 
 from __future__ import annotations
 
 import shutil
 from urllib.parse import urlencode
 
+import numpy as np
 import pytest
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from runners.eval_viewer.backend.datapoint import load_datapoint
+from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.layout import ids
 from tests.e2e.conftest import DEBUGGER, serve_viewer
 from tests.runs import train, write_config
@@ -94,14 +97,23 @@ def test_compare_epochs_shows_aligned_rows_on_shared_scales_and_a_difference(vie
     assert ranges[0] == ranges[1]
 
 
-def test_statistics_table_leaves_no_blank_gap(viewer_url, logs, new_page):
+def test_statistics_are_an_html_table_of_every_statistic_and_the_input_a_plain_image(viewer_url, logs, new_page):
+    """Tables and the input image are HTML (nothing for plotly to draw on a click), with the run's numbers."""
+    backend = ViewerBackend([str(logs)])
+    run = backend.run(str(logs / "run"))
+    stats = load_datapoint(backend, run, backend.epoch(run, "epoch_1"), 0)["debug"]["stats"]
     page = new_page(_url(viewer_url, logs / "run", idx=0))
-    table = _block(page, "stats").locator(".js-plotly-plot").first
-    table.locator(".table").first.wait_for()
-    gap = table.evaluate("""gd => {
-        const rows = [...gd.querySelectorAll('.table .cell-rect')].map(r => r.getBoundingClientRect().bottom);
-        return gd.querySelector('.main-svg').getBoundingClientRect().bottom - Math.max(...rows); }""")
-    assert 0 <= gap < 12, f"{gap:.0f} px of blank space under the statistics table"
+    table = _block(page, "stats").locator(".table-figure table")
+    table.wait_for()
+    assert _block(page, "stats").locator(".table-figure .js-plotly-plot").count() == 0
+    shown = dict(row.locator("td").all_inner_texts() for row in table.locator("tbody tr").all())
+    expected = {key: value for key, value in stats.items() if np.ndim(value) == 0 and key not in ("kind", "layer_name")}
+    assert set(expected) <= set(shown)
+    for key, value in expected.items():
+        assert shown[key] == (f"{value:.6g}" if isinstance(value, (float, np.floating)) else str(value)), key
+    image = page.locator(f"#{ids.DATAPOINT_PANEL} .section-inputs img")
+    assert image.evaluate("img => img.complete && img.naturalWidth") == np.shape(
+        load_datapoint(backend, run, backend.epoch(run, "epoch_1"), 0)["inputs"]["image"])[-1]
 
 
 def test_dropdown_options_never_lie_under_the_search_box(viewer_url, logs, new_page):

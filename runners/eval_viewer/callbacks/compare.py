@@ -1,7 +1,9 @@
 """Comparisons: one datapoint across epochs of a run, and across two runs, side by side.
 
 Each column opens only the page holding the datapoint in its epoch; nothing is
-computed while the tab is hidden.
+computed while the tab is hidden: the open datapoint reaches a comparison through a store
+that the browser writes only while that tab is shown, so a click on another tab sends no
+request for it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from runners.eval_viewer.callbacks.components import (
 from runners.eval_viewer.layout import ids
 
 MAX_DEFAULT_EPOCHS = 4  # preselected columns; more can be added by hand
+_WHILE_SHOWN = """function(idx, tab) {
+    return tab === 'TAB' ? {idx: idx === undefined ? null : idx} : window.dash_clientside.no_update;
+}"""
 
 
 def epoch_columns(backend: ViewerBackend, run: Run, epochs: list[Epoch], idx: int) -> html.Div:
@@ -67,6 +72,11 @@ def _compare_column(datapoint: dict, title: str) -> CompareColumn:
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
+    for tab, shown in ((ids.TAB_COMPARE_EPOCHS, ids.COMPARE_EPOCHS_SHOWN),
+                       (ids.TAB_COMPARE_RUNS, ids.COMPARE_RUNS_SHOWN)):
+        app.clientside_callback(_WHILE_SHOWN.replace("TAB", tab), Output(shown, "data"), Input(ids.SELECTED, "data"),
+                                Input(ids.TABS, "value"))
+
     @app.callback(Output(ids.COMPARE_EPOCHS_SELECT, "options"), Output(ids.COMPARE_EPOCHS_SELECT, "value"),
                   Input(ids.EPOCH_SELECT, "options"), Input(ids.EPOCH_SELECT, "value"),
                   State(ids.RUN_SELECT, "value"))
@@ -79,11 +89,12 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         order = [e.key for e in epochs]
         return [epoch_option(e) for e in epochs], sorted(keys, key=order.index)
 
-    @app.callback(Output(ids.COMPARE_EPOCHS_PANEL, "children"), Input(ids.SELECTED, "data"),
-                  Input(ids.COMPARE_EPOCHS_SELECT, "value"), Input(ids.TABS, "value"), State(ids.RUN_SELECT, "value"))
-    def compare_epochs(idx: Optional[int], keys: Optional[list], tab: str, run_path: Optional[str]) -> object:
-        if tab != ids.TAB_COMPARE_EPOCHS:
+    @app.callback(Output(ids.COMPARE_EPOCHS_PANEL, "children"), Input(ids.COMPARE_EPOCHS_SHOWN, "data"),
+                  Input(ids.COMPARE_EPOCHS_SELECT, "value"), State(ids.TABS, "value"), State(ids.RUN_SELECT, "value"))
+    def compare_epochs(shown: Optional[dict], keys: Optional[list], tab: str, run_path: Optional[str]) -> object:
+        if tab != ids.TAB_COMPARE_EPOCHS or shown is None:
             return no_update
+        idx = shown["idx"]
         run = backend.run(run_path)
         epochs = [e for e in backend.epochs(run) if e.key in (keys or [])] if run else []
         if idx is None or not epochs:
@@ -103,14 +114,15 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         keys = {e.key for e in epochs}
         return [epoch_option(e) for e in epochs], epoch_key if epoch_key in keys else default_epoch(epochs)
 
-    @app.callback(Output(ids.COMPARE_RUNS_PANEL, "children"), Input(ids.SELECTED, "data"),
+    @app.callback(Output(ids.COMPARE_RUNS_PANEL, "children"), Input(ids.COMPARE_RUNS_SHOWN, "data"),
                   Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"),
                   Input(ids.COMPARE_RUN_SELECT, "value"), Input(ids.COMPARE_RUN_EPOCH_SELECT, "value"),
-                  Input(ids.TABS, "value"))
-    def compare_runs(idx: Optional[int], run_path: Optional[str], epoch_key: Optional[str],
+                  State(ids.TABS, "value"))
+    def compare_runs(shown: Optional[dict], run_path: Optional[str], epoch_key: Optional[str],
                      other_path: Optional[str], other_key: Optional[str], tab: str) -> object:
-        if tab != ids.TAB_COMPARE_RUNS:
+        if tab != ids.TAB_COMPARE_RUNS or shown is None:
             return no_update
+        idx = shown["idx"]
         sides = [_side(backend, run_path, epoch_key), _side(backend, other_path, other_key)]
         if idx is None or None in sides:
             return message("Click a datapoint, then pick a second run and its epoch.")

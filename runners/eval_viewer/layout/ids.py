@@ -40,4 +40,6 @@ COMPARE_EPOCHS_PANEL = "compare-epochs-panel"
 COMPARE_RUN_SELECT = "compare-run-select"
 COMPARE_RUN_EPOCH_SELECT = "compare-run-epoch-select"
 COMPARE_RUNS_PANEL = "compare-runs-panel"
+COMPARE_EPOCHS_SHOWN = "compare-epochs-shown"  # the open idx, written only while Compare epochs is the tab shown
+COMPARE_RUNS_SHOWN = "compare-runs-shown"  # the same for Compare runs
 MODEL_REPORT_PANEL = "model-report-panel"

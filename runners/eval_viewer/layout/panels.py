@@ -34,6 +34,7 @@ def datapoint_tabs(tab: str = ids.TAB_DATAPOINT) -> dcc.Tabs:
         _tab("Compare epochs", ids.TAB_COMPARE_EPOCHS, [
             html.Label("Epochs side by side (those with debug outputs are preselected)"),
             dcc.Dropdown(id=ids.COMPARE_EPOCHS_SELECT, multi=True),
+            dcc.Store(id=ids.COMPARE_EPOCHS_SHOWN),
             html.Div(_EMPTY, id=ids.COMPARE_EPOCHS_PANEL),
         ]),
         _tab("Compare runs", ids.TAB_COMPARE_RUNS, [
@@ -43,6 +44,7 @@ def datapoint_tabs(tab: str = ids.TAB_DATAPOINT) -> dcc.Tabs:
                 html.Div([html.Label("Its epoch"), dcc.Dropdown(id=ids.COMPARE_RUN_EPOCH_SELECT)],
                          className="control", style={"width": "30%"}),
             ], className="controls"),
+            dcc.Store(id=ids.COMPARE_RUNS_SHOWN),
             html.Div(_EMPTY, id=ids.COMPARE_RUNS_PANEL),
         ]),
         _tab("Model report", ids.TAB_MODEL_REPORT, [html.Div(id=ids.MODEL_REPORT_PANEL)]),

@@ -4,16 +4,19 @@ class badges; on real debugger outputs and a real two-epoch run."""
 
 from __future__ import annotations
 
+import base64
+import io
 import math
 import shutil
 
 import numpy as np
+import PIL.Image
 import plotly.graph_objects as go
 import pytest
 import torch
 
 from data.viewer.layout.display.display_debug_outputs import display_debug_outputs
-from data.viewer.layout.display.values import key_value_table
+from data.viewer.layout.display.values import as_image, figure_component, image_component, key_value_table
 from debuggers.activation_stats_debugger import ActivationStatsDebugger
 from debuggers.attention_debugger import AttentionDebugger
 from debuggers.capture_debugger import CaptureDebugger
@@ -169,6 +172,45 @@ def test_statistics_table_is_as_tall_as_its_rows(epochs):
     assert table.layout.height == table_height(rows)
     assert table.layout.height < 120 + 28 * rows  # the old height, which left a blank gap
 
+
+
+def test_figures_have_fixed_margins_and_no_per_trace_template(epochs):
+    """A colour bar or tick label must not make the browser lay a figure out twice, nor every figure carry
+    plotly's 4 kB template of per-trace defaults."""
+    outputs = epochs[0][0][1]
+    for fig in [fig for name in ("cam", "fm", "st") for fig in figures_for_output(outputs[name])]:
+        assert fig.layout.margin.autoexpand is False
+        assert not fig.layout.template.data.to_plotly_json()
+        if any(isinstance(trace, go.Heatmap) and trace.showscale is not False for trace in fig.data):
+            assert fig.layout.margin.r >= 80  # the colour bar's room
+    flow = figures_for_output(outputs["gf"])[0]
+    assert flow.layout.margin.autoexpand is True  # layer names on the axis: the margin fits them
+
+
+def test_the_viewer_draws_tables_as_html_with_the_figure_s_cells(epochs):
+    output = epochs[0][0][1]["st"]
+    table = figure_component(figures_for_output(output)[0], "debug-figure")
+    assert type(table).__name__ == "Figure" and "table-figure" in table.className
+    rows = [[cell.children for cell in row.children] for row in _walk(table) if type(row).__name__ == "Tr"]
+    assert rows[0] == ["statistic", "value"]
+    drawn_apart = {"kind", "layer_name", "histogram", "histogram_edges", "sample_values", "channel_means",
+                   "channel_stds"}
+    expected = {key: f"{value:.6g}" if isinstance(value, float) else str(value) for key, value in output.items()
+                if key not in drawn_apart}
+    assert dict(rows[1:]) == expected
+    graph = figure_component(figures_for_output(output)[1], "debug-figure")
+    assert type(graph).__name__ == "Graph"
+
+
+def test_an_input_image_is_a_png_of_its_min_max_scaled_pixels():
+    rng = np.random.default_rng(3)
+    chw = rng.normal(size=(3, 5, 7)).astype(np.float32)
+    shown = image_component(as_image(chw), "image")
+    source = next(node for node in _walk(shown) if type(node).__name__ == "Img").src
+    assert source.startswith("data:image/png;base64,")
+    decoded = np.asarray(PIL.Image.open(io.BytesIO(base64.b64decode(source.split(",", 1)[1]))))
+    expected = np.round((chw - chw.min()) / (chw.max() - chw.min()) * 255).transpose(1, 2, 0)
+    np.testing.assert_array_equal(decoded, expected.astype(np.uint8))
 
 # ------------------------------------------------------------------ a real run, two debug epochs
 RUN_DEBUGGERS = """

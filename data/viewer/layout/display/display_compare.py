@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import dash_bootstrap_components as dbc
-from dash import dcc, html
+from dash import html
 
 from data.viewer.layout.display.display_debug_outputs import output_note
-from data.viewer.layout.display.values import GRAPH_CONFIG
+from data.viewer.layout.display.values import figure_component
 from debuggers.compare_figures import compare_figures
 
 
@@ -61,7 +61,7 @@ def _debugger_rows(name: str, columns: list[CompareColumn], width: str) -> list[
         cells = []
         for i, fig in enumerate(row):
             if fig is not None:
-                cells.append(_cell([dcc.Graph(figure=fig, config=GRAPH_CONFIG, className="compare-figure")], width))
+                cells.append(_cell([figure_component(fig, "compare-figure")], width))
             elif number == 0 and i < len(notes) and notes[i] is not None:
                 cells.append(_cell([notes[i]], width))
             else:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import dash_bootstrap_components as dbc
-from dash import dcc, html
+from dash import html
 
-from data.viewer.layout.display.values import GRAPH_CONFIG, describe_value, first_image, token_strings
+from data.viewer.layout.display.values import describe_value, figure_component, first_image, token_strings
 from debuggers.figures import SHARED, figures_for_output, is_shared
 from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
 
@@ -44,14 +44,13 @@ def _output_body(name: str, output: Any, context: dict[str, Any]) -> list:
                           color="warning")]
     if not figures:
         return [html.Pre(_summary(output), className="output-summary")]
-    own = [dcc.Graph(figure=figure, config=GRAPH_CONFIG, className="debug-figure") for figure in figures
-           if not is_shared(figure)]
+    own = [figure_component(figure, "debug-figure") for figure in figures if not is_shared(figure)]
     shared = [figure for figure in figures if is_shared(figure)]
     if shared:  # the same at every datapoint: folded, so it does not repeat itself datapoint after datapoint
         titles = ", ".join(str(figure.layout.title.text).split(" · ")[0].split(":")[0] for figure in shared)
         own.append(html.Details([html.Summary(f"{SHARED}: {titles}", className="shared-summary"),
-                                 *[dcc.Graph(figure=figure, config=GRAPH_CONFIG, className="debug-figure")
-                                   for figure in shared]], className="shared-outputs"))
+                                 *[figure_component(figure, "debug-figure") for figure in shared]],
+                                className="shared-outputs"))
     return own
 
 

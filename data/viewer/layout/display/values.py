@@ -14,7 +14,10 @@ import plotly.graph_objects as go
 import torch
 from dash import dcc, html
 
+from debuggers.figures import MAX_TABLE_ROWS, png_data_uri, table_height
+
 IMAGE_CHANNELS = (1, 3)
+FIGURE_TITLE = {"fontSize": "14px", "color": "#2a3f5f", "margin": "4px 0"}  # as plotly titles the graphs beside it
 GRAPH_CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": "hover"}  # no toolbar over titles
 
 
@@ -61,17 +64,39 @@ def token_strings(datapoint: dict[str, Any]) -> Optional[list[str]]:
     return None
 
 
-def image_graph(image: np.ndarray, title: str) -> dcc.Graph:
-    """Built from graph objects directly: plotly.express costs ~100 ms per image, this ~10 ms."""
-    if image.ndim == 3:
-        trace = go.Image(z=(image * 255).astype(np.uint8), hoverinfo="x+y")
-    else:
-        trace = go.Heatmap(z=image, colorscale="gray", zmin=0, zmax=1, showscale=False)
-    figure = go.Figure(trace, layout={
-        "title": {"text": title}, "height": 260, "margin": {"l": 10, "r": 10, "t": 36, "b": 10},
-        "xaxis": {"showticklabels": False, "scaleanchor": "y", "constrain": "domain"},
-        "yaxis": {"showticklabels": False, "autorange": "reversed", "constrain": "domain"}})
-    return dcc.Graph(figure=figure, config=GRAPH_CONFIG, className="datapoint-image")
+def image_component(image: np.ndarray, title: str) -> html.Figure:
+    """An image as a plain ``<img>`` (a PNG built here) under its title: no plotly graph to draw on a click."""
+    pixels = (np.nan_to_num(image) * 255).round().astype(np.uint8)
+    return html.Figure([html.Figcaption(title, className="figure-title", style=FIGURE_TITLE),
+                        html.Img(src=png_data_uri(pixels), alt=title, style={"width": "100%",
+                                                                            "imageRendering": "pixelated"})],
+                       className="datapoint-image")
+
+
+def figure_component(figure: go.Figure, class_name: str) -> Any:
+    """A figure as the page shows it: a table figure as an HTML table (the same cells, no plotly graph to
+    draw), anything else as a graph."""
+    if len(figure.data) == 1 and isinstance(figure.data[0], go.Table):
+        return table_component(figure, class_name)
+    return dcc.Graph(figure=figure, config=GRAPH_CONFIG, className=class_name)
+
+
+def table_component(figure: go.Figure, class_name: str) -> html.Figure:
+    """The cells of a one-table figure (``debuggers.figures._table``) under its title, rows coloured as filled."""
+    table = figure.data[0]
+    columns = [list(column) for column in table.cells.values]
+    fills = table.cells.fill.color if table.cells.fill is not None and table.cells.fill.color is not None else None
+    rows = []
+    for i, row in enumerate(zip(*columns)):
+        colour = fills[0][i] if fills is not None else None
+        rows.append(html.Tr([html.Td(str(value)) for value in row],
+                            style={"backgroundColor": colour} if colour else None))
+    header = [str(value) for value in table.header.values] if table.header.values is not None else []
+    title = html.Figcaption(str(figure.layout.title.text or ""), className="figure-title", style=FIGURE_TITLE)
+    table = html.Table([html.Thead(html.Tr([html.Th(text) for text in header])), html.Tbody(rows)],
+                       className="key-value-table figure-table")
+    scrolled = html.Div(table, style={"maxHeight": f"{table_height(MAX_TABLE_ROWS)}px", "overflowY": "auto"})
+    return html.Figure([title, scrolled], className=f"{class_name} table-figure")
 
 
 def describe_value(value: Any) -> str:
@@ -96,7 +121,7 @@ def value_component(name: str, value: Any) -> Any:
     """An image graph for image-shaped values, a table for dicts, text otherwise."""
     image = as_image(value)
     if image is not None:
-        return image_graph(image, f"{name} {tuple(to_numpy(value).shape)}")
+        return image_component(image, f"{name} {tuple(to_numpy(value).shape)}")
     if isinstance(value, dict):
         return html.Div([html.Strong(name), key_value_table(value)])
     return html.Div([html.Strong(f"{name}: "), html.Span(describe_value(value))])
