@@ -181,7 +181,8 @@ class PageWriter:
         if repeated:
             raise ValueError(f"datapoint idx={min(repeated)} was added twice in this epoch: meta_info['idx'] must "
                              "be unique per datapoint (check the dataset's meta_info and the sampler)")
-        owners = {id(owner): (owner, nbytes) for value in values for owner, nbytes in held_storage(value)}
+        traced: dict[int, tuple[Any, int]] = {}
+        owners = {id(owner): (owner, nbytes) for value in values for owner, nbytes in held_storage(value, traced)}
         with self._cond:
             self._wait_for(lambda: self._in_flight == 0 or self._in_flight + self._new_bytes(owners)
                            <= self.max_in_flight_bytes, epoch, f"queue datapoint idx={indices[0]}")
@@ -371,7 +372,9 @@ class PageWriter:
             self._seal_page(epoch)
         return count
 
-    def _seal_page(self, epoch: _Epoch) -> None:
+    def _seal_page(self, epoch: _Epoch, write_the_index: bool = True) -> None:
+        """Seal the open page and append its rows to the locations file, then (unless the caller writes it
+        right after) rewrite the index."""
         page, epoch.page = epoch.page, None
         try:
             rows = page.seal()
@@ -383,7 +386,8 @@ class PageWriter:
                 first = epoch.last_idx is None or epoch.last_idx < rows["idx"][0]
                 epoch.sorted = bool(epoch.sorted and first and (rows["idx"][1:] > rows["idx"][:-1]).all())
                 epoch.last_idx = int(rows["idx"][-1])
-            write_index(epoch.index_path, self._index(epoch, complete=False))
+            if write_the_index:
+                write_index(epoch.index_path, self._index(epoch, complete=False))
         except Exception as exc:
             page.discard()
             self._record(epoch, exc, "")
@@ -393,7 +397,7 @@ class PageWriter:
     def _complete(self, command: _Finish) -> None:
         epoch = command.epoch
         if epoch.error is None and epoch.page is not None:
-            self._seal_page(epoch)
+            self._seal_page(epoch, write_the_index=False)  # written below
         if epoch.error is None:
             try:
                 if command.complete and not epoch.sorted:

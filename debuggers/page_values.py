@@ -161,14 +161,25 @@ def _owner(array: np.ndarray) -> tuple[Any, int]:
     return base, array.nbytes
 
 
-def held_storage(value: Any) -> list[tuple[Any, int]]:
-    """``(owner, nbytes)`` of every memory block a page value keeps alive (an owner may repeat)."""
+def held_storage(value: Any, owners: dict[int, tuple[Any, int]] | None = None) -> list[tuple[Any, int]]:
+    """``(owner, nbytes)`` of every memory block a page value keeps alive (an owner may repeat).
+
+    ``owners`` remembers the owner of each array's base across calls, so that the rows of one batch
+    array are traced to their owner once per batch, not once per row."""
+    owners = {} if owners is None else owners
     held, pending = [], [value]
     while pending:
         item = pending.pop()
         kind = type(item)
         if kind is np.ndarray:
-            held.append(_owner(item))
+            base = item.base
+            if base is None:
+                held.append((item, item.nbytes))
+                continue
+            owner = owners.get(id(base))  # ``item`` keeps ``base`` alive: its id is not reused meanwhile
+            if owner is None:
+                owner = owners[id(base)] = _owner(item)
+            held.append(owner)
         elif kind is dict:
             pending.extend(item.values())
         elif kind is list or kind is tuple:
