@@ -16,6 +16,11 @@ from the user's action to what the user waits for being on screen.
   rows; target ≤ 1 s on a 1M-datapoint run, the same as on a 10k-datapoint one (both measured, interleaved).
 
     python -m benchmarks.viewer_browser [--quick] [--clicks 20] [--loads 5] [--rows 1000000] [--switches 6]
+        [--baseline DIR]
+
+``--baseline DIR`` also serves the viewer of another checkout (e.g. ``main`` before a change) over the same
+default example, in its own process, and interleaves its page loads with this checkout's (side by side under
+the same load).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import os
 import statistics
 import tempfile
 import threading
+from contextlib import ExitStack
 
 import numpy as np
 
@@ -33,6 +39,7 @@ from analysis.epoch_table import EPOCH_TABLE_FILE, write_epoch_table
 from runners.eval_viewer.app import create_app
 from runners.eval_viewer.layout import ids
 from runners.trainers import BaseTrainer
+from tests.reliability.viewer_server import viewer_process
 from utils.config_file import load_config
 
 CHROMIUM = "/usr/bin/chromium"
@@ -99,6 +106,15 @@ def page_load_ms(browser, url: str) -> float:
     elapsed = page.evaluate("performance.now()")
     page.close()
     return elapsed
+
+
+def page_loads_ms(browser, urls: dict[str, str], loads: int) -> dict[str, list[float]]:
+    """``loads`` page loads of each URL, interleaved (the order alternates round by round)."""
+    times: dict[str, list[float]] = {name: [] for name in urls}
+    for round_ in range(loads):
+        for name in (list(urls) if round_ % 2 == 0 else list(urls)[::-1]):
+            times[name].append(page_load_ms(browser, urls[name]))
+    return times
 
 
 def click_ms(browser, url: str, clicks: int) -> list[float]:
@@ -176,6 +192,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--small-rows", type=int, default=10_000)
     parser.add_argument("--switches", type=int, default=6)
+    parser.add_argument("--baseline", help="another checkout whose viewer's page loads are measured alongside")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -189,8 +206,14 @@ def main() -> None:
                 server, url = serve([run])
                 page_load_ms(browser, url)  # warm-up: Python imports, the first dataset and page reads
                 if name == "default example":
-                    report("page load to interactive, default example",
-                           [page_load_ms(browser, url) for _ in range(args.loads)], 1500)
+                    with ExitStack() as stack:
+                        urls = {"default example": url}
+                        if args.baseline:
+                            urls["default example, baseline"] = stack.enter_context(
+                                viewer_process(["--log-dirs", run], cwd=args.baseline))[0] + "/"
+                            page_load_ms(browser, urls["default example, baseline"])  # its warm-up
+                        for what, times in page_loads_ms(browser, urls, args.loads).items():
+                            report(f"page load to interactive, {what}", times, 1500)
                 report(f"click → Debug Outputs drawn, {name}", click_ms(browser, url, args.clicks), target)
                 server.shutdown()
             server, url = serve(list(large))

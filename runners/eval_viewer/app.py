@@ -2,6 +2,7 @@
 
 Everything the page needs is served by the app itself (Dash's scripts and
 ``assets/viewer.css``), so the viewer works on a machine without internet.
+The page's scripts are trimmed for a fast first load (``first_page_scripts``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,12 @@ from runners.eval_viewer.layout.page import address_bar, build_layout
 
 SLIM_PLOTLY_BUNDLE = "plotly-viewer.min.js"
 SLIM_PLOTLY_JS_VERSION = "4.1.1"  # PLOTLY_JS in build_plotly_bundle.sh, which built assets/plotly-viewer.min.js
+# Scripts Dash puts in every page that the viewer does not need: @babel/polyfill (core-js for old browsers; the
+# one part Dash still uses, regeneratorRuntime, comes from assets/regenerator-runtime.js) and the DataTable bundle.
+UNUSED_SCRIPTS = re.compile(r'<script src="[^"]*/(deps/polyfill@|dash_table/bundle)[^"]*"></script>\n?')
+# Chunks Dash loads only once the first page has rendered (dropdowns, graphs, the table's AG Grid): loaded with
+# the page instead, their components draw in the first render rather than in a second round after a download.
+FIRST_PAGE_CHUNKS = ("dash/dcc/async-dropdown.js", "dash/dcc/async-graph.js", "dash_ag_grid/async-community.js")
 
 
 def assets_ignore(plotlyjs_version: str) -> str:
@@ -25,12 +32,26 @@ def assets_ignore(plotlyjs_version: str) -> str:
     return "" if plotlyjs_version == SLIM_PLOTLY_JS_VERSION else re.escape(SLIM_PLOTLY_BUNDLE)
 
 
+def first_page_scripts(scripts: str, prefix: str) -> str:
+    """Dash's script tags for the page without the unused ones, plus the chunks the first page draws with."""
+    chunks = "".join(f'\n<script src="{prefix}_dash-component-suites/{chunk}"></script>' for chunk in FIRST_PAGE_CHUNKS)
+    return UNUSED_SCRIPTS.sub("", scripts) + chunks
+
+
+class ViewerDash(dash.Dash):
+    """The viewer's Dash app: its page loads only the scripts the viewer uses (``first_page_scripts``)."""
+
+    def interpolate_index(self, **kwargs: str) -> str:
+        kwargs["scripts"] = first_page_scripts(kwargs.get("scripts", ""), self.config.requests_pathname_prefix)
+        return super().interpolate_index(**kwargs)
+
+
 def create_app(log_dirs: list[str], trust_configs: bool = False) -> dash.Dash:
     """A viewer over the runs in ``log_dirs`` (each a run or a folder of runs); folders without runs are
     reported in the page. ``trust_configs`` lets it import the config files runs name (see ViewerBackend)."""
     backend = ViewerBackend(log_dirs, trust_configs=trust_configs)
-    app = dash.Dash(__name__, title="Lantern eval viewer", suppress_callback_exceptions=True,
-                    assets_ignore=assets_ignore(get_plotlyjs_version()))
+    app = ViewerDash(__name__, title="Lantern eval viewer", suppress_callback_exceptions=True,
+                     assets_ignore=assets_ignore(get_plotlyjs_version()))
     app.layout = lambda: build_layout(backend, address_bar())
     register_callbacks(app, backend)
     app.viewer_backend = backend  # for scripts and tests that call the backend behind the page

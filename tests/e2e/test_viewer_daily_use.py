@@ -173,3 +173,26 @@ def test_an_epoch_whose_debug_outputs_the_budget_removed_says_so_and_leads_to_th
         page.locator(f"#{ids.DATAPOINT_PANEL} .section-debug-outputs .js-plotly-plot").first.wait_for()
         assert page.locator(f"#{ids.EPOCH_SELECT}").inner_text().strip() == "epoch 2 · debug"
         page.close()  # before the server stops
+
+
+def _sorted_columns(page) -> list[str]:
+    """The columns whose header shows a sort arrow."""
+    headers = page.locator(f"#{ids.TABLE} .ag-header-cell[aria-sort='ascending'], "
+                           f"#{ids.TABLE} .ag-header-cell[aria-sort='descending']")
+    return sorted(header.get_attribute("col-id") for header in headers.all())
+
+
+def test_switching_the_metric_sorts_the_table_by_the_new_metric_alone(viewer_url, new_page):
+    page = new_page(viewer_url)
+    wait_caption(page, "sorted by cross_entropy (highest first)")
+    assert _sorted_columns(page) == ["cross_entropy"]
+
+    pick(page, ids.METRIC_SELECT, "true_class_confidence")
+    wait_caption(page, "sorted by true_class_confidence (lowest first)")
+    assert _sorted_columns(page) == ["true_class_confidence"]
+
+    page.click(f"#{ids.TABLE} .ag-header-cell[col-id='idx'] .ag-header-cell-label")  # the user sorts by idx
+    wait_caption(page, "sorted by idx (lowest first)")
+    pick(page, ids.METRIC_SELECT, "cross_entropy")
+    wait_caption(page, "sorted by cross_entropy (highest first)")
+    assert _sorted_columns(page) == ["cross_entropy"]

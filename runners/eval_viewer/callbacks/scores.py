@@ -32,28 +32,16 @@ _MARGIN = {"l": 40, "r": 10, "t": 36, "b": 30}
 def register(app: Dash, backend: ViewerBackend) -> None:
     @app.callback(Output(ids.SCORE_CHART, "figure"), Input(ids.RUN_SELECT, "value"),
                   Input(ids.METRIC_SELECT, "value"), Input(ids.EPOCH_SELECT, "options"),
-                  Input(ids.EPOCH_SELECT, "value"))
+                  Input(ids.EPOCH_SELECT, "value"), prevent_initial_call=True)
     def draw_history(run_path: Optional[str], metric: Optional[str], _: list, epoch_key: Optional[str]) -> go.Figure:
-        run = backend.run(run_path)
-        return history_figure(backend, run, metric, epoch_key) if run and metric else _empty("no scores yet")
+        return history_view(backend, run_path, metric, epoch_key)
 
     @app.callback(Output(ids.SCORE_GRID, "figure"), Output(ids.SCORES_MESSAGE, "children"),
-                  Output(ids.GRID_DRAWN, "data"), Input(ids.TABLE_QUERY, "data"), State(ids.SELECTED, "data"))
+                  Output(ids.GRID_DRAWN, "data"), Input(ids.TABLE_QUERY, "data"), State(ids.SELECTED, "data"),
+                  prevent_initial_call=True)
     def draw_grid(query: Optional[dict], selected: Optional[int]) -> tuple:
         """Drawn for the table's query (run, epoch, metric, version, a clicked finding's idx): once per switch."""
-        query = query or {}
-        run_path, epoch_key, metric = query.get("run"), query.get("epoch"), query.get("metric")
-        try:
-            epoch, table = table_of(backend, run_path, epoch_key)
-        except TABLE_ERRORS as exc:
-            return _empty("no scores"), message(str(exc), "warning"), False
-        if table is not None and "problem" in table.roles:
-            return _empty("no scores"), message(table.roles["problem"], "warning"), False
-        if table is None or metric not in dict(table.columns()):
-            return _empty("no per-datapoint scores"), None, False
-        figure = grid_figure(table, metric, backend.higher_is_better(epoch, metric), selected,
-                             narrowed(query.get("idx")))
-        return figure, None, True
+        return grid_view(backend, query, selected)
 
     @app.callback(Output(ids.SCORE_GRID, "figure", allow_duplicate=True), Input(ids.SELECTED, "data"),
                   State(ids.RUN_SELECT, "value"), State(ids.EPOCH_SELECT, "value"), State(ids.GRID_DRAWN, "data"),
@@ -73,6 +61,30 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         shown = table.values(["idx"], where=narrowed((query or {}).get("idx")))["idx"]
         patch["data"][1].update(_mark(shown, selected))
         return patch
+
+
+def history_view(backend: ViewerBackend, run_path: Optional[str], metric: Optional[str],
+                 epoch_key: Optional[str]) -> go.Figure:
+    """The score chart of a run and metric (the first page's, and after every switch)."""
+    run = backend.run(run_path)
+    return history_figure(backend, run, metric, epoch_key) if run and metric else _empty("no scores yet")
+
+
+def grid_view(backend: ViewerBackend, query: Optional[dict], selected: Optional[int]) -> tuple:
+    """The score grid of the table's query, the message shown above it, and whether it holds its mark trace
+    (the first page's, and after every switch)."""
+    query = query or {}
+    run_path, epoch_key, metric = query.get("run"), query.get("epoch"), query.get("metric")
+    try:
+        epoch, table = table_of(backend, run_path, epoch_key)
+    except TABLE_ERRORS as exc:
+        return _empty("no scores"), message(str(exc), "warning"), False
+    if table is not None and "problem" in table.roles:
+        return _empty("no scores"), message(table.roles["problem"], "warning"), False
+    if table is None or metric not in dict(table.columns()):
+        return _empty("no per-datapoint scores"), None, False
+    figure = grid_figure(table, metric, backend.higher_is_better(epoch, metric), selected, narrowed(query.get("idx")))
+    return figure, None, True
 
 
 def narrowed(idx_filter: Optional[list]) -> Optional[Filter]:

@@ -126,7 +126,9 @@ def table_of(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optiona
 
 def column_defs(backend: ViewerBackend, epoch: Epoch, metric: Optional[str]) -> list[dict]:
     """One column per table column: idx, label and prediction (by class name), the metric (sorted worst
-    first), the other scores, then meta info and debugger summaries."""
+    first), the other scores, then meta info and debugger summaries. Every other column says it is unsorted:
+    AG Grid keeps a column's sort when new definitions leave ``sort`` out, so after a metric switch the old
+    metric (or a column the user sorted by) would still be sorted beside the new one."""
     try:
         table = backend.table(epoch)
     except TABLE_ERRORS:
@@ -139,8 +141,7 @@ def column_defs(backend: ViewerBackend, epoch: Epoch, metric: Optional[str]) -> 
                 "sortable": False, "filter": False, "maxWidth": 70, "minWidth": 60}]
     for name in order:
         column: dict[str, Any] = {"field": name, "headerName": name, **_filter_of(kinds[name], name)}
-        if name == metric:
-            column["sort"] = "asc" if backend.higher_is_better(epoch, metric) else "desc"
+        column["sort"] = ("asc" if backend.higher_is_better(epoch, metric) else "desc") if name == metric else None
         if name in LABEL_COLUMNS and classes:
             column["refData"] = {str(i): f"{c} ({i})" for i, c in classes.items()}
         if kinds[name] == "float":

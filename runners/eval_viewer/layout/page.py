@@ -67,7 +67,7 @@ def build_layout(backend: ViewerBackend, address: Mapping[str, str]) -> html.Div
         controls(backend.discovery, first),
         dcc.Store(id=ids.SELECTED, data=first.idx),
         dcc.Store(id=ids.SELECTED_ROW),
-        html.Div([html.Div(score_views(first.view), className="left"),
+        html.Div([html.Div(score_views(backend, first.run, first.epoch, first.view, first.idx), className="left"),
                   html.Div([datapoint_navigation(), datapoint_tabs(first.tab)], className="right")],
                  className="main"),
     ], className="viewer")

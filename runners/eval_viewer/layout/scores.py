@@ -6,9 +6,13 @@ shows (sorted and filtered on the server), so an epoch of any size costs the sam
 
 from __future__ import annotations
 
+from typing import Optional
+
 import dash_ag_grid as dag
 from dash import dcc, html
 
+from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.scores import grid_view, history_view
 from runners.eval_viewer.callbacks.table import EpochView
 from runners.eval_viewer.layout import ids
 
@@ -27,17 +31,21 @@ def datapoint_table(columns: list[dict]) -> dag.AgGrid:
     )
 
 
-def score_views(first: EpochView) -> html.Div:
-    """The chart, the table and the grid of the epoch the page opens on (``first``)."""
+def score_views(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str], first: EpochView,
+                selected: Optional[int]) -> html.Div:
+    """The chart, the table and the grid of the epoch the page opens on (``first``), drawn with the page: the
+    browser then draws them in its first render, without a round of callbacks or a blank figure first."""
+    grid, grid_message, grid_drawn = grid_view(backend, first.query, selected)
     return html.Div([
-        dcc.Graph(id=ids.SCORE_CHART, config=GRAPH_CONFIG, style={"height": "200px"}),
-        html.Div(id=ids.SCORES_MESSAGE),
+        dcc.Graph(id=ids.SCORE_CHART, config=GRAPH_CONFIG, style={"height": "200px"},
+                  figure=history_view(backend, run_path, first.metric, epoch_key)),
+        html.Div(grid_message, id=ids.SCORES_MESSAGE),
         html.Div([html.P(id=ids.TABLE_CAPTION, className="hint"),
                   html.Button("Clear filters", id=ids.TABLE_CLEAR_FILTERS, className="small-button")],
                  className="caption-row"),
         datapoint_table(first.columns),
-        dcc.Graph(id=ids.SCORE_GRID, config=GRAPH_CONFIG, style={"height": "300px"}),
-        dcc.Store(id=ids.GRID_DRAWN),
+        dcc.Graph(id=ids.SCORE_GRID, config=GRAPH_CONFIG, style={"height": "300px"}, figure=grid),
+        dcc.Store(id=ids.GRID_DRAWN, data=grid_drawn),
         dcc.Store(id=ids.TABLE_QUERY, data=first.query),
         dcc.Store(id=ids.TABLE_IDX_FILTER),
     ], className="score-views")
