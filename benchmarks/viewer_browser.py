@@ -19,8 +19,8 @@ from the user's action to what the user waits for being on screen.
         [--baseline DIR]
 
 ``--baseline DIR`` also serves the viewer of another checkout (e.g. ``main`` before a change) over the same
-default example, in its own process, and interleaves its page loads with this checkout's (side by side under
-the same load).
+default example and interleaves its page loads with this checkout's (side by side under the same load); both
+are then served by processes of their own (``python -m runners.eval_viewer``), alike.
 """
 
 from __future__ import annotations
@@ -208,10 +208,12 @@ def main() -> None:
                 if name == "default example":
                     with ExitStack() as stack:
                         urls = {"default example": url}
-                        if args.baseline:
-                            urls["default example, baseline"] = stack.enter_context(
-                                viewer_process(["--log-dirs", run], cwd=args.baseline))[0] + "/"
-                            page_load_ms(browser, urls["default example, baseline"])  # its warm-up
+                        if args.baseline:  # both viewers in processes of their own, alike
+                            urls = {f"default example, {label}": stack.enter_context(
+                                viewer_process(["--log-dirs", run], cwd=root))[0] + "/"
+                                for label, root in (("this checkout", REPO_ROOT), ("baseline", args.baseline))}
+                            for warm_up in urls.values():
+                                page_load_ms(browser, warm_up)
                         for what, times in page_loads_ms(browser, urls, args.loads).items():
                             report(f"page load to interactive, {what}", times, 1500)
                 report(f"click → Debug Outputs drawn, {name}", click_ms(browser, url, args.clicks), target)
