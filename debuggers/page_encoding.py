@@ -341,21 +341,20 @@ class _BatchLayout:
         count, start = len(indices), encoder.position
         if limit is not None:
             count = min(count, max(1, -(-(limit - start) // self.record_bytes)))
-        starts = start + self.record_bytes * np.arange(count, dtype=np.int64)
-        if starts[-1] + self.record_bytes >= _MAX_OFFSET:
+        if start + count * self.record_bytes >= _MAX_OFFSET:
             return None
         floats = [column[:count] for column, kind in zip(leaves, self.kinds) if kind is float]
         ints = [column[:count] for column, kind in zip(leaves, self.kinds) if kind is int]
-        idx = _int32_columns([indices[:count]], count)
-        int_values = _int32_columns(ints, count)
-        if idx is None or int_values is None:
+        if not all(-2**31 <= min(column) and max(column) < 2**31 for column in [indices[:count], *ints]):
             return None
+        starts = start + self.record_bytes * np.arange(count, dtype=np.int64)
+        idx = np.array(indices[:count], "<i4")
         patches = [idx.view(np.uint8).reshape(count, -1)]
         if floats:
             values = np.array(floats, ">f8").T.copy()
             patches += [values.view(np.uint8).reshape(count, -1), _float_texts(floats, values)]
         if ints:
-            patches += [int_values.view(np.uint8).reshape(count, -1),
+            patches += [np.array(ints, "<i4").T.copy().view(np.uint8).reshape(count, -1),
                         _texts([list(map(int.__repr__, column)) for column in ints], _INT_WIDTH)]
         if len(self.array_starts):
             patches.append(_offset_texts(starts[:, None] + self.array_starts).reshape(count, -1))
@@ -374,8 +373,10 @@ class _BatchLayout:
 
         The stretches are ``bytes`` (a copy of ``rows``, a few hundred bytes per record), not memoryviews:
         the garbage collector does not track them, so a batch does not set off collections of the heap."""
-        data = rows.tobytes()
-        bounds = [0, *((np.arange(count) * rows.shape[1])[:, None] + self.cuts).ravel().tolist(), rows.size]
+        data, width = rows.tobytes(), rows.shape[1]
+        cuts = range(self.cuts[0], rows.size, width) if len(self.cuts) == 1 else \
+            (row + cut for row in range(0, rows.size, width) for cut in self.cuts)
+        bounds = [0, *cuts, rows.size]
         stretches = [data[low:high] for low, high in zip(bounds, bounds[1:])]
         if not arrays:
             return stretches
@@ -384,19 +385,6 @@ class _BatchLayout:
         out: list[Any] = [None] * (len(stretches) + len(in_order))
         out[::2], out[1::2] = stretches, in_order
         return out
-
-
-def _int32_columns(columns: list[list[int]], count: int) -> np.ndarray | None:
-    """Columns of ints as a (count, columns) little-endian int32 array; None if one is out of range."""
-    if not columns:
-        return np.empty((count, 0), "<i4")
-    try:
-        values = np.array(columns, np.int64).T
-    except OverflowError:
-        return None
-    if values.min() < -2**31 or values.max() >= 2**31:
-        return None
-    return values.astype("<i4", order="C")
 
 
 def _texts(columns: list[list[str]], width: int) -> np.ndarray:
