@@ -54,14 +54,20 @@ def compare_figures(outputs: list[Any], contexts: Optional[list[dict[str, Any]]]
 
 def _compact(fig: go.Figure) -> None:
     """Narrow columns: small margins and title, no legend, maps no taller than they are drawn (tables keep
-    their height: it fits their rows)."""
+    their height: it fits their rows), titles over side-by-side panels (Grad-CAM's ``prediction: ring``) on
+    two short lines so they are not cut off."""
     fig.update_layout(title_font_size=11, showlegend=False)
+    fig.for_each_annotation(lambda note: note.update(text=note.text.replace(": ", ":<br>"), font_size=10),
+                            selector=lambda note: str(note.xref).endswith(" domain"))
     if any(isinstance(trace, go.Table) for trace in fig.data):
         return
     height = fig.layout.height or 320
     if any(isinstance(trace, (go.Heatmap, go.Image)) for trace in fig.data):
         height = min(height, 300)
-    fig.update_layout(height=height, margin={"l": 30, "r": 10, "t": 50, "b": 30})
+    colour_bar = any(isinstance(trace, go.Heatmap) and trace.showscale is not False for trace in fig.data)
+    fig.update_layout(height=height, margin={"l": 50 if fig.layout.yaxis.title.text else 30,  # room for axis titles
+                                             "r": 60 if colour_bar else 10, "t": 50,
+                                             "b": 45 if fig.layout.xaxis.title.text else 30})
     fig.update_traces(colorbar={"thickness": 10}, selector={"type": "heatmap"})
 
 

@@ -418,10 +418,11 @@ def gradient_flow_figures(output: dict[str, Any]) -> Figures:
             fig.add_trace(go.Bar(x=[layers[i] for i in rows], y=[max(norms[i], floor) for i in rows], name=flag,
                                  marker_color=colour, customdata=norms[rows],
                                  hovertemplate="%{x}: %{customdata:.3g}<extra>" + flag + "</extra>"))
-    fig.update_xaxes(categoryorder="array", categoryarray=layers)
+    fig.update_xaxes(categoryorder="array", categoryarray=layers, automargin=True)  # layer names: room to fit
     drawn = np.maximum(norms, floor)
     ticks = log_ticks(float(drawn.min()), float(drawn.max())) if drawn.size else []
-    fig.update_yaxes(type="log", title_text="gradient norm", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
+    fig.update_yaxes(type="log", title_text="gradient norm", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks],
+                     automargin=True)
     loss = output.get("loss")
     return [_finish(fig, "gradient flow" + (f" (loss {_format(loss)})" if loss is not None else ""), 340,
                     {**AXIS_TITLES, "autoexpand": True})]  # layer names and the legend: margins fit them
@@ -597,6 +598,7 @@ def model_report_figures(report: dict[str, Any]) -> Figures:
     bars.add_trace(go.Bar(x=names, y=[layer.get("parameters") for layer in layers], name="parameters"), 1, 1)
     bars.add_trace(go.Bar(x=names, y=[layer.get("flops") for layer in layers], name="FLOPs"), 1, 2)
     bars.update_layout(showlegend=False)
+    bars.update_xaxes(automargin=True)  # layer names
     return [_table(summary, f"model report: {report.get('model')}", ("", "")),
             _finish(table, "layers", min(120 + 26 * len(layers), 700)),
             _finish(bars, "parameters and FLOPs", 360, {"autoexpand": True})]

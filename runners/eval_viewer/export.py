@@ -9,6 +9,7 @@ viewer reads them; a page or index that cannot be read is an alert in the report
 The input images drawn under Grad-CAM maps are the ones the run captured, as the
 viewer shows them; the config file ``run_info.json`` names is imported to rebuild
 missing ones only with ``--trust-configs``. Without images there is no overlay.
+A state the same for every datapoint (a position encoding) is drawn once, in its own section.
 plotly.js is embedded once, so the file opens offline.
 """
 
@@ -27,16 +28,14 @@ import numpy as np
 import plotly.graph_objects as go
 
 from data.viewer.layout.display.values import describe_value
-from debuggers.figures import figures_for_output, model_report_figures
+from debuggers.figures import SHARED, figures_for_output, is_shared, model_report_figures
 from debuggers.model_report import MODEL_REPORT_FILE
 from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
 from debuggers.page_format import CorruptPageError
 from runners.eval_viewer.backend.datapoint import load_item
 from runners.eval_viewer.backend.debug import EpochDebug, EpochDebugError, open_epoch_debug
 from runners.eval_viewer.backend.initialization import DEBUGGER_DIR
-from runners.eval_viewer.backend.runs import EVALUATOR_SCORES, TRAINER_SCORES
-from runners.eval_viewer.backend.scores import Scores, ScoresError, read_scores
-from runners.eval_viewer.backend.table import TABLE_ERRORS, open_table
+from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from utils.atomic_files import atomic_write, read_json
 from utils.errors import LanternUserError
@@ -50,6 +49,7 @@ class Rows(list):
     """A table: a list of ``{column: value}`` dicts, drawn as an HTML table (numbers to 4 digits)."""
 
 
+SHARED_SECTION = f"States {SHARED}"  # drawn once in a report, not once per datapoint
 Item = Union[go.Figure, Note, Rows, str]  # a figure, a note, a table, or the text of an alert
 Section = tuple[str, list[Item]]
 _STYLE = """body{font-family:sans-serif;margin:24px;max-width:1200px}
@@ -107,9 +107,11 @@ def _cell(value: Any) -> str:
 
 
 def datapoint_items(outputs: Mapping[str, Any], image: Optional[np.ndarray] = None,
-                    class_names: Optional[dict[int, str]] = None) -> list[Item]:
+                    class_names: Optional[dict[int, str]] = None,
+                    shared: Optional[dict[str, go.Figure]] = None) -> list[Item]:
     """Each debugger's figures, titled with its name (classes by ``class_names``); errors and skipped layers
-    as alerts."""
+    as alerts. With ``shared``, a figure of a state the same for every datapoint (a position encoding) goes
+    there once, by title, and the datapoint gets a note instead of another copy."""
     items: list[Item] = []
     for name, output in outputs.items():
         kind = output.get("kind") if isinstance(output, dict) else None
@@ -124,7 +126,11 @@ def datapoint_items(outputs: Mapping[str, Any], image: Optional[np.ndarray] = No
             continue
         for fig in figures:
             fig.update_layout(title_text=f"{name}: {fig.layout.title.text or ''}")
-            items.append(fig)
+            if shared is None or not is_shared(fig):
+                items.append(fig)
+                continue
+            shared.setdefault(fig.layout.title.text, fig)
+            items.append(Note(f"{fig.layout.title.text}: drawn once, under '{SHARED_SECTION}'"))
     return items
 
 
@@ -162,18 +168,17 @@ def resolve_epoch_dir(run_dir: str, epoch: Optional[int] = None) -> str:
     return os.path.join(run_dir, f"epoch_{epoch}")
 
 
-def load_inputs(run_dir: str, indices: list[int], trust_configs: bool = False) -> tuple[dict[int, dict], str]:
+def load_inputs(backend: ViewerBackend, run_dir: str, indices: list[int]) -> tuple[dict[int, dict], str]:
     """``{idx: {'inputs', 'labels', 'meta_info'}}`` exactly as the viewer shows them (captured by the run;
-    rebuilt from its config only with ``trust_configs``), and a note on where they come from or why
+    rebuilt from its config only where ``backend.trust_configs``), and a note on where they come from or why
     some are missing (the report is useful without them)."""
-    backend = ViewerBackend([run_dir], trust_configs=trust_configs)
     run = backend.run(os.path.abspath(run_dir))
     if run is None:
-        return {}, f"input images unavailable: {'; '.join(backend.discovery.problems)}"
+        return {}, f"input images unavailable: {'; '.join(backend.discovery.problems) or 'not a run'}"
     items = {idx: load_item(backend, run, idx) for idx in indices}
     problems = sorted({item["dataset_error"] for item in items.values() if "dataset_error" in item})
     found = {idx: item for idx, item in items.items() if "dataset_error" not in item}
-    source = "captured by the run" + (", else rebuilt from its config file" if trust_configs else "")
+    source = "captured by the run" + (", else rebuilt from its config file" if backend.trust_configs else "")
     note = f"input images {source}" if found else "no input images"
     return found, "; ".join([note, *(f"input images unavailable: {p}" for p in problems)])
 
@@ -194,7 +199,7 @@ def _summary(datapoint: Optional[dict[str, Any]], row: Optional[dict[str, Any]])
 
 
 def _datapoint_section(outputs: Union[EpochDebug, EpochDebugError], idx: int, datapoint: Optional[dict[str, Any]],
-                       row: Optional[dict[str, Any]]) -> list[Item]:
+                       row: Optional[dict[str, Any]], shared: dict[str, go.Figure]) -> list[Item]:
     if isinstance(outputs, EpochDebugError):
         return [*_summary(datapoint, row), str(outputs)]
     try:
@@ -205,7 +210,7 @@ def _datapoint_section(outputs: Union[EpochDebug, EpochDebugError], idx: int, da
         indices = outputs.indices
         return [f"no debug outputs for idx {idx}; this epoch has idx {min(indices)}..{max(indices)} "
                 f"({len(indices)} datapoints)"]
-    return _summary(datapoint, row) + datapoint_items(debug_outputs, _image_of(datapoint), _class_names(row))
+    return _summary(datapoint, row) + datapoint_items(debug_outputs, _image_of(datapoint), _class_names(row), shared)
 
 
 def _class_names(row: Optional[dict[str, Any]]) -> dict[int, str]:
@@ -214,11 +219,18 @@ def _class_names(row: Optional[dict[str, Any]]) -> dict[int, str]:
             if row and row.get(key) is not None and row.get(f"{key}_name") is not None}
 
 
-def table_rows(epoch_dir: str, indices: list[int]) -> tuple[dict[int, dict[str, Any]], list[Item]]:
+def table_rows(backend: ViewerBackend, run_dir: str, epoch_dir: str,
+               indices: list[int]) -> tuple[dict[int, dict[str, Any]], list[Item]]:
     """Each datapoint's row of the epoch's table (idx, label, prediction, scores; class names where the run
-    has them), and a note instead when the epoch has no readable table (the report is useful without)."""
+    has them), read as the viewer reads it (``backend.table``), and a note instead when the epoch has no
+    readable table (the report is useful without)."""
+    run = backend.run(os.path.abspath(run_dir))
+    epoch = next((e for e in backend.epochs(run) if os.path.abspath(e.dir) == os.path.abspath(epoch_dir)),
+                 None) if run else None
+    if epoch is None:
+        return {}, [Note(f"scores unavailable: {epoch_dir} is not an epoch of a run the viewer can read")]
     try:
-        table = open_table(epoch_dir, lambda: _scores_of(epoch_dir))
+        table = backend.table(epoch)
         rows = table.page(where=[("idx", "in", indices)], order_by="idx", descending=False, limit=len(indices))
     except TABLE_ERRORS as exc:
         return {}, [Note(f"scores unavailable: {exc}")]
@@ -226,17 +238,11 @@ def table_rows(epoch_dir: str, indices: list[int]) -> tuple[dict[int, dict[str, 
     return {row["idx"]: {name: row[name] for name in wanted if name in row} for row in rows}, []
 
 
-def _scores_of(epoch_dir: str) -> Scores:
-    paths = [os.path.join(epoch_dir, name) for name in (TRAINER_SCORES, EVALUATOR_SCORES)]
-    found = [path for path in paths if os.path.isfile(path)]
-    if not found:
-        raise ScoresError(f"{epoch_dir} has no scores file")
-    return read_scores(found[0])
-
-
 def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[int] = None,
-                  trust_configs: bool = False) -> str:
-    """Write the HTML report of ``indices`` and return its path; what cannot be read is an alert in it."""
+                  trust_configs: bool = False, backend: Optional[ViewerBackend] = None) -> str:
+    """Write the HTML report of ``indices`` and return its path; what cannot be read is an alert in it.
+    ``backend`` is the viewer's own (its cached tables and datasets; its ``trust_configs``), when it exports."""
+    backend = backend or ViewerBackend([run_dir], trust_configs=trust_configs)
     epoch_dir = resolve_epoch_dir(run_dir, epoch)
     try:
         outputs: Union[EpochDebug, EpochDebugError] = open_epoch_debug(epoch_dir)
@@ -244,15 +250,17 @@ def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[in
         outputs = exc
     if isinstance(outputs, EpochDebug) and not outputs.indices:
         raise ExportError(f"{os.path.join(epoch_dir, DEBUGGER_DIR)} holds no datapoint's debug outputs")
-    datapoints, note = load_inputs(run_dir, indices, trust_configs)
-    rows, problems = table_rows(epoch_dir, indices)
+    datapoints, note = load_inputs(backend, run_dir, indices)
+    rows, problems = table_rows(backend, run_dir, epoch_dir, indices)
     summary = Rows(rows[i] for i in indices if i in rows)
     sections: list[Section] = [("Datapoints", [*problems, *([summary] if summary else [])])]
     report_path = os.path.join(run_dir, MODEL_REPORT_FILE)
     if os.path.exists(report_path):
         sections.append(("Model", list(model_report_figures(read_json(report_path)))))
-    sections += [(f"Datapoint {idx}", _datapoint_section(outputs, idx, datapoints.get(idx), rows.get(idx)))
-                 for idx in indices]
+    shared: dict[str, go.Figure] = {}
+    drawn = [(f"Datapoint {idx}", _datapoint_section(outputs, idx, datapoints.get(idx), rows.get(idx), shared))
+             for idx in indices]
+    sections += [*([(SHARED_SECTION, list(shared.values()))] if shared else []), *drawn]
     write_html(out, f"Lantern debug report: {os.path.basename(os.path.abspath(epoch_dir))}", sections,
                note=f"run {os.path.abspath(run_dir)}, outputs from {os.path.abspath(epoch_dir)}; {note}")
     return out

@@ -21,6 +21,7 @@ from data.viewer.layout.display import display_datapoint
 from data.viewer.layout.display.display_labels import class_badges
 from runners.eval_viewer.backend.cache import BoundedCache
 from runners.eval_viewer.backend.datapoint import load_datapoint
+from runners.eval_viewer.backend.runs import Epoch, Run
 from runners.eval_viewer.backend.scores import ScoresError
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
@@ -61,8 +62,13 @@ def build_panel(backend: ViewerBackend, run_path: Optional[str], epoch_key: Opti
     """The open datapoint with the chosen debuggers' outputs; reads the captured item and the page holding
     ``idx`` only."""
     run = backend.run(run_path)
-    epoch = backend.epoch(run, epoch_key) if run else None
-    if epoch is None:
+    return draw_panel(backend, run, backend.epoch(run, epoch_key) if run else None, idx, chosen)
+
+
+def draw_panel(backend: ViewerBackend, run: Optional[Run], epoch: Optional[Epoch], idx: Optional[int],
+               chosen: Optional[list[str]] = None) -> Panel:
+    """``build_panel`` for a run and epoch already found."""
+    if run is None or epoch is None:
         return Panel(html.Div(message("Pick a run and an epoch.")))
     if idx is None:
         return Panel(html.Div(message(NOTHING_OPEN)))
@@ -116,10 +122,13 @@ class Panels:
 
     def get(self, run_path: Optional[str], epoch_key: Optional[str], idx: Optional[int],
             chosen: Optional[list[str]]) -> Panel:
-        def build() -> Panel:
-            return build_panel(self.backend, run_path, epoch_key, idx, chosen)
+        run = self.backend.run(run_path)
+        epoch = self.backend.epoch(run, epoch_key) if run else None
 
-        key = self._key(run_path, epoch_key, idx, chosen)
+        def build() -> Panel:
+            return draw_panel(self.backend, run, epoch, idx, chosen)
+
+        key = self._key(run, epoch, idx, chosen)
         return build() if key is None else self._drawn.get(key, build)
 
     def draw_ahead(self, query: dict, request: dict, row: Optional[int], chosen: Optional[list[str]]) -> None:
@@ -144,17 +153,15 @@ class Panels:
             except Exception:  # drawing ahead is a guess: a failure shows when the datapoint is opened
                 continue
 
-    def _key(self, run_path: Optional[str], epoch_key: Optional[str], idx: Optional[int],
+    def _key(self, run: Optional[Run], epoch: Optional[Epoch], idx: Optional[int],
              chosen: Optional[list[str]]) -> Optional[tuple]:
-        run = self.backend.run(run_path)
-        epoch = self.backend.epoch(run, epoch_key) if run else None
-        if epoch is None or idx is None:
+        if run is None or epoch is None or idx is None:
             return None
         try:
             version = self.backend.datapoint_version(run, epoch)
         except ScoresError:
             return None
-        return run_path, epoch_key, version, int(idx), None if chosen is None else tuple(chosen)
+        return run.path, epoch.key, version, int(idx), None if chosen is None else tuple(chosen)
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:

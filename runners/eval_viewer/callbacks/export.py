@@ -35,7 +35,7 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         with tempfile.TemporaryDirectory() as folder:
             out = os.path.join(folder, "report.html")
             try:
-                export_report(run.path, [row["idx"] for row in rows], out, epoch.number, backend.trust_configs)
+                export_report(run.path, [row["idx"] for row in rows], out, epoch.number, backend=backend)
             except LanternUserError as exc:
                 return no_update, f"nothing exported: {exc}"
             name = f"lantern_{os.path.basename(run.path)}_{epoch.key}.html"

@@ -7,16 +7,18 @@ import os
 import re
 import shutil
 
+import numpy as np
 import plotly.graph_objects as go
 import pytest
 import torch
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
 from data.datasets import SyntheticShapesDataset
+from debuggers.capture_debugger import CaptureDebugger
 from debuggers.feature_map_debugger import FeatureMapDebugger
-from models import SmallCNN
+from models import AttentionClassifier, SmallCNN
 from runners.eval_viewer.backend.initialization import load_debug_outputs
-from runners.eval_viewer.export import main, resolve_epoch_dir, visualize_debug_states
+from runners.eval_viewer.export import SHARED_SECTION, datapoint_items, main, resolve_epoch_dir, visualize_debug_states
 from runners.trainers import BaseTrainer
 from tests.debuggers.library import capture_epoch, entry
 from tests.runs import write_config
@@ -119,3 +121,22 @@ def test_an_unreadable_page_becomes_an_alert(run_dir, tmp_path):
     (moved / "epoch_1" / "debugger" / "page_0.pkl").write_bytes(b"not a page")
     code, page = export(str(moved), tmp_path / "d.html", "--idx", "4")
     assert code == 0 and "debug outputs of idx 4 cannot be read" in page
+
+
+def test_a_state_shared_by_every_datapoint_is_drawn_once(tmp_path):
+    torch.manual_seed(0)
+    model = AttentionClassifier(patch_size=4, dim=16, depth=1, num_heads=2).eval()
+    outputs = capture_epoch(model, torch.randn(3, 3, 16, 16), tmp_path / "eval", 3, [entry("cap", CaptureDebugger)])
+    code, page = export(str(tmp_path / "eval"), tmp_path / "all.html", "--idx", "0", "1", "2")
+    _, alone = export(str(tmp_path / "eval"), tmp_path / "one.html", "--idx", "0")
+    assert code == 0
+    title = '"text":"cap: pos_embed.position_encoding'
+    assert page.count(title) == alone.count(title) >= 1  # three datapoints, the encoding's figures once
+    assert page.count(f"<h2>{SHARED_SECTION}</h2>") == 1 and page.index(SHARED_SECTION) < page.index("Datapoint 0")
+    assert page.count("drawn once, under") == 3 * alone.count("drawn once, under") > 0
+    shared: dict = {}
+    for idx in range(3):
+        datapoint_items(outputs[idx], shared=shared)
+    heat = next(fig for fig in shared.values() if isinstance(fig.data[0], go.Heatmap))
+    expected = model.pos_embed.encoding((4, 4), torch.device("cpu"), torch.float32)[0].numpy()
+    np.testing.assert_allclose(np.asarray(heat.data[0].z), expected, atol=1e-6)

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
+from data.viewer.layout.display.display_compare import CompareColumn, display_compare
 from data.viewer.layout.display.display_debug_outputs import display_debug_outputs
 from data.viewer.layout.display.values import as_image, figure_component, image_component, key_value_table
 from debuggers.activation_stats_debugger import ActivationStatsDebugger
@@ -111,6 +112,15 @@ def test_compared_feature_maps_show_the_same_channels_on_one_scale_and_their_dif
     assert difference.data[0].zmid == 0 and difference.data[0].zmin == -difference.data[0].zmax
     assert difference.data[0].zmax == pytest.approx(np.nanmax(np.abs(change)))
 
+
+
+def test_compared_grad_cam_titles_break_after_their_role_to_fit_narrow_columns(epochs):
+    wrong = [epochs[0][0][1]["cam"], epochs[1][0][1]["cam"]]  # datapoint 1 is predicted wrong
+    drawn = [[note.text for note in figures_for_output(out, class_names=NAMES)[0].layout.annotations] for out in wrong]
+    (row,) = compare_figures(wrong, [{"class_names": NAMES}] * 2)
+    for fig, titles in zip(row, drawn):
+        assert [note.text for note in fig.layout.annotations] == [t.replace(": ", ":<br>") for t in titles]
+        assert len(titles) == 2 and titles[0].startswith("label: ")
 
 def test_channels_are_aligned_where_each_column_kept_other_channels():
     fmap = np.arange(3 * 2 * 2, dtype=np.float64).reshape(3, 2, 2)
@@ -311,6 +321,8 @@ def test_attention_axes_are_labelled_by_query_and_key_index(attention):
     tokens = [f"t{i}" for i in range(keys)]
     (named, *_) = figures_for_output(out, tokens=tokens)
     assert list(named.layout.xaxis.ticktext[:keys]) == tokens and named.layout.xaxis.title.text == "key token"
+    # in a narrow column the maps shrink to their domain from the top: tick labels right under them, no blank band
+    assert heads.layout.yaxis.constrain == "domain" and heads.layout.yaxis.constraintoward == "top"
 
 
 def test_uniform_entropy_is_a_line_at_log_of_the_number_of_keys(attention):
@@ -360,6 +372,27 @@ def test_a_position_encoding_is_drawn_once_folded_and_marked_as_shared(tmp_path)
     assert inside == [fig.layout.title.text for fig in shared]
     assert outside and not any(title.startswith("pos_embed") for title in outside)
 
+
+
+def test_compare_views_fold_and_mark_a_shared_state_with_its_numbers(tmp_path):
+    columns, models = [], []
+    for seed in (0, 1):  # two "epochs" of the same model
+        torch.manual_seed(seed)
+        models.append(AttentionClassifier(patch_size=4, dim=16, depth=1, num_heads=2).eval())
+        out = capture_epoch(models[-1], torch.randn(2, 3, 16, 16), tmp_path / str(seed), 2,
+                            [entry("cap", CaptureDebugger)])[1]["cap"]
+        columns.append(CompareColumn(f"epoch {seed}", debug={"cap": out}))
+    body = display_compare(columns)
+    folded = [node for node in _walk(body) if type(node).__name__ == "Details"]
+    assert len(folded) == 1 and folded[0].className == "shared-outputs"
+    assert SHARED in folded[0].children[0].children and "pos_embed.position_encoding" in folded[0].children[0].children
+    inside = _graphs(folded[0].children)
+    outside = [graph for graph in _graphs(body) if all(graph is not g for g in inside)]
+    assert inside and all(is_shared(graph.figure) for graph in inside)
+    assert outside and not any(is_shared(graph.figure) for graph in outside)
+    heat = next(graph.figure for graph in inside if isinstance(graph.figure.data[0], go.Heatmap))
+    expected = models[0].pos_embed.encoding((4, 4), torch.device("cpu"), torch.float32)[0].numpy()
+    np.testing.assert_allclose(np.asarray(heat.data[0].z), expected, atol=1e-6)
 
 def _walk(component):
     yield component

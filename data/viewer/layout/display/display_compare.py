@@ -3,6 +3,9 @@
 Each debugger gets its rows (``debuggers.compare_figures``): the same channels in every
 column, one colour scale and the same axes per row, and a last column with the difference
 of the last and the first column. A column without the output says why in its first row.
+Rows of a state the same for every datapoint (a position encoding) are folded and marked
+"shared": they are the same whichever datapoint is open, though they may change from epoch
+to epoch (hence still compared).
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from typing import Any, Optional
 import dash_bootstrap_components as dbc
 from dash import html
 
-from data.viewer.layout.display.display_debug_outputs import output_note
+from data.viewer.layout.display.display_debug_outputs import output_note, shared_title
 from data.viewer.layout.display.values import figure_component
 from debuggers.compare_figures import compare_figures
+from debuggers.figures import SHARED, is_shared
 
 
 @dataclass
@@ -49,14 +53,16 @@ def display_compare(columns: list[CompareColumn]) -> html.Div:
     return html.Div(blocks, className="compare-debug-outputs")
 
 
-def _debugger_rows(name: str, columns: list[CompareColumn], width: str) -> list[html.Div]:
+def _debugger_rows(name: str, columns: list[CompareColumn], width: str) -> list[Any]:
+    """The debugger's rows of figures; rows of a state the same for every datapoint (a position encoding)
+    folded under one "shared" summary at the end, as the Datapoint tab folds them."""
     outputs = [(column.debug or {}).get(name) for column in columns]
     rows = compare_figures(outputs, [column.context for column in columns])
     notes = [column.note if column.debug is None else output_note(name, output)
              for column, output in zip(columns, outputs)]
     if not rows:
         rows = [[None] * len(columns)]
-    drawn = []
+    drawn, shared, titles = [], [], []
     for number, row in enumerate(rows):
         cells = []
         for i, fig in enumerate(row):
@@ -66,7 +72,15 @@ def _debugger_rows(name: str, columns: list[CompareColumn], width: str) -> list[
                 cells.append(_cell([notes[i]], width))
             else:
                 cells.append(_cell([], width))
-        drawn.append(html.Div(cells, className="compare-row compare-figure-row"))
+        compared = [fig for fig in row[:len(columns)] if fig is not None]
+        if compared and all(is_shared(fig) for fig in compared):
+            shared.append(html.Div(cells, className="compare-row compare-figure-row"))
+            titles.append(shared_title(compared[0]))
+        else:
+            drawn.append(html.Div(cells, className="compare-row compare-figure-row"))
+    if shared:
+        drawn.append(html.Details([html.Summary(f"{SHARED} (in each column): {', '.join(dict.fromkeys(titles))}",
+                                                className="shared-summary"), *shared], className="shared-outputs"))
     return drawn
 
 

@@ -47,11 +47,16 @@ def _output_body(name: str, output: Any, context: dict[str, Any]) -> list:
     own = [figure_component(figure, "debug-figure") for figure in figures if not is_shared(figure)]
     shared = [figure for figure in figures if is_shared(figure)]
     if shared:  # the same at every datapoint: folded, so it does not repeat itself datapoint after datapoint
-        titles = ", ".join(str(figure.layout.title.text).split(" · ")[0].split(":")[0] for figure in shared)
+        titles = ", ".join(shared_title(figure) for figure in shared)
         own.append(html.Details([html.Summary(f"{SHARED}: {titles}", className="shared-summary"),
                                  *[figure_component(figure, "debug-figure") for figure in shared]],
                                 className="shared-outputs"))
     return own
+
+
+def shared_title(figure: Any) -> str:
+    """The state a shared figure draws (``pos_embed.position_encoding``), from its title."""
+    return str(figure.layout.title.text).split(" · ")[0].split(":")[0]
 
 
 def figure_context(datapoint: dict[str, Any]) -> dict[str, Any]:

@@ -94,8 +94,8 @@ def table_component(figure: go.Figure, class_name: str) -> html.Figure:
     header = [str(value) for value in table.header.values] if table.header.values is not None else []
     title = html.Figcaption(str(figure.layout.title.text or ""), className="figure-title", style=FIGURE_TITLE)
     table = html.Table([html.Thead(html.Tr([html.Th(text) for text in header])), html.Tbody(rows)],
-                       className="key-value-table figure-table")
-    scrolled = html.Div(table, style={"maxHeight": f"{table_height(MAX_TABLE_ROWS)}px", "overflowY": "auto"})
+                       className="key-value-table figure-table", style={"overflowWrap": "anywhere"})
+    scrolled = html.Div(table, style={"maxHeight": f"{table_height(MAX_TABLE_ROWS)}px", "overflow": "auto"})
     return html.Figure([title, scrolled], className=f"{class_name} table-figure")
 
 
