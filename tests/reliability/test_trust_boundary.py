@@ -104,7 +104,7 @@ def test_no_code_named_by_a_run_folder_runs_without_the_opt_in(trained, tmp_path
     with viewer_process(["--log-dirs", str(logs)], cwd=str(cwd)) as (url, _output):
         for run_dir in runs.values():
             shown, missing = _datapoint(url, run_dir, 0), _datapoint(url, run_dir, 23)
-            assert '"image"' in shown and "not captured" not in shown  # captured inputs, no dataset needed
+            assert '"type":"Img"' in shown and "not captured" not in shown  # captured inputs, no dataset needed
             assert "were not captured" in missing and "--trust-configs" in missing
             assert export_main(["--run", run_dir, "--idx", "0", "23", "--out", str(tmp_path / "r.html")]) == 0
             shutil.rmtree(os.path.join(run_dir, "datapoints"))  # now a run that captured nothing at all
