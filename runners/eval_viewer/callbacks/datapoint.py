@@ -170,12 +170,14 @@ def register(app: Dash, backend: ViewerBackend) -> None:
     @app.callback(Output(ids.DATAPOINT_PANEL, "children"), Output(ids.DEBUGGER_PICK, "options"),
                   Output(ids.DEBUGGER_PICK, "value"),
                   Input(ids.SELECTED, "data"), Input(ids.EPOCH_SELECT, "value"), Input(ids.TABS, "value"),
-                  Input(ids.DEBUGGER_PICK, "value"), State(ids.RUN_SELECT, "value"), State(ids.SELECTED_ROW, "data"),
+                  Input(ids.DEBUGGER_PICK, "value"), State(ids.DEBUGGER_PICK, "options"),
+                  State(ids.RUN_SELECT, "value"), State(ids.SELECTED_ROW, "data"),
                   State(ids.TABLE_QUERY, "data"), State(ids.TABLE, "getRowsRequest"))
     def show_datapoint(idx: Optional[int], epoch_key: Optional[str], tab: str, chosen: Optional[list[str]],
-                       run_path: Optional[str], row: Optional[int], query: Optional[dict],
+                       offered: Optional[list], run_path: Optional[str], row: Optional[int], query: Optional[dict],
                        request: Optional[dict]) -> tuple:
-        """A run switch reaches this through the epoch (always sent on a switch), so it draws once."""
+        """A run switch reaches this through the epoch (always sent on a switch), so it draws once. The tick
+        boxes are sent only when they change (moving through a run's datapoints they do not)."""
         if tab != ids.TAB_DATAPOINT:
             return no_update, no_update, no_update
         panel = panels.get(run_path, epoch_key, idx, chosen)
@@ -183,4 +185,6 @@ def register(app: Dash, backend: ViewerBackend) -> None:
             panels.draw_ahead(query, request or {}, row, chosen)
         if not panel.debuggers:
             return panel.body, no_update, no_update
-        return panel.body, list(panel.debuggers), shown_debuggers(list(panel.debuggers), chosen)
+        shown = shown_debuggers(list(panel.debuggers), chosen)
+        return (panel.body, no_update if offered == list(panel.debuggers) else list(panel.debuggers),
+                no_update if shown == chosen else shown)

@@ -74,29 +74,25 @@ def image_component(image: np.ndarray, title: str) -> html.Figure:
 
 
 def figure_component(figure: go.Figure, class_name: str) -> Any:
-    """A figure as the page shows it: a table figure as an HTML table (the same cells, no plotly graph to
-    draw), anything else as a graph."""
+    """A figure as the page shows it: a table figure as text (the same cells, no plotly graph to draw),
+    anything else as a graph."""
     if len(figure.data) == 1 and isinstance(figure.data[0], go.Table):
         return table_component(figure, class_name)
     return dcc.Graph(figure=figure, config=GRAPH_CONFIG, className=class_name)
 
 
 def table_component(figure: go.Figure, class_name: str) -> html.Figure:
-    """The cells of a one-table figure (``debuggers.figures._table``) under its title, rows coloured as filled."""
+    """The cells of a one-table figure (``debuggers.figures._table``) under its title, as aligned columns of
+    text: one component, where an HTML table costs the page's renderer one per cell on every click."""
     table = figure.data[0]
-    columns = [list(column) for column in table.cells.values]
-    fills = table.cells.fill.color if table.cells.fill is not None and table.cells.fill.color is not None else None
-    rows = []
-    for i, row in enumerate(zip(*columns)):
-        colour = fills[0][i] if fills is not None else None
-        rows.append(html.Tr([html.Td(str(value)) for value in row],
-                            style={"backgroundColor": colour} if colour else None))
-    header = [str(value) for value in table.header.values] if table.header.values is not None else []
+    header = [str(value) for value in table.header.values or ()]
+    rows = [header, *([str(value) for value in row] for row in zip(*(list(column) for column in table.cells.values)))]
+    widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     title = html.Figcaption(str(figure.layout.title.text or ""), className="figure-title", style=FIGURE_TITLE)
-    table = html.Table([html.Thead(html.Tr([html.Th(text) for text in header])), html.Tbody(rows)],
-                       className="key-value-table figure-table", style={"overflowWrap": "anywhere"})
-    scrolled = html.Div(table, style={"maxHeight": f"{table_height(MAX_TABLE_ROWS)}px", "overflow": "auto"})
-    return html.Figure([title, scrolled], className=f"{class_name} table-figure")
+    text = html.Pre("\n".join(lines), className="figure-table", style={
+        "maxHeight": f"{table_height(MAX_TABLE_ROWS)}px", "overflow": "auto", "fontSize": "12px"})
+    return html.Figure([title, text], className=f"{class_name} table-figure")
 
 
 def describe_value(value: Any) -> str:
