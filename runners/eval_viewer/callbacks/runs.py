@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from dash import Dash, Input, Output, State, ctx, no_update
+from dash import Dash, Input, Output, State, no_update
 
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.components import default_epoch, epoch_option
@@ -25,19 +25,24 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         return (no_update, no_update) if options == current else (options, problem_alerts(discovery))
 
     @app.callback(Output(ids.EPOCH_SELECT, "options"), Output(ids.EPOCH_SELECT, "value"),
-                  Input(ids.RUN_SELECT, "value"), Input(ids.REFRESH, "n_intervals"),
-                  State(ids.EPOCH_SELECT, "value"), State(ids.EPOCH_SELECT, "options"), prevent_initial_call=True)
-    def refresh_epochs(run_path: Optional[str], _: int, current: Optional[str], current_options: list) -> tuple:
+                  Output(ids.EPOCHS_RUN, "data"), Input(ids.RUN_SELECT, "value"), Input(ids.REFRESH, "n_intervals"),
+                  State(ids.EPOCH_SELECT, "value"), State(ids.EPOCH_SELECT, "options"), State(ids.EPOCHS_RUN, "data"),
+                  prevent_initial_call=True)
+    def refresh_epochs(run_path: Optional[str], _: int, current: Optional[str], current_options: list,
+                       listed_run: Optional[str]) -> tuple:
         """On a run switch, its latest epoch with debug outputs, always sent (even when its key is the one
-        shown) so that what follows the epoch follows the new run; while a run trains, new epochs appear."""
+        shown) so that what follows the epoch follows the new run; while a run trains, new epochs appear.
+        A switch is told by the run the listed epochs are of, not by which input fired: Dash drops a call's
+        answer when the callback fires again before it comes back (a refresh tick during a switch), and the
+        later call must then make the switch."""
         run = backend.run(run_path)
         epochs = backend.epochs(run) if run else []
         options = [epoch_option(e) for e in epochs]
-        if ctx.triggered_id == ids.RUN_SELECT:
-            return options, default_epoch(epochs)
+        if run_path != listed_run:
+            return options, default_epoch(epochs), run_path
         if options == current_options:
-            return no_update, no_update
-        return options, current if current in {e.key for e in epochs} else default_epoch(epochs)
+            return no_update, no_update, no_update
+        return options, current if current in {e.key for e in epochs} else default_epoch(epochs), no_update
 
     app.clientside_callback(  # the "nearest epoch with debug outputs" button beside the badges
         """function(clicks, key) { return clicks && key ? key : window.dash_clientside.no_update; }""",

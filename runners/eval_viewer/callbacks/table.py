@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from dash import Dash, Input, Output, State, ctx, no_update
+from dash import Dash, Input, Output, State, no_update
 
 from runners.eval_viewer.backend.runs import Epoch
 from runners.eval_viewer.backend.scores import ScoresError, default_metric
@@ -32,10 +32,9 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                   Output(ids.TABLE_QUERY, "data"), Output(ids.TABLE, "columnDefs"),
                   Input(ids.EPOCH_SELECT, "value"), Input(ids.METRIC_SELECT, "value"),
                   Input(ids.REFRESH, "n_intervals"), Input(ids.TABLE_IDX_FILTER, "data"),
-                  Input(ids.TABLE_CLEAR_FILTERS, "n_clicks"), State(ids.RUN_SELECT, "value"),
-                  State(ids.TABLE_QUERY, "data"), prevent_initial_call=True)
+                  State(ids.RUN_SELECT, "value"), State(ids.TABLE_QUERY, "data"), prevent_initial_call=True)
     def choose_rows(epoch_key: Optional[str], metric: Optional[str], _: int, idx_filter: Optional[list],
-                    _clear: Optional[int], run_path: Optional[str], previous: Optional[dict]) -> tuple:
+                    run_path: Optional[str], previous: Optional[dict]) -> tuple:
         """Everything that follows the chosen epoch, in one step: the metric, the epoch's badges and version,
         and the table's query and columns. A run switch reaches it once, through the epoch (``refresh_epochs``
         always sends the new run's epoch); the query then says to clear the filters, which would silently
@@ -43,11 +42,10 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         view = epoch_view(backend, run_path, epoch_key, metric, idx_filter)
         previous = {key: value for key, value in (previous or {}).items() if key != "clear"}
         same_epoch = (previous.get("run"), previous.get("epoch")) == (run_path, epoch_key)
-        clear = not same_epoch or ctx.triggered_id == ids.TABLE_CLEAR_FILTERS
-        if not clear and view.query == previous:
+        if view.query == previous:
             return (no_update,) * 6
         same_columns = same_epoch and all(previous.get(key) == view.query[key] for key in ("metric", "version"))
-        return (view.metrics, view.metric, view.badges, view.version, {**view.query, "clear": clear},
+        return (view.metrics, view.metric, view.badges, view.version, {**view.query, "clear": not same_epoch},
                 no_update if same_columns else view.columns)
 
     app.clientside_callback(
@@ -62,6 +60,15 @@ def register(app: Dash, backend: ViewerBackend) -> None:
             return window.dash_clientside.no_update;
         }""".replace("TABLE", ids.TABLE),
         Output(ids.TABLE, "id"), Input(ids.TABLE_QUERY, "data"), prevent_initial_call=True)
+
+    app.clientside_callback(  # Clear filters, in the browser: as a server call, a refresh tick that came before
+        # its answer made Dash drop it (the newer call cannot tell that the button was clicked)
+        """function(clicks) {
+            const api = window.dash_ag_grid && dash_ag_grid.getApi('TABLE');
+            if (api && clicks) { api.setFilterModel(null); }
+            return window.dash_clientside.no_update;
+        }""".replace("TABLE", ids.TABLE),
+        Output(ids.TABLE_CLEAR_FILTERS, "id"), Input(ids.TABLE_CLEAR_FILTERS, "n_clicks"), prevent_initial_call=True)
 
     @app.callback(Output(ids.TABLE, "getRowsResponse"), Output(ids.TABLE_CAPTION, "children"),
                   Input(ids.TABLE, "getRowsRequest"), State(ids.TABLE_QUERY, "data"), prevent_initial_call=True)

@@ -49,6 +49,7 @@ def controls(discovery: Discovery, first: FirstView) -> html.Div:
             html.Div(first.view.badges, id=ids.EPOCH_BADGES, className="badges"),
         ], className="controls"),
         dcc.Interval(id=ids.REFRESH, interval=REFRESH_MS),
+        dcc.Store(id=ids.EPOCHS_RUN, data=first.run),
         dcc.Store(id=ids.EPOCH_VERSION, data=first.view.version),
         dcc.Store(id=ids.URL_STATE),
     ])

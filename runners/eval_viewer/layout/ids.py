@@ -2,6 +2,7 @@
 
 RUN_SELECT = "run-select"
 EPOCH_SELECT = "epoch-select"
+EPOCHS_RUN = "epochs-run"  # the run whose epochs EPOCH_SELECT lists: a run switch is when RUN_SELECT differs
 METRIC_SELECT = "metric-select"
 EPOCH_BADGES = "epoch-badges"
 NEAREST_DEBUG_EPOCH = "nearest-debug-epoch"  # button: switch to the nearest epoch with debug outputs
