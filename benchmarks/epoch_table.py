@@ -32,7 +32,7 @@ from analysis.epoch_table import EpochTable, write_epoch_table
 from benchmarks.common import timed
 from data.datasets import SyntheticShapesDataset
 from debuggers.base_debugger import BaseDebugger
-from runners.eval_viewer.callbacks.scores import grid_figure, narrowed
+from runners.eval_viewer.callbacks.scores import grid_data, narrowed
 
 BATCH = 1024
 CLASSES = 6
@@ -144,9 +144,9 @@ def main() -> None:
                 order_by="cross_entropy", limit=100),
             "count with a filter": lambda: table.count(where),
             "percentile of a value": lambda: table.percentile("cross_entropy", 1.0),
-            "viewer: score grid figure, every datapoint": lambda: grid_figure(table, "cross_entropy", False, 7),
-            "viewer: score grid figure, 10,000 chosen idx": lambda: grid_figure(
-                table, "cross_entropy", False, 7, narrowed(list(range(0, args.rows, max(1, args.rows // 10_000))))),
+            "viewer: score grid data, every datapoint": lambda: grid_data(table, "cross_entropy", False),
+            "viewer: score grid data, 10,000 chosen idx": lambda: grid_data(
+                table, "cross_entropy", False, narrowed(list(range(0, args.rows, max(1, args.rows // 10_000))))),
         }
         floor = statistics.median(timed(lambda: numpy_floor(columns)) * 1000 for _ in range(args.repeats))
         assert [r["idx"] for r in table.page(where, order_by="layer3_stats.stat0", offset=500, limit=100)] \

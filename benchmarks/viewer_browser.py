@@ -46,8 +46,10 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The score grid drawn: by the page's script, or as a plotly heatmap in a --baseline checkout from before that.
+GRID_DRAWN = ", ".join(f"#{ids.SCORE_GRID}{drawn}" for drawn in ("[data-drawn] canvas", " .heatmaplayer image", " .hm"))
 SHOWN = f"""() => document.querySelector('#{ids.TABLE} .ag-center-cols-container .ag-row[row-index="0"] [col-id="idx"]')
-    && document.querySelector('#{ids.SCORE_GRID} .heatmaplayer image, #{ids.SCORE_GRID} .hm')"""
+    && document.querySelector('{GRID_DRAWN}')"""
 
 
 def train_example(name: str, folder: str, quick: bool) -> str:

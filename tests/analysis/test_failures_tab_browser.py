@@ -26,11 +26,8 @@ from utils.builders import build_from_config
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 MAX_CLICKS = 3
 GRID_IDX = """() => {
-    const graph = document.querySelector('#GRID .js-plotly-plot');
-    if (!graph || !graph._fullData) { return null; }
-    const cells = [];  // rows of the heatmap's decoded customdata (typed arrays): the idx of each cell
-    for (const row of Array.from(graph._fullData[0].customdata)) { cells.push(...Array.from(row)); }
-    return cells.map(Number).filter(idx => idx >= 0);
+    const grid = document.getElementById('GRID').scoreGrid;  // what the page's script drew: the idx of each cell
+    return grid ? grid.idx.filter(idx => idx >= 0) : null;
 }""".replace("GRID", ids.SCORE_GRID)
 
 

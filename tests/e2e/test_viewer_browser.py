@@ -69,6 +69,10 @@ def test_open_the_worst_datapoint_compare_epochs_and_an_epoch_without_debug_outp
 
 def _click_grid_cell(page, idx: int) -> None:
     """The score grid holds the 24 datapoints in 5 x 5 cells in idx order, idx 0 at the top left."""
-    box = page.locator(f"#{ids.SCORE_GRID} .nsewdrag").first.bounding_box()
+    canvas = page.locator(f"#{ids.SCORE_GRID} canvas")
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    grid = page.evaluate(f"() => document.getElementById('{ids.SCORE_GRID}').scoreGrid")
     row, col = divmod(idx, 5)
-    page.mouse.click(box["x"] + box["width"] * (2 * col + 1) / 10, box["y"] + box["height"] * (2 * row + 1) / 10)
+    page.mouse.click(box["x"] + grid["plot"]["left"] + grid["cell"] * (col + 0.5),
+                     box["y"] + grid["plot"]["top"] + grid["cell"] * (row + 0.5))

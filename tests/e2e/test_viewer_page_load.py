@@ -1,59 +1,111 @@
-"""How the viewer's first page loads, in real headless Chromium over a real server: every script comes with the
-page (none is fetched after the layout), the scripts the viewer does not use stay out, and the score chart and
-grid come drawn with the layout instead of from a first round of callbacks."""
+"""How the viewer's first page loads, in real headless Chromium over a real server: every script it draws with
+comes with the page (none is fetched after the layout but plotly.js, which comes once the table has asked for its
+rows), the scripts the viewer does not use stay out, the page asks the server for nothing but the table's rows, and
+the score chart and grid come with the layout, drawn by the page's own script: the grid's cells in the colours of
+their scores, their values on hover, a click opening one, the open datapoint marked."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
+import plotly.colors
+import pyarrow.parquet as pq
 import pytest
 
+from analysis.epoch_table import EPOCH_TABLE_FILE
 from benchmarks.viewer_browser import SHOWN, write_large_run
+from runners.eval_viewer.app import SLIM_PLOTLY_BUNDLE
 from runners.eval_viewer.layout import ids
 from tests.e2e.conftest import serve_viewer
-from tests.e2e.viewer_page import wait_caption
+from tests.e2e.viewer_page import wait_caption, wait_title
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 SCRIPTS = """() => performance.getEntriesByType('resource').filter(e => e.initiatorType === 'script'
     || e.name.endsWith('.js') || e.name.includes('.js?')).map(e => [e.name, e.startTime])"""
-LAYOUT_ASKED = """() => performance.getEntriesByType('resource').find(e => e.name.includes('/_dash-layout'))
-    .startTime"""
-MARK = """() => { const trace = document.querySelector('#GRID .js-plotly-plot')._fullData[1];
-    return [Array.from(trace.x), Array.from(trace.y)]; }""".replace("GRID", ids.SCORE_GRID)
+FIRST_ASKED = """(path) => performance.getEntriesByType('resource').find(e => e.name.includes(path)).startTime"""
+PLOTLY_LOADED = "() => typeof window.Plotly.newPlot === 'function'"
+GRID = f"() => document.getElementById('{ids.SCORE_GRID}').scoreGrid"
+PIXEL = f"""([x, y]) => Array.from(document.querySelector('#{ids.SCORE_GRID} canvas').getContext('2d')
+    .getImageData(x * devicePixelRatio, y * devicePixelRatio, 1, 1).data.slice(0, 3))"""
 
 
 @pytest.fixture(scope="module")
 def viewer_url(tmp_path_factory):
     """A run of two epochs of 30 datapoints (epoch tables and scores, as a trainer writes them)."""
     root = tmp_path_factory.mktemp("page_load")
-    write_large_run(str(root), 30)
+    run = write_large_run(str(root), 30)
     with serve_viewer([str(root)]) as url:
-        yield url
+        yield url, run
 
 
-def test_the_first_page_fetches_every_script_with_the_page_and_only_those_it_uses(viewer_url, new_page):
-    page = new_page(viewer_url)
-    page.wait_for_function(SHOWN)
-    scripts = page.evaluate(SCRIPTS)
-    names = [name for name, _ in scripts]
-    assert not [name for name in names if "polyfill" in name or "dash_table" in name], names
-    assert any("async-community" in name for name in names) and any("async-graph" in name for name in names)
-    layout_asked = page.evaluate(LAYOUT_ASKED)
-    late = [name for name, start in scripts if start > layout_asked]
-    assert not late, f"scripts fetched only after the layout (a second round before the page is drawn): {late}"
-
-
-def test_the_score_chart_and_grid_come_with_the_page_marking_the_open_datapoint(viewer_url, new_page):
-    asked = []
-    page = new_page(f"{viewer_url}?epoch=epoch_1&idx=7")
+def asked_outputs(page) -> list[str]:
+    """The outputs of the callbacks the page asks the server for, from now on."""
+    asked: list[str] = []
     page.on("request", lambda request: asked.append(json.loads(request.post_data or "{}").get("output", ""))
             if "_dash-update-component" in request.url else None)
+    return asked
+
+
+def test_the_first_page_fetches_every_script_with_the_page_and_plotly_only_once_the_rows_are_asked(viewer_url,
+                                                                                                  new_page):
+    page = new_page(viewer_url[0])
+    page.wait_for_function(SHOWN)
+    page.wait_for_function(PLOTLY_LOADED)  # loaded when the browser is idle, for the first datapoint opened
+    scripts = page.evaluate(SCRIPTS)
+    names = [name for name, _ in scripts]
+    unused = ("polyfill", "dash_table", "dash_bootstrap_components")
+    assert not [name for name in names if any(part in name for part in unused)], names
+    assert any("async-community" in name for name in names)
+    layout_asked = page.evaluate(FIRST_ASKED, "/_dash-layout")
+    late = [name for name, start in scripts if start > layout_asked and SLIM_PLOTLY_BUNDLE not in name]
+    assert not late, f"scripts fetched only after the layout (a second round before the page is drawn): {late}"
+    (plotly_asked,) = [start for name, start in scripts if SLIM_PLOTLY_BUNDLE in name]
+    assert plotly_asked > page.evaluate(FIRST_ASKED, "/_dash-update-component")
+
+
+def test_the_first_page_asks_the_server_for_the_table_s_rows_only(viewer_url, new_page):
+    page = new_page(viewer_url[0])
+    asked = asked_outputs(page)
+    page.reload()
+    page.wait_for_function(SHOWN)
+    page.wait_for_function(PLOTLY_LOADED)
+    assert asked == [f"..{ids.TABLE}.getRowsResponse...{ids.TABLE_CAPTION}.children.."], \
+        "the hidden tabs' callbacks (or the score views') ran for the first page"
+
+
+def test_the_score_grid_and_chart_come_with_the_page_drawn_by_its_script(viewer_url, new_page):
+    url, run = viewer_url
+    page = new_page(f"{url}?epoch=epoch_1&idx=7")
+    asked = asked_outputs(page)
     page.reload()
     page.wait_for_function(SHOWN)
     wait_caption(page, "epoch 1: 30 datapoints")
-    assert page.locator(f"#{ids.SCORE_CHART} .scatterlayer .trace").count() == 1
-    assert page.evaluate(MARK) == [[1], [1]]  # idx 7 of 30 in a 6 x 5 grid: row 1, column 1
-    drawn_by_callbacks = [output for output in asked if ids.SCORE_CHART in output
-                          or (f"{ids.SCORE_GRID}.figure" in output and "@" not in output)]  # "@": the mark's patch
-    assert not drawn_by_callbacks, f"the first page asked the server for {drawn_by_callbacks}"
+    assert not [output for output in asked if ids.SCORE_CHART_DATA in output or ids.SCORE_GRID_DATA in output]
+    assert page.locator(f"#{ids.SCORE_CHART} .score-line").count() == 1
+    assert page.locator(f"#{ids.SCORE_CHART} .score-point").count() == 2  # epochs 0 and 1
+    assert page.locator(f"#{ids.SCORE_CHART} .chosen-epoch").count() == 1
+
+    grid = page.evaluate(GRID)
+    assert grid["idx"] == list(range(30)) and grid["mark"] == [1, 1]  # idx 7 in a 6 x 5 grid: column 1, row 1
+    table = pq.read_table(f"{run}/epoch_1/{EPOCH_TABLE_FILE}", columns=["idx", "cross_entropy"]).to_pydict()
+    values = np.array(table["cross_entropy"])
+    scale = plotly.colors.get_colorscale("RdYlGn_r")  # the loss: red for high
+    canvas = page.locator(f"#{ids.SCORE_GRID} canvas")
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    for idx in (0, 7, int(values.argmax()), int(values.argmin()), 29):
+        row, column = divmod(idx, 6)
+        x = grid["plot"]["left"] + grid["cell"] * (column + 0.5)
+        y = grid["plot"]["top"] + grid["cell"] * (row + 0.5)
+        value = float(f"{values[idx]:.4g}")
+        share = (value - float(f"{values.min():.4g}")) / (float(f"{values.max():.4g}") - float(f"{values.min():.4g}"))
+        expected = plotly.colors.unlabel_rgb(plotly.colors.sample_colorscale(scale, [share])[0])
+        assert page.evaluate(PIXEL, [x + 2, y + 2]) == pytest.approx(expected, abs=2), idx
+        page.mouse.move(box["x"] + x, box["y"] + y)
+        assert page.locator(".score-grid-tooltip").inner_text() == f"idx {idx}: cross_entropy {values[idx]:.4g}"
+    page.mouse.click(box["x"] + grid["plot"]["left"] + grid["cell"] * 2.5, box["y"] + grid["plot"]["top"]
+                     + grid["cell"] * 3.5)  # row 3, column 2: idx 20
+    wait_title(page, ids.DATAPOINT_PANEL, "datapoint 20 ")
+    page.wait_for_function(f"() => ({GRID})().mark[0] === 2 && ({GRID})().mark[1] === 3")

@@ -3,7 +3,8 @@
 Each column opens only the page holding the datapoint in its epoch; nothing is
 computed while the tab is hidden: the open datapoint reaches a comparison through a store
 that the browser writes only while that tab is shown, so a click on another tab sends no
-request for it.
+request for it. The first page comes with the pickers filled (``layout/panels.py``), so
+opening it runs none of these callbacks.
 """
 
 from __future__ import annotations
@@ -79,18 +80,13 @@ def register(app: Dash, backend: ViewerBackend) -> None:
 
     @app.callback(Output(ids.COMPARE_EPOCHS_SELECT, "options"), Output(ids.COMPARE_EPOCHS_SELECT, "value"),
                   Input(ids.EPOCH_SELECT, "options"), Input(ids.EPOCH_SELECT, "value"),
-                  State(ids.RUN_SELECT, "value"))
+                  State(ids.RUN_SELECT, "value"), prevent_initial_call=True)
     def choose_epochs(_: list, epoch_key: Optional[str], run_path: Optional[str]) -> tuple:
-        run = backend.run(run_path)
-        epochs = backend.epochs(run) if run else []
-        keys = [e.key for e in epochs if e.has_debug][-MAX_DEFAULT_EPOCHS:]
-        if epoch_key and epoch_key not in keys:
-            keys = [*keys[1 - MAX_DEFAULT_EPOCHS:], epoch_key]
-        order = [e.key for e in epochs]
-        return [epoch_option(e) for e in epochs], sorted(keys, key=order.index)
+        return epochs_to_compare(backend, run_path, epoch_key)
 
     @app.callback(Output(ids.COMPARE_EPOCHS_PANEL, "children"), Input(ids.COMPARE_EPOCHS_SHOWN, "data"),
-                  Input(ids.COMPARE_EPOCHS_SELECT, "value"), State(ids.TABS, "value"), State(ids.RUN_SELECT, "value"))
+                  Input(ids.COMPARE_EPOCHS_SELECT, "value"), State(ids.TABS, "value"), State(ids.RUN_SELECT, "value"),
+                  prevent_initial_call=True)
     def compare_epochs(shown: Optional[dict], keys: Optional[list], tab: str, run_path: Optional[str]) -> object:
         if tab != ids.TAB_COMPARE_EPOCHS or shown is None:
             return no_update
@@ -102,12 +98,12 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         return epoch_columns(backend, run, epochs, int(idx))
 
     @app.callback(Output(ids.COMPARE_RUN_SELECT, "options"), Input(ids.RUN_SELECT, "options"),
-                  Input(ids.RUN_SELECT, "value"))
+                  Input(ids.RUN_SELECT, "value"), prevent_initial_call=True)
     def other_runs(options: list, run_path: Optional[str]) -> list:
-        return [option for option in options or [] if option["value"] != run_path]
+        return other_run_options(options, run_path)
 
     @app.callback(Output(ids.COMPARE_RUN_EPOCH_SELECT, "options"), Output(ids.COMPARE_RUN_EPOCH_SELECT, "value"),
-                  Input(ids.COMPARE_RUN_SELECT, "value"), State(ids.EPOCH_SELECT, "value"))
+                  Input(ids.COMPARE_RUN_SELECT, "value"), State(ids.EPOCH_SELECT, "value"), prevent_initial_call=True)
     def other_run_epochs(other_path: Optional[str], epoch_key: Optional[str]) -> tuple:
         other = backend.run(other_path)
         epochs = backend.epochs(other) if other else []
@@ -117,7 +113,7 @@ def register(app: Dash, backend: ViewerBackend) -> None:
     @app.callback(Output(ids.COMPARE_RUNS_PANEL, "children"), Input(ids.COMPARE_RUNS_SHOWN, "data"),
                   Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"),
                   Input(ids.COMPARE_RUN_SELECT, "value"), Input(ids.COMPARE_RUN_EPOCH_SELECT, "value"),
-                  State(ids.TABS, "value"))
+                  State(ids.TABS, "value"), prevent_initial_call=True)
     def compare_runs(shown: Optional[dict], run_path: Optional[str], epoch_key: Optional[str],
                      other_path: Optional[str], other_key: Optional[str], tab: str) -> object:
         if tab != ids.TAB_COMPARE_RUNS or shown is None:
@@ -127,6 +123,23 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         if idx is None or None in sides:
             return message("Click a datapoint, then pick a second run and its epoch.")
         return run_columns(backend, sides, int(idx))
+
+
+def epochs_to_compare(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> tuple[list, list]:
+    """The run's epochs as options, and those preselected: the last ``MAX_DEFAULT_EPOCHS`` with debug outputs
+    and the chosen one."""
+    run = backend.run(run_path)
+    epochs = backend.epochs(run) if run else []
+    keys = [e.key for e in epochs if e.has_debug][-MAX_DEFAULT_EPOCHS:]
+    if epoch_key and epoch_key not in keys:
+        keys = [*keys[1 - MAX_DEFAULT_EPOCHS:], epoch_key]
+    order = [e.key for e in epochs]
+    return [epoch_option(e) for e in epochs], sorted(keys, key=order.index)
+
+
+def other_run_options(options: Optional[list], run_path: Optional[str]) -> list:
+    """The runs to compare the chosen one with: every other run."""
+    return [option for option in options or [] if option["value"] != run_path]
 
 
 def _side(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> Optional[tuple[Run, Epoch]]:

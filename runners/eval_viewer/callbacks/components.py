@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-import dash_bootstrap_components as dbc
 from dash import html
 
+from data.viewer.layout.display.elements import alert, badge
 from debuggers.page_format import CorruptPageError
 from runners.eval_viewer.backend.runs import Epoch, Run
 from runners.eval_viewer.backend.table import TABLE_ERRORS
@@ -14,10 +14,11 @@ from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.layout import ids
 
 HIDDEN_COLUMNS = ("label_name", "prediction_name", "predicted_class")  # shown through label and prediction
+NOTHING_OPEN = "Click a datapoint in the table or the grid to open it (then j / k for the next and previous)."
 
 
-def message(text: str, color: str = "info") -> dbc.Alert:
-    return dbc.Alert(text, color=color, className="viewer-message")
+def message(text: str, color: str = "info") -> html.Div:
+    return alert(text, color=color, class_name="viewer-message")
 
 
 def default_epoch(epochs: list[Epoch]) -> Optional[str]:
@@ -54,22 +55,22 @@ def epoch_badges(backend: ViewerBackend, epoch: Epoch) -> list:
     """'debug outputs' / 'no debug outputs', 'partial' while (or because) pages are missing, 'no scores'."""
     badges = []
     if epoch.has_debug:
-        badges.append(dbc.Badge("debug outputs", color="info", className="badge-debug"))
+        badges.append(badge("debug outputs", color="info", class_name="badge-debug"))
         try:
             debug = backend.debug(epoch)
             if debug is not None and not debug.complete:
-                badges.append(dbc.Badge("partial", color="warning", className="badge-partial",
-                                        title="the debug index says complete: false: pages are still being "
-                                              "written, or the run stopped during this epoch"))
+                badges.append(badge("partial", color="warning", class_name="badge-partial",
+                                    title="the debug index says complete: false: pages are still being "
+                                          "written, or the run stopped during this epoch"))
         except (CorruptPageError, OSError) as exc:
-            badges.append(dbc.Badge("debug index unreadable", color="danger", title=str(exc)))
+            badges.append(badge("debug index unreadable", color="danger", title=str(exc)))
     elif epoch.debug_removed:
-        badges.append(dbc.Badge("debug outputs removed", color="light", className="badge-no-debug",
-                                title=f"{epoch.debug_removed} (config['debug_disk_budget_gb'])"))
+        badges.append(badge("debug outputs removed", color="light", class_name="badge-no-debug",
+                            title=f"{epoch.debug_removed} (config['debug_disk_budget_gb'])"))
     else:
-        badges.append(dbc.Badge("no debug outputs", color="light", className="badge-no-debug"))
+        badges.append(badge("no debug outputs", color="light", class_name="badge-no-debug"))
     if epoch.scores_path is None:
-        badges.append(dbc.Badge("no scores yet", color="warning"))
+        badges.append(badge("no scores yet", color="warning"))
     return badges
 
 
@@ -97,7 +98,7 @@ def score_badges(scores: dict, percentile: Optional[dict] = None) -> list:
         text = f"{name} {_format(value)}" + (f" · p{place:.0f}" if place is not None else "")
         title = f"{place:.1f} % of this epoch's datapoints have {name} at most this value" if place is not None \
             else None
-        badges.append(dbc.Badge(text, color="secondary", className="score-badge", title=title))
+        badges.append(badge(text, color="secondary", class_name="score-badge", title=title))
     return badges
 
 

@@ -26,6 +26,7 @@ from runners.eval_viewer.backend.scores import ScoresError
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.components import (
+    NOTHING_OPEN,
     datapoint_title,
     epoch_badges,
     message,
@@ -34,7 +35,6 @@ from runners.eval_viewer.callbacks.components import (
 )
 from runners.eval_viewer.callbacks.table import table_rows
 from runners.eval_viewer.layout import ids
-from runners.eval_viewer.layout.panels import NOTHING_OPEN
 
 DEFAULT_SHOWN = 3  # debuggers drawn until the user ticks others: a click stays fast with many debuggers
 PANELS_KEPT = 64  # drawn panels kept (a few hundred kB each)
@@ -172,12 +172,13 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                   Input(ids.SELECTED, "data"), Input(ids.EPOCH_SELECT, "value"), Input(ids.TABS, "value"),
                   Input(ids.DEBUGGER_PICK, "value"), State(ids.DEBUGGER_PICK, "options"),
                   State(ids.RUN_SELECT, "value"), State(ids.SELECTED_ROW, "data"),
-                  State(ids.TABLE_QUERY, "data"), State(ids.TABLE, "getRowsRequest"))
+                  State(ids.TABLE_QUERY, "data"), State(ids.TABLE, "getRowsRequest"), prevent_initial_call=True)
     def show_datapoint(idx: Optional[int], epoch_key: Optional[str], tab: str, chosen: Optional[list[str]],
                        offered: Optional[list], run_path: Optional[str], row: Optional[int], query: Optional[dict],
                        request: Optional[dict]) -> tuple:
         """A run switch reaches this through the epoch (always sent on a switch), so it draws once. The tick
-        boxes are sent only when they change (moving through a run's datapoints they do not)."""
+        boxes are sent only when they change (moving through a run's datapoints they do not). The first page
+        comes with its panel (``layout/panels.py``)."""
         if tab != ids.TAB_DATAPOINT:
             return no_update, no_update, no_update
         panel = panels.get(run_path, epoch_key, idx, chosen)

@@ -55,7 +55,8 @@ def register(app: Dash, backend: ViewerBackend) -> None:
 
     @app.callback(Output(layout.PANEL, "children"), Output(layout.MORE, "children"),
                   Output(layout.SEPARATORS_CHART, "figure"), Output(layout.CONFUSION_CHART, "figure"),
-                  Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"), Input(ids.TABS, "value"))
+                  Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"), Input(ids.TABS, "value"),
+                  prevent_initial_call=True)  # a first page never opens on this tab
     def show_findings(run_path: Optional[str], epoch_key: Optional[str], tab: Optional[str]) -> tuple:
         if tab != layout.TAB_FAILURES:
             return no_update, no_update, no_update, no_update

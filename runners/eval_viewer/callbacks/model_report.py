@@ -32,6 +32,7 @@ def render_model_report(backend: ViewerBackend, run_path: Optional[str]) -> html
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
-    @app.callback(Output(ids.MODEL_REPORT_PANEL, "children"), Input(ids.TABS, "value"), Input(ids.RUN_SELECT, "value"))
+    @app.callback(Output(ids.MODEL_REPORT_PANEL, "children"), Input(ids.TABS, "value"), Input(ids.RUN_SELECT, "value"),
+                  prevent_initial_call=True)  # a first page on this tab comes with it (layout/panels.py)
     def show_model_report(tab: str, run_path: Optional[str]) -> object:
         return render_model_report(backend, run_path) if tab == ids.TAB_MODEL_REPORT else no_update

@@ -1,4 +1,5 @@
-"""Which datapoint is open: a clicked table row or grid cell, the prev/next buttons (keys ``k``/``j``).
+"""Which datapoint is open: a clicked table row, the prev/next buttons (keys ``k``/``j``), a clicked grid cell
+(set by ``assets/score_views.js``, which draws the grid).
 
 ``SELECTED`` holds the open idx; ``SELECTED_ROW`` its row in the table when known, so
 prev/next walk the table in its current filter and sort. All of it runs in the browser
@@ -26,16 +27,12 @@ _WRITE_URL = """function(run, epoch, idx, tab) {
     return window.dash_clientside.no_update;
 }"""
 
-_SELECT = """function(cell, click, _previous, _next, row) {
+_SELECT = """function(cell, _previous, _next, row) {
     const none = window.dash_clientside.no_update;
     const trigger = (window.dash_clientside.callback_context.triggered[0] || {}).prop_id || '';
     if (trigger.startsWith('TABLE.')) {
         const id = String((cell || {}).rowId);
         return /^[0-9]+$/.test(id) ? [parseInt(id), cell.rowIndex] : [none, none];
-    }
-    if (trigger.startsWith('GRID.')) {
-        const idx = (((click || {}).points || [{}])[0] || {}).customdata;
-        return idx === undefined || idx === null || idx < 0 ? [none, none] : [idx, null];
     }
     // previous / next: the neighbouring row of the table as it is filtered and sorted (the first row when
     // the open datapoint was not opened from the table); a row not loaded yet is scrolled to and loads.
@@ -47,7 +44,7 @@ _SELECT = """function(cell, click, _previous, _next, row) {
     api.ensureIndexVisible(target);
     const node = api.getDisplayedRowAtIndex(target);
     return node && node.data ? [node.data.idx, target] : [none, none];
-}""".replace("TABLE", ids.TABLE).replace("GRID", ids.SCORE_GRID).replace("PREVIOUS", ids.PREV_BUTTON)
+}""".replace("TABLE", ids.TABLE).replace("PREVIOUS", ids.PREV_BUTTON)
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
@@ -55,6 +52,6 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                             Input(ids.EPOCH_SELECT, "value"), Input(ids.SELECTED, "data"), Input(ids.TABS, "value"),
                             prevent_initial_call=True)
     app.clientside_callback(_SELECT, Output(ids.SELECTED, "data"), Output(ids.SELECTED_ROW, "data"),
-                            Input(ids.TABLE, "cellClicked"), Input(ids.SCORE_GRID, "clickData"),
+                            Input(ids.TABLE, "cellClicked"),
                             Input(ids.PREV_BUTTON, "n_clicks"), Input(ids.NEXT_BUTTON, "n_clicks"),
                             State(ids.SELECTED_ROW, "data"), prevent_initial_call=True)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-import dash_bootstrap_components as dbc
 from dash import dcc, html
 
+from data.viewer.layout.display.elements import alert
 from runners.eval_viewer.backend.runs import Discovery, last_modified
 from runners.eval_viewer.layout import ids
 
@@ -29,7 +29,7 @@ def most_recent_run(discovery: Discovery) -> Optional[str]:
 
 
 def problem_alerts(discovery: Discovery) -> list:
-    return [dbc.Alert(problem, color="warning", className="discovery-problem") for problem in discovery.problems]
+    return [alert(problem, color="warning", class_name="discovery-problem") for problem in discovery.problems]
 
 
 def _labelled(label: str, component: object, width: str) -> html.Div:

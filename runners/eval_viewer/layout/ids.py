@@ -10,9 +10,10 @@ EPOCH_VERSION = "epoch-version"
 MESSAGES = "viewer-messages"
 REFRESH = "refresh-interval"
 
-SCORE_CHART = "score-chart"
-SCORE_GRID = "score-grid"
-GRID_DRAWN = "score-grid-drawn"  # True once the grid holds its mark trace (the mark is then patched)
+SCORE_CHART = "score-chart"  # drawn by assets/score_views.js from SCORE_CHART_DATA
+SCORE_CHART_DATA = "score-chart-data"
+SCORE_GRID = "score-grid"  # drawn by assets/score_views.js from SCORE_GRID_DATA (and the open datapoint's mark)
+SCORE_GRID_DATA = "score-grid-data"
 SCORES_MESSAGE = "scores-message"
 TABLE = "datapoint-table"
 TABLE_CAPTION = "table-caption"

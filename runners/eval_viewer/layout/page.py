@@ -19,7 +19,7 @@ from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.components import default_epoch, epoch_option
 from runners.eval_viewer.callbacks.table import EpochView, epoch_view
 from runners.eval_viewer.layout import ids
-from runners.eval_viewer.layout.controls import controls, most_recent_run
+from runners.eval_viewer.layout.controls import controls, most_recent_run, run_options
 from runners.eval_viewer.layout.panels import datapoint_navigation, datapoint_tabs
 from runners.eval_viewer.layout.scores import score_views
 
@@ -65,9 +65,12 @@ def build_layout(backend: ViewerBackend, address: Mapping[str, str]) -> html.Div
     return html.Div([
         html.Header(html.H2("Lantern eval viewer"), className="viewer-header"),
         controls(backend.discovery, first),
-        dcc.Store(id=ids.SELECTED, data=first.idx),
+        # A Store given data=None sets it again when it mounts (dcc's Store), which would run every callback of the
+        # open datapoint at load: without one open, it is given no data at all.
+        dcc.Store(id=ids.SELECTED, **({} if first.idx is None else {"data": first.idx})),
         dcc.Store(id=ids.SELECTED_ROW),
-        html.Div([html.Div(score_views(backend, first.run, first.epoch, first.view, first.idx), className="left"),
-                  html.Div([datapoint_navigation(), datapoint_tabs(first.tab)], className="right")],
+        html.Div([html.Div(score_views(backend, first.run, first.epoch, first.view), className="left"),
+                  html.Div([datapoint_navigation(), datapoint_tabs(backend, first, run_options(backend.discovery))],
+                           className="right")],
                  className="main"),
     ], className="viewer")

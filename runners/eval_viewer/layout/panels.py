@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dash import dcc, html
 
+from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.compare import epochs_to_compare, other_run_options
+from runners.eval_viewer.callbacks.components import NOTHING_OPEN
+from runners.eval_viewer.callbacks.datapoint import build_panel, shown_debuggers
+from runners.eval_viewer.callbacks.model_report import render_model_report
 from runners.eval_viewer.layout import ids
 from runners.eval_viewer.layout.failures import failures_tab
 
-NOTHING_OPEN = "Click a datapoint in the table or the grid to open it (then j / k for the next and previous)."
-_EMPTY = NOTHING_OPEN
+if TYPE_CHECKING:
+    from runners.eval_viewer.layout.page import FirstView
+
 
 
 def _tab(label: str, value: str, children: list) -> dcc.Tab:
@@ -26,27 +34,38 @@ def datapoint_navigation() -> html.Div:
     ], className="navigation")
 
 
-def datapoint_tabs(tab: str = ids.TAB_DATAPOINT) -> dcc.Tabs:
-    return dcc.Tabs(id=ids.TABS, value=tab, children=[
+def datapoint_tabs(backend: ViewerBackend, first: FirstView, run_options: list[dict]) -> dcc.Tabs:
+    """The tabs as the first page shows them: the open datapoint drawn (with its tick boxes) when the Datapoint
+    tab is shown, the comparisons' pickers filled, the model report drawn when it is the tab shown. So the page
+    runs no callback for a tab, shown or hidden, before it is usable."""
+    panel, debuggers, shown = NOTHING_OPEN, [], None
+    if first.tab == ids.TAB_DATAPOINT:
+        drawn = build_panel(backend, first.run, first.epoch, first.idx)
+        panel, debuggers = drawn.body, list(drawn.debuggers)
+        shown = shown_debuggers(debuggers, None) if debuggers else None
+    epoch_options, compared = epochs_to_compare(backend, first.run, first.epoch)
+    report = render_model_report(backend, first.run) if first.tab == ids.TAB_MODEL_REPORT else None
+    return dcc.Tabs(id=ids.TABS, value=first.tab, children=[
         _tab("Datapoint", ids.TAB_DATAPOINT, [
-            dcc.Checklist(id=ids.DEBUGGER_PICK, options=[], value=None, inline=True, className="debugger-pick"),
-            html.Div(_EMPTY, id=ids.DATAPOINT_PANEL)]),
+            dcc.Checklist(id=ids.DEBUGGER_PICK, options=debuggers, value=shown, inline=True, className="debugger-pick"),
+            html.Div(panel, id=ids.DATAPOINT_PANEL)]),
         _tab("Compare epochs", ids.TAB_COMPARE_EPOCHS, [
             html.Label("Epochs side by side (those with debug outputs are preselected)"),
-            dcc.Dropdown(id=ids.COMPARE_EPOCHS_SELECT, multi=True),
+            dcc.Dropdown(id=ids.COMPARE_EPOCHS_SELECT, options=epoch_options, value=compared, multi=True),
             dcc.Store(id=ids.COMPARE_EPOCHS_SHOWN),
-            html.Div(_EMPTY, id=ids.COMPARE_EPOCHS_PANEL),
+            html.Div(NOTHING_OPEN, id=ids.COMPARE_EPOCHS_PANEL),
         ]),
         _tab("Compare runs", ids.TAB_COMPARE_RUNS, [
             html.Div([
-                html.Div([html.Label("Second run"), dcc.Dropdown(id=ids.COMPARE_RUN_SELECT)], className="control",
-                         style={"width": "60%"}),
+                html.Div([html.Label("Second run"), dcc.Dropdown(id=ids.COMPARE_RUN_SELECT,
+                                                                 options=other_run_options(run_options, first.run))],
+                         className="control", style={"width": "60%"}),
                 html.Div([html.Label("Its epoch"), dcc.Dropdown(id=ids.COMPARE_RUN_EPOCH_SELECT)],
                          className="control", style={"width": "30%"}),
             ], className="controls"),
             dcc.Store(id=ids.COMPARE_RUNS_SHOWN),
-            html.Div(_EMPTY, id=ids.COMPARE_RUNS_PANEL),
+            html.Div(NOTHING_OPEN, id=ids.COMPARE_RUNS_PANEL),
         ]),
-        _tab("Model report", ids.TAB_MODEL_REPORT, [html.Div(id=ids.MODEL_REPORT_PANEL)]),
+        _tab("Model report", ids.TAB_MODEL_REPORT, [html.Div(report, id=ids.MODEL_REPORT_PANEL)]),
         failures_tab(),
     ])

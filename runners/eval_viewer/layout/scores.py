@@ -17,7 +17,6 @@ from runners.eval_viewer.callbacks.table import EpochView
 from runners.eval_viewer.layout import ids
 
 TABLE_BLOCK_SIZE = 100  # rows per request; the grid asks for the next block while scrolling
-GRAPH_CONFIG = {"displaylogo": False, "displayModeBar": "hover"}
 
 
 def datapoint_table(columns: list[dict]) -> dag.AgGrid:
@@ -31,21 +30,22 @@ def datapoint_table(columns: list[dict]) -> dag.AgGrid:
     )
 
 
-def score_views(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str], first: EpochView,
-                selected: Optional[int]) -> html.Div:
-    """The chart, the table and the grid of the epoch the page opens on (``first``), drawn with the page: the
-    browser then draws them in its first render, without a round of callbacks or a blank figure first."""
-    grid, grid_message, grid_drawn = grid_view(backend, first.query, selected)
+def score_views(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str],
+                first: EpochView) -> html.Div:
+    """The chart, the table and the grid of the epoch the page opens on (``first``). The chart's and the grid's
+    data come with the page, and the page's script draws them in its first render (``assets/score_views.js``),
+    without a round of callbacks."""
+    grid, grid_message = grid_view(backend, first.query)
     return html.Div([
-        dcc.Graph(id=ids.SCORE_CHART, config=GRAPH_CONFIG, style={"height": "200px"},
-                  figure=history_view(backend, run_path, first.metric, epoch_key)),
+        html.Div(id=ids.SCORE_CHART, className="score-chart"),
+        dcc.Store(id=ids.SCORE_CHART_DATA, data=history_view(backend, run_path, first.metric, epoch_key)),
         html.Div(grid_message, id=ids.SCORES_MESSAGE),
         html.Div([html.P(id=ids.TABLE_CAPTION, className="hint"),
                   html.Button("Clear filters", id=ids.TABLE_CLEAR_FILTERS, className="small-button")],
                  className="caption-row"),
         datapoint_table(first.columns),
-        dcc.Graph(id=ids.SCORE_GRID, config=GRAPH_CONFIG, style={"height": "300px"}, figure=grid),
-        dcc.Store(id=ids.GRID_DRAWN, data=grid_drawn),
+        html.Div(id=ids.SCORE_GRID, className="score-grid"),
+        dcc.Store(id=ids.SCORE_GRID_DATA, data=grid),
         dcc.Store(id=ids.TABLE_QUERY, data=first.query),
         dcc.Store(id=ids.TABLE_IDX_FILTER),
     ], className="score-views")

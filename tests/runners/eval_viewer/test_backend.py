@@ -18,7 +18,13 @@ from data.datasets import SyntheticShapesDataset
 from data.viewer.layout.display import display_datapoint
 from data.viewer.layout.display.display_debug_outputs import display_debug_outputs
 from runners.eval_viewer.__main__ import parse_args
-from runners.eval_viewer.app import SLIM_PLOTLY_BUNDLE, SLIM_PLOTLY_JS_VERSION, assets_ignore, create_app
+from runners.eval_viewer.app import (
+    DASH_PLOTLY_BUNDLE,
+    SLIM_PLOTLY_BUNDLE,
+    SLIM_PLOTLY_JS_VERSION,
+    create_app,
+    plotly_url,
+)
 from runners.eval_viewer.backend.datapoint import load_datapoint
 from runners.eval_viewer.backend.runs import EVALUATION_KEY, discover_runs, list_epochs, read_model_report
 from runners.eval_viewer.backend.scores import Scores, ScoresError, default_metric, read_scores
@@ -131,9 +137,14 @@ def test_the_slim_plotly_bundle_is_served_only_with_the_plotly_js_it_was_built_f
     bundle = os.path.join(os.path.dirname(initialization.__file__), "..", "assets", SLIM_PLOTLY_BUNDLE)
     with open(bundle, encoding="utf-8") as f:
         assert re.findall(r'version="(\d+\.\d+\.\d+)"', f.read()) == [SLIM_PLOTLY_JS_VERSION]
-    assert re.search(assets_ignore("0.0.1"), SLIM_PLOTLY_BUNDLE) and assets_ignore(SLIM_PLOTLY_JS_VERSION) == ""
-    index = create_app([str(tmp_path)]).server.test_client().get("/").get_data(as_text=True)
-    assert (SLIM_PLOTLY_BUNDLE in index) == (get_plotlyjs_version() == SLIM_PLOTLY_JS_VERSION)
+    assert plotly_url("/", "0.0.1") == f"/{DASH_PLOTLY_BUNDLE}"
+    assert plotly_url("/", SLIM_PLOTLY_JS_VERSION) == f"/assets/{SLIM_PLOTLY_BUNDLE}"
+    client = create_app([str(tmp_path)]).server.test_client()
+    index = client.get("/").get_data(as_text=True)
+    assert f'src="/assets/{SLIM_PLOTLY_BUNDLE}' not in index  # not a script of the first page: loaded when idle
+    expected = plotly_url("/", get_plotlyjs_version())
+    assert f"window.lanternPlotlyURL = {json.dumps(expected)}" in index
+    assert client.get(expected).status_code == 200
 
 
 # ----------------------------------------------------------------- epochs and scores

@@ -40,7 +40,7 @@ from models import AttentionClassifier, SmallCNN
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.compare import epoch_columns
 from runners.eval_viewer.callbacks.datapoint import render_datapoint
-from runners.eval_viewer.callbacks.scores import history_figure
+from runners.eval_viewer.callbacks.scores import history_data
 from tests.debuggers.library import capture_epoch, entry
 from tests.runs import train, write_config
 
@@ -418,7 +418,7 @@ def test_the_score_chart_of_a_one_epoch_run_spans_its_value_not_minus_half_to_on
     one = ViewerBackend([str(tmp_path / "logs")])
     single = one.run(str(tmp_path / "logs" / "one_epoch"))
     (epoch,) = one.epochs(single)
-    figure = history_figure(one, single, "cross_entropy", epoch.key)
-    (value,) = figure.data[0].y
-    low, high = figure.layout.yaxis.range
+    chart = history_data(one, single, "cross_entropy", epoch.key)
+    (value,) = chart["y"]
+    low, high = chart["range"]
     assert low < value < high and high - low < 0.2 * abs(value) + 0.05

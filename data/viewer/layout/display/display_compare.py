@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-import dash_bootstrap_components as dbc
 from dash import html
 
 from data.viewer.layout.display.display_debug_outputs import output_note, shared_title
+from data.viewer.layout.display.elements import card
 from data.viewer.layout.display.values import figure_component
 from debuggers.compare_figures import compare_figures
 from debuggers.figures import SHARED, is_shared
@@ -45,8 +45,7 @@ def display_compare(columns: list[CompareColumn]) -> html.Div:
     blocks = [html.Div(headings, className="compare-row compare-headings")]
     names = list(dict.fromkeys(name for column in columns for name in (column.debug or {})))
     for name in names:
-        blocks.append(dbc.Card([dbc.CardHeader(html.Strong(name)),
-                                dbc.CardBody(_debugger_rows(name, columns, width))], className="debugger-block"))
+        blocks.append(card(html.Strong(name), _debugger_rows(name, columns, width), "debugger-block"))
     notes = [column.note for column in columns if column.note is not None]
     if not names and notes:
         blocks.append(html.Div([_cell([note], width) for note in notes], className="compare-row"))

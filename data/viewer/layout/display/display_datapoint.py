@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import dash_bootstrap_components as dbc
 from dash import html
 
 from data.viewer.layout.display.display_debug_outputs import display_debug_outputs, figure_context
 from data.viewer.layout.display.display_inputs import display_inputs
 from data.viewer.layout.display.display_labels import datapoint_label_class, display_labels
 from data.viewer.layout.display.display_meta_info import display_meta_info
+from data.viewer.layout.display.elements import alert
 
 
 def section(title: str, body: Any) -> html.Section:
@@ -43,9 +43,9 @@ def display_summary(datapoint: dict[str, Any]) -> html.Div:
 def debug_body(datapoint: dict[str, Any]) -> html.Div:
     """The Debug Outputs of a datapoint, or the error that kept its page from being read."""
     if datapoint.get("debug_error"):
-        return html.Div(dbc.Alert(datapoint["debug_error"], color="danger", className="page-error"))
+        return html.Div(alert(datapoint["debug_error"], color="danger", class_name="page-error"))
     if datapoint.get("debug_note"):
-        return html.Div(dbc.Alert(datapoint["debug_note"], color="secondary", className="debug-note"))
+        return html.Div(alert(datapoint["debug_note"], color="secondary", class_name="debug-note"))
     return display_debug_outputs(datapoint["debug"], figure_context(datapoint))
 
 
@@ -56,4 +56,4 @@ def _or_error(datapoint: dict[str, Any], key: str, display: Any) -> Any:
     if error and key != "inputs":
         error = "not available: the dataset could not be rebuilt (see Inputs)"
     message = error or f"this datapoint has no {key.replace('_', ' ')}"
-    return dbc.Alert(message, color="warning", className="dataset-error")
+    return alert(message, color="warning", class_name="dataset-error")

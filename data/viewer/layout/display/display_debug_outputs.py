@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-import dash_bootstrap_components as dbc
 from dash import html
 
+from data.viewer.layout.display.elements import alert, card
 from data.viewer.layout.display.values import describe_value, figure_component, first_image, token_strings
 from debuggers.figures import SHARED, figures_for_output, is_shared
 from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
@@ -21,15 +21,14 @@ def display_debug_outputs(debug: dict[str, Any], context: Optional[dict[str, Any
     """One card per debugger; ``context`` is what figures are drawn with (``figure_context``: the input
     image under overlays such as Grad-CAM, class names in titles, tokens on attention axes)."""
     if not debug:
-        return html.Div(dbc.Alert("No debug outputs were saved for this datapoint at this epoch (the epoch's "
-                                  "debug pages were written only in part).", color="warning"))
+        return html.Div(alert("No debug outputs were saved for this datapoint at this epoch (the epoch's "
+                              "debug pages were written only in part).", color="warning"))
     return html.Div([_debugger_block(name, output, context or {}) for name, output in debug.items()],
                     className="debug-outputs")
 
 
-def _debugger_block(name: str, output: Any, context: dict[str, Any]) -> dbc.Card:
-    return dbc.Card([dbc.CardHeader(html.Strong(name)), dbc.CardBody(_output_body(name, output, context))],
-                    className="debugger-block")
+def _debugger_block(name: str, output: Any, context: dict[str, Any]) -> html.Div:
+    return card(html.Strong(name), _output_body(name, output, context), "debugger-block")
 
 
 def _output_body(name: str, output: Any, context: dict[str, Any]) -> list:
@@ -39,9 +38,9 @@ def _output_body(name: str, output: Any, context: dict[str, Any]) -> list:
     try:
         figures = figures_for_output(output, **context)
     except Exception as exc:  # drawing code must not take the whole datapoint down
-        return [dbc.Alert(f"Could not draw the output of '{name}': {type(exc).__name__}: {exc}. "
-                          "The output is kept on disk; report this with the debugger's output format.",
-                          color="warning")]
+        return [alert(f"Could not draw the output of '{name}': {type(exc).__name__}: {exc}. "
+                      "The output is kept on disk; report this with the debugger's output format.",
+                      color="warning")]
     if not figures:
         return [html.Pre(_summary(output), className="output-summary")]
     own = [figure_component(figure, "debug-figure") for figure in figures if not is_shared(figure)]
@@ -65,23 +64,23 @@ def figure_context(datapoint: dict[str, Any]) -> dict[str, Any]:
             "tokens": token_strings(datapoint)}
 
 
-def output_note(name: str, output: Any) -> Optional[dbc.Alert]:
+def output_note(name: str, output: Any) -> Optional[html.Div]:
     """What replaces the figures of an error record, a not-run record or a missing output; None otherwise."""
     kind = output.get("kind") if isinstance(output, dict) else None
     if kind == KIND_ERROR:
         return _error_alert(output)
     if kind == KIND_NOT_RUN:
-        return dbc.Alert(f"Not run: {output.get('message', '')}", color="secondary", className="not-run-note")
+        return alert(f"Not run: {output.get('message', '')}", color="secondary", class_name="not-run-note")
     if output is None:
-        return dbc.Alert(f"no output of '{name}' here", color="light", className="not-run-note")
+        return alert(f"no output of '{name}' here", color="light", class_name="not-run-note")
     return None
 
 
-def _error_alert(record: dict) -> dbc.Alert:
-    return dbc.Alert([
+def _error_alert(record: dict) -> html.Div:
+    return alert([
         html.Strong(f"{record.get('type', 'Error')}: "), html.Span(record.get("message", "")),
         html.Details([html.Summary("traceback"), html.Pre(record.get("traceback", ""))]),
-    ], color="danger", className="debugger-error")
+    ], color="danger", class_name="debugger-error")
 
 
 def _summary(output: Any) -> str:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-import dash_bootstrap_components as dbc
 import numpy as np
 from dash import html
 
+from data.viewer.layout.display.elements import badge
 from data.viewer.layout.display.values import to_numpy, value_component
 
 
@@ -31,12 +31,12 @@ def class_text(class_id: Any, class_names: Optional[dict[int, str]]) -> str:
     return f"{name} ({int(class_id)})" if name is not None else str(int(class_id))
 
 
-def class_badges(datapoint: dict[str, Any]) -> list[dbc.Badge]:
+def class_badges(datapoint: dict[str, Any]) -> list[html.Span]:
     """``label ring (4)`` and ``prediction circle (0)`` badges (red when they differ), from the epoch table."""
     classes, names = datapoint.get("classes") or {}, datapoint.get("class_names")
     wrong = "label" in classes and "prediction" in classes and classes["label"] != classes["prediction"]
-    return [dbc.Badge(f"{role} {class_text(classes[role], names)}", color="danger" if wrong else "success",
-                      className=f"class-badge badge-{role}") for role in ("label", "prediction") if role in classes]
+    return [badge(f"{role} {class_text(classes[role], names)}", color="danger" if wrong else "success",
+                  class_name=f"class-badge badge-{role}") for role in ("label", "prediction") if role in classes]
 
 
 def datapoint_label_class(datapoint: dict[str, Any]) -> Optional[tuple[int, str]]:

@@ -1,0 +1,32 @@
+// plotly.js (1.2 MB, ~0.2 s of a core to evaluate) is not a script of the first page, which draws no plotly
+// graph (assets/score_views.js draws the score chart and grid). It is loaded once, from the address the server
+// gives (``lanternPlotlyURL``, app.py), as soon as a graph asks for it or, once the table has its rows, when the
+// browser is idle, so that opening a datapoint finds it ready. dcc.Graph takes plotly.js from
+// ``Promise.resolve(window.Plotly || ...)``: a thenable here makes every graph wait for this one load (plotly.js
+// then replaces it with itself), instead of loading Dash's full bundle.
+window.lanternPlotly = (function () {
+    let loading = null;
+
+    function load() {
+        if (loading === null) {
+            loading = new Promise(function (resolve, reject) {
+                const script = document.createElement("script");
+                script.src = window.lanternPlotlyURL;
+                script.onload = function () { resolve(window.Plotly); };
+                script.onerror = function () { reject(new Error(`plotly.js could not be loaded from ${script.src}`)); };
+                document.head.appendChild(script);
+            });
+        }
+        return loading;
+    }
+
+    if (!window.Plotly) {
+        window.Plotly = { then: function (resolve, reject) { return load().then(resolve, reject); } };
+    }
+    return {
+        load: load,
+        loadWhenIdle: function () {
+            if (loading === null) { (window.requestIdleCallback || setTimeout)(load); }
+        },
+    };
+})();
