@@ -46,7 +46,7 @@ from benchmarks.common import (
     run_loop,
 )
 from data.datasets import SyntheticShapesDataset, collate_datapoints
-from debuggers.batch_split import split_batch
+from debuggers.batch_split import split_batch_value
 from debuggers.page_format import write_page
 from debuggers.page_store import PageWriter
 from models import SmallCNN
@@ -73,8 +73,9 @@ def write_epochs(root: str, datapoints: int, page_sizes_mb: list[int]) -> None:
         with PageWriter(page_mb * MB) as writer:
             writer.start_epoch(os.path.join(root, f"pages_{page_mb}", "debugger"))
             for start in range(0, datapoints, BATCH):
-                rows = split_batch({"features": torch.from_numpy(batch + start)}, BATCH)
-                writer.add_converted(list(range(start, start + BATCH)), [{"d": row} for row in rows])
+                rows, batch_value = split_batch_value({"features": torch.from_numpy(batch + start)}, BATCH)
+                writer.add_converted(list(range(start, start + BATCH)), [{"d": row} for row in rows],
+                                     {"d": batch_value})
             writer.flush()
 
 
@@ -110,8 +111,9 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
 
     * ``write_page``: one page from a ``{idx: outputs}`` dict;
     * ``writer``: what a trainer's page writer does per epoch: ``start_epoch``, one ``add_converted`` per
-      batch of ``BATCH`` rows (split from a batch array, as ``SequentialDebugger`` does, outside the
-      timing), ``flush`` (the background thread writes the page, the locations and the index);
+      batch of ``BATCH`` rows with their batch value (split from a batch array, as ``SequentialDebugger``
+      does, outside the timing), ``flush`` (the background thread writes the page, the locations and the
+      index);
     * ``save``: ``numpy.save`` of the same bytes stacked, one file;
     * ``save per batch``: the hand-written floor, ``numpy.save`` of each batch.
 
@@ -122,8 +124,8 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
     page = {i: {"d": {"features": a}} for i, a in enumerate(values)}
     stacked = np.stack(values)
     batches = [stacked[start:start + BATCH] for start in range(0, arrays, BATCH)]
-    rows = [[{"d": row} for row in split_batch({"features": torch.from_numpy(batch)}, len(batch))]
-            for batch in batches]
+    splits = [split_batch_value({"features": torch.from_numpy(batch)}, len(batch)) for batch in batches]
+    rows = [([{"d": row} for row in batch_rows], {"d": batch_value}) for batch_rows, batch_value in splits]
     names = itertools.count()
     writer = PageWriter(100 * MB)
 
@@ -132,8 +134,8 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
 
     def epoch(path: str) -> None:
         writer.start_epoch(path)
-        for start, batch_rows in zip(range(0, arrays, BATCH), rows):
-            writer.add_converted(list(range(start, start + len(batch_rows))), batch_rows)
+        for start, (batch_rows, batch_value) in zip(range(0, arrays, BATCH), rows):
+            writer.add_converted(list(range(start, start + len(batch_rows))), batch_rows, batch_value)
         writer.flush()
 
     def save_per_batch(path: str) -> None:

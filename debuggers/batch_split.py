@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from debuggers.batch_values import Rows
 from debuggers.outputs import PerDatapoint, is_shared_record
 from debuggers.page_values import join_path, page_key, to_page_value
 
@@ -40,12 +41,19 @@ def split_batch(output: Any, batch_size: int, path: str = "") -> list[Any]:
     Each tensor is converted once for the whole batch and every datapoint gets a view of its row,
     so the per-datapoint cost is a few Python operations, not a tensor conversion.
     """
+    return split_batch_value(output, batch_size, path)[0]
+
+
+def split_batch_value(output: Any, batch_size: int, path: str = "") -> tuple[list[Any], Any]:
+    """``split_batch``, and the same outputs as one batch value (``debuggers.batch_values``): its ``Rows``
+    are the converted batch arrays (and ``PerDatapoint`` lists) the datapoints' values are rows of."""
     if is_shared_record(output):
-        return [to_page_value(output)] * batch_size
+        value = to_page_value(output)
+        return [value] * batch_size, value
     return _split(output, batch_size, path)
 
 
-def _split(value: Any, batch_size: int, path: str) -> list[Any]:
+def _split(value: Any, batch_size: int, path: str) -> tuple[list[Any], Any]:
     if isinstance(value, (torch.Tensor, np.ndarray)):
         if value.ndim == 0 or value.shape[0] != batch_size:
             raise BatchContractError(
@@ -53,22 +61,26 @@ def _split(value: Any, batch_size: int, path: str) -> list[Any]:
                 "datapoint(s): return tensors with the batch first (e.g. output.mean(dim=(1, 2, 3)) instead "
                 "of output.mean()), or Python numbers for values shared by the whole batch"
             )
-        return _rows(to_page_value(value, path), path)
+        array = to_page_value(value, path)
+        return _rows(array, path), Rows(array)
     if isinstance(value, PerDatapoint):
         if len(value) != batch_size:
             raise BatchContractError(
                 f"output{_show(path)} is a PerDatapoint list of {len(value)} entries for a batch of {batch_size}"
             )
-        return [to_page_value(item, join_path(path, i)) for i, item in enumerate(value)]
+        rows = [to_page_value(item, join_path(path, i)) for i, item in enumerate(value)]
+        return rows, Rows(rows)
     if isinstance(value, dict) and value:
         keys = [page_key(key, path) for key in value]
-        columns = [_split(item, batch_size, join_path(path, key)) for key, item in zip(keys, value.values())]
-        return [dict(zip(keys, row)) for row in zip(*columns)]
+        columns, batch = zip(*[_split(item, batch_size, join_path(path, key))
+                               for key, item in zip(keys, value.values())])
+        return [dict(zip(keys, row)) for row in zip(*columns)], dict(zip(keys, batch))
     if isinstance(value, (list, tuple)) and value:
-        columns = [_split(item, batch_size, join_path(path, i)) for i, item in enumerate(value)]
+        columns, batch = zip(*[_split(item, batch_size, join_path(path, i)) for i, item in enumerate(value)])
         container = list if isinstance(value, list) else tuple
-        return [container(row) for row in zip(*columns)]
-    return [to_page_value(value, path)] * batch_size
+        return [container(row) for row in zip(*columns)], container(batch)
+    shared = to_page_value(value, path)
+    return [shared] * batch_size, shared
 
 
 def _rows(array: np.ndarray, path: str) -> list[Any]:

@@ -23,6 +23,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from debuggers.batch_values import take_rows
 from debuggers.capture_debugger import copy_arrays
 from runners import distributed
 from utils.errors import ConfigError
@@ -30,7 +31,9 @@ from utils.errors import ConfigError
 KEEP_HELP = ("keep must be 'all', 'failing', {'failing': {'metric': <score>, 'below' or 'above': <number>}} "
              "or {'worst': <k>, 'by': <score>} (optionally with 'higher_is_better': True or False)")
 Scores = dict[str, np.ndarray]
-Batch = tuple[list[int], list[dict[str, Any]]]  # datapoint indices and their outputs ({debugger name: output})
+# Datapoint indices, their outputs ({debugger name: output}), and the same outputs as one batch value
+# (``debuggers.batch_values``) when they are rows of the batch's outputs, else None.
+Batch = tuple[list[int], list[dict[str, Any]], Any]
 
 
 class KeepAll:
@@ -113,15 +116,20 @@ class CapturePolicy:
         for policy in self._worst.values():
             policy.start_epoch()
 
-    def select(self, idx: list[int], per_name: dict[str, list[Any]], scores: Optional[dict[str, Any]]) -> Batch:
-        """The outputs to write now, per datapoint of the batch; worst-k candidates wait for the epoch's end."""
+    def select(self, idx: list[int], per_name: dict[str, list[Any]], scores: Optional[dict[str, Any]],
+               batch_values: Optional[dict[str, Any]] = None) -> Batch:
+        """The outputs to write now, per datapoint of the batch; worst-k candidates wait for the epoch's end.
+
+        ``batch_values``: each debugger's outputs as a batch value (``split_batch_value``), whose rows the
+        returned batch value takes."""
         if self.keeps_all:
             names = list(per_name)
-            return list(idx), [dict(zip(names, row)) for row in zip(*per_name.values())]
+            return list(idx), [dict(zip(names, row)) for row in zip(*per_name.values())], batch_values
         arrays = scores_as_arrays(scores, len(idx))
         masks = {name: policy.mask(arrays, len(idx)) for name, policy in self._now.items()}
         badness = {name: policy.badness(arrays) for name, policy in self._worst.items()}
         ready: list[tuple[int, dict[str, Any]]] = []
+        rows: list[int] = []  # positions in the batch of the outputs in ``ready``, while they all are of this batch
         for row, i in enumerate(idx):
             kept = {name: per_name[name][row] for name, mask in masks.items() if mask[row]}
             held = False
@@ -135,8 +143,9 @@ class CapturePolicy:
             if held:
                 self._waiting[i] = copy_arrays(kept)  # a held output must not keep its batch's arrays alive
             elif kept:
+                rows += [row] if len(rows) == len(ready) else []
                 ready.append((i, kept))
-        return _as_batch(ready)
+        return _as_batch(ready, _rows_of(batch_values, ready, rows))
 
     def finish(self) -> Batch:
         """The waiting datapoints' outputs that the epoch's worst k keep (every rank calls this: it gathers)."""
@@ -144,7 +153,7 @@ class CapturePolicy:
         ready = [(i, {name: output for name, output in outputs.items() if name not in chosen or i in chosen[name]})
                  for i, outputs in sorted(self._waiting.items())]
         self._waiting = {}
-        return _as_batch([(i, outputs) for i, outputs in ready if outputs])
+        return _as_batch([(i, outputs) for i, outputs in ready if outputs], None)
 
     def describe(self) -> dict[str, str]:
         return {name: policy.describe() for name, policy in self.policies.items()}
@@ -204,8 +213,18 @@ def scores_as_arrays(scores: Optional[dict[str, Any]], size: int) -> Scores:
     return arrays
 
 
-def _as_batch(rows: list[tuple[int, dict[str, Any]]]) -> Batch:
-    return [i for i, _ in rows], [outputs for _, outputs in rows]
+def _as_batch(rows: list[tuple[int, dict[str, Any]]], batch_value: Any) -> Batch:
+    return [i for i, _ in rows], [outputs for _, outputs in rows], batch_value
+
+
+def _rows_of(batch_values: Optional[dict[str, Any]], ready: list[tuple[int, dict[str, Any]]], rows: list[int]) -> Any:
+    """The batch value of the outputs ``ready`` when they are the batch's ``rows`` with the same debuggers each."""
+    if batch_values is None or not ready or len(rows) != len(ready):
+        return None
+    names = list(ready[0][1])
+    if any(list(outputs) != names for _, outputs in ready):
+        return None
+    return take_rows({name: batch_values[name] for name in names}, rows)
 
 
 def _is_number(value: Any) -> bool:

@@ -12,13 +12,16 @@ as slots) and cached under the record's *signature* (keys, strings, dtypes and
 shapes); each record then costs one short walk for its signature, a few joins and
 one ``%`` format of the header. The bytes are the same as the walk's.
 
-A whole batch of records of one plan costs less still (``RecordEncoder.records``):
-with every int opcode 5 bytes wide (``J``) and every number in a header padded
-with spaces to a fixed width (JSON allows them), all records of a plan have one
-length, and the only bytes that differ between them are the idx, the numbers and
-the offsets. So the batch's bytes, less its arrays, are one template repeated
-with those fields patched in by NumPy (``_BatchLayout``), checked against the
-plan column by column (``_columns``) rather than record by record.
+A whole batch of records of one plan costs less still (``RecordEncoder.records``,
+``_BatchLayout``). The arrays of each slot go to disk as one *stretch*, one after the
+other, before the batch's records, which refer to them by row: a record holds no array
+bytes. Every int opcode is 5 bytes wide (``J``) and every number in a header is padded
+with spaces to a fixed width (JSON allows them), so all records of a plan have one length,
+and a record of row i is the same in every batch but for its idx, its numbers and its
+stretches' offsets: the batch's records are a cached block with those fields patched in by
+NumPy. The batch is checked against the plan column by column (``_columns``: one list
+comprehension per node of the structure), or, given its batch value (the batch arrays
+before the split, ``debuggers.batch_values``), with one walk for the whole batch.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from debuggers.batch_values import Rows
 from debuggers.page_values import UnsupportedOutputError
 
 _FROMBUFFER = b"cnumpy._core.numeric\n_frombuffer\n"
@@ -82,13 +86,21 @@ class RecordEncoder:
         header, length = _plan(signature, value).emit(self, idx, leaves)
         return start, header, length
 
-    def records(self, indices: list[int], values: list[Any], limit: int | None,
-                ) -> tuple[np.ndarray, np.ndarray, int] | None:
-        """Encode a batch of records of one plan at once: the first records until the position reaches
-        ``limit`` (all of them when None). Returns their starts, header offsets and header length; None
-        (nothing encoded) unless the values share one plan and their numbers fit the batch layout."""
-        leaves: list[list[Any]] = []
-        signature = _columns(values, leaves)
+    def records(self, indices: list[int], values: list[Any], limit: int | None, batch_value: Any = None,
+                ) -> tuple[int, np.ndarray, int] | None:
+        """Encode a batch of records of one plan at once (``_BatchLayout``): the first records until the
+        position reaches ``limit`` (all of them when None). ``batch_value``, when given, is the same
+        datapoints in column form (``debuggers.batch_values``): one walk of it replaces one per datapoint.
+        Returns the records' start (the batch's), their header offsets and header length; None (nothing
+        encoded) unless the values share one plan and their numbers fit the batch layout."""
+        leaves: list[Any] = []
+        if batch_value is None:
+            signature = _columns(values, leaves)
+        else:
+            try:
+                signature = _batch_columns(batch_value, len(indices), leaves)
+            except _NoPlan:
+                signature = None
         if signature is None:
             return None
         return _plan(signature, values[0]).batch_layout().emit(self, indices, leaves, limit)
@@ -191,35 +203,30 @@ class RecordEncoder:
 
 
 class _TemplateEncoder(RecordEncoder):
-    """Encodes a record's structure with its arrays, floats and ints left as slots (``_RecordPlan``)."""
+    """Encodes a record's structure with its arrays, floats and ints left out as slots (``_RecordPlan``)."""
 
     def __init__(self) -> None:
         super().__init__(0)
         self.kinds: list[type] = []  # per slot: np.ndarray, float or int
-        self.array_offsets: list[int] = []  # per slot: an array's offset in the body, had every int 0 bytes
-        self.slot_bytes: list[int] = []  # per slot: its bytes (an int's: 0)
+        self.arrays: list[tuple[str, tuple[int, ...], int]] = []  # per array slot: dtype, shape, bytes
 
-    def slot(self, kind: type, nbytes: int) -> str:
+    def slot(self, kind: type) -> str:
+        """End the piece of opcodes before a slot; the slot's own opcodes depend on how it is written."""
         self.kinds.append(kind)
-        self.slot_bytes.append(nbytes)
-        self.array_offsets.append(self.position)
-        self.flushed = self.position + nbytes
         self.buffers.append(bytes(self.small))
         self.small = bytearray()
         return _SLOT
 
     def array(self, array: np.ndarray) -> str:
-        self.small += _FROMBUFFER + b"(\x96" + U64.pack(array.nbytes)
-        text = self.slot(np.ndarray, array.nbytes)
-        opcodes, description = _array_tail(array.dtype.str, array.shape)
-        self.small += opcodes
-        return f'{{"a":[{text},{description}]}}'
+        self.arrays.append((array.dtype.str, array.shape, array.nbytes))
+        text = self.slot(np.ndarray)
+        return f'{{"a":[{text},{_array_tail(array.dtype.str, array.shape)[1]}]}}'
 
     def float(self, value: float) -> str:
-        return self.slot(float, _FLOAT_BYTES)
+        return self.slot(float)
 
     def integer(self, value: int) -> str:
-        return self.slot(int, 0)  # its opcode's length varies: emit shifts what follows
+        return self.slot(int)
 
 
 class _RecordPlan:
@@ -228,16 +235,34 @@ class _RecordPlan:
     def __init__(self, value: Any) -> None:
         encoder = _TemplateEncoder()
         text = encoder.value(value)
-        pieces = encoder.buffers + [bytes(encoder.small)]  # opcodes before, between and after the slots
-        self.pieces: list[Any] = [None] * (2 * len(pieces) - 1)
-        self.pieces[::2] = pieces
-        self.kinds, self.array_offsets, self.slot_bytes = encoder.kinds, encoder.array_offsets, encoder.slot_bytes
+        self.structure = encoder.buffers + [bytes(encoder.small)]  # opcodes before, between and after the slots
+        self.kinds, self.arrays = encoder.kinds, encoder.arrays
         self.arrays_only = all(kind is np.ndarray for kind in self.kinds)
-        self.body_bytes = encoder.position
+        self._record_pieces()
         self.header_parts = text.split(_SLOT)  # the header's text before, between and after the slots
         self.header = self.header_parts[0].replace("%", "%%") + "".join(
             _TEXT_FORMATS[kind] + part.replace("%", "%%") for kind, part in zip(self.kinds, self.header_parts[1:]))
         self._batch_layout: _BatchLayout | None = None
+
+    def _record_pieces(self) -> None:
+        """A record on its own holds its arrays' bytes: ``_frombuffer(BYTEARRAY8 <bytes>, dtype, shape, 'C')``.
+        Sets ``pieces`` (opcodes, with None where a slot's bytes go), each array's offset in the record's body
+        had every int 0 bytes, and the body's length."""
+        pieces = list(self.structure)
+        arrays = iter(self.arrays)
+        for slot, kind in enumerate(self.kinds):
+            if kind is np.ndarray:
+                dtype, shape, nbytes = next(arrays)
+                pieces[slot] += _FROMBUFFER + b"(\x96" + U64.pack(nbytes)
+                pieces[slot + 1] = _array_tail(dtype, shape)[0] + pieces[slot + 1]
+        self.pieces: list[Any] = [None] * (2 * len(pieces) - 1)
+        self.pieces[::2] = pieces
+        self.array_offsets, position, arrays = [], 0, iter(self.arrays)
+        for piece, kind in zip(pieces, self.kinds):
+            position += len(piece)
+            self.array_offsets.append(position)
+            position += next(arrays)[2] if kind is np.ndarray else _FLOAT_BYTES if kind is float else 0
+        self.body_bytes = position + len(pieces[-1])
 
     def batch_layout(self) -> _BatchLayout:
         if self._batch_layout is None:
@@ -287,104 +312,169 @@ class _RecordPlan:
         return parts, texts, shift
 
 
-_WIDTHS = {np.ndarray: _OFFSET_WIDTH, float: _FLOAT_WIDTH, int: _INT_WIDTH}
-_POWERS = 10 ** np.arange(_OFFSET_WIDTH - 1, -1, -1, dtype=np.int64)
+_WIDTHS = {float: _FLOAT_WIDTH, int: _INT_WIDTH}
 _MAX_OFFSET = 10**_OFFSET_WIDTH
-_SPACE, _ZERO = ord(" "), ord("0")
+_SPACE = ord(" ")
+_ROW_WIDTH = 10  # a record's row in its batch's stretches (int32)
+_NDARRAY = b"cnumpy\nndarray\n"
+_STRETCH_HEAD = 1 + U64.size  # BYTEARRAY8 <u64 length>, before a stretch of one slot's arrays
+_STRETCH_TAIL = 1 + _U32.size + 1  # LONG_BINPUT <u32 memo slot>, POP: after it
+# A stretch's arrays start at a file offset equal to their address in memory modulo this: the kernel's copy
+# into the page cache runs at half speed or less when source and destination are misaligned (AMD EPYC here).
+_ALIGN = 64
+_MAX_PAD = _ALIGN + 2  # alignment padding before a stretch: SHORT_BINBYTES <n> <n bytes> POP, 3 bytes or more
+_MAX_BLOCKS = 8
 
 
 class _BatchLayout:
-    """A plan's records with every int opcode 5 bytes wide: one record's bytes less its arrays (the
-    *template*, one length for all), where its arrays' bytes go (*cuts*), and the template positions of
-    what differs between records: the idx, the numbers' opcodes, and the header texts of the numbers
-    and of the arrays' offsets."""
+    """A batch of a plan's records, with the arrays of each slot in one *stretch* before the records::
+
+        for each array slot j:  [padding]  BYTEARRAY8 <u64 n> <slot j's arrays, record after record>
+                                LONG_BINPUT j  POP
+        the records, each:      J <idx> ... numpy.ndarray(shape, dtype, memo[j], <row * nbytes>) ...
+
+    The arrays go to disk as they are, one after the other, each stretch starting at a file offset
+    aligned as its arrays are in memory; the records hold none of their bytes. A record's header gives
+    an array as ``{"r": [stretch offset, row, dtype, shape]}``: its bytes are at stretch + row x nbytes.
+    So a record of row i is the same in every batch of the same size (the *block* of rows, cached) but for
+    its idx, its numbers and the stretches' offsets: every int opcode is 5 bytes wide and every number in
+    a header is padded with spaces, so all records have one length. Memo slot j is reused by every batch."""
 
     def __init__(self, plan: _RecordPlan) -> None:
-        template = bytearray(b"J" + _I32.pack(0))
         self.kinds = plan.kinds
-        self.cuts: list[int] = []
-        array_starts, float_fields, int_fields = [], [], []
-        array_bytes = 0
-        for piece, kind, nbytes in zip(plan.pieces[::2], plan.kinds, plan.slot_bytes):
+        self.array_bytes = [nbytes for _, _, nbytes in plan.arrays]
+        self.largest_array = max(self.array_bytes, default=0)
+        template = bytearray(b"J" + _I32.pack(0))
+        float_fields, int_fields, self._in_stretch = [], [], []
+        for piece, kind in zip(plan.structure, plan.kinds):
             template += piece
             if kind is np.ndarray:
-                self.cuts.append(len(template))
-                array_starts.append(len(template) + array_bytes)
-                array_bytes += nbytes
+                dtype, shape, _ = plan.arrays[len(self._in_stretch)]
+                template += _NDARRAY + b"(" + _shape_opcodes(shape) + _dtype_opcodes(dtype) + b"j" \
+                    + _U32.pack(len(self._in_stretch)) + b"J"
+                self._in_stretch.append(len(template))
+                template += bytes(_I32.size) + b"tR"
             elif kind is float:
                 float_fields += range(len(template) + 1, len(template) + _FLOAT_BYTES)
                 template += b"G" + bytes(_DOUBLE.size)
             else:
                 int_fields += range(len(template) + 1, len(template) + _INT32_BYTES)
                 template += b"J" + bytes(_I32.size)
-        template += plan.pieces[-1]
-        self.header_length = sum(map(len, plan.header_parts)) + sum(_WIDTHS[kind] for kind in plan.kinds)
-        template += b"X" + _U32.pack(self.header_length)
-        self.header_offset = len(template) + array_bytes  # from the record's start: the arrays come first
-        texts: dict[type, list[int]] = {np.ndarray: [], float: [], int: []}
-        template += plan.header_parts[0].encode()
+        template += plan.structure[-1]
+        texts: dict[type, list[int]] = {float: [], int: []}
+        self._stretch_texts: list[int] = []  # where each array's stretch offset goes; its row follows
+        header = bytearray(plan.header_parts[0].encode())
         for kind, part in zip(plan.kinds, plan.header_parts[1:]):
-            texts[kind] += range(len(template), len(template) + _WIDTHS[kind])
-            template += b" " * _WIDTHS[kind] + part.encode()
-        template += _HEADER_TAIL
+            if kind is np.ndarray:
+                header[-len(b'{"a":['):] = b'{"r":['
+                self._stretch_texts.append(len(header))
+                header += b" " * (_OFFSET_WIDTH + 1 + _ROW_WIDTH)
+            else:
+                texts[kind] += range(len(header), len(header) + _WIDTHS[kind])
+                header += b" " * _WIDTHS[kind]
+            header += part.encode()
+        self.header_length = len(header)
+        template += b"X" + _U32.pack(len(header))
+        self.header_offset = len(template)  # from the record's start
+        self._stretch_texts = [self.header_offset + at for at in self._stretch_texts]
+        template += header + _HEADER_TAIL
         self.template = np.frombuffer(bytes(template), np.uint8)
-        self.record_bytes = len(template) + array_bytes
-        self.array_starts = np.array(array_starts, np.int64)
-        # patched in this order: idx, floats' opcodes and texts, ints' opcodes and texts, offsets' texts
-        self.fields = np.array([*range(1, _INT32_BYTES), *float_fields, *texts[float], *int_fields, *texts[int],
-                                *texts[np.ndarray]], np.intp)
+        self.record_bytes = len(template) + sum(self.array_bytes)  # its arrays included
+        self._numbers = np.array([*float_fields, *[self.header_offset + at for at in texts[float]], *int_fields,
+                                  *[self.header_offset + at for at in texts[int]]], np.intp)
+        self._blocks: dict[int, np.ndarray] = {}
 
-    def emit(self, encoder: RecordEncoder, indices: list[int], leaves: list[list[Any]], limit: int | None,
-             ) -> tuple[np.ndarray, np.ndarray, int] | None:
+    def emit(self, encoder: RecordEncoder, indices: list[int], leaves: list[Any], limit: int | None,
+             ) -> tuple[int, np.ndarray, int] | None:
         """``RecordEncoder.records`` for this plan; None when an idx or int is outside int32's range (their
-        opcodes would be wider) or the page would outgrow the offsets' width."""
+        opcodes would be wider), a stretch would reach 2 GiB, or the page would outgrow the offsets' width."""
         count, start = len(indices), encoder.position
+        stretches = len(self.array_bytes) * (_STRETCH_HEAD + _STRETCH_TAIL)
         if limit is not None:
-            count = min(count, max(1, -(-(limit - start) // self.record_bytes)))
-        if start + count * self.record_bytes >= _MAX_OFFSET:
+            count = min(count, max(1, -(-(limit - start - stretches) // self.record_bytes)))
+        if start + stretches + len(self.array_bytes) * _MAX_PAD + count * self.record_bytes >= _MAX_OFFSET \
+                or count * self.largest_array >= 2**31:
             return None
         floats = [column[:count] for column, kind in zip(leaves, self.kinds) if kind is float]
         ints = [column[:count] for column, kind in zip(leaves, self.kinds) if kind is int]
-        if not all(-2**31 <= min(column) and max(column) < 2**31 for column in [indices[:count], *ints]):
+        try:  # NumPy refuses a Python int out of int32's range
+            idx, int_values = np.array(indices[:count], "<i4"), np.array(ints, "<i4")
+        except OverflowError:
             return None
-        starts = start + self.record_bytes * np.arange(count, dtype=np.int64)
-        idx = np.array(indices[:count], "<i4")
-        patches = [idx.view(np.uint8).reshape(count, -1)]
-        if floats:
-            values = np.array(floats, ">f8").T.copy()
-            patches += [values.view(np.uint8).reshape(count, -1), _float_texts(floats, values)]
-        if ints:
-            patches += [np.array(ints, "<i4").T.copy().view(np.uint8).reshape(count, -1),
-                        _texts([list(map(int.__repr__, column)) for column in ints], _INT_WIDTH)]
-        if len(self.array_starts):
-            patches.append(_offset_texts(starts[:, None] + self.array_starts).reshape(count, -1))
-        rows = np.empty((count, len(self.template)), np.uint8)
-        rows[:] = self.template
-        rows[:, self.fields] = np.concatenate(patches, axis=1)
-        encoder.buffers.append(encoder.small)
-        encoder.buffers += self._buffers(rows, [column for column, kind in zip(leaves, self.kinds)
-                                                if kind is np.ndarray], count)
+        out, position, offsets = self._stretches(
+            encoder, [column[:count] for column, kind in zip(leaves, self.kinds) if kind is np.ndarray], count)
+        block, headers = self._block(count)
+        rows = block.copy()
+        rows[:, 1:_INT32_BYTES] = idx[:, None].view(np.uint8)
+        for at, text in zip(self._stretch_texts, offsets):
+            rows[:, at:at + _OFFSET_WIDTH] = np.frombuffer(text, np.uint8)
+        if floats or ints:
+            rows[:, self._numbers] = np.concatenate(_number_patches(floats, ints, int_values), axis=1)
+        out[-1] += rows.tobytes()  # bytes, not a memoryview: the garbage collector does not track it
+        encoder.buffers += out
         encoder.small = bytearray()
-        encoder.flushed = start + count * self.record_bytes
-        return starts, starts + self.header_offset, self.header_length
+        encoder.flushed = position + rows.size
+        return start, headers + position, self.header_length
 
-    def _buffers(self, rows: np.ndarray, arrays: list[list[np.ndarray]], count: int) -> list[Any]:
-        """The records' bytes to write: stretches of ``rows`` with each array in its place, by reference.
+    def _stretches(self, encoder: RecordEncoder, arrays: list[Any], count: int,
+                   ) -> tuple[list[Any], int, list[bytes]]:
+        """The stretches' opcodes and arrays (by reference) to write, where the records will start, and each
+        stretch's offset as header text."""
+        out, small, position, offsets = [], encoder.small, encoder.position, []
+        for slot, (column, nbytes) in enumerate(zip(arrays, self.array_bytes)):
+            address = _address(column if type(column) is np.ndarray else column[0]) if nbytes else 0
+            pad = (address - position - _STRETCH_HEAD) % _ALIGN
+            if 0 < pad < 3:
+                pad += _ALIGN
+            if pad:
+                small += b"C" + bytes((pad - 3,)) + bytes(pad - 3) + b"0"  # SHORT_BINBYTES, POP
+            small += b"\x96" + U64.pack(count * nbytes)
+            position += pad + _STRETCH_HEAD
+            offsets.append(b"%*d" % (_OFFSET_WIDTH, position))
+            out.append(small)
+            if type(column) is np.ndarray:
+                out.append(column)
+            else:
+                out += column
+            small = bytearray(b"r" + _U32.pack(slot) + b"0")
+            position += count * nbytes + _STRETCH_TAIL
+        out.append(small)
+        return out, position, offsets
 
-        The stretches are ``bytes`` (a copy of ``rows``, a few hundred bytes per record), not memoryviews:
-        the garbage collector does not track them, so a batch does not set off collections of the heap."""
-        data, width = rows.tobytes(), rows.shape[1]
-        cuts = range(self.cuts[0], rows.size, width) if len(self.cuts) == 1 else \
-            (row + cut for row in range(0, rows.size, width) for cut in self.cuts)
-        bounds = [0, *cuts, rows.size]
-        stretches = [data[low:high] for low, high in zip(bounds, bounds[1:])]
-        if not arrays:
-            return stretches
-        in_order = arrays[0][:count] if len(arrays) == 1 else \
-            [array for row in zip(*(column[:count] for column in arrays)) for array in row]
-        out: list[Any] = [None] * (len(stretches) + len(in_order))
-        out[::2], out[1::2] = stretches, in_order
-        return out
+    def _block(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """The records of rows 0 .. count-1 but for their idx, numbers and stretch offsets, and their headers'
+        offsets from the first record's start (cached)."""
+        cached = self._blocks.get(count)
+        if cached is None:
+            block = np.empty((count, len(self.template)), np.uint8)
+            block[:] = self.template
+            rows = np.arange(count, dtype=np.int64)
+            row_texts = _texts([list(map(str, range(count)))], _ROW_WIDTH)
+            for at, text, nbytes in zip(self._in_stretch, self._stretch_texts, self.array_bytes):
+                block[:, at:at + _I32.size] = (rows * nbytes).astype("<i4")[:, None].view(np.uint8)
+                block[:, text + _OFFSET_WIDTH] = ord(",")
+                block[:, text + _OFFSET_WIDTH + 1:text + _OFFSET_WIDTH + 1 + _ROW_WIDTH] = row_texts
+            if len(self._blocks) >= _MAX_BLOCKS:
+                self._blocks.clear()
+            cached = self._blocks[count] = block, rows * len(self.template) + self.header_offset
+        return cached
+
+
+def _number_patches(floats: list[list[float]], ints: list[list[int]], int_values: np.ndarray) -> list[np.ndarray]:
+    """The numbers' opcodes and header texts, as (count, bytes) columns in ``_BatchLayout._numbers``' order
+    (``int_values``: ``ints`` as an array of int32)."""
+    count, patches = len((floats or ints)[0]), []
+    if floats:
+        values = np.array(floats, ">f8").T.copy()
+        patches += [values.view(np.uint8).reshape(count, -1), _float_texts(floats, values)]
+    if ints:
+        patches += [int_values.T.copy().view(np.uint8).reshape(count, -1),
+                    _texts([list(map(int.__repr__, column)) for column in ints], _INT_WIDTH)]
+    return patches
+
+
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
 
 
 def _texts(columns: list[list[str]], width: int) -> np.ndarray:
@@ -399,14 +489,6 @@ def _float_texts(columns: list[list[float]], values: np.ndarray) -> np.ndarray:
     """``_texts`` of floats as JSON writes them (NaN, Infinity, -Infinity where repr says nan and inf)."""
     convert = float.__repr__ if np.isfinite(values).all() else _json_float
     return _texts([list(map(convert, column)) for column in columns], _FLOAT_WIDTH)
-
-
-def _offset_texts(offsets: np.ndarray) -> np.ndarray:
-    """Offsets (below ``_MAX_OFFSET``) as decimal text right-aligned in ``_OFFSET_WIDTH`` bytes each."""
-    digits = offsets[..., None] // _POWERS
-    text = (digits % 10 + _ZERO).astype(np.uint8)
-    text[(digits == 0) & (_POWERS > 1)] = _SPACE
-    return text
 
 
 class _NoPlan(Exception):
@@ -487,6 +569,34 @@ def _dict_columns(column: list[dict], leaves: list[list[Any]]) -> Hashable | Non
     return dict, tuple(items)
 
 
+def _batch_columns(value: Any, count: int, leaves: list[Any]) -> Hashable:
+    """``_columns`` of the ``count`` datapoints of a batch value (``debuggers.batch_values``), from one walk
+    of it: a batch array is the column of its slot as it is. Raises ``_NoPlan`` where they have no one plan."""
+    kind = type(value)
+    if kind is Rows:
+        entries = value.entries
+        if type(entries) is np.ndarray and entries.ndim > 1:
+            if not entries.flags.c_contiguous:  # split values never are; its rows go to disk as one buffer
+                raise _NoPlan
+            leaves.append(entries)
+            return entries.dtype, entries.shape[1:]
+        if type(entries) is np.ndarray and entries.dtype.kind in "fiu":
+            leaves.append(entries.tolist())
+            return float if entries.dtype.kind == "f" else int
+        signature = _columns(entries if type(entries) is list else entries.tolist(), leaves)
+        if signature is None:
+            raise _NoPlan
+        return signature
+    if kind is dict:
+        return dict, tuple([(type(key), key, _batch_columns(item, count, leaves)) for key, item in value.items()])
+    if kind is list or kind is tuple:
+        return kind, tuple([_batch_columns(item, count, leaves) for item in value])
+    shared: list[Any] = []  # a value every datapoint has
+    signature = _signature(value, shared)
+    leaves += [[leaf] * count for leaf in shared]
+    return signature
+
+
 _PLANS: dict[Hashable, _RecordPlan] = {}
 
 
@@ -513,10 +623,18 @@ def int_opcode(value: int) -> bytes:
 def _array_tail(dtype: str, shape: tuple[int, ...]) -> tuple[bytes, str]:
     """What follows an array's bytes: ``numpy.dtype(dtype, False, True), shape, 'C'`` and REDUCE as opcodes,
     and the dtype and shape as JSON text."""
-    data = dtype.encode()
-    opcodes = _DTYPE + b"\x8c" + bytes((len(data),)) + data + b"\x89\x88\x87R(" \
-        + b"".join(int_opcode(dim) for dim in shape) + b"t\x8c\x01CtR"
+    opcodes = _dtype_opcodes(dtype) + _shape_opcodes(shape) + b"\x8c\x01CtR"
     return opcodes, f"{_json_str(dtype)},[{','.join(map(str, shape))}]"
+
+
+def _dtype_opcodes(dtype: str) -> bytes:
+    """``numpy.dtype(dtype, False, True)`` as opcodes."""
+    data = dtype.encode()
+    return _DTYPE + b"\x8c" + bytes((len(data),)) + data + b"\x89\x88\x87R"
+
+
+def _shape_opcodes(shape: tuple[int, ...]) -> bytes:
+    return b"(" + b"".join(int_opcode(dim) for dim in shape) + b"t"
 
 
 def _json_float(value: float) -> str:

@@ -4,30 +4,44 @@ A page ``page_{n}.pkl`` (``page_rank{r}_{n}.pkl`` under torchrun) is written by
 appending one *record* per datapoint as its outputs arrive, so no page is ever
 held in memory. Every record is a stretch of pickle opcodes that sets
 ``page[idx] = outputs``, followed by a JSON *header* that describes the same
-outputs with each array's (offset, dtype, shape) in the file::
+outputs with each array's place in the file::
 
-    b'\\x80\\x05'                         PROTO 5
-    b'\\x8c\\x0elantern-page-2' b'0'        the format's name, pushed and popped
+    b'\x80\x05'                         PROTO 5
+    b'\x8c\x0elantern-page-2' b'0'        the format's name, pushed and popped
     b'}'                                 EMPTY_DICT: the page
-    record, record, ...                  one per datapoint:
-        idx                              the datapoint's idx (an int opcode: J <i4> in int32's range)
-        outputs                          dicts, lists, numbers as opcodes; an array as
-                                         _frombuffer(BYTEARRAY8 <raw bytes>, dtype, shape, 'C')
-        b'X' <u32 n> <n bytes of JSON>   the header, pushed ...
-        b'0' b's'                        ... popped; SETITEM
-    b'\\x8e' <u64 n> <n bytes> b'0'       footer: this page's location table, pushed and popped
+    records, one per datapoint, alone or in batches (below)
+    b'\x8e' <u64 n> <n bytes> b'0'       footer: this page's location table, pushed and popped
     b'.'                                 STOP
     <u64 footer offset> <u64 records> b'LNTNEND2'   trailer (after STOP: pickle never reads it)
 
+A record alone::
+
+    idx                                  the datapoint's idx (an int opcode: J <i4> in int32's range)
+    outputs                              dicts, lists, numbers as opcodes; an array as
+                                         _frombuffer(BYTEARRAY8 <raw bytes>, dtype, shape, 'C')
+    b'X' <u32 n> <n bytes of JSON>       the header (an array: {"a": [offset, dtype, shape]}), pushed ...
+    b'0' b's'                            ... popped; SETITEM
+
+A batch of records of one structure (``debuggers.page_encoding``) puts the arrays of
+each slot first, one after the other, and its records refer to them::
+
+    for each array slot j:  [b'C' <u8 n> <n bytes> b'0']   padding, pushed and popped: the arrays start
+                                                             at an offset aligned as they are in memory
+                            b'\x96' <u64 n> <the slot's arrays, row after row>   BYTEARRAY8
+                            b'r' <u32 j> b'0'               LONG_BINPUT into memo slot j, POP
+    records                 as above, but an array is numpy.ndarray(shape, dtype, memo[j], row * nbytes)
+                            and its header entry {"r": [stretch offset, row, dtype, shape]}
+
 Numbers in a header are padded with spaces to fixed widths, so that records of one
-structure have one length (``debuggers.page_encoding``); JSON ignores the spaces.
+structure have one length; JSON ignores the spaces.
 
 So a whole page loads with ``pickle.load`` / ``joblib.load`` (on files you trust),
 while Lantern's reader never unpickles anything: it finds a datapoint's record in
-a location table (``LOCATION`` rows: idx, record start, header offset and length,
-page), parses the small JSON header and reads each array's bytes at its offset
-with ``os.preadv``, nothing else. A crafted page can therefore run no code, and the
-work of a read is bounded by the bytes it reads.
+a location table (``LOCATION`` rows: idx, start, header offset and length, page),
+parses the small JSON header and reads each array's bytes at its offset with
+``os.preadv``, nothing else. ``start`` is where the bytes the record may refer to
+begin: the record's own start, or its batch's. A crafted page can therefore run no
+code, and the work of a read is bounded by the bytes it reads.
 
 Pages are written under a hidden temporary name and renamed when sealed: a page
 on disk is complete or absent, even after SIGKILL, and ``PAGE_GLOB`` never
@@ -117,7 +131,6 @@ def _append(file: BinaryIO, buffers: list[Any]) -> None:
     ``buffers`` are bytes, bytearrays and C-contiguous arrays, written as they are with ``writev``."""
     sizes = [b.nbytes if type(b) is np.ndarray else len(b) for b in buffers]
     fd, first = file.fileno(), 0
-    _preallocate(fd, file.tell(), sum(sizes))
     while first < len(buffers):
         last = min(first + _IOV_MAX, len(buffers))
         written = os.writev(fd, buffers[first:last])
@@ -151,6 +164,7 @@ class PageFile:
             self._file = open(self._temp, "wb", buffering=0)
         self._encoder = RecordEncoder(0)
         self._encoder.small += _PROLOGUE
+        self._written = 0  # bytes in the file
 
     @property
     def size(self) -> int:
@@ -161,18 +175,19 @@ class PageFile:
         """Encode one datapoint's record (``value`` from ``to_page_value``); ``write_pending`` writes it."""
         self._rows.append((idx, *self._encoder.record(idx, value), self.number))
 
-    def append_batch(self, indices: list[int], values: list[Any], limit: int | None = None) -> int:
+    def append_batch(self, indices: list[int], values: list[Any], limit: int | None = None,
+                     batch_value: Any = None) -> int:
         """``append`` the datapoints ``indices`` in turn until the page's size reaches ``limit`` bytes (all
         when None); returns how many were appended.
 
-        A batch whose values share one structure is encoded at once (``RecordEncoder.records``), into the
-        same bytes as record by record."""
+        A batch whose values share one structure is encoded at once (``RecordEncoder.records``; from
+        ``batch_value``, the same datapoints in column form, when given)."""
         if len(indices) >= MIN_BATCH_RECORDS:
-            batch = self._encoder.records(indices, values, limit)
+            batch = self._encoder.records(indices, values, limit, batch_value)
             if batch is not None:
-                starts, headers, header_length = batch
-                rows = np.empty(len(starts), LOCATION)
-                rows["idx"], rows["start"], rows["header"] = indices[:len(starts)], starts, headers
+                start, headers, header_length = batch
+                rows = np.empty(len(headers), LOCATION)
+                rows["idx"], rows["start"], rows["header"] = indices[:len(headers)], start, headers
                 rows["header_length"], rows["page"] = header_length, self.number
                 self._take_rows()
                 self._locations.append(rows)
@@ -191,7 +206,9 @@ class PageFile:
     def write_pending(self) -> None:
         """Write the records appended so far (one system call for many): after it, no array is referenced."""
         with _disk_errors(self._temp, self.path, "page"):
+            _preallocate(self._file.fileno(), self._written, self.size - self._written)
             _append(self._file, self._encoder.take())
+        self._written = self.size
 
     def seal(self) -> np.ndarray:
         """Write the footer, close, and rename into place; returns the page's ``LOCATION`` rows."""
@@ -291,6 +308,8 @@ class _RecordReader:
         (tag, body), = node.items()
         if tag == "a":
             return self.array(body)
+        if tag == "r":
+            return self.row(body)
         if tag == "d" and type(body) is list:
             return self.dict(body, depth)
         if tag == "t" and type(body) is list:
@@ -310,24 +329,39 @@ class _RecordReader:
         return result
 
     def array(self, body: Any) -> np.ndarray:
-        if not (type(body) is list and len(body) == 3 and type(body[1]) is str and len(body[1]) <= _MAX_DTYPE_TEXT
-                and type(body[2]) is list and len(body[2]) <= MAX_DEPTH and _ints(body[2], len(body[2]))
-                and type(body[0]) is int):
+        """``[offset, dtype, shape]``: the array's bytes are at ``offset``."""
+        if not (type(body) is list and len(body) == 3 and type(body[0]) is int):
             raise _Malformed(f"an array entry {str(body)[:80]!r}")
-        offset, text, shape = body
-        try:
-            dtype = np.dtype(text)
-        except (TypeError, ValueError, SyntaxError) as exc:
-            raise _Malformed(f"an array dtype {text!r}") from exc
-        if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or dtype.itemsize == 0:
-            raise _Malformed(f"an array dtype {text!r}, which Lantern never writes")
-        return self.read(offset, math.prod(shape) * dtype.itemsize).view(dtype).reshape(shape)
+        dtype, shape = _dtype_and_shape(body[1], body[2])
+        return self.read(body[0], math.prod(shape) * dtype.itemsize).view(dtype).reshape(shape)
+
+    def row(self, body: Any) -> np.ndarray:
+        """``[stretch, row, dtype, shape]``: a batch's arrays lie one after the other from ``stretch``."""
+        if not (type(body) is list and len(body) == 4 and _ints(body[:2], 2)):
+            raise _Malformed(f"an array entry {str(body)[:80]!r}")
+        dtype, shape = _dtype_and_shape(body[2], body[3])
+        nbytes = math.prod(shape) * dtype.itemsize
+        return self.read(body[0] + body[1] * nbytes, nbytes).view(dtype).reshape(shape)
 
     def read(self, offset: int, nbytes: int) -> np.ndarray:
         if not (self.start <= offset and offset + nbytes <= self.data_end):
             raise _Malformed(f"data at bytes {offset}..{offset + nbytes}, outside its record "
                              f"({self.start}..{self.data_end})")
         return pread_exact(self.fd, nbytes, offset, self.path)
+
+
+def _dtype_and_shape(text: Any, shape: Any) -> tuple[np.dtype, list[int]]:
+    """An array entry's dtype and shape, checked: plain numbers only, the shape's dimensions not negative."""
+    if not (type(text) is str and len(text) <= _MAX_DTYPE_TEXT and type(shape) is list and len(shape) <= MAX_DEPTH
+            and _ints(shape, len(shape))):
+        raise _Malformed(f"an array's dtype {str(text)[:40]!r} and shape {str(shape)[:40]!r}")
+    try:
+        dtype = np.dtype(text)
+    except (TypeError, ValueError, SyntaxError) as exc:
+        raise _Malformed(f"an array dtype {text!r}") from exc
+    if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or dtype.itemsize == 0:
+        raise _Malformed(f"an array dtype {text!r}, which Lantern never writes")
+    return dtype, shape
 
 
 def _ints(values: Any, count: int) -> bool:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from debuggers.batch_values import take_rows
 from debuggers.page_errors import PageWriteError
 from debuggers.page_format import PageFile, index_file_name, is_own_file, locations_file_name, page_file_name
 from debuggers.page_index import INDEX_VERSION, append_locations, sort_locations, write_index
@@ -72,6 +73,7 @@ class _Item:
     indices: list[int]
     values: list[Any] | None  # page values (to_page_value); None once written
     owners: list[int]  # ids of the memory blocks they keep alive, in PageWriter._held
+    batch_value: Any = None  # the same in column form (debuggers.batch_values), or None
 
 
 @dataclass
@@ -169,10 +171,12 @@ class PageWriter:
             raise UnsupportedOutputError(f"datapoint idx={idx}: {exc}") from None
         self.add_converted([idx], [value])
 
-    def add_converted(self, indices: list[int], values: list[dict]) -> None:
+    def add_converted(self, indices: list[int], values: list[dict], batch_value: Any = None) -> None:
         """Queue datapoints whose outputs are page values already (``to_page_value``, ``split_batch``).
 
-        A whole batch goes in one step: one lock round and one wake-up of the writer.
+        A whole batch goes in one step: one lock round and one wake-up of the writer. ``batch_value``, when
+        given, is the same outputs in column form (``debuggers.batch_values``): the batch is then encoded and
+        its memory counted from it, without a walk of each datapoint's outputs.
         """
         epoch = self._open_epoch("add()")
         self._raise_if_failed(epoch, "accept more outputs")
@@ -182,12 +186,13 @@ class PageWriter:
             raise ValueError(f"datapoint idx={min(repeated)} was added twice in this epoch: meta_info['idx'] must "
                              "be unique per datapoint (check the dataset's meta_info and the sampler)")
         traced: dict[int, tuple[Any, int]] = {}
-        owners = {id(owner): (owner, nbytes) for value in values for owner, nbytes in held_storage(value, traced)}
+        owners = {id(owner): (owner, nbytes) for value in ([batch_value] if batch_value is not None else values)
+                  for owner, nbytes in held_storage(value, traced)}
         with self._cond:
             self._wait_for(lambda: self._in_flight == 0 or self._in_flight + self._new_bytes(owners)
                            <= self.max_in_flight_bytes, epoch, f"queue datapoint idx={indices[0]}")
             self._hold(owners)
-            self._queue.append(_Item(epoch, indices, list(values), list(owners)))
+            self._queue.append(_Item(epoch, indices, list(values), list(owners), batch_value))
             self.peak_in_flight_bytes = max(self.peak_in_flight_bytes, self._in_flight)
             self._cond.notify_all()
         epoch.seen.update(indices)
@@ -349,22 +354,24 @@ class PageWriter:
         try:
             done = 0
             while epoch.error is None and done < len(item.indices):
-                done += self._append(epoch, item.indices[done:], item.values[done:])
+                batch_value = item.batch_value if not done or item.batch_value is None \
+                    else take_rows(item.batch_value, slice(done, None))
+                done += self._append(epoch, item.indices[done:], item.values[done:], batch_value)
             if epoch.error is None and epoch.page is not None:
                 epoch.page.write_pending()
         except Exception as exc:
             self._record(epoch, exc, "")
         finally:
-            item.values = None  # on disk now: its memory is no longer held
+            item.values = item.batch_value = None  # on disk now: its memory is no longer held
             self._step(item.owners)
 
-    def _append(self, epoch: _Epoch, indices: list[int], values: list[Any]) -> int:
+    def _append(self, epoch: _Epoch, indices: list[int], values: list[Any], batch_value: Any) -> int:
         """Append datapoints to the open page until it is full (then sealed); returns how many."""
         try:
             if epoch.page is None:
                 name = page_file_name(self.rank, self.world_size, epoch.pages)
                 epoch.page = PageFile(os.path.join(epoch.output_dir, name), epoch.pages)
-            count = epoch.page.append_batch(indices, values, self.page_size_bytes)
+            count = epoch.page.append_batch(indices, values, self.page_size_bytes, batch_value)
         except Exception as exc:
             self._record(epoch, exc, f"datapoints idx={indices[0]}..{indices[-1]}: ")
             return len(indices)

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from debuggers.batch_values import Rows
+
 MAX_DEPTH = 64  # deeper outputs are almost certainly reference cycles
 SMALL_VALUE_BYTES = 16  # what a number or an empty container is counted as
 _WIDENED = {torch.bfloat16: torch.float32, torch.complex32: torch.complex64}
@@ -162,7 +164,7 @@ def _owner(array: np.ndarray) -> tuple[Any, int]:
 
 
 def held_storage(value: Any, owners: dict[int, tuple[Any, int]] | None = None) -> list[tuple[Any, int]]:
-    """``(owner, nbytes)`` of every memory block a page value keeps alive (an owner may repeat).
+    """``(owner, nbytes)`` of every memory block a page value (or batch value) keeps alive (an owner may repeat).
 
     ``owners`` remembers the owner of each array's base across calls, so that the rows of one batch
     array are traced to their owner once per batch, not once per row."""
@@ -180,6 +182,8 @@ def held_storage(value: Any, owners: dict[int, tuple[Any, int]] | None = None) -
             if owner is None:
                 owner = owners[id(base)] = _owner(item)
             held.append(owner)
+        elif kind is Rows:
+            pending.append(item.entries) if type(item.entries) is np.ndarray else pending.extend(item.entries)
         elif kind is dict:
             pending.extend(item.values())
         elif kind is list or kind is tuple:

@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 from analysis.epoch_rows import DebuggerSummaries
 from debuggers.base_debugger import BaseDebugger, Removable
-from debuggers.batch_split import BatchContractError, split_batch
+from debuggers.batch_split import BatchContractError, split_batch_value
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.host_copies import to_host
 from debuggers.keep_policy import build_capture_policy
@@ -225,25 +225,28 @@ class SequentialDebugger(BaseDebugger):
         A debugger whose output breaks the batch contract or cannot be stored gets an error record;
         the other debuggers' outputs are kept.
         """
-        per_name = {name: self._split(name, output, len(idx)) for name, output in to_host(outputs).items()}
+        split = {name: self._split(name, output, len(idx)) for name, output in to_host(outputs).items()}
+        per_name = {name: rows for name, (rows, _) in split.items()}
         self.summaries.add_batch(idx, per_name)
         if self.full_outputs:
-            self._queue(*self.capture_policy.select(idx, per_name, scores))
+            batch_values = {name: batch_value for name, (_, batch_value) in split.items()}
+            self._queue(*self.capture_policy.select(idx, per_name, scores, batch_values))
 
-    def _queue(self, idx: list[int], values: list[dict[str, Any]]) -> None:
+    def _queue(self, idx: list[int], values: list[dict[str, Any]], batch_value: Any = None) -> None:
         if self.write_error is not None or not idx:
             return
         try:
             with self._watch_writer(f"queueing datapoints {idx[0]}..{idx[-1]}"):
-                self._writer.add_converted(idx, values)
+                self._writer.add_converted(idx, values, batch_value)
         except Exception as exc:
             self._write_failed(exc)
 
-    def _split(self, name: str, output: Any, batch_size: int) -> list[Any]:
+    def _split(self, name: str, output: Any, batch_size: int) -> tuple[list[Any], Any]:
+        """The output's page value per datapoint, and as one batch value (``split_batch_value``)."""
         try:
-            return split_batch(output, batch_size, name)
+            return split_batch_value(output, batch_size, name)
         except (BatchContractError, UnsupportedOutputError) as exc:
-            return split_batch(self._record_failure(name, exc), batch_size)
+            return split_batch_value(self._record_failure(name, exc), batch_size)
 
     def add_to_buffer(self, datapoint_idx: int, debug_outputs: dict[str, Any]) -> None:
         """Hand one datapoint's outputs to the page writer (waits if the disk lags behind).

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from debuggers.batch_split import split_batch_value
 from debuggers.convert_pages import main as convert_main
 from debuggers.page_errors import CorruptPageError, DebugOutputsNotFoundError, LegacyPagesError
 from debuggers.page_format import load_page
@@ -54,6 +55,29 @@ def test_opening_one_datapoint_reads_its_own_bytes_plus_a_constant(tmp_path, pag
         assert value["label"] == f"n{idx}" and value["fm"]["features"].shape == (sizes[idx],)
         assert (value["fm"]["features"] == idx).all()
         own = sizes[idx] * 4
+        assert own <= spent <= own + 2 * KB, (idx, own, spent)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs Linux's per-process I/O counters")
+def test_opening_one_datapoint_of_a_batch_reads_its_own_bytes_plus_a_constant(tmp_path):
+    """Batches as SequentialDebugger writes them: each slot's arrays in one stretch, the records after them."""
+    sizes = [4, 3000, 40_000, 100]  # floats per datapoint, per batch of 16
+    with PageWriter(256 * KB) as writer:
+        writer.start_epoch(str(tmp_path / "debugger"))
+        for number, size in enumerate(sizes):
+            indices = list(range(16 * number, 16 * number + 16))
+            batch = torch.arange(16 * number, 16 * number + 16, dtype=torch.float32)[:, None].expand(16, size)
+            rows, batch_value = split_batch_value({"features": batch.contiguous()}, 16)
+            writer.add_converted(indices, [{"fm": row, "label": "x"} for row in rows],
+                                 {"fm": batch_value, "label": "x"})
+        writer.flush()
+    load_debug_outputs(str(tmp_path))[0]
+    for idx in (0, 17, 40, 63):
+        before = bytes_read()
+        value = load_debug_outputs(str(tmp_path))[idx]
+        spent = bytes_read() - before
+        own = sizes[idx // 16] * 4
+        assert value["fm"]["features"].shape == (sizes[idx // 16],) and (value["fm"]["features"] == idx).all()
         assert own <= spent <= own + 2 * KB, (idx, own, spent)
 
 
@@ -127,6 +151,25 @@ def test_damaged_record_and_locations_are_reported_for_that_datapoint_alone(tmp_
     (tmp_path / "debugger" / "locations.bin").write_bytes(b"\x00" * 10)
     with pytest.raises(CorruptPageError, match="locations.bin is shorter"):
         load_debug_outputs(str(tmp_path))[0]
+
+
+def test_array_of_a_batch_reaching_outside_its_batch_is_refused(tmp_path):
+    with PageWriter(1024 * KB) as writer:
+        writer.start_epoch(str(tmp_path / "debugger"))
+        for start in (0, 8):
+            rows, batch_value = split_batch_value(torch.arange(start, start + 8.0)[:, None].expand(8, 10).contiguous(),
+                                                  8)
+            writer.add_converted(list(range(start, start + 8)), rows, batch_value)
+        writer.flush()
+    page = tmp_path / "debugger" / "page_0.pkl"
+    data = page.read_bytes()
+    assert load_debug_outputs(str(tmp_path))[9].tolist() == [9.0] * 10
+    start = data.rindex(b'{"r":[', 0, data.rindex(b'{"r":[')) + 6  # the second batch's next-to-last record
+    end = data.index(b",", start)
+    forged = str(int(data[start:end]) - 400).rjust(end - start).encode()  # into the first batch's stretch
+    page.write_bytes(data[:start] + forged + data[end:])
+    with pytest.raises(CorruptPageError, match="outside its record"):
+        load_debug_outputs(str(tmp_path))[14]
 
 
 def test_array_reaching_outside_its_record_is_refused(tmp_path):

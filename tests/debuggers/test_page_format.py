@@ -482,15 +482,46 @@ def assert_page_holds(path: str, indices: list[int], values: list) -> None:
             assert_same_value(loaded[idx], value)
 
 
-def test_a_batch_encoded_at_once_equals_its_records_encoded_one_by_one(tmp_path):
+def one_by_one_page(path: str, indices: list[int], values: list) -> None:
+    """A page of the same datapoints, each record encoded on its own (arrays inline)."""
+    page = page_format.PageFile(path, 0)
+    for idx, value in zip(indices, values):
+        page.append(idx, value)
+    page.seal()
+
+
+def test_a_batch_encoded_at_once_reads_back_as_its_records_encoded_one_by_one(tmp_path):
     indices, values = [3 * i - 40 for i in range(40)], batch_values(40)
-    batched = RecordEncoder(17)
-    starts, headers, header_length = batched.records(indices, values, None)  # None would mean "not batched"
-    single = RecordEncoder(17)
-    expected = [single.record(idx, value) for idx, value in zip(indices, values)]
-    assert [(int(s), int(h), header_length) for s, h in zip(starts, headers)] == expected
-    assert encoded_bytes(batched) == encoded_bytes(single)
     assert_page_holds(str(tmp_path / "page_0.pkl"), indices, values)
+    one_by_one_page(str(tmp_path / "page_1.pkl"), indices, values)
+    for reader in (load_page, joblib.load):
+        batched, single = reader(str(tmp_path / "page_0.pkl")), reader(str(tmp_path / "page_1.pkl"))
+        assert list(batched) == list(single) == indices
+        for idx in indices:
+            assert_same_value(batched[idx], single[idx])
+
+
+def test_a_batch_writes_each_array_slot_as_one_aligned_stretch(tmp_path):
+    """The records hold no array bytes: each slot's arrays lie one after the other before them, the stretch
+    starting at a file offset aligned (modulo 64) as the first array is in memory."""
+    batch = np.random.default_rng(3).standard_normal((20, 4, 5)).astype(np.float32)[:, :, 1:]  # 64 B rows
+    rows = [np.ascontiguousarray(row) for row in batch]
+    means = np.arange(20, dtype=np.int16)
+    values = [{"fm": row, "mean": means[i:i + 1], "layer": "conv1"} for i, row in enumerate(rows)]
+    path = str(tmp_path / "page_0.pkl")
+    table = write_page(path, dict(zip(range(20), values)))
+    assert len(set(table["start"].tolist())) == 1 and len(set(table["header_length"].tolist())) == 1
+    with open(path, "rb") as file:
+        data = file.read()
+    headers = [json.loads(data[int(row["header"]):int(row["header"] + row["header_length"])]) for row in table]
+    fm_stretch, fm_row, _, _ = headers[0]["d"][0][1]["r"]
+    mean_stretch, _, _, _ = headers[0]["d"][1][1]["r"]
+    assert fm_stretch % 64 == rows[0].__array_interface__["data"][0] % 64 and fm_row == 0
+    assert [header["d"][0][1]["r"][:2] for header in headers] == [[fm_stretch, i] for i in range(20)]
+    assert data[fm_stretch:fm_stretch + 20 * 64] == b"".join(row.tobytes() for row in rows)
+    assert data[mean_stretch:mean_stretch + 40] == means.tobytes()
+    assert all(int(row["start"]) < fm_stretch < mean_stretch < int(row["header"]) for row in table)
+    assert_page_holds(str(tmp_path / "page_1.pkl"), list(range(20)), values)
 
 
 def test_headers_have_one_length_per_structure_and_stay_plain_json(tmp_path):
@@ -498,7 +529,7 @@ def test_headers_have_one_length_per_structure_and_stay_plain_json(tmp_path):
     path = str(tmp_path / "page_0.pkl")
     table = write_page(path, dict(enumerate(batch_values(20))))
     assert len(set(table["header_length"].tolist())) == 1
-    assert len(set(np.diff(table["start"]).tolist())) == 1
+    assert len(set(np.diff(table["header"]).tolist())) == 1
     with open(path, "rb") as file:
         data = file.read()
     header = data[int(table["header"][5]):int(table["header"][5] + table["header_length"][5])]
@@ -533,16 +564,18 @@ def test_a_batch_of_mixed_structures_is_encoded_record_by_record(tmp_path, chang
     assert_page_holds(str(tmp_path / "page_0.pkl"), indices, values)
 
 
-def test_a_batch_stops_where_the_page_is_full_as_record_by_record_does(tmp_path):
+def test_a_batch_stops_at_the_first_record_that_fills_the_page(tmp_path):
     indices, values = list(range(50)), batch_values(50)
     limit = 17 + 9_000
-    single = RecordEncoder(17)
-    count = next(i for i, (idx, value) in enumerate(zip(indices, values), 1)
-                 if single.record(idx, value) and single.position >= limit)
     batched = RecordEncoder(17)
-    starts, _, _ = batched.records(indices, values, limit)
-    assert len(starts) == count < 50 and batched.position == single.position
-    assert encoded_bytes(batched) == encoded_bytes(single)
+    start, headers, _ = batched.records(indices, values, limit)
+    count = len(headers)
+    fewer = RecordEncoder(17)
+    fewer.records(indices[:count - 1], values[:count - 1], None)
+    assert start == 17 and 1 < count < 50 and fewer.position < limit <= batched.position
+    path = str(tmp_path / "page_0.pkl")
+    table = write_page(path, dict(zip(indices[:count], values[:count])))
+    assert table["idx"].tolist() == indices[:count] and os.path.getsize(path) > limit
 
 
 def test_pages_written_before_batches_still_load():
@@ -557,3 +590,16 @@ def test_pages_written_before_batches_still_load():
         np.testing.assert_array_equal(second["features"], np.full((2, 3), -1.5, np.float32))
         assert (first["score"], first["count"], bool(first["flag"]), first["shape"]) == (0.5, 7, True, [2, 3])
         assert math.isnan(second["score"]) and second["count"] == -2**40 and not second["flag"]
+
+
+def test_pages_of_batched_records_with_inline_arrays_still_load():
+    """A page of the encoder before stretches: a batch's records one after the other, each with its arrays."""
+    path = os.path.join(os.path.dirname(__file__), "data", "page_of_batched_records_with_inline_arrays.pkl")
+    with open(path, "rb") as file:
+        unpickled = pickle.load(file)
+    for loaded in (load_page(path), unpickled, joblib.load(path)):
+        assert list(loaded) == list(range(10, 18))
+        for i, idx in enumerate(loaded):
+            value = loaded[idx]["d"]
+            np.testing.assert_array_equal(value["features"], np.arange(6, dtype=np.float32).reshape(2, 3) * i)
+            assert (value["score"], value["count"], value["kind"]) == (i / 4, -i, "feature_map")

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from debuggers import page_format
-from debuggers.batch_split import split_batch
+from debuggers.batch_split import split_batch_value
 from debuggers.page_format import PAGE_GLOB, PageWriteError, load_page
 from debuggers.page_index import read_index
 from debuggers.page_store import PageWriter, PageWriterError
@@ -84,31 +84,36 @@ def test_pages_split_at_size_and_round_trip(tmp_path, make_writer):
         assert page[idx]["meta"] == {"i": idx}
 
 
-def test_batches_split_across_pages_at_the_same_places_as_datapoints_one_by_one(tmp_path, make_writer):
-    """Batches of one structure are encoded at once; pages are still sealed after the datapoint that fills them."""
+def test_batches_fill_pages_as_datapoints_one_by_one_do(tmp_path, make_writer):
+    """Batches of one structure are encoded at once, from their batch value or from their rows, into the same
+    bytes; either way a page is sealed once full, and holds what the datapoints added one by one hold."""
     batches = [torch.randn(16, 8, 32) for _ in range(6)]
-    folders = {"batched": tmp_path / "batched", "one by one": tmp_path / "one_by_one"}
+    folders = {how: tmp_path / how.replace(" ", "_") for how in ("batch value", "rows", "one by one")}
     for how, folder in folders.items():
         writer = make_writer(20_000)
         writer.start_epoch(str(folder))
         for number, batch in enumerate(batches):
             indices = list(range(16 * number, 16 * number + 16))
-            rows = split_batch({"fm": batch, "mean": batch.mean(dim=(1, 2)), "layer": "conv1"}, 16)
-            if how == "batched":
+            rows, batch_value = split_batch_value({"fm": batch, "mean": batch.mean(dim=(1, 2)), "layer": "conv1"}, 16)
+            if how == "batch value":
+                writer.add_converted(indices, rows, batch_value)
+            elif how == "rows":
                 writer.add_converted(indices, rows)
             else:
                 for idx, row in zip(indices, rows):
                     writer.add_converted([idx], [row])
         assert writer.flush()["datapoints"] == 96
-    batched, one_by_one = pages_on_disk(folders["batched"]), pages_on_disk(folders["one by one"])
-    assert len(batched) > 5 and [sorted(page) for page in batched.values()] == \
-        [sorted(page) for page in one_by_one.values()]
-    for name in batched:
-        assert (folders["batched"] / name).read_bytes() == (folders["one by one"] / name).read_bytes()
-    for idx in range(96):
-        page = next(page for page in batched.values() if idx in page)
-        np.testing.assert_array_equal(page[idx]["fm"], batches[idx // 16][idx % 16].numpy())
-        assert page[idx]["mean"] == batches[idx // 16][idx % 16].mean().item() and page[idx]["layer"] == "conv1"
+    pages = {how: pages_on_disk(folder) for how, folder in folders.items()}
+    assert pages["batch value"].keys() == pages["rows"].keys() and len(pages["batch value"]) > 5
+    for name in pages["batch value"]:
+        assert (folders["batch value"] / name).read_bytes() == (folders["rows"] / name).read_bytes()
+    for how in ("batch value", "one by one"):
+        sizes = [os.path.getsize(folders[how] / f"page_{n}.pkl") for n in range(len(pages[how]))]
+        assert all(20_000 <= size < 20_000 + 2_000 for size in sizes[:-1]), (how, sizes)  # a datapoint: 1.1 kB
+        for idx in range(96):
+            page = next(page for page in pages[how].values() if idx in page)
+            np.testing.assert_array_equal(page[idx]["fm"], batches[idx // 16][idx % 16].numpy())
+            assert page[idx]["mean"] == batches[idx // 16][idx % 16].mean().item() and page[idx]["layer"] == "conv1"
 
 
 def test_bfloat16_and_views_are_stored_as_small_arrays(tmp_path, make_writer):
@@ -317,7 +322,7 @@ KILLED_WRITER = textwrap.dedent("""
     import sys, time
     import torch
     from debuggers import page_format
-    from debuggers.batch_split import split_batch
+    from debuggers.batch_split import split_batch, split_batch_value
     from debuggers.page_store import PageWriter
 
     real_append = page_format._append

@@ -213,7 +213,11 @@ def test_run_killed_at_each_point_resumes_and_completes(tmp_path, reference):
         assert killed.returncode == -signal.SIGKILL, (point, killed.stderr)
         assert os.path.exists(tmp_path / "killed.killed" / point), f"the run did not die at {point}"
         assert read_json(os.path.join(work_dir, "progress.json"))["completed_epochs"] == 1, point
-        assert bool(hidden_temporaries(work_dir)) == (point in LEAVES_A_HALF_WRITTEN_FILE), point
+        temporaries = hidden_temporaries(work_dir)
+        if point in LEAVES_A_HALF_WRITTEN_FILE:
+            assert temporaries, point
+        else:  # at most the page the writer was filling, never sealed
+            assert all(os.path.basename(path).startswith(".page_") for path in temporaries), (point, temporaries)
         assert_pages_hold_every_idx_once(os.path.join(work_dir, "epoch_0", "debugger"))
         if point == POINTS[0]:
             written = os.stat(epoch_0_checkpoint).st_mtime_ns
