@@ -47,7 +47,7 @@ from benchmarks.common import (
 )
 from data.datasets import SyntheticShapesDataset, collate_datapoints
 from debuggers.batch_split import split_batch_value
-from debuggers.page_format import write_page
+from debuggers.page_format import PageFile, write_page
 from debuggers.page_store import PageWriter
 from models import SmallCNN
 from runners.eval_viewer.backend.initialization import load_debug_outputs
@@ -107,13 +107,15 @@ def read_figures(root: str, datapoints: int, page_sizes_mb: list[int], opens: in
 # ----------------------------------------------------------------- writes
 def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
                   clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
-    """Median seconds of writing ``arrays`` arrays of ``array_kb`` KiB, four ways, interleaved:
+    """Median seconds of writing ``arrays`` arrays of ``array_kb`` KiB, five ways, interleaved:
 
     * ``write_page``: one page from a ``{idx: outputs}`` dict;
     * ``writer``: what a trainer's page writer does per epoch: ``start_epoch``, one ``add_converted`` per
       batch of ``BATCH`` rows with their batch value (split from a batch array, as ``SequentialDebugger``
       does, outside the timing), ``flush`` (the background thread writes the page, the locations and the
       index);
+    * ``page alone``: what that thread does for the page itself: the batches appended to a ``PageFile`` and
+      written one by one, the page sealed (no thread, no index, no locations);
     * ``save``: ``numpy.save`` of the same bytes stacked, one file;
     * ``save per batch``: the hand-written floor, ``numpy.save`` of each batch.
 
@@ -138,6 +140,13 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
             writer.add_converted(list(range(start, start + len(batch_rows))), batch_rows, batch_value)
         writer.flush()
 
+    def page_alone(path: str) -> None:
+        page_file = PageFile(path + ".pkl", 0)
+        for start, (batch_rows, batch_value) in zip(range(0, arrays, BATCH), rows):
+            page_file.append_batch(list(range(start, start + len(batch_rows))), batch_rows, None, batch_value)
+            page_file.write_pending()
+        page_file.seal()
+
     def save_per_batch(path: str) -> None:
         os.mkdir(path)
         for number, batch in enumerate(batches):
@@ -153,6 +162,7 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
         return interleaved_medians({
             "write_page": fresh(lambda path: write_page(path + ".pkl", page)),
             "writer": fresh(epoch),
+            "page alone": fresh(page_alone),
             "save": fresh(lambda path: np.save(path + ".npy", stacked)),
             "save per batch": fresh(save_per_batch),
         }, rounds, between_rounds=clean, clock=clock)
@@ -170,8 +180,9 @@ def print_write_figures(folder: str, rounds: int) -> None:
             rate = {name: array_kb / value for name, value in seconds.items()}  # 1024 x KiB = MB
             rates = ", ".join(f"{name} {mb_s:.0f}" for name, mb_s in rate.items())
             print(f"  {array_kb} KiB arrays, {unit:4s} MB/s: {rates}; ratio to numpy.save: write_page "
-                  f"{rate['write_page'] / rate['save']:.2f}, writer {rate['writer'] / rate['save']:.2f} "
-                  f"(to the floor's save per batch {rate['writer'] / rate['save per batch']:.2f})")
+                  f"{rate['write_page'] / rate['save']:.2f}, writer {rate['writer'] / rate['save']:.2f}, page alone "
+                  f"{rate['page alone'] / rate['save']:.2f} (writer to the floor's save per batch "
+                  f"{rate['writer'] / rate['save per batch']:.2f})")
 
 
 # ----------------------------------------------------------------- memory

@@ -129,7 +129,7 @@ class CapturePolicy:
         masks = {name: policy.mask(arrays, len(idx)) for name, policy in self._now.items()}
         badness = {name: policy.badness(arrays) for name, policy in self._worst.items()}
         ready: list[tuple[int, dict[str, Any]]] = []
-        rows: list[int] = []  # positions in the batch of the outputs in ``ready``, while they all are of this batch
+        rows: list[int] = []  # positions in the batch of this batch's outputs in ``ready``
         for row, i in enumerate(idx):
             kept = {name: per_name[name][row] for name, mask in masks.items() if mask[row]}
             held = False
@@ -143,7 +143,7 @@ class CapturePolicy:
             if held:
                 self._waiting[i] = copy_arrays(kept)  # a held output must not keep its batch's arrays alive
             elif kept:
-                rows += [row] if len(rows) == len(ready) else []
+                rows.append(row)
                 ready.append((i, kept))
         return _as_batch(ready, _rows_of(batch_values, ready, rows))
 
@@ -218,7 +218,8 @@ def _as_batch(rows: list[tuple[int, dict[str, Any]]], batch_value: Any) -> Batch
 
 
 def _rows_of(batch_values: Optional[dict[str, Any]], ready: list[tuple[int, dict[str, Any]]], rows: list[int]) -> Any:
-    """The batch value of the outputs ``ready`` when they are the batch's ``rows`` with the same debuggers each."""
+    """The batch value of the outputs ``ready`` when they are all the batch's (at ``rows``; none released from
+    an earlier batch) with the same debuggers each."""
     if batch_values is None or not ready or len(rows) != len(ready):
         return None
     names = list(ready[0][1])
