@@ -95,7 +95,7 @@ def _grid(maps: list[np.ndarray], titles: list[str], title: str) -> go.Figure:
 
     A single heatmap trace draws in a few milliseconds, where one subplot per map
     costs hundreds. ``layout.meta['tiles']`` holds each map's ``[row, col, h, w]``
-    in the mosaic (see ``grid_tile``).
+    in the mosaic (see ``grid_tile``); the mosaic is a picture (``is_picture``).
     """
     maps = [_shrink(m) for m in maps]
     height, width = max(m.shape[0] for m in maps), max(m.shape[1] for m in maps)
@@ -111,7 +111,7 @@ def _grid(maps: list[np.ndarray], titles: list[str], title: str) -> go.Figure:
         labels.append({"x": left + (z.shape[1] - 1) / 2, "y": top - 0.5, "text": text, "showarrow": False,
                        "yanchor": "bottom", "font": {"size": 10}, "xref": "x", "yref": "y"})
     fig = go.Figure(go.Heatmap(z=mosaic, colorscale="Viridis", hoverongaps=False))
-    fig.update_layout(annotations=labels, meta={"tiles": tiles}, plot_bgcolor="white")
+    fig.update_layout(annotations=labels, meta={"tiles": tiles, "picture": True}, plot_bgcolor="white")
     fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, scaleanchor="y", constrain="domain")
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed", constrain="domain",
                      constraintoward="top")  # no blank rows between the maps and their tick labels in narrow columns
@@ -283,7 +283,8 @@ def attention_heads_figure(attention: np.ndarray, title: str, tokens: Optional[l
                      **_tile_ticks([(left, width) for _, left, _, width in tiles], keys, names))
     fig.update_yaxes(showticklabels=True, title_text="query" + (" token" if names else " (token index)"),
                      **_tile_ticks([(top, height) for top, _, height, _ in tiles], queries, names))
-    fig.update_layout(margin={"l": 70, "b": 60}, height=fig.layout.height + 40)
+    fig.update_layout(margin={"l": 70, "b": 60}, height=fig.layout.height + 40,
+                      meta={**fig.layout.meta, "picture": False})  # attention weights are read on hover
     return fig
 
 
@@ -339,6 +340,7 @@ def _overlay(heat: np.ndarray, image: np.ndarray, title: str) -> go.Figure:
                      go.Heatmap(z=heat, colorscale="Jet", **_stretched_over(picture, heat),
                                 hovertemplate="patch row %{y:.0f}, col %{x:.0f}: %{z:.3f}<extra></extra>")])
     _image_axes(fig)
+    fig.update_layout(meta={"picture": True})
     return _finish(fig, title, 360)
 
 
@@ -371,7 +373,7 @@ def cam_figures(output: dict[str, Any], image: Optional[np.ndarray] = None,
         suffix = "" if i == 0 else str(i + 1)
         fig.layout[f"xaxis{suffix}"] = {"domain": [i * width + 0.02, (i + 1) * width - 0.02], "anchor": f"y{suffix}"}
         fig.layout[f"yaxis{suffix}"] = {"domain": [0, 0.92], "anchor": f"x{suffix}"}
-    fig.update_layout(annotations=annotations)
+    fig.update_layout(annotations=annotations, meta={"picture": True})
     _image_axes(fig)
     maxima = " / ".join(f"{raw_max:.3g}" for _, _, raw_max in panels)
     return [_finish(fig, f"Grad-CAM at {output.get('target_layer', '')} (raw max {maxima})", 380)]
@@ -463,6 +465,12 @@ def captured_states_figures(output: dict[str, Any]) -> Figures:
     return figures
 
 
+def is_picture(fig: go.Figure) -> bool:
+    """Whether the figure is a picture of maps (``layout.meta['picture']``): looked at, not read value by value,
+    so a viewer may draw it as images without hover values (``data.viewer.layout.display.pictures``)."""
+    return isinstance(fig.layout.meta, dict) and bool(fig.layout.meta.get("picture"))
+
+
 def is_shared(fig: go.Figure) -> bool:
     """Whether the figure draws data that is the same for every datapoint (see ``captured_states_figures``)."""
     return isinstance(fig.layout.meta, dict) and bool(fig.layout.meta.get("shared"))
@@ -493,7 +501,7 @@ def embedding_figures(data: np.ndarray, metadata: dict[str, Any], title: str) ->
         if grid is not None and len(grid) == 2 and grid[0] * grid[1] == data.shape[0]:
             data = data.T.reshape(data.shape[1], int(grid[0]), int(grid[1]))
     if data.ndim == 3:
-        fig = go.Figure(go.Image(z=pca_rgb(data)))
+        fig = go.Figure(go.Image(z=pca_rgb(data)), layout={"meta": {"picture": True}})
         _image_axes(fig)
         figures.insert(0, _finish(fig, f"{title}: top-3 principal components as RGB", 320))
     return figures or array_figures(data, title)

@@ -51,7 +51,7 @@ def screenshot(run: str, out: str) -> None:
             page.goto(f"http://127.0.0.1:{server.server_port}/")
             first = page.locator(f"#{ids.TABLE} .ag-center-cols-container .ag-row[row-index='0'] [col-id='idx']")
             first.click()
-            page.locator(f"#{ids.DATAPOINT_PANEL} .section-debug-outputs .js-plotly-plot").first.wait_for()
+            page.locator(f"#{ids.DATAPOINT_PANEL} .section-debug-outputs .debugger-block").first.wait_for()
             page.wait_for_timeout(1500)  # let every figure finish drawing
             os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
             page.screenshot(path=out)

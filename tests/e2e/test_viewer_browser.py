@@ -8,7 +8,7 @@ import pytest
 from runners.eval_viewer.layout import ids
 from runners.trainers import BaseTrainer
 from tests.e2e.conftest import DEBUGGER, serve_viewer
-from tests.e2e.viewer_page import column, open_row, pick, wait_caption, wait_title
+from tests.e2e.viewer_page import column, debug_figures, open_row, pick, wait_caption, wait_title
 from tests.runs import write_config
 from utils.config_file import load_config
 
@@ -41,12 +41,12 @@ def test_open_the_worst_datapoint_compare_epochs_and_an_epoch_without_debug_outp
 
     idx = open_row(page, 0)
     wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {idx} · logs/run · epoch 1")
-    debug_graphs = page.locator(f"#{ids.DATAPOINT_PANEL} .section-debug-outputs .js-plotly-plot")
-    debug_graphs.first.wait_for()
+    drawn = debug_figures(page)
+    drawn.first.wait_for()
     assert _headings(page, ids.DATAPOINT_PANEL) == ALL_SECTIONS
     assert page.locator(f"#{ids.DATAPOINT_PANEL} .debugger-block .card-header").all_inner_texts() == [
         "layer3_energy", "gradcam"]
-    assert debug_graphs.count() >= 2
+    assert drawn.count() >= 2
 
     page.click(f"#{ids.TAB_COMPARE_EPOCHS}")
     columns = page.locator(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-column")

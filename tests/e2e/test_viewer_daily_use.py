@@ -18,7 +18,16 @@ from runners.eval_viewer.layout import ids
 from runners.trainers import BaseTrainer
 from runners.trainers.debug_budget import folder_bytes, remove_debug_outputs
 from tests.e2e.conftest import DEBUGGER, serve_viewer
-from tests.e2e.viewer_page import column, filter_box, filter_column, open_row, pick, wait_caption, wait_title
+from tests.e2e.viewer_page import (
+    column,
+    debug_figures,
+    filter_box,
+    filter_column,
+    open_row,
+    pick,
+    wait_caption,
+    wait_title,
+)
 from tests.runs import REPO_ROOT, train, write_config
 from utils.config_file import load_config
 
@@ -82,7 +91,7 @@ def test_finding_a_datapoint_by_idx_says_when_nothing_matches_and_ends_with_the_
 def test_a_datapoint_another_run_lacks_is_named_as_missing(viewer_url, logs, new_page):
     page = new_page(f"{viewer_url}?run={logs / 'big'}&epoch=epoch_2&idx=20")
     wait_title(page, ids.DATAPOINT_PANEL, "datapoint 20 · logs/big · epoch 2")
-    page.locator(f"#{ids.DATAPOINT_PANEL} .section-debug-outputs .js-plotly-plot").first.wait_for()
+    debug_figures(page).first.wait_for()
 
     pick(page, ids.RUN_SELECT, _run_label("logs/small"))
     wait_title(page, ids.DATAPOINT_PANEL, "datapoint 20 · logs/small")
@@ -170,7 +179,7 @@ def test_an_epoch_whose_debug_outputs_the_budget_removed_says_so_and_leads_to_th
 
         page.click(f"#{ids.NEAREST_DEBUG_EPOCH}")  # epoch 0 has none either: epoch 2 is the nearest
         wait_title(page, ids.DATAPOINT_PANEL, "datapoint 3 · logs/budget · epoch 2")
-        page.locator(f"#{ids.DATAPOINT_PANEL} .section-debug-outputs .js-plotly-plot").first.wait_for()
+        debug_figures(page).first.wait_for()
         assert page.locator(f"#{ids.EPOCH_SELECT}").inner_text().strip() == "epoch 2 · debug"
         page.close()  # before the server stops
 

@@ -1,6 +1,6 @@
 """What the viewer draws, checked in a real headless Chromium over a real two-epoch run: class names in
-badges and Grad-CAM titles, Grad-CAM of label and prediction, Compare epochs as aligned rows, tables
-as text and the input image as a plain image, dropdown options never under their search box."""
+badges and Grad-CAM titles, Grad-CAM of label and prediction (a picture), Compare epochs as aligned rows,
+tables as text and the input image as a plain image, dropdown options never under their search box."""
 
 from __future__ import annotations
 
@@ -28,6 +28,13 @@ config["debugger"]["args"]["debuggers_config"] = [  # the Datapoint tab draws th
     *config["debugger"]["args"]["debuggers_config"],
     {"name": "features", "debugger_config": {"class": FeatureMapDebugger, "args": {"layer_name": "backbone.layer4"}}}]
 """
+# The captions and the maps' (x, y) in a picture's SVG, as the browser reads them.
+PICTURE_PARTS = """img => {
+    const svg = new DOMParser().parseFromString(atob(img.src.split(',')[1]), 'image/svg+xml');
+    return {texts: [...svg.querySelectorAll('text')].map(t => t.textContent),
+            images: [...svg.querySelectorAll('image')].map(i => ['x', 'y'].map(a => Number(i.getAttribute(a))))};
+}"""
+DRAWN_Y = "g => Array.from(g._fullData[0].y)"  # what plotly drew: the y of a graph's first trace
 COPIES = ("copy_a", "copy_b", "copy_c", "copy_d", "copy_e")  # runs enough for the run list to scroll
 
 
@@ -73,11 +80,13 @@ def test_a_wrong_datapoint_names_its_classes_and_shows_grad_cam_for_label_and_pr
     assert page.locator(".badge-prediction").inner_text() == \
         f"prediction {row['prediction_name']} ({row['prediction']})"
     assert page.locator(".label-class").inner_text() == f"{row['label_name']} ({row['label']})"
-    cam = _block(page, "gradcam").locator(".js-plotly-plot").first
-    cam.locator(".annotation-text").first.wait_for()
-    assert _annotations(cam) == [f"label: {row['label_name']}", f"prediction: {row['prediction_name']}"]
-    axes = cam.evaluate("gd => gd._fullData.filter(t => t.type === 'heatmap').map(t => t.xaxis)")
-    assert axes == ["x", "x2"]  # two maps side by side
+    cam = _block(page, "gradcam").locator("img.picture")  # drawn as a picture: nothing for plotly on a click
+    cam.wait_for()
+    assert cam.evaluate("img => img.complete && img.naturalWidth > 0")
+    panels = cam.evaluate(PICTURE_PARTS)
+    assert panels["texts"][:2] == [f"label: {row['label_name']}", f"prediction: {row['prediction_name']}"]
+    assert len(panels["images"]) == 2 and panels["images"][0][1] == panels["images"][1][1]  # side by side
+    assert _block(page, "gradcam").locator(".js-plotly-plot").count() == 0
 
 
 def test_compare_epochs_shows_aligned_rows_on_shared_scales_and_a_difference(viewer_url, logs, new_page):
@@ -116,6 +125,30 @@ def test_statistics_are_a_text_table_of_every_statistic_and_the_input_a_plain_im
         assert shown[key] == (f"{value:.6g}" if isinstance(value, (float, np.floating)) else str(value)), key
     image = page.locator(f"#{ids.DATAPOINT_PANEL} .section-inputs img")
     assert image.evaluate("img => img.complete && img.naturalWidth") == np.shape(datapoint["inputs"]["image"])[-1]
+
+
+def test_a_graph_below_the_fold_is_drawn_when_scrolled_to_and_follows_the_open_datapoint(viewer_url, logs, new_page):
+    backend = ViewerBackend([str(logs)])
+    run = backend.run(str(logs / "run"))
+    epoch = backend.epoch(run, "epoch_1")
+    page = new_page(_url(viewer_url, logs / "run", idx=0))
+    means = _block(page, "stats").locator(".lazy-graph").last  # the channel means, under the statistics
+    means.wait_for(state="attached")
+    assert means.evaluate("g => g.getBoundingClientRect().top > window.innerHeight + 100")
+    assert means.locator(".main-svg").count() == 0  # below the fold: not drawn with the datapoint
+    means.scroll_into_view_if_needed()
+    means.locator(".main-svg").first.wait_for()
+    expected = load_datapoint(backend, run, epoch, 0)["debug"]["stats"]["channel_means"]
+    assert means.evaluate(DRAWN_Y) == pytest.approx(np.asarray(expected).tolist())
+
+    page.keyboard.press("j")  # the table's first row, drawn in the same place (in view now)
+    page.wait_for_function(f"() => !document.querySelector('#{ids.DATAPOINT_PANEL} .datapoint-title')"
+                           ".innerText.startsWith('datapoint 0 ')")
+    idx = int(page.locator(f"#{ids.DATAPOINT_PANEL} .datapoint-title").inner_text().split()[1])
+    expected = load_datapoint(backend, run, epoch, idx)["debug"]["stats"]["channel_means"]
+    page.wait_for_function("([g, y]) => g._fullData && g._fullData[0].y.length === y.length "
+                           "&& Array.from(g._fullData[0].y).every((v, i) => Math.abs(v - y[i]) < 1e-6)",
+                           arg=[means.element_handle(), np.asarray(expected).tolist()])
 
 
 def test_dropdown_options_never_lie_under_the_search_box(viewer_url, logs, new_page):

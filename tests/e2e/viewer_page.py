@@ -46,3 +46,8 @@ def open_row(page, row: int) -> str:
 
 def wait_title(page, panel: str, text: str) -> None:
     page.wait_for_selector(f"#{panel} .datapoint-title:has-text('{text}')")
+
+
+def debug_figures(page, panel: str = ids.DATAPOINT_PANEL):
+    """The drawn Debug Outputs figures of a panel: plotly graphs and maps drawn as pictures."""
+    return page.locator(f"#{panel} .section-debug-outputs :is(.js-plotly-plot, img.picture)")

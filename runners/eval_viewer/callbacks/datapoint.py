@@ -12,10 +12,9 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
-from dash import Dash, Input, Output, State, dcc, html, no_update
-from plotly.basedatatypes import BaseFigure
+from dash import Dash, Input, Output, State, html, no_update
 
 from data.viewer.layout.display import display_datapoint
 from data.viewer.layout.display.display_labels import class_badges
@@ -87,26 +86,13 @@ def draw_panel(backend: ViewerBackend, run: Optional[Run], epoch: Optional[Epoch
     body = [*header, display_datapoint(datapoint)]
     if debuggers and not datapoint["debug"]:
         body.append(message("No debugger is ticked above: tick one to see its outputs.", "secondary"))
-    return Panel(_with_plain_figures(html.Div(body)), tuple(debuggers))
+    return Panel(html.Div(body), tuple(debuggers))
 
 
 def render_datapoint(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str],
                      idx: Optional[int], chosen: Optional[list[str]] = None) -> html.Div:
     """What the Datapoint tab shows (see ``build_panel``)."""
     return build_panel(backend, run_path, epoch_key, idx, chosen).body
-
-
-def _with_plain_figures(component: Any) -> Any:
-    """Figures in ``component`` turned into the plain dicts Dash sends, once: a kept panel is then sent
-    without converting its figures again on every click."""
-    stack = [component]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dcc.Graph) and isinstance(getattr(node, "figure", None), BaseFigure):
-            node.figure = node.figure.to_plotly_json()
-        children = getattr(node, "children", None)
-        stack.extend(children if isinstance(children, (list, tuple)) else [children] if children is not None else [])
-    return component
 
 
 class Panels:

@@ -9,15 +9,19 @@ import io
 import math
 import re
 import shutil
+from xml.etree import ElementTree
 
 import numpy as np
 import PIL.Image
+import plotly.colors
 import plotly.graph_objects as go
+import plotly.io as pio
 import pytest
 import torch
 
 from data.viewer.layout.display.display_compare import CompareColumn, display_compare
 from data.viewer.layout.display.display_debug_outputs import display_debug_outputs
+from data.viewer.layout.display.pictures import picture_component
 from data.viewer.layout.display.values import as_image, figure_component, image_component, key_value_table
 from debuggers.activation_stats_debugger import ActivationStatsDebugger
 from debuggers.attention_debugger import AttentionDebugger
@@ -27,8 +31,11 @@ from debuggers.feature_map_debugger import FeatureMapDebugger
 from debuggers.figures import (
     MAX_PANELS,
     SHARED,
+    attention_heads_figure,
+    display_image,
     figures_for_output,
     grid_tile,
+    is_picture,
     is_shared,
     log_ticks,
     patch_attention,
@@ -44,6 +51,7 @@ from runners.eval_viewer.callbacks.scores import history_data
 from tests.debuggers.library import capture_epoch, entry
 from tests.runs import train, write_config
 
+SVG = "{http://www.w3.org/2000/svg}"
 NAMES = {0: "circle", 1: "square", 2: "triangle", 3: "cross", 4: "ring", 5: "bar"}
 DEBUGGERS = [entry("cam", GradCAMDebugger, target_layer="backbone.layer4"),
              entry("fm", FeatureMapDebugger, layer_name="backbone.layer3"),
@@ -262,6 +270,80 @@ def _graphs(component) -> list:
     return _graphs(children) if children is not None else []
 
 
+def _pictures(component) -> list[tuple[str, ElementTree.Element]]:
+    """The picture figures in a component tree: their title and their SVG."""
+    found = []
+    for node in _walk(component):
+        if type(node).__name__ == "Figure" and "picture-figure" in (node.className or ""):
+            caption, image = node.children
+            found.append((caption.children, ElementTree.fromstring(base64.b64decode(image.src.split(",", 1)[1]))))
+    return found
+
+
+def _figure_titles(components: list) -> list[str]:
+    """The title of every figure in component trees, graph (drawn at once or when in view) or picture, in order."""
+    titles = []
+    for node in (node for component in components for node in _walk(component)):
+        if type(node).__name__ == "Graph":
+            titles.append(str(go.Figure(node.figure).layout.title.text))
+        elif "lazy-graph" in (getattr(node, "className", None) or ""):  # drawn by the page when in view
+            titles.append(str(pio.from_json(node.to_plotly_json()["props"]["data-figure"]).layout.title.text))
+        elif type(node).__name__ == "Figure" and "picture-figure" in (node.className or ""):
+            titles.append(node.children[0].children)
+    return titles
+
+
+def _png(href: str) -> np.ndarray:
+    return np.asarray(PIL.Image.open(io.BytesIO(base64.b64decode(href.split(",", 1)[1]))))
+
+
+def _colours(colorscale, shares: np.ndarray) -> np.ndarray:
+    """plotly's own sampling of a colour scale (its hex stops as rgb first), as an (..., 3) array."""
+    scale = [[p, c if c.startswith("rgb") else f"rgb{plotly.colors.hex_to_rgb(c)}"] for p, c in colorscale]
+    sampled = plotly.colors.sample_colorscale(scale, list(np.ravel(shares)))
+    return np.array([plotly.colors.unlabel_rgb(c) for c in sampled]).reshape(*np.shape(shares), 3)
+
+
+def test_feature_maps_are_one_picture_of_every_channel_in_the_figure_s_colours(epochs):
+    (fig,) = figures_for_output(epochs[0][0][2]["fm"])
+    assert is_picture(fig)
+    ((title, svg),) = _pictures(display_debug_outputs({"fm": epochs[0][0][2]["fm"]}))
+    assert title == fig.layout.title.text
+    texts = [text.text for text in svg.iter(f"{SVG}text")]
+    assert texts[:MAX_PANELS] == [a.text for a in fig.layout.annotations]  # each channel's caption
+    z = np.asarray(fig.data[0].z, dtype=np.float64)
+    low, high = np.nanmin(z), np.nanmax(z)
+    assert texts[MAX_PANELS:] == [f"{v:.3g}" for v in (high, (low + high) / 2, low)]  # the colour bar
+    (image,) = svg.iter(f"{SVG}image")
+    pixels = _png(image.get("href"))
+    assert pixels.shape == (*z.shape, 4)
+    finite = np.isfinite(z)
+    np.testing.assert_array_equal(pixels[..., 3], np.where(finite, 255, 0))  # the gaps between maps are clear
+    expected = _colours(fig.data[0].colorscale, (z[finite] - low) / (high - low))
+    np.testing.assert_allclose(pixels[..., :3][finite], expected, atol=1)
+    for i in range(MAX_PANELS):  # each map where the figure's tiles put it
+        top, left, height, width = fig.layout.meta["tiles"][i]
+        np.testing.assert_array_equal(z[top:top + height, left:left + width], grid_tile(fig, i))
+
+
+def test_grad_cam_is_a_picture_of_both_maps_over_the_input_image(epochs):
+    outputs, images, labels, predicted = epochs[0]
+    out = outputs[1]["cam"]
+    (fig,) = figures_for_output(out, image=images[1].numpy(), class_names=NAMES)
+    ((_, svg),) = _pictures(picture_component(fig, "debug-figure"))
+    assert [text.text for text in svg.iter(f"{SVG}text")][:2] == [f"label: {NAMES[int(labels[1])]}",
+                                                                   f"prediction: {NAMES[int(predicted[1])]}"]
+    picture = display_image(images[1].numpy()).astype(np.float64)
+    jet = plotly.colors.get_colorscale("Jet")
+    for image, cam in zip(svg.iter(f"{SVG}image"), (out["other_target"]["cam"], out["cam"])):
+        pixels = _png(image.get("href")).astype(np.float64)
+        rows = np.arange(picture.shape[0]) * cam.shape[0] // picture.shape[0]  # the cam cell over each pixel
+        columns = np.arange(picture.shape[1]) * cam.shape[1] // picture.shape[1]
+        heat = _colours(jet, np.clip(np.asarray(cam)[rows[:, None], columns[None, :]], 0, 1))
+        np.testing.assert_allclose(pixels, 0.55 * picture + 0.45 * heat, atol=1.01)
+    assert not is_picture(attention_heads_figure(np.random.default_rng(0).random((2, 4, 4)), "attention"))
+
+
 def _wrong_datapoint(backend, epoch) -> dict:
     return next(row for row in backend.table(epoch).page(limit=100) if row["label"] != row["prediction"])
 
@@ -276,10 +358,9 @@ def test_badges_and_grad_cam_titles_name_the_classes(run):
     assert f"prediction {row['prediction_name']} ({row['prediction']})" in texts
     assert f"{row['label_name']} ({row['label']})" in texts  # the Labels section
     assert not any(text.startswith("predicted_class") for text in texts)  # the number is now a named badge
-    figures = [go.Figure(g.figure) for g in _graphs(shown)]  # the panel holds figures as plain dicts
-    cams = [fig for fig in figures if str(fig.layout.title.text).startswith("Grad-CAM")]
-    assert [a.text for a in cams[0].layout.annotations] == [f"label: {row['label_name']}",
-                                                            f"prediction: {row['prediction_name']}"]
+    cams = [svg for title, svg in _pictures(shown) if title.startswith("Grad-CAM")]  # drawn as a picture
+    assert [text.text for text in cams[0].iter(f"{SVG}text")][:2] == [f"label: {row['label_name']}",
+                                                                      f"prediction: {row['prediction_name']}"]
 
 
 def test_compare_epochs_rows_align_channels_across_the_run_s_epochs(run):
@@ -369,8 +450,8 @@ def test_a_position_encoding_is_drawn_once_folded_and_marked_as_shared(tmp_path)
     body = display_debug_outputs({"cap": out})
     folded = [node for node in _walk(body) if type(node).__name__ == "Details"]
     assert len(folded) == 1 and folded[0].className == "shared-outputs"
-    inside = [g.figure.layout.title.text for g in _graphs(folded[0].children)]
-    outside = [g.figure.layout.title.text for g in _graphs(body) if g.figure.layout.title.text not in inside]
+    inside = _figure_titles(folded[0].children)
+    outside = [title for title in _figure_titles([body]) if title not in inside]
     assert inside == [fig.layout.title.text for fig in shared]
     assert outside and not any(title.startswith("pos_embed") for title in outside)
 

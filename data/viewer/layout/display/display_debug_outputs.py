@@ -9,11 +9,20 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import plotly.graph_objects as go
 from dash import html
 
 from data.viewer.layout.display.elements import alert, card
-from data.viewer.layout.display.values import describe_value, figure_component, first_image, token_strings
-from debuggers.figures import SHARED, figures_for_output, is_shared
+from data.viewer.layout.display.pictures import picture_component
+from data.viewer.layout.display.values import (
+    describe_value,
+    first_image,
+    is_table,
+    lazy_graph,
+    table_component,
+    token_strings,
+)
+from debuggers.figures import SHARED, figures_for_output, is_picture, is_shared
 from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
 
 
@@ -43,14 +52,24 @@ def _output_body(name: str, output: Any, context: dict[str, Any]) -> list:
                       color="warning")]
     if not figures:
         return [html.Pre(_summary(output), className="output-summary")]
-    own = [figure_component(figure, "debug-figure") for figure in figures if not is_shared(figure)]
+    own = [_drawn(figure) for figure in figures if not is_shared(figure)]
     shared = [figure for figure in figures if is_shared(figure)]
     if shared:  # the same at every datapoint: folded, so it does not repeat itself datapoint after datapoint
         titles = ", ".join(shared_title(figure) for figure in shared)
         own.append(html.Details([html.Summary(f"{SHARED}: {titles}", className="shared-summary"),
-                                 *[figure_component(figure, "debug-figure") for figure in shared]],
+                                 *[_drawn(figure) for figure in shared]],
                                 className="shared-outputs"))
     return own
+
+
+def _drawn(figure: go.Figure) -> Any:
+    """A table as text and a picture of maps as an image (nothing for plotly to draw on a click), any other
+    figure as a graph drawn when it comes into view."""
+    if is_picture(figure):
+        return picture_component(figure, "debug-figure")
+    if is_table(figure):
+        return table_component(figure, "debug-figure")
+    return lazy_graph(figure, "debug-figure")
 
 
 def shared_title(figure: Any) -> str:

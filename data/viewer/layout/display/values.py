@@ -73,12 +73,23 @@ def image_component(image: np.ndarray, title: str) -> html.Figure:
                        className="datapoint-image")
 
 
+def is_table(figure: go.Figure) -> bool:
+    """Whether the figure is one table (``debuggers.figures._table``)."""
+    return len(figure.data) == 1 and isinstance(figure.data[0], go.Table)
+
+
 def figure_component(figure: go.Figure, class_name: str) -> Any:
     """A figure as the page shows it: a table figure as text (the same cells, no plotly graph to draw),
     anything else as a graph."""
-    if len(figure.data) == 1 and isinstance(figure.data[0], go.Table):
-        return table_component(figure, class_name)
-    return dcc.Graph(figure=figure, config=GRAPH_CONFIG, className=class_name)
+    return table_component(figure, class_name) if is_table(figure) else \
+        dcc.Graph(figure=figure, config=GRAPH_CONFIG, className=class_name)
+
+
+def lazy_graph(figure: go.Figure, class_name: str) -> html.Div:
+    """A graph the page draws once it comes into view (``assets/lazy_graphs.js``), so a click draws the graphs on
+    screen only; its height is kept meanwhile. The figure travels as JSON, converted once with the panel."""
+    return html.Div(className=f"{class_name} lazy-graph", style={"height": f"{figure.layout.height or 450}px"},
+                    **{"data-figure": figure.to_json()})
 
 
 def table_component(figure: go.Figure, class_name: str) -> html.Figure:
