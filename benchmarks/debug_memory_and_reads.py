@@ -47,6 +47,7 @@ from benchmarks.common import (
 )
 from data.datasets import SyntheticShapesDataset, collate_datapoints
 from debuggers.batch_split import split_batch_value
+from debuggers.page_encoding import RecordEncoder
 from debuggers.page_format import PageFile, write_page
 from debuggers.page_store import PageWriter
 from models import SmallCNN
@@ -107,7 +108,7 @@ def read_figures(root: str, datapoints: int, page_sizes_mb: list[int], opens: in
 # ----------------------------------------------------------------- writes
 def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
                   clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
-    """Median seconds of writing ``arrays`` arrays of ``array_kb`` KiB, five ways, interleaved:
+    """Median seconds of writing ``arrays`` arrays of ``array_kb`` KiB, five ways, and of encoding them, interleaved:
 
     * ``write_page``: one page from a ``{idx: outputs}`` dict;
     * ``writer``: what a trainer's page writer does per epoch: ``start_epoch``, one ``add_converted`` per
@@ -116,6 +117,7 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
       index);
     * ``page alone``: what that thread does for the page itself: the batches appended to a ``PageFile`` and
       written one by one, the page sealed (no thread, no index, no locations);
+    * ``encoding alone``: the batches' records encoded (``RecordEncoder.records``), nothing written;
     * ``save``: ``numpy.save`` of the same bytes stacked, one file;
     * ``save per batch``: the hand-written floor, ``numpy.save`` of each batch.
 
@@ -147,6 +149,12 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
             page_file.write_pending()
         page_file.seal()
 
+    def encoding_alone() -> None:
+        encoder = RecordEncoder(0)
+        for start, (batch_rows, batch_value) in zip(range(0, arrays, BATCH), rows):
+            encoder.records(list(range(start, start + len(batch_rows))), batch_rows, None, batch_value)
+            encoder.take()
+
     def save_per_batch(path: str) -> None:
         os.mkdir(path)
         for number, batch in enumerate(batches):
@@ -163,6 +171,7 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
             "write_page": fresh(lambda path: write_page(path + ".pkl", page)),
             "writer": fresh(epoch),
             "page alone": fresh(page_alone),
+            "encoding alone": encoding_alone,
             "save": fresh(lambda path: np.save(path + ".npy", stacked)),
             "save per batch": fresh(save_per_batch),
         }, rounds, between_rounds=clean, clock=clock)
@@ -182,7 +191,8 @@ def print_write_figures(folder: str, rounds: int) -> None:
             print(f"  {array_kb} KiB arrays, {unit:4s} MB/s: {rates}; ratio to numpy.save: write_page "
                   f"{rate['write_page'] / rate['save']:.2f}, writer {rate['writer'] / rate['save']:.2f}, page alone "
                   f"{rate['page alone'] / rate['save']:.2f} (writer to the floor's save per batch "
-                  f"{rate['writer'] / rate['save per batch']:.2f})")
+                  f"{rate['writer'] / rate['save per batch']:.2f}); ms: " + ", ".join(
+                      f"{name} {value * 1e3:.2f}" for name, value in seconds.items()))
 
 
 # ----------------------------------------------------------------- memory
