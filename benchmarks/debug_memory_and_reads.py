@@ -108,7 +108,7 @@ def read_figures(root: str, datapoints: int, page_sizes_mb: list[int], opens: in
 # ----------------------------------------------------------------- writes
 def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
                   clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
-    """Median seconds of writing ``arrays`` arrays of ``array_kb`` KiB, five ways, and of encoding them, interleaved:
+    """Median seconds of writing ``arrays`` arrays of ``array_kb`` KiB, six ways, and of encoding them, interleaved:
 
     * ``write_page``: one page from a ``{idx: outputs}`` dict;
     * ``writer``: what a trainer's page writer does per epoch: ``start_epoch``, one ``add_converted`` per
@@ -119,6 +119,8 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
       written one by one, the page sealed (no thread, no index, no locations);
     * ``encoding alone``: the batches' records encoded (``RecordEncoder.records``), nothing written;
     * ``save``: ``numpy.save`` of the same bytes stacked, one file;
+    * ``writes alone``: the batch arrays appended to one file, each after reserving its blocks (as the page
+      does for each batch; ``posix_fallocate``, ``write``): the page's writes without the page;
     * ``save per batch``: the hand-written floor, ``numpy.save`` of each batch.
 
     Each write goes to a new file (or folder), as pages of a new epoch do (renaming over an existing
@@ -160,6 +162,15 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
         for number, batch in enumerate(batches):
             np.save(os.path.join(path, f"batch_{number}.npy"), batch)
 
+    def writes_alone(path: str) -> None:
+        fd = os.open(path + ".bin", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            for batch in batches:
+                os.posix_fallocate(fd, os.lseek(fd, 0, os.SEEK_CUR), batch.nbytes)
+                os.write(fd, batch)
+        finally:
+            os.close(fd)
+
     def clean() -> None:
         for name in os.listdir(folder):
             if name.startswith("write_"):
@@ -173,6 +184,7 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
             "page alone": fresh(page_alone),
             "encoding alone": encoding_alone,
             "save": fresh(lambda path: np.save(path + ".npy", stacked)),
+            "writes alone": fresh(writes_alone),
             "save per batch": fresh(save_per_batch),
         }, rounds, between_rounds=clean, clock=clock)
     finally:

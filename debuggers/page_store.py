@@ -3,7 +3,8 @@
 The eval loop calls ``add`` once per datapoint: the outputs are converted there
 (``to_page_value``: a conversion error belongs to that call alone) and queued; a
 daemon thread appends each batch's records to the open page file as it comes
-(``PageFile``: a batch of one structure is encoded at once), seals the page once
+(``PageFile``: a batch of one structure is encoded at once; batches queued behind
+one being written are written together, in one system call), seals the page once
 it reaches ``page_size_bytes``, appends its rows to the locations file and
 rewrites the index. No page is held in memory:
 the writer holds at most ``max_in_flight_bytes`` of queued outputs, counted as
@@ -39,6 +40,7 @@ from debuggers.page_values import UnsupportedOutputError, held_storage, to_page_
 _POLL_S = 0.5
 _JOIN_TIMEOUT_S = 10.0
 DEFAULT_IN_FLIGHT_BYTES = 16 * 1024 * 1024
+_GROUP_ITEMS = 16  # queued batches written together at most
 
 
 class PageWriterError(RuntimeError):
@@ -317,7 +319,7 @@ class PageWriter:
         try:
             while (command := self._next_command()) is not None:
                 if isinstance(command, _Item):
-                    self._store(command)
+                    self._store([command, *self._queued_items(command.epoch)])
                 else:
                     self._complete(command)
         except BaseException as exc:  # keep it for the caller; a waiting caller notices the dead thread
@@ -330,6 +332,16 @@ class PageWriter:
             while not self._queue and not self._closed:
                 self._cond.wait(_POLL_S)
             return None if self._closed else self._queue.popleft()
+
+    def _queued_items(self, epoch: _Epoch) -> list[_Item]:
+        """The batches of ``epoch`` queued behind the one taken (the disk or this thread is behind): they are
+        written together, one system call for all, their records encoded one after the other."""
+        with self._cond:
+            items = []
+            while self._queue and len(items) < _GROUP_ITEMS and isinstance(self._queue[0], _Item) \
+                    and self._queue[0].epoch is epoch:
+                items.append(self._queue.popleft())
+            return items
 
     def _step(self, released: list[int] = ()) -> None:
         with self._cond:
@@ -349,21 +361,24 @@ class PageWriter:
             epoch.page.discard()
             epoch.page = None
 
-    def _store(self, item: _Item) -> None:
-        epoch = item.epoch
+    def _store(self, items: list[_Item]) -> None:
+        """Append the batches ``items`` (of one epoch) to its pages and write them."""
+        epoch = items[0].epoch
         try:
-            done = 0
-            while epoch.error is None and done < len(item.indices):
-                batch_value = item.batch_value if not done or item.batch_value is None \
-                    else take_rows(item.batch_value, slice(done, None))
-                done += self._append(epoch, item.indices[done:], item.values[done:], batch_value)
+            for item in items:
+                done = 0
+                while epoch.error is None and done < len(item.indices):
+                    batch_value = item.batch_value if not done or item.batch_value is None \
+                        else take_rows(item.batch_value, slice(done, None))
+                    done += self._append(epoch, item.indices[done:], item.values[done:], batch_value)
             if epoch.error is None and epoch.page is not None:
                 epoch.page.write_pending()
         except Exception as exc:
             self._record(epoch, exc, "")
         finally:
-            item.values = item.batch_value = None  # on disk now: its memory is no longer held
-            self._step(item.owners)
+            for item in items:
+                item.values = item.batch_value = None  # on disk now: its memory is no longer held
+            self._step([owner for item in items for owner in item.owners])
 
     def _append(self, epoch: _Epoch, indices: list[int], values: list[Any], batch_value: Any) -> int:
         """Append datapoints to the open page until it is full (then sealed); returns how many."""

@@ -47,12 +47,12 @@ def pages_on_disk(folder) -> dict[str, dict]:
     return {os.path.basename(p): load_page(p) for p in sorted(glob.glob(os.path.join(folder, PAGE_GLOB)))}
 
 
-def slow_disk(monkeypatch, seconds: float) -> None:
-    """Fault injection: every write to a page takes ``seconds`` longer (a slow disk)."""
+def slow_disk(monkeypatch, bytes_per_second: float) -> None:
+    """Fault injection: a disk that writes ``bytes_per_second`` (a write takes as long as its bytes need)."""
     real_append = page_format._append
 
     def append(file, buffers):
-        time.sleep(seconds)
+        time.sleep(sum(b.nbytes if isinstance(b, np.ndarray) else len(b) for b in buffers) / bytes_per_second)
         real_append(file, buffers)
 
     monkeypatch.setattr(page_format, "_append", append)
@@ -279,7 +279,7 @@ def test_misuse_gets_clear_errors(tmp_path, make_writer):
 
 # -------------------------------------------------------- bounded memory
 def test_slow_disk_blocks_add_and_bounds_memory(tmp_path, make_writer, monkeypatch):
-    slow_disk(monkeypatch, 0.01)
+    slow_disk(monkeypatch, 3 * MB)
     page, item = 256 * 1024, 32 * 1024
     alive = {"bytes": 0, "peak": 0}
     lock = threading.Lock()
@@ -307,6 +307,27 @@ def test_slow_disk_blocks_add_and_bounds_memory(tmp_path, make_writer, monkeypat
     assert waited > 0.5  # add really waited for the disk
     assert alive["peak"] <= 2 * page + 3 * item  # queued + page being written + the item in hand
     assert len(pages_on_disk(tmp_path)) >= 9
+
+
+def test_batches_queued_behind_a_busy_disk_are_written_together(tmp_path, make_writer, monkeypatch):
+    writes = []
+    real_append = page_format._append
+
+    def busy_disk(file, buffers):
+        writes.append(len(buffers))
+        time.sleep(0.5)  # the first batch's write: the other batches queue up meanwhile
+        real_append(file, buffers)
+
+    monkeypatch.setattr(page_format, "_append", busy_disk)
+    writer = make_writer(64 * MB)
+    writer.start_epoch(str(tmp_path))
+    for number in range(8):
+        rows, batch_value = split_batch_value({"fm": torch.full((16, 256), float(number))}, 16)
+        writer.add_converted(list(range(16 * number, 16 * number + 16)), rows, batch_value)
+    assert writer.flush()["datapoints"] == 128
+    assert len(writes) == 3  # the first batch; the seven queued behind it, in one call; the footer
+    page = load_page(str(tmp_path / "page_0.pkl"))
+    assert sorted(page) == list(range(128)) and all((page[idx]["fm"] == idx // 16).all() for idx in page)
 
 
 def test_huge_item_is_admitted_when_nothing_is_in_flight(tmp_path, make_writer):
