@@ -325,7 +325,7 @@ def test_batches_queued_behind_a_busy_disk_are_written_together(tmp_path, make_w
         rows, batch_value = split_batch_value({"fm": torch.full((16, 256), float(number))}, 16)
         writer.add_converted(list(range(16 * number, 16 * number + 16)), rows, batch_value)
     assert writer.flush()["datapoints"] == 128
-    assert len(writes) == 3  # the first batch; the seven queued behind it, in one call; the footer
+    assert len(writes) <= 3  # the first batch (if the thread took it alone); the others in one call; the footer
     page = load_page(str(tmp_path / "page_0.pkl"))
     assert sorted(page) == list(range(128)) and all((page[idx]["fm"] == idx // 16).all() for idx in page)
 
