@@ -153,6 +153,9 @@ class AttentionDebugger(ForwardDebugger):
                 "entropy_max": entropy.max(axis=1),
                 "max_attention": np.array([output["max_attention"] for output in outputs], dtype=np.float64), **heads}
 
+    def release(self) -> None:
+        self._pool.release()
+
     def clear(self) -> None:
         super().clear()
         self._inside, self._offered, self._padding = False, None, (None, None)

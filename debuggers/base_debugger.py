@@ -20,10 +20,11 @@ class BaseDebugger(ABC):
     its output with the **batch first**: every tensor or array has one row per
     datapoint (see ``debuggers/batch_split.py`` for the full contract).
 
-    Two optional hooks mirror a callback lifecycle: ``attach(model)`` runs when
+    Optional hooks mirror a callback lifecycle: ``attach(model)`` runs when
     capture is enabled and returns removable handles (forward hooks, capture
     listeners) that are removed when it is disabled, so a disabled debugger
-    leaves nothing on the model. Set ``runs_model = True`` on debuggers that run
+    leaves nothing on the model; ``clear()`` runs after each batch, ``release()``
+    when capture is disabled. Set ``runs_model = True`` on debuggers that run
     the model themselves (Grad-CAM, gradients): they run after all the others,
     with every other debugger's hooks detached.
     """
@@ -45,6 +46,9 @@ class BaseDebugger(ABC):
 
     def clear(self) -> None:  # noqa: B027 - an optional hook, a no-op by default
         """Forget anything captured for the last batch."""
+
+    def release(self) -> None:  # noqa: B027 - an optional hook, a no-op by default
+        """Capture has stopped (the epoch is over): let go of what is kept from batch to batch (buffers)."""
 
     def summary(self, output: Any) -> dict[str, float]:
         """A few floats that sum up one datapoint's output, for the epoch table and the failure analysis.

@@ -11,21 +11,29 @@ keeps the slice alive), and a ``weakref.finalize`` on the slice gives the buffer
 when the slice dies, in whichever thread drops the last reference.
 
 Nothing waits: when no buffer of the right size is free, the tensor gets fresh memory,
-which joins the pool while the pool holds fewer than ``max_buffers`` and ``max_bytes``
-(the memory it keeps between epochs).
+which joins the pool while the pool holds fewer than ``max_buffers`` and ``max_bytes``.
+The defaults cover what one debugger's copies need at once: the page writer's queue
+(16 MB, or one batch when a batch is larger), the batch it is writing and the batch being
+captured; 256 MB is two batches of ViT-B's attention (64 datapoints, 12 heads, 197 tokens:
+119 MB a batch). ``release`` lets them all go when capture stops (the epoch is over).
+
+A pool stays usable in a child forked at any moment: its lock is made anew there.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 
 import numpy as np
 import torch
 
-DEFAULT_MAX_BUFFERS = 6  # copies queued for or being written by the page writer, the next batch's, a scratch
+DEFAULT_MAX_BUFFERS = 6  # 16 MB of queued 4 MB copies (the one being written among them), the next batch's, a scratch
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 POOLED_FROM_BYTES = 64 * 1024  # smaller tensors come from the allocator's warm heap anyway
+
+_pools: weakref.WeakSet[BufferPool] = weakref.WeakSet()
 
 
 class BufferPool:
@@ -35,11 +43,18 @@ class BufferPool:
         self.max_buffers, self.max_bytes = max_buffers, max_bytes
         self._free: list[np.ndarray] = []
         self._buffers = self._bytes = 0  # the pool's buffers, free or in use, and their size
+        self._generation = 0  # bumped by release: buffers handed out before it are not taken back
         self._lock = threading.RLock()  # RLock: a slice may die, and give its buffer back, inside _take
+        _pools.add(self)
 
     @property
     def free_buffers(self) -> int:
         return len(self._free)
+
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes of the pool's buffers, free or in use."""
+        return self._bytes
 
     def copy_of(self, tensor: torch.Tensor) -> torch.Tensor:
         """A detached, contiguous copy of ``tensor`` (a plain clone off the CPU or for a non-dense tensor)."""
@@ -51,26 +66,36 @@ class BufferPool:
     def empty_like(self, tensor: torch.Tensor) -> torch.Tensor:
         """An uninitialised contiguous tensor like ``tensor``; on the CPU in a pooled buffer if one is free."""
         nbytes = tensor.numel() * tensor.element_size()
-        buffer = self._take(nbytes) if nbytes >= POOLED_FROM_BYTES and tensor.device.type == "cpu" else None
-        if buffer is None:
+        taken = self._take(nbytes) if nbytes >= POOLED_FROM_BYTES and tensor.device.type == "cpu" else None
+        if taken is None:
             return torch.empty(tensor.shape, dtype=tensor.dtype, device=tensor.device)
+        buffer, generation = taken
         piece = buffer[:nbytes]
-        weakref.finalize(piece, self._give_back, buffer)
+        weakref.finalize(piece, self._give_back, buffer, generation)
         return torch.from_numpy(piece).view(tensor.dtype).view(tensor.shape)
 
-    def _take(self, nbytes: int) -> np.ndarray | None:
+    def release(self) -> None:
+        """Let every buffer go: the free ones now, the ones in use when their last view dies."""
+        with self._lock:
+            self._generation += 1
+            self._free.clear()
+            self._buffers = self._bytes = 0
+
+    def _take(self, nbytes: int) -> tuple[np.ndarray, int] | None:
         """A free buffer that fits ``nbytes`` without wasting more than half of it, or a new one that joins the
-        pool; None when the pool is full."""
+        pool, making room by dropping free buffers of other sizes; None when even that leaves no room."""
         with self._lock:
             for k, buffer in enumerate(self._free):
                 if nbytes <= buffer.nbytes <= 2 * nbytes:
-                    return self._free.pop(k)
-            while self._free and not self._has_room(nbytes):  # sizes changed: buffers that no longer fit go
-                self._forget(self._free.pop(0))
-            if not self._has_room(nbytes):
+                    return self._free.pop(k), self._generation
+            in_use_bytes = self._bytes - sum(buffer.nbytes for buffer in self._free)
+            if self._buffers - len(self._free) >= self.max_buffers or in_use_bytes + nbytes > self.max_bytes:
                 return None
+            while not self._has_room(nbytes):  # sizes changed: free buffers that no longer fit go
+                self._forget(self._free.pop(0))
             self._buffers, self._bytes = self._buffers + 1, self._bytes + nbytes
-        return np.empty(nbytes, dtype=np.uint8)
+            generation = self._generation
+        return np.empty(nbytes, dtype=np.uint8), generation
 
     def _has_room(self, nbytes: int) -> bool:
         return self._buffers < self.max_buffers and self._bytes + nbytes <= self.max_bytes
@@ -78,6 +103,16 @@ class BufferPool:
     def _forget(self, buffer: np.ndarray) -> None:
         self._buffers, self._bytes = self._buffers - 1, self._bytes - buffer.nbytes
 
-    def _give_back(self, buffer: np.ndarray) -> None:
+    def _give_back(self, buffer: np.ndarray, generation: int) -> None:
         with self._lock:
-            self._free.append(buffer)
+            if generation == self._generation:
+                self._free.append(buffer)
+
+
+def _new_locks_after_fork() -> None:
+    """A lock held at the fork by a thread that does not exist in the child would never be released there."""
+    for pool in list(_pools):
+        pool._lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_locks_after_fork)

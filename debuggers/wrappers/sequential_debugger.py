@@ -143,6 +143,9 @@ class SequentialDebugger(BaseDebugger):
             raise RuntimeError("SequentialDebugger: call register_hooks(model) (or pass model=) before enabling")
         self._enabled = value
         self._attach() if value else self._detach()
+        if not value:  # the epoch is over
+            for debugger in self.debuggers.values():
+                debugger.release()
 
     def _attach(self) -> None:
         for debugger in self.debuggers.values():

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
+import traceback
+from contextlib import contextmanager
+
 import torch
 
 from debuggers import capture
@@ -54,3 +61,53 @@ def leftover_hooks(model) -> int:
     return len(capture._listeners) + sum(
         len(m._forward_hooks) + len(m._forward_pre_hooks) + len(m._backward_hooks)
         + len(m._backward_pre_hooks) for m in model.modules())
+
+
+def exit_code_in_forked_child(check, timeout_s=30.0) -> int:
+    """Run ``check()`` in a child forked now; its exit code: 0 when it returned True, 1 when False, 2 when it
+    raised. A child still running after ``timeout_s`` (hung) is killed: -9."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            code = 0 if check() else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 2
+        os._exit(code)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return -signal.SIGKILL
+
+
+def wait_until(condition, timeout_s=30.0) -> None:
+    """Poll ``condition`` until it holds; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not hold in time"
+        time.sleep(0.001)
+
+
+@contextmanager
+def held_by_another_thread(lock):
+    """``lock`` held by another thread for the duration of the block (as by a thread caught at a fork)."""
+    holding, done = threading.Event(), threading.Event()
+
+    def hold():
+        with lock:
+            holding.set()
+            done.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(30), "the other thread did not get the lock"
+        yield
+    finally:
+        done.set()
+        holder.join(30)

@@ -243,3 +243,22 @@ def test_a_batch_of_summaries_equals_each_datapoint_summarised_alone():
                                    [entropy.mean(), entropy.min(), entropy.max()])
         for key, column in columns.items():
             np.testing.assert_array_equal(column[i], alone[key])
+
+
+def test_the_buffers_are_released_when_capture_stops(tmp_path):
+    torch.manual_seed(0)
+    model = AttentionClassifier(patch_size=2, dim=32, num_heads=4).eval()  # 64 tokens: pooled copies
+    debugger = SequentialDebugger([entry("att", AttentionDebugger, layer_name="blocks.1.attn")], model=model)
+    debugger.reset_buffer(str(tmp_path / "debugger"))
+    debugger.enabled = True
+    with torch.no_grad():
+        for start in (0, 8):
+            batch = make_batch(torch.randn(16, 3, 16, 16), range(start, start + 8))
+            batch["outputs"] = model(batch["inputs"])
+            debugger(batch, model)
+    debugger.save_all()
+    pool = debugger.debuggers["att"]._pool
+    assert pool.kept_bytes > 0
+    debugger.enabled = False
+    assert pool.kept_bytes == 0 and pool.free_buffers == 0
+    debugger.close()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 import torch
@@ -12,6 +10,7 @@ from debuggers.buffer_pool import POOLED_FROM_BYTES, BufferPool
 from debuggers.page_store import PageWriter
 from debuggers.page_values import to_page_value
 from runners.eval_viewer.backend.initialization import DebugOutputs
+from tests.debuggers.library import exit_code_in_forked_child, held_by_another_thread, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 ELEMENTS = POOLED_FROM_BYTES // 4 * 2  # float32 tensors big enough to be pooled
@@ -76,12 +75,56 @@ def test_the_page_writer_gives_a_batch_back_once_it_has_written_it(tmp_path):
             addresses.add(copy.data_ptr())
             writer.add_converted([4 * b + i for i in range(4)], [{"x": row} for row in to_page_value(copy)])
             del copy
-            deadline = time.monotonic() + 30
-            while writer.in_flight_bytes and time.monotonic() < deadline:  # written and dropped by the writer
-                time.sleep(0.001)
+            wait_until(lambda: pool.free_buffers == 1)  # the writer has written the batch and dropped it
         writer.flush()
     assert len(addresses) == 1 and pool.free_buffers == 1
     pages = DebugOutputs(str(tmp_path))
     for b, batch in enumerate(batches):
         for i in range(4):
             np.testing.assert_array_equal(pages[4 * b + i]["x"], batch[i].numpy())
+
+
+def test_a_request_over_max_bytes_gets_fresh_memory_and_keeps_the_free_buffers():
+    pool = BufferPool(max_buffers=4, max_bytes=4 * ELEMENTS * 4)
+    source = torch.randn(ELEMENTS)
+    addresses = {pool.copy_of(source).data_ptr() for _ in range(2)}  # each dies at once: one buffer, free
+    assert pool.free_buffers == 1
+    huge = pool.copy_of(torch.randn(5 * ELEMENTS))  # more than max_bytes: never pooled
+    assert pool.free_buffers == 1 and pool.copy_of(source).data_ptr() in addresses
+    del huge
+    assert pool.free_buffers == 1
+
+
+def test_free_buffers_are_dropped_only_when_that_makes_room():
+    pool = BufferPool(max_buffers=4, max_bytes=4 * ELEMENTS * 4)
+    held = pool.copy_of(torch.randn(3 * ELEMENTS))  # in use: 3 of the 4 ELEMENTS floats allowed
+    small = torch.randn(ELEMENTS // 2)
+    address = pool.copy_of(small).data_ptr()
+    assert pool.free_buffers == 1
+    pool.copy_of(torch.randn(3 * ELEMENTS // 2))  # dropping the free buffer would not make room: fresh memory
+    assert pool.free_buffers == 1 and pool.copy_of(small).data_ptr() == address
+    pool.copy_of(torch.randn(ELEMENTS))  # dropping it makes room: it goes, the new size joins
+    assert pool.free_buffers == 1 and pool.kept_bytes == 4 * ELEMENTS * 4
+    del held
+
+
+def test_release_lets_every_buffer_go_including_those_in_use():
+    pool = BufferPool()
+    source = torch.randn(ELEMENTS)
+    held = pool.copy_of(source)
+    pool.copy_of(source)  # dies at once: free
+    assert pool.free_buffers == 1 and pool.kept_bytes == 2 * ELEMENTS * 4
+    pool.release()
+    assert pool.free_buffers == 0 and pool.kept_bytes == 0
+    del held  # handed out before the release: not taken back
+    assert pool.free_buffers == 0 and pool.kept_bytes == 0
+    pool.copy_of(source)
+    assert pool.free_buffers == 1 and pool.kept_bytes == ELEMENTS * 4  # the pool works as before
+
+
+def test_a_child_forked_while_another_thread_holds_the_pool_copies_without_waiting():
+    pool = BufferPool()
+    source = torch.randn(ELEMENTS)
+    with held_by_another_thread(pool._lock):  # as a thread giving a buffer back at the moment of the fork
+        code = exit_code_in_forked_child(lambda: torch.equal(pool.copy_of(source), source), timeout_s=20)
+    assert code == 0, f"the forked child hung or failed (exit code {code})"
