@@ -49,7 +49,9 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The score grid drawn: by the page's script, or as a plotly heatmap in a --baseline checkout from before that.
 GRID_DRAWN = ", ".join(f"#{ids.SCORE_GRID}{drawn}" for drawn in ("[data-drawn] canvas", " .heatmaplayer image", " .hm"))
-SHOWN = f"""() => document.querySelector('#{ids.TABLE} .ag-center-cols-container .ag-row[row-index="0"] [col-id="idx"]')
+FIRST_IDX = f"#{ids.TABLE} .ag-center-cols-container .ag-row[row-index='0'] [col-id='idx']"
+# The table's first row with its data (AG Grid shows an empty row while its rows are asked for), and the grid drawn.
+SHOWN = f"""() => (document.querySelector("{FIRST_IDX}") || {{}}).textContent > ''
     && document.querySelector('{GRID_DRAWN}')"""
 
 
@@ -135,7 +137,7 @@ def click_ms(browser, url: str, clicks: int) -> list[float]:
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
     page.goto(url)
     page.wait_for_function(SHOWN, timeout=60_000)
-    page.locator(f"#{ids.TABLE} .ag-center-cols-container .ag-row[row-index='0'] [col-id='idx']").click()
+    page.locator(FIRST_IDX).click()
     page.wait_for_selector(f"#{ids.DATAPOINT_PANEL} .section-debug-outputs .debugger-block", timeout=60_000)
     times = []
     for _ in range(clicks):

@@ -13,7 +13,10 @@ window.lanternPlotly = (function () {
                 const script = document.createElement("script");
                 script.src = window.lanternPlotlyURL;
                 script.onload = function () { resolve(window.Plotly); };
-                script.onerror = function () { reject(new Error(`plotly.js could not be loaded from ${script.src}`)); };
+                script.onerror = function () {  // the next graph tries again
+                    loading = null;
+                    reject(new Error(`plotly.js could not be loaded from ${script.src}: is the viewer still running?`));
+                };
                 document.head.appendChild(script);
             });
         }

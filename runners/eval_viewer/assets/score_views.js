@@ -56,10 +56,10 @@ window.lanternScoreViews = (function () {
         return window.dash_clientside.no_update;
     }
 
-    function mounted(id, draw) {  // Dash may run the first draw before React has put the element in the page
-        const container = document.getElementById(id);
+    function mounted(id, draw, frames = 120) {  // Dash may run the first draw before React has put the element in
+        const container = document.getElementById(id);  // the page: it is tried again for up to 120 frames
         if (container) { return draw(container); }
-        requestAnimationFrame(() => mounted(id, draw));
+        if (frames > 0) { requestAnimationFrame(() => mounted(id, draw, frames - 1)); }
         return window.dash_clientside.no_update;
     }
 
