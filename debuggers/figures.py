@@ -167,8 +167,8 @@ def display_image(image: np.ndarray) -> np.ndarray:
 
 
 def png_data_uri(image: np.ndarray) -> str:
-    """An (H, W, 3) or (H, W) uint8 image as a ``data:image/png;base64,...`` URI: a browser shows it without
-    plotly, and a plotly ``Image`` with this ``source`` skips turning a z-matrix into a picture."""
+    """An (H, W, 3) or (H, W) uint8 image as a ``data:image/png;base64,...`` URI: a browser shows it as an
+    ``<img>`` (or an SVG ``<image>``), with no plotly graph to draw."""
     buffer = io.BytesIO()
     PIL.Image.fromarray(np.ascontiguousarray(image)).save(buffer, format="PNG")
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")

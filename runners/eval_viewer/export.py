@@ -239,10 +239,11 @@ def table_rows(backend: ViewerBackend, run_dir: str, epoch_dir: str,
 
 
 def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[int] = None,
-                  trust_configs: bool = False, backend: Optional[ViewerBackend] = None) -> str:
+                  backend: Optional[ViewerBackend] = None) -> str:
     """Write the HTML report of ``indices`` and return its path; what cannot be read is an alert in it.
-    ``backend`` is the viewer's own (its cached tables and datasets; its ``trust_configs``), when it exports."""
-    backend = backend or ViewerBackend([run_dir], trust_configs=trust_configs)
+    ``backend`` reads the run: the viewer's own when it exports (its cached tables and datasets, its
+    ``trust_configs``); by default one that trusts no config."""
+    backend = backend or ViewerBackend([run_dir])
     epoch_dir = resolve_epoch_dir(run_dir, epoch)
     try:
         outputs: Union[EpochDebug, EpochDebugError] = open_epoch_debug(epoch_dir)
@@ -277,7 +278,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                              "(runs code: only for runs you trust)")
     args = parser.parse_args(argv)
     try:
-        path = export_report(args.run, args.idx, args.out, args.epoch, args.trust_configs)
+        backend = ViewerBackend([args.run], trust_configs=args.trust_configs)
+        path = export_report(args.run, args.idx, args.out, args.epoch, backend)
     except LanternUserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
