@@ -22,16 +22,11 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 import numpy as np
+from numpy._core.multiarray import _reconstruct, scalar
+from numpy._core.numeric import _frombuffer
 
 from debuggers.page_errors import CorruptPageError, UnsafePageError
 from debuggers.page_values import LEAF_TYPES, MAX_DEPTH, join_path
-
-try:  # NumPy >= 2
-    from numpy._core.multiarray import _reconstruct, scalar
-    from numpy._core.numeric import _frombuffer
-except ImportError:  # pragma: no cover - NumPy 1.x
-    from numpy.core.multiarray import _reconstruct, scalar
-    from numpy.core.numeric import _frombuffer
 
 LEGACY_INDEX_VERSION = 1
 
