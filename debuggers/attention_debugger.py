@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeoutError  # not the built-in one before 3.11
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -24,6 +25,7 @@ from debuggers.utils import require_layer
 _MHA_SIGNATURE = inspect.signature(nn.MultiheadAttention.forward)
 MAX_SUMMARY_HEADS = 8  # heads with a column of their own in the summary
 _EAGER = "eager"  # the only Hugging Face attention implementation that computes the weights
+_CHUNK = 1 << 18  # weights per chunk of the row statistics: a 1 MB scratch
 
 
 @dataclass
@@ -102,6 +104,7 @@ class AttentionDebugger(ForwardDebugger):
 
     def _on_capture(self, component: str, state: str, data: Any, metadata: Optional[dict]) -> None:
         if self._inside and state == self.state:
+            _discard(self._offered)
             self._offered = self._copied(data, metadata)
 
     def _copied(self, weights: Any, metadata: Optional[dict],
@@ -115,6 +118,7 @@ class AttentionDebugger(ForwardDebugger):
 
     # ------------------------------------------------------------------ output
     def process_forward(self, module: nn.Module, input: Any, output: Any) -> _Capture:
+        _discard(self.last_capture)  # the layer ran again in this forward pass: only this call is kept
         if isinstance(module, nn.MultiheadAttention):  # copied: the caller may change its weights in place
             return self._copied(output[1], None, self._padding)
         self._inside = False
@@ -157,8 +161,16 @@ class AttentionDebugger(ForwardDebugger):
         self._pool.release()
 
     def clear(self) -> None:
+        _discard(self.last_capture)
+        _discard(self._offered)
         super().clear()
         self._inside, self._offered, self._padding = False, None, (None, None)
+
+
+def _discard(capture: Any) -> None:
+    """A capture that will not be used: its row statistics are not computed, or not waited for."""
+    if isinstance(capture, _Capture) and capture.rows is not None:
+        capture.rows.cancel()
 
 
 def _eager_attention(layer: nn.Module) -> list[Removable]:
@@ -207,43 +219,68 @@ def _padding_from_inputs(mask: Any, weights: torch.Tensor) -> tuple[Optional[tor
 class RowStatistics:
     """Each query row's entropy and largest weight, (B, heads, Lq) each, and the weights as float (B, heads, Lq, Lk).
 
-    On the CPU they are computed on a background thread as soon as the weights are copied: torch
-    releases the GIL in its kernels, so the arithmetic (a log of every weight: the costliest part of the
-    capture) runs beside the rest of the forward pass, and the debugger's call waits only for what is left;
-    where the thread has not even started by then (a machine busy with other work), the call computes them
-    itself rather than wait for it. On a GPU the kernels are queued asynchronously anyway: queued at once.
+    Where the forward pass runs on one intra-op thread on the CPU (``torch.get_num_threads() == 1``),
+    they are computed on a background thread as soon as the weights are copied, beside the rest of the
+    forward pass (NumPy and torch release the GIL in their kernels; a one-thread forward leaves the other
+    cores to it). With several intra-op threads the forward pass's OpenMP team already uses the cores,
+    and a background thread would bring a team of its own (``torch.set_num_threads`` is process-wide, so
+    it cannot be given one thread alone): they are computed in the debugger's call instead, spread over
+    the same team, as on a GPU (whose kernels are queued asynchronously anyway).
+
+    Every wait has a way out: the call computes them itself where the thread has not started them (a
+    busy machine), after ``WAIT_S`` (the thread starved), or in a forked child (the child's copy of the
+    thread does not run). It is pure arithmetic on a private copy, so either way gives the same result.
     """
 
+    WAIT_S = 5.0  # the thread takes milliseconds per batch: a wait this long means it is not running
+
     def __init__(self, weights: torch.Tensor, pool: BufferPool) -> None:
-        self._weights, self._pool = weights, pool
-        if weights.device.type == "cpu":
-            self._future = background_executor().submit(self._compute, weights)
-        else:
-            self._future = Future()
-            self._future.set_result(self._compute(weights))
+        self._weights: Optional[torch.Tensor] = weights
+        self._pool, self._pid = pool, os.getpid()
+        self._one_thread = weights.device.type == "cpu" and torch.get_num_threads() == 1
+        self._future: Optional[Future] = background_executor().submit(self._compute) if self._one_thread else None
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(probs, row entropy, row max); raises what the computation raised (e.g. out of memory)."""
-        if self._future.cancel():
-            return self._compute(self._weights)
-        return self._future.result()  # arithmetic on a private copy: it ends
+        future, self._future = self._future, None
+        if future is not None and os.getpid() == self._pid and not future.cancel():
+            try:
+                return future.result(timeout=self.WAIT_S)
+            except FutureTimeoutError:
+                pass
+        return self._compute()
 
-    def _compute(self, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        probs = weights.float()
-        probs = probs.unsqueeze(1) if probs.ndim == 3 else probs
-        return probs, _row_entropy(probs, self._pool.empty_like(probs)), probs.amax(dim=-1)
+    def cancel(self) -> None:
+        """Not needed after all (the layer ran again in this forward pass): not computed unless started, and
+        the weights' copy is let go at once (a queued job would keep it alive)."""
+        future, self._future = self._future, None
+        if future is None or os.getpid() != self._pid or future.cancel():
+            self._weights = None
+
+    def _compute(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if self._weights is None:
+            raise RuntimeError("RowStatistics.result() after cancel(): these statistics were cancelled")
+        return _row_statistics(self._weights, self._pool, numpy_log=self._one_thread)
 
 
-_executor: Optional[tuple[int, ThreadPoolExecutor]] = None
+_executor: Optional[ThreadPoolExecutor] = None
 
 
 def background_executor() -> ThreadPoolExecutor:
-    """The thread of every AttentionDebugger's row statistics (made anew in a forked child: threads do not
-    survive a fork)."""
+    """The thread of every AttentionDebugger's row statistics, started on first use."""
     global _executor
-    if _executor is None or _executor[0] != os.getpid():
-        _executor = os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="lantern-attention-rows")
-    return _executor[1]
+    if _executor is None:
+        _executor = ThreadPoolExecutor(1, thread_name_prefix="lantern-attention-rows")
+    return _executor
+
+
+def _forget_executor_after_fork() -> None:
+    """Threads do not survive a fork: the child starts its own on first use."""
+    global _executor
+    _executor = None
+
+
+os.register_at_fork(after_in_child=_forget_executor_after_fork)
 
 
 def attention_output(layer_name: str, capture: _Capture) -> dict[str, Any]:
@@ -269,11 +306,35 @@ def attention_output(layer_name: str, capture: _Capture) -> dict[str, Any]:
     }
 
 
-def _row_entropy(probs: torch.Tensor, scratch: torch.Tensor) -> torch.Tensor:
-    """-sum p log p over the keys, in nats (0 log 0 = 0): one log (into ``scratch``) and one product, for the
-    whole batch; ``torch.special.xlogy`` gives the same at several times the cost on a CPU."""
-    log = torch.log(probs, out=scratch).clamp_(min=torch.finfo(probs.dtype).min)  # 0 log 0 would be NaN
-    return -(log.mul_(probs).sum(-1))
+def _row_statistics(weights: torch.Tensor, pool: BufferPool, numpy_log: bool,
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(probs, row entropy -sum p log p in nats (0 log 0 = 0), row max) of (B, heads, Lq, Lk) or (B, Lq, Lk).
+
+    The log of every weight is the costly part: on one CPU thread NumPy's float32 ``log`` takes about
+    a third of torch's (0.4 against 1.1 ms per million weights here: ``numpy_log``); several threads share
+    torch's, and a GPU has its own.
+    On the CPU rows go in chunks of ``_CHUNK`` weights, so the log's scratch is small and every pass over
+    a chunk (log, clamp, product, sum, max) reads it from the core's cache; a GPU takes them all at once.
+    """
+    probs = weights.float()
+    probs = probs.unsqueeze(1) if probs.ndim == 3 else probs
+    rows = probs.reshape(-1, probs.shape[-1])
+    entropy, row_max = (torch.empty(rows.shape[0], dtype=rows.dtype, device=rows.device) for _ in range(2))
+    step = max(1, _CHUNK // max(rows.shape[1], 1)) if rows.device.type == "cpu" else max(rows.shape[0], 1)
+    scratch = pool.empty_like(rows[:step])
+    for start in range(0, rows.shape[0], step):
+        chunk = rows[start:start + step]
+        log = scratch[:len(chunk)]
+        if numpy_log:
+            with np.errstate(divide="ignore"):  # log 0 = -inf, clamped below
+                np.log(chunk.numpy(), out=log.numpy())
+        else:
+            torch.log(chunk, out=log)
+        log.clamp_(min=torch.finfo(log.dtype).min).mul_(chunk)  # 0 log 0 would be NaN
+        torch.sum(log, -1, out=entropy[start:start + step])
+        torch.amax(chunk, -1, out=row_max[start:start + step])
+    shape = probs.shape[:-1]
+    return probs, entropy.neg_().view(shape), row_max.view(shape)
 
 
 def _cropped(probs: torch.Tensor, query_real: Optional[torch.Tensor], key_real: Optional[torch.Tensor]) -> Any:

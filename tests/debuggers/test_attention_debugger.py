@@ -2,19 +2,34 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from debuggers.attention_debugger import AttentionDebugger, background_executor
+from debuggers.attention_debugger import AttentionDebugger, RowStatistics, background_executor
+from debuggers.buffer_pool import BufferPool
 from debuggers.capture import capture_debug_state
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from models import AttentionClassifier
 from tests.compat.architectures import TokenEncoder
-from tests.debuggers.library import capture_epoch, entry, leftover_hooks, make_batch, run_batches
+from tests.debuggers.library import (
+    capture_epoch,
+    entry,
+    exit_code_in_forked_child,
+    held_by_another_thread,
+    leftover_hooks,
+    make_batch,
+    run_batches,
+    wait_until,
+)
+
+REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 
 
 class MHAModel(nn.Module):
@@ -239,10 +254,118 @@ def test_a_batch_of_summaries_equals_each_datapoint_summarised_alone():
     for i, output in enumerate(outputs):
         alone = debugger.summary(output)
         entropy = output["entropy_per_head"].astype(np.float64)
-        np.testing.assert_allclose([alone["entropy_mean"], alone["entropy_min"], alone["entropy_max"]],
-                                   [entropy.mean(), entropy.min(), entropy.max()])
-        for key, column in columns.items():
-            np.testing.assert_array_equal(column[i], alone[key])
+        expected = {"entropy_mean": entropy.mean(), "entropy_min": entropy.min(), "entropy_max": entropy.max(),
+                    "max_attention": output["max_attention"], **{f"entropy_head{h}": entropy[h] for h in range(8)}}
+        for key, value in expected.items():  # independent of summary(), which summary_columns makes
+            np.testing.assert_allclose([columns[key][i], alone[key]], [value, value], err_msg=key)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """The forward pass on one intra-op thread: the row statistics go to the background thread."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def row_statistics_in_float64(weights):
+    """Entropy (0 log 0 = 0) and maximum of each row, computed independently in float64."""
+    p = weights.double().numpy()
+    return -(p * np.log(np.where(p > 0, p, 1))).sum(-1), p.max(-1)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(3, 2, 5, 7), (4, 6, 9), (2, 3, 300, 1000)])  # single-head; many chunks
+def test_row_statistics_match_float64_with_zeros_and_nan(threads, shape):
+    """One thread: on the background thread with NumPy's log; several: in the caller with torch's."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        torch.manual_seed(0)
+        weights = torch.randn(shape).mul(4).softmax(-1)
+        weights[0, ..., 1:3, :] = 0  # an all-zero row and a one-hot row (0 log 0 = 0)
+        weights[0, ..., 2, 0] = 1
+        weights[-1, ..., -1, -1] = float("nan")
+        probs, entropy, row_max = RowStatistics(weights, BufferPool()).result()
+    finally:
+        torch.set_num_threads(before)
+    expected_entropy, expected_max = row_statistics_in_float64(weights)
+    heads_first = (shape[0], 1, *shape[1:-1]) if len(shape) == 3 else shape[:-1]
+    assert probs.shape == (*heads_first, shape[-1]) and entropy.shape == row_max.shape == heads_first
+    entropy = entropy.reshape(shape[:-1]).numpy()
+    np.testing.assert_allclose(entropy, expected_entropy, rtol=1e-5, atol=1e-6)  # NaN where it expects NaN
+    np.testing.assert_allclose(row_max.reshape(shape[:-1]).numpy(), expected_max)
+    assert np.isnan(entropy[-1, ..., -1]).all() and (entropy[0, ..., 1:3] == 0).all()
+
+
+def test_a_child_forked_while_the_thread_computes_a_capture_computes_it_itself(one_torch_thread):
+    """The child's copy of the background thread never runs: waiting for it would hang the child forever."""
+    pool = BufferPool()
+    torch.manual_seed(0)
+    weights = torch.randn(8, 4, 32, 32).softmax(-1)
+    with held_by_another_thread(pool._lock):  # the statistics' scratch comes from the pool: the job waits, running
+        rows = RowStatistics(weights, pool)
+        wait_until(lambda: rows._future.running())
+
+        def child_gets_the_statistics():
+            expected_entropy, expected_max = row_statistics_in_float64(weights)
+            _, entropy, row_max = rows.result()
+            _, again, _ = RowStatistics(weights, pool).result()  # the child's own background thread
+            return np.allclose(entropy.numpy(), expected_entropy, rtol=1e-5) and \
+                np.allclose(row_max.numpy(), expected_max) and torch.equal(again, entropy)
+
+        code = exit_code_in_forked_child(child_gets_the_statistics, timeout_s=20)
+    assert code == 0, f"the forked child hung or failed (exit code {code})"
+    np.testing.assert_allclose(rows.result()[1].numpy(), row_statistics_in_float64(weights)[0], rtol=1e-5)
+
+
+class CalledSixTimes(nn.Module):
+    """One attention layer run six times in a forward pass (weights shared across depth)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.attn = nn.MultiheadAttention(16, 2, batch_first=True)
+
+    def forward(self, inputs):
+        x = inputs["image"].reshape(inputs["image"].shape[0], -1, 16)
+        for _ in range(6):
+            x = x + self.attn(x, x, x, need_weights=False)[0]
+        return {"logits": x.mean(1)[:, :6], "last_input": x}
+
+
+def test_a_layer_run_again_drops_the_replaced_captures_work_and_copy(one_torch_thread, tmp_path):
+    """Only the last call's capture is kept: the earlier calls' statistics are not computed (the thread is
+    busy here, so none has started) and their copies go back to the pool at once."""
+    model = CalledSixTimes().eval()
+    images = torch.randn(8, 3, 16, 64)  # 192 tokens: (8, 2, 192, 192) weights, pooled
+    debugger = SequentialDebugger([entry("att", AttentionDebugger, layer_name="attn")], model=model)
+    debugger.reset_buffer(str(tmp_path / "debugger"))
+    debugger.enabled = True
+    attention, addresses = debugger.debuggers["att"], []
+    seen = model.attn.register_forward_hook(lambda *_: addresses.append(attention.last_capture.weights.data_ptr()))
+    release = threading.Event()
+    stuck = background_executor().submit(release.wait, 60)
+    try:
+        with torch.no_grad():
+            batch = make_batch(images, range(8))
+            batch["outputs"] = model(batch["inputs"])
+            recorded = debugger(batch, model)["att"]
+        assert not stuck.done()
+    finally:
+        release.set()
+    seen.remove()
+    debugger.close()
+    assert len(addresses) == 6 and len(set(addresses)) <= 2, addresses
+    x = images.reshape(8, -1, 16)
+    with torch.no_grad():
+        for _ in range(5):
+            x = x + model.attn(x, x, x, need_weights=False)[0]
+        _, last = model.attn(x, x, x, need_weights=True, average_attn_weights=False)
+    np.testing.assert_allclose(recorded["attention"].numpy(), last.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(recorded["entropy_per_head"].numpy(),
+                               row_statistics_in_float64(last)[0].mean(-1), rtol=1e-5)
 
 
 def test_the_buffers_are_released_when_capture_stops(tmp_path):
@@ -262,3 +385,38 @@ def test_the_buffers_are_released_when_capture_stops(tmp_path):
     debugger.enabled = False
     assert pool.kept_bytes == 0 and pool.free_buffers == 0
     debugger.close()
+
+
+def test_several_intra_op_threads_start_no_thread_team_of_their_own(tmp_path):
+    """With torch.set_num_threads(4) the statistics share the forward pass's OpenMP team: captures add no
+    native thread to those of plain forward passes (a background thread would bring a team of its own). In a
+    new process, so that no background thread exists yet."""
+    script = f"""
+import os, threading, torch
+from debuggers.attention_debugger import AttentionDebugger
+from debuggers.wrappers.sequential_debugger import SequentialDebugger
+from models import AttentionClassifier
+def native_threads():  # OpenMP's workers: threads that Python did not start
+    return len(os.listdir('/proc/self/task')) - threading.active_count()
+torch.set_num_threads(4)
+model = AttentionClassifier().eval()
+debugger = SequentialDebugger([{{'name': 'att', 'debugger_config': {{'class': AttentionDebugger,
+                               'args': {{'layer_name': 'blocks.1.attn'}}}}}}], model=model)
+debugger.reset_buffer({str(tmp_path / "debugger")!r})
+images = torch.randn(16, 3, 32, 32)
+with torch.no_grad():
+    model({{'image': images}})
+    before = native_threads()
+    debugger.enabled = True
+    for start in (0, 16):
+        dp = {{'inputs': {{'image': images}}, 'meta_info': {{'idx': torch.arange(start, start + 16)}}}}
+        dp['outputs'] = model(dp['inputs'])
+        debugger(dp, model)
+debugger.save_all()
+print(before, native_threads())
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            cwd=REPOSITORY_ROOT)
+    assert result.returncode == 0, result.stderr
+    before, after = map(int, result.stdout.split())
+    assert before >= 3 and after == before, result.stdout
