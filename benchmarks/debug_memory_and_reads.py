@@ -106,15 +106,46 @@ def read_figures(root: str, datapoints: int, page_sizes_mb: list[int], opens: in
 
 
 # ----------------------------------------------------------------- writes
+PAGES_IN_A_ROW = 4  # the pages of the epoch written page after page
+
+
+def batches_of(arrays: list[np.ndarray], first_idx: int = 0) -> list[tuple[list[int], list[dict], dict]]:
+    """``arrays`` in batches of ``BATCH`` as ``SequentialDebugger`` hands them to the page writer: each batch's
+    indices, its rows split from the batch array, and its batch value."""
+    batches = []
+    for start in range(0, len(arrays), BATCH):
+        batch = torch.from_numpy(np.stack(arrays[start:start + BATCH]))
+        rows, batch_value = split_batch_value({"features": batch}, len(batch))
+        batches.append((list(range(first_idx + start, first_idx + start + len(batch))),
+                        [{"d": row} for row in rows], {"d": batch_value}))
+    return batches
+
+
+def page_limit(batches: list[tuple[list[int], list[dict], dict]], path: str) -> int:
+    """A page size that ``batches`` fill exactly: the size of their page, less 8 KiB (the stretches' padding
+    varies by a few hundred bytes with the arrays' addresses; one record is 16 KiB or more)."""
+    page = PageFile(path, 0)
+    try:
+        for indices, rows, batch_value in batches:
+            page.append_batch(indices, rows, None, batch_value)
+        return page.size - 8 * 1024
+    finally:
+        page.discard()
+
+
 def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
                   clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
-    """Median seconds of writing ``arrays`` arrays of ``array_kb`` KiB, six ways, and of encoding them, interleaved:
+    """Median seconds of writing a page of ``arrays`` arrays of ``array_kb`` KiB, seven ways, and of encoding
+    them, interleaved:
 
     * ``write_page``: one page from a ``{idx: outputs}`` dict;
-    * ``writer``: what a trainer's page writer does per epoch: ``start_epoch``, one ``add_converted`` per
-      batch of ``BATCH`` rows with their batch value (split from a batch array, as ``SequentialDebugger``
-      does, outside the timing), ``flush`` (the background thread writes the page, the locations and the
-      index);
+    * ``writer``: what a trainer's page writer does for an epoch of one page: ``start_epoch``, one
+      ``add_converted`` per batch of ``BATCH`` rows with their batch value (split from a batch array, as
+      ``SequentialDebugger`` does, outside the timing), ``flush`` (the background thread writes the page, the
+      locations and the index);
+    * ``writer, page after page``: the same for an epoch of ``PAGES_IN_A_ROW`` pages of ``arrays`` arrays
+      each (other arrays for each page), per page: the epoch's own costs shared by its pages, each page sealed
+      as it fills (its locations and the index written);
     * ``page alone``: what that thread does for the page itself: the batches appended to a ``PageFile`` and
       written one by one, the page sealed (no thread, no index, no locations);
     * ``encoding alone``: the batches' records encoded (``RecordEncoder.records``), nothing written;
@@ -126,35 +157,40 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
     Each write goes to a new file (or folder), as pages of a new epoch do (renaming over an existing
     file would make ext4 flush the new one first); they are removed between rounds, outside the timing."""
     torch.set_num_threads(1)
-    values = [np.random.rand(array_kb * 1024 // 4).astype(np.float32) for _ in range(arrays)]
-    page = {i: {"d": {"features": a}} for i, a in enumerate(values)}
-    stacked = np.stack(values)
+    values = [np.random.rand(array_kb * 1024 // 4).astype(np.float32) for _ in range(arrays * PAGES_IN_A_ROW)]
+    page = {i: {"d": {"features": a}} for i, a in enumerate(values[:arrays])}
+    stacked = np.stack(values[:arrays])
     batches = [stacked[start:start + BATCH] for start in range(0, arrays, BATCH)]
-    splits = [split_batch_value({"features": torch.from_numpy(batch)}, len(batch)) for batch in batches]
-    rows = [([{"d": row} for row in batch_rows], {"d": batch_value}) for batch_rows, batch_value in splits]
+    rows = batches_of(values[:arrays])
+    epoch_rows = batches_of(values)
     names = itertools.count()
     writer = PageWriter(100 * MB)
+    paging_writer = PageWriter(page_limit(rows, os.path.join(folder, "limit.pkl")))
 
     def fresh(write: Callable[[str], Any]) -> Callable[[], Any]:
         return lambda: write(os.path.join(folder, f"write_{next(names)}"))
 
-    def epoch(path: str) -> None:
-        writer.start_epoch(path)
-        for start, (batch_rows, batch_value) in zip(range(0, arrays, BATCH), rows):
-            writer.add_converted(list(range(start, start + len(batch_rows))), batch_rows, batch_value)
-        writer.flush()
+    def epoch(page_writer: PageWriter, batches: list, pages: int) -> Callable[[str], None]:
+        def write(path: str) -> None:
+            page_writer.start_epoch(path)
+            for indices, batch_rows, batch_value in batches:
+                page_writer.add_converted(indices, batch_rows, batch_value)
+            written = page_writer.flush()["pages"]
+            if written != pages:
+                raise RuntimeError(f"the epoch was written as {written} pages, not {pages}")
+        return write
 
     def page_alone(path: str) -> None:
         page_file = PageFile(path + ".pkl", 0)
-        for start, (batch_rows, batch_value) in zip(range(0, arrays, BATCH), rows):
-            page_file.append_batch(list(range(start, start + len(batch_rows))), batch_rows, None, batch_value)
+        for indices, batch_rows, batch_value in rows:
+            page_file.append_batch(indices, batch_rows, None, batch_value)
             page_file.write_pending()
         page_file.seal()
 
     def encoding_alone() -> None:
         encoder = RecordEncoder(0)
-        for start, (batch_rows, batch_value) in zip(range(0, arrays, BATCH), rows):
-            encoder.records(list(range(start, start + len(batch_rows))), batch_rows, None, batch_value)
+        for indices, batch_rows, batch_value in rows:
+            encoder.records(indices, batch_rows, None, batch_value)
             encoder.take()
 
     def save_per_batch(path: str) -> None:
@@ -178,9 +214,10 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
                 shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
 
     try:
-        return interleaved_medians({
+        seconds = interleaved_medians({
             "write_page": fresh(lambda path: write_page(path + ".pkl", page)),
-            "writer": fresh(epoch),
+            "writer": fresh(epoch(writer, rows, 1)),
+            "writer, page after page": fresh(epoch(paging_writer, epoch_rows, PAGES_IN_A_ROW)),
             "page alone": fresh(page_alone),
             "encoding alone": encoding_alone,
             "save": fresh(lambda path: np.save(path + ".npy", stacked)),
@@ -189,22 +226,24 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
         }, rounds, between_rounds=clean, clock=clock)
     finally:
         writer.close()
+        paging_writer.close()
         clean()
+    seconds["writer, page after page"] /= PAGES_IN_A_ROW
+    return seconds
 
 
 def print_write_figures(folder: str, rounds: int) -> None:
-    print(f"Page writes, 1024 arrays per page, median of {rounds} interleaved rounds (target: write_page and "
-          f"the writer >= 0.9x numpy.save of the same bytes); load average {os.getloadavg()[0]:.1f}")
+    print(f"Page writes, 1024 arrays per page, median of {rounds} interleaved rounds (target: the writer >= 0.9x "
+          f"numpy.save of the same bytes); load average {os.getloadavg()[0]:.1f}. 'writer': an epoch of one "
+          f"page; 'writer, page after page': an epoch of {PAGES_IN_A_ROW} pages, per page")
     for array_kb in (16, 64):
         for clock, unit in ((time.perf_counter, "wall"), (time.process_time, "CPU")):
             seconds = write_figures(folder, 1024, array_kb, rounds, clock)
-            rate = {name: array_kb / value for name, value in seconds.items()}  # 1024 x KiB = MB
-            rates = ", ".join(f"{name} {mb_s:.0f}" for name, mb_s in rate.items())
-            print(f"  {array_kb} KiB arrays, {unit:4s} MB/s: {rates}; ratio to numpy.save: write_page "
-                  f"{rate['write_page'] / rate['save']:.2f}, writer {rate['writer'] / rate['save']:.2f}, page alone "
-                  f"{rate['page alone'] / rate['save']:.2f} (writer to the floor's save per batch "
-                  f"{rate['writer'] / rate['save per batch']:.2f}); ms: " + ", ".join(
-                      f"{name} {value * 1e3:.2f}" for name, value in seconds.items()))
+            ratios = ", ".join(f"{name} {seconds['save'] / value:.2f}" for name, value in seconds.items()
+                               if name not in ("save", "encoding alone"))
+            print(f"  {array_kb} KiB arrays, {unit:4s}: ratio to numpy.save: {ratios} (writer to the floor's save "
+                  f"per batch {seconds['save per batch'] / seconds['writer']:.2f})")
+            print("      ms per page: " + ", ".join(f"{name} {value * 1e3:.2f}" for name, value in seconds.items()))
 
 
 # ----------------------------------------------------------------- memory
