@@ -48,7 +48,7 @@ from benchmarks.common import (
 from data.datasets import SyntheticShapesDataset, collate_datapoints
 from debuggers.batch_split import split_batch_value
 from debuggers.page_encoding import RecordEncoder
-from debuggers.page_format import PageFile, write_page
+from debuggers.page_format import RESERVE_STEP, PageFile, reserve_blocks, write_page
 from debuggers.page_store import PageWriter
 from models import SmallCNN
 from runners.eval_viewer.backend.initialization import load_debug_outputs
@@ -150,8 +150,9 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
       written one by one, the page sealed (no thread, no index, no locations);
     * ``encoding alone``: the batches' records encoded (``RecordEncoder.records``), nothing written;
     * ``save``: ``numpy.save`` of the same bytes stacked, one file;
-    * ``writes alone``: the batch arrays appended to one file, each after reserving its blocks (as the page
-      does for each batch; ``posix_fallocate``, ``write``): the page's writes without the page;
+    * ``writes alone``: the batch arrays appended to one file, their blocks reserved ``RESERVE_STEP`` ahead
+      and the rest given back at the end, as the page does (``reserve_blocks``, ``write``, ``ftruncate``): the
+      page's writes without the page;
     * ``save per batch``: the hand-written floor, ``numpy.save`` of each batch.
 
     Each write goes to a new file (or folder), as pages of a new epoch do (renaming over an existing
@@ -181,7 +182,7 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
         return write
 
     def page_alone(path: str) -> None:
-        page_file = PageFile(path + ".pkl", 0)
+        page_file = PageFile(path + ".pkl", 0, writer.page_size_bytes)
         for indices, batch_rows, batch_value in rows:
             page_file.append_batch(indices, batch_rows, None, batch_value)
             page_file.write_pending()
@@ -201,9 +202,13 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
     def writes_alone(path: str) -> None:
         fd = os.open(path + ".bin", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
+            written = reserved = 0
             for batch in batches:
-                os.posix_fallocate(fd, os.lseek(fd, 0, os.SEEK_CUR), batch.nbytes)
-                os.write(fd, batch)
+                if written + batch.nbytes > reserved:
+                    reserve_blocks(fd, reserved, written + RESERVE_STEP - reserved)
+                    reserved = written + RESERVE_STEP
+                written += os.write(fd, batch)
+            os.ftruncate(fd, written)
         finally:
             os.close(fd)
 

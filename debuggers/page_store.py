@@ -385,7 +385,7 @@ class PageWriter:
         try:
             if epoch.page is None:
                 name = page_file_name(self.rank, self.world_size, epoch.pages)
-                epoch.page = PageFile(os.path.join(epoch.output_dir, name), epoch.pages)
+                epoch.page = PageFile(os.path.join(epoch.output_dir, name), epoch.pages, self.page_size_bytes)
             count = epoch.page.append_batch(indices, values, self.page_size_bytes, batch_value)
         except Exception as exc:
             self._record(epoch, exc, f"datapoints idx={indices[0]}..{indices[-1]}: ")

@@ -226,6 +226,22 @@ def test_full_disk_mid_write_leaves_no_page_and_no_temp_file(tmp_path, monkeypat
     assert os.listdir(tmp_path) == []
 
 
+def test_a_page_reserves_its_blocks_ahead_and_gives_back_the_rest_when_sealed(tmp_path):
+    path = str(tmp_path / "page_0.pkl")
+    page = page_format.PageFile(path, 0, expected_bytes=8 * 2**20)
+    arrays = [np.full(4096, i, np.float32) for i in range(16)]  # 256 KiB: a thirtieth of the page expected
+    page.append_batch(list(range(16)), [{"x": array} for array in arrays])
+    page.write_pending()
+    reserved = os.stat(temporary_path(path)).st_blocks * 512
+    if reserved < page.size + 4096:
+        pytest.skip("this file system reserves no blocks ahead (no fallocate)")
+    assert reserved >= 8 * 2**20  # one reservation for the page expected, not one per write
+    page.seal()
+    size = os.path.getsize(path)
+    assert os.stat(path).st_blocks * 512 <= -(-size // 4096) * 4096  # the blocks past the end are given back
+    assert [load_page(path)[i]["x"][0] for i in range(16)] == list(range(16))
+
+
 def test_malicious_pickle_is_refused_without_running_it(tmp_path):
     marker = tmp_path / "pwned"
     path = str(tmp_path / "page_0.pkl")
