@@ -323,6 +323,7 @@ _STRETCH_TAIL = 1 + _U32.size + 1  # LONG_BINPUT <u32 memo slot>, POP: after it
 # into the page cache runs at half speed or less when source and destination are misaligned (AMD EPYC here).
 _ALIGN = 64
 _MAX_PAD = _ALIGN + 2  # alignment padding before a stretch: SHORT_BINBYTES <n> <n bytes> POP, 3 bytes or more
+_PADDING = [b""] * 3 + [b"C" + bytes((pad - 3,)) + bytes(pad - 3) + b"0" for pad in range(3, _MAX_PAD + 1)]
 _MAX_BLOCKS = 8
 
 
@@ -341,18 +342,17 @@ class _BatchLayout:
     a header is padded with spaces, so all records have one length. Memo slot j is reused by every batch."""
 
     def __init__(self, plan: _RecordPlan) -> None:
-        self.kinds = plan.kinds
         self.array_bytes = [nbytes for _, _, nbytes in plan.arrays]
         self.largest_array = max(self.array_bytes, default=0)
         template = bytearray(b"J" + _I32.pack(0))
-        float_fields, int_fields, self._in_stretch = [], [], []
+        float_fields, int_fields, self.in_stretch = [], [], []
         for piece, kind in zip(plan.structure, plan.kinds):
             template += piece
             if kind is np.ndarray:
-                dtype, shape, _ = plan.arrays[len(self._in_stretch)]
+                dtype, shape, _ = plan.arrays[len(self.in_stretch)]
                 template += _NDARRAY + b"(" + _shape_opcodes(shape) + _dtype_opcodes(dtype) + b"j" \
-                    + _U32.pack(len(self._in_stretch)) + b"J"
-                self._in_stretch.append(len(template))
+                    + _U32.pack(len(self.in_stretch)) + b"J"
+                self.in_stretch.append(len(template))
                 template += bytes(_I32.size) + b"tR"
             elif kind is float:
                 float_fields += range(len(template) + 1, len(template) + _FLOAT_BYTES)
@@ -362,12 +362,12 @@ class _BatchLayout:
                 template += b"J" + bytes(_I32.size)
         template += plan.structure[-1]
         texts: dict[type, list[int]] = {float: [], int: []}
-        self._stretch_texts: list[int] = []  # where each array's stretch offset goes; its row follows
+        self.stretch_texts: list[int] = []  # where each array's stretch offset goes; its row follows
         header = bytearray(plan.header_parts[0].encode())
         for kind, part in zip(plan.kinds, plan.header_parts[1:]):
             if kind is np.ndarray:
                 header[-len(b'{"a":['):] = b'{"r":['
-                self._stretch_texts.append(len(header))
+                self.stretch_texts.append(len(header))
                 header += b" " * (_OFFSET_WIDTH + 1 + _ROW_WIDTH)
             else:
                 texts[kind] += range(len(header), len(header) + _WIDTHS[kind])
@@ -376,45 +376,47 @@ class _BatchLayout:
         self.header_length = len(header)
         template += b"X" + _U32.pack(len(header))
         self.header_offset = len(template)  # from the record's start
-        self._stretch_texts = [self.header_offset + at for at in self._stretch_texts]
+        self.stretch_texts = [self.header_offset + at for at in self.stretch_texts]
         template += header + _HEADER_TAIL
         self.template = np.frombuffer(bytes(template), np.uint8)
         self.record_bytes = len(template) + sum(self.array_bytes)  # its arrays included
         self._numbers = np.array([*float_fields, *[self.header_offset + at for at in texts[float]], *int_fields,
                                   *[self.header_offset + at for at in texts[int]]], np.intp)
-        self._blocks: dict[int, np.ndarray] = {}
+        self._blocks: dict[int, _Block] = {}
+        slots = {kind: [slot for slot, of in enumerate(plan.kinds) if of is kind] for kind in (np.ndarray, float, int)}
+        self._array_slots, self._float_slots, self._int_slots = slots[np.ndarray], slots[float], slots[int]
+        self._number_slots = bool(self._float_slots or self._int_slots)
+        self._stretch_bytes = len(self.array_bytes) * (_STRETCH_HEAD + _STRETCH_TAIL)
+        self._memo_puts = [b"r" + _U32.pack(slot) + b"0" for slot in range(len(self.array_bytes))]  # LONG_BINPUT, POP
 
     def emit(self, encoder: RecordEncoder, indices: list[int], leaves: list[Any], limit: int | None,
              ) -> tuple[int, np.ndarray, int] | None:
         """``RecordEncoder.records`` for this plan; None when an idx or int is outside int32's range (their
         opcodes would be wider), a stretch would reach 2 GiB, or the page would outgrow the offsets' width."""
         count, start = len(indices), encoder.position
-        stretches = len(self.array_bytes) * (_STRETCH_HEAD + _STRETCH_TAIL)
         if limit is not None:
-            count = min(count, max(1, -(-(limit - start - stretches) // self.record_bytes)))
-        if start + stretches + len(self.array_bytes) * _MAX_PAD + count * self.record_bytes >= _MAX_OFFSET \
+            count = min(count, max(1, -(-(limit - start - self._stretch_bytes) // self.record_bytes)))
+        if start + self._stretch_bytes + len(self.array_bytes) * _MAX_PAD + count * self.record_bytes >= _MAX_OFFSET \
                 or count * self.largest_array >= 2**31:
             return None
-        floats = [column[:count] for column, kind in zip(leaves, self.kinds) if kind is float]
-        ints = [column[:count] for column, kind in zip(leaves, self.kinds) if kind is int]
+        block = self._block(count)
         try:  # NumPy refuses a Python int out of int32's range
-            idx, int_values = np.array(indices[:count], "<i4"), np.array(ints, "<i4")
+            block.idx[:] = indices if count == len(indices) else indices[:count]
+            ints = [leaves[slot][:count] for slot in self._int_slots]
+            int_values = np.array(ints, "<i4") if ints else None
         except OverflowError:
             return None
-        out, position, offsets = self._stretches(
-            encoder, [column[:count] for column, kind in zip(leaves, self.kinds) if kind is np.ndarray], count)
-        block, headers = self._block(count)
-        rows = block.copy()
-        rows[:, 1:_INT32_BYTES] = idx[:, None].view(np.uint8)
-        for at, text in zip(self._stretch_texts, offsets):
-            rows[:, at:at + _OFFSET_WIDTH] = np.frombuffer(text, np.uint8)
-        if floats or ints:
-            rows[:, self._numbers] = np.concatenate(_number_patches(floats, ints, int_values), axis=1)
-        out[-1] += rows.tobytes()  # bytes, not a memoryview: the garbage collector does not track it
+        out, position, offsets = self._stretches(encoder, [leaves[slot][:count] for slot in self._array_slots], count)
+        for column, text in zip(block.stretches, offsets):
+            column[:] = text
+        if self._number_slots:
+            floats = [leaves[slot][:count] for slot in self._float_slots]
+            block.records[:, self._numbers] = np.concatenate(_number_patches(floats, ints, int_values), axis=1)
+        out.append(block.records.tobytes())  # bytes, not a memoryview: the garbage collector does not track it
         encoder.buffers += out
         encoder.small = bytearray()
-        encoder.flushed = position + rows.size
-        return start, headers + position, self.header_length
+        encoder.flushed = position + block.records.size
+        return start, block.headers + position, self.header_length
 
     def _stretches(self, encoder: RecordEncoder, arrays: list[Any], count: int,
                    ) -> tuple[list[Any], int, list[bytes]]:
@@ -426,8 +428,7 @@ class _BatchLayout:
             pad = (address - position - _STRETCH_HEAD) % _ALIGN
             if 0 < pad < 3:
                 pad += _ALIGN
-            if pad:
-                small += b"C" + bytes((pad - 3,)) + bytes(pad - 3) + b"0"  # SHORT_BINBYTES, POP
+            small += _PADDING[pad]
             small += b"\x96" + U64.pack(count * nbytes)
             position += pad + _STRETCH_HEAD
             offsets.append(b"%*d" % (_OFFSET_WIDTH, position))
@@ -436,28 +437,41 @@ class _BatchLayout:
                 out.append(column)
             else:
                 out += column
-            small = bytearray(b"r" + _U32.pack(slot) + b"0")
+            small = bytearray(self._memo_puts[slot])
             position += count * nbytes + _STRETCH_TAIL
         out.append(small)
         return out, position, offsets
 
-    def _block(self, count: int) -> tuple[np.ndarray, np.ndarray]:
-        """The records of rows 0 .. count-1 but for their idx, numbers and stretch offsets, and their headers'
-        offsets from the first record's start (cached)."""
+    def _block(self, count: int) -> _Block:
         cached = self._blocks.get(count)
         if cached is None:
-            block = np.empty((count, len(self.template)), np.uint8)
-            block[:] = self.template
-            rows = np.arange(count, dtype=np.int64)
-            row_texts = _texts([list(map(str, range(count)))], _ROW_WIDTH)
-            for at, text, nbytes in zip(self._in_stretch, self._stretch_texts, self.array_bytes):
-                block[:, at:at + _I32.size] = (rows * nbytes).astype("<i4")[:, None].view(np.uint8)
-                block[:, text + _OFFSET_WIDTH] = ord(",")
-                block[:, text + _OFFSET_WIDTH + 1:text + _OFFSET_WIDTH + 1 + _ROW_WIDTH] = row_texts
             if len(self._blocks) >= _MAX_BLOCKS:
                 self._blocks.clear()
-            cached = self._blocks[count] = block, rows * len(self.template) + self.header_offset
+            cached = self._blocks[count] = _Block(self, count)
         return cached
+
+
+class _Block:
+    """The records of rows 0 .. count-1 of a batch layout, patched in place batch after batch: only their idx,
+    their stretches' offsets and their numbers differ from one batch to the next (``idx`` and ``stretches``:
+    views of those fields, one item per record)."""
+
+    def __init__(self, layout: _BatchLayout, count: int) -> None:
+        width = len(layout.template)
+        self.records = np.empty((count, width), np.uint8)
+        self.records[:] = layout.template
+        rows = np.arange(count, dtype=np.int64)
+        row_texts = _texts([list(map(str, range(count)))], _ROW_WIDTH)
+        for at, text, nbytes in zip(layout.in_stretch, layout.stretch_texts, layout.array_bytes):
+            self.records[:, at:at + _I32.size] = (rows * nbytes).astype("<i4")[:, None].view(np.uint8)
+            self.records[:, text + _OFFSET_WIDTH] = ord(",")
+            self.records[:, text + _OFFSET_WIDTH + 1:text + _OFFSET_WIDTH + 1 + _ROW_WIDTH] = row_texts
+        self.idx = self._field("<i4", 1)  # J <i4>: each record's first opcode
+        self.stretches = [self._field(f"S{_OFFSET_WIDTH}", at) for at in layout.stretch_texts]
+        self.headers = rows * width + layout.header_offset  # from the first record's start
+
+    def _field(self, dtype: str, at: int) -> np.ndarray:
+        return np.ndarray((len(self.records),), dtype, self.records, at, (self.records.shape[1],))
 
 
 def _number_patches(floats: list[list[float]], ints: list[list[int]], int_values: np.ndarray) -> list[np.ndarray]:

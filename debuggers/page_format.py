@@ -161,8 +161,7 @@ class PageFile:
 
     def __init__(self, path: str, number: int, expected_bytes: int = 0) -> None:
         self.path, self.number = path, number
-        self._locations: list[np.ndarray] = []  # LOCATION rows of batches
-        self._rows: list[tuple[int, int, int, int, int]] = []  # LOCATION rows of single records, after those
+        self._locations = _Locations()
         self._temp = temporary_path(path)
         with _disk_errors(self._temp, path, "page"):
             self._file = open(self._temp, "wb", buffering=0)
@@ -179,7 +178,8 @@ class PageFile:
 
     def append(self, idx: int, value: Any) -> None:
         """Encode one datapoint's record (``value`` from ``to_page_value``); ``write_pending`` writes it."""
-        self._rows.append((idx, *self._encoder.record(idx, value), self.number))
+        start, header, length = self._encoder.record(idx, value)
+        self._locations.add([idx], start, [header], length)
 
     def append_batch(self, indices: list[int], values: list[Any], limit: int | None = None,
                      batch_value: Any = None) -> int:
@@ -192,22 +192,14 @@ class PageFile:
             batch = self._encoder.records(indices, values, limit, batch_value)
             if batch is not None:
                 start, headers, header_length = batch
-                rows = np.empty(len(headers), LOCATION)
-                rows["idx"], rows["start"], rows["header"] = indices[:len(headers)], start, headers
-                rows["header_length"], rows["page"] = header_length, self.number
-                self._take_rows()
-                self._locations.append(rows)
-                return len(rows)
+                self._locations.add(indices if len(headers) == len(indices) else indices[:len(headers)], start,
+                                    headers, header_length)
+                return len(headers)
         for count, (idx, value) in enumerate(zip(indices, values), 1):
             self.append(idx, value)
             if limit is not None and self.size >= limit:
                 return count
         return len(indices)
-
-    def _take_rows(self) -> None:
-        if self._rows:
-            self._locations.append(np.array(self._rows, dtype=LOCATION))
-            self._rows = []
 
     def write_pending(self) -> None:
         """Write the records appended so far (one system call for many): after it, no array is referenced."""
@@ -229,11 +221,10 @@ class PageFile:
 
     def seal(self) -> np.ndarray:
         """Write the footer, close, and rename into place; returns the page's ``LOCATION`` rows."""
-        self._take_rows()
-        table = np.concatenate(self._locations) if self._locations else np.empty(0, LOCATION)
+        table = self._locations.table(self.number)
         self._encoder.small += b"\x8e" + U64.pack(table.nbytes)
-        footer_offset = self._encoder.position
-        self._encoder.small += table.tobytes() + _FOOTER_TAIL + _TRAILER.pack(footer_offset, len(table), _END_MAGIC)
+        footer_offset = self._encoder.raw(table.view(np.uint8), table.nbytes)
+        self._encoder.small += _FOOTER_TAIL + _TRAILER.pack(footer_offset, len(table), _END_MAGIC)
         self.write_pending()
         with _disk_errors(self._temp, self.path, "page"):
             if self._reserved > self.size:
@@ -247,6 +238,35 @@ class PageFile:
         self._file.close()
         with contextlib.suppress(OSError):
             os.remove(self._temp)
+
+
+class _Locations:
+    """A page's ``LOCATION`` rows, gathered as its records are appended and made into its table once, when the
+    page is sealed (a batch adds a few list items, no array)."""
+
+    def __init__(self) -> None:
+        self.indices: list[int] = []
+        self.starts: list[int] = []  # per batch (or record alone): where its bytes begin
+        self.counts: list[int] = []  # its records
+        self.headers: list[Any] = []  # its records' header offsets
+        self.header_lengths: list[int] = []
+
+    def add(self, indices: list[int], start: int, headers: Any, header_length: int) -> None:
+        self.indices += indices
+        self.starts.append(start)
+        self.counts.append(len(indices))
+        self.headers.append(headers)
+        self.header_lengths.append(header_length)
+
+    def table(self, page: int) -> np.ndarray:
+        table = np.empty(len(self.indices), LOCATION)
+        if len(table):
+            table["idx"] = self.indices
+            table["start"] = np.repeat(self.starts, self.counts)
+            table["header"] = np.concatenate(self.headers)
+            table["header_length"] = np.repeat(self.header_lengths, self.counts)
+            table["page"] = page
+        return table
 
 
 @contextlib.contextmanager
