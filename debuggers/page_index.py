@@ -39,7 +39,7 @@ from debuggers.page_format import (
     pread_exact,
     read_footer,
 )
-from utils.atomic_files import atomic_write, write_json_file
+from utils.atomic_files import atomic_write, write_all, write_new_file
 
 INDEX_VERSION = 2
 _MAX_INDEX_BYTES = 64 * 1024  # an index is ~150 bytes; anything much larger is not one
@@ -50,8 +50,9 @@ _INDEX_FIELDS = {"version": int, "rank": int, "world_size": int, "complete": boo
 
 def write_index(path: str, index: dict) -> None:
     """Atomic JSON write: a reader never sees half an index."""
+    data = json.dumps(index).encode()
     try:
-        atomic_write(path, lambda temp: write_json_file(temp, index, indent=None))
+        atomic_write(path, lambda temp: write_new_file(temp, data))
     except OSError as exc:
         raise PageWriteError(f"could not write debug index {path}: {exc.strerror or exc} ({type(exc).__name__}). "
                              "Free disk space, or check that the folder exists and is writable.",
@@ -85,13 +86,27 @@ def read_index(path: str) -> dict:
     return index
 
 
-def append_locations(path: str, rows: np.ndarray) -> None:
-    try:
-        with open(path, "ab") as f:
-            f.write(rows.tobytes())
-    except OSError as exc:
-        raise PageWriteError(f"could not write debug locations {path}: {exc.strerror or exc}. Free disk space, "
-                             "or check that the folder is writable.", path, exc.errno) from exc
+class LocationsFile:
+    """An epoch's locations file, opened for appending at its first page and kept open to its last (one open,
+    not one per page). Used by the page writer's thread alone."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def append(self, rows: np.ndarray) -> None:
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o666)
+            write_all(self._fd, rows.view(np.uint8))
+        except OSError as exc:
+            raise PageWriteError(f"could not write debug locations {self.path}: {exc.strerror or exc}. Free disk "
+                                 "space, or check that the folder is writable.", self.path, exc.errno) from exc
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
 
 
 def sort_locations(path: str, count: int) -> None:

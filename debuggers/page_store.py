@@ -21,6 +21,7 @@ next ``add`` or ``flush`` raises ``PageWriterError`` chaining it.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 import threading
@@ -34,7 +35,7 @@ from typing import Any
 from debuggers.batch_values import take_rows
 from debuggers.page_errors import PageWriteError
 from debuggers.page_format import PageFile, index_file_name, is_own_file, locations_file_name, page_file_name
-from debuggers.page_index import INDEX_VERSION, append_locations, sort_locations, write_index
+from debuggers.page_index import INDEX_VERSION, LocationsFile, sort_locations, write_index
 from debuggers.page_values import UnsupportedOutputError, held_storage, to_page_value
 
 _POLL_S = 0.5
@@ -53,7 +54,7 @@ class _Epoch:
 
     output_dir: str
     index_path: str
-    locations_path: str
+    locations: LocationsFile
     seen: set[int] = field(default_factory=set)
     flushed: bool = False
     error: BaseException | None = None
@@ -143,12 +144,9 @@ class PageWriter:
         self._check_open("start_epoch()")
         self._close_previous_epoch()
         try:
-            os.makedirs(output_dir, exist_ok=True)
-            for name in os.listdir(output_dir):
-                if is_own_file(name, self.rank, self.world_size):
-                    os.remove(os.path.join(output_dir, name))
+            self._clear_folder(output_dir)
             epoch = _Epoch(output_dir, os.path.join(output_dir, index_file_name(self.rank, self.world_size)),
-                           os.path.join(output_dir, locations_file_name(self.rank, self.world_size)))
+                           LocationsFile(os.path.join(output_dir, locations_file_name(self.rank, self.world_size))))
             write_index(epoch.index_path, self._index(epoch, complete=False))
         except (OSError, PageWriteError) as exc:
             raise PageWriterError(f"cannot prepare the debug page folder {output_dir}: {exc}. Check that the "
@@ -182,11 +180,12 @@ class PageWriter:
         """
         epoch = self._open_epoch("add()")
         self._raise_if_failed(epoch, "accept more outputs")
-        indices = [_as_idx(idx) for idx in indices]
-        repeated = epoch.seen.intersection(indices) or (len(set(indices)) < len(indices) and set(indices))
-        if repeated:
-            raise ValueError(f"datapoint idx={min(repeated)} was added twice in this epoch: meta_info['idx'] must "
-                             "be unique per datapoint (check the dataset's meta_info and the sampler)")
+        indices = _as_indices(indices)
+        batch = set(indices)
+        if len(batch) < len(indices) or not epoch.seen.isdisjoint(batch):
+            raise ValueError(f"datapoint idx={_repeated(indices, epoch.seen)} was added twice in this epoch: "
+                             "meta_info['idx'] must be unique per datapoint (check the dataset's meta_info and the "
+                             "sampler)")
         traced: dict[int, tuple[Any, int]] = {}
         owners = {id(owner): (owner, nbytes) for value in ([batch_value] if batch_value is not None else values)
                   for owner, nbytes in held_storage(value, traced)}
@@ -197,7 +196,7 @@ class PageWriter:
             self._queue.append(_Item(epoch, indices, list(values), list(owners), batch_value))
             self.peak_in_flight_bytes = max(self.peak_in_flight_bytes, self._in_flight)
             self._cond.notify_all()
-        epoch.seen.update(indices)
+        epoch.seen |= batch
 
     def flush(self) -> dict:
         """Wait until everything added is on disk and the index says ``'complete': true``."""
@@ -226,6 +225,19 @@ class PageWriter:
         self.close()
 
     # ------------------------------------------------------- caller side
+    def _clear_folder(self, output_dir: str) -> None:
+        """Create ``output_dir``, or remove this rank's files from it (a crashed attempt's)."""
+        try:
+            os.mkdir(output_dir)
+            return  # a new folder holds nothing to remove
+        except FileNotFoundError:
+            os.makedirs(output_dir, exist_ok=True)
+        except FileExistsError:
+            pass
+        for name in os.listdir(output_dir):
+            if is_own_file(name, self.rank, self.world_size):
+                os.remove(os.path.join(output_dir, name))
+
     def _new_bytes(self, owners: dict[int, tuple[Any, int]]) -> int:
         """Bytes that queueing these owners adds: memory already held by a queued item counts once."""
         return sum(nbytes for key, (_, nbytes) in owners.items() if key not in self._held)
@@ -316,16 +328,22 @@ class PageWriter:
 
     # ------------------------------------------------------- worker side
     def _run(self) -> None:
+        epoch = None
         try:
             while (command := self._next_command()) is not None:
+                epoch = command.epoch
                 if isinstance(command, _Item):
-                    self._store([command, *self._queued_items(command.epoch)])
+                    self._store([command, *self._queued_items(epoch)])
                 else:
                     self._complete(command)
         except BaseException as exc:  # keep it for the caller; a waiting caller notices the dead thread
             with self._cond:
                 self._fatal = exc
                 self._cond.notify_all()
+        finally:
+            if epoch is not None:  # closed, or failed: the locations file this thread may hold open
+                with contextlib.suppress(OSError):
+                    epoch.locations.close()
 
     def _next_command(self) -> _Item | _Finish | None:
         with self._cond:
@@ -357,6 +375,8 @@ class PageWriter:
     def _record(self, epoch: _Epoch, exc: Exception, context: str) -> None:
         if epoch.error is None:
             epoch.error, epoch.error_context = exc, context
+        with contextlib.suppress(OSError):
+            epoch.locations.close()
         if epoch.page is not None:
             epoch.page.discard()
             epoch.page = None
@@ -402,7 +422,7 @@ class PageWriter:
             rows = page.seal()
             epoch.disk_bytes += page.size
             epoch.pages += 1
-            append_locations(epoch.locations_path, rows)
+            epoch.locations.append(rows)
             epoch.datapoints += len(rows)
             if len(rows):
                 first = epoch.last_idx is None or epoch.last_idx < rows["idx"][0]
@@ -422,8 +442,9 @@ class PageWriter:
             self._seal_page(epoch, write_the_index=False)  # written below
         if epoch.error is None:
             try:
+                epoch.locations.close()
                 if command.complete and not epoch.sorted:
-                    sort_locations(epoch.locations_path, epoch.datapoints)
+                    sort_locations(epoch.locations.path, epoch.datapoints)
                     epoch.sorted = True
                 write_index(epoch.index_path, self._index(epoch, complete=command.complete))
             except Exception as exc:
@@ -435,6 +456,19 @@ class PageWriter:
     def _index(self, epoch: _Epoch, complete: bool) -> dict:
         return {"version": INDEX_VERSION, "rank": self.rank, "world_size": self.world_size, "complete": complete,
                 "pages": epoch.pages, "datapoints": epoch.datapoints, "sorted": epoch.sorted}
+
+
+def _as_indices(indices: list[Any]) -> list[int]:
+    try:
+        return list(map(operator.index, indices))
+    except TypeError:
+        return [_as_idx(idx) for idx in indices]  # the error names the idx
+
+
+def _repeated(indices: list[int], seen: set[int]) -> int:
+    """The first of ``indices`` seen before, in ``seen`` or earlier in ``indices`` (there is one)."""
+    earlier: set[int] = set()
+    return next(idx for idx in indices if idx in seen or idx in earlier or earlier.add(idx))  # add() is None
 
 
 def _as_idx(idx: Any) -> int:

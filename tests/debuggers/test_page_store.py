@@ -262,6 +262,8 @@ def test_misuse_gets_clear_errors(tmp_path, make_writer):
     writer.add(3, {"x": 1})
     with pytest.raises(ValueError, match=r"meta_info\['idx'\] must be unique"):
         writer.add(3, {"x": 2})
+    with pytest.raises(ValueError, match=r"idx=9 was added twice"):  # the repeated one, not the smallest
+        writer.add_converted([8, 9, 4, 9], [{"x": 1}] * 4)
     with pytest.raises(TypeError, match="must be a dict"):
         writer.add(4, [1, 2])
     writer.flush()
