@@ -5,8 +5,9 @@
   against ``numpy.load(batch file, mmap_mode='r')[row].sum()``; also the bytes each open
   read (``/proc/self/io``). Target (DESIGN.md): <= 2x the floor, flat in page and epoch size.
 * **Page writes**: a page of 1,024 small arrays (16 and 64 KiB) with ``write_page``, and
-  through the trainer's page writer (batches of 64), against ``numpy.save`` of the same
-  bytes, wall and CPU time. Target: >= 0.9x.
+  through the trainer's page writer (batches of 64) as an epoch of one page and page after
+  page in an epoch of four, against ``numpy.save`` of the same bytes, wall and CPU time.
+  Target: >= 0.9x.
 * **Peak RSS** of an evaluation loop capturing one layer (64 KiB per datapoint), each run
   in its own process (``ru_maxrss``), above the same loop without capture: Lantern at
   two page sizes and the floor. Target: <= 2 batches of outputs + 32 MB, whatever the page size.
