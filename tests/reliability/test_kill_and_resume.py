@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from debuggers.page_format import PAGE_GLOB, load_page
+from debuggers.page_format import PAGE_GLOB, is_own_file, load_page
 from debuggers.page_index import read_index
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.trainers import BaseTrainer
@@ -32,6 +32,7 @@ DEBUGGER = """
 import json
 import os
 import signal
+import threading
 import time
 
 from debuggers.forward_debugger import ForwardDebugger
@@ -59,12 +60,21 @@ def in_epoch_1():
         return json.load(f)["completed_epochs"] == 1
 
 
+claimed = []  # the point this process dies at
+claim_lock = threading.Lock()
+
+
 def my_turn(point):
-    """True at the first point of POINTS not killed at yet (and marks it): each run dies at the next point."""
-    if next((p for p in POINTS if not os.path.exists(os.path.join(MARKERS, p))), None) != point:
-        return False
-    open(os.path.join(MARKERS, point), "w").close()
-    return True
+    """True at the first point of POINTS not killed at yet (and marks it): each run dies at the next point.
+
+    One point per process: the page writer's thread must not claim the next point while the main thread,
+    which has just claimed its own, is killing the process."""
+    with claim_lock:
+        if claimed or next((p for p in POINTS if not os.path.exists(os.path.join(MARKERS, p))), None) != point:
+            return False
+        claimed.append(point)
+        open(os.path.join(MARKERS, point), "w").close()
+        return True
 
 
 def die():
@@ -175,6 +185,14 @@ def hidden_temporaries(work_dir):
     return [os.path.join(root, name) for root, _, names in os.walk(work_dir) for name in names if ".tmp-" in name]
 
 
+def is_page_writer_temporary(path, work_dir):
+    """A page, index or locations file of epoch 1 not yet moved into place: the writer thread was killed
+    while writing it."""
+    folder, name = os.path.split(path)
+    return folder == os.path.join(work_dir, "epoch_1", "debugger") and name.startswith(".") \
+        and is_own_file(name, rank=0, world_size=1)
+
+
 def assert_pages_hold_every_idx_once(debugger_dir, val_size=VAL_SIZE):
     indexes = [read_index(path) for path in glob.glob(os.path.join(debugger_dir, "index*.json"))]
     assert indexes and all(index["complete"] for index in indexes)
@@ -216,8 +234,8 @@ def test_run_killed_at_each_point_resumes_and_completes(tmp_path, reference):
         temporaries = hidden_temporaries(work_dir)
         if point in LEAVES_A_HALF_WRITTEN_FILE:
             assert temporaries, point
-        else:  # at most the page the writer was filling, never sealed
-            assert all(os.path.basename(path).startswith(".page_") for path in temporaries), (point, temporaries)
+        else:  # at most what the page writer of epoch 1 was writing (a page, or the index after one)
+            assert all(is_page_writer_temporary(path, work_dir) for path in temporaries), (point, temporaries)
         assert_pages_hold_every_idx_once(os.path.join(work_dir, "epoch_0", "debugger"))
         if point == POINTS[0]:
             written = os.stat(epoch_0_checkpoint).st_mtime_ns
