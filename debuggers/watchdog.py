@@ -9,7 +9,8 @@ second and
   the stacks of the threads involved (``sys._current_frames``), once per step;
 * after ``stall_timeout_s``, for a step that may be interrupted (a debugger's
   call on the main thread), sends SIGINT to the main thread: the blocked call
-  wakes with ``KeyboardInterrupt``, which ``watch`` turns into a ``DebuggerStallError``
+  wakes with ``KeyboardInterrupt`` (also where the process ignores SIGINT, as a run
+  started in the background by a script does), which ``watch`` turns into a ``DebuggerStallError``
   naming the step. Nothing of the current epoch is marked done, so the same command
   resumes. Page writes are not interrupted: the page writer gives up by itself after
   the same ``stall_timeout_s``, and capture stops for that epoch while training goes on.
@@ -76,7 +77,8 @@ class StallWatchdog:
                 self._thread = threading.Thread(target=self._run, name="lantern-stall-watchdog", daemon=True)
                 self._thread.start()
         try:
-            yield
+            with _sigint_raises(step):
+                yield
         except KeyboardInterrupt:
             if not step.interrupted:
                 raise
@@ -124,6 +126,32 @@ class StallWatchdog:
             step.stack = _stacks(step)
             self.logger.error(f"{step.what} made no progress for {elapsed:.0f} s: stopping the run")
             signal.pthread_kill(step.thread.ident, signal.SIGINT)
+
+
+@contextmanager
+def _sigint_raises(step: _Step) -> Iterator[None]:
+    """While ``step`` runs, the watchdog's SIGINT raises ``KeyboardInterrupt`` whatever the process's own SIGINT
+    handling: a run started in the background by a script inherits SIGINT ignored, and a user's handler may
+    not raise. Any other SIGINT gets what was there before, which is back when the step ends."""
+    previous = signal.getsignal(signal.SIGINT)
+    if not step.interrupt or previous is signal.default_int_handler or previous is None:  # None: set outside Python
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        if step.interrupted:
+            raise KeyboardInterrupt
+        if callable(previous):
+            previous(signum, frame)
+        elif previous == signal.SIG_DFL:  # what it would have done: end the process
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.raise_signal(signal.SIGINT)
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _stacks(step: _Step) -> str:

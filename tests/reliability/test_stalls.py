@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 
 import pytest
 
@@ -69,8 +70,10 @@ def config_path(tmp_path, wait_in_debugger, extra=""):
                         extra=f"WAIT_IN_DEBUGGER = {wait_in_debugger}\n" + COMMON + extra)
 
 
-def stalled_run(path):
-    return run_main(path, timeout=200, env=dict(os.environ, LANTERN_TEST_STALL="1"))
+def stalled_run(path, sigint=signal.SIG_DFL):
+    """The run, with SIGINT as the parent leaves it (``SIG_IGN``: started in the background by a script)."""
+    return run_main(path, timeout=200, env=dict(os.environ, LANTERN_TEST_STALL="1"),
+                    preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
 
 
 def log_of(tmp_path):
@@ -83,9 +86,10 @@ def completed_epochs(tmp_path):
         return json.load(f)["completed_epochs"]
 
 
-def test_a_debugger_waiting_forever_ends_the_run_clearly_and_the_same_command_resumes(tmp_path):
+@pytest.mark.parametrize("sigint", [signal.SIG_DFL, signal.SIG_IGN], ids=["sigint-default", "sigint-ignored"])
+def test_a_debugger_waiting_forever_ends_the_run_clearly_and_the_same_command_resumes(tmp_path, sigint):
     path = config_path(tmp_path, wait_in_debugger=True)
-    result = stalled_run(path)
+    result = stalled_run(path, sigint)
     assert result.returncode == 2, result.stderr
     assert "debugger 'image_mean' (its call on a batch) made no progress for 4 s" in result.stderr
     assert "threading.Event().wait()  # waits forever" in result.stderr  # the stack shows where it waits
