@@ -57,13 +57,15 @@ def browser():
 
 @pytest.fixture
 def new_page(browser):
-    """Factory of fresh pages (own URL, no state left by another test); failed callbacks fail the test."""
+    """Factory of fresh pages (own URL, no state left by another test); failed callbacks and uncaught errors of
+    the page's scripts (which Chromium reports apart from the console) fail the test."""
     pages, errors = [], []
 
     def make(url: str):
         page = browser.new_page(viewport={"width": 1500, "height": 1000})
         page.set_default_timeout(WAIT_MS)
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
         page.goto(url)
         pages.append(page)
         return page
