@@ -109,3 +109,36 @@ def test_the_score_grid_and_chart_come_with_the_page_drawn_by_its_script(viewer_
                      + grid["cell"] * 3.5)  # row 3, column 2: idx 20
     wait_title(page, ids.DATAPOINT_PANEL, "datapoint 20 ")
     page.wait_for_function(f"() => ({GRID})().mark[0] === 2 && ({GRID})().mark[1] === 3")
+
+
+def test_a_score_view_waiting_for_its_element_draws_the_latest_data_only(viewer_url, new_page):
+    """A draw that waits for its element (Dash may run it before React has put the element in the page) is
+    dropped once newer data is drawn: it would draw the older data over the newer."""
+    page = new_page(viewer_url[0])
+    page.wait_for_function(SHOWN)
+    drawn = page.evaluate("""async () => {
+        window.lanternScoreViews.drawChart('late-chart', {title: 'older'});  // no element yet: tried again
+        const container = document.createElement('div');
+        container.id = 'late-chart';
+        document.body.appendChild(container);
+        window.lanternScoreViews.drawChart('late-chart', {title: 'newer'});
+        await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
+        return container.textContent;
+    }""")
+    assert drawn == "newer"
+
+
+def test_the_score_grid_s_tooltip_goes_with_the_grid_it_describes(viewer_url, new_page):
+    page = new_page(f"{viewer_url[0]}?epoch=epoch_1")
+    page.wait_for_function(SHOWN)
+    grid = page.evaluate(GRID)
+    canvas = page.locator(f"#{ids.SCORE_GRID} canvas")
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    page.mouse.move(box["x"] + grid["plot"]["left"] + grid["cell"] / 2,
+                    box["y"] + grid["plot"]["top"] + grid["cell"] / 2)  # over idx 0
+    tooltip = page.locator(".score-grid-tooltip")
+    assert tooltip.is_visible()
+    page.evaluate(f"dash_clientside.set_props('{ids.SCORE_GRID_DATA}', {{data: {{title: 'no scores'}}}})")
+    page.wait_for_selector(f"#{ids.SCORE_GRID} canvas", state="detached")
+    assert not tooltip.is_visible(), "the tooltip of a grid no longer drawn stays on screen"

@@ -56,10 +56,19 @@ window.lanternScoreViews = (function () {
         return window.dash_clientside.no_update;
     }
 
-    function mounted(id, draw, frames = 120) {  // Dash may run the first draw before React has put the element in
-        const container = document.getElementById(id);  // the page: it is tried again for up to 120 frames
+    // Dash may run the first draw before React has put the element in the page: it is tried again for up to 120
+    // frames, unless a newer draw of the element has come meanwhile (the older data would be drawn over it).
+    const latest = new Map();
+    function mounted(id, draw) {
+        latest.set(id, draw);
+        return whenMounted(id, draw, 120);
+    }
+
+    function whenMounted(id, draw, frames) {
+        if (latest.get(id) !== draw) { return window.dash_clientside.no_update; }
+        const container = document.getElementById(id);
         if (container) { return draw(container); }
-        if (frames > 0) { requestAnimationFrame(() => mounted(id, draw, frames - 1)); }
+        if (frames > 0) { requestAnimationFrame(() => whenMounted(id, draw, frames - 1)); }
         return window.dash_clientside.no_update;
     }
 
@@ -146,6 +155,7 @@ window.lanternScoreViews = (function () {
 
     let tooltip = null;
     function showTooltip(text, event) {
+        if (!tooltip && !text) { return; }
         if (!tooltip) {
             tooltip = document.createElement("div");
             tooltip.className = "score-grid-tooltip";
@@ -161,6 +171,7 @@ window.lanternScoreViews = (function () {
 
     function drawGrid(id, data, selected, open) {
         return mounted(id, function draw(container) {
+            showTooltip(null);  // its canvas is replaced: the mouse has not moved over the new one yet
             titled(container, data && data.title);
             if (!data || !data.columns) {
                 container.scoreGrid = { idx: [], mark: null };
