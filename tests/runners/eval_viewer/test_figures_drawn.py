@@ -21,6 +21,7 @@ import torch
 
 from data.viewer.layout.display.display_compare import CompareColumn, display_compare
 from data.viewer.layout.display.display_debug_outputs import display_debug_outputs
+from data.viewer.layout.display.elements import alert, badge
 from data.viewer.layout.display.pictures import picture_component
 from data.viewer.layout.display.values import as_image, figure_component, image_component, key_value_table
 from debuggers.activation_stats_debugger import ActivationStatsDebugger
@@ -49,7 +50,7 @@ from runners.eval_viewer.callbacks.compare import epoch_columns
 from runners.eval_viewer.callbacks.datapoint import render_datapoint
 from runners.eval_viewer.callbacks.scores import history_data
 from tests.debuggers.library import capture_epoch, entry
-from tests.runs import train, write_config
+from tests.runs import REPO_ROOT, train, write_config
 
 SVG = "{http://www.w3.org/2000/svg}"
 NAMES = {0: "circle", 1: "square", 2: "triangle", 3: "cross", 4: "ring", 5: "bar"}
@@ -361,6 +362,19 @@ def test_badges_and_grad_cam_titles_name_the_classes(run):
     cams = [svg for title, svg in _pictures(shown) if title.startswith("Grad-CAM")]  # drawn as a picture
     assert [text.text for text in cams[0].iter(f"{SVG}text")][:2] == [f"label: {row['label_name']}",
                                                                       f"prediction: {row['prediction_name']}"]
+
+
+@pytest.mark.parametrize("component", [alert("text", color) for color in ("info", "warning", "danger", "secondary",
+                                                                          "light")]
+                         + [badge("text", color) for color in ("info", "warning", "danger", "success", "secondary",
+                                                               "light")], ids=lambda component: component.className)
+def test_every_alert_and_badge_colour_is_styled(component):
+    """Alerts and badges are plain HTML (no Bootstrap bundle): a colour without its rule in viewer.css is drawn as
+    bare text."""
+    with open(f"{REPO_ROOT}/runners/eval_viewer/assets/viewer.css") as css:
+        styled = set(re.findall(r"\.((?:alert|bg)-[a-z]+) *\{", css.read()))
+    colour = next(name for name in component.className.split() if name.startswith(("alert-", "bg-")))
+    assert colour in styled
 
 
 def test_compare_epochs_rows_align_channels_across_the_run_s_epochs(run):
