@@ -28,24 +28,24 @@ _NUMBER_OPS = {"equals": "=", "notEqual": "!=", "lessThan": "<", "lessThanOrEqua
 
 def register(app: Dash, backend: ViewerBackend) -> None:
     @app.callback(Output(ids.METRIC_SELECT, "options"), Output(ids.METRIC_SELECT, "value"),
-                  Output(ids.EPOCH_BADGES, "children"), Output(ids.EPOCH_VERSION, "data"),
-                  Output(ids.TABLE_QUERY, "data"), Output(ids.TABLE, "columnDefs"),
+                  Output(ids.EPOCH_BADGES, "children"), Output(ids.TABLE_QUERY, "data"),
+                  Output(ids.TABLE, "columnDefs"),
                   Input(ids.EPOCH_SELECT, "value"), Input(ids.METRIC_SELECT, "value"),
                   Input(ids.REFRESH, "n_intervals"), Input(ids.TABLE_IDX_FILTER, "data"),
                   State(ids.RUN_SELECT, "value"), State(ids.TABLE_QUERY, "data"), prevent_initial_call=True)
     def choose_rows(epoch_key: Optional[str], metric: Optional[str], _: int, idx_filter: Optional[list],
                     run_path: Optional[str], previous: Optional[dict]) -> tuple:
-        """Everything that follows the chosen epoch, in one step: the metric, the epoch's badges and version,
-        and the table's query and columns. A run switch reaches it once, through the epoch (``refresh_epochs``
-        always sends the new run's epoch); the query then says to clear the filters, which would silently
-        empty the next epoch's table. A refresh that finds nothing new changes nothing."""
+        """Everything that follows the chosen epoch, in one step: the metric, the epoch's badges, and the table's
+        query (with the epoch's version) and columns. A run switch reaches it once, through the epoch
+        (``refresh_epochs`` always sends the new run's epoch); the query then says to clear the filters, which
+        would silently empty the next epoch's table. A refresh that finds nothing new changes nothing."""
         view = epoch_view(backend, run_path, epoch_key, metric, idx_filter)
         previous = {key: value for key, value in (previous or {}).items() if key != "clear"}
         same_epoch = (previous.get("run"), previous.get("epoch")) == (run_path, epoch_key)
         if view.query == previous:
-            return (no_update,) * 6
+            return (no_update,) * 5
         same_columns = same_epoch and all(previous.get(key) == view.query[key] for key in ("metric", "version"))
-        return (view.metrics, view.metric, view.badges, view.version, {**view.query, "clear": not same_epoch},
+        return (view.metrics, view.metric, view.badges, {**view.query, "clear": not same_epoch},
                 no_update if same_columns else view.columns)
 
     app.clientside_callback(
@@ -86,12 +86,12 @@ def register(app: Dash, backend: ViewerBackend) -> None:
 @dataclass
 class EpochView:
     """What the page shows for a chosen run and epoch besides the rows: the metrics to rank by and the chosen
-    one, the epoch's badges, its version (changes when its files are rewritten), the table's query and columns."""
+    one, the epoch's badges, the table's query (with the epoch's version, which changes when its files are
+    rewritten) and columns."""
 
     metrics: list[str]
     metric: Optional[str]
     badges: list
-    version: Optional[str]
     query: dict
     columns: list[dict]
 
@@ -104,7 +104,7 @@ def epoch_view(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optio
     epochs = backend.epochs(run) if run else []
     epoch = next((e for e in epochs if e.key == epoch_key), None)
     if epoch is None:
-        return EpochView([], None, [], None, _query(run_path, epoch_key, None, None, idx_filter), [])
+        return EpochView([], None, [], _query(run_path, epoch_key, None, None, idx_filter), [])
     try:
         metrics = backend.metrics(epoch)
         chosen = metric if metric in metrics else default_metric(metrics, backend.table(epoch).roles.get(
@@ -115,7 +115,7 @@ def epoch_view(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optio
         version: Optional[str] = backend.version(epoch)
     except ScoresError:
         version = None  # removed while listed: the score views say so when they redraw
-    return EpochView(metrics, chosen, epoch_badges(backend, epoch) + debug_hint(epochs, epoch), version,
+    return EpochView(metrics, chosen, epoch_badges(backend, epoch) + debug_hint(epochs, epoch),
                      _query(run_path, epoch_key, chosen, version, idx_filter), column_defs(backend, epoch, chosen))
 
 

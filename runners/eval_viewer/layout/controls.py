@@ -50,6 +50,5 @@ def controls(discovery: Discovery, first: FirstView) -> html.Div:
         ], className="controls"),
         dcc.Interval(id=ids.REFRESH, interval=REFRESH_MS),
         dcc.Store(id=ids.EPOCHS_RUN, data=first.run),
-        dcc.Store(id=ids.EPOCH_VERSION, data=first.view.version),
         dcc.Store(id=ids.URL_STATE),
     ])

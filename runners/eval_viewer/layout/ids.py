@@ -6,7 +6,6 @@ EPOCHS_RUN = "epochs-run"  # the run whose epochs EPOCH_SELECT lists: a run swit
 METRIC_SELECT = "metric-select"
 EPOCH_BADGES = "epoch-badges"
 NEAREST_DEBUG_EPOCH = "nearest-debug-epoch"  # button: switch to the nearest epoch with debug outputs
-EPOCH_VERSION = "epoch-version"
 MESSAGES = "viewer-messages"
 REFRESH = "refresh-interval"
 
