@@ -31,6 +31,7 @@ import json
 import math
 import pickle
 import struct
+import threading
 from collections.abc import Hashable
 from typing import Any
 
@@ -388,6 +389,7 @@ class _BatchLayout:
         self._number_slots = bool(self._float_slots or self._int_slots)
         self._stretch_bytes = len(self.array_bytes) * (_STRETCH_HEAD + _STRETCH_TAIL)
         self._memo_puts = [b"r" + _U32.pack(slot) + b"0" for slot in range(len(self.array_bytes))]  # LONG_BINPUT, POP
+        self._lock = threading.Lock()
 
     def emit(self, encoder: RecordEncoder, indices: list[int], leaves: list[Any], limit: int | None,
              ) -> tuple[int, np.ndarray, int] | None:
@@ -399,20 +401,22 @@ class _BatchLayout:
         if start + self._stretch_bytes + len(self.array_bytes) * _MAX_PAD + count * self.record_bytes >= _MAX_OFFSET \
                 or count * self.largest_array >= 2**31:
             return None
-        block = self._block(count)
-        try:  # NumPy refuses a Python int out of int32's range
-            block.idx[:] = indices if count == len(indices) else indices[:count]
-            ints = [leaves[slot][:count] for slot in self._int_slots]
-            int_values = np.array(ints, "<i4") if ints else None
-        except OverflowError:
-            return None
-        out, position, offsets = self._stretches(encoder, [leaves[slot][:count] for slot in self._array_slots], count)
-        for column, text in zip(block.stretches, offsets):
-            column[:] = text
-        if self._number_slots:
-            floats = [leaves[slot][:count] for slot in self._float_slots]
-            block.records[:, self._numbers] = np.concatenate(_number_patches(floats, ints, int_values), axis=1)
-        out.append(block.records.tobytes())  # bytes, not a memoryview: the garbage collector does not track it
+        with self._lock:  # plans are shared by every page writer's thread: one batch patches the block at a time
+            block = self._block(count)
+            try:  # NumPy refuses a Python int out of int32's range
+                block.idx[:] = indices if count == len(indices) else indices[:count]
+                ints = [leaves[slot][:count] for slot in self._int_slots]
+                int_values = np.array(ints, "<i4") if ints else None
+            except OverflowError:
+                return None
+            out, position, offsets = self._stretches(encoder, [leaves[slot][:count] for slot in self._array_slots],
+                                                     count)
+            for column, text in zip(block.stretches, offsets):
+                column[:] = text
+            if self._number_slots:
+                floats = [leaves[slot][:count] for slot in self._float_slots]
+                block.records[:, self._numbers] = np.concatenate(_number_patches(floats, ints, int_values), axis=1)
+            out.append(block.records.tobytes())  # bytes, not a memoryview: the garbage collector does not track it
         encoder.buffers += out
         encoder.small = bytearray()
         encoder.flushed = position + block.records.size
@@ -454,7 +458,8 @@ class _BatchLayout:
 class _Block:
     """The records of rows 0 .. count-1 of a batch layout, patched in place batch after batch: only their idx,
     their stretches' offsets and their numbers differ from one batch to the next (``idx`` and ``stretches``:
-    views of those fields, one item per record)."""
+    views of those fields, one item per record). Shared by every thread that writes pages: patched and copied
+    out under its layout's lock."""
 
     def __init__(self, layout: _BatchLayout, count: int) -> None:
         width = len(layout.template)

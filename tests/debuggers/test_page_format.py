@@ -10,6 +10,7 @@ import json
 import math
 import os
 import pickle
+import sys
 import threading
 
 import joblib
@@ -24,6 +25,7 @@ from debuggers.page_encoding import RecordEncoder
 from debuggers.page_format import (
     PAGE_GLOB,
     CorruptPageError,
+    PageFile,
     PageWriteError,
     UnsafePageError,
     index_file_name,
@@ -593,6 +595,40 @@ def test_a_batch_stops_at_the_first_record_that_fills_the_page(tmp_path):
     table = write_page(path, dict(zip(indices[:count], values[:count])))
     assert table["idx"].tolist() == indices[:count] and os.path.getsize(path) > limit
 
+
+def test_pages_of_one_structure_written_by_threads_at_once_keep_their_own_records(tmp_path):
+    """Two page writers (the debugger's and the datapoint capture's, two runs in one process) share the cached
+    plans: each batch's records are its own, however the threads interleave."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads between almost any two bytecodes
+    failures: list[str] = []
+
+    def write(thread: int) -> None:
+        path = str(tmp_path / f"page_{thread}.pkl")
+        page = PageFile(path, 0)
+        for first in range(thread * 10_000, thread * 10_000 + 1_600, 16):
+            indices = list(range(first, first + 16))
+            page.append_batch(indices, [{"x": np.full(4, idx, np.float32), "n": float(idx)} for idx in indices])
+            page.write_pending()
+        page.seal()
+        try:
+            loaded = load_page(path)
+        except CorruptPageError as exc:
+            failures.append(str(exc))
+            return
+        failures.extend(f"{path}: idx {idx} holds {value}" for idx, value in loaded.items()
+                        if idx // 10_000 != thread or value["n"] != idx or value["x"].tolist() != [idx] * 4)
+
+    try:
+        threads = [threading.Thread(target=write, args=(thread,)) for thread in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(20)
+    finally:
+        sys.setswitchinterval(previous)
+    assert not any(thread.is_alive() for thread in threads)
+    assert failures == []
 
 def test_pages_written_before_batches_still_load():
     """A page of the first format-2 encoder (``K`` opcodes, unpadded JSON numbers) reads as before."""
