@@ -1,4 +1,4 @@
-"""On-disk format of debug pages (format 2): one datapoint is read without touching the others.
+r"""On-disk format of debug pages (format 2): one datapoint is read without touching the others.
 
 A page ``page_{n}.pkl`` (``page_rank{r}_{n}.pkl`` under torchrun) is written by
 appending one *record* per datapoint as its outputs arrive, so no page is ever

@@ -208,7 +208,7 @@ class PageWriter:
         return {"pages": epoch.pages, "datapoints": epoch.datapoints, "bytes": epoch.disk_bytes}
 
     def close(self) -> None:
-        """Stop the thread; outputs not yet flushed are dropped. Idempotent."""
+        """Stop the thread; outputs not yet flushed are dropped (the page being written is removed). Idempotent."""
         with self._cond:
             if self._closed:
                 return
@@ -341,9 +341,8 @@ class PageWriter:
                 self._fatal = exc
                 self._cond.notify_all()
         finally:
-            if epoch is not None:  # closed, or failed: the locations file this thread may hold open
-                with contextlib.suppress(OSError):
-                    epoch.locations.close()
+            if epoch is not None:  # closed, or failed: what this thread may hold open goes
+                self._let_go(epoch)
 
     def _next_command(self) -> _Item | _Finish | None:
         with self._cond:
@@ -375,6 +374,12 @@ class PageWriter:
     def _record(self, epoch: _Epoch, exc: Exception, context: str) -> None:
         if epoch.error is None:
             epoch.error, epoch.error_context = exc, context
+        self._let_go(epoch)
+
+    @staticmethod
+    def _let_go(epoch: _Epoch) -> None:
+        """Close the epoch's locations file and drop its unfinished page (its temporary file, and the disk blocks
+        reserved for it, go): the epoch failed, or the writer stopped before it was flushed."""
         with contextlib.suppress(OSError):
             epoch.locations.close()
         if epoch.page is not None:

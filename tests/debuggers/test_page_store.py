@@ -23,6 +23,7 @@ from debuggers.page_index import read_index
 from debuggers.page_store import PageWriter, PageWriterError
 from debuggers.page_values import UnsupportedOutputError
 from runners.eval_viewer.backend.initialization import DebugOutputs
+from tests.debuggers.library import wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -338,6 +339,26 @@ def test_huge_item_is_admitted_when_nothing_is_in_flight(tmp_path, make_writer):
     writer.add(0, {"big": torch.zeros(MB // 4)})
     writer.add(1, {"big": torch.zeros(MB // 4)})
     assert writer.flush()["pages"] == 2
+
+
+def _open_files_under(folder) -> list[str]:
+    """The files under ``folder`` that this process holds open (its fds in /proc)."""
+    paths = (os.path.realpath(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd"))
+    return [path for path in paths if path.startswith(os.path.realpath(folder) + os.sep)]
+
+
+def test_close_mid_page_removes_the_page_being_written_and_closes_its_files(tmp_path, make_writer):
+    writer = make_writer(8 * MB)  # a page the batches do not fill: it stays open
+    writer.start_epoch(str(tmp_path))
+    writer.add_converted(list(range(16)), [{"x": np.full(4096, i, np.float32)} for i in range(16)])
+    writer.flush()  # page 0 sealed, the locations file written
+    writer.start_epoch(str(tmp_path / "next"))
+    writer.add_converted(list(range(16)), [{"x": np.full(4096, i, np.float32)} for i in range(16)])
+    wait_until(lambda: writer.in_flight_bytes == 0, timeout_s=10)  # written to the open page
+    writer.close()  # the loop crashed: the runner closes the debugger without flushing
+    assert _open_files_under(tmp_path) == []
+    assert sorted(os.listdir(tmp_path / "next")) == ["index.json"]  # no hidden page with its reserved blocks
+    assert sorted(os.listdir(tmp_path)) == ["index.json", "locations.bin", "next", "page_0.pkl"]
 
 
 # -------------------------------------------------------------- SIGKILL
