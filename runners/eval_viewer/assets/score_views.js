@@ -5,8 +5,9 @@
 window.lanternScoreViews = (function () {
     const SVG = "http://www.w3.org/2000/svg";
     const PLOT_BACKGROUND = "#e5ecf6", LINE = "#636efa", MARK = "#1f2a37", MISSING = "#c8c8c8";
-    const CHART = { height: 200, left: 50, right: 12, top: 34, bottom: 28 };
-    const GRID = { height: 300, left: 10, right: 64, top: 34, bottom: 8, bar: 10 };
+    const TITLE = 24;  // the title's row (.score-view-title) above the drawing
+    const CHART = { height: 200, left: 50, right: 12, top: 4, bottom: 28 };
+    const GRID = { height: 300, left: 10, right: 64, top: 4, bottom: 8, bar: 10 };
     const FONT = '12px "Open Sans", verdana, arial, sans-serif';
 
     function g4(value) {  // Python's f"{value:.4g}"
@@ -77,9 +78,9 @@ window.lanternScoreViews = (function () {
             titled(container, data && data.title);
             const x = (data && data.x) || [], y = (data && data.y) || [];
             if (!x.length || !data.range) { return drawn(container, () => draw(container)); }
-            const width = Math.max(container.clientWidth, 200), height = CHART.height - 24;
-            const plot = { left: CHART.left, top: 4, width: width - CHART.left - CHART.right,
-                           height: height - 4 - CHART.bottom };
+            const width = Math.max(container.clientWidth, 200), height = CHART.height - TITLE;
+            const plot = { left: CHART.left, top: CHART.top, width: width - CHART.left - CHART.right,
+                           height: height - CHART.top - CHART.bottom };
             const [low, high] = data.range;
             const px = (i) => plot.left + plot.width * (i + 0.5) / x.length;
             const py = (v) => plot.top + plot.height * (high - v) / (high - low);
@@ -177,10 +178,10 @@ window.lanternScoreViews = (function () {
                 container.scoreGrid = { idx: [], mark: null };
                 return drawn(container, () => draw(container));
             }
-            const width = Math.max(container.clientWidth, 200), height = GRID.height - 24;
+            const width = Math.max(container.clientWidth, 200), height = GRID.height - TITLE;
             const cell = Math.min((width - GRID.left - GRID.right) / data.columns,
-                                  (height - 4 - GRID.bottom) / data.rows);
-            const plot = { left: GRID.left + (width - GRID.left - GRID.right - cell * data.columns) / 2, top: 4,
+                                  (height - GRID.top - GRID.bottom) / data.rows);
+            const plot = { left: GRID.left + (width - GRID.left - GRID.right - cell * data.columns) / 2, top: GRID.top,
                            width: cell * data.columns, height: cell * data.rows };
             const canvas = document.createElement("canvas");
             const ratio = window.devicePixelRatio || 1;
