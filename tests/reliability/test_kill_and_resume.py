@@ -189,8 +189,7 @@ def is_page_writer_temporary(path, work_dir):
     """A page, index or locations file of epoch 1 not yet moved into place: the writer thread was killed
     while writing it."""
     folder, name = os.path.split(path)
-    return folder == os.path.join(work_dir, "epoch_1", "debugger") and name.startswith(".") \
-        and is_own_file(name, rank=0, world_size=1)
+    return folder == os.path.join(work_dir, "epoch_1", "debugger") and is_own_file(name, rank=0, world_size=1)
 
 
 def assert_pages_hold_every_idx_once(debugger_dir, val_size=VAL_SIZE):
