@@ -142,9 +142,11 @@ class SequentialDebugger(BaseDebugger):
         if value and self._model is None:
             raise RuntimeError("SequentialDebugger: call register_hooks(model) (or pass model=) before enabling")
         self._enabled = value
-        self._attach() if value else self._detach()
-        if not value:  # the epoch is over
-            for debugger in self.debuggers.values():
+        if value:
+            self._attach()
+        else:
+            self._detach()
+            for debugger in self.debuggers.values():  # the epoch is over
                 debugger.release()
 
     def _attach(self) -> None:
