@@ -183,7 +183,7 @@ def held_storage(value: Any, owners: dict[int, tuple[Any, int]] | None = None) -
                 owner = owners[id(base)] = _owner(item)
             held.append(owner)
         elif kind is Rows:
-            pending.append(item.entries) if type(item.entries) is np.ndarray else pending.extend(item.entries)
+            pending.append(item.entries)  # a batch array, or a list of page values
         elif kind is dict:
             pending.extend(item.values())
         elif kind is list or kind is tuple:
