@@ -84,7 +84,9 @@ def _heatmap(z: np.ndarray, **kwargs: Any) -> go.Heatmap:
 
 
 def _image_axes(fig: go.Figure) -> None:
-    """Rows top to bottom and square pixels in every panel, as an image is drawn."""
+    """Rows top to bottom and square pixels in every panel, as an image is drawn: the figure is a picture
+    (``is_picture``)."""
+    fig.update_layout(meta={**(fig.layout.meta or {}), "picture": True})
     fig.update_yaxes(autorange="reversed", showticklabels=False)
     fig.for_each_xaxis(lambda axis: axis.update(scaleanchor=axis.anchor or "y", constrain="domain",
                                                 showticklabels=False))
@@ -340,7 +342,6 @@ def _overlay(heat: np.ndarray, image: np.ndarray, title: str) -> go.Figure:
                      go.Heatmap(z=heat, colorscale="Jet", **_stretched_over(picture, heat),
                                 hovertemplate="patch row %{y:.0f}, col %{x:.0f}: %{z:.3f}<extra></extra>")])
     _image_axes(fig)
-    fig.update_layout(meta={"picture": True})
     return _finish(fig, title, 360)
 
 
@@ -373,7 +374,7 @@ def cam_figures(output: dict[str, Any], image: Optional[np.ndarray] = None,
         suffix = "" if i == 0 else str(i + 1)
         fig.layout[f"xaxis{suffix}"] = {"domain": [i * width + 0.02, (i + 1) * width - 0.02], "anchor": f"y{suffix}"}
         fig.layout[f"yaxis{suffix}"] = {"domain": [0, 0.92], "anchor": f"x{suffix}"}
-    fig.update_layout(annotations=annotations, meta={"picture": True})
+    fig.update_layout(annotations=annotations)
     _image_axes(fig)
     maxima = " / ".join(f"{raw_max:.3g}" for _, _, raw_max in panels)
     return [_finish(fig, f"Grad-CAM at {output.get('target_layer', '')} (raw max {maxima})", 380)]
@@ -501,7 +502,7 @@ def embedding_figures(data: np.ndarray, metadata: dict[str, Any], title: str) ->
         if grid is not None and len(grid) == 2 and grid[0] * grid[1] == data.shape[0]:
             data = data.T.reshape(data.shape[1], int(grid[0]), int(grid[1]))
     if data.ndim == 3:
-        fig = go.Figure(go.Image(z=pca_rgb(data)), layout={"meta": {"picture": True}})
+        fig = go.Figure(go.Image(z=pca_rgb(data)))
         _image_axes(fig)
         figures.insert(0, _finish(fig, f"{title}: top-3 principal components as RGB", 320))
     return figures or array_figures(data, title)
