@@ -62,6 +62,16 @@ LAYER = "backbone.layer1"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+WriterBatch = tuple[list[int], list[dict], dict]  # indices, their outputs, the batch value
+
+
+def writer_batch(batch: np.ndarray, first_idx: int) -> WriterBatch:
+    """One batch array's outputs as ``SequentialDebugger`` hands them to the page writer: the batch's indices,
+    its rows split from the array, and its batch value."""
+    rows, batch_value = split_batch_value({"features": torch.from_numpy(batch)}, len(batch))
+    return list(range(first_idx, first_idx + len(batch))), [{"d": row} for row in rows], {"d": batch_value}
+
+
 # ------------------------------------------------------------------ reads
 def write_epochs(root: str, datapoints: int, page_sizes_mb: list[int]) -> None:
     """The same epoch in Lantern's pages at each page size (as ``SequentialDebugger`` writes them) and
@@ -75,9 +85,7 @@ def write_epochs(root: str, datapoints: int, page_sizes_mb: list[int]) -> None:
         with PageWriter(page_mb * MB) as writer:
             writer.start_epoch(os.path.join(root, f"pages_{page_mb}", "debugger"))
             for start in range(0, datapoints, BATCH):
-                rows, batch_value = split_batch_value({"features": torch.from_numpy(batch + start)}, BATCH)
-                writer.add_converted(list(range(start, start + BATCH)), [{"d": row} for row in rows],
-                                     {"d": batch_value})
+                writer.add_converted(*writer_batch(batch + start, start))
             writer.flush()
 
 
@@ -110,19 +118,12 @@ def read_figures(root: str, datapoints: int, page_sizes_mb: list[int], opens: in
 PAGES_IN_A_ROW = 4  # the pages of the epoch written page after page
 
 
-def batches_of(arrays: list[np.ndarray], first_idx: int = 0) -> list[tuple[list[int], list[dict], dict]]:
-    """``arrays`` in batches of ``BATCH`` as ``SequentialDebugger`` hands them to the page writer: each batch's
-    indices, its rows split from the batch array, and its batch value."""
-    batches = []
-    for start in range(0, len(arrays), BATCH):
-        batch = torch.from_numpy(np.stack(arrays[start:start + BATCH]))
-        rows, batch_value = split_batch_value({"features": batch}, len(batch))
-        batches.append((list(range(first_idx + start, first_idx + start + len(batch))),
-                        [{"d": row} for row in rows], {"d": batch_value}))
-    return batches
+def batches_of(arrays: list[np.ndarray]) -> list[WriterBatch]:
+    """``arrays`` in batches of ``BATCH`` (``writer_batch``)."""
+    return [writer_batch(np.stack(arrays[start:start + BATCH]), start) for start in range(0, len(arrays), BATCH)]
 
 
-def page_limit(batches: list[tuple[list[int], list[dict], dict]], path: str) -> int:
+def page_limit(batches: list[WriterBatch], path: str) -> int:
     """A page size that ``batches`` fill exactly: the size of their page, less 8 KiB (the stretches' padding
     varies by a few hundred bytes with the arrays' addresses; one record is 16 KiB or more)."""
     page = PageFile(path, 0)
