@@ -49,12 +49,12 @@ window.lanternScoreViews = (function () {
         if (node.drawnWidth !== undefined && node.drawnWidth !== node.clientWidth) { node.redraw(); }
     }));
 
-    function drawn(container, redraw) {
-        container.redraw = redraw;
+    function paint(container, draw) {  // draws, and keeps how, to draw again at another width
+        draw(container);
+        container.redraw = () => paint(container, draw);
         container.drawnWidth = container.clientWidth;
         container.dataset.drawn = "true";
         resized.observe(container);
-        return window.dash_clientside.no_update;
     }
 
     // Dash may run the first draw before React has put the element in the page: it is tried again for up to 120
@@ -68,16 +68,19 @@ window.lanternScoreViews = (function () {
     function whenMounted(id, draw, frames) {
         if (latest.get(id) !== draw) { return window.dash_clientside.no_update; }
         const container = document.getElementById(id);
-        if (container) { return draw(container); }
-        if (frames > 0) { requestAnimationFrame(() => whenMounted(id, draw, frames - 1)); }
+        if (container) {
+            paint(container, draw);
+        } else if (frames > 0) {
+            requestAnimationFrame(() => whenMounted(id, draw, frames - 1));
+        }
         return window.dash_clientside.no_update;
     }
 
     function drawChart(id, data) {
-        return mounted(id, function draw(container) {
+        return mounted(id, function (container) {
             titled(container, data && data.title);
             const x = (data && data.x) || [], y = (data && data.y) || [];
-            if (!x.length || !data.range) { return drawn(container, () => draw(container)); }
+            if (!x.length || !data.range) { return; }
             const width = Math.max(container.clientWidth, 200), height = CHART.height - TITLE;
             const plot = { left: CHART.left, top: CHART.top, width: width - CHART.left - CHART.right,
                            height: height - CHART.top - CHART.bottom };
@@ -123,7 +126,6 @@ window.lanternScoreViews = (function () {
                 marker.setAttribute("class", "score-point");
                 element("title", {}, marker).textContent = `${x[i]}: ${value.toFixed(4)}`;
             });
-            return drawn(container, () => draw(container));
         });
     }
 
@@ -171,12 +173,12 @@ window.lanternScoreViews = (function () {
     }
 
     function drawGrid(id, data, selected, open) {
-        return mounted(id, function draw(container) {
+        return mounted(id, function (container) {
             showTooltip(null);  // its canvas is replaced: the mouse has not moved over the new one yet
             titled(container, data && data.title);
             if (!data || !data.columns) {
                 container.scoreGrid = { idx: [], mark: null };
-                return drawn(container, () => draw(container));
+                return;
             }
             const width = Math.max(container.clientWidth, 200), height = GRID.height - TITLE;
             const cell = Math.min((width - GRID.left - GRID.right) / data.columns,
@@ -248,7 +250,6 @@ window.lanternScoreViews = (function () {
                 }
             };
             container.scoreGrid = { idx: data.idx, mark: mark, plot: plot, cell: cell };
-            return drawn(container, () => draw(container));
         });
     }
 
