@@ -8,7 +8,7 @@ import pytest
 from runners.eval_viewer.layout import ids
 from runners.trainers import BaseTrainer
 from tests.e2e.conftest import DEBUGGER, serve_viewer
-from tests.e2e.viewer_page import column, debug_figures, open_row, pick, wait_caption, wait_title
+from tests.e2e.viewer_page import column, debug_figures, grid_cell, open_row, pick, wait_caption, wait_title
 from tests.runs import write_config
 from utils.config_file import load_config
 
@@ -69,10 +69,5 @@ def test_open_the_worst_datapoint_compare_epochs_and_an_epoch_without_debug_outp
 
 def _click_grid_cell(page, idx: int) -> None:
     """The score grid holds the 24 datapoints in 5 x 5 cells in idx order, idx 0 at the top left."""
-    canvas = page.locator(f"#{ids.SCORE_GRID} canvas")
-    canvas.scroll_into_view_if_needed()
-    box = canvas.bounding_box()
-    grid = page.evaluate(f"() => document.getElementById('{ids.SCORE_GRID}').scoreGrid")
     row, col = divmod(idx, 5)
-    page.mouse.click(box["x"] + grid["plot"]["left"] + grid["cell"] * (col + 0.5),
-                     box["y"] + grid["plot"]["top"] + grid["cell"] * (row + 0.5))
+    page.mouse.click(*grid_cell(page, col, row))

@@ -18,7 +18,7 @@ from benchmarks.viewer_browser import SHOWN, write_large_run
 from runners.eval_viewer.app import SLIM_PLOTLY_BUNDLE
 from runners.eval_viewer.layout import ids
 from tests.e2e.conftest import serve_viewer
-from tests.e2e.viewer_page import wait_caption, wait_title
+from tests.e2e.viewer_page import GRID, grid_cell, wait_caption, wait_title
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -26,9 +26,10 @@ SCRIPTS = """() => performance.getEntriesByType('resource').filter(e => e.initia
     || e.name.endsWith('.js') || e.name.includes('.js?')).map(e => [e.name, e.startTime])"""
 FIRST_ASKED = """(path) => performance.getEntriesByType('resource').find(e => e.name.includes(path)).startTime"""
 PLOTLY_LOADED = "() => typeof window.Plotly.newPlot === 'function'"
-GRID = f"() => document.getElementById('{ids.SCORE_GRID}').scoreGrid"
-PIXEL = f"""([x, y]) => Array.from(document.querySelector('#{ids.SCORE_GRID} canvas').getContext('2d')
-    .getImageData(x * devicePixelRatio, y * devicePixelRatio, 1, 1).data.slice(0, 3))"""
+PIXEL = f"""([x, y]) => {{  // the grid's colour at a point of the page
+    const canvas = document.querySelector('#{ids.SCORE_GRID} canvas'), box = canvas.getBoundingClientRect();
+    return Array.from(canvas.getContext('2d').getImageData((x - box.left) * devicePixelRatio,
+        (y - box.top) * devicePixelRatio, 1, 1).data.slice(0, 3)); }}"""
 
 
 @pytest.fixture(scope="module")
@@ -92,21 +93,16 @@ def test_the_score_grid_and_chart_come_with_the_page_drawn_by_its_script(viewer_
     table = pq.read_table(f"{run}/epoch_1/{EPOCH_TABLE_FILE}", columns=["idx", "cross_entropy"]).to_pydict()
     values = np.array(table["cross_entropy"])
     scale = plotly.colors.get_colorscale("RdYlGn_r")  # the loss: red for high
-    canvas = page.locator(f"#{ids.SCORE_GRID} canvas")
-    canvas.scroll_into_view_if_needed()
-    box = canvas.bounding_box()
     for idx in (0, 7, int(values.argmax()), int(values.argmin()), 29):
         row, column = divmod(idx, 6)
-        x = grid["plot"]["left"] + grid["cell"] * (column + 0.5)
-        y = grid["plot"]["top"] + grid["cell"] * (row + 0.5)
+        x, y = grid_cell(page, column, row)
         value = float(f"{values[idx]:.4g}")
         share = (value - float(f"{values.min():.4g}")) / (float(f"{values.max():.4g}") - float(f"{values.min():.4g}"))
         expected = plotly.colors.unlabel_rgb(plotly.colors.sample_colorscale(scale, [share])[0])
         assert page.evaluate(PIXEL, [x + 2, y + 2]) == pytest.approx(expected, abs=2), idx
-        page.mouse.move(box["x"] + x, box["y"] + y)
+        page.mouse.move(x, y)
         assert page.locator(".score-grid-tooltip").inner_text() == f"idx {idx}: cross_entropy {values[idx]:.4g}"
-    page.mouse.click(box["x"] + grid["plot"]["left"] + grid["cell"] * 2.5, box["y"] + grid["plot"]["top"]
-                     + grid["cell"] * 3.5)  # row 3, column 2: idx 20
+    page.mouse.click(*grid_cell(page, 2, 3))  # column 2, row 3: idx 20
     wait_title(page, ids.DATAPOINT_PANEL, "datapoint 20 ")
     page.wait_for_function(f"() => ({GRID})().mark[0] === 2 && ({GRID})().mark[1] === 3")
 
@@ -131,12 +127,7 @@ def test_a_score_view_waiting_for_its_element_draws_the_latest_data_only(viewer_
 def test_the_score_grid_s_tooltip_goes_with_the_grid_it_describes(viewer_url, new_page):
     page = new_page(f"{viewer_url[0]}?epoch=epoch_1")
     page.wait_for_function(SHOWN)
-    grid = page.evaluate(GRID)
-    canvas = page.locator(f"#{ids.SCORE_GRID} canvas")
-    canvas.scroll_into_view_if_needed()
-    box = canvas.bounding_box()
-    page.mouse.move(box["x"] + grid["plot"]["left"] + grid["cell"] / 2,
-                    box["y"] + grid["plot"]["top"] + grid["cell"] / 2)  # over idx 0
+    page.mouse.move(*grid_cell(page, 0, 0))  # over idx 0
     tooltip = page.locator(".score-grid-tooltip")
     assert tooltip.is_visible()
     page.evaluate(f"dash_clientside.set_props('{ids.SCORE_GRID_DATA}', {{data: {{title: 'no scores'}}}})")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from runners.eval_viewer.layout import ids
 
+GRID = f"() => document.getElementById('{ids.SCORE_GRID}').scoreGrid"  # what the grid's script drew (score_views.js)
+
 
 def pick(page, dropdown: str, label: str) -> None:
     """Choose the option ``label`` in the dropdown with id ``dropdown``."""
@@ -51,3 +53,12 @@ def wait_title(page, panel: str, text: str) -> None:
 def debug_figures(page, panel: str = ids.DATAPOINT_PANEL):
     """The drawn Debug Outputs figures of a panel: plotly graphs and maps drawn as pictures."""
     return page.locator(f"#{panel} .section-debug-outputs :is(.js-plotly-plot, img.picture)")
+
+
+def grid_cell(page, column: int, row: int) -> tuple[float, float]:
+    """The page point at the middle of a score grid cell (the grid scrolled into view), where its script drew it."""
+    canvas = page.locator(f"#{ids.SCORE_GRID} canvas")
+    canvas.scroll_into_view_if_needed()
+    box, grid = canvas.bounding_box(), page.evaluate(GRID)
+    return (box["x"] + grid["plot"]["left"] + grid["cell"] * (column + 0.5),
+            box["y"] + grid["plot"]["top"] + grid["cell"] * (row + 0.5))
