@@ -55,6 +55,14 @@ def browser():
         browser.close()
 
 
+@pytest.fixture(scope="module")
+def viewer_url(logs):
+    """The viewer over the module's ``logs`` fixture (the runs its tests open); a module serving something else
+    defines its own ``viewer_url``."""
+    with serve_viewer([str(logs)]) as url:
+        yield url
+
+
 @pytest.fixture
 def new_page(browser):
     """Factory of fresh pages (own URL, no state left by another test); failed callbacks and uncaught errors of

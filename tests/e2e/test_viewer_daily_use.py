@@ -46,12 +46,6 @@ def logs(tmp_path_factory):
     return root / "logs"
 
 
-@pytest.fixture(scope="module")
-def viewer_url(logs):
-    with serve_viewer([str(logs)]) as url:
-        yield url
-
-
 def _run_label(name: str) -> str:
     return f"{name} (trainer)"
 

@@ -15,7 +15,7 @@ from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
 from runners.eval_viewer.backend.datapoint import load_datapoint
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.layout import ids
-from tests.e2e.conftest import DEBUGGER, serve_viewer
+from tests.e2e.conftest import DEBUGGER
 from tests.runs import train, write_config
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -46,12 +46,6 @@ def logs(tmp_path_factory):
     for name in COPIES:
         shutil.copytree(work_dir, root / "logs" / name)
     return root / "logs"
-
-
-@pytest.fixture(scope="module")
-def viewer_url(logs):
-    with serve_viewer([str(logs)]) as url:
-        yield url
 
 
 def _url(base: str, run, **params) -> str:

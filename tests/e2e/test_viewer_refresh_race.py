@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from runners.eval_viewer.layout import ids
-from tests.e2e.conftest import serve_viewer
 from tests.e2e.viewer_page import filter_column, pick, wait_caption
 from tests.runs import train, write_config
 
@@ -47,12 +46,6 @@ def logs(tmp_path_factory):
         train(write_config(root / "configs" / f"{run}.py", root / "logs" / run, epochs=2, val_size=size,
                            checkpoint_method="all"))
     return root / "logs"
-
-
-@pytest.fixture(scope="module")
-def viewer_url(logs):
-    with serve_viewer([str(logs)]) as url:
-        yield url
 
 
 def _open(new_page, url: str, logs: Path, run: str):
