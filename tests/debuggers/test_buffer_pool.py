@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -120,6 +123,29 @@ def test_release_lets_every_buffer_go_including_those_in_use():
     assert pool.free_buffers == 0 and pool.kept_bytes == 0
     pool.copy_of(source)
     assert pool.free_buffers == 1 and pool.kept_bytes == ELEMENTS * 4  # the pool works as before
+
+
+def _mappings() -> dict[int, int]:
+    """Start address -> size of this process's memory mappings."""
+    with open("/proc/self/maps") as maps:
+        ranges = [line.split()[0].split("-") for line in maps]
+    return {int(start, 16): int(end, 16) - int(start, 16) for start, end in ranges}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads Linux's /proc/self/maps")
+def test_buffers_are_mappings_of_their_own_outside_the_c_heap_and_unmapped_when_let_go():
+    """Buffers from malloc would move the model's own temporaries in glibc's heap (see the module's docstring):
+    each buffer starts a mapping of its own, and the pool's release gives it back to the kernel."""
+    pool = BufferPool()
+    nbytes = 4 * 1024 * 1024  # one batch of the benchmark's attention weights
+    copy = pool.copy_of(torch.randn(nbytes // 4))
+    address = copy.data_ptr()
+    assert _mappings().get(address, 0) >= nbytes  # malloc's memory starts inside its chunk or its heap
+    del copy
+    assert pool.free_buffers == 1 and address in _mappings()
+    pool.release()
+    gc.collect()
+    assert address not in _mappings()
 
 
 def test_a_child_forked_while_another_thread_holds_the_pool_copies_without_waiting():
