@@ -14,9 +14,13 @@ in a new random order each round, medians compared as ratios to the pass without
 * **attention-threads**: where the attention capture's CPU time goes, per batch: on the
   forward thread (the forward pass with the hooks and the copy, the debugger's call: record,
   batch split, summaries, queueing) and on the other threads (row statistics, page writer).
+* **attention-processes**: the attention cases again, each in a new process of its own that runs
+  only that case, epoch after epoch, as a training run does (``--rounds`` processes per case):
+  there the C heap's state is the case's own, where the side-by-side run shares one between the
+  cases. Wall ms per batch and the forward thread's minor page faults per batch.
 
     python -m benchmarks.debugger_overhead [--datapoints 512] [--rounds 7] [--threads 1]
-        [--workloads features attention gradcam attention-threads] [--cpu-time]
+        [--workloads features attention gradcam attention-threads attention-processes] [--cpu-time]
 
 ``--cpu-time`` compares the process's CPU time (all threads, the page writer's included)
 instead of wall time: on a machine loaded by other work, wall time mostly measures the load.
@@ -25,8 +29,10 @@ instead of wall time: on a machine loaded by other work, wall time mostly measur
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import random
+import resource
 import shutil
 import statistics
 import tempfile
@@ -38,7 +44,7 @@ import numpy as np
 import torch
 from captum.attr import LayerAttribution, LayerGradCam
 
-from benchmarks.common import RawFeatures, floor_hook, floor_listener, interleaved_medians, run_loop
+from benchmarks.common import RawFeatures, floor_hook, floor_listener, interleaved_medians, run_loop, timed
 from data.datasets import SyntheticShapesDataset, collate_datapoints
 from debuggers.attention_debugger import AttentionDebugger
 from debuggers.gradcam_debugger import GradCAMDebugger
@@ -120,7 +126,7 @@ class CaptumGradCamFloor:
             np.save(os.path.join(self.folder, f"batch_{k}.npy"), cam.detach().numpy())
 
 
-WORKLOADS = ["features", "attention", "gradcam", "attention-threads"]
+WORKLOADS = ["features", "attention", "gradcam", "attention-threads", "attention-processes"]
 
 
 def batches_of(datapoints: int, batch_size: int, resolution: int) -> list[dict]:
@@ -138,15 +144,60 @@ def measure_features(cnn: torch.nn.Module, batches: list[dict], root: str, args:
     features.report("Feature maps (SmallCNN, 32 px)", args)
 
 
-def measure_attention(batches: list[dict], root: str, args: argparse.Namespace) -> None:
-    attention_model = AttentionClassifier().eval()
-    attention = Workload(attention_model, batches, os.path.join(root, "out"))
+def attention_workload(batches: list[dict], root: str) -> Workload:
+    attention = Workload(AttentionClassifier().eval(), batches, os.path.join(root, "out"))
     config = {"class": AttentionDebugger, "args": {"layer_name": "blocks.1.attn"}}
     attention.add_lantern("Lantern: AttentionDebugger(blocks.1.attn)", config)
     attention.add_lantern("Lantern, summaries only (no pages)", config, pages=False)
     attention.add_floor("floor: listener + numpy.save per batch",
                         lambda f: floor_listener("blocks.1.attn", "attention_weights", f))
-    attention.report("Attention maps (AttentionClassifier, 32 px)", args)
+    return attention
+
+
+def measure_attention(batches: list[dict], root: str, args: argparse.Namespace) -> None:
+    attention_workload(batches, root).report("Attention maps (AttentionClassifier, 32 px)", args)
+
+
+PROCESS_EPOCHS = (2, 10)  # epochs run before measuring (the heap settles), epochs measured
+
+
+def one_case_process(case: str, args: argparse.Namespace) -> tuple[float, float]:
+    """In a new process: ``case`` of the attention workload only, epoch after epoch; the median seconds per batch
+    of the measured epochs and the forward thread's minor page faults per batch."""
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    root = tempfile.mkdtemp(prefix="lantern-bench-")
+    try:
+        batches = batches_of(args.datapoints, args.batch_size, 32)
+        run = attention_workload(batches, root).cases[case]
+        warm_up, measured = PROCESS_EPOCHS
+        for _ in range(warm_up):
+            run()
+        faults = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        seconds = [timed(run) for _ in range(measured)]
+        faults = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - faults
+        return statistics.median(seconds) / len(batches), faults / (measured * len(batches))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def measure_attention_processes(args: argparse.Namespace) -> None:
+    """Each case in processes of its own (``one_case_process``), the cases' processes in a new random order each
+    round; medians over the rounds."""
+    cases = list(attention_workload([], "").cases)
+    results: dict[str, list[tuple[float, float]]] = {case: [] for case in cases}
+    order = random.Random(0)
+    with multiprocessing.get_context("spawn").Pool(1, maxtasksperchild=1) as processes:  # a new one each time
+        for _ in range(args.rounds):
+            for case in order.sample(cases, len(cases)):
+                results[case].append(processes.apply(one_case_process, (case, args)))
+    medians = {case: [statistics.median(parts) for parts in zip(*runs)] for case, runs in results.items()}
+    print(f"\nAttention maps, each case in processes of its own ({args.datapoints} datapoints an epoch, "
+          f"{PROCESS_EPOCHS[1]} epochs measured after {PROCESS_EPOCHS[0]}), median of {args.rounds} processes each")
+    print(f"| {'case':<44} | {'ms / batch':>10} | {'ratio':>6} | {'minor faults / batch':>20} |")
+    print(f"| {'-' * 44} | {'-' * 9}: | {'-' * 5}: | {'-' * 19}: |")
+    for case, (seconds, faults) in medians.items():
+        print(f"| {case:<44} | {seconds * 1e3:>10.2f} | {seconds / medians['none'][0]:>6.3f} | {faults:>20.0f} |")
 
 
 def measure_attention_threads(batches: list[dict], root: str, args: argparse.Namespace) -> None:
@@ -228,6 +279,8 @@ def main() -> None:
             measure_gradcam(cnn, batches, root, args)
         if "attention-threads" in args.workloads:
             measure_attention_threads(batches, root, args)
+        if "attention-processes" in args.workloads:
+            measure_attention_processes(args)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
