@@ -144,13 +144,17 @@ def measure_features(cnn: torch.nn.Module, batches: list[dict], root: str, args:
     features.report("Feature maps (SmallCNN, 32 px)", args)
 
 
+ATTENTION_CASES = ["none", "Lantern: AttentionDebugger(blocks.1.attn)", "Lantern, summaries only (no pages)",
+                   "floor: listener + numpy.save per batch"]
+
+
 def attention_workload(batches: list[dict], root: str) -> Workload:
     attention = Workload(AttentionClassifier().eval(), batches, os.path.join(root, "out"))
     config = {"class": AttentionDebugger, "args": {"layer_name": "blocks.1.attn"}}
-    attention.add_lantern("Lantern: AttentionDebugger(blocks.1.attn)", config)
-    attention.add_lantern("Lantern, summaries only (no pages)", config, pages=False)
-    attention.add_floor("floor: listener + numpy.save per batch",
-                        lambda f: floor_listener("blocks.1.attn", "attention_weights", f))
+    _, lantern, summaries, floor = ATTENTION_CASES
+    attention.add_lantern(lantern, config)
+    attention.add_lantern(summaries, config, pages=False)
+    attention.add_floor(floor, lambda f: floor_listener("blocks.1.attn", "attention_weights", f))
     return attention
 
 
@@ -189,12 +193,11 @@ def _minor_faults() -> int:
 def measure_attention_processes(args: argparse.Namespace) -> None:
     """Each case in processes of its own (``one_case_process``), the cases' processes in a new random order each
     round; medians over the rounds."""
-    cases = list(attention_workload([], "").cases)
-    results: dict[str, list[tuple[float, float]]] = {case: [] for case in cases}
+    results: dict[str, list[tuple[float, float]]] = {case: [] for case in ATTENTION_CASES}
     order = random.Random(0)
     with multiprocessing.get_context("spawn").Pool(1, maxtasksperchild=1) as processes:  # a new one each time
         for _ in range(args.rounds):
-            for case in order.sample(cases, len(cases)):
+            for case in order.sample(ATTENTION_CASES, len(ATTENTION_CASES)):
                 results[case].append(processes.apply(one_case_process, (case, args)))
     medians = {case: [statistics.median(parts) for parts in zip(*runs)] for case, runs in results.items()}
     print(f"\nAttention maps, each case in processes of its own ({args.datapoints} datapoints an epoch, "
