@@ -48,6 +48,7 @@ from benchmarks.common import (
 )
 from data.datasets import SyntheticShapesDataset, collate_datapoints
 from debuggers.batch_split import split_batch_value
+from debuggers.buffer_pool import BufferPool
 from debuggers.page_encoding import RecordEncoder
 from debuggers.page_format import RESERVE_STEP, PageFile, reserve_blocks, write_page
 from debuggers.page_store import PageWriter
@@ -137,7 +138,7 @@ def page_limit(batches: list[WriterBatch], path: str) -> int:
 
 def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
                   clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
-    """Median seconds of writing a page of ``arrays`` arrays of ``array_kb`` KiB, seven ways, and of encoding
+    """Median seconds of writing a page of ``arrays`` arrays of ``array_kb`` KiB, eight ways, and of encoding
     them, interleaved:
 
     * ``write_page``: one page from a ``{idx: outputs}`` dict;
@@ -148,6 +149,9 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
     * ``writer, page after page``: the same for an epoch of ``PAGES_IN_A_ROW`` pages of ``arrays`` arrays
       each (other arrays for each page), per page: the epoch's own costs shared by its pages, each page sealed
       as it fills (its locations and the index written);
+    * ``writer, O_DIRECT``: ``writer`` with each batch array copied into a ``BufferPool`` buffer first (outside
+      the timing), as ``AttentionDebugger`` hands its weights over: a mapping of its own, so the page writes it
+      with ``O_DIRECT`` (``debuggers.page_format``), not through the page cache;
     * ``page alone``: what that thread does for the page itself: the batches appended to a ``PageFile`` and
       written one by one, the page sealed (no thread, no index, no locations);
     * ``encoding alone``: the batches' records encoded (``RecordEncoder.records``), nothing written;
@@ -165,6 +169,9 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
     stacked = np.stack(values[:arrays])
     batches = [stacked[start:start + BATCH] for start in range(0, arrays, BATCH)]
     rows = batches_of(values[:arrays])
+    pool = BufferPool(max_buffers=len(batches), max_bytes=stacked.nbytes)
+    rows_in_buffers = [writer_batch(pool.copy_of(torch.from_numpy(batch)).numpy(), start)
+                       for start, batch in zip(range(0, arrays, BATCH), batches)]
     epoch_rows = batches_of(values)
     names = itertools.count()
     writer = PageWriter(100 * MB)
@@ -225,6 +232,7 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
             "write_page": fresh(lambda path: write_page(path + ".pkl", page)),
             "writer": fresh(epoch(writer, rows, 1)),
             "writer, page after page": fresh(epoch(paging_writer, epoch_rows, PAGES_IN_A_ROW)),
+            "writer, O_DIRECT": fresh(epoch(writer, rows_in_buffers, 1)),
             "page alone": fresh(page_alone),
             "encoding alone": encoding_alone,
             "save": fresh(lambda path: np.save(path + ".npy", stacked)),

@@ -7,6 +7,7 @@ in a new random order each round, medians compared as ratios to the pass without
   to disk; also a configured but disabled debugger. Floor: a forward hook ``numpy.save``-ing
   each batch. Targets (DESIGN.md): disabled <= 1.02, capture <= 1.10.
 * **attention**: ``AttentionClassifier``, ``AttentionDebugger('blocks.1.attn')``; also with
+  ``direct_io=False`` (the weights written through the page cache, not with O_DIRECT), and with
   its summaries only (no page written: what the page writer's thread adds is the difference);
   floor: a capture listener ``numpy.save``-ing each batch's weights. Target <= 1.10.
 * **Grad-CAM**: ``GradCAMDebugger('backbone.layer4')`` against captum's ``LayerGradCam``
@@ -63,11 +64,12 @@ class Workload:
         shutil.rmtree(self.root, ignore_errors=True)
         return self.root
 
-    def add_lantern(self, name: str, debugger_config: dict, enabled: bool = True, pages: bool = True) -> None:
+    def add_lantern(self, name: str, debugger_config: dict, enabled: bool = True, pages: bool = True,
+                    **debugger_args: Any) -> None:
         """A ``SequentialDebugger`` capturing every pass (or configured, with its hooks, but never enabled;
-        ``pages=False``: collecting the summaries only)."""
+        ``pages=False``: collecting the summaries only); ``debugger_args`` go to it."""
         debugger = SequentialDebugger([{"name": "d", "debugger_config": debugger_config}], page_size_mb=100,
-                                      model=self.model)
+                                      model=self.model, **debugger_args)
 
         def run() -> None:
             if not enabled:
@@ -144,15 +146,16 @@ def measure_features(cnn: torch.nn.Module, batches: list[dict], root: str, args:
     features.report("Feature maps (SmallCNN, 32 px)", args)
 
 
-ATTENTION_CASES = ["none", "Lantern: AttentionDebugger(blocks.1.attn)", "Lantern, summaries only (no pages)",
-                   "floor: listener + numpy.save per batch"]
+ATTENTION_CASES = ["none", "Lantern: AttentionDebugger(blocks.1.attn)", "Lantern, direct_io=False",
+                   "Lantern, summaries only (no pages)", "floor: listener + numpy.save per batch"]
 
 
 def attention_workload(batches: list[dict], root: str) -> Workload:
     attention = Workload(AttentionClassifier().eval(), batches, os.path.join(root, "out"))
     config = {"class": AttentionDebugger, "args": {"layer_name": "blocks.1.attn"}}
-    _, lantern, summaries, floor = ATTENTION_CASES
+    _, lantern, page_cache, summaries, floor = ATTENTION_CASES
     attention.add_lantern(lantern, config)
+    attention.add_lantern(page_cache, config, direct_io=False)
     attention.add_lantern(summaries, config, pages=False)
     attention.add_floor(floor, lambda f: floor_listener("blocks.1.attn", "attention_weights", f))
     return attention

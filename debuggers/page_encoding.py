@@ -323,8 +323,11 @@ _STRETCH_TAIL = 1 + _U32.size + 1  # LONG_BINPUT <u32 memo slot>, POP: after it
 # A stretch's arrays start at a file offset equal to their address in memory modulo this: the kernel's copy
 # into the page cache runs at half speed or less when source and destination are misaligned (AMD EPYC here).
 _ALIGN = 64
-_MAX_PAD = _ALIGN + 2  # alignment padding before a stretch: SHORT_BINBYTES <n> <n bytes> POP, 3 bytes or more
-_PADDING = [b""] * 3 + [b"C" + bytes((pad - 3,)) + bytes(pad - 3) + b"0" for pad in range(3, _MAX_PAD + 1)]
+# A stretch of DIRECT_MIN_BYTES or more that starts a block of DIRECT_ALIGN bytes in memory (a ``BufferPool``
+# buffer) starts one in the file too, so that ``page_format`` can write it with O_DIRECT, bypassing the page cache.
+DIRECT_ALIGN = 4096
+DIRECT_MIN_BYTES = 64 * 1024
+_MAX_PAD = DIRECT_ALIGN + 2  # alignment padding before a stretch: bytes pushed and popped, 3 bytes or more
 _MAX_BLOCKS = 8
 
 
@@ -429,10 +432,11 @@ class _BatchLayout:
         out, small, position, offsets = [], encoder.small, encoder.position, []
         for slot, (column, nbytes) in enumerate(zip(arrays, self.array_bytes)):
             address = _address(column if type(column) is np.ndarray else column[0]) if nbytes else 0
-            pad = (address - position - _STRETCH_HEAD) % _ALIGN
+            align = DIRECT_ALIGN if count * nbytes >= DIRECT_MIN_BYTES and address % DIRECT_ALIGN == 0 else _ALIGN
+            pad = (address - position - _STRETCH_HEAD) % align
             if 0 < pad < 3:
-                pad += _ALIGN
-            small += _PADDING[pad]
+                pad += align
+            small += _padding(pad)
             small += b"\x96" + U64.pack(count * nbytes)
             position += pad + _STRETCH_HEAD
             offsets.append(b"%*d" % (_OFFSET_WIDTH, position))
@@ -490,6 +494,15 @@ def _number_patches(floats: list[list[float]], ints: list[list[int]], int_values
         patches += [int_values.T.copy().view(np.uint8).reshape(count, -1),
                     _texts([list(map(int.__repr__, column)) for column in ints], _INT_WIDTH)]
     return patches
+
+
+def _padding(pad: int) -> bytes:
+    """``pad`` bytes (0, or 3 or more) of opcodes that push bytes and pop them: SHORT_BINBYTES, or BINBYTES."""
+    if pad == 0:
+        return b""
+    if pad <= 3 + 255:
+        return b"C" + bytes((pad - 3,)) + bytes(pad - 3) + b"0"
+    return b"B" + _U32.pack(pad - 6) + bytes(pad - 6) + b"0"
 
 
 def _address(array: np.ndarray) -> int:

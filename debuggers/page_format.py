@@ -25,8 +25,10 @@ A record alone::
 A batch of records of one structure (``debuggers.page_encoding``) puts the arrays of
 each slot first, one after the other, and its records refer to them::
 
-    for each array slot j:  [b'C' <u8 n> <n bytes> b'0']   padding, pushed and popped: the arrays start
-                                                             at an offset aligned as they are in memory
+    for each array slot j:  [b'C' <u8 n> <n bytes> b'0']   padding, pushed and popped (b'B' <u32 n> over 255
+                                                             bytes): the arrays start at an offset aligned as
+                                                             they are in memory (to 4 KiB for a big stretch
+                                                             in a block of its own in memory, else to 64 bytes)
                             b'\x96' <u64 n> <the slot's arrays, row after row>   BYTEARRAY8
                             b'r' <u32 j> b'0'               LONG_BINPUT into memo slot j, POP
     records                 as above, but an array is numpy.ndarray(shape, dtype, memo[j], row * nbytes)
@@ -43,6 +45,14 @@ parses the small JSON header and reads each array's bytes at its offset with
 begin: the record's own start, or its batch's. A crafted page can therefore run no
 code, and the work of a read is bounded by the bytes it reads.
 
+A stretch of 64 KiB or more that starts a 4 KiB block in memory and in the file (the
+copies of ``AttentionDebugger``, made in ``BufferPool`` buffers) is written with
+``O_DIRECT``: its bytes go from the buffer to the disk, without a copy into the page
+cache, which on a virtual machine can cost more CPU than the model's forward pass
+beside it. The rest is written through the page cache, as is the rest of a page whose
+file system refuses ``O_DIRECT`` or takes it slowly (``_write_direct``); the bytes in
+the file are the same either way.
+
 Pages are written under a hidden temporary name and renamed when sealed: a page
 on disk is complete or absent, even after SIGKILL, and ``PAGE_GLOB`` never
 matches a temporary file. Only regular files are opened (a FIFO named like a
@@ -54,18 +64,27 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import io
 import json
 import math
 import os
 import re
 import stat
 import struct
-from typing import Any, BinaryIO
+import time
+from typing import Any
 
 import numpy as np
 
 from debuggers.legacy_pages import load_legacy_page
-from debuggers.page_encoding import HEADER_OPCODE_BYTES, MIN_BATCH_RECORDS, U64, RecordEncoder
+from debuggers.page_encoding import (
+    DIRECT_ALIGN,
+    DIRECT_MIN_BYTES,
+    HEADER_OPCODE_BYTES,
+    MIN_BATCH_RECORDS,
+    U64,
+    RecordEncoder,
+)
 from debuggers.page_errors import CorruptPageError, DebugDataError, PageWriteError, UnsafePageError
 from debuggers.page_values import MAX_DEPTH
 from utils.atomic_files import TEMP_MARKER, temporary_path
@@ -88,6 +107,9 @@ LOCATION = np.dtype([("idx", "<i8"), ("start", "<u8"), ("header", "<u8"), ("head
 
 _IOV_MAX = 1024
 RESERVE_STEP = 16 * 1024 * 1024  # a page's blocks are reserved this far ahead of its writes
+# An O_DIRECT write slower than this (a fixed latency, then bytes per second), and the page goes through the page cache
+DIRECT_LATENCY_S = 0.002
+DIRECT_MIN_SPEED = 512 * 1024 * 1024
 _FALLOC_FL_KEEP_SIZE = 1
 _fallocate = getattr(ctypes.CDLL(None, use_errno=True), "fallocate", None)  # Linux's; None elsewhere
 if _fallocate is not None:
@@ -126,15 +148,83 @@ def is_own_file(name: str, rank: int, world_size: int) -> bool:
 
 
 # ----------------------------------------------------------------- writing
-def _append(file: BinaryIO, buffers: list[Any]) -> None:
+class PageFileIO(io.FileIO):
+    """A page's temporary file, written at ``position``; ``direct`` is a second descriptor of it opened with
+    ``O_DIRECT`` when asked for, or None (not asked for, or refused: macOS, some network file systems)."""
+
+    def __init__(self, path: str, direct_io: bool = True) -> None:
+        super().__init__(path, "wb")
+        self.position = 0
+        self.direct: int | None = None
+        if direct_io:
+            with contextlib.suppress(AttributeError, OSError):
+                self.direct = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_DIRECT)
+
+    def stop_direct(self) -> None:
+        if self.direct is not None:
+            os.close(self.direct)
+            self.direct = None
+
+    def close(self) -> None:
+        self.stop_direct()
+        super().close()
+
+
+def _append(file: PageFileIO, buffers: list[Any]) -> None:
     """The one low-level disk write (tests inject slow, failing or stuck disks here).
 
-    ``buffers`` are bytes, bytearrays and C-contiguous arrays, written as they are with ``writev``."""
+    ``buffers`` are bytes, bytearrays and C-contiguous arrays, written as they are at ``file.position``: with
+    ``pwritev``, but the whole blocks of an array of ``DIRECT_MIN_BYTES`` or more that starts a block in memory
+    and in the file with ``O_DIRECT`` (``_write_direct``)."""
+    pending: list[Any] = []
+    end = file.position  # where the pending buffers end
+    for buffer in buffers:
+        size = buffer.nbytes if type(buffer) is np.ndarray else len(buffer)
+        if file.direct is not None and type(buffer) is np.ndarray and size >= DIRECT_MIN_BYTES \
+                and end % DIRECT_ALIGN == 0 and buffer.__array_interface__["data"][0] % DIRECT_ALIGN == 0:
+            _write_at(file.fileno(), pending, file.position)
+            whole = size - size % DIRECT_ALIGN
+            data = memoryview(buffer).cast("B")
+            _write_direct(file, data[:whole], end)
+            end += whole
+            file.position, pending, buffer, size = end, [], data[whole:], size - whole
+        if size:
+            pending.append(buffer)
+            end += size
+    _write_at(file.fileno(), pending, file.position)
+    file.position = end
+
+
+def _write_direct(file: PageFileIO, data: memoryview, offset: int) -> None:
+    """``data`` (whole blocks) at ``offset`` with ``O_DIRECT``. The page's next writes go through the page cache
+    where the file system refuses it (EINVAL), or where a write takes longer than ``DIRECT_LATENCY_S`` plus its
+    bytes at ``DIRECT_MIN_SPEED``: there the page cache lets the writer run ahead of the disk (a network file
+    system), so capture waits less."""
+    done = 0
+    while done < len(data) and file.direct is not None:
+        started = time.perf_counter()
+        try:
+            written = os.pwrite(file.direct, data[done:], offset + done)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            file.stop_direct()
+            break
+        done += written
+        if not written or time.perf_counter() - started > DIRECT_LATENCY_S + written / DIRECT_MIN_SPEED:
+            file.stop_direct()
+    if done < len(data):
+        _write_at(file.fileno(), [data[done:]], offset + done)
+
+
+def _write_at(fd: int, buffers: list[Any], offset: int) -> None:
+    """``buffers`` at ``offset`` with ``pwritev``, IOV_MAX at a time, short writes resumed."""
     sizes = [b.nbytes if type(b) is np.ndarray else len(b) for b in buffers]
-    fd, first = file.fileno(), 0
+    first = 0
     while first < len(buffers):
         last = min(first + _IOV_MAX, len(buffers))
-        written = os.writev(fd, buffers[first:last])
+        written = os.pwritev(fd, buffers[first:last], offset)
+        offset += written
         if written == sum(sizes[first:last]):
             first = last
             continue
@@ -157,14 +247,15 @@ class PageFile:
 
     Its disk blocks are reserved ahead of the writes, ``RESERVE_STEP`` at a time up to ``expected_bytes``
     (the page size it will be sealed at, when known): one ``fallocate`` for many batches. The blocks
-    reserved past its end are given back when it is sealed, so a sealed page takes only its own size."""
+    reserved past its end are given back when it is sealed, so a sealed page takes only its own size.
+    ``direct_io``: its big stretches in buffers of their own go to the disk with O_DIRECT (``_append``)."""
 
-    def __init__(self, path: str, number: int, expected_bytes: int = 0) -> None:
+    def __init__(self, path: str, number: int, expected_bytes: int = 0, direct_io: bool = True) -> None:
         self.path, self.number = path, number
         self._locations = _Locations()
         self._temp = temporary_path(path)
         with _disk_errors(self._temp, path, "page"):
-            self._file = open(self._temp, "wb", buffering=0)
+            self._file = PageFileIO(self._temp, direct_io)
         self._encoder = RecordEncoder(0)
         self._encoder.small += _PROLOGUE
         self._written = 0  # bytes in the file

@@ -103,10 +103,12 @@ class PageWriter:
             (default: one page, at most ``DEFAULT_IN_FLIGHT_BYTES``).
         rank, world_size: name pages and index per rank so ranks can share a folder.
         stall_timeout_s: give up waiting after this long without any progress of the writer.
+        direct_io: write big arrays in buffers of their own with O_DIRECT, where the disk takes them fast
+            (``debuggers.page_format``); False: everything through the page cache.
     """
 
     def __init__(self, page_size_bytes: int, max_in_flight_bytes: int | None = None, rank: int = 0,
-                 world_size: int = 1, stall_timeout_s: float = 300.0) -> None:
+                 world_size: int = 1, stall_timeout_s: float = 300.0, direct_io: bool = True) -> None:
         _positive("page_size_bytes", page_size_bytes, int)
         if max_in_flight_bytes is None:
             max_in_flight_bytes = min(page_size_bytes, DEFAULT_IN_FLIGHT_BYTES)
@@ -118,6 +120,7 @@ class PageWriter:
         self.max_in_flight_bytes = max_in_flight_bytes
         self.rank, self.world_size = rank, world_size
         self.stall_timeout_s = float(stall_timeout_s)
+        self.direct_io = bool(direct_io)
         self.peak_in_flight_bytes = 0
         self._cond = threading.Condition(threading.Lock())
         self._queue: deque[_Item | _Finish] = deque()
@@ -410,7 +413,8 @@ class PageWriter:
         try:
             if epoch.page is None:
                 name = page_file_name(self.rank, self.world_size, epoch.pages)
-                epoch.page = PageFile(os.path.join(epoch.output_dir, name), epoch.pages, self.page_size_bytes)
+                epoch.page = PageFile(os.path.join(epoch.output_dir, name), epoch.pages, self.page_size_bytes,
+                                      self.direct_io)
             count = epoch.page.append_batch(indices, values, self.page_size_bytes, batch_value)
         except Exception as exc:
             self._record(epoch, exc, f"datapoints idx={indices[0]}..{indices[-1]}: ")

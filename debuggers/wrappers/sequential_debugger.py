@@ -69,19 +69,22 @@ class SequentialDebugger(BaseDebugger):
             for every datapoint whatever it says.
         summaries_every_epoch: the trainer also runs the debuggers at the validation epochs that are not
             checkpoint epochs, keeping only their summaries (the epoch table's columns).
+        direct_io: big captures (an ``AttentionDebugger``'s weights) go to the disk with O_DIRECT, without a
+            copy into the page cache, where the disk takes them fast; False: everything through the page cache.
     """
 
     def __init__(self, debuggers_config: list[dict[str, Any]], page_size_mb: float = 100,
                  model: Optional[torch.nn.Module] = None, strict: bool = False,
                  stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S, keep: Any = "all",
-                 summaries_every_epoch: bool = False) -> None:
+                 summaries_every_epoch: bool = False, direct_io: bool = True) -> None:
         self.page_size = _page_size_bytes(page_size_mb)
         self.strict = strict
         self.debuggers: dict[str, BaseDebugger] = _build_debuggers(debuggers_config)
         self.capture_policy = build_capture_policy(keep, {entry["name"]: entry.get("keep")
                                                           for entry in debuggers_config})
-        if not isinstance(summaries_every_epoch, bool):
-            raise ConfigError(f"summaries_every_epoch must be True or False, got {summaries_every_epoch!r}")
+        for name, flag in (("summaries_every_epoch", summaries_every_epoch), ("direct_io", direct_io)):
+            if not isinstance(flag, bool):
+                raise ConfigError(f"{name} must be True or False, got {flag!r}")
         self.summaries_every_epoch = summaries_every_epoch
         self.full_outputs = True
         self.forward_debuggers: dict[str, list[ForwardDebugger]] = {}
@@ -90,7 +93,7 @@ class SequentialDebugger(BaseDebugger):
                 self.forward_debuggers.setdefault(debugger.layer_name, []).append(debugger)
         rank, world_size = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
         self._writer = PageWriter(self.page_size, rank=rank, world_size=world_size,
-                                  stall_timeout_s=_stall_timeout(stall_timeout_s))
+                                  stall_timeout_s=_stall_timeout(stall_timeout_s), direct_io=direct_io)
         self._model: Optional[torch.nn.Module] = None
         self._handles: list[Removable] = []
         self._enabled = False

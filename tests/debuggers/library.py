@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import mmap
 import os
 import signal
 import threading
@@ -9,6 +11,7 @@ import time
 import traceback
 from contextlib import contextmanager
 
+import numpy as np
 import torch
 
 from debuggers import capture
@@ -111,3 +114,17 @@ def held_by_another_thread(lock):
     finally:
         done.set()
         holder.join(30)
+
+
+def resident_blocks(path: str) -> np.ndarray:
+    """Which 4 KiB blocks of ``path`` are in the page cache (``mincore`` of a mapping of it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    size = os.path.getsize(path)
+    with open(path, "rb") as file, mmap.mmap(file.fileno(), size, prot=mmap.PROT_READ) as mapping:
+        view = np.frombuffer(mapping, np.uint8)
+        vector = np.zeros(-(-size // mmap.PAGESIZE), np.uint8)
+        status = libc.mincore(ctypes.c_void_p(view.ctypes.data), ctypes.c_size_t(size),
+                              vector.ctypes.data_as(ctypes.c_void_p))
+        del view
+    assert status == 0, os.strerror(ctypes.get_errno())
+    return vector & 1 == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import threading
@@ -12,11 +13,13 @@ import pytest
 import torch
 from torch import nn
 
+from debuggers import page_format
 from debuggers.attention_debugger import AttentionDebugger, RowStatistics, background_executor
 from debuggers.buffer_pool import BufferPool
 from debuggers.capture import capture_debug_state
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from models import AttentionClassifier
+from runners.eval_viewer.backend.initialization import load_debug_outputs
 from tests.compat.architectures import TokenEncoder
 from tests.debuggers.library import (
     capture_epoch,
@@ -25,6 +28,7 @@ from tests.debuggers.library import (
     held_by_another_thread,
     leftover_hooks,
     make_batch,
+    resident_blocks,
     run_batches,
     wait_until,
 )
@@ -135,6 +139,41 @@ def test_capture_point_weights_match_an_independent_computation(tmp_path, busy_b
         assert out["grid"] == [4, 4]
         np.testing.assert_allclose(out["attention"], weights[i].numpy(), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(out["entropy_per_head"], entropy(weights[i].double().numpy()), rtol=1e-5)
+
+
+@pytest.mark.parametrize("direct_io", [True, False])
+def test_attention_pages_go_to_disk_without_the_page_cache_unless_told_not_to(direct_folder, direct_io, monkeypatch):
+    """The weights' copies are buffers of their own, so an epoch's pages take them to the disk with O_DIRECT:
+    what the writer copies into the page cache is the records, a few blocks (``direct_io=False``: all of it)."""
+    monkeypatch.setattr(page_format, "DIRECT_LATENCY_S", math.inf)  # a disk fast enough, however busy this machine
+    torch.manual_seed(0)
+    model = AttentionClassifier(patch_size=4, dim=32, depth=2, num_heads=2).eval()
+    images = torch.randn(16, 3, 32, 32)  # 64 tokens: 32 KiB of weights per datapoint, 256 KiB per batch of 8
+    debugger = SequentialDebugger([entry("att", AttentionDebugger, layer_name="blocks.1.attn")], model=model,
+                                  direct_io=direct_io)
+    debugger.reset_buffer(str(direct_folder / "debugger"))
+    debugger.enabled = True
+    with torch.no_grad():
+        for start in (0, 8):
+            batch = make_batch(images, range(start, start + 8))
+            batch["outputs"] = model(batch["inputs"])
+            debugger(batch, model)
+    debugger.save_all(str(direct_folder / "debugger"))
+    debugger.close()
+    [page] = (direct_folder / "debugger").glob("page_*.pkl")
+    cached = resident_blocks(str(page))  # before reading it back
+    assert cached.all() if not direct_io else cached.sum() <= 0.1 * len(cached), (cached.sum(), len(cached))
+    outputs = load_debug_outputs(str(direct_folder))
+    returned = []
+    with torch.no_grad():
+        attn = model.blocks[1].attn
+        attn.return_attention = True
+        handle = attn.register_forward_hook(lambda module, args, output: returned.append(output[1]))
+        model({"image": images})
+        handle.remove()
+        attn.return_attention = False
+    for i in range(16):
+        np.testing.assert_allclose(outputs[i]["att"]["attention"], returned[0][i].numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_model_output_is_unchanged_while_attached():

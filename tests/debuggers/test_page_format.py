@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import enum
 import errno
+import fcntl
 import fnmatch
 import json
 import math
@@ -21,6 +22,8 @@ from numpy._core.multiarray import _reconstruct
 from numpy._core.numeric import _frombuffer
 
 from debuggers import legacy_pages, page_encoding, page_format
+from debuggers.batch_split import split_batch_value
+from debuggers.buffer_pool import BufferPool
 from debuggers.page_encoding import RecordEncoder
 from debuggers.page_format import (
     PAGE_GLOB,
@@ -36,6 +39,7 @@ from debuggers.page_format import (
 )
 from debuggers.page_index import read_index, write_index
 from debuggers.page_values import UnsupportedOutputError, held_storage, to_page_value
+from tests.debuggers.library import resident_blocks
 from utils.atomic_files import temporary_path
 
 pytestmark = pytest.mark.timeout(30)
@@ -655,3 +659,98 @@ def test_pages_of_batched_records_with_inline_arrays_still_load():
             value = loaded[idx]["d"]
             np.testing.assert_array_equal(value["features"], np.arange(6, dtype=np.float32).reshape(2, 3) * i)
             assert (value["score"], value["count"], value["kind"]) == (i / 4, -i, "feature_map")
+
+
+# ------------------------------------------------------------ O_DIRECT
+def attention_batches(count: int) -> list[tuple[list[int], list, dict, np.ndarray]]:
+    """Batches of 16 rows of 16 KiB, as ``AttentionDebugger`` hands them over: copied into ``BufferPool``
+    buffers (mappings of their own, so each starts a block in memory), split into rows."""
+    pool, batches = BufferPool(), []
+    for number in range(count):
+        weights = torch.rand(16, 4, 32, 32, generator=torch.Generator().manual_seed(number))
+        rows, batch_value = split_batch_value({"attention": pool.copy_of(weights)}, 16)
+        batches.append((list(range(16 * number, 16 * number + 16)), rows, batch_value, weights.numpy()))
+    return batches
+
+
+def write_batches(path: str, batches: list) -> None:
+    page = PageFile(path, 0)
+    for indices, rows, batch_value, _ in batches:
+        page.append_batch(indices, rows, None, batch_value)
+        page.write_pending()
+    page.seal()
+
+
+def assert_batches_read_back(path: str, batches: list) -> None:
+    for reader in (load_page, joblib.load):
+        page = reader(path)
+        for indices, _, _, weights in batches:
+            assert all(np.array_equal(page[idx]["attention"], weights[row]) for row, idx in enumerate(indices))
+
+
+def stretch_blocks(path: str, batches: list) -> list[np.ndarray]:
+    """The 4 KiB blocks of each batch's stretch (from its first record's header), checked to start a block."""
+    table = {int(row["idx"]): row for row in load_page_table(path)}
+    with open(path, "rb") as file:
+        data = file.read()
+    blocks = []
+    for indices, *_ in batches:
+        row = table[indices[0]]
+        header = json.loads(data[int(row["header"]):int(row["header"] + row["header_length"])])
+        (name, (tag, (offset, *_))), = [(pair[0], *pair[1].items()) for pair in header["d"]]
+        assert (name, tag) == ("attention", "r") and offset % 4096 == 0
+        blocks.append(np.arange(offset // 4096, (offset + 16 * 16384) // 4096))
+    return blocks
+
+
+def load_page_table(path: str) -> np.ndarray:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return page_format.read_footer(fd, os.fstat(fd).st_size, path)
+    finally:
+        os.close(fd)
+
+
+def test_big_stretches_that_start_a_block_in_memory_go_to_disk_without_the_page_cache(direct_folder):
+    """A stretch of 64 KiB or more in a buffer of its own starts a 4 KiB block in the file and is written with
+    O_DIRECT: none of its blocks is left in the page cache. The same arrays in ordinary memory go through the
+    page cache; both pages read back equal, with Lantern's reader and with joblib."""
+    batches = attention_batches(4)
+    direct, buffered = str(direct_folder / "page_0.pkl"), str(direct_folder / "page_1.pkl")
+    write_batches(direct, batches)
+    write_batches(buffered, [(indices, [{"attention": np.array(row["attention"])} for row in rows], None, weights)
+                             for indices, rows, _, weights in batches])
+    cached = resident_blocks(direct)  # before any read brings blocks in
+    assert resident_blocks(buffered).all()
+    assert not any(cached[blocks].any() for blocks in stretch_blocks(direct, batches))
+    assert_batches_read_back(direct, batches)
+    assert_batches_read_back(buffered, batches)
+
+
+def test_a_page_goes_through_the_page_cache_where_o_direct_is_refused_or_slow(direct_folder, monkeypatch):
+    """A file system that refuses O_DIRECT writes (EINVAL) gets the page through the page cache; so does one that
+    takes them slower than ``DIRECT_LATENCY_S`` + bytes at ``DIRECT_MIN_SPEED`` (a network file system), from its
+    first slow write on."""
+    batches = attention_batches(3)
+    monkeypatch.setattr(page_format, "DIRECT_LATENCY_S", 0.0)
+    monkeypatch.setattr(page_format, "DIRECT_MIN_SPEED", math.inf)  # every write is slower
+    slow = str(direct_folder / "page_0.pkl")
+    write_batches(slow, batches)
+    cached = resident_blocks(slow)
+    first, *later = stretch_blocks(slow, batches)
+    assert not cached[first].any() and all(cached[blocks].all() for blocks in later)
+    assert_batches_read_back(slow, batches)
+    monkeypatch.undo()
+
+    real_pwrite = os.pwrite
+
+    def refusing_pwrite(fd, data, offset):
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", refusing_pwrite)
+    refused = str(direct_folder / "page_1.pkl")
+    write_batches(refused, batches)
+    assert resident_blocks(refused).all()
+    assert_batches_read_back(refused, batches)
