@@ -49,9 +49,9 @@ A stretch of 64 KiB or more that starts a 4 KiB block in memory and in the file 
 copies of ``AttentionDebugger``, made in ``BufferPool`` buffers) is written with
 ``O_DIRECT``: its bytes go from the buffer to the disk, without a copy into the page
 cache, which on a virtual machine can cost more CPU than the model's forward pass
-beside it. The rest is written through the page cache, as is the rest of a page whose
-file system refuses ``O_DIRECT`` or takes it slowly (``_write_direct``); the bytes in
-the file are the same either way.
+beside it. Only on the file systems of local disks (ext4, XFS: ``DIRECT_FILE_SYSTEMS``);
+elsewhere, and for the rest of a page whose file system refuses it, pages go through
+the page cache. The bytes in the file are the same either way.
 
 Pages are written under a hidden temporary name and renamed when sealed: a page
 on disk is complete or absent, even after SIGKILL, and ``PAGE_GLOB`` never
@@ -71,7 +71,6 @@ import os
 import re
 import stat
 import struct
-import time
 from typing import Any
 
 import numpy as np
@@ -107,13 +106,16 @@ LOCATION = np.dtype([("idx", "<i8"), ("start", "<u8"), ("header", "<u8"), ("head
 
 _IOV_MAX = 1024
 RESERVE_STEP = 16 * 1024 * 1024  # a page's blocks are reserved this far ahead of its writes
-# An O_DIRECT write slower than this (a fixed latency, then bytes per second), and the page goes through the page cache
-DIRECT_LATENCY_S = 0.002
-DIRECT_MIN_SPEED = 512 * 1024 * 1024
 _FALLOC_FL_KEEP_SIZE = 1
-_fallocate = getattr(ctypes.CDLL(None, use_errno=True), "fallocate", None)  # Linux's; None elsewhere
+_libc = ctypes.CDLL(None, use_errno=True)
+_fallocate = getattr(_libc, "fallocate", None)  # Linux's; None elsewhere
 if _fallocate is not None:
     _fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+_statfs = getattr(_libc, "statfs", None)
+# File systems of local disks where O_DIRECT writes are plain and fast (statfs's f_type): ext2/3/4, XFS. Elsewhere
+# (network and FUSE file systems, tmpfs, btrfs, ZFS) pages go through the page cache.
+DIRECT_FILE_SYSTEMS = (0xEF53, 0x58465342)
+_REFUSED = (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP)  # an O_DIRECT write the file system does not take
 _MAX_DTYPE_TEXT = 32
 
 
@@ -150,24 +152,34 @@ def is_own_file(name: str, rank: int, world_size: int) -> bool:
 # ----------------------------------------------------------------- writing
 class PageFileIO(io.FileIO):
     """A page's temporary file, written at ``position``; ``direct`` is a second descriptor of it opened with
-    ``O_DIRECT`` when asked for, or None (not asked for, or refused: macOS, some network file systems)."""
+    ``O_DIRECT`` when asked for on a local disk's file system (``DIRECT_FILE_SYSTEMS``), else None."""
 
     def __init__(self, path: str, direct_io: bool = True) -> None:
         super().__init__(path, "wb")
         self.position = 0
         self.direct: int | None = None
-        if direct_io:
-            with contextlib.suppress(AttributeError, OSError):
-                self.direct = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_DIRECT)
+        if direct_io and _file_system(path) in DIRECT_FILE_SYSTEMS:
+            with contextlib.suppress(AttributeError, OSError):  # no O_DIRECT here (macOS), or refused
+                self.direct = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_DIRECT)
 
     def stop_direct(self) -> None:
-        if self.direct is not None:
-            os.close(self.direct)
-            self.direct = None
+        fd, self.direct = self.direct, None
+        if fd is not None:
+            os.close(fd)
 
     def close(self) -> None:
-        self.stop_direct()
-        super().close()
+        try:
+            self.stop_direct()
+        finally:
+            super().close()
+
+
+def _file_system(path: str) -> int | None:
+    """The type of the file system ``path`` is on (``statfs``'s f_type, a C long first in its struct)."""
+    result = ctypes.create_string_buffer(256)
+    if _statfs is None or _statfs(os.fsencode(path), result) != 0:
+        return None
+    return ctypes.c_long.from_buffer(result).value
 
 
 def _append(file: PageFileIO, buffers: list[Any]) -> None:
@@ -184,7 +196,7 @@ def _append(file: PageFileIO, buffers: list[Any]) -> None:
                 and end % DIRECT_ALIGN == 0 and buffer.__array_interface__["data"][0] % DIRECT_ALIGN == 0:
             _write_at(file.fileno(), pending, file.position)
             whole = size - size % DIRECT_ALIGN
-            data = memoryview(buffer).cast("B")
+            data = _bytes_of(buffer)
             _write_direct(file, data[:whole], end)
             end += whole
             file.position, pending, buffer, size = end, [], data[whole:], size - whole
@@ -195,23 +207,19 @@ def _append(file: PageFileIO, buffers: list[Any]) -> None:
     file.position = end
 
 
-def _write_direct(file: PageFileIO, data: memoryview, offset: int) -> None:
-    """``data`` (whole blocks) at ``offset`` with ``O_DIRECT``. The page's next writes go through the page cache
-    where the file system refuses it (EINVAL), or where a write takes longer than ``DIRECT_LATENCY_S`` plus its
-    bytes at ``DIRECT_MIN_SPEED``: there the page cache lets the writer run ahead of the disk (a network file
-    system), so capture waits less."""
+def _write_direct(file: PageFileIO, data: Any, offset: int) -> None:
+    """``data`` (whole blocks) at ``offset`` with ``O_DIRECT``; where the file system refuses it, through the page
+    cache, as the rest of the page then goes."""
     done = 0
     while done < len(data) and file.direct is not None:
-        started = time.perf_counter()
         try:
             written = os.pwrite(file.direct, data[done:], offset + done)
         except OSError as exc:
-            if exc.errno != errno.EINVAL:
+            if exc.errno not in _REFUSED:
                 raise
-            file.stop_direct()
-            break
+            written = 0
         done += written
-        if not written or time.perf_counter() - started > DIRECT_LATENCY_S + written / DIRECT_MIN_SPEED:
+        if not written:
             file.stop_direct()
     if done < len(data):
         _write_at(file.fileno(), [data[done:]], offset + done)
@@ -231,8 +239,13 @@ def _write_at(fd: int, buffers: list[Any], offset: int) -> None:
         while written >= sizes[first]:  # a short write: the rest goes in the next call
             written -= sizes[first]
             first += 1
-        buffers = [*buffers[:first], memoryview(buffers[first]).cast("B")[written:], *buffers[first + 1:]]
+        buffers = [*buffers[:first], _bytes_of(buffers[first])[written:], *buffers[first + 1:]]
         sizes[first] -= written
+
+
+def _bytes_of(buffer: Any) -> Any:
+    """A buffer's bytes, to slice (an array of any dtype: datetimes have no format a memoryview can cast)."""
+    return buffer.reshape(-1).view(np.uint8) if type(buffer) is np.ndarray else memoryview(buffer).cast("B")
 
 
 def reserve_blocks(fd: int, offset: int, nbytes: int) -> bool:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import mmap
-import os
 
-import numpy as np
 import pytest
 import torch
 
+from debuggers import page_format
 from models import SmallCNN
-from tests.debuggers.library import resident_blocks
 
 
 @pytest.fixture
@@ -22,20 +20,7 @@ def model():
 
 @pytest.fixture
 def direct_folder(tmp_path):
-    """``tmp_path``, where a file system there keeps O_DIRECT writes out of the page cache (not tmpfs)."""
-    probe = str(tmp_path / "probe")
-    block = np.frombuffer(mmap.mmap(-1, 4096), np.uint8)
-    try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_DIRECT)
-    except (AttributeError, OSError):
-        pytest.skip("no O_DIRECT here")
-    try:
-        os.pwrite(fd, block, 0)
-    except OSError:
-        pytest.skip("the file system under tmp_path refuses O_DIRECT writes")
-    finally:
-        os.close(fd)
-    if resident_blocks(probe).any():
-        pytest.skip("the file system under tmp_path keeps O_DIRECT writes in memory (tmpfs)")
-    os.remove(probe)
+    """``tmp_path``, where Lantern writes big captures with O_DIRECT there (ext4, XFS) and pages are 4 KiB."""
+    if page_format._file_system(str(tmp_path)) not in page_format.DIRECT_FILE_SYSTEMS or mmap.PAGESIZE != 4096:
+        pytest.skip("Lantern writes pages with O_DIRECT only on ext4 and XFS (and these tests count 4 KiB pages)")
     return tmp_path

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import subprocess
 import sys
 import threading
@@ -13,7 +12,6 @@ import pytest
 import torch
 from torch import nn
 
-from debuggers import page_format
 from debuggers.attention_debugger import AttentionDebugger, RowStatistics, background_executor
 from debuggers.buffer_pool import BufferPool
 from debuggers.capture import capture_debug_state
@@ -142,10 +140,9 @@ def test_capture_point_weights_match_an_independent_computation(tmp_path, busy_b
 
 
 @pytest.mark.parametrize("direct_io", [True, False])
-def test_attention_pages_go_to_disk_without_the_page_cache_unless_told_not_to(direct_folder, direct_io, monkeypatch):
+def test_attention_pages_go_to_disk_without_the_page_cache_unless_told_not_to(direct_folder, direct_io):
     """The weights' copies are buffers of their own, so an epoch's pages take them to the disk with O_DIRECT:
     what the writer copies into the page cache is the records, a few blocks (``direct_io=False``: all of it)."""
-    monkeypatch.setattr(page_format, "DIRECT_LATENCY_S", math.inf)  # a disk fast enough, however busy this machine
     torch.manual_seed(0)
     model = AttentionClassifier(patch_size=4, dim=32, depth=2, num_heads=2).eval()
     images = torch.randn(16, 3, 32, 32)  # 64 tokens: 32 KiB of weights per datapoint, 256 KiB per batch of 8
@@ -162,7 +159,7 @@ def test_attention_pages_go_to_disk_without_the_page_cache_unless_told_not_to(di
     debugger.close()
     [page] = (direct_folder / "debugger").glob("page_*.pkl")
     cached = resident_blocks(str(page))  # before reading it back
-    assert cached.all() if not direct_io else cached.sum() <= 0.1 * len(cached), (cached.sum(), len(cached))
+    assert cached.mean() > 0.9 if not direct_io else cached.mean() < 0.1, (cached.sum(), len(cached))
     outputs = load_debug_outputs(str(direct_folder))
     returned = []
     with torch.no_grad():

@@ -6,9 +6,11 @@ import collections
 import enum
 import errno
 import fcntl
+import filecmp
 import fnmatch
 import json
 import math
+import mmap
 import os
 import pickle
 import sys
@@ -662,20 +664,27 @@ def test_pages_of_batched_records_with_inline_arrays_still_load():
 
 
 # ------------------------------------------------------------ O_DIRECT
-def attention_batches(count: int) -> list[tuple[list[int], list, dict, np.ndarray]]:
-    """Batches of 16 rows of 16 KiB, as ``AttentionDebugger`` hands them over: copied into ``BufferPool``
-    buffers (mappings of their own, so each starts a block in memory), split into rows."""
+def in_buffer_of_its_own(array: np.ndarray) -> np.ndarray:
+    """A copy of ``array`` in a mapping of its own, as a ``BufferPool`` buffer is: it starts a 4 KiB block."""
+    copy = np.frombuffer(mmap.mmap(-1, array.nbytes), array.dtype).reshape(array.shape)
+    copy[...] = array
+    return copy
+
+
+def aligned_batches(count: int, shape: tuple[int, ...] = (16, 4, 32, 32)) -> list[tuple[list[int], list, dict]]:
+    """Batches of attention-like weights as ``AttentionDebugger`` hands them over: copied into ``BufferPool``
+    buffers, split into rows (the default: 16 rows of 16 KiB, a stretch of 256 KiB)."""
     pool, batches = BufferPool(), []
     for number in range(count):
-        weights = torch.rand(16, 4, 32, 32, generator=torch.Generator().manual_seed(number))
-        rows, batch_value = split_batch_value({"attention": pool.copy_of(weights)}, 16)
-        batches.append((list(range(16 * number, 16 * number + 16)), rows, batch_value, weights.numpy()))
+        weights = torch.rand(*shape, generator=torch.Generator().manual_seed(number))
+        rows, batch_value = split_batch_value({"attention": pool.copy_of(weights)}, shape[0])
+        batches.append((list(range(shape[0] * number, shape[0] * (number + 1))), rows, batch_value))
     return batches
 
 
-def write_batches(path: str, batches: list) -> None:
-    page = PageFile(path, 0)
-    for indices, rows, batch_value, _ in batches:
+def write_batches(path: str, batches: list, direct_io: bool = True) -> None:
+    page = PageFile(path, 0, direct_io=direct_io)
+    for indices, rows, batch_value in batches:
         page.append_batch(indices, rows, None, batch_value)
         page.write_pending()
     page.seal()
@@ -684,8 +693,8 @@ def write_batches(path: str, batches: list) -> None:
 def assert_batches_read_back(path: str, batches: list) -> None:
     for reader in (load_page, joblib.load):
         page = reader(path)
-        for indices, _, _, weights in batches:
-            assert all(np.array_equal(page[idx]["attention"], weights[row]) for row, idx in enumerate(indices))
+        assert all(np.array_equal(page[idx]["attention"], row["attention"])
+                   for indices, rows, _ in batches for idx, row in zip(indices, rows))
 
 
 def stretch_blocks(path: str, batches: list) -> list[np.ndarray]:
@@ -694,12 +703,12 @@ def stretch_blocks(path: str, batches: list) -> list[np.ndarray]:
     with open(path, "rb") as file:
         data = file.read()
     blocks = []
-    for indices, *_ in batches:
+    for indices, rows, _ in batches:
         row = table[indices[0]]
         header = json.loads(data[int(row["header"]):int(row["header"] + row["header_length"])])
         (name, (tag, (offset, *_))), = [(pair[0], *pair[1].items()) for pair in header["d"]]
         assert (name, tag) == ("attention", "r") and offset % 4096 == 0
-        blocks.append(np.arange(offset // 4096, (offset + 16 * 16384) // 4096))
+        blocks.append(np.arange(offset // 4096, (offset + len(rows) * rows[0]["attention"].nbytes) // 4096))
     return blocks
 
 
@@ -715,42 +724,60 @@ def test_big_stretches_that_start_a_block_in_memory_go_to_disk_without_the_page_
     """A stretch of 64 KiB or more in a buffer of its own starts a 4 KiB block in the file and is written with
     O_DIRECT: none of its blocks is left in the page cache. The same arrays in ordinary memory go through the
     page cache; both pages read back equal, with Lantern's reader and with joblib."""
-    batches = attention_batches(4)
+    batches = aligned_batches(4)
     direct, buffered = str(direct_folder / "page_0.pkl"), str(direct_folder / "page_1.pkl")
     write_batches(direct, batches)
-    write_batches(buffered, [(indices, [{"attention": np.array(row["attention"])} for row in rows], None, weights)
-                             for indices, rows, _, weights in batches])
+    write_batches(buffered, [(indices, [{"attention": np.array(row["attention"])} for row in rows], None)
+                             for indices, rows, _ in batches])
     cached = resident_blocks(direct)  # before any read brings blocks in
-    assert resident_blocks(buffered).all()
+    assert resident_blocks(buffered).mean() > 0.9  # (all of it, unless memory is short)
     assert not any(cached[blocks].any() for blocks in stretch_blocks(direct, batches))
     assert_batches_read_back(direct, batches)
     assert_batches_read_back(buffered, batches)
 
 
-def test_a_page_goes_through_the_page_cache_where_o_direct_is_refused_or_slow(direct_folder, monkeypatch):
-    """A file system that refuses O_DIRECT writes (EINVAL) gets the page through the page cache; so does one that
-    takes them slower than ``DIRECT_LATENCY_S`` + bytes at ``DIRECT_MIN_SPEED`` (a network file system), from its
-    first slow write on."""
-    batches = attention_batches(3)
-    monkeypatch.setattr(page_format, "DIRECT_LATENCY_S", 0.0)
-    monkeypatch.setattr(page_format, "DIRECT_MIN_SPEED", math.inf)  # every write is slower
-    slow = str(direct_folder / "page_0.pkl")
-    write_batches(slow, batches)
-    cached = resident_blocks(slow)
-    first, *later = stretch_blocks(slow, batches)
-    assert not cached[first].any() and all(cached[blocks].all() for blocks in later)
-    assert_batches_read_back(slow, batches)
-    monkeypatch.undo()
+def test_a_page_holds_the_same_bytes_with_o_direct_or_without(direct_folder):
+    """Stretches that end within a block (15 rows of 16.5 KiB: the last block's tail goes through the page cache)
+    and datetimes (no format a memoryview can cast): the page's bytes are those of ``direct_io=False``."""
+    batches = aligned_batches(3, (15, 4, 32, 33))
+    stamps = in_buffer_of_its_own(np.arange(8 * 2048).astype("M8[ns]").reshape(8, 2048))
+    rows, batch_value = split_batch_value({"attention": stamps}, 8)
+    batches.append((list(range(100, 108)), rows, batch_value))
+    write_batches(str(direct_folder / "page_0.pkl"), batches)
+    write_batches(str(direct_folder / "page_1.pkl"), batches, direct_io=False)
+    assert not resident_blocks(str(direct_folder / "page_0.pkl"))[stretch_blocks(str(direct_folder / "page_0.pkl"),
+                                                                                 batches[:1])[0][:-1]].any()
+    assert filecmp.cmp(direct_folder / "page_0.pkl", direct_folder / "page_1.pkl", shallow=False)
+    assert_batches_read_back(str(direct_folder / "page_0.pkl"), batches)
 
+
+def test_o_direct_is_used_only_on_the_file_systems_of_local_disks(direct_folder, tmp_path_factory):
+    """ext4 and XFS take O_DIRECT writes plainly; elsewhere (tmpfs here; NFS, FUSE, btrfs, ZFS) a page goes
+    through the page cache, and ``direct_io=False`` asks for that anywhere."""
+    for folder, direct_io, expected in ((direct_folder, True, True), (direct_folder, False, False),
+                                        ("/dev/shm", True, False)):
+        if not os.path.isdir(folder):
+            continue
+        page = PageFile(os.path.join(folder, f"page_{os.getpid()}.pkl"), 0, direct_io=direct_io)
+        try:
+            assert (page._file.direct is not None) is expected, (folder, direct_io)
+        finally:
+            page.discard()
+
+
+@pytest.mark.parametrize("refusal", [errno.EINVAL, errno.EOPNOTSUPP])
+def test_a_page_goes_through_the_page_cache_where_o_direct_writes_are_refused(direct_folder, monkeypatch, refusal):
+    """A file system that takes the O_DIRECT open but refuses its writes gets the page through the page cache."""
+    batches = aligned_batches(3)
     real_pwrite = os.pwrite
 
     def refusing_pwrite(fd, data, offset):
         if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
-            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+            raise OSError(refusal, os.strerror(refusal))
         return real_pwrite(fd, data, offset)
 
     monkeypatch.setattr(os, "pwrite", refusing_pwrite)
-    refused = str(direct_folder / "page_1.pkl")
-    write_batches(refused, batches)
-    assert resident_blocks(refused).all()
-    assert_batches_read_back(refused, batches)
+    path = str(direct_folder / "page_0.pkl")
+    write_batches(path, batches)
+    assert resident_blocks(path).mean() > 0.9
+    assert_batches_read_back(path, batches)
