@@ -138,7 +138,7 @@ def page_limit(batches: list[WriterBatch], path: str) -> int:
 
 def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
                   clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
-    """Median seconds of writing a page of ``arrays`` arrays of ``array_kb`` KiB, eight ways, and of encoding
+    """Median seconds of writing a page of ``arrays`` arrays of ``array_kb`` KiB, nine ways, and of encoding
     them, interleaved:
 
     * ``write_page``: one page from a ``{idx: outputs}`` dict;
@@ -154,6 +154,8 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
       with ``O_DIRECT`` (``debuggers.page_format``), not through the page cache;
     * ``page alone``: what that thread does for the page itself: the batches appended to a ``PageFile`` and
       written one by one, the page sealed (no thread, no index, no locations);
+    * ``page alone, a part in 1 of 8``: the same, every eighth datapoint with an output part the others lack
+      (as Grad-CAM's second class): the page encodes one structure at a time;
     * ``encoding alone``: the batches' records encoded (``RecordEncoder.records``), nothing written;
     * ``save``: ``numpy.save`` of the same bytes stacked, one file;
     * ``writes alone``: the batch arrays appended to one file, their blocks reserved ``RESERVE_STEP`` ahead
@@ -169,6 +171,8 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
     stacked = np.stack(values[:arrays])
     batches = [stacked[start:start + BATCH] for start in range(0, arrays, BATCH)]
     rows = batches_of(values[:arrays])
+    with_a_part = [(indices, [{"d": {**row["d"], "part": (float(i) if i % 8 == 0 else None)}}
+                              for i, row in enumerate(batch_rows)], None) for indices, batch_rows, _ in rows]
     pool = BufferPool(max_buffers=len(batches), max_bytes=stacked.nbytes)
     rows_in_buffers = [writer_batch(pool.copy_of(torch.from_numpy(batch)).numpy(), start)
                        for start, batch in zip(range(0, arrays, BATCH), batches)]
@@ -190,9 +194,9 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
                 raise RuntimeError(f"the epoch was written as {written} pages, not {pages}")
         return write
 
-    def page_alone(path: str) -> None:
+    def page_alone(path: str, batches: list[WriterBatch] = rows) -> None:
         page_file = PageFile(path + ".pkl", 0, writer.page_size_bytes)
-        for indices, batch_rows, batch_value in rows:
+        for indices, batch_rows, batch_value in batches:
             page_file.append_batch(indices, batch_rows, None, batch_value)
             page_file.write_pending()
         page_file.seal()
@@ -234,6 +238,7 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
             "writer, page after page": fresh(epoch(paging_writer, epoch_rows, PAGES_IN_A_ROW)),
             "writer, O_DIRECT": fresh(epoch(writer, rows_in_buffers, 1)),
             "page alone": fresh(page_alone),
+            "page alone, a part in 1 of 8": fresh(lambda path: page_alone(path, with_a_part)),
             "encoding alone": encoding_alone,
             "save": fresh(lambda path: np.save(path + ".npy", stacked)),
             "writes alone": fresh(writes_alone),

@@ -548,6 +548,35 @@ def _signature(value: Any, leaves: list[Any]) -> Hashable:
     raise _NoPlan
 
 
+def outline_groups(values: list[Any]) -> tuple[list[list[int]], int]:
+    """The positions of ``values`` grouped by their outline, in the order of their first datapoint, and the
+    bytes of the arrays the outlines saw.
+
+    An outline is a cheap stand-in for ``_signature`` (whose full walk of a record of many debuggers' outputs
+    costs about as much as encoding it alone): the types of a dict's items and of its dicts' items, two levels,
+    which is where one datapoint's outputs differ from another's (a part only some have). Values of one outline
+    may still differ deeper: ``RecordEncoder.records`` checks them."""
+    groups: dict[Hashable, list[int]] = {}
+    array_bytes = 0
+    for position, value in enumerate(values):
+        outline: Hashable = type(value)
+        if outline is dict:
+            items = []
+            for key, item in value.items():
+                if type(item) is dict:
+                    item = tuple([(name, type(part)) for name, part in item.items()])
+                    array_bytes += sum([part.nbytes for part in value[key].values() if type(part) is np.ndarray])
+                elif type(item) is np.ndarray:
+                    array_bytes += item.nbytes
+                    item = np.ndarray
+                else:
+                    item = type(item)
+                items.append((key, item))
+            outline = tuple(items)
+        groups.setdefault(outline, []).append(position)
+    return list(groups.values()), array_bytes
+
+
 def _columns(column: list[Any], leaves: list[list[Any]]) -> Hashable | None:
     """``_signature`` of all values of ``column`` at once, walked column by column (one list comprehension
     per node, not one walk per value); None unless every value has the same one. The slots' columns, in

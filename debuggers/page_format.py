@@ -83,6 +83,7 @@ from debuggers.page_encoding import (
     MIN_BATCH_RECORDS,
     U64,
     RecordEncoder,
+    outline_groups,
 )
 from debuggers.page_errors import CorruptPageError, DebugDataError, PageWriteError, UnsafePageError
 from debuggers.page_values import MAX_DEPTH
@@ -106,6 +107,7 @@ LOCATION = np.dtype([("idx", "<i8"), ("start", "<u8"), ("header", "<u8"), ("head
 
 _IOV_MAX = 1024
 RESERVE_STEP = 16 * 1024 * 1024  # a page's blocks are reserved this far ahead of its writes
+RECORD_ROOM = 16 * 1024  # what a record takes besides the arrays ``outline_groups`` counts, as a batch's fit is judged
 _FALLOC_FL_KEEP_SIZE = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 _fallocate = getattr(_libc, "fallocate", None)  # Linux's; None elsewhere
@@ -291,19 +293,48 @@ class PageFile:
         when None); returns how many were appended.
 
         A batch whose values share one structure is encoded at once (``RecordEncoder.records``; from
-        ``batch_value``, the same datapoints in column form, when given)."""
+        ``batch_value``, the same datapoints in column form, when given); a batch of several structures, one
+        structure at a time where it fits in the page (``_append_by_structure``)."""
         if len(indices) >= MIN_BATCH_RECORDS:
-            batch = self._encoder.records(indices, values, limit, batch_value)
-            if batch is not None:
-                start, headers, header_length = batch
-                self._locations.add(indices if len(headers) == len(indices) else indices[:len(headers)], start,
-                                    headers, header_length)
-                return len(headers)
+            count = self._append_records(indices, values, limit, batch_value)
+            if count is not None:
+                return count
+            if self._append_by_structure(indices, values, limit):
+                return len(indices)
         for count, (idx, value) in enumerate(zip(indices, values), 1):
             self.append(idx, value)
             if limit is not None and self.size >= limit:
                 return count
         return len(indices)
+
+    def _append_records(self, indices: list[int], values: list[Any], limit: int | None,
+                        batch_value: Any = None) -> int | None:
+        """The first datapoints up to ``limit`` encoded as one batch; how many, or None (nothing appended) unless
+        they share one structure."""
+        batch = self._encoder.records(indices, values, limit, batch_value)
+        if batch is None:
+            return None
+        start, headers, header_length = batch
+        self._locations.add(indices if len(headers) == len(indices) else indices[:len(headers)], start, headers,
+                            header_length)
+        return len(headers)
+
+    def _append_by_structure(self, indices: list[int], values: list[Any], limit: int | None) -> bool:
+        """A batch of several structures (an output part that some datapoints have and others lack): the
+        datapoints of each outline (``outline_groups``) encoded as a batch of their own, those of a rare one (or
+        of an outline whose values still differ) one by one; the records go to the page one outline after the
+        other, the locations say where each is. Only where the whole batch stays below ``limit`` (its arrays,
+        and ``RECORD_ROOM`` a record besides); False, nothing appended, otherwise."""
+        groups, array_bytes = outline_groups(values)
+        if max(map(len, groups)) < MIN_BATCH_RECORDS or \
+                (limit is not None and self.size + array_bytes + len(values) * RECORD_ROOM >= limit):
+            return False
+        for group in groups:
+            group_indices, group_values = [indices[i] for i in group], [values[i] for i in group]
+            if len(group) < MIN_BATCH_RECORDS or self._append_records(group_indices, group_values, None) is None:
+                for idx, value in zip(group_indices, group_values):
+                    self.append(idx, value)
+        return True
 
     def write_pending(self) -> None:
         """Write the records appended so far (one system call for many): after it, no array is referenced."""

@@ -117,6 +117,53 @@ def test_batches_fill_pages_as_datapoints_one_by_one_do(tmp_path, make_writer):
             assert page[idx]["mean"] == batches[idx // 16][idx % 16].mean().item() and page[idx]["layer"] == "conv1"
 
 
+def gradcam_like_batch(number: int, odd: list[int]) -> tuple[list[int], list]:
+    """16 datapoints whose output has a part only the ``odd`` ones have (as Grad-CAM's second class), split as
+    ``SequentialDebugger`` splits it, under one debugger name."""
+    batch = torch.randn(16, 8, 32, generator=torch.Generator().manual_seed(number))
+    rows, _ = split_batch_value({"fm": batch, "mean": batch.mean(dim=(1, 2))}, 16)
+    for row, value in enumerate(rows):
+        value["second"] = {"cam": np.full((4, 4), row, np.float32), "target_class": row} if row in odd else None
+    return list(range(16 * number, 16 * number + 16)), [{"gradcam": value} for value in rows]
+
+
+def test_a_batch_of_several_structures_is_encoded_one_structure_at_a_time(tmp_path, make_writer):
+    """A batch where some datapoints have an output part the others lack: the datapoints of each structure, 8
+    or more, are one batch of records (one start in the locations), the others one by one; the pages and the
+    epoch read back as the datapoints do, at any page size (a batch that might not fit is written in order,
+    record by record, so each page still stops at the first record that fills it)."""
+    batches = [gradcam_like_batch(number, odd)
+               for number, odd in enumerate([[3, 9], [0, 1, 2, 3, 4, 5, 6, 7, 8], [], [15]])]
+    for page_size in (100 * MB, 12_000):
+        folder = tmp_path / str(page_size)
+        writer = make_writer(page_size)
+        writer.start_epoch(str(folder))
+        for indices, rows in batches:
+            writer.add_converted(indices, rows)
+        assert writer.flush()["datapoints"] == 64
+        epoch = DebugOutputs(str(folder))
+        for indices, rows in batches:
+            for idx, row in zip(indices, rows):
+                read, row = epoch[idx]["gradcam"], row["gradcam"]
+                np.testing.assert_array_equal(read["fm"], row["fm"])
+                assert read["mean"] == row["mean"] and (read["second"] is None) == (row["second"] is None)
+                if row["second"] is not None:
+                    np.testing.assert_array_equal(read["second"]["cam"], row["second"]["cam"])
+    [path] = glob.glob(str(tmp_path / str(100 * MB) / PAGE_GLOB))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        table = page_format.read_footer(fd, os.fstat(fd).st_size, path)
+    finally:
+        os.close(fd)
+    starts = {int(idx): int(start) for idx, start in zip(table["idx"], table["start"])}
+    assert len({starts[idx] for idx in range(16) if idx not in (3, 9)}) == 1  # 14 alike: one batch
+    assert len({starts[idx] for idx in (3, 9)}) == 2  # 2 alike: one by one
+    assert len({starts[idx] for idx in range(16, 25)}) == 1 and len({starts[idx] for idx in range(25, 32)}) == 7
+    assert len({starts[idx] for idx in range(32, 48)}) == 1 and sorted(starts) == list(range(64))
+    sizes = sorted(os.path.getsize(path) for path in glob.glob(str(tmp_path / "12000" / PAGE_GLOB)))
+    assert all(12_000 <= size < 12_000 + 2_000 for size in sizes[1:]), sizes  # a datapoint: 1.1-1.5 kB
+
+
 def test_bfloat16_and_views_are_stored_as_small_arrays(tmp_path, make_writer):
     base = torch.randn(512, 512)
     writer = make_writer(MB)
