@@ -45,7 +45,7 @@ parses the small JSON header and reads each array's bytes at its offset with
 begin: the record's own start, or its batch's. A crafted page can therefore run no
 code, and the work of a read is bounded by the bytes it reads.
 
-A stretch of 64 KiB or more that starts a 4 KiB block in memory and in the file (the
+A stretch of 2 MiB or more that starts a 4 KiB block in memory and in the file (the
 copies of ``AttentionDebugger``, made in ``BufferPool`` buffers) is written with
 ``O_DIRECT``: its bytes go from the buffer to the disk, without a copy into the page
 cache, which on a virtual machine can cost more CPU than the model's forward pass

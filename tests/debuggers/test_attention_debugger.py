@@ -145,14 +145,14 @@ def test_attention_pages_go_to_disk_without_the_page_cache_unless_told_not_to(di
     what the writer copies into the page cache is the records, a few blocks (``direct_io=False``: all of it)."""
     torch.manual_seed(0)
     model = AttentionClassifier(patch_size=4, dim=32, depth=2, num_heads=2).eval()
-    images = torch.randn(16, 3, 32, 32)  # 64 tokens: 32 KiB of weights per datapoint, 256 KiB per batch of 8
+    images = torch.randn(128, 3, 32, 32)  # 64 tokens: 32 KiB of weights per datapoint, 2 MiB per batch of 64
     debugger = SequentialDebugger([entry("att", AttentionDebugger, layer_name="blocks.1.attn")], model=model,
                                   direct_io=direct_io)
     debugger.reset_buffer(str(direct_folder / "debugger"))
     debugger.enabled = True
     with torch.no_grad():
-        for start in (0, 8):
-            batch = make_batch(images, range(start, start + 8))
+        for start in (0, 64):
+            batch = make_batch(images, range(start, start + 64))
             batch["outputs"] = model(batch["inputs"])
             debugger(batch, model)
     debugger.save_all(str(direct_folder / "debugger"))
@@ -169,7 +169,7 @@ def test_attention_pages_go_to_disk_without_the_page_cache_unless_told_not_to(di
         model({"image": images})
         handle.remove()
         attn.return_attention = False
-    for i in range(16):
+    for i in range(128):
         np.testing.assert_allclose(outputs[i]["att"]["attention"], returned[0][i].numpy(), rtol=1e-5, atol=1e-6)
 
 

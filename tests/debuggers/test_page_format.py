@@ -673,9 +673,9 @@ def in_buffer_of_its_own(array: np.ndarray) -> np.ndarray:
     return copy
 
 
-def aligned_batches(count: int, shape: tuple[int, ...] = (16, 4, 32, 32)) -> list[tuple[list[int], list, dict]]:
+def aligned_batches(count: int, shape: tuple[int, ...] = (32, 4, 64, 64)) -> list[tuple[list[int], list, dict]]:
     """Batches of attention-like weights as ``AttentionDebugger`` hands them over: copied into ``BufferPool``
-    buffers, split into rows (the default: 16 rows of 16 KiB, a stretch of 256 KiB)."""
+    buffers, split into rows (the default: 32 rows of 64 KiB, a stretch of 2 MiB)."""
     pool, batches = BufferPool(), []
     for number in range(count):
         weights = torch.rand(*shape, generator=torch.Generator().manual_seed(number))
@@ -723,7 +723,7 @@ def load_page_table(path: str) -> np.ndarray:
 
 
 def test_big_stretches_that_start_a_block_in_memory_go_to_disk_without_the_page_cache(direct_folder):
-    """A stretch of 64 KiB or more in a buffer of its own starts a 4 KiB block in the file and is written with
+    """A stretch of 2 MiB or more in a buffer of its own starts a 4 KiB block in the file and is written with
     O_DIRECT: none of its blocks is left in the page cache. The same arrays in ordinary memory go through the
     page cache; both pages read back equal, with Lantern's reader and with joblib."""
     batches = aligned_batches(4)
@@ -739,10 +739,10 @@ def test_big_stretches_that_start_a_block_in_memory_go_to_disk_without_the_page_
 
 
 def test_a_page_holds_the_same_bytes_with_o_direct_or_without(direct_folder):
-    """Stretches that end within a block (15 rows of 16.5 KiB: the last block's tail goes through the page cache)
+    """Stretches that end within a block (33 rows of 65 KiB: the last block's tail goes through the page cache)
     and datetimes (no format a memoryview can cast): the page's bytes are those of ``direct_io=False``."""
-    batches = aligned_batches(3, (15, 4, 32, 33))
-    stamps = in_buffer_of_its_own(np.arange(8 * 2048).astype("M8[ns]").reshape(8, 2048))
+    batches = aligned_batches(3, (33, 4, 64, 65))
+    stamps = in_buffer_of_its_own(np.arange(8 * 32768).astype("M8[ns]").reshape(8, 32768))
     rows, batch_value = split_batch_value({"attention": stamps}, 8)
     batches.append((list(range(100, 108)), rows, batch_value))
     write_batches(str(direct_folder / "page_0.pkl"), batches)
