@@ -432,7 +432,7 @@ class _BatchLayout:
         stretch's offset as header text."""
         out, small, position, offsets = [], encoder.small, encoder.position, []
         for slot, (column, nbytes) in enumerate(zip(arrays, self.array_bytes)):
-            address = _address(column if type(column) is np.ndarray else column[0]) if nbytes else 0
+            address = array_address(column if type(column) is np.ndarray else column[0]) if nbytes else 0
             align = DIRECT_ALIGN if count * nbytes >= DIRECT_MIN_BYTES and address % DIRECT_ALIGN == 0 else _ALIGN
             pad = (address - position - _STRETCH_HEAD) % align
             if 0 < pad < 3:
@@ -506,7 +506,7 @@ def _padding(pad: int) -> bytes:
     return b"B" + _U32.pack(pad - 6) + bytes(pad - 6) + b"0"
 
 
-def _address(array: np.ndarray) -> int:
+def array_address(array: np.ndarray) -> int:
     return array.__array_interface__["data"][0]
 
 
@@ -565,8 +565,8 @@ def outline_groups(values: list[Any]) -> tuple[list[list[int]], int]:
             items = []
             for key, item in value.items():
                 if type(item) is dict:
+                    array_bytes += sum([part.nbytes for part in item.values() if type(part) is np.ndarray])
                     item = tuple([(name, type(part)) for name, part in item.items()])
-                    array_bytes += sum([part.nbytes for part in value[key].values() if type(part) is np.ndarray])
                 elif type(item) is np.ndarray:
                     array_bytes += item.nbytes
                     item = np.ndarray

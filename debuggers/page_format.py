@@ -83,6 +83,7 @@ from debuggers.page_encoding import (
     MIN_BATCH_RECORDS,
     U64,
     RecordEncoder,
+    array_address,
     outline_groups,
 )
 from debuggers.page_errors import CorruptPageError, DebugDataError, PageWriteError, UnsafePageError
@@ -195,7 +196,7 @@ def _append(file: PageFileIO, buffers: list[Any]) -> None:
     for buffer in buffers:
         size = buffer.nbytes if type(buffer) is np.ndarray else len(buffer)
         if file.direct is not None and type(buffer) is np.ndarray and size >= DIRECT_MIN_BYTES \
-                and end % DIRECT_ALIGN == 0 and buffer.__array_interface__["data"][0] % DIRECT_ALIGN == 0:
+                and end % DIRECT_ALIGN == 0 and array_address(buffer) % DIRECT_ALIGN == 0:
             _write_at(file.fileno(), pending, file.position)
             whole = size - size % DIRECT_ALIGN
             data = _bytes_of(buffer)
@@ -273,7 +274,6 @@ class PageFile:
             self._file = PageFileIO(self._temp, direct_io)
         self._encoder = RecordEncoder(0)
         self._encoder.small += _PROLOGUE
-        self._written = 0  # bytes in the file
         self._expected = expected_bytes
         self._reserved = 0  # bytes whose blocks are reserved, from the start
 
@@ -341,13 +341,12 @@ class PageFile:
         with _disk_errors(self._temp, self.path, "page"):
             self._reserve_ahead(self.size)
             _append(self._file, self._encoder.take())
-        self._written = self.size
 
     def _reserve_ahead(self, end: int) -> None:
         """Reserve the blocks up to ``end``, and ahead of it up to the expected size (a step at most)."""
         if end <= self._reserved:
             return
-        ahead = max(end, min(self._expected, self._written + RESERVE_STEP))
+        ahead = max(end, min(self._expected, self._file.position + RESERVE_STEP))
         fd = self._file.fileno()
         if not reserve_blocks(fd, self._reserved, ahead - self._reserved):
             reserve_blocks(fd, self._reserved, end - self._reserved)  # a nearly full disk: the bytes to write, if any

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from debuggers import capture
+from debuggers import capture, page_format
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 
@@ -128,3 +128,12 @@ def resident_blocks(path: str) -> np.ndarray:
         del view
     assert status == 0, os.strerror(ctypes.get_errno())
     return vector & 1 == 1
+
+
+def page_table(path: str) -> np.ndarray:
+    """A sealed page's own ``LOCATION`` rows (its footer)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return page_format.read_footer(fd, os.fstat(fd).st_size, path)
+    finally:
+        os.close(fd)

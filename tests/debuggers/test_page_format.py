@@ -41,7 +41,7 @@ from debuggers.page_format import (
 )
 from debuggers.page_index import read_index, write_index
 from debuggers.page_values import UnsupportedOutputError, held_storage, to_page_value
-from tests.debuggers.library import resident_blocks
+from tests.debuggers.library import page_table, resident_blocks
 from utils.atomic_files import temporary_path
 
 pytestmark = pytest.mark.timeout(30)
@@ -701,7 +701,7 @@ def assert_batches_read_back(path: str, batches: list) -> None:
 
 def stretch_blocks(path: str, batches: list) -> list[np.ndarray]:
     """The 4 KiB blocks of each batch's stretch (from its first record's header), checked to start a block."""
-    table = {int(row["idx"]): row for row in load_page_table(path)}
+    table = {int(row["idx"]): row for row in page_table(path)}
     with open(path, "rb") as file:
         data = file.read()
     blocks = []
@@ -712,14 +712,6 @@ def stretch_blocks(path: str, batches: list) -> list[np.ndarray]:
         assert (name, tag) == ("attention", "r") and offset % 4096 == 0
         blocks.append(np.arange(offset // 4096, (offset + len(rows) * rows[0]["attention"].nbytes) // 4096))
     return blocks
-
-
-def load_page_table(path: str) -> np.ndarray:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return page_format.read_footer(fd, os.fstat(fd).st_size, path)
-    finally:
-        os.close(fd)
 
 
 def test_big_stretches_that_start_a_block_in_memory_go_to_disk_without_the_page_cache(direct_folder):

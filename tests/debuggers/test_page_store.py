@@ -23,7 +23,7 @@ from debuggers.page_index import read_index
 from debuggers.page_store import PageWriter, PageWriterError
 from debuggers.page_values import UnsupportedOutputError
 from runners.eval_viewer.backend.initialization import DebugOutputs
-from tests.debuggers.library import wait_until
+from tests.debuggers.library import page_table, wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -150,11 +150,7 @@ def test_a_batch_of_several_structures_is_encoded_one_structure_at_a_time(tmp_pa
                 if row["second"] is not None:
                     np.testing.assert_array_equal(read["second"]["cam"], row["second"]["cam"])
     [path] = glob.glob(str(tmp_path / str(100 * MB) / PAGE_GLOB))
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        table = page_format.read_footer(fd, os.fstat(fd).st_size, path)
-    finally:
-        os.close(fd)
+    table = page_table(path)
     starts = {int(idx): int(start) for idx, start in zip(table["idx"], table["start"])}
     assert len({starts[idx] for idx in range(16) if idx not in (3, 9)}) == 1  # 14 alike: one batch
     assert len({starts[idx] for idx in (3, 9)}) == 2  # 2 alike: one by one
