@@ -41,7 +41,15 @@ def timed(fn: Callable[[], Any], clock: Callable[[], float] = time.perf_counter)
 def interleaved_medians(cases: dict[str, Callable[[], Any]], rounds: int, seed: int = 0,
                         between_rounds: Callable[[], Any] | None = None,
                         clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
-    """Median seconds of each case over ``rounds`` rounds, run in a new random order each round
+    """Median seconds of each case over ``rounds`` rounds (``interleaved_times``)."""
+    times = interleaved_times(cases, rounds, seed, between_rounds, clock)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def interleaved_times(cases: dict[str, Callable[[], Any]], rounds: int, seed: int = 0,
+                      between_rounds: Callable[[], Any] | None = None,
+                      clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
+    """Seconds of each case in each of ``rounds`` rounds, run in a new random order each round
     (``between_rounds``, untimed, after each round). ``clock=time.process_time`` counts this process's
     CPU time (every thread, the page writer's too) instead of wall time: steadier on a loaded machine."""
     times: dict[str, list[float]] = {name: [] for name in cases}
@@ -51,7 +59,7 @@ def interleaved_medians(cases: dict[str, Callable[[], Any]], rounds: int, seed: 
             times[name].append(timed(cases[name], clock))
         if between_rounds is not None:
             between_rounds()
-    return {name: statistics.median(values) for name, values in times.items()}
+    return times
 
 
 def lantern(model: torch.nn.Module, folder: str, debugger_config: dict, page_size_mb: float = 100,

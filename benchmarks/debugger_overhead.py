@@ -1,7 +1,9 @@
 """Capture cost side by side: no capture, Lantern, the hand-written floor, and captum where it applies.
 
 Three workloads, each timed as whole evaluation passes (forward, capture, pages flushed),
-in a new random order each round, medians compared as ratios to the pass without capture:
+in a new random order each round, medians compared as ratios to the pass without capture, and
+each case's ratio to the floor (captum for Grad-CAM) in the same round, its median over the rounds
+(the two ran moments apart: the machine's own drift weighs less on it):
 
 * **feature maps**: ``SmallCNN``, the full output of ``backbone.layer2`` of every datapoint
   to disk; also a configured but disabled debugger. Floor: a forward hook ``numpy.save``-ing
@@ -45,7 +47,7 @@ import numpy as np
 import torch
 from captum.attr import LayerAttribution, LayerGradCam
 
-from benchmarks.common import RawFeatures, floor_hook, floor_listener, interleaved_medians, run_loop, timed
+from benchmarks.common import RawFeatures, floor_hook, floor_listener, interleaved_times, run_loop, timed
 from data.datasets import SyntheticShapesDataset, collate_datapoints
 from debuggers.attention_debugger import AttentionDebugger
 from debuggers.gradcam_debugger import GradCAMDebugger
@@ -59,6 +61,7 @@ class Workload:
     def __init__(self, model: torch.nn.Module, batches: list[dict], root: str) -> None:
         self.model, self.batches, self.root = model, batches, root
         self.cases: dict[str, Callable[[], Any]] = {"none": lambda: run_loop(model, batches)}
+        self.floor = ""  # the case every other is compared with round by round
 
     def folder(self) -> str:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -90,16 +93,23 @@ class Workload:
                 handle.remove()
 
         self.cases[name] = case
+        self.floor = name
 
     def report(self, title: str, args: argparse.Namespace) -> None:
+        """Each case's median and its ratio to no capture, and the median over rounds of its ratio to the floor
+        in the same round: the two ran moments apart, so what the machine did in between weighs on both."""
         clock = time.process_time if args.cpu_time else time.perf_counter
-        medians = interleaved_medians(self.cases, args.rounds, clock=clock)
+        times = interleaved_times(self.cases, args.rounds, clock=clock)
+        medians = {name: statistics.median(values) for name, values in times.items()}
         print(f"\n{title}: {args.datapoints} datapoints, median of {args.rounds} interleaved rounds, "
-              f"{'CPU' if args.cpu_time else 'wall'} time")
-        print(f"| {'case':<44} | {'ms / datapoint':>14} | {'ratio':>6} |")
-        print(f"| {'-' * 44} | {'-' * 13}: | {'-' * 5}: |")
+              f"{'CPU' if args.cpu_time else 'wall'} time; 'to the floor': the median of each round's ratio to "
+              f"'{self.floor}'")
+        print(f"| {'case':<44} | {'ms / datapoint':>14} | {'ratio':>6} | {'to the floor':>12} |")
+        print(f"| {'-' * 44} | {'-' * 13}: | {'-' * 5}: | {'-' * 11}: |")
         for name, seconds in medians.items():
-            print(f"| {name:<44} | {seconds / args.datapoints * 1e3:>14.3f} | {seconds / medians['none']:>6.3f} |")
+            to_floor = statistics.median(t / f for t, f in zip(times[name], times[self.floor]))
+            print(f"| {name:<44} | {seconds / args.datapoints * 1e3:>14.3f} | {seconds / medians['none']:>6.3f} "
+                  f"| {to_floor:>12.3f} |")
 
 
 class CaptumGradCamFloor:
