@@ -27,6 +27,7 @@ A pool stays usable in a child forked at any moment: its lock is made anew there
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 import threading
@@ -38,6 +39,8 @@ import torch
 DEFAULT_MAX_BUFFERS = 6  # 16 MB of queued 4 MB copies (the one being written among them), the next batch's, a scratch
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 POOLED_FROM_BYTES = 64 * 1024  # smaller tensors come from the allocator's warm heap anyway
+_PROT_NONE = 0
+_libc = ctypes.CDLL(None, use_errno=True)
 
 _pools: weakref.WeakSet[BufferPool] = weakref.WeakSet()
 
@@ -118,11 +121,17 @@ class BufferPool:
 def _mapped(nbytes: int) -> np.ndarray:
     """``nbytes`` of fresh anonymous memory, unmapped when the last array over it dies.
 
-    Its pages are made at once (``MAP_POPULATE``, where the system has it), in one system call: touched
-    one by one, page faults cost twice the copy that fills the buffer (2.9 against 1.4 ms for 4 MB here)."""
-    populate = getattr(mmap, "MAP_POPULATE", 0)  # Linux's
-    flags = {"flags": mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | populate} if populate else {}
-    return np.frombuffer(mmap.mmap(-1, nbytes, **flags), dtype=np.uint8)
+    On Linux a private mapping whose pages are made at once (``MAP_POPULATE``), in one system call: filled by
+    a copy, a new 4 MB buffer took 1.5 ms, against 1.8 ms for a private mapping faulted page by page and
+    2.7 ms for ``mmap``'s default shared one. A private mapping made just below another merges with it,
+    so the buffer starts after a page that cannot be read or written (``PROT_NONE``), which nothing merges
+    across: the buffer starts a mapping of its own, and a 4 KiB block (``O_DIRECT``)."""
+    populate = getattr(mmap, "MAP_POPULATE", 0)
+    if not populate:
+        return np.frombuffer(mmap.mmap(-1, nbytes), dtype=np.uint8)
+    memory = np.frombuffer(mmap.mmap(-1, mmap.PAGESIZE + nbytes, flags=mmap.MAP_PRIVATE | populate), dtype=np.uint8)
+    _libc.mprotect(ctypes.c_void_p(memory.ctypes.data), ctypes.c_size_t(mmap.PAGESIZE), _PROT_NONE)
+    return memory[mmap.PAGESIZE:]
 
 
 def _new_locks_after_fork() -> None:

@@ -142,6 +142,9 @@ def test_buffers_are_mappings_of_their_own_outside_the_c_heap_and_unmapped_when_
     copy = pool.copy_of(torch.randn(nbytes // 4))
     address = copy.data_ptr()
     assert _mappings().get(address, 0) >= nbytes  # malloc's memory starts inside its chunk or its heap
+    neighbour = BufferPool().copy_of(torch.randn(nbytes // 4))  # mapped next to it: private mappings would merge
+    mappings = _mappings()
+    assert mappings.get(address, 0) >= nbytes and mappings.get(neighbour.data_ptr(), 0) >= nbytes
     del copy
     assert pool.free_buffers == 1 and address in _mappings()
     pool.release()
