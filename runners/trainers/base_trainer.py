@@ -149,7 +149,8 @@ class BaseTrainer(BaseRunner):
     def run(self) -> None:
         self._init_components_()
         try:
-            self._keep_debug_budget()  # also completes a removal that a killed run left half done
+            # also completes a removal that a killed run left half done
+            self._keep_debug_budget(completed_epochs=self.cum_epochs)
             if self.cum_epochs >= self.tot_epochs:
                 self.logger.info(f"All {self.tot_epochs} epochs are already done in {self.work_dir}")
             while self.cum_epochs < self.tot_epochs:
@@ -250,18 +251,19 @@ class BaseTrainer(BaseRunner):
                 "best_metric": self._best_metric_name(),
             }))
             self._prune_checkpoints(epoch)
-            self._keep_debug_budget()
+            self._keep_debug_budget(completed_epochs=epoch + 1)
         distributed.barrier("waiting for rank 0 to save the checkpoint")
 
-    def _keep_debug_budget(self) -> None:
-        """Rank 0: remove the oldest epochs' debug outputs over ``debug_disk_budget_gb`` (runners/trainers/
-        debug_budget.py), and complete a removal that a killed run left half done."""
+    def _keep_debug_budget(self, completed_epochs: int) -> None:
+        """Rank 0: remove the oldest finished epochs' debug outputs over ``debug_disk_budget_gb`` (runners/
+        trainers/debug_budget.py), and complete a removal that a killed run left half done."""
         if not self.is_main:
             return
         if self.debug_budget is None:
             write_run_file(self.work_dir, lambda: finish_interrupted_removals(self.work_dir))
         else:
-            write_run_file(self.work_dir, lambda: keep_under_budget(self.work_dir, self.debug_budget, self.logger))
+            write_run_file(self.work_dir, lambda: keep_under_budget(
+                self.work_dir, self.debug_budget, self.logger, completed_epochs))
 
     def _best_metric_name(self) -> str:
         return self.config.get("best_metric") or next(iter(self.val_scores["aggregated"]))

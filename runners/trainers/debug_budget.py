@@ -1,9 +1,11 @@
 """Keep a run's full debug outputs under ``debug_disk_budget_gb``: the oldest epochs' go first.
 
-After each epoch the trainer adds up every ``epoch_N/debugger/`` folder. While the total is over the
-budget, the oldest epoch's folder is removed: never the latest epoch's, and never anything else (the epoch
-table with the summaries, the scores and the checkpoints stay). A marker ``epoch_N/debugger_removed.json``
-says what was removed and why (``message``: "removed to stay under N GB"), for the log and the viewer.
+After each epoch the trainer adds up the ``epoch_N/debugger/`` folders of the finished epochs. While the total
+is over the budget, the oldest epoch's folder is removed: never the latest finished epoch's, and never anything
+else (the epoch table with the summaries, the scores and the checkpoints stay). The folder of an epoch a killed
+run left unfinished is not counted: the trainer empties it when it redoes that epoch. A marker
+``epoch_N/debugger_removed.json`` says what was removed and why (``message``: "removed to stay under N GB"),
+for the log and the viewer.
 
 A kill at any point leaves a state the next start completes (``finish_interrupted_removals``): the marker
 is written first, then the folder is renamed out of the way in one step, then deleted.
@@ -35,12 +37,15 @@ def checked_budget(config_value: object) -> float | None:
     return float(config_value)
 
 
-def keep_under_budget(work_dir: str, budget_gb: float, log: logging.Logger) -> list[int]:
-    """Remove the oldest epochs' debug outputs until the run's total fits the budget; return their epochs."""
+def keep_under_budget(work_dir: str, budget_gb: float, log: logging.Logger, completed_epochs: int) -> list[int]:
+    """Remove the oldest finished epochs' debug outputs until their total fits the budget; return their epochs.
+
+    Only epochs below ``completed_epochs`` count: a half-written later epoch (a killed run's) is no "latest
+    epoch", and counting it would remove the outputs of the latest finished one."""
     finish_interrupted_removals(work_dir)
     budget = budget_gb * 2**30
-    sizes = {epoch: folder_bytes(os.path.join(folder, "debugger"))
-             for epoch, folder in _epoch_folders(work_dir) if os.path.isdir(os.path.join(folder, "debugger"))}
+    sizes = {epoch: folder_bytes(os.path.join(folder, "debugger")) for epoch, folder in _epoch_folders(work_dir)
+             if epoch < completed_epochs and os.path.isdir(os.path.join(folder, "debugger"))}
     total, removed = sum(sizes.values()), []
     for epoch in sorted(sizes)[:-1]:  # the latest epoch's outputs always stay
         if total <= budget:

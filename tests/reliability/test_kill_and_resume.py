@@ -20,6 +20,7 @@ from debuggers.page_format import PAGE_GLOB, is_own_file, load_page
 from debuggers.page_index import read_index
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.trainers import BaseTrainer
+from runners.trainers.debug_budget import REMOVED_MARKER
 from tests.runs import run_main, run_torchrun, write_config
 from utils.atomic_files import read_json
 from utils.config_file import load_config
@@ -262,3 +263,58 @@ def test_ddp_rank_killed_while_writing_pages_redoes_the_epoch(tmp_path):
     for epoch in range(EPOCHS):
         assert_pages_hold_every_idx_once(os.path.join(work_dir, f"epoch_{epoch}", "debugger"), val_size=25)
     assert hidden_temporaries(work_dir) == []
+
+
+BUDGET_KILLS = """
+config["debug_disk_budget_gb"] = 1e-9  # smaller than one epoch: only the latest finished epoch's outputs stay
+
+from debuggers import page_format
+
+_append = page_format._append
+pages_in_epoch_2 = []
+
+
+def append_then_die(file, buffers):
+    _append(file, buffers)
+    if "epoch_2" in file.name:
+        pages_in_epoch_2.append(file.name)
+        if len(pages_in_epoch_2) == 2 and my_turn("page_write"):  # a part of epoch 2's pages on disk
+            die()
+
+
+page_format._append = append_then_die
+
+
+def in_epoch_2():
+    return os.path.exists(PROGRESS) and json.load(open(PROGRESS))["completed_epochs"] == 2
+
+
+class KillingCriterion(CrossEntropyCriterion):
+    def __call__(self, outputs, labels):
+        if in_epoch_2() and my_turn("training_step"):  # after the start-up budget pass
+            die()
+        return super().__call__(outputs, labels)
+
+
+config["criterion"] = {"class": KillingCriterion, "args": {}}
+"""
+
+
+@pytest.mark.timeout(200)
+def test_a_kill_while_an_epoch_writes_its_pages_keeps_the_latest_finished_epochs_outputs(tmp_path):
+    """The budget pass at start-up must not count the killed epoch's half-written pages as the latest epoch."""
+    config_path = config_file(tmp_path, "budget", BUDGET_KILLS, points=["page_write", "training_step"], epochs=3)
+    work_dir = str(tmp_path / "budget")
+    for point in ("page_write", "training_step"):
+        killed = run_main(config_path, timeout=90)
+        assert killed.returncode == -signal.SIGKILL, (point, killed.stderr)
+        assert os.path.exists(tmp_path / "budget.killed" / point), f"the run did not die at {point}"
+        assert read_json(os.path.join(work_dir, "progress.json"))["completed_epochs"] == 2, point
+        assert_pages_hold_every_idx_once(os.path.join(work_dir, "epoch_1", "debugger"))
+        assert not os.path.exists(os.path.join(work_dir, "epoch_1", REMOVED_MARKER)), point
+
+    resumed = run_main(config_path, timeout=90)
+    assert resumed.returncode == 0, resumed.stderr
+    assert [os.path.isdir(os.path.join(work_dir, f"epoch_{epoch}", "debugger")) for epoch in range(3)] == \
+        [False, False, True]
+    assert_pages_hold_every_idx_once(os.path.join(work_dir, "epoch_2", "debugger"))
