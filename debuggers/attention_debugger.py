@@ -26,6 +26,10 @@ _MHA_SIGNATURE = inspect.signature(nn.MultiheadAttention.forward)
 MAX_SUMMARY_HEADS = 8  # heads with a column of their own in the summary
 _EAGER = "eager"  # the only Hugging Face attention implementation that computes the weights
 _CHUNK = 1 << 18  # weights per chunk of the row statistics: a 1 MB scratch
+# An additive float key_padding_mask of this or less marks a padding key, as -inf does: -1e4 (the fp16-safe
+# convention), -1e9 and finfo.min all leave the key a weight of exp(-1e4) = 0 in every float dtype.
+PADDING_BIAS = -1e4
+_SUM_TOLERANCE = 1e-3
 
 
 @dataclass
@@ -37,6 +41,7 @@ class _Capture:
     query_real: Optional[torch.Tensor] = None  # (B, Lq) bool
     key_real: Optional[torch.Tensor] = None  # (B, Lk) bool
     rows: Optional[RowStatistics] = None  # started on the copy as soon as it is taken
+    element: Optional[int] = None  # where in the layer's output tuple the weights were found, to be checked
 
 
 class AttentionDebugger(ForwardDebugger):
@@ -48,10 +53,12 @@ class AttentionDebugger(ForwardDebugger):
       ``need_weights=True, average_attn_weights=False`` and the caller gets back exactly what it
       asked for. Its ``key_padding_mask`` (and the padding of ``nn.TransformerEncoder``'s
       nested-tensor fast path) says which tokens are real.
-    * a module that returns ``(output, weights)`` with weights (B, heads, Lq, Lk), as Hugging Face
-      attention modules do (``BertSelfAttention``, ``GPT2Attention``, ``ViTAttention``,
-      ``DistilBertSelfAttention``, ...). While attached, a module with a ``config`` runs with
-      ``config._attn_implementation = 'eager'`` (SDPA and flash attention compute no weights).
+    * a module that returns a tuple whose last 4-D tensor after the output is the weights
+      (B, heads, Lq, Lk), as Hugging Face attention modules do (``BertSelfAttention``,
+      ``GPT2Attention``, ``ViTAttention``: ``(output, weights)``; T5's: ``(output, position_bias,
+      weights)``); checked to be softmaxed weights. While attached, a module with a ``config`` (or
+      submodules with one) runs with ``config._attn_implementation = 'eager'`` (SDPA and flash
+      attention compute no weights).
     * any module that offers its weights through a capture point inside its forward,
       ``capture_debug_state(component, 'attention_weights', weights, {'grid': (h, w)})``.
 
@@ -124,9 +131,11 @@ class AttentionDebugger(ForwardDebugger):
         self._inside = False
         if self._offered is not None:
             return self._offered
-        if isinstance(output, tuple) and len(output) > 1 and isinstance(output[1], torch.Tensor) \
-                and output[1].ndim == 4:
-            return self._copied(output[1], None)
+        element = _weights_element(output)
+        if element is not None:
+            capture = self._copied(output[element], None)
+            capture.element = element
+            return capture
         raise RuntimeError(
             f"layer '{self.layer_name}' ({type(module).__name__}) ran but offered no '{self.state}': "
             "AttentionDebugger reads nn.MultiheadAttention, a module returning (output, weights) with weights "
@@ -137,6 +146,8 @@ class AttentionDebugger(ForwardDebugger):
         capture = super().__call__(datapoint, model)
         if not isinstance(capture, _Capture):
             return capture  # a not-run record
+        if capture.element is not None:
+            _check_probabilities(self.layer_name, model, capture)
         if capture.key_real is None:
             mask = datapoint["inputs"].get(self.mask_key) if isinstance(datapoint.get("inputs"), dict) else None
             capture.query_real, capture.key_real = _padding_from_inputs(mask, capture.weights)
@@ -174,13 +185,14 @@ def _discard(capture: Any) -> None:
 
 
 def _eager_attention(layer: nn.Module) -> list[Removable]:
-    """Make a Hugging Face attention layer compute its weights while attached; a handle puts it back."""
-    config = getattr(layer, "config", None)
-    before = getattr(config, "_attn_implementation", _EAGER)
-    if before == _EAGER:
-        return []
-    config._attn_implementation = _EAGER
-    return [_Restore(config, before)]
+    """Make a Hugging Face attention layer compute its weights while attached (its own config, or its
+    submodules', as T5's layer wraps the module that has one); handles put them back."""
+    configs = {id(module.config): module.config for module in layer.modules()
+               if getattr(getattr(module, "config", None), "_attn_implementation", _EAGER) != _EAGER}
+    restores = [_Restore(config, config._attn_implementation) for config in configs.values()]
+    for config in configs.values():
+        config._attn_implementation = _EAGER
+    return restores
 
 
 class _Restore:
@@ -201,10 +213,37 @@ def _mha_padding(arguments: dict) -> tuple[Optional[torch.Tensor], Optional[torc
     mask = arguments.get("key_padding_mask")
     if mask is None:
         return None, None
-    key_real = ~mask if mask.dtype == torch.bool else ~torch.isneginf(mask)
+    key_real = ~mask if mask.dtype == torch.bool else mask > PADDING_BIAS
     key_real = key_real.detach().cpu()
     self_attention = arguments["key"] is query and query.shape[:2] == arguments["value"].shape[:2]
     return (key_real if self_attention else None), key_real
+
+
+def _weights_element(output: Any) -> Optional[int]:
+    """Where a module returning a tuple keeps its attention weights: its last 4-D tensor after the first
+    element. Hugging Face modules return (output, weights); T5's return (output, position_bias, weights)."""
+    if not isinstance(output, tuple):
+        return None
+    found = [i for i, item in enumerate(output[1:], 1) if isinstance(item, torch.Tensor) and item.ndim == 4]
+    return found[-1] if found else None
+
+
+def _check_probabilities(layer_name: str, model: nn.Module, capture: _Capture) -> None:
+    """Refuse a tensor found in a layer's output tuple that is not softmaxed weights (a position bias, scores
+    before the softmax): the first query row of every datapoint and head must be non-negative and sum to 1
+    (or be all zero, or NaN)."""
+    rows = capture.weights[..., 0, :].float()
+    sums = rows.sum(-1)
+    wrong = (rows < 0).any(-1) | (((sums - 1).abs() > _SUM_TOLERANCE) & (sums.abs() > _SUM_TOLERANCE))
+    if bool(wrong.any()):
+        first = tuple(int(i) for i in wrong.nonzero()[0])
+        raise ValueError(
+            f"layer '{layer_name}' returned a 4-D tensor as element {capture.element} of its output, but it is not "
+            f"attention weights: the first query row of datapoint {first[0]}, head {first[1]} sums to "
+            f"{float(sums[first]):.4g} with its smallest weight {float(rows[first].min()):.4g} (softmaxed weights are "
+            f">= 0 and sum to 1). Point layer_name at the module whose output holds the weights after the softmax"
+            f"{', and evaluate the model in eval mode (dropout rescales them)' if model.training else ''}, or offer "
+            f"them from its forward with capture_debug_state(name, 'attention_weights', weights)")
 
 
 def _padding_from_inputs(mask: Any, weights: torch.Tensor) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
@@ -326,7 +365,7 @@ def _row_statistics(weights: torch.Tensor, pool: BufferPool, numpy_log: bool,
         chunk = rows[start:start + step]
         log = scratch[:len(chunk)]
         if numpy_log:
-            with np.errstate(divide="ignore"):  # log 0 = -inf, clamped below
+            with np.errstate(divide="ignore", invalid="ignore"):  # log 0 = -inf, clamped below; < 0: refused
                 np.log(chunk.numpy(), out=log.numpy())
         else:
             torch.log(chunk, out=log)

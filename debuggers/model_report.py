@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 from debuggers.model_runs import eval_mode
 from debuggers.outputs import ROOT_MODULE_NAME
@@ -27,8 +27,10 @@ def build_model_report(model: torch.nn.Module, example_inputs: Any) -> dict[str,
     convolutions; element-wise ops count zero) for the example batch, in eval mode
     and without gradients, with PyTorch's native attention fast path switched off
     (``nn.MultiheadAttention`` and ``nn.Transformer*`` layers would otherwise run one
-    fused kernel the counter does not see, and count 0); a model it cannot trace gets
-    ``total_flops: None`` and the reason in ``flops_error``.
+    fused kernel the counter does not see, and count 0), and with the CPU's fused
+    ``scaled_dot_product_attention`` kernel (which Hugging Face models call without
+    gradients) counted as the two matmuls it fuses, as the counter does on a GPU; a
+    model it cannot trace gets ``total_flops: None`` and the reason in ``flops_error``.
     """
     layers = [_layer_entry(name, module) for name, module in model.named_modules()
               if any(True for _ in module.parameters(recurse=False))]
@@ -59,7 +61,8 @@ def _layer_entry(name: str, module: torch.nn.Module) -> dict[str, Any]:
 
 def _count_flops(model: torch.nn.Module, example_inputs: Any) -> dict[str, Any]:
     """``total_flops`` and ``module_flops`` {module name: FLOPs including its children}."""
-    counter = FlopCounterMode(display=False)
+    counter = FlopCounterMode(display=False, custom_mapping={
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _cpu_attention_flops})
     fast_path = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)
     try:
@@ -82,3 +85,10 @@ def _count_flops(model: torch.nn.Module, example_inputs: Any) -> dict[str, Any]:
 def write_model_report(path: str, report: dict[str, Any]) -> None:
     """Write the report as JSON, atomically (a reader never sees half of it)."""
     atomic_write_json(path, report)
+
+
+def _cpu_attention_flops(query_shape: torch.Size, key_shape: torch.Size, value_shape: torch.Size, *args: Any,
+                         **kwargs: Any) -> int:
+    """FLOPs of ``aten._scaled_dot_product_flash_attention_for_cpu``: its two matmuls, which the counter has no
+    formula for (it has them for the GPU's kernels)."""
+    return sdpa_flop_count(query_shape, key_shape, value_shape)

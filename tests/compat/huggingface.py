@@ -14,6 +14,8 @@ from transformers import (
     GPT2ForSequenceClassification,
     ResNetConfig,
     ResNetForImageClassification,
+    T5Config,
+    T5EncoderModel,
     ViTConfig,
     ViTForImageClassification,
 )
@@ -53,6 +55,28 @@ def gpt2() -> HFClassifier:
     config = GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=2, n_positions=32, num_labels=NUM_CLASSES,
                         pad_token_id=PAD, bos_token_id=1, eos_token_id=1)
     return _eval(GPT2ForSequenceClassification(config))
+
+
+class T5EncoderClassifier(nn.Module):
+    """T5's encoder, its real tokens averaged, and a linear head. T5's attention modules return
+    (output, position_bias, weights), not (output, weights)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        config = T5Config(vocab_size=VOCAB, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2,
+                          pad_token_id=PAD)
+        self.model = T5EncoderModel(config)
+        self.head = nn.Linear(32, NUM_CLASSES)
+
+    def forward(self, inputs: dict) -> dict:
+        hidden = self.model(**inputs).last_hidden_state
+        real = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        return {"logits": self.head((hidden * real).sum(1) / real.sum(1).clamp(min=1))}
+
+
+def t5_encoder() -> T5EncoderClassifier:
+    return T5EncoderClassifier().eval()
 
 
 def vit() -> HFClassifier:

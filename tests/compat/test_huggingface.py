@@ -1,5 +1,5 @@
-"""Hugging Face models (BERT, GPT-2, ViT, ResNet; random weights, built offline) through real epochs:
-each debugger checked against an independent computation and for "batched equals alone"."""
+"""Hugging Face models (BERT, GPT-2, DistilBERT, T5's encoder, ViT, ResNet; random weights, built offline)
+through real epochs: each debugger checked against an independent computation and for "batched equals alone"."""
 
 from __future__ import annotations
 
@@ -34,8 +34,10 @@ def eager_attentions(model: hf.HFClassifier, inputs: dict) -> tuple:
 
 @pytest.mark.parametrize("build, layer", [(hf.bert, "model.bert.encoder.layer.0.attention.self"),
                                           (hf.gpt2, "model.transformer.h.1.attn"),
-                                          (hf.distilbert, "model.distilbert.transformer.layer.1.attention")],
-                         ids=["BERT", "GPT-2", "DistilBERT"])
+                                          (hf.distilbert, "model.distilbert.transformer.layer.1.attention"),
+                                          (hf.t5_encoder, "model.encoder.block.0.layer.0.SelfAttention"),
+                                          (hf.t5_encoder, "model.encoder.block.1.layer.0")],
+                         ids=["BERT", "GPT-2", "DistilBERT", "T5 attention", "T5 layer"])
 def test_text_models_with_padded_batches(tmp_path, build, layer):
     model = build()
     batches = hf.text_batches(SEQUENCES, 4)

@@ -245,6 +245,79 @@ def test_a_batch_padded_alike_is_cropped_like_each_datapoint_alone(tmp_path):
             np.testing.assert_allclose(batched[i]["att"][key], alone[i]["att"][key], rtol=1e-5, atol=1e-6)
 
 
+class FloatMaskedAttention(nn.Module):
+    """Token embeddings through nn.MultiheadAttention whose padding is an additive float key_padding_mask."""
+
+    def __init__(self, fill: float) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fill = fill
+        self.embed = nn.Embedding(20, 16)
+        self.attn = nn.MultiheadAttention(16, 2, batch_first=True)
+
+    def forward(self, inputs):
+        tokens = inputs["tokens"]
+        x = self.embed(tokens)
+        mask = torch.zeros(tokens.shape).masked_fill(tokens == 0, self.fill)
+        return {"logits": self.attn(x, x, x, key_padding_mask=mask)[0].mean(1)[:, :3]}
+
+
+@pytest.mark.parametrize("fill", [float("-inf"), -1e9, -1e4])
+def test_an_additive_float_padding_mask_is_cropped_and_batched_equals_alone(tmp_path, fill):
+    """-1e9 and -1e4 mask a key as -inf does (its weight is 0): the same crop, so batched equals alone."""
+    model = FloatMaskedAttention(fill).eval()
+    debuggers = [entry("att", AttentionDebugger, layer_name="attn")]
+    batched = run_batches(model, [padded_batch(SEQUENCES, [0, 1, 2, 3])], tmp_path / "batched", debuggers)[1]
+    alone = run_batches(model, [padded_batch([s], [i]) for i, s in enumerate(SEQUENCES)], tmp_path / "alone",
+                        debuggers)[1]
+    for i, sequence in enumerate(SEQUENCES):
+        with torch.no_grad():  # independent: the layer on the datapoint alone, without padding or mask
+            x = model.embed(torch.tensor([sequence]))
+            direct = model.attn(x, x, x, need_weights=True, average_attn_weights=False)[1][0].numpy()
+        for out in (batched[i]["att"], alone[i]["att"]):
+            assert out["attention"].shape == (2, len(sequence), len(sequence))
+            np.testing.assert_allclose(out["attention"], direct, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(out["entropy_per_head"], entropy(direct.astype(np.float64)), rtol=1e-5)
+
+
+class ReturnsScoresAndWeights(nn.Module):
+    """A module returning (output, scores before the softmax[, weights]): only softmaxed weights are read."""
+
+    def __init__(self, with_weights: bool) -> None:
+        super().__init__()
+        self.with_weights = with_weights
+
+    def forward(self, x):
+        scores = torch.einsum("bqd,bkd->bqk", x, x)[:, None] / 4
+        weights = scores.softmax(-1)
+        return (weights @ x[:, None]).mean(1), scores, *([weights] if self.with_weights else [])
+
+
+@pytest.mark.parametrize("with_weights", [True, False])
+def test_only_softmaxed_weights_are_read_from_a_layers_output(tmp_path, with_weights):
+    """As T5's attention returns (output, position_bias, weights): the last 4-D tensor is read, and a tensor
+    that is not softmaxed weights is refused by name, never stored as attention."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = ReturnsScoresAndWeights(with_weights)
+
+        def forward(self, inputs):
+            return {"logits": self.layer(inputs["image"].reshape(len(inputs["image"]), -1, 16))[0].mean(1)[:, :6]}
+
+    images = torch.randn(4, 3, 16, 16)
+    out = capture_epoch(Model().eval(), images, tmp_path, 4, [entry("att", AttentionDebugger, layer_name="layer")])
+    x = images.reshape(4, -1, 16)
+    expected = (torch.einsum("bqd,bkd->bqk", x, x) / 4).softmax(-1)
+    for i in range(4):
+        if with_weights:
+            np.testing.assert_allclose(out[i]["att"]["attention"][0], expected[i].numpy(), rtol=1e-5, atol=1e-7)
+        else:
+            assert out[i]["att"]["kind"] == "error"
+            assert "returned a 4-D tensor as element 1 of its output, but it is not attention weights" \
+                in out[i]["att"]["message"]
+
+
 @pytest.mark.parametrize("tokens", [4, 128])  # 128: batches of weights large enough to reuse pooled buffers
 def test_offered_weights_are_copied_when_offered(tmp_path, tokens):
     class ChangesItsWeights(nn.Module):
