@@ -77,23 +77,28 @@ def _value_stats(flat: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def batch_histogram(flat: torch.Tensor, bins: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-row histograms of (B, N) values: counts (B, bins) and edges (B, bins + 1).
+    """Per-row histograms of (B, N) values: counts (B, bins) and edges (B, bins + 1), as ``numpy.histogram``
+    gives them for each row's finite values.
 
-    Each row spans its own finite [min, max] (max - min = 1 around a constant row,
-    as numpy does); the last bin includes its right edge; NaN and Inf are not counted.
+    Each row spans its own finite [min, max] (max - min = 1 around a constant row); the last bin includes
+    its right edge; NaN and Inf are not counted. The arithmetic is numpy's, step for step in the values'
+    float type, including its correction of values within a rounding error of an edge, so a value on an
+    edge falls in the same bin as in numpy.
     """
-    values = flat.double()
+    values = flat if flat.dtype == torch.float64 else flat.float()
     finite = torch.isfinite(values)
-    low = torch.where(finite, values, torch.inf).amin(1)
-    high = torch.where(finite, values, -torch.inf).amax(1)
-    empty = ~finite.any(1)
+    low = torch.where(finite, values, torch.inf).amin(1, keepdim=True)
+    high = torch.where(finite, values, -torch.inf).amax(1, keepdim=True)
+    empty = ~finite.any(1, keepdim=True)
     low, high = torch.where(empty, 0.0, low), torch.where(empty, 1.0, high)
     constant = low == high
     low, high = torch.where(constant, low - 0.5, low), torch.where(constant, high + 0.5, high)
-    edges = low[:, None] + (high - low)[:, None] * torch.linspace(0, 1, bins + 1, dtype=values.dtype,
-                                                                   device=values.device)
-    position = (values - low[:, None]) / (high - low)[:, None] * bins
-    index = position.nan_to_num(0.0, 0.0, 0.0).floor().clamp_(0, bins - 1).long()
-    counts = torch.zeros(values.shape[0], bins, dtype=values.dtype, device=values.device)
-    counts.scatter_add_(1, index, finite.to(values.dtype))
+    edges = torch.arange(bins + 1, dtype=values.dtype, device=values.device) * ((high - low) / bins) + low
+    edges[:, -1:] = high  # numpy.linspace's endpoint
+    values = torch.where(finite, values, low)  # not counted; a valid bin all the same
+    index = ((values - low) / (high - low) * bins).long().clamp_(max=bins - 1)
+    index -= (values < edges.gather(1, index)).long()
+    index += ((values >= edges.gather(1, index + 1)) & (index != bins - 1)).long()
+    counts = torch.zeros(values.shape[0], bins, dtype=torch.float64, device=values.device)
+    counts.scatter_add_(1, index, finite.double())
     return counts.float(), edges.float()

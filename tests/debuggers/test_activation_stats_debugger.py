@@ -68,6 +68,22 @@ def test_histogram_of_constant_and_non_finite_rows():
     np.testing.assert_array_equal(counts[1].numpy(), np.histogram([0.0, 1.0], bins=4)[0])
 
 
+@pytest.mark.parametrize("bins", [3, 6, 10])
+def test_values_on_bin_edges_fall_where_numpy_puts_them(bins):
+    """Values on a multiple of 0.1, and constants: within a rounding error of an edge, where float32
+    arithmetic decides the bin. Each row's counts and edges equal numpy.histogram's of that row alone."""
+    rng = np.random.default_rng(bins)
+    rows = [np.float32([0, .2, .3, .6])] + [(rng.integers(-5, 6, 12) / 10).astype(np.float32) for _ in range(200)]
+    rows += [np.full(4, value, np.float32) for value in (0.3, -0.7, 0.1, 1e-3, 12.345)]
+    width = max(len(row) for row in rows)
+    for row in rows:
+        padded = np.concatenate([row, np.full(width - len(row), np.nan, np.float32)])  # not counted
+        counts, edges = batch_histogram(torch.from_numpy(padded)[None], bins)
+        expected_counts, expected_edges = np.histogram(row, bins=bins)
+        np.testing.assert_array_equal(counts[0].numpy(), expected_counts, err_msg=str(row))
+        np.testing.assert_array_equal(edges[0].numpy(), expected_edges.astype(np.float32), err_msg=str(row))
+
+
 def test_nan_activations_are_counted_not_hidden(tmp_path):
     class Planted(nn.Module):
         def __init__(self):
