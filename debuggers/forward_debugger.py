@@ -9,7 +9,7 @@ import torch
 
 from debuggers.base_debugger import BaseDebugger
 from debuggers.outputs import not_run_output
-from debuggers.utils import require_layer
+from debuggers.utils import compiled_hint, require_layer
 from utils.ops import apply_tensor_op
 
 
@@ -55,7 +55,7 @@ class ForwardDebugger(BaseDebugger):
         if self._failure is not None:
             raise self._failure
         if not self._captured:
-            return not_run_output(f"layer '{self.layer_name}' did not run in this forward pass")
+            return not_run_output(f"layer '{self.layer_name}' did not run in this forward pass{compiled_hint(model)}")
         return self.last_capture
 
     def layer_names(self) -> list[str]:

@@ -13,7 +13,7 @@ from debuggers.base_debugger import BaseDebugger, Removable
 from debuggers.model_runs import eval_mode, output_tensor
 from debuggers.outputs import KIND_CAM, PerDatapoint
 from debuggers.tensor_utils import describe
-from debuggers.utils import require_layer
+from debuggers.utils import compiled_hint, require_layer
 from utils.errors import ConfigError
 
 Target = Union[str, int]
@@ -187,7 +187,7 @@ class GradCAMDebugger(BaseDebugger):
             handle.remove()
         if not kept:
             raise RuntimeError(f"layer '{self.target_layer}' did not run in the model's forward pass; "
-                               "pick a layer on the path from the input to the logits")
+                               f"pick a layer on the path from the input to the logits{compiled_hint(model)}")
         activations = kept[-1]
         if not isinstance(activations, torch.Tensor) or activations.ndim != 4:
             raise TypeError(f"GradCAMDebugger needs a (B, C, h, w) map from layer '{self.target_layer}', "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import sys
 from typing import Optional
 
 import torch
@@ -32,3 +33,17 @@ def require_layer(model: torch.nn.Module, layer_name: str) -> torch.nn.Module:
         f"{type(model).__name__} has no layer '{layer_name}'; {hint}. "
         "Layer names are the dotted paths of model.named_modules()"
     )
+
+
+def compiled_hint(model: torch.nn.Module) -> str:
+    """Why a hooked layer that ran may look as if it did not: code ``torch.compile`` made calls no hook added
+    after it was compiled. '' for a model nothing of which is compiled."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")  # torch.compile imports it (seconds): not here
+    compiled = eval_frame is not None and any(
+        isinstance(module, eval_frame.OptimizedModule) or getattr(module, "_compiled_call_impl", None) is not None
+        for module in model.modules())
+    if not compiled:
+        return ""
+    return ("; the model (or part of it) is compiled with torch.compile, whose compiled code calls no hook added "
+            "after it was compiled: attach the debuggers before its first compiled call, or call "
+            "torch._dynamo.reset() after attaching them so that it compiles again")

@@ -60,3 +60,31 @@ def test_an_output_that_is_not_a_map_is_a_clear_recorded_error(model, images, tm
 def test_max_channels_must_be_a_positive_int(bad):
     with pytest.raises(ConfigError, match="max_channels"):
         FeatureMapDebugger("backbone.layer4", max_channels=bad)
+
+
+def test_a_layer_compiled_before_the_hooks_says_why_it_seems_not_to_run(model, images, tmp_path):
+    """Code torch.compile made before the debugger attached calls no hook: the record says so and what to do,
+    and doing it (torch._dynamo.reset()) captures the layer's output."""
+    class Compiled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = model
+            self.compiled = torch.compile(model, backend="eager")
+
+        def forward(self, inputs):
+            return self.compiled(inputs)
+
+    wrapper = Compiled().eval()
+    with torch.no_grad():
+        wrapper({"image": images[:4]})  # compiled before any hook
+    debuggers = [entry("fm", FeatureMapDebugger, layer_name="net.backbone.layer3")]
+    try:
+        stale = capture_epoch(wrapper, images[:4], tmp_path / "stale", 4, debuggers)
+        assert stale[0]["fm"]["kind"] == "not_run"
+        assert "compiled with torch.compile" in stale[0]["fm"]["message"]
+        assert "torch._dynamo.reset()" in stale[0]["fm"]["message"]
+        torch._dynamo.reset()
+        fresh = capture_epoch(wrapper, images[:4], tmp_path / "fresh", 4, debuggers)
+    finally:
+        torch._dynamo.reset()
+    np.testing.assert_allclose(fresh[0]["fm"]["feature_map"], layer3(model, images[:1])[0], rtol=1e-5, atol=1e-6)
