@@ -74,7 +74,7 @@ class EpochRows(ColumnChunks):
         if isinstance(logits, torch.Tensor) and logits.shape[:1] == (len(idx),) and logits.ndim == 2:
             logits = logits.detach().float()
             self.add("probabilities", idx, logits.softmax(dim=1).cpu().numpy())
-            self.add("prediction", idx, logits.argmax(dim=1).cpu().numpy())
+            self.add("prediction", idx, _predictions(logits))
         for key, value in datapoint.get("labels", {}).items():
             column = _scalar_column(value, len(idx))
             if column is not None:
@@ -226,6 +226,14 @@ def _empty(like: np.ndarray, length: int) -> np.ndarray:
     if like.dtype.kind in "fiub":  # numbers and flags: a missing cell is NaN
         return np.full(shape, np.nan, dtype=like.dtype if like.dtype.kind == "f" else np.float64)
     return np.full(shape, None, dtype=object)
+
+
+def _predictions(logits: torch.Tensor) -> np.ndarray:
+    """The argmax class per row, NaN where the logits are not all finite (argmax of NaN logits says class 0,
+    and a datapoint of class 0 would count as right)."""
+    predicted = logits.argmax(dim=1).cpu().numpy()
+    finite = logits.isfinite().all(dim=1).cpu().numpy()
+    return predicted if finite.all() else np.where(finite, predicted, np.nan)
 
 
 def _class_names(classes: np.ndarray, names: Sequence[str]) -> np.ndarray:

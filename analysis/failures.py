@@ -213,8 +213,10 @@ def dead_units(values: dict[str, np.ndarray], summaries: list[str]) -> list[Dead
 def confusion(values: dict[str, np.ndarray]) -> Optional[dict[str, Any]]:
     if "label" not in values or "prediction" not in values:
         return None
-    classes = sorted(set(values["label"].tolist()) | set(values["prediction"].tolist()))
-    matrix = confusion_matrix(values["label"], values["prediction"], labels=classes)
+    predicted = np.isfinite(values["prediction"])  # NaN: logits that were not finite predicted nothing
+    labels, predictions = values["label"][predicted], values["prediction"][predicted].astype(np.int64)
+    classes = sorted(set(labels.tolist()) | set(predictions.tolist()))
+    matrix = confusion_matrix(labels, predictions, labels=classes)
     return {"classes": [_class_name(values, c) for c in classes], "class_ids": classes,
             "matrix": matrix.tolist()}
 

@@ -16,6 +16,7 @@ A datapoint's kept outputs are written once, together, when every policy has dec
 
 from __future__ import annotations
 
+import difflib
 import heapq
 import math
 from typing import Any, Optional
@@ -39,6 +40,9 @@ Batch = tuple[list[int], list[dict[str, Any]], Any]
 class KeepAll:
     """Every datapoint's outputs."""
 
+    def check(self, scores: Scores) -> None:
+        """Nothing to check: no score is read."""
+
     def mask(self, scores: Scores, size: int) -> np.ndarray:
         return np.ones(size, dtype=bool)
 
@@ -51,6 +55,10 @@ class KeepFailing:
 
     def __init__(self, metric: str, threshold: float, below: bool) -> None:
         self.metric, self.threshold, self.below = metric, threshold, below
+
+    def check(self, scores: Scores) -> None:
+        """Raise ``ConfigError`` unless the metric gives the score this policy reads."""
+        score_column(scores, self.metric)
 
     def mask(self, scores: Scores, size: int) -> np.ndarray:
         values = score_column(scores, self.metric)
@@ -70,11 +78,17 @@ class KeepWorst:
     def start_epoch(self) -> None:
         self._heap = []
 
-    def badness(self, scores: Scores) -> np.ndarray:
+    def check(self, scores: Scores) -> None:
+        """Raise ``ConfigError`` unless the metric gives the score, and someone says which way is worse (a
+        wrong name is reported as such, not as a missing direction)."""
+        score_column(scores, self.metric)
         if self.higher_is_better is None:
             raise ConfigError(f"keep {{'worst': {self.k}, 'by': '{self.metric}'}}: the metric does not say whether "
                               f"a higher '{self.metric}' is better; add 'higher_is_better': True or False")
-        values = score_column(scores, self.metric)
+
+    def badness(self, scores: Scores) -> np.ndarray:
+        self.check(scores)
+        values = scores[self.metric]
         return np.where(np.isnan(values), np.inf, -values if self.higher_is_better else values)
 
     def offer(self, idx: int, badness: float) -> tuple[bool, Optional[int]]:
@@ -110,6 +124,14 @@ class CapturePolicy:
         for policy in self._worst.values():
             if policy.higher_is_better is None:
                 policy.higher_is_better = higher_is_better.get(policy.metric)
+
+    def check_scores(self, scores: Optional[dict[str, Any]], size: int) -> None:
+        """Raise ``ConfigError`` when a policy reads a score the metric does not give: called on the first
+        validation batch of every epoch, so a wrong name stops the run there, not at the first checkpoint
+        epoch (summaries-only and debugger-off epochs select nothing)."""
+        arrays = scores_as_arrays(scores, size)
+        for policy in self.policies.values():
+            policy.check(arrays)
 
     def start_epoch(self) -> None:
         self._waiting = {}
@@ -198,8 +220,10 @@ def build_keep_policy(spec: Any, where: str) -> KeepAll | KeepFailing | KeepWors
 
 def score_column(scores: Scores, metric: str) -> np.ndarray:
     if metric not in scores:
-        raise ConfigError(f"the keep policy reads the score '{metric}', but the metric gives {sorted(scores)} per "
-                          "datapoint; name one of those ('failing' alone reads 'accuracy')")
+        close = difflib.get_close_matches(metric, list(scores), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ConfigError(f"the keep policy reads the score '{metric}'{hint}, but the metric gives {sorted(scores)} "
+                          "per datapoint; name one of those ('failing' alone reads 'accuracy')")
     return scores[metric]
 
 

@@ -12,6 +12,7 @@ Lists in ``per_datapoint`` follow ``datapoint_idx``, which is sorted.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import torch
@@ -19,7 +20,12 @@ import torch.nn.functional as F
 
 
 class ClassificationMetric:
-    """Accuracy (0/1 per datapoint), cross-entropy and confidence of the true class."""
+    """Accuracy (0/1 per datapoint), cross-entropy and confidence of the true class.
+
+    Logits that are not all finite predict nothing: every score of that datapoint is NaN (argmax would say
+    class 0, and a datapoint of class 0 would pass), so capture policies count it as failing; the mean
+    accuracy counts it as wrong.
+    """
 
     HIGHER_IS_BETTER = {"accuracy": True, "cross_entropy": False, "true_class_confidence": True}
     PER_DATAPOINT_ONLY = ("predicted_class",)
@@ -34,11 +40,12 @@ class ClassificationMetric:
         target = labels[self.label_key]
         probs = logits.softmax(dim=1)
         predicted = logits.argmax(dim=1)
+        finite = logits.isfinite().all(dim=1)
         return {
-            "accuracy": (predicted == target).float(),
+            "accuracy": _nan_where_not(finite, (predicted == target).float()),
             "cross_entropy": F.cross_entropy(logits, target, reduction="none"),
             "true_class_confidence": probs.gather(1, target[:, None])[:, 0],
-            "predicted_class": predicted.float(),
+            "predicted_class": _nan_where_not(finite, predicted.float()),
         }
 
     def reset_buffer(self) -> None:
@@ -55,13 +62,24 @@ class ClassificationMetric:
         order = sorted(buffer)
         names = list(self.HIGHER_IS_BETTER) + list(self.PER_DATAPOINT_ONLY)
         per_datapoint = {name: [buffer[i][name] for i in order] for name in names}
-        aggregated = {
-            name: (sum(per_datapoint[name]) / len(order) if order else float("nan"))
-            for name in self.HIGHER_IS_BETTER
-        }
+        aggregated = {name: _mean(per_datapoint[name], nan_as=0.0 if name == "accuracy" else None)
+                      for name in self.HIGHER_IS_BETTER}
         return {
             "aggregated": aggregated,
             "per_datapoint": per_datapoint,
             "datapoint_idx": order,
             "higher_is_better": dict(self.HIGHER_IS_BETTER),
         }
+
+
+def _nan_where_not(finite: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    return torch.where(finite, values, torch.full_like(values, float("nan")))
+
+
+def _mean(values: list[float], nan_as: float | None) -> float:
+    """The mean; ``nan_as``: the value a NaN counts as (a datapoint without a prediction is a wrong one)."""
+    if not values:
+        return float("nan")
+    if nan_as is not None:
+        values = [nan_as if math.isnan(v) else v for v in values]
+    return sum(values) / len(values)

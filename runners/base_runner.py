@@ -42,9 +42,11 @@ from utils.run_logging import get_run_logger
 RUN_INFO_FILE = "run_info.json"
 _STALE_TEMP = re.compile(rf"\..+{re.escape(TEMP_MARKER)}[\d-]+")  # utils.atomic_files.temporary_path
 # moving a run or its config file, changing how long ranks wait for each other, what is captured of each
-# datapoint or the debug disk budget keeps it the same run
+# datapoint, the debug disk budget or the capture policies keeps it the same run: they change what is
+# captured, not what is trained
 UNIDENTIFYING_KEYS = ("work_dir", "config_filepath", "distributed_timeout_s", "datapoint_capture",
                       "debug_disk_budget_gb")
+UNIDENTIFYING_DEBUGGER_ARGS = ("keep", "summaries_every_epoch")  # SequentialDebugger's capture policies
 
 
 class BaseRunner:
@@ -73,6 +75,7 @@ class BaseRunner:
         self._work_dir_watch: Optional[WorkDirWatch] = None  # rank 0, once the work dir exists
         self.rank, self.world_size = 0, 1
         self._start_warnings: list[str] = []  # found before the log file exists
+        self._scores_checked = False  # the capture policies checked the score names of this evaluation pass
 
     @property
     def is_main(self) -> bool:
@@ -110,7 +113,7 @@ class BaseRunner:
         info_path = os.path.join(self.work_dir, RUN_INFO_FILE)
         take_over = False
         if os.path.exists(info_path):
-            if {k: v for k, v in _read_run_info(info_path).items() if k in identity} != identity:
+            if _identifying(_read_run_info(info_path), identity) != _identifying(identity, identity):
                 if os.path.exists(os.path.join(self.work_dir, self.FINISHED_WORK_FILE)):
                     raise WorkDirError(
                         f"work dir {self.work_dir!r} holds another run (its {RUN_INFO_FILE} describes a different "
@@ -216,7 +219,11 @@ class BaseRunner:
         with self.debugger.watch_forward() if debugging else contextlib.nullcontext():  # hooks run in there
             dp["outputs"] = self._forward(self.eval_model, dp["inputs"])
         scores = self.metric(dp["outputs"], dp["labels"])
-        self.metric.add_to_buffer(idx_list(dp["meta_info"]["idx"]), scores)
+        idx = idx_list(dp["meta_info"]["idx"])
+        if self.debugger is not None and not self._scores_checked:  # a wrong keep score name stops the run here
+            self.debugger.capture_policy.check_scores(scores, len(idx))
+            self._scores_checked = True
+        self.metric.add_to_buffer(idx, scores)
         self.epoch_rows.add_batch(dp)
         if debugging:
             dp["scores"] = scores  # the capture policy decides whose outputs to keep from them
@@ -238,6 +245,7 @@ class BaseRunner:
         of all ranks."""
         self.eval_model.eval()
         self.metric.reset_buffer()
+        self._scores_checked = False
         self.epoch_rows = EpochRows.for_metric(self.metric)
         with torch.no_grad():
             for dp in tqdm(dataloader, desc=desc, leave=False, disable=not self.is_main):
@@ -391,6 +399,26 @@ def _nan_to_none(value: Any) -> Any:
     if isinstance(value, list):
         return [_nan_to_none(v) for v in value]
     return value
+
+
+def _identifying(info: dict, identity: dict) -> dict:
+    """The parts of a run's ``run_info.json`` (or of ``identity``) that tell runs apart: ``identity``'s keys,
+    without the debugger's capture policies (a run_info.json written before they were left out has them)."""
+    kept = {k: v for k, v in info.items() if k in identity}
+    debugger = kept["config"].get("debugger") if isinstance(kept.get("config"), dict) else None
+    if isinstance(debugger, dict) and isinstance(debugger.get("args"), dict):
+        kept["config"] = {**kept["config"], "debugger": {**debugger, "args": _without_policies(debugger["args"])}}
+    return kept
+
+
+def _without_policies(args: dict) -> dict:
+    """A described ``SequentialDebugger`` args without ``keep`` (its own and each entry's) and
+    ``summaries_every_epoch``."""
+    args = {k: v for k, v in args.items() if k not in UNIDENTIFYING_DEBUGGER_ARGS}
+    if isinstance(args.get("debuggers_config"), list):
+        args["debuggers_config"] = [{k: v for k, v in entry.items() if k != "keep"} if isinstance(entry, dict)
+                                    else entry for entry in args["debuggers_config"]]
+    return args
 
 
 def _read_run_info(path: str) -> dict:

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from analysis.failures import analyze
 from debuggers.keep_policy import scores_as_arrays
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.trainers import BaseTrainer
@@ -106,6 +107,75 @@ def test_a_keep_naming_a_score_the_metric_lacks_names_the_scores_it_has(tiny_con
         "higher_is_better": True}, "debuggers_config": [energy("energy", "backbone.layer4")]}"""))
     with pytest.raises(ConfigError, match=r"reads the score 'iou'.*'accuracy', 'cross_entropy'"):
         BaseTrainer(config).run()
+
+
+def test_a_wrong_score_name_stops_the_run_at_its_first_validation_batch_and_the_fixed_rerun_runs(tiny_config):
+    """Not at the first checkpoint epoch (here the last): epoch 0 validates without capture."""
+    args = """{{"keep": {{"failing": {{"metric": {name!r}, "above": 1.0}}}}, "summaries_every_epoch": {summaries},
+               "debuggers_config": [energy("energy", "backbone.layer4")]}}"""
+    for summaries in (False, True):
+        config = load_config(_config(tiny_config, f"typo_{summaries}", epochs=3,
+                                     args=args.format(name="cross_entropyy", summaries=summaries)))
+        with pytest.raises(ConfigError, match=r"reads the score 'cross_entropyy' \(did you mean 'cross_entropy'"):
+            BaseTrainer(config).run()
+        assert not os.path.exists(os.path.join(config["work_dir"], "epoch_0", "validation_scores.json"))
+        assert not os.path.exists(os.path.join(config["work_dir"], "epoch_1"))
+        work_dir = train(_config(tiny_config, f"typo_{summaries}", epochs=3,
+                                 args=args.format(name="cross_entropy", summaries=summaries)))
+        assert json.load(open(os.path.join(work_dir, "progress.json")))["completed_epochs"] == 3
+
+
+def test_a_worst_k_by_a_score_the_metric_lacks_says_so_not_that_its_direction_is_unknown(tiny_config):
+    config = load_config(_config(tiny_config, epochs=1, args="""{"keep": {"worst": 3, "by": "nonexistent"},
+        "debuggers_config": [energy("energy", "backbone.layer4")]}"""))
+    with pytest.raises(ConfigError, match=r"reads the score 'nonexistent', but the metric gives"):
+        BaseTrainer(config).run()
+
+
+def test_changing_what_is_captured_keeps_the_run_the_same_run(tiny_config):
+    """keep and summaries_every_epoch change what is captured, not what is trained: the run resumes."""
+    args = """{{"keep": {keep!r}, "summaries_every_epoch": {summaries}, "debuggers_config": [
+        energy("energy", "backbone.layer4", keep={keep!r}), energy("every", "backbone.layer3")]}}"""
+    work_dir = train(_config(tiny_config, epochs=1, args=args.format(keep="all", summaries=False)))
+    changed = load_config(_config(tiny_config, epochs=1, args=args.format(
+        keep={"worst": 3, "by": "cross_entropy"}, summaries=True)))
+    BaseTrainer(changed).run()  # not refused as another run
+    assert "All 1 epochs are already done" in open(os.path.join(work_dir, "train.log")).read()
+
+
+NAN_IMAGES = """
+class NaNEveryFourth(SyntheticShapesDataset):
+    def __getitem__(self, idx):
+        datapoint = super().__getitem__(idx)
+        if idx % 4 == 0:
+            datapoint["inputs"]["image"][:, 0, 0] = float("nan")  # NaN logits for this datapoint
+        return datapoint
+
+
+config["val_dataset"]["class"] = NaNEveryFourth
+"""
+
+
+def test_outputs_that_are_not_a_number_fail_whatever_the_label(tiny_config):
+    """argmax of NaN logits is class 0: a datapoint of class 0 with NaN outputs must not pass as right."""
+    args = """{"keep": "failing", "debuggers_config": [energy("energy", "backbone.layer4")]}"""
+    work_dir = train(tiny_config(extra=ENERGY.format(args=args) + NAN_IMAGES, epochs=1, val_size=40))
+    with open(os.path.join(work_dir, "epoch_0", "validation_scores.json")) as f:
+        scores = json.load(f)
+    accuracy = dict(zip(scores["datapoint_idx"], scores["per_datapoint"]["accuracy"]))
+    nan_idx = {idx for idx in range(40) if idx % 4 == 0}
+    table = _table(work_dir, 0)
+    labels = dict(zip(table["idx"], table["label"]))
+    assert any(labels[idx] == 0 for idx in nan_idx), "no NaN datapoint of class 0: the probe proves nothing"
+    assert {idx for idx, value in accuracy.items() if value is None} == nan_idx
+    assert nan_idx <= _kept(work_dir, 0, "energy")
+    right = sum(value == 1 for value in accuracy.values())
+    assert scores["aggregated"]["accuracy"] == pytest.approx(right / 40)  # a NaN output counts as wrong
+    predictions = dict(zip(table["idx"], table["prediction"]))
+    assert all(predictions[idx] is None for idx in nan_idx)  # no prediction
+    findings = analyze(work_dir, 0)
+    assert findings.failures == 40 - right
+    assert sum(map(sum, findings.confusion["matrix"])) == 40 - len(nan_idx)
 
 
 def test_summaries_every_epoch_equal_those_of_a_full_capture(tiny_config):
