@@ -11,9 +11,14 @@ Columns (see ``analysis/epoch_rows.py`` for how a run collects them)::
 
 A NaN in a scalar column is stored as null (no number), so it sorts last and ``is null`` finds it.
 The file is written atomically (a reader sees the previous complete file or the new one) and is read
-page by page: nothing loads it whole. Filters are structured ``(column, op, value)`` triples; column names
-are checked against the file's own columns and values are bound as parameters, so no text from a browser
-ever becomes SQL.
+page by page: nothing loads it whole. A reader opens it once, as a regular file (never a FIFO or a symlink),
+and DuckDB reads that open file by a name of its own (``/proc/self/fd/N``), so glob characters in a run's
+path never widen a query to other files. A table that claims more rows or values than its bytes can hold (a
+decompression bomb: 2e8 constant rows in 4 MB) is refused before any query, and each table's DuckDB
+connection has a memory limit and a few threads of its own.
+
+Filters are structured ``(column, op, value)`` triples; column names are checked against the file's own
+columns and values are bound as parameters, so no text from a browser ever becomes SQL.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import json
 import math
 import os
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Union
 
@@ -30,6 +36,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from debuggers.page_errors import DebugDataError
+from debuggers.page_format import open_regular
 from utils.atomic_files import atomic_write
 from utils.errors import LanternUserError
 
@@ -41,6 +49,12 @@ ROW_GROUP_SIZE = 16_384  # DuckDB's unit of skipping by min/max (and of parallel
 DATA_PAGE_BYTES = 8_192  # the unit a reader decompresses
 OPERATORS = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">=",
              "in": "IN", "not in": "NOT IN", "is null": "IS NULL", "is not null": "IS NOT NULL"}
+# Every row holds a distinct idx (Lantern's tables spend about 4 bytes a row on it) and Lantern's sparsest
+# column (all null) still takes about 1/200 byte a value: a file claiming more is not one Lantern wrote.
+MIN_BYTES_PER_ROW = 1
+MAX_VALUES_PER_BYTE = 1024
+MEMORY_LIMIT = "2GB"  # per table's connection: what a sort or an aggregate may hold before DuckDB refuses
+THREADS = min(4, os.cpu_count() or 1)  # a viewer queries many tables; a page of rows reads a few row groups
 Filter = Sequence[tuple]  # [(column, op, value), ...], all of them must hold
 ColumnValues = Union[np.ndarray, list, pa.Array]
 
@@ -75,23 +89,21 @@ def _arrow_column(values: ColumnValues) -> pa.Array:
 class EpochTable:
     """Read-only queries over one epoch table; safe to share between threads.
 
+    It holds the file open, so every query reads the file it was opened on (a rewritten table is read by a new
+    ``EpochTable``; the viewer keys its tables by the file's size and time).
     ``roles``: ``{'scores': [...], 'higher_is_better': {...}, 'meta': [...], 'summaries': [...]}``.
     """
 
     def __init__(self, path: str) -> None:
-        if not os.path.isfile(path):
-            raise EpochTableError(f"no epoch table at {path}: the epoch has not finished validating, or the run "
-                                  "predates epoch tables (validate it again to write one)")
         self.path = path
-        self._connection = duckdb.connect()
+        fd = _open_table(path)
+        self._connection = duckdb.connect(config={"memory_limit": MEMORY_LIMIT, "threads": THREADS})
+        weakref.finalize(self, _close, self._connection, fd)
+        self._source = _fd_path(fd)  # DuckDB reads the file opened here, by a name it takes literally
         self._connection.execute("SET enable_progress_bar = false")
         self._connection.execute("SET parquet_metadata_cache = true")  # the footer is parsed once, not per query
         self._lock = threading.Lock()
-        try:
-            schema = pq.read_schema(path)
-        except (OSError, pa.ArrowException) as exc:
-            raise EpochTableError(f"{path} is not a readable Parquet file ({exc}); validate the epoch again "
-                                  "to rewrite it") from exc
+        schema = _checked_schema(fd, path)
         self._types = {field.name: field.type for field in schema}
         self.roles = _read_roles(schema, path)
 
@@ -184,10 +196,10 @@ class EpochTable:
         return " WHERE " + " AND ".join(clauses), params
 
     def _query(self, sql: str, params: dict[str, Any]) -> list[tuple]:
-        return self._run(lambda cursor: cursor.execute(sql, {"path": self.path, **params}).fetchall())
+        return self._run(lambda cursor: cursor.execute(sql, {"path": self._source, **params}).fetchall())
 
     def _arrow(self, sql: str, params: dict[str, Any]) -> pa.Table:
-        return self._run(lambda cursor: cursor.sql(sql, params={"path": self.path, **params}).to_arrow_table())
+        return self._run(lambda cursor: cursor.sql(sql, params={"path": self._source, **params}).to_arrow_table())
 
     def _run(self, fetch: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:
         """``fetch`` on a cursor of its own: DuckDB cursors are not shared between threads."""
@@ -200,6 +212,65 @@ class EpochTable:
                                   "values' types, or validate the epoch again if the file is damaged") from exc
         finally:
             cursor.close()
+
+
+def _open_table(path: str) -> int:
+    """A read-only fd of the table, refused unless it is a regular file inside the run (no FIFO, no symlink)."""
+    try:
+        return open_regular(path, "epoch table")
+    except FileNotFoundError:
+        raise EpochTableError(f"no epoch table at {path}: the epoch has not finished validating, or the run "
+                              "predates epoch tables (validate it again to write one)") from None
+    except DebugDataError as exc:
+        raise EpochTableError(str(exc)) from None
+    except OSError as exc:
+        raise EpochTableError(f"epoch table {path} cannot be opened ({exc.strerror or exc}); check that it is "
+                              "readable, or validate the epoch again to rewrite it") from None
+
+
+def _fd_path(fd: int) -> str:
+    """A name of the open file ``fd`` with no glob characters, which reaches no other file."""
+    return f"/proc/self/fd/{fd}" if os.path.isdir("/proc/self/fd") else f"/dev/fd/{fd}"
+
+
+def _close(connection: duckdb.DuckDBPyConnection, fd: int) -> None:
+    """The connection first: it reads the file through ``fd``'s name."""
+    connection.close()
+    os.close(fd)
+
+
+def _checked_schema(fd: int, path: str) -> pa.Schema:
+    """The table's schema, once its footer shows no more rows and values than its bytes can hold."""
+    try:
+        with open(fd, "rb", closefd=False) as file:
+            parquet = pq.ParquetFile(file)
+            metadata, schema = parquet.metadata, parquet.schema_arrow
+    except (OSError, pa.ArrowException) as exc:
+        raise EpochTableError(f"{path} is not a readable Parquet file ({exc}); validate the epoch again "
+                              "to rewrite it") from exc
+    size = os.fstat(fd).st_size
+    rows, values = _claimed_rows(metadata), _claimed_values(metadata, schema)
+    if rows is None or rows != metadata.num_rows or rows * MIN_BYTES_PER_ROW > size or \
+            values > size * MAX_VALUES_PER_BYTE:
+        raise EpochTableError(f"{path} claims {metadata.num_rows} rows (its row groups: {rows}) and {values} "
+                              f"values in {size} bytes, more than a table Lantern writes can hold: it is damaged "
+                              "or not a file Lantern writes; remove it and validate the epoch again")
+    return schema
+
+
+def _claimed_rows(metadata: pq.FileMetaData) -> int | None:
+    """Rows the row groups hold (what a query reads); None where one claims a negative count."""
+    counts = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+    return None if any(count < 0 for count in counts) else sum(counts)
+
+
+def _claimed_values(metadata: pq.FileMetaData, schema: pa.Schema) -> int:
+    """Values a query of every column decodes: the column chunks' own counts, and at least a row's width (a
+    fixed-size list counts its size) times the rows."""
+    chunks = sum(max(0, metadata.row_group(i).column(j).num_values)
+                 for i in range(metadata.num_row_groups) for j in range(metadata.num_columns))
+    width = sum(field.type.list_size if pa.types.is_fixed_size_list(field.type) else 1 for field in schema)
+    return max(chunks, metadata.num_rows * width)
 
 
 def _read_roles(schema: pa.Schema, path: str) -> dict[str, Any]:

@@ -6,21 +6,23 @@
   is described by the columns that set its failures apart from the passing datapoints.
 - NaN origins: where a ``NaNInfDebugger`` ran, the modules that first produced a NaN or Inf, by count.
 
-Pages are read through the safe reader (``load_debug_outputs``), one page at a time.
+Pages are read through the safe reader (``load_debug_outputs``), one page at a time. An epoch whose debug
+outputs cannot be read (a damaged index, locations file or page) gives no internals, and says why: the
+table's findings do not need them.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 from sklearn.cluster import KMeans
 from sklearn.preprocessing import StandardScaler
 
 from debuggers.outputs import KIND_LAYER_OUTPUT, KIND_NAN_ORIGIN, is_shared_record
-from debuggers.page_errors import DebugOutputsNotFoundError
+from debuggers.page_errors import DebugDataError, DebugOutputsNotFoundError
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 
 MAX_CLUSTERS = 4
@@ -50,10 +52,20 @@ class CapturedInternals:
 
     vectors: dict[str, tuple[np.ndarray, np.ndarray]]  # debugger -> (idx, (n, d) vectors)
     nan_origins: list[NaNOrigin]
+    problem: Optional[str] = None  # why the captured outputs were skipped
 
 
 def read_internals(epoch_dir: str) -> CapturedInternals:
-    """Pooled vectors and NaN origins of every captured datapoint of ``epoch_dir`` (empty when none)."""
+    """Pooled vectors and NaN origins of every captured datapoint of ``epoch_dir`` (empty when none, or, with
+    the reason in ``problem``, when they cannot be read)."""
+    try:
+        return _read_captured(epoch_dir)
+    except DebugDataError as exc:
+        return CapturedInternals({}, [], f"the debug outputs of {epoch_dir} were skipped, so embedding clusters "
+                                         f"and NaN origins are left out: {exc}")
+
+
+def _read_captured(epoch_dir: str) -> CapturedInternals:
     try:
         outputs = load_debug_outputs(epoch_dir)
     except DebugOutputsNotFoundError:  # the debugger did not run for this epoch

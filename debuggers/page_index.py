@@ -17,10 +17,16 @@ A reader binary-searches a sorted file with a few 8-byte reads, so opening a dat
 costs the same at 200 MB or 100 GB per epoch; an unsorted file (an epoch still being
 written, or cut short) is read once, and pages sealed after its index was written are
 found through their footers.
+
+Whatever a run folder holds, reading it raises ``CorruptPageError`` naming the file (never
+a bare ``OSError``): an index's counts are checked against bounds before any file name or
+offset is made from them, and a locations file is read a chunk at a time, each row checked
+as it comes, so a crafted count over a sparse file costs one chunk, not the count's bytes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -44,6 +50,10 @@ from utils.atomic_files import atomic_write, write_all, write_new_file
 INDEX_VERSION = 2
 _MAX_INDEX_BYTES = 64 * 1024  # an index is ~150 bytes; anything much larger is not one
 _IDX = struct.Struct("<q")
+MAX_WORLD_SIZE = 1 << 20  # ranks; a file name is made from the rank
+MAX_PAGES = 1 << 32  # a location's page number is 4 bytes
+MAX_DATAPOINTS = 1 << 40  # rows per rank: a 32 TiB locations file, offsets far below 2**63
+_CHUNK_ROWS = 1 << 20  # rows read at a time (32 MiB)
 _INDEX_FIELDS = {"version": int, "rank": int, "world_size": int, "complete": bool, "pages": int,
                  "datapoints": int, "sorted": bool}
 
@@ -59,11 +69,22 @@ def write_index(path: str, index: dict) -> None:
                              path, exc.errno) from exc
 
 
+@contextlib.contextmanager
+def _read_errors(path: str, what: str):
+    """An ``OSError`` of reading ``path`` (gone, unreadable, a name too long) as a ``CorruptPageError``."""
+    try:
+        yield
+    except OSError as exc:
+        raise CorruptPageError(f"{what} {path} cannot be read ({exc.strerror or exc}); rerun the epoch to "
+                               "regenerate it") from None
+
+
 def read_index(path: str) -> dict:
     """A validated index; any other content raises ``CorruptPageError`` (``LegacyPagesError`` for format 1)."""
-    fd = open_regular(path, "debug index")
-    with open(fd, "rb") as f:
-        text = f.read(_MAX_INDEX_BYTES + 1)
+    with _read_errors(path, "debug index"):
+        fd = open_regular(path, "debug index")
+        with open(fd, "rb") as f:
+            text = f.read(_MAX_INDEX_BYTES + 1)
     try:
         index = json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -76,9 +97,10 @@ def read_index(path: str) -> dict:
                 if not isinstance(index, dict) or type(index.get(key)) is not kind]
     if not problems and index["version"] != INDEX_VERSION:
         problems.append(f"version {index['version']} is not {INDEX_VERSION}")
-    if not problems and not (0 <= index["rank"] < index["world_size"] and index["pages"] >= 0
-                             and index["datapoints"] >= 0):
-        problems.append("rank, world_size, pages and datapoints are out of range")
+    if not problems and not (0 <= index["rank"] < index["world_size"] <= MAX_WORLD_SIZE
+                             and 0 <= index["pages"] <= MAX_PAGES and 0 <= index["datapoints"] <= MAX_DATAPOINTS):
+        problems.append(f"rank, world_size (at most {MAX_WORLD_SIZE}), pages (at most {MAX_PAGES}) or datapoints "
+                        f"(at most {MAX_DATAPOINTS}) is out of range")
     if len(text) > _MAX_INDEX_BYTES or problems:
         raise CorruptPageError(f"debug index {path} is not a version-{INDEX_VERSION} Lantern index ("
                                f"{'; '.join(problems) or 'too large'}): it was damaged, or written by another tool "
@@ -147,18 +169,23 @@ class RankIndex:
         count = self.index["datapoints"]
         fd = self._open_locations(count)
         try:
+            return self._search(fd, count, idx)
+        finally:
+            os.close(fd)
+
+    def _search(self, fd: int, count: int, idx: int) -> np.void | None:
+        """Binary search of the sorted rows for ``idx``: a few 8-byte reads."""
+        with _read_errors(self.path, "debug locations file"):
             low, high = 0, count
             while low < high:
                 middle = (low + high) // 2
-                if _IDX.unpack(os.pread(fd, _IDX.size, middle * LOCATION.itemsize))[0] < idx:
+                if pread_exact(fd, _IDX.size, middle * LOCATION.itemsize, self.path).view("<i8")[0] < idx:
                     low = middle + 1
                 else:
                     high = middle
             if low == count:
                 return None
             row = pread_exact(fd, LOCATION.itemsize, low * LOCATION.itemsize, self.path).view(LOCATION)[0]
-        finally:
-            os.close(fd)
         return row if row["idx"] == idx else None
 
     def rows(self) -> np.ndarray:
@@ -168,13 +195,34 @@ class RankIndex:
                 count = self.index["datapoints"]
                 fd = self._open_locations(count)
                 try:
-                    rows = pread_exact(fd, count * LOCATION.itemsize, 0, self.path).view(LOCATION)
+                    rows = self._read_rows(fd, count)
                 finally:
                     os.close(fd)
                 if not self.index["complete"]:
                     rows = np.concatenate([rows, *self._unindexed_rows()])
                 self._rows = rows[np.argsort(rows["idx"], kind="stable")]
             return self._rows
+
+    def _read_rows(self, fd: int, count: int) -> np.ndarray:
+        """The first ``count`` rows, a chunk at a time, each checked before the next is read: a count over a
+        sparse (or damaged) file fails at its first hole, having held one chunk."""
+        chunks = []
+        with _read_errors(self.path, "debug locations file"):
+            for first in range(0, count, _CHUNK_ROWS):
+                size = min(_CHUNK_ROWS, count - first) * LOCATION.itemsize
+                chunks.append(self._checked(pread_exact(fd, size, first * LOCATION.itemsize, self.path)
+                                            .view(LOCATION), first, count))
+        return np.concatenate(chunks) if chunks else np.empty(0, LOCATION)
+
+    def _checked(self, rows: np.ndarray, first: int, count: int) -> np.ndarray:
+        """``rows`` when each points into an indexed page with its header after its start (as every record
+        has; a hole in a sparse file reads as zeros, which is not one)."""
+        bad = np.flatnonzero((rows["header"] <= rows["start"]) | (rows["page"] >= self.index["pages"]))
+        if len(bad):
+            raise CorruptPageError(f"debug locations file {self.path} has no valid location at row {first + bad[0]} "
+                                   f"of the {count} datapoints its index lists: it is damaged, or its index "
+                                   "overstates it; rerun the epoch to regenerate them")
+        return rows
 
     def _open_locations(self, count: int) -> int:
         if count == 0 and not os.path.lexists(self.path):
@@ -184,6 +232,9 @@ class RankIndex:
         except FileNotFoundError:
             raise CorruptPageError(f"debug locations file {self.path} is missing although the index lists "
                                    f"{count} datapoints; rerun the epoch to regenerate it") from None
+        except OSError as exc:
+            raise CorruptPageError(f"debug locations file {self.path} cannot be opened ({exc.strerror or exc}); "
+                                   "rerun the epoch to regenerate it") from None
         if os.fstat(fd).st_size < count * LOCATION.itemsize:
             os.close(fd)
             raise CorruptPageError(f"debug locations file {self.path} is shorter than the {count} datapoints its "
@@ -194,7 +245,7 @@ class RankIndex:
         """Rows of pages sealed after the index was written (the run was still writing, or was killed)."""
         found = []
         pattern = page_file_name(self.rank, self.world_size, 0).replace("_0.pkl", "_*.pkl")
-        for path in sorted(glob.glob(os.path.join(self.folder, pattern))):
+        for path in sorted(glob.glob(os.path.join(glob.escape(self.folder), pattern))):
             number = page_number(os.path.basename(path), self.rank, self.world_size)
             if number is None or number < self.index["pages"]:
                 continue

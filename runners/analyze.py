@@ -42,6 +42,7 @@ def format_findings(findings: Findings) -> str:
     """The findings as plain-text tables, most telling first in each."""
     lines = [f"{findings.table_path}",
              f"failures: {findings.failures} of {findings.datapoints} datapoints ({findings.failure_definition})"]
+    lines += [f"note: {note}" for note in findings.notes]
     lines += _table("Slices that fail more than the rest", ["#", "slice", "size", "fail inside", "fail outside"],
                     [[i + 1, s.description, s.size, f"{s.failure_rate:.0%}", f"{s.rest_failure_rate:.0%}"]
                      for i, s in enumerate(findings.slices)])

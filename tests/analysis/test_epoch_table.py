@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -115,3 +116,46 @@ def test_rewriting_replaces_the_file_whole_and_leaves_no_temporary(tmp_path, col
     write_epoch_table(path, {name: values[:10] for name, values in columns.items()})
     assert EpochTable(path).count() == 10
     assert os.listdir(tmp_path) == ["epoch_table.parquet"]
+
+
+def write_bomb(path: str, rows: int) -> None:
+    """A decompression bomb: ``rows`` constant rows, a few KB with zstd and dictionaries (not a Lantern table)."""
+    zeros = pa.array(np.zeros(rows, np.int64))
+    pq.write_table(pa.table({"idx": zeros, "accuracy": zeros.cast(pa.float64())}), path, compression="zstd",
+                   row_group_size=rows)
+
+
+def test_a_table_claiming_more_rows_than_its_bytes_hold_is_refused_before_any_query(tmp_path):
+    bomb = str(tmp_path / "epoch_table.parquet")
+    write_bomb(bomb, 2_000_000)
+    assert os.path.getsize(bomb) < 100_000
+    with pytest.raises(EpochTableError, match="claims 2000000 rows.*not a file Lantern writes"):
+        EpochTable(bomb)
+    sparse = str(tmp_path / "sparse.parquet")  # Lantern's sparsest table: every other column null
+    write_epoch_table(sparse, {"idx": np.arange(20_000), **{f"s{i}": np.full(20_000, np.nan) for i in range(100)}})
+    table = EpochTable(sparse)
+    assert table.count() == 20_000
+    settings = table._connection.execute("SELECT current_setting('memory_limit'), current_setting('threads')")
+    limit, threads = settings.fetchone()
+    assert limit.endswith("GiB") and float(limit.split()[0]) < 4 and threads <= 4
+
+
+def test_glob_characters_in_the_path_read_that_file_alone(tmp_path, columns):
+    for run, rows in (("*", 10), ("other", 20)):
+        os.mkdir(tmp_path / run)
+        write_epoch_table(str(tmp_path / run / "epoch_table.parquet"),
+                          {name: values[:rows] for name, values in columns.items()})
+    table = EpochTable(str(tmp_path / "*" / "epoch_table.parquet"))
+    assert table.count() == 10 and len(table.values(["idx"])["idx"]) == 10
+    assert len(table.page(limit=100)) == 10 and table.percentile("layer3.sparsity", 2.0) == 100.0
+
+
+def test_a_symlinked_or_fifo_table_is_refused_without_blocking(tmp_path, columns):
+    outside = tmp_path / "outside.parquet"
+    write_epoch_table(str(outside), columns)
+    os.symlink(outside, tmp_path / "epoch_table.parquet")
+    with pytest.raises(EpochTableError, match="symlink"):
+        EpochTable(str(tmp_path / "epoch_table.parquet"))
+    os.mkfifo(tmp_path / "fifo.parquet")
+    with pytest.raises(EpochTableError, match="not a regular file"):
+        EpochTable(str(tmp_path / "fifo.parquet"))

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+import torch
 from scipy.stats import mannwhitneyu
 
 from analysis.epoch_table import EpochTable, write_epoch_table
 from analysis.failures import AnalysisError, FailureDefinition, analyze, analyze_table
+from debuggers.page_store import PageWriter
+from runners.analyze import format_findings
 from tests.runs import REPO_ROOT
 
 ROWS = 3000
@@ -119,3 +123,40 @@ def test_a_folder_without_a_table_is_explained(tmp_path):
     result = subprocess.run([sys.executable, "-m", "runners.analyze", "--run", str(tmp_path)], cwd=REPO_ROOT,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "holds no epoch table" in result.stderr
+
+
+def damage_locations(debugger_dir, damage: str) -> None:
+    """One damage of a rank's index or locations file, as a crafted run folder could hold."""
+    locations, index_path = os.path.join(debugger_dir, "locations.bin"), os.path.join(debugger_dir, "index.json")
+    if damage == "truncated":
+        os.truncate(locations, 100)
+    elif damage == "fifo":
+        os.remove(locations)
+        os.mkfifo(locations)
+    else:
+        with open(index_path) as f:
+            index = json.load(f)
+        index.update({"datapoints": 10**30} if damage == "datapoints" else {"world_size": 10**300})
+        with open(index_path, "w") as f:
+            json.dump(index, f)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("damage", ["truncated", "fifo", "datapoints", "world_size"])
+def test_unreadable_debug_outputs_are_skipped_and_the_report_says_so(tmp_path, damage):
+    rows = 200
+    label = np.arange(rows) % 3
+    prediction = np.where(np.arange(rows) % 4 == 0, (label + 1) % 3, label)
+    write_epoch_table(str(tmp_path / "epoch_table.parquet"), {"idx": np.arange(rows), "label": label,
+                                                              "prediction": prediction})
+    with PageWriter(4096) as writer:
+        writer.start_epoch(str(tmp_path / "debugger"))
+        for idx in range(rows):
+            writer.add(idx, {"fm": torch.full((4,), float(idx))})
+        writer.flush()
+    damage_locations(str(tmp_path / "debugger"), damage)
+    findings = analyze(str(tmp_path))
+    assert findings.datapoints == rows and findings.failures == 50 and findings.clusters == []
+    [note] = findings.notes
+    assert str(tmp_path / "debugger") in note and "were skipped" in note and "rerun the epoch" in note
+    assert f"note: {note}" in format_findings(findings)

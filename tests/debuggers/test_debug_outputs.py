@@ -6,6 +6,7 @@ import json
 import os
 import pickle
 import threading
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from debuggers.batch_split import split_batch_value
 from debuggers.convert_pages import main as convert_main
 from debuggers.page_errors import CorruptPageError, DebugOutputsNotFoundError, LegacyPagesError
 from debuggers.page_format import load_page
-from debuggers.page_index import read_index
+from debuggers.page_index import RankIndex, read_index
 from debuggers.page_store import PageWriter
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 
@@ -210,6 +211,45 @@ def test_unindexed_pages_of_an_incomplete_epoch_are_found_and_bad_ones_reported(
     outputs = load_debug_outputs(str(tmp_path))
     assert not outputs.complete and list(outputs) == [0, 1, 2] and outputs[2]["label"] == "n2"
     assert len(outputs.errors) == 1 and "page_7.pkl" in str(outputs.errors[0])
+
+
+@pytest.mark.parametrize("change", [
+    {"world_size": 10**300, "rank": 10**299}, {"datapoints": 10**30}, {"pages": 10**30, "complete": False},
+])
+def test_index_counts_no_run_can_have_are_refused_before_a_file_is_named(tmp_path, change):
+    write_epoch(tmp_path, {0: 10}, KB)
+    path = tmp_path / "debugger" / "index.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **change}))
+    with pytest.raises(CorruptPageError, match="index.json.*out of range.*rerun the epoch"):
+        load_debug_outputs(str(tmp_path))
+    with pytest.raises(CorruptPageError, match="cannot be read .File name too long.; rerun the epoch"):
+        read_index(str(tmp_path / ("x" * 300)))
+
+
+def test_a_sparse_locations_file_under_an_inflated_count_costs_one_chunk(tmp_path):
+    write_epoch(tmp_path, {0: 10, 1: 10}, KB)
+    folder = tmp_path / "debugger"
+    index = json.loads((folder / "index.json").read_text())
+    (folder / "index.json").write_text(json.dumps({**index, "complete": False, "datapoints": 10**9}))
+    os.truncate(folder / "locations.bin", 32 * 10**9)  # a hole: no disk, no content
+    outputs = load_debug_outputs(str(tmp_path))
+    tracemalloc.start()
+    try:
+        with pytest.raises(CorruptPageError, match="locations.bin has no valid location at row 2 .*rerun the epoch"):
+            outputs[0]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 100 * 2**20, peak  # one 32 MiB chunk, not 32 GB
+
+
+def test_glob_characters_in_the_folder_find_only_its_own_unindexed_pages(tmp_path):
+    write_epoch(tmp_path / "*", {0: 10, 1: 10}, 16)  # two pages, one datapoint each
+    write_epoch(tmp_path / "other", {5: 10, 6: 10, 7: 10, 8: 10}, 16)
+    folder = tmp_path / "*" / "debugger"
+    index = json.loads((folder / "index.json").read_text())
+    (folder / "index.json").write_text(json.dumps({**index, "complete": False}))
+    assert RankIndex(str(folder), read_index(str(folder / "index.json"))).rows()["idx"].tolist() == [0, 1]
 
 
 # ------------------------------------------------------------------ format 1
