@@ -43,6 +43,7 @@ from utils.errors import LanternUserError
 
 EPOCH_TABLE_FILE = "epoch_table.parquet"
 ROLES_KEY = b"lantern.roles"
+ROLE_LISTS = ("scores", "meta", "summaries")  # roles that list column names; "higher_is_better" maps them to bools
 # A page's rows are spread over the whole file; fetching them decodes only the row groups and data pages
 # that hold them, so both are kept small (measured in benchmarks/epoch_table.py, docs/benchmarks.md).
 ROW_GROUP_SIZE = 16_384  # DuckDB's unit of skipping by min/max (and of parallel reading)
@@ -274,12 +275,21 @@ def _claimed_values(metadata: pq.FileMetaData, schema: pa.Schema) -> int:
 
 
 def _read_roles(schema: pa.Schema, path: str) -> dict[str, Any]:
-    """The column roles written with the table ({} for a table written without them)."""
+    """The column roles written with the table ({} for a table written without them), checked: every reader
+    (viewer, analysis, export) uses them as lists of column names and a ``{name: bool}`` direction."""
     try:
         roles = json.loads((schema.metadata or {}).get(ROLES_KEY, b"{}"))
-    except ValueError as exc:
-        raise EpochTableError(f"{path} has damaged metadata ({exc}); validate the epoch again") from exc
-    return roles if isinstance(roles, dict) else {}
+    except (ValueError, RecursionError) as exc:
+        raise EpochTableError(f"{path} has damaged metadata ({exc}); validate the epoch again") from None
+    roles = roles if isinstance(roles, dict) else {}
+    names = [key for key in ROLE_LISTS if not isinstance(roles.get(key, []), list)
+             or not all(isinstance(name, str) for name in roles.get(key, []))]
+    directions = roles.get("higher_is_better", {})
+    if names or not isinstance(directions, dict) or not all(type(v) is bool for v in directions.values()):
+        raise EpochTableError(f"{path} has malformed column roles (metadata {ROLES_KEY.decode()}: "
+                              f"{', '.join(names) or 'higher_is_better'} is not what Lantern writes); it was damaged "
+                              "or written by another tool: validate the epoch again to rewrite it")
+    return {key: roles[key] for key in (*ROLE_LISTS, "higher_is_better") if key in roles}
 
 
 def _is_list(kind: pa.DataType) -> bool:

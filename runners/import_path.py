@@ -6,6 +6,9 @@ project's modules. Python keeps one module per name, so two rules decide who get
 - Lantern's packages always win: ``put_lantern_first`` moves Lantern's root ahead of an import-path entry
   (the current folder, ``PYTHONPATH``) that holds a module named like one of them. Every ``python -m
   runners...`` entry point gets this from ``runners/__init__.py``; ``python main.py`` has it by construction.
+- The current folder never stands in for an installed package: ``python -m`` puts it first on the import path,
+  so ``cd RUN && python -m runners.analyze --run .`` would import a ``numpy.py`` lying in the run folder.
+  ``put_current_folder_last`` moves it after the installed packages (its modules still import by other names).
 - A project's modules are found from its config file's folder (``project_config_module``). A folder that is
   a package (it holds ``__init__.py``) is imported as that package, so ``from .models import MyNet`` never
   meets Lantern's ``models``. Any other folder is appended to the import path, after Lantern's packages; a
@@ -44,6 +47,21 @@ def put_lantern_first() -> None:
             sys.path.insert(0, LANTERN_ROOT)
             importlib.invalidate_caches()
             return
+
+
+def put_current_folder_last() -> None:
+    """Under ``python -m`` (``sys.argv[0]`` is ``-m`` while the package imports), move the current folder from
+    the head of ``sys.path`` to its end, unless it is Lantern's root. Nothing but the standard library is
+    imported before this runs (``runners/__init__.py``), so no module was taken from that folder yet."""
+    if sys.argv[:1] != ["-m"] or not sys.path:
+        return
+    try:
+        if not os.path.samefile(sys.path[0], os.getcwd()) or os.path.samefile(sys.path[0], LANTERN_ROOT):
+            return
+    except OSError:  # a removed folder: nothing to import from it
+        return
+    sys.path.append(sys.path.pop(0))
+    importlib.invalidate_caches()
 
 
 def project_config_module(config_path: str) -> str:

@@ -31,13 +31,15 @@ from data.viewer.layout.display.values import describe_value
 from debuggers.figures import SHARED, figures_for_output, is_shared, model_report_figures
 from debuggers.model_report import MODEL_REPORT_FILE
 from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
-from debuggers.page_format import CorruptPageError
+from debuggers.page_format import CorruptPageError, UnsafePageError
 from runners.eval_viewer.backend.datapoint import load_item
 from runners.eval_viewer.backend.debug import EpochDebug, EpochDebugError, open_epoch_debug
 from runners.eval_viewer.backend.initialization import DEBUGGER_DIR
+from runners.eval_viewer.backend.run_files import refuse_link
+from runners.eval_viewer.backend.runs import read_model_report
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
-from utils.atomic_files import atomic_write, read_json
+from utils.atomic_files import atomic_write
 from utils.errors import LanternUserError
 
 
@@ -161,11 +163,9 @@ def resolve_epoch_dir(run_dir: str, epoch: Optional[int] = None) -> str:
     if not epochs:
         raise ExportError(f"{run_dir!r} holds no debug outputs (no debugger/ or epoch_N/debugger/ folder); "
                           "configure a debugger and run a checkpoint epoch first")
-    if epoch is None:
-        return os.path.join(run_dir, f"epoch_{epochs[-1]}")
-    if epoch not in epochs:
+    if epoch is not None and epoch not in epochs:
         raise ExportError(f"epoch {epoch} of {run_dir!r} has no debug outputs; epochs with debug outputs: {epochs}")
-    return os.path.join(run_dir, f"epoch_{epoch}")
+    return refuse_link(os.path.join(run_dir, f"epoch_{epochs[-1] if epoch is None else epoch}"), "epoch folder")
 
 
 def load_inputs(backend: ViewerBackend, run_dir: str, indices: list[int]) -> tuple[dict[int, dict], str]:
@@ -207,7 +207,7 @@ def _datapoint_section(outputs: Union[EpochDebug, EpochDebugError], idx: int, da
     except (CorruptPageError, OSError) as exc:
         return [*_summary(datapoint, row), f"debug outputs of idx {idx} cannot be read: {exc}"]
     if debug_outputs is None:
-        indices = outputs.indices
+        indices = outputs.indices  # read without error before (``export_report``)
         return [f"no debug outputs for idx {idx}; this epoch has idx {min(indices)}..{max(indices)} "
                 f"({len(indices)} datapoints)"]
     return _summary(datapoint, row) + datapoint_items(debug_outputs, _image_of(datapoint), _class_names(row), shared)
@@ -235,7 +235,8 @@ def table_rows(backend: ViewerBackend, run_dir: str, epoch_dir: str,
     except TABLE_ERRORS as exc:
         return {}, [Note(f"scores unavailable: {exc}")]
     wanted = ["idx", "label_name", "label", "prediction_name", "prediction", *table.roles.get("scores", [])]
-    return {row["idx"]: {name: row[name] for name in wanted if name in row} for row in rows}, []
+    problem = [Note(f"scores unavailable: {table.roles['problem']}")] if "problem" in table.roles else []
+    return {row["idx"]: {name: row[name] for name in wanted if name in row} for row in rows}, problem
 
 
 def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[int] = None,
@@ -245,19 +246,12 @@ def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[in
     ``trust_configs``); by default one that trusts no config."""
     backend = backend or ViewerBackend([run_dir])
     epoch_dir = resolve_epoch_dir(run_dir, epoch)
-    try:
-        outputs: Union[EpochDebug, EpochDebugError] = open_epoch_debug(epoch_dir)
-    except EpochDebugError as exc:
-        outputs = exc
-    if isinstance(outputs, EpochDebug) and not outputs.indices:
-        raise ExportError(f"{os.path.join(epoch_dir, DEBUGGER_DIR)} holds no datapoint's debug outputs")
+    outputs = _open_outputs(epoch_dir)
     datapoints, note = load_inputs(backend, run_dir, indices)
     rows, problems = table_rows(backend, run_dir, epoch_dir, indices)
     summary = Rows(rows[i] for i in indices if i in rows)
-    sections: list[Section] = [("Datapoints", [*problems, *([summary] if summary else [])])]
-    report_path = os.path.join(run_dir, MODEL_REPORT_FILE)
-    if os.path.exists(report_path):
-        sections.append(("Model", list(model_report_figures(read_json(report_path)))))
+    sections: list[Section] = [("Datapoints", [*problems, *([summary] if summary else [])]),
+                               *_model_section(run_dir)]
     shared: dict[str, go.Figure] = {}
     drawn = [(f"Datapoint {idx}", _datapoint_section(outputs, idx, datapoints.get(idx), rows.get(idx), shared))
              for idx in indices]
@@ -265,6 +259,27 @@ def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[in
     write_html(out, f"Lantern debug report: {os.path.basename(os.path.abspath(epoch_dir))}", sections,
                note=f"run {os.path.abspath(run_dir)}, outputs from {os.path.abspath(epoch_dir)}; {note}")
     return out
+
+
+def _open_outputs(epoch_dir: str) -> Union[EpochDebug, EpochDebugError]:
+    """The epoch's debug outputs with their index read, or why they cannot be read (an alert per datapoint)."""
+    try:
+        outputs = open_epoch_debug(epoch_dir)
+        if outputs is None or not outputs.indices:
+            raise ExportError(f"{os.path.join(epoch_dir, DEBUGGER_DIR)} holds no datapoint's debug outputs")
+    except (CorruptPageError, UnsafePageError, OSError) as exc:
+        return exc if isinstance(exc, EpochDebugError) else EpochDebugError(
+            f"the debug outputs in {os.path.join(epoch_dir, DEBUGGER_DIR)} cannot be read ({exc})")
+    return outputs
+
+
+def _model_section(run_dir: str) -> list[Section]:
+    """The run's model report, an alert when it cannot be read or drawn, nothing when the run has none."""
+    try:
+        report = read_model_report(run_dir)
+        return [] if report is None else [("Model", list(model_report_figures(report)))]
+    except (OSError, ValueError) as exc:
+        return [("Model", [f"{MODEL_REPORT_FILE} of the run cannot be read ({exc})"])]
 
 
 def main(argv: Optional[list[str]] = None) -> int:

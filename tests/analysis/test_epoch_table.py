@@ -159,3 +159,14 @@ def test_a_symlinked_or_fifo_table_is_refused_without_blocking(tmp_path, columns
     os.mkfifo(tmp_path / "fifo.parquet")
     with pytest.raises(EpochTableError, match="not a regular file"):
         EpochTable(str(tmp_path / "fifo.parquet"))
+
+
+@pytest.mark.parametrize("roles", [{"scores": 5, "higher_is_better": ["accuracy"]}, {"scores": [["a"]]},
+                                   {"higher_is_better": {"loss": "no"}}, {"summaries": "layer3.sparsity"}])
+def test_malformed_column_roles_are_an_epoch_table_error_naming_the_file(tmp_path, columns, roles):
+    """The roles are used as lists of names and a {name: bool} direction by the viewer, analysis and export:
+    anything else is refused where they are read, not a TypeError later in one of them."""
+    path = str(tmp_path / "epoch_table.parquet")
+    write_epoch_table(path, columns, roles)
+    with pytest.raises(EpochTableError, match=f"{path} has malformed column roles.*validate the epoch again"):
+        EpochTable(path)

@@ -10,8 +10,13 @@ import threading
 
 import pytest
 
+from runners.eval_viewer.backend.datapoint import load_datapoint
+from runners.eval_viewer.backend.runs import MAX_RUN_INFO_BYTES
+from runners.eval_viewer.backend.table import TABLE_ERRORS
+from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.layout import ids
 from runners.trainers import BaseTrainer
+from runners.trainers.debug_budget import REMOVED_MARKER
 from tests.reliability.crafted_index import INDEX_DAMAGES, damage_index
 from tests.reliability.viewer_server import call_callback, serve_viewer
 from tests.runs import write_config
@@ -100,3 +105,158 @@ def test_a_malformed_index_or_bad_unindexed_page_is_shown_in_place(trained_run, 
         assert json.loads(body)["response"][ids.TABLE]["getRowsResponse"]["rowCount"] == 8  # scores still listed
         status, body = _datapoint(url, good)
         assert status == 200 and "layer3_energy" in body
+
+
+def _within_seconds(call, fifos=(), seconds=30):
+    """``call()`` run in a thread: its value, or a failure when it is still blocked after ``seconds`` (a FIFO
+    blocks whoever opens it for reading until a writer comes: the FIFOs are then opened to release it)."""
+    outcome = {}
+
+    def target():
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # re-raised in the test's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        for fifo in fifos:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail(f"still blocked after {seconds} s: a FIFO was opened")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link_to_a_fifo", "larger_than_the_cap"])
+def test_a_run_info_that_is_a_fifo_or_huge_is_a_problem_and_the_other_runs_open(trained_run, tmp_path, kind):
+    """Discovery reads every run's run_info.json at start-up: a FIFO there blocked the viewer (and the export)
+    forever, and a sparse 3 GB one cost 22 s and 6 GB; now each is refused at once, naming the file."""
+    logs = str(tmp_path / "logs")
+    good, bad = _copy(trained_run, logs, "good"), _copy(trained_run, logs, "bad")
+    info = os.path.join(bad, "run_info.json")
+    fifo = str(tmp_path / "outside_fifo") if kind == "link_to_a_fifo" else info
+    if kind == "larger_than_the_cap":  # valid JSON, so only the cap refuses it
+        with open(info) as f:
+            content = json.load(f)
+        with open(info, "w") as f:
+            json.dump({**content, "padding": "x" * MAX_RUN_INFO_BYTES}, f)
+    else:
+        os.remove(info)
+        os.mkfifo(fifo)
+        if fifo != info:
+            os.symlink(fifo, info)
+    backend = _within_seconds(lambda: ViewerBackend([logs]), fifos=[fifo])
+    assert list(backend.discovery.runs) == [good]
+    assert [p for p in backend.discovery.problems if p.startswith(f"{info} cannot be read (run info file {info} ")]
+
+
+LINKED = {"debugger": os.path.join(EPOCH, "debugger"), "epoch": EPOCH, "datapoints": "datapoints",
+          "table": os.path.join(EPOCH, "epoch_table.parquet"), "scores": os.path.join(EPOCH, "validation_scores.json")}
+
+
+@pytest.mark.parametrize("linked", LINKED)
+def test_a_link_in_a_run_folder_is_refused_naming_it_never_followed(trained_run, tmp_path, linked):
+    """Each part of a run moved outside it and linked back: nothing is read through the link (the scores file's
+    link showed the outside file's scores as the epoch's), and the message names the link."""
+    run = _copy(trained_run, str(tmp_path / "logs"), "run")
+    if linked == "scores":  # the scores file is read where the epoch has no table
+        os.remove(os.path.join(run, EPOCH, "epoch_table.parquet"))
+    link = os.path.join(run, LINKED[linked])
+    shutil.move(link, tmp_path / "outside")
+    os.symlink(tmp_path / "outside", link)
+    backend = ViewerBackend([str(tmp_path / "logs")])
+    runner = backend.run(run)
+    refusal = f"{link} is a symbolic link (to {tmp_path / 'outside'}); Lantern never writes links in a run folder"
+    if linked == "epoch":
+        assert backend.epochs(runner) == [] and [p for p in backend.discovery.problems if refusal in p]
+        return
+    datapoint = load_datapoint(backend, runner, backend.epoch(runner, EPOCH), 3)
+    shown = {"debugger": "debug_error", "datapoints": "dataset_error"}.get(linked, "scores_error")
+    assert refusal in datapoint[shown] or (linked == "scores" and "is a symlink" in datapoint[shown])
+    if linked in ("table", "scores"):  # no score of the outside file is shown, the chart's included
+        assert not datapoint["scores"] and not _aggregated(backend, backend.epoch(runner, EPOCH))
+
+
+def _aggregated(backend, epoch):
+    """The epoch's point on the chart over epochs ({} where the chart shows none: ``callbacks/scores.py``)."""
+    try:
+        return backend.aggregated(epoch)
+    except TABLE_ERRORS:
+        return {}
+
+
+@pytest.mark.parametrize("marker", ["budget_beyond_a_float", "fifo"])
+def test_a_bad_removal_marker_changes_only_its_epoch_s_note(trained_run, tmp_path, marker):
+    run = _copy(trained_run, str(tmp_path / "logs"), "run")
+    shutil.rmtree(os.path.join(run, EPOCH, "debugger"))
+    path = os.path.join(run, EPOCH, REMOVED_MARKER)
+    if marker == "fifo":
+        os.mkfifo(path)
+    else:
+        with open(path, "w") as f:
+            json.dump({"budget_gb": 10**400}, f)  # 406 bytes
+    backend = ViewerBackend([str(tmp_path / "logs")])
+    epochs = _within_seconds(lambda: backend.epochs(backend.run(run)), fifos=[path])
+    assert [e.debug_removed for e in epochs] == ["removed to stay under the run's disk budget"]
+
+
+SCORES_DAMAGES = {"idx_a_string": ("datapoint_idx", "abc"), "score_a_string": ("accuracy", "x"),
+                  "idx_beyond_int64": ("datapoint_idx", 10**30), "score_a_list": ("accuracy", [1.0])}
+
+
+@pytest.mark.parametrize("damage", SCORES_DAMAGES)
+def test_a_malformed_scores_file_is_shown_in_place(trained_run, tmp_path, damage):
+    logs = str(tmp_path / "logs")
+    bad = _copy(trained_run, logs, "bad")
+    os.remove(os.path.join(bad, EPOCH, "epoch_table.parquet"))
+    path = os.path.join(bad, EPOCH, "validation_scores.json")
+    with open(path) as f:
+        scores = json.load(f)
+    key, value = SCORES_DAMAGES[damage]
+    (scores["datapoint_idx"] if key == "datapoint_idx" else scores["per_datapoint"][key])[0] = value
+    with open(path, "w") as f:
+        json.dump(scores, f)
+    with serve_viewer([logs]) as url:
+        status, body = _datapoint(url, bad)
+        assert status == 200, body
+        shown = str(json.loads(body))  # paths unescaped (Dash writes "/" as \u002f)
+        assert f"{path}: " in shown and "rerun the epoch" in shown and "layer3_energy" in shown
+        status, body = _table(url, bad)
+        assert status == 200, body
+        assert json.loads(body)["response"][ids.TABLE]["getRowsResponse"]["rowCount"] == 8  # the captured idx
+
+
+def _damage_debug_files(debugger_dir, damage):
+    locations, index_path = os.path.join(debugger_dir, "locations.bin"), os.path.join(debugger_dir, "index.json")
+    if damage == "locations_truncated":
+        os.truncate(locations, 100)
+    elif damage == "locations_a_fifo":
+        os.remove(locations)
+        os.mkfifo(locations)
+    else:
+        with open(index_path) as f:
+            index = json.load(f)
+        index.update({"datapoints": 10**30} if damage == "datapoints_beyond_int64" else
+                     {"world_size": 10**300, "rank": 10**299})
+        with open(index_path, "w") as f:
+            json.dump(index, f)
+
+
+@pytest.mark.parametrize("damage", ["locations_truncated", "locations_a_fifo", "datapoints_beyond_int64",
+                                    "world_size_beyond_any_name"])
+def test_bad_locations_or_index_numbers_are_shown_in_place(trained_run, tmp_path, damage):
+    """The datapoint list of the epoch is read for the table's debug column and to tell a missing datapoint:
+    what breaks it is the epoch's debug error, shown in place, never an HTTP 500 for the whole epoch."""
+    logs = str(tmp_path / "logs")
+    bad = _copy(trained_run, logs, "bad")
+    _damage_debug_files(os.path.join(bad, EPOCH, "debugger"), damage)
+    with serve_viewer([logs]) as url:
+        status, body = _datapoint(url, bad)
+        assert status == 200, body
+        assert "Debug Outputs" in body and ("rerun the epoch" in body or "cannot be read" in body)
+        status, body = _table(url, bad)
+        assert status == 200, body
+        assert json.loads(body)["response"][ids.TABLE]["getRowsResponse"]["rowCount"] == 8

@@ -86,3 +86,13 @@ def test_the_package_last_loaded_wins_when_two_projects_share_a_name(tmp_path):
     assert load_config(str(tmp_path / "a" / "sameproj" / "config.py"))["classes"] == 4
     assert load_config(str(tmp_path / "b" / "sameproj" / "config.py"))["classes"] == 5
     assert load_config(str(tmp_path / "a" / "sameproj" / "config.py"))["classes"] == 4
+
+
+def test_a_numpy_py_in_the_current_folder_is_not_imported(tmp_path):
+    """``python -m`` puts the current folder first on the import path: ``cd RUN && python -m runners.analyze
+    --run .`` imported a run folder's numpy.py. The folder now comes after the installed packages."""
+    (tmp_path / "numpy.py").write_text("raise SystemExit('the numpy.py of the current folder was imported')\n")
+    result = subprocess.run([sys.executable, "-m", "runners.analyze", "--run", "."], cwd=tmp_path,
+                            env=dict(os.environ, PYTHONPATH=REPO_ROOT), capture_output=True, text=True, timeout=120)
+    assert "current folder was imported" not in result.stderr
+    assert result.returncode == 2 and "holds no epoch table" in result.stderr

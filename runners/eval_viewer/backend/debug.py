@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import os
 import threading
+from collections.abc import Callable
 from functools import cached_property
 from typing import Any, Optional
 
@@ -36,22 +37,25 @@ class EpochDebug:
 
     @cached_property
     def indices(self) -> set[int]:
-        return set(self._outputs.locations)
+        """Every captured idx (reads the locations files); a file that cannot be read raises as ``get`` does."""
+        with self._lock:
+            return self._read("the debug index", lambda: set(self._outputs.locations))
 
     def get(self, idx: int) -> Optional[dict[str, Any]]:
         """The outputs of ``idx``, None if none were saved; page errors propagate with their message,
         and anything else a crafted index or page causes becomes a ``CorruptPageError`` naming it."""
         with self._lock:
-            if idx not in self._outputs:
-                return None
-            try:
-                return self._outputs[idx]
-            except (CorruptPageError, UnsafePageError, OSError):
-                raise
-            except Exception as exc:  # the folder is data from anyone: shown in place, never a server error
-                raise CorruptPageError(f"the debug outputs of datapoint {idx} in {self._outputs.debugger_dir} "
-                                       f"cannot be read ({type(exc).__name__}: {exc}); rerun this epoch to "
-                                       "rewrite its pages") from exc
+            return self._read(f"the debug outputs of datapoint {idx}",
+                              lambda: self._outputs[idx] if idx in self._outputs else None)
+
+    def _read(self, what: str, read: Callable[[], Any]) -> Any:
+        try:
+            return read()
+        except (CorruptPageError, UnsafePageError, OSError):
+            raise
+        except Exception as exc:  # the folder is data from anyone: shown in place, never a server error
+            raise CorruptPageError(f"{what} in {self._outputs.debugger_dir} cannot be read ({type(exc).__name__}: "
+                                   f"{exc}); rerun this epoch to rewrite its pages") from exc
 
 
 def open_epoch_debug(epoch_dir: str) -> Optional[EpochDebug]:

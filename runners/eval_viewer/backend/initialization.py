@@ -21,6 +21,7 @@ import numpy as np
 from debuggers.page_errors import CorruptPageError, DebugDataError, DebugOutputsNotFoundError
 from debuggers.page_format import INDEX_GLOB, open_regular, page_file_name, read_record
 from debuggers.page_index import RankIndex, read_index
+from runners.eval_viewer.backend.run_files import refuse_link
 
 DEBUGGER_DIR = "debugger"
 
@@ -35,7 +36,7 @@ class DebugOutputs(Mapping):
     """
 
     def __init__(self, debugger_dir: str) -> None:
-        self.debugger_dir = debugger_dir
+        self.debugger_dir = refuse_link(debugger_dir, "debug page folder")  # its pages are refused one by one
         self._ranks = [RankIndex(debugger_dir, read_index(path))
                        for path in sorted(glob.glob(os.path.join(debugger_dir, INDEX_GLOB)))]
         world_sizes = {rank.world_size for rank in self._ranks}

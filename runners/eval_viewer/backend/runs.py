@@ -9,6 +9,7 @@ small JSON files, so it costs the same whatever the size of the debug pages.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -16,15 +17,17 @@ from typing import Any, Optional
 
 from debuggers.model_report import MODEL_REPORT_FILE
 from runners.eval_viewer.backend.initialization import DEBUGGER_DIR
+from runners.eval_viewer.backend.run_files import KIB, MIB, RunFileError, link_problem, read_run_json
 from runners.trainers.debug_budget import REMOVED_MARKER
-from utils.atomic_files import read_json
 
 RUN_INFO_FILE = "run_info.json"
 TRAINER_SCORES = "validation_scores.json"
 EVALUATOR_SCORES = "evaluation_scores.json"
 EVALUATION_KEY = "evaluation"
 MAX_SEARCH_DEPTH = 6  # a log folder deeper than this is almost certainly not a folder of runs
-MAX_MARKER_BYTES = 4096  # a removal marker is a few numbers; a larger one is not read
+MAX_MARKER_BYTES = 4 * KIB  # a removal marker is a few numbers; a larger one is not read
+MAX_RUN_INFO_BYTES = MIB  # run_info.json holds the config as written: a few KiB, a long class list included
+MAX_MODEL_REPORT_BYTES = 16 * MIB  # ~150 bytes per layer: 100,000 layers
 _EPOCH_DIR = re.compile(r"epoch_(\d+)")
 
 EXPECTED_LAYOUT = (
@@ -103,13 +106,15 @@ def read_run(path: str, root: str, problems: list[str]) -> Optional[Run]:
     """The run in ``path`` (named relative to ``root``), or None with the reason added to ``problems``."""
     info_path = os.path.join(path, RUN_INFO_FILE)
     try:
-        info = read_json(info_path)
+        info = read_run_json(info_path, "run info file", MAX_RUN_INFO_BYTES)
     except (OSError, ValueError) as exc:
         problems.append(f"{info_path} cannot be read ({exc}); the run is skipped. Rerun it or delete the folder")
         return None
     if not isinstance(info, dict):
         problems.append(f"{info_path} is not a JSON object; the run is skipped. Rerun it or delete the folder")
         return None
+    problems.extend(problem for entry in sorted(_listdir(path)) if _EPOCH_DIR.fullmatch(entry)
+                    and (problem := link_problem(os.path.join(path, entry), "epoch folder")))
     name = os.path.relpath(path, os.path.dirname(root))
     config = info.get("config_filepath")
     return Run(path, name, str(info.get("runner", "")), config if isinstance(config, str) else None)
@@ -133,7 +138,7 @@ def list_epochs(run: Run) -> list[Epoch]:
     epochs = []
     for name in _listdir(run.path):
         match = _EPOCH_DIR.fullmatch(name)
-        if match:
+        if match and not os.path.islink(os.path.join(run.path, name)):  # never followed (discovery says why)
             number = int(match.group(1))
             epoch = _epoch(name, f"epoch {number}", number, os.path.join(run.path, name), TRAINER_SCORES)
             if epoch.scores_path or epoch.has_debug:
@@ -143,8 +148,8 @@ def list_epochs(run: Run) -> list[Epoch]:
 
 def _epoch(key: str, label: str, number: Optional[int], folder: str, scores_name: str) -> Epoch:
     scores = os.path.join(folder, scores_name)
-    has_debug = os.path.isdir(os.path.join(folder, DEBUGGER_DIR))
-    return Epoch(key, label, number, folder, scores if os.path.isfile(scores) else None, has_debug,
+    has_debug = os.path.isdir(os.path.join(folder, DEBUGGER_DIR))  # a link is refused when opened, saying why
+    return Epoch(key, label, number, folder, scores if os.path.lexists(scores) else None, has_debug,
                  None if has_debug else removal_reason(folder))
 
 
@@ -153,16 +158,28 @@ def removal_reason(epoch_dir: str) -> Optional[str]:
     (``runners/trainers/debug_budget.py`` leaves a marker), else None. Only the budget's number is taken
     from the marker; a malformed one still says that the outputs were removed."""
     path = os.path.join(epoch_dir, REMOVED_MARKER)
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         return None
     try:
-        marker = read_json(path) if os.path.getsize(path) <= MAX_MARKER_BYTES else None
+        marker = read_run_json(path, "debug removal marker", MAX_MARKER_BYTES)
     except (OSError, ValueError):
         marker = None
-    budget = marker.get("budget_gb") if isinstance(marker, dict) else None
-    if isinstance(budget, (int, float)) and not isinstance(budget, bool):
+    budget = _budget_gb(marker)
+    if budget is not None:
         return f"removed to stay under {budget:g} GB"
     return "removed to stay under the run's disk budget"
+
+
+def _budget_gb(marker: Any) -> Optional[float]:
+    """The marker's budget when it is a finite number of GB (``10**400`` is not one), else None."""
+    budget = marker.get("budget_gb") if isinstance(marker, dict) else None
+    if type(budget) not in (int, float):
+        return None
+    try:
+        value = float(budget)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
 
 
 def _listdir(path: str) -> list[str]:
@@ -172,12 +189,17 @@ def _listdir(path: str) -> list[str]:
         return []
 
 
-def read_model_report(run: Run) -> Optional[dict[str, Any]]:
-    """``model_report.json`` of the run, None when the run has none; ValueError when it is not a JSON object."""
-    path = os.path.join(run.path, MODEL_REPORT_FILE)
-    if not os.path.isfile(path):
+def read_model_report(run_dir: str) -> Optional[dict[str, Any]]:
+    """``model_report.json`` of the run in ``run_dir``, None when it has none; ``RunFileError`` (a ValueError)
+    when it is not a model report: not a regular file, not JSON, or not shaped as ``debuggers.model_report``
+    writes it (a drawing of it would fail on the first odd field)."""
+    path = os.path.join(run_dir, MODEL_REPORT_FILE)
+    if not os.path.lexists(path):
         return None
-    report = read_json(path)
-    if not isinstance(report, dict):
-        raise ValueError(f"{path} holds a {type(report).__name__}, not a JSON object")
+    report = read_run_json(path, "model report", MAX_MODEL_REPORT_BYTES)
+    layers = report.get("layers", []) if isinstance(report, dict) else None
+    if not isinstance(report, dict) or not isinstance(report.get("parameters", {}), dict) \
+            or not isinstance(layers, list) or not all(isinstance(layer, dict) for layer in layers):
+        raise RunFileError(f"{path} is not a Lantern model report (expected a JSON object with a 'parameters' "
+                           "object and a 'layers' list of objects); remove it or rerun to rewrite it")
     return report

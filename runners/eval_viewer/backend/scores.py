@@ -13,9 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Optional
+from typing import Any, Optional
 
-from utils.atomic_files import read_json
+import numpy as np
+
+from runners.eval_viewer.backend.run_files import MIB, read_run_json
+
+MAX_SCORES_BYTES = 512 * MIB  # ~90 bytes per datapoint and score as Lantern writes it: millions of datapoints
+_INT64 = (-(2**63), 2**63 - 1)
 
 
 class ScoresError(ValueError):
@@ -25,7 +30,7 @@ class ScoresError(ValueError):
 @dataclass(frozen=True)
 class Scores:
     aggregated: dict[str, Optional[float]]
-    per_datapoint: dict[str, list]
+    per_datapoint: dict[str, np.ndarray]  # float64, NaN where the file has null
     datapoint_idx: list[int]
     higher_is_better: dict[str, bool]
 
@@ -48,8 +53,20 @@ class Scores:
 
 def read_scores(path: str) -> Scores:
     """Parse and check a scores file; ``ScoresError`` says what is wrong with it."""
+    data = _read_layout(path)
+    aggregated, higher_is_better = data.get("aggregated") or {}, data.get("higher_is_better") or {}
+    if not _all_of(aggregated, (int, float, type(None))) or not _all_of(higher_is_better, (bool,)):
+        raise ScoresError(f"{path}: 'aggregated' must map names to numbers and 'higher_is_better' names to "
+                          "true/false; the file was not written by Lantern or was damaged: rerun the epoch")
+    per_datapoint = {name: _numbers(values, name, path) for name, values in data["per_datapoint"].items()}
+    return Scores({name: _finite_or_none(value) for name, value in aggregated.items()}, per_datapoint,
+                  _indices(data["datapoint_idx"], path), dict(higher_is_better))
+
+
+def _read_layout(path: str) -> dict[str, Any]:
+    """The file's JSON when it has the scores layout: one list entry per datapoint_idx for every score."""
     try:
-        data = read_json(path)
+        data = read_run_json(path, "scores file", MAX_SCORES_BYTES)
     except (OSError, ValueError) as exc:
         raise ScoresError(f"{path} cannot be read as JSON ({exc}); rerun the epoch to rewrite it") from exc
     if not isinstance(data, dict) or not isinstance(data.get("per_datapoint"), dict) \
@@ -62,8 +79,41 @@ def read_scores(path: str) -> Scores:
     if bad:
         raise ScoresError(f"{path}: per-datapoint scores {bad} do not have one value per datapoint_idx "
                           f"({count}); rerun the epoch to rewrite it")
-    return Scores(dict(data.get("aggregated") or {}), data["per_datapoint"],
-                  [int(i) for i in data["datapoint_idx"]], dict(data.get("higher_is_better") or {}))
+    return data
+
+
+def _indices(idx: list, path: str) -> list[int]:
+    """``datapoint_idx`` when every entry is a dataset index (an integer a table column can hold)."""
+    if not all(type(i) is int and _INT64[0] <= i <= _INT64[1] for i in idx):
+        raise ScoresError(f"{path}: datapoint_idx holds a value that is not a dataset index (an integer); the "
+                          "file was not written by Lantern or was damaged: rerun the epoch to rewrite it")
+    return idx
+
+
+def _all_of(mapping: Any, kinds: tuple[type, ...]) -> bool:
+    return isinstance(mapping, dict) and all(type(value) in kinds for value in mapping.values())
+
+
+def _finite_or_none(value: Optional[float]) -> Optional[float]:
+    """A float, or None for null, NaN, infinities and integers beyond a float (``10**400``)."""
+    try:
+        value = None if value is None else float(value)
+    except OverflowError:
+        return None
+    return value if value is not None and np.isfinite(value) else None
+
+
+def _numbers(values: list, name: str, path: str) -> np.ndarray:
+    """One score per datapoint as float64 (null is NaN); ``ScoresError`` naming the score when one is not a
+    number (a string, a list, an integer beyond a float)."""
+    try:
+        column = np.array(values, dtype=np.float64)
+        if column.ndim != 1:
+            raise ValueError("a list where a number belongs")
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ScoresError(f"{path}: per-datapoint score '{name}' holds a value that is not a number ({exc}); the "
+                          "file was not written by Lantern or was damaged: rerun the epoch to rewrite it") from None
+    return column
 
 
 def default_metric(metrics: list[str], higher_is_better: dict[str, bool]) -> Optional[str]:

@@ -22,18 +22,19 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable, EpochTableError
+from runners.eval_viewer.backend.run_files import RunFileError, refuse_link
 from runners.eval_viewer.backend.scores import Scores, ScoresError
 
 Where = Sequence[tuple[str, str, Any]]
 Table = Union[EpochTable, "ScoresTable"]
-TABLE_ERRORS = (ScoresError, EpochTableError)  # what reading an epoch's table can raise, each with its message
+TABLE_ERRORS = (ScoresError, EpochTableError, RunFileError)  # what reading an epoch's table can raise, with a message
 OPS = ("=", "!=", "<", "<=", ">", ">=", "in")
 
 
 def open_table(epoch_dir: str, scores: Callable[[], Scores]) -> Table:
     """The epoch table in ``epoch_dir`` when the run wrote one, else a table of ``scores()``."""
     path = os.path.join(epoch_dir, EPOCH_TABLE_FILE)
-    return EpochTable(path) if os.path.isfile(path) else ScoresTable(scores())
+    return EpochTable(refuse_link(path, "epoch table")) if os.path.isfile(path) else ScoresTable(scores())
 
 
 def class_names(table: Table) -> dict[int, str]:
@@ -56,8 +57,8 @@ class ScoresTable:
 
     def __init__(self, scores: Scores) -> None:
         self._columns: dict[str, np.ndarray] = {"idx": np.asarray(scores.datapoint_idx, dtype=np.int64)}
-        for name, values in scores.per_datapoint.items():
-            self._columns[name] = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+        for name, values in scores.per_datapoint.items():  # checked numbers (``read_scores``), NaN for null
+            self._columns[name] = np.asarray(values, dtype=np.float64)
         self.roles = {"scores": list(scores.per_datapoint), "higher_is_better": dict(scores.higher_is_better)}
 
     def columns(self) -> list[tuple[str, str]]:

@@ -13,7 +13,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from analysis.epoch_table import EPOCH_TABLE_FILE
-from debuggers.page_format import CorruptPageError
+from debuggers.page_errors import DebugDataError
 from runners.eval_viewer.backend.cache import BoundedCache
 from runners.eval_viewer.backend.datasets import (
     DatasetUnavailable,
@@ -114,9 +114,9 @@ class ViewerBackend:
         """Datapoints with debug outputs at ``epoch`` (empty when it has none or its index cannot be read)."""
         try:
             debug = self.debug(epoch)
-        except (CorruptPageError, OSError):
+            return debug.indices if debug else set()
+        except (DebugDataError, OSError):  # the datapoint view shows why (``datapoint._debug``)
             return set()
-        return debug.indices if debug else set()
 
     def aggregated(self, epoch: Epoch) -> dict[str, Optional[float]]:
         """Aggregated scores only (kept for many epochs: the chart over epochs needs all of them). With an

@@ -20,7 +20,7 @@ def render_model_report(backend: ViewerBackend, run_path: Optional[str]) -> html
     if run is None:
         return html.Div(message("Pick a run."))
     try:
-        report = read_model_report(run)
+        report = read_model_report(run.path)
     except (OSError, ValueError) as exc:
         return html.Div(message(f"{MODEL_REPORT_FILE} of {run.name} cannot be read ({exc}); rerun to rewrite it",
                                 "danger"))

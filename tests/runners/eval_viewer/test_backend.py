@@ -356,7 +356,7 @@ def test_the_same_datapoint_in_two_runs_side_by_side(runs):
 
 def test_model_report_tab(runs, trainer_copy):
     backend = ViewerBackend([runs["logs"], trainer_copy])
-    assert "layers" in read_model_report(backend.run(runs["trainer"]))
+    assert "layers" in read_model_report(runs["trainer"])
     assert "report-figure" in _text(render_model_report(backend, runs["trainer"]))
     os.remove(os.path.join(trainer_copy, "model_report.json"))
     assert "has no model_report.json" in _text(render_model_report(backend, trainer_copy))

@@ -1,0 +1,59 @@
+"""A run folder's own files, read as data: regular files and folders inside it, never links, with a size cap.
+
+A run folder may come from anyone. Lantern writes no symbolic link and no FIFO or device into one, so a
+link is refused rather than followed (it can lead anywhere outside the run, and ``O_NOFOLLOW`` only
+guards a path's last part), and a special file is refused rather than opened (a FIFO blocks its reader
+forever). A JSON file is read up to a cap far above what Lantern writes there, so a crafted (sparse) file
+costs neither minutes nor gigabytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Optional
+
+from debuggers.page_errors import CorruptPageError
+from debuggers.page_format import open_regular
+
+KIB, MIB = 1024, 1024 * 1024
+
+
+class RunFileError(CorruptPageError):
+    """A file or folder of a run folder is a link, a special file, too large or not JSON: not one Lantern wrote."""
+
+
+def link_problem(path: str, what: str) -> Optional[str]:
+    """Why ``path`` is not read when it is a symbolic link, else None."""
+    if not os.path.islink(path):
+        return None
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    return (f"{what} {path} is a symbolic link (to {target}); Lantern never writes links in a run folder, so it "
+            "is not followed: put the real file or folder in its place, or remove the link")
+
+
+def refuse_link(path: str, what: str) -> str:
+    """``path`` itself, unless it is a symbolic link: then ``RunFileError`` naming the link."""
+    problem = link_problem(path, what)
+    if problem:
+        raise RunFileError(problem)
+    return path
+
+
+def read_run_json(path: str, what: str, max_bytes: int) -> Any:
+    """The JSON of ``path``, a regular file of at most ``max_bytes``; ``RunFileError`` for anything else
+    (a link, a FIFO, a device, a larger file, text that is not JSON). ``FileNotFoundError`` when absent."""
+    fd = open_regular(path, what)
+    with open(fd, "rb") as f:
+        text = f.read(max_bytes + 1) if os.fstat(fd).st_size <= max_bytes else None  # a larger one is not read
+    if text is None or len(text) > max_bytes:
+        raise RunFileError(f"{what} {path} is larger than {max_bytes:,} bytes, far more than Lantern writes there: "
+                           "it is not one Lantern wrote; remove it (or rerun to rewrite it)")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise RunFileError(f"{what} {path} is not valid JSON ({type(exc).__name__}: {str(exc)[:200]}); "
+                           "remove it or rerun to rewrite it") from None
