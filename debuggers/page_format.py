@@ -43,7 +43,11 @@ a location table (``LOCATION`` rows: idx, start, header offset and length, page)
 parses the small JSON header and reads each array's bytes at its offset with
 ``os.preadv``, nothing else. ``start`` is where the bytes the record may refer to
 begin: the record's own start, or its batch's. A crafted page can therefore run no
-code, and the work of a read is bounded by the bytes it reads.
+code, and the work of a read is bounded by the bytes the file really holds: a record's
+arrays must lie between its ``start`` and its header without overlapping (a batch's
+records each read their own rows of its stretches), so one datapoint costs its own bytes
+at most, and the reads of a whole page are counted against its size (``ReadBudget``), so
+location rows or headers pointing at the same bytes again and again are refused.
 
 A stretch of 2 MiB or more that starts a 4 KiB block in memory and in the file (the
 copies of ``AttentionDebugger``, made in ``BufferPool`` buffers) is written with
@@ -93,7 +97,8 @@ from utils.atomic_files import TEMP_MARKER, temporary_path
 # The errors are re-exported: a reader of pages needs only this module.
 __all__ = ["PAGE_GLOB", "INDEX_GLOB", "LOCATIONS_GLOB", "LOCATION", "CorruptPageError", "DebugDataError",
            "PageWriteError", "UnsafePageError", "PageFile", "write_page", "load_page", "read_record", "read_footer",
-           "open_regular", "page_file_name", "index_file_name", "locations_file_name", "is_own_file"]
+           "open_regular", "ReadBudget", "read_cost", "page_file_name", "index_file_name", "locations_file_name",
+           "is_own_file"]
 
 PAGE_GLOB = "page_*.pkl"
 INDEX_GLOB = "index*.json"
@@ -463,11 +468,37 @@ class _Malformed(Exception):
     """A header that does not describe a well-formed record."""
 
 
-class _RecordReader:
-    """Rebuilds one record's outputs from its JSON header, reading each array's bytes within the record."""
+class ReadBudget:
+    """The bytes a reader may still take from a page file: no more than the file holds. Location rows or
+    headers that point at the same bytes again and again could otherwise make reading a page (or an epoch)
+    cost its size many times over; a Lantern page's records never share a byte."""
 
-    def __init__(self, fd: int, path: str, start: int, data_end: int) -> None:
-        self.fd, self.path, self.start, self.data_end = fd, path, start, data_end
+    def __init__(self, path: str, nbytes: int) -> None:
+        self.path, self.size, self.left = path, nbytes, nbytes
+
+    @classmethod
+    def of_file(cls, path: str) -> ReadBudget:
+        return cls(path, os.lstat(path).st_size)
+
+    def spend(self, nbytes: int) -> None:
+        if nbytes > self.left:
+            raise CorruptPageError(f"debug page {self.path}: its records add up to more than the file's {self.size} "
+                                   "bytes, so they share bytes, which Lantern never writes: this is not a page "
+                                   "Lantern wrote; delete it and rerun the epoch")
+        self.left -= nbytes
+
+
+class _RecordReader:
+    """Rebuilds one record's outputs from its JSON header, reading each array's bytes within the record.
+
+    The arrays of one record must not overlap, so a record's reads add up to its own bytes at most: the running
+    total is checked before each read, the overlap once at the end (``check_disjoint``). Records of one batch
+    share its stretches, each reading its own rows: the check is per record, not per stretch."""
+
+    def __init__(self, fd: int, path: str, start: int, data_end: int, budget: ReadBudget | None = None) -> None:
+        self.fd, self.path, self.start, self.data_end, self.budget = fd, path, start, data_end, budget
+        self.extents: list[tuple[int, int]] = []
+        self.spent = 0
 
     def value(self, node: Any, depth: int = 0) -> Any:
         if depth > MAX_DEPTH:
@@ -520,7 +551,23 @@ class _RecordReader:
         if not (self.start <= offset and offset + nbytes <= self.data_end):
             raise _Malformed(f"data at bytes {offset}..{offset + nbytes}, outside its record "
                              f"({self.start}..{self.data_end})")
+        self.spent += nbytes
+        if self.spent > self.data_end - self.start:
+            raise _Malformed(f"arrays of more bytes in all than its record holds ({self.data_end - self.start}): "
+                             "they overlap")
+        if self.budget is not None:
+            self.budget.spend(nbytes)
+        if nbytes:
+            self.extents.append((offset, nbytes))
         return pread_exact(self.fd, nbytes, offset, self.path)
+
+    def check_disjoint(self) -> None:
+        """Each byte of the record belongs to one array at most, as Lantern writes them."""
+        end = 0
+        for offset, nbytes in sorted(self.extents):
+            if offset < end:
+                raise _Malformed(f"arrays that overlap at byte {offset}")
+            end = offset + nbytes
 
 
 def _dtype_and_shape(text: Any, shape: Any) -> tuple[np.dtype, list[int]]:
@@ -541,22 +588,44 @@ def _ints(values: Any, count: int) -> bool:
     return type(values) is list and len(values) == count and all(type(v) is int and v >= 0 for v in values)
 
 
-def read_record(fd: int, file_size: int, location: np.void, path: str) -> Any:
-    """The outputs of the datapoint at ``location`` (a ``LOCATION`` row) in the open page ``fd``."""
+def read_record(fd: int, file_size: int, location: np.void, path: str, budget: ReadBudget | None = None) -> Any:
+    """The outputs of the datapoint at ``location`` (a ``LOCATION`` row) in the open page ``fd``; its header's and
+    arrays' bytes are spent from ``budget`` when given (a whole page read: ``load_page``)."""
     start, header, length = int(location["start"]), int(location["header"]), int(location["header_length"])
     if not (len(_PROLOGUE) <= start and start + HEADER_OPCODE_BYTES <= header
             and header + length + 2 + _TRAILER.size <= file_size):
         raise CorruptPageError(f"debug page {path} is truncated or not a Lantern page: it has no record at bytes "
                                f"{start}..{header + length} for datapoint {int(location['idx'])}; rerun the epoch")
+    if budget is not None:
+        budget.spend(length)
     try:
         tree = json.loads(pread_exact(fd, length, header, path).tobytes())
-        return _RecordReader(fd, path, start, header - HEADER_OPCODE_BYTES).value(tree)
-    except (_Malformed, ValueError, RecursionError) as exc:
+        reader = _RecordReader(fd, path, start, header - HEADER_OPCODE_BYTES, budget)
+        value = reader.value(tree)
+        reader.check_disjoint()
+        return value
+    except (_Malformed, ValueError, RecursionError, OverflowError) as exc:
         if isinstance(exc, CorruptPageError):
             raise
         raise CorruptPageError(f"debug page {path} is damaged or not a Lantern page: the record of datapoint "
                                f"{int(location['idx'])} is malformed ({type(exc).__name__}: {exc}); rerun the epoch "
                                "to regenerate it") from None
+
+
+def read_cost(value: Any) -> int:
+    """The fewest bytes of its page the reader took to rebuild ``value`` (``read_record``): its arrays' and
+    bytes' own, and a byte of header per other item and per character of a string. Over a page's records it
+    never exceeds the page's size, so a reader of many datapoints can check what it read against ``ReadBudget``
+    without seeing the location rows."""
+    if isinstance(value, np.ndarray):
+        return 1 + value.nbytes
+    if isinstance(value, (str, bytes)):
+        return 1 + len(value)
+    if isinstance(value, dict):
+        return 1 + sum(read_cost(key) + read_cost(item) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return 1 + sum(map(read_cost, value))
+    return 1
 
 
 def is_page_format_2(fd: int) -> bool:
@@ -587,6 +656,7 @@ def load_page(path: str) -> dict[int, Any]:
         if os.pread(fd, 1, 0) == b"\x80" and not is_page_format_2(fd):
             with open(fd, "rb", closefd=False) as file:
                 return load_legacy_page(file, path)
-        return {int(row["idx"]): read_record(fd, size, row, path) for row in read_footer(fd, size, path)}
+        budget = ReadBudget(path, size)  # the footer's rows may point at the same bytes: read them once at most
+        return {int(row["idx"]): read_record(fd, size, row, path, budget) for row in read_footer(fd, size, path)}
     finally:
         os.close(fd)

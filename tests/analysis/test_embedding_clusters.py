@@ -6,12 +6,17 @@ each datapoint's page entry is a pooled feature vector, as a debugger returning 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
 from analysis.epoch_table import write_epoch_table
 from analysis.failures import analyze
+from analysis.internals import read_internals
+from debuggers.page_format import LOCATION
+from debuggers.page_index import read_index, write_index
 from debuggers.page_store import PageWriter
 
 ROWS = 600
@@ -67,3 +72,22 @@ def test_failures_clustered_in_a_captured_space_are_found_and_described(clustere
     # described first by the column that characterises it: its failures' mean blur against the passes'
     first = top.description.split("; ")[0]
     assert first == f"blur high ({blur[members & failed].mean():.3g} vs {blur[~failed].mean():.3g})"
+
+
+def test_location_rows_pointing_at_one_record_again_and_again_are_refused(tmp_path):
+    """The review's probe (2000 rows at one vector made analysis allocate 26 GB), at 200 rows: what the epoch's
+    datapoints hold is counted against the size of their page."""
+    folder = tmp_path / "debugger"
+    with PageWriter(1 << 20) as writer:
+        writer.start_epoch(str(folder))
+        for i in range(4):
+            writer.add(i, {"pooled": np.full(10_000, i, np.float32)})
+        writer.flush()
+    assert read_internals(str(tmp_path)).vectors["pooled"][1].shape == (4, 10_000)
+    rows = np.repeat(np.fromfile(folder / "locations.bin", LOCATION)[:1], 200)
+    rows["idx"] = np.arange(200)  # 200 datapoints, all datapoint 0's record
+    rows.tofile(folder / "locations.bin")
+    write_index(str(folder / "index.json"), {**read_index(str(folder / "index.json")), "datapoints": 200})
+    internals = read_internals(str(tmp_path))  # the epoch's outputs skipped, saying why
+    assert not internals.vectors and re.search("page_0.pkl: its records add up to more than the file's.*rerun",
+                                               str(internals.problem))

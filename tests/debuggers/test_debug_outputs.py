@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import struct
 import threading
 import tracemalloc
 
@@ -15,7 +16,7 @@ import torch
 from debuggers.batch_split import split_batch_value
 from debuggers.convert_pages import main as convert_main
 from debuggers.page_errors import CorruptPageError, DebugOutputsNotFoundError, LegacyPagesError
-from debuggers.page_format import load_page
+from debuggers.page_format import LOCATION, load_page
 from debuggers.page_index import RankIndex, read_index
 from debuggers.page_store import PageWriter
 from runners.eval_viewer.backend.initialization import load_debug_outputs
@@ -184,6 +185,87 @@ def test_array_reaching_outside_its_record_is_refused(tmp_path):
     page.write_bytes(data[:start] + forged + data[end:])
     with pytest.raises(CorruptPageError, match="outside its record"):
         load_debug_outputs(str(tmp_path))[1]
+
+
+def point_at_new_header(epoch_dir, idx: int, header: str, start: int) -> int:
+    """Append ``header`` to page 0 as a record's header and point ``idx``'s location row at it, its arrays allowed
+    anywhere from ``start``; returns the page's size before."""
+    folder = epoch_dir / "debugger"
+    page = folder / "page_0.pkl"
+    size = page.stat().st_size
+    with open(page, "ab") as f:
+        f.write(header.encode() + b"0s" + b"\0" * 24)  # POP, SETITEM, then a trailer's room
+    rows = np.fromfile(folder / "locations.bin", LOCATION)
+    at = rows["idx"] == idx
+    rows["start"][at], rows["header"][at], rows["header_length"][at] = start, size, len(header.encode())
+    rows.tofile(folder / "locations.bin")
+    return size
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs Linux's per-process I/O counters")
+@pytest.mark.parametrize("copies", [2, 50])
+def test_arrays_of_one_record_that_overlap_are_refused_having_read_its_bytes_at_most(tmp_path, copies):
+    """The review's probe: many entries of one header naming one array of nearly the whole page."""
+    write_epoch(tmp_path, {0: 10, 1: 50_000}, 1024 * KB)  # one page of ~200 KB
+    size = (tmp_path / "debugger" / "page_0.pkl").stat().st_size
+    point_at_new_header(tmp_path, 0, json.dumps({"t": [{"a": [20, "|u1", [size - 200]]}] * copies}), 20)
+    outputs = load_debug_outputs(str(tmp_path))
+    before = bytes_read()
+    with pytest.raises(CorruptPageError, match="datapoint 0 is malformed.*overlap.*rerun the epoch"):
+        outputs[0]
+    assert bytes_read() - before <= size + 2 * KB
+
+
+def test_arrays_of_one_record_may_touch_but_not_overlap(tmp_path):
+    write_epoch(tmp_path, {0: 10, 1: 1000}, 1024 * KB)
+    empty, first, second = ({"a": [offset, "|u1", [length]]} for offset, length in ((20, 0), (20, 100), (120, 100)))
+    point_at_new_header(tmp_path, 0, json.dumps({"t": [empty, first, empty, second]}), 20)
+    assert [part.nbytes for part in load_debug_outputs(str(tmp_path))[0]] == [0, 100, 0, 100]
+    point_at_new_header(tmp_path, 0, json.dumps({"t": [first, {"a": [119, "|u1", [100]]}]}), 20)
+    with pytest.raises(CorruptPageError, match="datapoint 0 is malformed.*arrays that overlap at byte 119"):
+        load_debug_outputs(str(tmp_path))[0]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs Linux's per-process I/O counters")
+def test_a_page_whose_footer_lists_one_record_many_times_is_refused_having_read_the_page_at_most(tmp_path):
+    write_epoch(tmp_path, {0: 20_000}, 1024 * KB)
+    path = tmp_path / "debugger" / "page_0.pkl"
+    data = path.read_bytes()
+    trailer = struct.Struct("<QQ8s")
+    footer, count, magic = trailer.unpack(data[-trailer.size:])
+    rows = np.repeat(np.frombuffer(data, LOCATION, count, footer), 100)
+    rows["idx"] = np.arange(100)  # 100 datapoints, one record
+    path.write_bytes(data[:footer - 8] + struct.pack("<Q", rows.nbytes) + rows.tobytes() + b"0."
+                     + trailer.pack(footer, len(rows), magic))
+    before = bytes_read()
+    with pytest.raises(CorruptPageError, match="page_0.pkl: its records add up to more than the file's"):
+        load_page(str(path))
+    assert bytes_read() - before <= path.stat().st_size + 2 * KB
+
+
+@pytest.mark.parametrize("header", [
+    '{"c":[' + "9" * 400 + ",0]}",  # a complex number beyond a float's range: OverflowError before
+    '{"c":[0,-' + "9" * 400 + "]}",
+    '{"d":[["x",' + "9" * 5000 + "]]}",  # beyond Python's int string limit
+    '{"a":[20,"|u1",[0,' + "9" * 30 + "]]}",  # an empty array of a shape beyond NumPy's
+    '{"r":[20,' + "9" * 400 + ',"<f8",[' + ",".join(["9" * 400] * 60) + "]]}",
+    '{"b":[20,' + "9" * 400 + "]}",
+    "[" * 100_000 + "]" * 100_000,
+    '{"t":' * 70 + "1" + "}" * 70,  # deeper than MAX_DEPTH
+], ids=["complex_real", "complex_imag", "int_5000_digits", "empty_huge_shape", "row_huge", "bytes_huge",
+        "json_nesting", "deeper_than_max_depth"])
+def test_header_values_out_of_any_range_are_a_corrupt_record(tmp_path, header):
+    write_epoch(tmp_path, {0: 10}, KB)
+    point_at_new_header(tmp_path, 0, header, 20)
+    with pytest.raises(CorruptPageError, match="datapoint 0 is malformed.*rerun the epoch"):
+        load_debug_outputs(str(tmp_path))[0]
+
+
+def test_header_floats_beyond_range_read_as_infinity_and_long_strings_whole(tmp_path):
+    write_epoch(tmp_path, {0: 10}, KB)
+    point_at_new_header(tmp_path, 0, '{"d":[["big",1e400],["small",-1e400],["text","' + "x" * 100_000 + '"]]}', 20)
+    value = load_debug_outputs(str(tmp_path))[0]
+    assert value["big"] == float("inf") and value["small"] == -float("inf") and len(value["text"]) == 100_000
 
 
 def test_wrong_paths_say_what_was_expected(tmp_path):
