@@ -11,7 +11,6 @@ you delete it. Only the pages the old index names are read, by plain names insid
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import re
@@ -23,6 +22,7 @@ from debuggers.page_errors import CorruptPageError, DebugDataError
 from debuggers.page_format import INDEX_GLOB, load_page, open_regular
 from debuggers.page_index import write_index
 from debuggers.page_store import PageWriter
+from utils.folder_glob import glob_in
 
 _PAGE_NAME = re.compile(r"page_(?:rank\d+_)?\d+\.pkl")
 
@@ -51,7 +51,7 @@ def convert(debugger_dir: str, page_size_mb: float = 100) -> str:
     if os.path.exists(backup):
         raise FileExistsError(f"{backup} already exists: a conversion ran before; delete it to convert again")
     shutil.rmtree(target, ignore_errors=True)
-    for index_path in sorted(glob.glob(os.path.join(debugger_dir, INDEX_GLOB))):
+    for index_path in glob_in(debugger_dir, INDEX_GLOB):
         index = read_legacy_index(index_path)
         with PageWriter(max(1, int(page_size_mb * 2**20)), rank=index["rank"],
                         world_size=index["world_size"]) as writer:

@@ -27,7 +27,6 @@ as it comes, so a crafted count over a sparse file costs one chunk, not the coun
 from __future__ import annotations
 
 import contextlib
-import glob
 import json
 import os
 import struct
@@ -46,6 +45,7 @@ from debuggers.page_format import (
     read_footer,
 )
 from utils.atomic_files import atomic_write, write_all, write_new_file
+from utils.folder_glob import glob_in
 
 INDEX_VERSION = 2
 _MAX_INDEX_BYTES = 64 * 1024  # an index is ~150 bytes; anything much larger is not one
@@ -245,7 +245,7 @@ class RankIndex:
         """Rows of pages sealed after the index was written (the run was still writing, or was killed)."""
         found = []
         pattern = page_file_name(self.rank, self.world_size, 0).replace("_0.pkl", "_*.pkl")
-        for path in sorted(glob.glob(os.path.join(glob.escape(self.folder), pattern))):
+        for path in glob_in(self.folder, pattern):
             number = page_number(os.path.basename(path), self.rank, self.world_size)
             if number is None or number < self.index["pages"]:
                 continue

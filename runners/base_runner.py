@@ -8,7 +8,6 @@ in the design doc) and ``run``.
 from __future__ import annotations
 
 import contextlib
-import glob
 import math
 import os
 import random
@@ -36,6 +35,7 @@ from utils.atomic_files import TEMP_MARKER, atomic_write_json, read_json
 from utils.builders import build_from_config
 from utils.config_file import describe_config
 from utils.errors import ConfigError, ModelContractError, WorkDirError
+from utils.folder_glob import glob_in
 from utils.ops import apply_tensor_op, idx_list
 from utils.run_logging import get_run_logger
 
@@ -358,7 +358,7 @@ def remove_run_files(work_dir: str) -> None:
 
 def remove_stale_temporaries(work_dir: str) -> None:
     """Delete the hidden temporaries of atomic writes that a killed process left in the run's folders."""
-    folders = [work_dir] + sorted(glob.glob(os.path.join(work_dir, "epoch_*")))
+    folders = [work_dir] + glob_in(work_dir, "epoch_*")
     for folder in folders:
         for name in os.listdir(folder) if os.path.isdir(folder) else []:
             if _STALE_TEMP.fullmatch(name):

@@ -20,10 +20,8 @@ or ``'datapoint_capture': False`` to capture nothing.
 
 from __future__ import annotations
 
-import glob
 import logging
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -39,6 +37,7 @@ from debuggers.page_store import PageWriter
 from debuggers.page_values import to_page_value
 from utils.config_values import is_positive_number
 from utils.errors import ConfigError
+from utils.folder_glob import glob_in
 from utils.ops import idx_list
 
 DATAPOINTS_DIR = "datapoints"
@@ -132,7 +131,7 @@ class DatapointCapture:
 
 def capture_is_complete(folder: str) -> bool:
     """True when every rank's index in ``folder`` says complete: the run already captured its datapoints."""
-    paths = glob.glob(os.path.join(folder, INDEX_GLOB))
+    paths = glob_in(folder, INDEX_GLOB)
     try:
         indexes = [read_index(path) for path in paths]
         return bool(indexes) and all(index["complete"] for index in indexes) \

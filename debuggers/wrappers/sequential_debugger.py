@@ -14,7 +14,6 @@ Lifecycle, driven by the runner::
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
 import shutil
@@ -41,6 +40,7 @@ from debuggers.watchdog import DEFAULT_STALL_TIMEOUT_S, StallWatchdog
 from utils.builders import build_from_config
 from utils.config_values import is_positive_number
 from utils.errors import ConfigError
+from utils.folder_glob import glob_in
 from utils.ops import idx_list
 
 logger = logging.getLogger("lantern.debugger")
@@ -402,5 +402,5 @@ def _python_float_at(value: Any, path: str) -> Optional[str]:
 def _move_pages(source: str, output_dir: str) -> None:
     os.makedirs(output_dir, exist_ok=True)
     for pattern in (PAGE_GLOB, LOCATIONS_GLOB, INDEX_GLOB):  # the index last: it never lists what is not there
-        for path in glob.glob(os.path.join(source, pattern)):
+        for path in glob_in(source, pattern):
             shutil.move(path, os.path.join(output_dir, os.path.basename(path)))

@@ -16,7 +16,6 @@ plotly.js is embedded once, so the file opens offline.
 from __future__ import annotations
 
 import argparse
-import glob
 import html
 import os
 import re
@@ -41,6 +40,7 @@ from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from utils.atomic_files import atomic_write
 from utils.errors import LanternUserError
+from utils.folder_glob import glob_in
 
 
 class Note(str):
@@ -158,7 +158,7 @@ def resolve_epoch_dir(run_dir: str, epoch: Optional[int] = None) -> str:
         raise ExportError(f"run dir {run_dir!r} does not exist; pass a trainer or evaluator work dir to --run")
     if os.path.isdir(os.path.join(run_dir, DEBUGGER_DIR)) and epoch is None:
         return run_dir
-    epochs = sorted(int(m.group(1)) for path in glob.glob(os.path.join(run_dir, "epoch_*", DEBUGGER_DIR))
+    epochs = sorted(int(m.group(1)) for path in glob_in(run_dir, os.path.join("epoch_*", DEBUGGER_DIR))
                     if (m := re.fullmatch(r"epoch_(\d+)", os.path.basename(os.path.dirname(path)))))
     if not epochs:
         raise ExportError(f"{run_dir!r} holds no debug outputs (no debugger/ or epoch_N/debugger/ folder); "

@@ -13,7 +13,6 @@ is written first, then the folder is renamed out of the way in one step, then de
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
 import shutil
@@ -22,6 +21,7 @@ import time
 from utils.atomic_files import atomic_write_json
 from utils.config_values import is_positive_number
 from utils.errors import ConfigError
+from utils.folder_glob import glob_in
 
 REMOVED_MARKER = "debugger_removed.json"
 REMOVING = ".debugger.removing"  # the renamed folder while it is deleted; hidden from readers
@@ -94,7 +94,7 @@ def _complete_removal(epoch_dir: str) -> None:
 
 def _epoch_folders(work_dir: str) -> list[tuple[int, str]]:
     folders = []
-    for folder in glob.glob(os.path.join(work_dir, "epoch_*")):
+    for folder in glob_in(work_dir, "epoch_*"):
         suffix = os.path.basename(folder)[len("epoch_"):]
         if suffix.isdigit():
             folders.append((int(suffix), folder))

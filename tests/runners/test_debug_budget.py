@@ -4,6 +4,7 @@ removal is completed by the next start."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -12,7 +13,14 @@ import time
 
 import pytest
 
-from runners.trainers.debug_budget import REMOVED_MARKER, REMOVING, checked_budget, folder_bytes
+from runners.base_runner import remove_stale_temporaries
+from runners.trainers.debug_budget import (
+    REMOVED_MARKER,
+    REMOVING,
+    checked_budget,
+    folder_bytes,
+    keep_under_budget,
+)
 from tests.runs import REPO_ROOT, run_main, train
 from utils.config_file import load_config
 from utils.errors import ConfigError
@@ -105,3 +113,27 @@ def test_a_kill_in_the_middle_of_a_removal_is_completed_on_resume(tiny_config):
 def test_a_budget_that_is_not_a_positive_finite_number_is_explained(value):
     with pytest.raises(ConfigError, match="debug_disk_budget_gb.*positive number of gigabytes"):
         checked_budget(value)
+
+
+def _epochs_with_outputs(work_dir, sizes):
+    """Epoch folders with ``debugger/`` outputs of the given sizes in bytes, as finished epochs leave them."""
+    for epoch, size in enumerate(sizes):
+        os.makedirs(os.path.join(work_dir, f"epoch_{epoch}", "debugger"))
+        with open(os.path.join(work_dir, f"epoch_{epoch}", "debugger", "page_0.pkl"), "wb") as page:
+            page.write(b"\0" * size)
+
+
+@pytest.mark.parametrize("name", ["exp[1]", "exp*", "exp?"])
+def test_a_work_dir_named_like_a_glob_pattern_never_touches_its_neighbours(tmp_path, name):
+    """'exp[1]' as a pattern matches the folder 'exp1': the budget must count, remove and complete removals in
+    its own epochs only, and stale temporaries of its own folders only."""
+    ours, neighbour = tmp_path / name / "run", tmp_path / "exp1" / "run"
+    _epochs_with_outputs(str(ours), [1000, 1000, 1000])
+    _epochs_with_outputs(str(neighbour), [4 * 2**20] * 6)
+    (neighbour / "epoch_2" / REMOVED_MARKER).write_text("{}")  # a removal the neighbour's next start completes
+    stale = neighbour / "epoch_1" / ".scores.json.tmp-123-456"
+    stale.write_text("{}")
+    removed = keep_under_budget(str(ours), 2**20 / 2**30, logging.getLogger("test"), completed_epochs=3)
+    remove_stale_temporaries(str(ours))
+    assert removed == [] and all(_has_outputs(str(ours), epoch) for epoch in range(3))
+    assert all(_has_outputs(str(neighbour), epoch) for epoch in range(6)) and stale.exists()

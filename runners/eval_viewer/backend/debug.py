@@ -9,7 +9,6 @@ signature of the index files tells a cached epoch from one that has grown since
 
 from __future__ import annotations
 
-import glob
 import os
 import threading
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from typing import Any, Optional
 
 from debuggers.page_format import INDEX_GLOB, CorruptPageError, UnsafePageError
 from runners.eval_viewer.backend.initialization import DEBUGGER_DIR, DebugOutputs
+from utils.folder_glob import glob_in
 
 
 class EpochDebugError(CorruptPageError):
@@ -81,7 +81,7 @@ def open_pages(folder: str) -> Optional[EpochDebug]:
 def index_signature(folder: str) -> tuple:
     """Names, sizes and times of a page folder's index files: cheap to read, changes with every new page."""
     signature = []
-    for path in sorted(glob.glob(os.path.join(folder, INDEX_GLOB))):
+    for path in glob_in(folder, INDEX_GLOB):
         try:
             stat = os.stat(path)
         except OSError:

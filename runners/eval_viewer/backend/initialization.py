@@ -10,7 +10,6 @@ saying what was expected.
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -22,6 +21,7 @@ from debuggers.page_errors import CorruptPageError, DebugDataError, DebugOutputs
 from debuggers.page_format import INDEX_GLOB, open_regular, page_file_name, read_record
 from debuggers.page_index import RankIndex, read_index
 from runners.eval_viewer.backend.run_files import refuse_link
+from utils.folder_glob import glob_in
 
 DEBUGGER_DIR = "debugger"
 
@@ -38,7 +38,7 @@ class DebugOutputs(Mapping):
     def __init__(self, debugger_dir: str) -> None:
         self.debugger_dir = refuse_link(debugger_dir, "debug page folder")  # its pages are refused one by one
         self._ranks = [RankIndex(debugger_dir, read_index(path))
-                       for path in sorted(glob.glob(os.path.join(debugger_dir, INDEX_GLOB)))]
+                       for path in glob_in(debugger_dir, INDEX_GLOB)]
         world_sizes = {rank.world_size for rank in self._ranks}
         if len(world_sizes) > 1:
             raise CorruptPageError(f"the indexes in {debugger_dir} disagree on the number of ranks "
@@ -119,7 +119,7 @@ def _what_it_is(path: str) -> str:
         return f"no such folder; {expected}"
     if not os.path.isdir(path):
         return f"it is a file; {expected}"
-    if glob.glob(os.path.join(path, INDEX_GLOB)):
+    if glob_in(path, INDEX_GLOB):
         return f"it is a '{DEBUGGER_DIR}/' folder itself; pass its parent folder {os.path.dirname(path) or '.'}"
     epochs = sorted((name for name in os.listdir(path) if re.fullmatch(r"epoch_\d+", name)
                      and os.path.isdir(os.path.join(path, name, DEBUGGER_DIR))), key=lambda n: int(n[6:]))
