@@ -105,7 +105,7 @@ class Findings:
     nan_origins: list[NaNOrigin] = field(default_factory=list)
     dead_units: list[DeadUnit] = field(default_factory=list)
     confusion: Optional[dict[str, Any]] = None  # {'classes': [...], 'matrix': [[...]]}, rows are labels
-    notes: list[str] = field(default_factory=list)  # what could not be read and was left out
+    notes: list[str] = field(default_factory=list)  # what was left out, and why (unreadable, or clusters under keep)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (slice descriptions included)."""
@@ -147,7 +147,8 @@ def analyze_table(table: EpochTable, internals: Optional[CapturedInternals] = No
     findings.confusion = confusion(values)
     if internals is not None:
         findings.notes += [internals.problem] if internals.problem else []
-        findings.clusters = embedding_clusters(internals, values["idx"], failed, sliced, min_size)[:top]
+        findings.clusters = embedding_clusters(internals, values["idx"], failed, sliced, min_size,
+                                               notes=findings.notes)[:top]
         findings.nan_origins = internals.nan_origins[:top]
     return findings
 

@@ -125,8 +125,10 @@ def _pooled_vector(output: Any) -> np.ndarray | None:
 
 
 def embedding_clusters(internals: CapturedInternals, table_idx: np.ndarray, failed: np.ndarray,
-                       columns: dict[str, np.ndarray], min_size: int, seed: int = 0) -> list[EmbeddingCluster]:
-    """Failure clusters in each captured vector space, highest failure rate first."""
+                       columns: dict[str, np.ndarray], min_size: int, seed: int = 0,
+                       notes: list[str] | None = None) -> list[EmbeddingCluster]:
+    """Failure clusters in each captured vector space, highest failure rate first; ``notes`` gets why a space
+    gives none though it has failures."""
     clusters = []
     for name, (idx, vectors) in internals.vectors.items():
         rows = np.searchsorted(table_idx, idx)
@@ -134,6 +136,9 @@ def embedding_clusters(internals: CapturedInternals, table_idx: np.ndarray, fail
         rows, vectors = rows[usable], vectors[usable]
         fails = failed[rows]
         k = min(MAX_CLUSTERS, int(fails.sum()) // max(min_size, 1))
+        if k >= 1 and fails.all() and notes is not None:
+            notes.append(f"no failure clusters in '{name}': they need the outputs of passing datapoints too, and "
+                         "it holds failing ones only (keep='failing'?); keep 'all' or the worst k for clusters")
         if k < 1 or fails.all():
             continue
         space = StandardScaler().fit_transform(vectors)

@@ -29,6 +29,7 @@ from analysis.epoch_table import write_epoch_table
 from debuggers.model_report import MODEL_REPORT_FILE, build_model_report, write_model_report
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from runners import distributed
+from runners.config_keys import check_config_keys
 from runners.datapoint_capture import DATAPOINTS_DIR, CaptureLimits, DatapointCapture, capture_is_complete
 from runners.work_dir_guard import LOCK_FILE, WorkDirWatch, lock_work_dir, release_work_dir
 from utils.atomic_files import TEMP_MARKER, atomic_write_json, read_json
@@ -53,12 +54,16 @@ class BaseRunner:
     """Shared set-up and evaluation loop of Lantern's runners."""
 
     REQUIRED_KEYS: tuple[str, ...] = ("model", "metric")
+    # top-level config keys this runner reads besides runners.config_keys.COMMON_KEYS: any other is refused
+    CONFIG_KEYS: tuple[str, ...] = ()
     LOG_FILE = "run.log"
     # a file written once the run has finished some work (an epoch, an evaluation); until then the work dir
     # belongs to whoever runs next
     FINISHED_WORK_FILE: str
 
     def __init__(self, config: dict[str, Any]) -> None:
+        # found before the log file exists: another runner's keys, ignored
+        self._start_warnings: list[str] = check_config_keys(config, type(self).__name__, self.CONFIG_KEYS)
         missing = [k for k in self.REQUIRED_KEYS if k not in config]
         if missing:
             raise ConfigError(
@@ -74,7 +79,6 @@ class BaseRunner:
         self.datapoint_capture: Optional[DatapointCapture] = None
         self._work_dir_watch: Optional[WorkDirWatch] = None  # rank 0, once the work dir exists
         self.rank, self.world_size = 0, 1
-        self._start_warnings: list[str] = []  # found before the log file exists
         self._scores_checked = False  # the capture policies checked the score names of this evaluation pass
 
     @property
@@ -295,9 +299,11 @@ class BaseRunner:
         self.debugger.enabled = False
         if "error" in summary:
             self.logger.error(f"Debug outputs in {debugger_dir} are incomplete: {summary['error']}")
-        if full_outputs:
-            self.logger.info(f"Debug outputs: {summary['datapoints']} datapoints in {summary['pages']} page(s), "
-                             f"{summary['bytes'] / 2**20:.1f} MB in {debugger_dir}")
+        if full_outputs:  # every rank's pages: rank 0 writes only its share under torchrun
+            parts = distributed.gather_objects([summary[key] for key in ("datapoints", "pages", "bytes")])
+            datapoints, pages, size = (sum(values) for values in zip(*parts))
+            self.logger.info(f"Debug outputs: {datapoints} datapoints in {pages} page(s), {size / 2**20:.1f} MB "
+                             f"in {debugger_dir}")
         distributed.barrier("waiting for every rank to write its debug pages")
 
     def _check_work_dir(self, about_to: str) -> None:

@@ -36,6 +36,30 @@ def test_unknown_argument_lists_the_accepted_ones(tmp_path):
     assert "no argument 'num_clases'" in result.stderr and "num_classes" in result.stderr
 
 
+def test_a_misspelled_top_level_key_stops_the_run_naming_the_closest_one(tmp_path):
+    path = write_config(tmp_path / "c.py", tmp_path / "w", extra="config['debug_disk_budget'] = 1e-6\n")
+    result = run_main(path)
+    assert result.returncode == 2, result.stderr
+    assert "unknown key 'debug_disk_budget' (did you mean 'debug_disk_budget_gb'?)" in result.stderr
+    assert not os.path.exists(tmp_path / "w")
+
+
+def test_a_key_only_another_runner_reads_is_said_to_be_ignored(tmp_path):
+    path = write_config(tmp_path / "c.py", tmp_path / "w", val_size=8, extra="""
+from runners.evaluators import BaseEvaluator
+config["runner"] = BaseEvaluator
+config["eval_dataset"] = config.pop("val_dataset")
+for key in ("train_dataset", "train_dataloader", "val_dataloader", "criterion", "optimizer", "scheduler", "epochs",
+            "checkpoint_method"):
+    config.pop(key)
+config["debug_disk_budget_gb"] = 1e-6
+""")
+    result = run_main(path)
+    assert result.returncode == 0, result.stderr
+    expected = "config key 'debug_disk_budget_gb' is read by BaseTrainer only; BaseEvaluator ignores it: remove it"
+    assert expected in open(tmp_path / "w" / "eval.log").read()
+
+
 def test_missing_runner(tmp_path):
     path = write_config(tmp_path / "c.py", tmp_path / "w", extra="del config['runner']\n")
     result = run_main(path)

@@ -18,6 +18,7 @@ from typing import Any
 from analysis.epoch_table import EPOCH_TABLE_FILE
 from runners.base_runner import BaseRunner, write_scores
 from runners.checkpoints import load_checkpoint_file, load_model_state
+from runners.config_keys import EVALUATOR_KEYS
 from utils.atomic_files import read_json
 from utils.errors import CheckpointError
 
@@ -28,6 +29,7 @@ class BaseEvaluator(BaseRunner):
     """Evaluate ``config['checkpoint']`` (a file, or a trainer's work dir) on ``eval_dataset``."""
 
     REQUIRED_KEYS = ("model", "metric", "eval_dataset")
+    CONFIG_KEYS = EVALUATOR_KEYS
     LOG_FILE = "eval.log"
     FINISHED_WORK_FILE = SCORES_FILE
 

@@ -32,6 +32,7 @@ from analysis.epoch_table import EPOCH_TABLE_FILE
 from runners import distributed
 from runners.base_runner import BaseRunner, seed_everything, write_run_file, write_scores
 from runners.checkpoints import load_checkpoint_file, load_model_state
+from runners.config_keys import TRAINER_KEYS
 from runners.trainers.debug_budget import checked_budget, finish_interrupted_removals, keep_under_budget
 from utils.atomic_files import atomic_torch_save, atomic_write_json, read_json
 from utils.builders import build_from_config
@@ -45,6 +46,7 @@ class BaseTrainer(BaseRunner):
     """Config-driven training loop with validation, checkpoints and the debugger."""
 
     REQUIRED_KEYS = ("model", "metric", "criterion", "optimizer", "train_dataset", "val_dataset", "epochs")
+    CONFIG_KEYS = TRAINER_KEYS
     LOG_FILE = "train.log"
     FINISHED_WORK_FILE = PROGRESS_FILE
 

@@ -1,4 +1,7 @@
-"""Keep a run's full debug outputs under ``debug_disk_budget_gb``: the oldest epochs' go first.
+"""Keep a run's full debug outputs under ``debug_disk_budget_gb`` after each epoch: the oldest epochs' go first.
+
+A GB here is 2**30 bytes, as every size Lantern prints (an MB is 2**20). The budget holds once an epoch is
+done: while an epoch writes its outputs, the disk holds up to the budget plus that epoch's outputs.
 
 After each epoch the trainer adds up the ``epoch_N/debugger/`` folders of the finished epochs. While the total
 is over the budget, the oldest epoch's folder is removed: never the latest finished epoch's, and never anything
@@ -32,8 +35,9 @@ def checked_budget(config_value: object) -> float | None:
     if config_value is None:
         return None
     if not is_positive_number(config_value):
-        raise ConfigError(f"config['debug_disk_budget_gb'] must be a positive number of gigabytes (the most the "
-                          f"run's full debug outputs may take), got {config_value!r}")
+        raise ConfigError(f"config['debug_disk_budget_gb'] must be a positive number of gigabytes (after each "
+                          f"epoch, the oldest epochs' full debug outputs are removed until the rest fits), got "
+                          f"{config_value!r}")
     return float(config_value)
 
 
@@ -53,10 +57,10 @@ def keep_under_budget(work_dir: str, budget_gb: float, log: logging.Logger, comp
         remove_debug_outputs(os.path.join(work_dir, f"epoch_{epoch}"), sizes[epoch], budget_gb)
         total -= sizes[epoch]
         removed.append(epoch)
-        log.info(f"epoch {epoch}: debug outputs removed ({sizes[epoch] / 2**20:.1f} MB) to stay under "
+        log.info(f"epoch {epoch}: debug outputs removed ({_size(sizes[epoch])}) to stay under "
                  f"{budget_gb:g} GB (debug_disk_budget_gb); its summaries and scores are kept")
     if total > budget and sizes:
-        log.warning(f"epoch {max(sizes)}'s debug outputs alone take {total / 2**30:.3f} GB, over the "
+        log.warning(f"epoch {max(sizes)}'s debug outputs alone take {_size(total)}, over the "
                     f"{budget_gb:g} GB budget; they are kept (the latest epoch's outputs are never removed). "
                     "Raise debug_disk_budget_gb, or keep fewer outputs (keep='failing', or fewer debuggers)")
     return removed
@@ -80,6 +84,11 @@ def finish_interrupted_removals(work_dir: str) -> None:
 
 def folder_bytes(folder: str) -> int:
     return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(folder) for name in names)
+
+
+def _size(n_bytes: int) -> str:
+    """A size in GB, or in MB below a tenth of a GB (a small epoch is not "0.000 GB")."""
+    return f"{n_bytes / 2**30:.2f} GB" if n_bytes >= 2**30 / 10 else f"{n_bytes / 2**20:.1f} MB"
 
 
 def _complete_removal(epoch_dir: str) -> None:

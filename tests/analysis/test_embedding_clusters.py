@@ -7,6 +7,7 @@ each datapoint's page entry is a pooled feature vector, as a debugger returning 
 from __future__ import annotations
 
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -91,3 +92,20 @@ def test_location_rows_pointing_at_one_record_again_and_again_are_refused(tmp_pa
     internals = read_internals(str(tmp_path))  # the epoch's outputs skipped, saying why
     assert not internals.vectors and re.search("page_0.pkl: its records add up to more than the file's.*rerun",
                                                str(internals.problem))
+
+
+def test_a_space_holding_only_failing_datapoints_says_why_it_gives_no_clusters(clustered_run, tmp_path):
+    """keep='failing' captures failures only: nothing to tell them from, and the findings say so."""
+    folder, _, failed, _ = clustered_run
+    only_failing = tmp_path / "failing_only"
+    only_failing.mkdir()
+    shutil.copy(f"{folder}/epoch_table.parquet", only_failing / "epoch_table.parquet")
+    vectors = np.random.default_rng(1).normal(size=(ROWS, DIM)).astype(np.float32)
+    with PageWriter(1 << 20) as writer:
+        writer.start_epoch(str(only_failing / "debugger"))
+        for i in np.flatnonzero(failed):
+            writer.add(int(i), {"pooled": vectors[i]})
+        writer.flush()
+    findings = analyze(str(only_failing))
+    assert findings.clusters == []
+    assert any("no failure clusters in 'pooled'" in note and "keep='failing'" in note for note in findings.notes)

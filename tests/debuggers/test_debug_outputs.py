@@ -20,6 +20,7 @@ from debuggers.page_format import LOCATION, load_page
 from debuggers.page_index import RankIndex, read_index
 from debuggers.page_store import PageWriter
 from runners.eval_viewer.backend.initialization import load_debug_outputs
+from runners.trainers.debug_budget import remove_debug_outputs
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -271,11 +272,14 @@ def test_header_floats_beyond_range_read_as_infinity_and_long_strings_whole(tmp_
 def test_wrong_paths_say_what_was_expected(tmp_path):
     write_epoch(tmp_path / "run" / "epoch_2", {0: 10}, KB)
     (tmp_path / "run" / "epoch_0").mkdir()
+    (tmp_path / "run" / "epoch_1").mkdir()  # the disk budget removed its outputs
+    remove_debug_outputs(str(tmp_path / "run" / "epoch_1"), 1000, 0.5)
     cases = {
         tmp_path / "nowhere": "no such folder",
         tmp_path / "run" / "epoch_2" / "debugger": "pass its parent folder",
         tmp_path / "run": "pass one of its epoch folders with debug outputs: epoch_2",
-        tmp_path / "run" / "epoch_0": "the debugger did not run there",
+        tmp_path / "run" / "epoch_0": "no full debug outputs were written there.*summaries_every_epoch",
+        tmp_path / "run" / "epoch_1": r"its debug outputs were removed to stay under 0.5 GB \(config\['debug_disk",
     }
     for path, expected in cases.items():
         with pytest.raises(DebugOutputsNotFoundError, match=expected) as info:

@@ -12,7 +12,9 @@ import torch
 
 from analysis.failures import analyze
 from debuggers.keep_policy import scores_as_arrays
+from runners.eval_viewer.backend.datapoint import load_datapoint
 from runners.eval_viewer.backend.initialization import load_debug_outputs
+from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.trainers import BaseTrainer
 from tests.runs import train
 from utils.config_file import load_config
@@ -66,6 +68,11 @@ def test_failing_keeps_the_wrong_predictions_and_every_summary(tiny_config):
     table = _table(work_dir, 0)
     assert sorted(table["idx"]) == list(range(40))
     assert all(value == value for value in table["energy.mean"])  # a summary (not NaN) for every datapoint
+    backend = ViewerBackend([work_dir])
+    run = backend.run(work_dir)
+    right = min(set(range(40)) - wrong)
+    note = load_datapoint(backend, run, backend.epoch(run, "epoch_0"), right, with_item=False)["debug_note"]
+    assert f"no debug outputs of datapoint {right} were kept" in note and "'keep'" in note
 
 
 def test_a_threshold_and_the_worst_k_per_debugger_in_one_run(tiny_config):

@@ -137,6 +137,7 @@ def test_evaluation_with_2_processes_equals_1_process(tmp_path):
                         assert_every_idx_once(os.path.join(single["work_dir"], "debugger"), world_size=1))
     assert_same_epoch_table(ddp_dir, single["work_dir"])
     assert sorted(n for n in os.listdir(ddp_dir) if n.endswith(".log")) == ["eval.log", "eval_rank1.log"]
+    assert f"Debug outputs: {VAL_SIZE} datapoints" in open(os.path.join(ddp_dir, "eval.log")).read()  # all ranks'
 
 
 @pytest.mark.timeout(150)

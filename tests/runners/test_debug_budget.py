@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -80,7 +81,9 @@ def test_the_oldest_outputs_go_first_and_the_latest_always_stays(tiny_config):
 def test_a_budget_smaller_than_one_epoch_keeps_the_latest_and_says_so(tiny_config):
     work_dir = train(_config(tiny_config, budget_gb=1e-9, epochs=2))
     assert [_has_outputs(work_dir, epoch) for epoch in range(2)] == [False, True]
-    assert "over the 1e-09 GB budget; they are kept" in open(os.path.join(work_dir, "train.log")).read()
+    log = open(os.path.join(work_dir, "train.log")).read()
+    assert "over the 1e-09 GB budget; they are kept" in log
+    assert re.search(r"epoch 1's debug outputs alone take \d+\.\d MB, over", log), "a small size printed in GB"
 
 
 def test_a_kill_in_the_middle_of_a_removal_is_completed_on_resume(tiny_config):

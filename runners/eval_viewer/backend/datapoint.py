@@ -118,8 +118,9 @@ def _debug(backend: ViewerBackend, epoch: Epoch, idx: int) -> dict[str, Optional
         debug = backend.debug(epoch)
         outputs = debug.get(idx) if debug is not None else None
         if outputs is None and debug is not None and debug.complete:
-            return {"debug": {}, "debug_note": f"the debugger captured nothing for datapoint {idx} at "
-                                               f"{epoch.label} (its debug index does not list it)"}
+            return {"debug": {}, "debug_note": f"no debug outputs of datapoint {idx} were kept at {epoch.label} "
+                                               "(its debug index does not list it): a capture policy ('keep' in "
+                                               "the debugger config) writes only the datapoints it selects"}
     except (CorruptPageError, UnsafePageError) as exc:
         return {"debug": {}, "debug_error": str(exc)}
     except OSError as exc:

@@ -125,5 +125,11 @@ def _what_it_is(path: str) -> str:
                      and os.path.isdir(os.path.join(path, name, DEBUGGER_DIR))), key=lambda n: int(n[6:]))
     if epochs:
         return f"it is a trainer work dir; pass one of its epoch folders with debug outputs: {', '.join(epochs)}"
-    return (f"the debugger did not run there (no '{DEBUGGER_DIR}/' folder: not a checkpoint epoch, or no "
-            f"'debugger' in the config); {expected}")
+    from runners.eval_viewer.backend.runs import removal_reason  # here: runs imports this module
+    removed = removal_reason(path)
+    if removed:
+        return (f"its debug outputs were {removed} (config['debug_disk_budget_gb']); its scores and summaries "
+                "are kept. Open an epoch that still has them, or raise the budget for the next run")
+    return (f"no full debug outputs were written there (no '{DEBUGGER_DIR}/' folder): a trainer writes them at "
+            "checkpoint epochs only (at the others, summaries_every_epoch keeps only the summaries, in "
+            f"epoch_table.parquet), and only with a 'debugger' in the config; {expected}")
