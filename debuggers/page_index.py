@@ -200,6 +200,7 @@ class RankIndex:
                     os.close(fd)
                 if not self.index["complete"]:
                     rows = np.concatenate([rows, *self._unindexed_rows()])
+                self._refuse_shared_headers(rows)
                 self._rows = rows[np.argsort(rows["idx"], kind="stable")]
             return self._rows
 
@@ -223,6 +224,19 @@ class RankIndex:
                                    f"of the {count} datapoints its index lists: it is damaged, or its index "
                                    "overstates it; rerun the epoch to regenerate them")
         return rows
+
+    def _refuse_shared_headers(self, rows: np.ndarray) -> None:
+        """Every record has a header of its own: rows whose headers meet or overlap in one page would have a
+        reader parse one header (of any length) once per row, work no file size bounds."""
+        ordered = rows[np.lexsort((rows["header"], rows["page"]))]
+        page, header = ordered["page"], ordered["header"]
+        shared = np.flatnonzero((page[1:] == page[:-1]) & (header[1:] < header[:-1] + ordered["header_length"][:-1]))
+        if len(shared):
+            first, second = ordered[shared[0]], ordered[shared[0] + 1]
+            raise CorruptPageError(
+                f"debug locations file {self.path} points datapoints {int(first['idx'])} and {int(second['idx'])} at "
+                f"one header (page {int(first['page'])}, byte {int(second['header'])}): Lantern never writes that; "
+                "rerun the epoch to regenerate it")
 
     def _open_locations(self, count: int) -> int:
         if count == 0 and not os.path.lexists(self.path):

@@ -90,7 +90,7 @@ def test_location_rows_pointing_at_one_record_again_and_again_are_refused(tmp_pa
     rows.tofile(folder / "locations.bin")
     write_index(str(folder / "index.json"), {**read_index(str(folder / "index.json")), "datapoints": 200})
     internals = read_internals(str(tmp_path))  # the epoch's outputs skipped, saying why
-    assert not internals.vectors and re.search("page_0.pkl: its records add up to more than the file's.*rerun",
+    assert not internals.vectors and re.search("locations.bin points datapoints 0 and 1 at one header.*rerun",
                                                str(internals.problem))
 
 
