@@ -5,8 +5,9 @@ reads the epoch table (and, for captured epochs, the debug pages) and returns ``
 
 - slices: groups described by conditions over meta info, labels, predictions and debugger summaries
   that fail more than the rest (``analysis/slices.py`` states the scoring rule);
-- separating quantities: every numeric column's AUROC between failures and passes
-  (``sklearn.metrics.roc_auc_score``), reported as max(auc, 1 - auc) with its direction;
+- separating quantities: numeric columns whose values differ between failures and passes (two-sided
+  Mann-Whitney U, ``scipy.stats.mannwhitneyu``, p < 0.05 / columns tested), by AUROC (U over the pairs),
+  reported as max(auc, 1 - auc) with its direction;
 - embedding clusters and NaN origins from the captured outputs (``analysis/internals.py``);
 - suspected label errors: cleanlab's ``find_label_issues`` on the validation probabilities, which are
   out-of-sample for the validation set, ranked by self-confidence, those no failure slice explains first;
@@ -28,11 +29,12 @@ from typing import Any, Optional
 
 import numpy as np
 from cleanlab.filter import find_label_issues
-from sklearn.metrics import confusion_matrix, roc_auc_score
+from scipy.stats import mannwhitneyu
+from sklearn.metrics import confusion_matrix
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
 from analysis.internals import CapturedInternals, EmbeddingCluster, NaNOrigin, embedding_clusters, read_internals
-from analysis.slices import Slice, find_slices
+from analysis.slices import ALPHA, Slice, find_slices
 from utils.errors import LanternUserError
 
 NOT_SLICED = ("idx", "label", "prediction", "probabilities")
@@ -60,14 +62,34 @@ class FailureDefinition:
         metric = self.metric or _default_metric(table)
         if not 0 < self.worst_fraction < 1:
             raise AnalysisError(f"worst_fraction must be between 0 and 1, got {self.worst_fraction}")
+        _check_score(table, metric)
         scores = table.values([metric])[metric].astype(np.float64)
         higher_is_better = table.roles.get("higher_is_better", {}).get(metric, True)
-        ranked = np.where(np.isnan(scores), -np.inf if higher_is_better else np.inf, scores)
-        if higher_is_better:
-            cut = np.quantile(ranked, self.worst_fraction)
-            return ranked <= cut, f"worst {self.worst_fraction:.0%} of {metric} ({metric} <= {cut:.3g})"
-        cut = np.quantile(ranked, 1 - self.worst_fraction)
-        return ranked >= cut, f"worst {self.worst_fraction:.0%} of {metric} ({metric} >= {cut:.3g})"
+        failed, cut, ties = worst_rows(-scores if higher_is_better else scores, self.worst_fraction)
+        op = ("<" if higher_is_better else ">") + ("=" if ties else "")
+        shown = "no score" if cut is None else f"{metric} {op} {-cut if higher_is_better else cut:.3g}"
+        missing = ", or no score" if cut is not None and np.isnan(scores).any() else ""
+        at_cut = "ties at the cut fail together" if ties else "rows at the cut pass (with them all would fail)"
+        return failed, (f"worst {self.worst_fraction:.0%} of {metric} asked, {failed.mean():.1%} fail: {shown}"
+                        f"{missing}; {at_cut}")
+
+
+def worst_rows(badness: np.ndarray, fraction: float) -> tuple[np.ndarray, Optional[float], bool]:
+    """The rows among the worst ``fraction`` (higher ``badness`` is worse), the cut value (None: the NaN rows)
+    and whether the rows equal to it fail.
+
+    NaN rows (no score) are the worst. Rows tied with the ceil(fraction * n)-th worst value fail together, so
+    the share can exceed ``fraction``; when the tie would take every row, only the rows strictly worse fail.
+    """
+    missing = np.isnan(badness)
+    wanted = max(1, math.ceil(fraction * len(badness)))
+    if missing.sum() >= wanted or missing.all():
+        return missing, None, True
+    cut = float(np.sort(badness[~missing])[::-1][wanted - missing.sum() - 1])
+    failed = missing | (badness >= cut)
+    if failed.all():
+        return missing | (badness > cut), cut, False
+    return failed, cut, True
 
 
 @dataclass
@@ -100,6 +122,7 @@ class Findings:
     failures: int
     slices: list[Slice] = field(default_factory=list)
     separators: list[Separator] = field(default_factory=list)
+    separators_tested: int = 0  # numeric columns given a Mann-Whitney test (the Bonferroni divisor)
     clusters: list[EmbeddingCluster] = field(default_factory=list)
     label_issues: list[LabelIssue] = field(default_factory=list)
     nan_origins: list[NaNOrigin] = field(default_factory=list)
@@ -140,7 +163,8 @@ def analyze_table(table: EpochTable, internals: Optional[CapturedInternals] = No
     findings = Findings(table.path, definition, n, int(failed.sum()))
     findings.slices = find_slices(sliced, failed, values["idx"], min_size, top=top,
                                   exclusive=_class_columns(sliced, values))
-    findings.separators = separating_quantities(sliced, failed)[:top]
+    separators, findings.separators_tested = separating_quantities(sliced, failed)
+    findings.separators = separators[:top]
     explained = {i for found in findings.slices for i in found.idx}
     findings.label_issues = suspected_label_errors(values, explained)[:top]
     findings.dead_units = dead_units(values, table.roles.get("summaries", []))
@@ -153,9 +177,13 @@ def analyze_table(table: EpochTable, internals: Optional[CapturedInternals] = No
     return findings
 
 
-def separating_quantities(columns: dict[str, np.ndarray], failed: np.ndarray) -> list[Separator]:
-    """AUROC of every numeric column between failures and passes, strongest first."""
-    found = []
+def separating_quantities(columns: dict[str, np.ndarray], failed: np.ndarray) -> tuple[list[Separator], int]:
+    """AUROC of every numeric column between failures and passes, strongest first, and how many were tested.
+
+    A column is kept only when its two-sided Mann-Whitney U test (``scipy.stats.mannwhitneyu``, whose U over
+    the pairs is the AUROC) gives p < 0.05 / (columns tested): under random failures none is listed.
+    """
+    tested = []
     for name, values in columns.items():
         if values.dtype == object:
             continue
@@ -164,10 +192,12 @@ def separating_quantities(columns: dict[str, np.ndarray], failed: np.ndarray) ->
         labels = failed[usable]
         if usable.sum() < MIN_SEPARATOR_ROWS or labels.all() or not labels.any() or np.ptp(numbers[usable]) == 0:
             continue
-        auc = float(roc_auc_score(labels, numbers[usable]))
-        found.append(Separator(name, max(auc, 1 - auc), "higher in failures" if auc >= 0.5 else
-                               "lower in failures", int(usable.sum())))
-    return sorted(found, key=lambda separator: -separator.auroc)
+        test = mannwhitneyu(numbers[usable][labels], numbers[usable][~labels])
+        auc = float(test.statistic) / (labels.sum() * (~labels).sum())
+        tested.append((float(test.pvalue), Separator(name, max(auc, 1 - auc), "higher in failures" if auc >= 0.5
+                                                      else "lower in failures", int(usable.sum()))))
+    found = [separator for p, separator in tested if p < ALPHA / len(tested)]
+    return sorted(found, key=lambda separator: -separator.auroc), len(tested)
 
 
 def suspected_label_errors(values: dict[str, np.ndarray], explained: frozenset[int] | set[int] = frozenset()
@@ -249,6 +279,14 @@ def _default_metric(table: EpochTable) -> str:
         raise AnalysisError(f"{table.path} has neither labels and predictions nor score columns: name a score "
                             "column with FailureDefinition(metric=...) (--failure-metric)")
     return scores[0]
+
+
+def _check_score(table: EpochTable, metric: str) -> None:
+    """A failure metric must be one of the table's score columns (a meta column or a typo is refused)."""
+    scores = table.roles.get("scores") or []
+    if metric not in scores:
+        raise AnalysisError(f"{metric!r} is not a score column of {table.path}; its score columns: "
+                            f"{', '.join(scores) or 'none'} (pass one of them to --failure-metric)")
 
 
 def _is_sliceable(table: EpochTable, name: str) -> bool:

@@ -2,8 +2,10 @@
 
 - Embedding clusters: where a debugger captured a pooled feature vector per datapoint (a ``layer_output``
   output, or a plain 1-D array), the failures are clustered in that space with scikit-learn's ``KMeans``;
-  every datapoint then joins its nearest cluster, which gives each cluster a failure rate, and each cluster
-  is described by the columns that set its failures apart from the passing datapoints.
+  every datapoint then joins its nearest cluster, which gives each cluster a failure rate; a cluster is
+  reported only when it fails significantly more than the rest of its space (one-sided Fisher exact test,
+  Bonferroni over the clusters tried), and is described by the columns that set its failures apart from
+  the passing datapoints.
 - NaN origins: where a ``NaNInfDebugger`` ran, the modules that first produced a NaN or Inf, by count.
 
 Pages are read through the safe reader (``load_debug_outputs``), one page at a time. An epoch whose debug
@@ -19,9 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import numpy as np
+from scipy.stats import hypergeom
 from sklearn.cluster import KMeans
 from sklearn.preprocessing import StandardScaler
 
+from analysis.slices import ALPHA
 from debuggers.outputs import KIND_LAYER_OUTPUT, KIND_NAN_ORIGIN, is_shared_record
 from debuggers.page_errors import DebugDataError, DebugOutputsNotFoundError
 from debuggers.page_format import ReadBudget, read_cost
@@ -127,9 +131,14 @@ def _pooled_vector(output: Any) -> np.ndarray | None:
 def embedding_clusters(internals: CapturedInternals, table_idx: np.ndarray, failed: np.ndarray,
                        columns: dict[str, np.ndarray], min_size: int, seed: int = 0,
                        notes: list[str] | None = None) -> list[EmbeddingCluster]:
-    """Failure clusters in each captured vector space, highest failure rate first; ``notes`` gets why a space
-    gives none though it has failures."""
-    clusters = []
+    """Failure clusters in each captured vector space that fail significantly more than the rest of their space,
+    highest failure rate first; ``notes`` gets why a space gives none though it has failures.
+
+    KMeans on the failures always finds clusters, even of random failures; a cluster is kept only when its
+    one-sided Fisher exact p-value (``scipy.stats.hypergeom``) is below 0.05 / (clusters tried in all spaces).
+    """
+    candidates: list[tuple[float, EmbeddingCluster]] = []
+    tried = 0
     for name, (idx, vectors) in internals.vectors.items():
         rows = np.searchsorted(table_idx, idx)
         usable = np.isfinite(vectors).all(axis=1)
@@ -141,18 +150,20 @@ def embedding_clusters(internals: CapturedInternals, table_idx: np.ndarray, fail
                          "it holds failing ones only (keep='failing'?); keep 'all' or the worst k for clusters")
         if k < 1 or fails.all():
             continue
+        tried += k
         space = StandardScaler().fit_transform(vectors)
-        model = KMeans(n_clusters=k, n_init=4, random_state=seed).fit(space[fails])
-        nearest = model.predict(space)
+        nearest = KMeans(n_clusters=k, n_init=4, random_state=seed).fit(space[fails]).predict(space)
         for c in range(k):
             member = nearest == c
             if member.sum() < min_size:
                 continue
             inside = int((member & fails).sum())
+            p_value = float(hypergeom.sf(inside - 1, len(fails), int(fails.sum()), int(member.sum())))
             description = describe_group(member & fails, ~fails, {n: v[rows] for n, v in columns.items()})
-            clusters.append(EmbeddingCluster(name, int(member.sum()), inside, inside / int(member.sum()),
-                                             description, table_idx[rows[member]].tolist()))
-    return sorted(clusters, key=lambda cluster: -cluster.failure_rate)
+            candidates.append((p_value, EmbeddingCluster(name, int(member.sum()), inside, inside / int(member.sum()),
+                                                         description, table_idx[rows[member]].tolist())))
+    kept = [cluster for p_value, cluster in candidates if p_value < ALPHA / max(tried, 1)]
+    return sorted(kept, key=lambda cluster: -cluster.failure_rate)
 
 
 def describe_group(group: np.ndarray, reference: np.ndarray, columns: dict[str, np.ndarray], top: int = 3) -> str:

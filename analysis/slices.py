@@ -5,16 +5,19 @@ Conditions are ``column = value`` for categorical columns (strings, flags, integ
 significant digits, the value the description shows). A beam search grows conjunctions one condition at
 a time, keeping the best ``beam`` slices per level; a child must score higher than its parent.
 
-Scoring rule (why tiny lucky groups do not win): a slice's score is the one-sided lower confidence bound
-of its failure rate (Clopper-Pearson, ``scipy.stats.beta``) minus the failure rate of the rest. The
-confidence level is Bonferroni-corrected for every slice the search evaluates (alpha = 0.05 / m), so a
-group of 5 with 4 failures scores below a group of 200 with 60% failures. Slices smaller than
-``min_size`` are never considered. A longer conjunction must earn its condition: it must score above its
-parent, and its lower bound must exceed the failure rate of the parent's datapoints the condition leaves
-out. The report is a sequential covering: going down the ranking, a slice is kept only when its datapoints
-that no kept slice holds number at least ``min_size`` and their failure rate's lower bound (same level)
-exceeds the failure rate of everything outside the kept slices and it; so each group of failures is
-reported once, by its best description, and a broad slice that only contains a better one is dropped.
+Significance (why random failures give no slice): a slice is a finding only when it fails significantly
+more than the rest, by a one-sided Fisher exact test (``scipy.stats.hypergeom``) at alpha = 0.05 / m,
+Bonferroni-corrected for the m tests the search makes; both rates are uncertain, so a slice of 90% of the
+datapoints against a lucky rest of 100 rows is not one, nor is a group of 5 that all fail. Ranking (which
+description wins): the one-sided Clopper-Pearson lower bound of the slice's failure rate at the same level
+(``scipy.stats.beta``) minus the rest's rate, so a group of 200 with 60% failures ranks above a group of 12
+that all fail. Slices smaller than ``min_size`` are never considered. A longer conjunction must earn every
+condition: it must rank above its parent and fail significantly more (same test and level) than the rows
+that dropping any one of its conditions would add, so a noise condition is never appended. The report is a
+sequential covering: going down the ranking, a slice is kept only when its datapoints that no kept slice
+holds number at least ``min_size`` and fail significantly more than everything outside the kept slices and
+it; so each group of failures is reported once, by its best description, and a broad slice that only
+contains a better one is dropped.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import beta
+from scipy.stats import beta, hypergeom
 
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 MAX_CATEGORIES = 12  # an integer column with at most this many values is treated as categorical
@@ -84,7 +87,7 @@ def candidate_conditions(columns: dict[str, np.ndarray], min_size: int) -> list[
 def find_slices(columns: dict[str, np.ndarray], failed: np.ndarray, idx: np.ndarray, min_size: int,
                 top: int = 10, beam: int = 12, max_conditions: int = 3, seed: int = 0,
                 exclusive: frozenset[str] = frozenset()) -> list[Slice]:
-    """The ``top`` slices by score (see the module docstring), best first; only those with a positive score.
+    """The ``top`` significant slices by score (see the module docstring), best first.
 
     At most one of the ``exclusive`` columns appears in a slice: ``label = a and prediction = b`` is a cell
     of the confusion matrix, which fails by definition.
@@ -98,69 +101,85 @@ def find_slices(columns: dict[str, np.ndarray], failed: np.ndarray, idx: np.ndar
     masks = np.stack([c.mask(columns[c.column][search]) for c in conditions])
     search_failed = failed[search]
     scale = len(search) / len(failed)
-    tested = len(conditions) * (1 + beam * (max_conditions - 1))
+    # each child of d conditions: one test against the rest, one against the rows each condition leaves out
+    tested = len(conditions) * (1 + beam * sum(1 + depth for depth in range(2, max_conditions + 1)))
     score = _Scorer(search_failed, tested, max(1, int(min_size * scale)))
 
     level = [((i,), masks[i]) for i in range(len(conditions))]
-    scores = np.array([score(m[None])[0] for _, m in level])
+    scores, significant = score(masks)
     found: dict[tuple[int, ...], float] = {}
     for depth in range(max_conditions):
         order = np.argsort(-scores)[:beam]
         best = [(level[i], scores[i]) for i in order if np.isfinite(scores[i])]
-        found.update({members: s for (members, _), s in best})
+        found.update({level[i][0]: scores[i] for i in order if np.isfinite(scores[i]) and significant[i]})
         if depth == max_conditions - 1:
             break
-        level, scores = _extend(best, masks, conditions, score, exclusive)
+        level, scores, significant = _extend(best, masks, conditions, score, exclusive)
         if not level:
             break
     ranked = sorted(found.items(), key=lambda item: -item[1])
     return _report(ranked, conditions, columns, failed, idx, top, score.alpha, min_size)
 
 
-def _extend(best: list, masks: np.ndarray, conditions: list[Condition], score,
-            exclusive: frozenset[str]) -> tuple[list, np.ndarray]:
-    """Every best slice with one more condition on another column, kept when it beats its parent and its
-    lower bound exceeds the failure rate of the parent's datapoints it leaves out (the condition matters)."""
-    children, child_scores, seen = [], [], set()
+def _extend(best: list, masks: np.ndarray, conditions: list[Condition], score: _Scorer,
+            exclusive: frozenset[str]) -> tuple[list, np.ndarray, np.ndarray]:
+    """Every best slice with one more condition on another column, kept when it beats its parent and every
+    condition matters: the child fails significantly more than the rows that dropping any one of its
+    conditions would add (so ``site = C and noise < 1.3`` never replaces ``site = C``)."""
+    children, child_scores, child_significant, seen = [], [], [], set()
     for (members, mask), parent_score in best:
         used = {conditions[i].column for i in members}
         if used & exclusive:
             used |= exclusive
         combined = masks & mask
-        child, lower = score(combined, with_lower=True)
-        left_out = _rate(mask & ~combined, score.failed)
-        for i in np.flatnonzero((child > parent_score) & (lower > left_out)):
+        child, significant = score(combined)
+        keep = (child > parent_score) & score.fails_more(combined, mask & ~combined)
+        for dropped in members:
+            others = np.logical_and.reduce([masks[j] for j in members if j != dropped] + [np.ones_like(mask)])
+            keep &= score.fails_more(combined, masks & others & ~masks[dropped])
+        for i in np.flatnonzero(keep):
             key = tuple(sorted((*members, int(i))))
             if conditions[i].column in used or key in seen:
                 continue
             seen.add(key)
             children.append((key, combined[i]))
             child_scores.append(child[i])
-    return children, np.array(child_scores)
-
-
-def _rate(masks: np.ndarray, failed: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.nan_to_num((masks & failed).sum(axis=1) / masks.sum(axis=1), nan=0.0)
+            child_significant.append(significant[i])
+    return children, np.array(child_scores), np.array(child_significant, dtype=bool)
 
 
 class _Scorer:
-    """Score of each row of a (k, n) mask matrix: lower confidence bound inside minus the rest's rate."""
+    """The ranking score of each row of a (k, n) mask matrix, and whether it fails significantly more than the
+    rest (one-sided Fisher exact test at the Bonferroni-corrected level)."""
 
     def __init__(self, failed: np.ndarray, tested: int, min_size: int) -> None:
         self.failed, self.min_size = failed, min_size
         self.total_failures, self.n = int(failed.sum()), len(failed)
         self.alpha = ALPHA / max(tested, 1)
 
-    def __call__(self, masks: np.ndarray, with_lower: bool = False):
+    def __call__(self, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         size = masks.sum(axis=1)
         inside = (masks & self.failed).sum(axis=1)
-        rest = np.maximum(self.n - size, 1)
         with np.errstate(invalid="ignore", divide="ignore"):
             lower = np.nan_to_num(beta.ppf(self.alpha, inside, size - inside + 1), nan=0.0)
-        result = lower - (self.total_failures - inside) / rest
-        result[(size < self.min_size) | (size == self.n)] = -np.inf
-        return (result, lower) if with_lower else result
+        score = lower - (self.total_failures - inside) / np.maximum(self.n - size, 1)
+        score[(size < self.min_size) | (size == self.n)] = -np.inf
+        rest_failures, rest = self.total_failures - inside, self.n - size
+        return score, np.isfinite(score) & fails_more(inside, size, rest_failures, rest, self.alpha)
+
+    def fails_more(self, masks: np.ndarray, others: np.ndarray) -> np.ndarray:
+        """Whether each row of ``masks`` fails significantly more than the same row of ``others``."""
+        return fails_more((masks & self.failed).sum(axis=1), masks.sum(axis=1),
+                          (others & self.failed).sum(axis=1), others.sum(axis=1), self.alpha)
+
+
+def fails_more(failures: np.ndarray, size: np.ndarray, other_failures: np.ndarray, other_size: np.ndarray,
+               alpha: float) -> np.ndarray:
+    """One-sided Fisher exact test (``scipy.stats.hypergeom``) that a group fails more than another, disjoint
+    one: p < ``alpha``. Never true against an empty group."""
+    p_value = hypergeom.sf(np.asarray(failures) - 1, np.asarray(size) + other_size, np.asarray(failures) +
+                           other_failures, size)
+    return np.nan_to_num(p_value, nan=1.0) < alpha
 
 
 def _report(ranked: list, conditions: list[Condition], columns: dict[str, np.ndarray], failed: np.ndarray,
@@ -168,20 +187,19 @@ def _report(ranked: list, conditions: list[Condition], columns: dict[str, np.nda
     """Exact figures on every row for the best slices, each adding failures the better ones do not explain.
 
     Sequential covering: a slice is kept only when its datapoints outside the slices kept before it are at
-    least ``min_size`` and their failure rate's lower bound exceeds the rate of everything outside them all.
+    least ``min_size`` and fail significantly more than everything outside them all.
     """
     reported: list[Slice] = []
     covered = np.zeros(len(failed), dtype=bool)
     for members, search_score in ranked:
-        if search_score <= 0 or len(reported) == top:
+        if len(reported) == top:
             break
         chosen = [conditions[i] for i in members]
         mask = np.logical_and.reduce([c.mask(columns[c.column]) for c in chosen])
         new, outside = mask & ~covered, ~(mask | covered)
         if new.sum() < min_size or not outside.any():
             continue
-        new_failures = int((new & failed).sum())
-        if beta.ppf(alpha, new_failures, new.sum() - new_failures + 1) <= failed[outside].mean():
+        if not _fails_more_than(new, outside, failed, alpha):
             continue
         size, inside = int(mask.sum()), int((mask & failed).sum())
         rest = max(len(failed) - size, 1)
@@ -189,6 +207,11 @@ def _report(ranked: list, conditions: list[Condition], columns: dict[str, np.nda
                               float(search_score), idx[mask].tolist()))
         covered |= mask
     return reported
+
+
+def _fails_more_than(group: np.ndarray, other: np.ndarray, failed: np.ndarray, alpha: float) -> bool:
+    return bool(fails_more(int((group & failed).sum()), int(group.sum()), int((other & failed).sum()),
+                           int(other.sum()), alpha))
 
 
 def _is_categorical(values: np.ndarray) -> bool:

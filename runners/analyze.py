@@ -46,7 +46,9 @@ def format_findings(findings: Findings) -> str:
     lines += _table("Slices that fail more than the rest", ["#", "slice", "size", "fail inside", "fail outside"],
                     [[i + 1, s.description, s.size, f"{s.failure_rate:.0%}", f"{s.rest_failure_rate:.0%}"]
                      for i, s in enumerate(findings.slices)])
-    lines += _table("Separating quantities (AUROC failures vs passes)", ["#", "column", "AUROC", "direction"],
+    tested = findings.separators_tested
+    lines += _table(f"Separating quantities (AUROC failures vs passes; Mann-Whitney p < 0.05/{tested}, {tested} "
+                    "numeric columns tested)", ["#", "column", "AUROC", "direction"],
                     [[i + 1, s.column, f"{s.auroc:.3f}", s.direction] for i, s in enumerate(findings.separators)])
     lines += _table("Failure clusters in captured feature spaces",
                     ["#", "debugger", "size", "fail rate", "described by"],

@@ -19,6 +19,7 @@ from analysis.internals import read_internals
 from debuggers.page_format import LOCATION
 from debuggers.page_index import read_index, write_index
 from debuggers.page_store import PageWriter
+from runners.analyze import format_findings
 
 ROWS = 600
 DIM = 8
@@ -56,7 +57,9 @@ def clustered_run(tmp_path_factory):
 
 def test_failures_clustered_in_a_captured_space_are_found_and_described(clustered_run):
     folder, blurred, failed, blur = clustered_run
-    clusters = analyze(folder).clusters
+    findings = analyze(folder)
+    clusters = findings.clusters
+    assert all(cluster.description in format_findings(findings) for cluster in clusters)
     assert clusters and all(cluster.debugger == "pooled" for cluster in clusters)
     top = clusters[0]
     members = np.zeros(ROWS, dtype=bool)

@@ -54,7 +54,9 @@ def in_order(text: str, parts: list[str]) -> bool:
 def test_the_command_and_the_function_give_the_same_findings(planted_run):
     findings: Findings = analyze(planted_run["work_dir"])
     expected = finding_keys(findings.to_dict())
-    assert all(expected[name] for name in ("slices", "separators", "clusters", "label_issues", "nan_origins",
+    # no cluster: the small run's clusters fail at about the base rate (not significantly more), so none is a
+    # finding; tests/analysis/test_embedding_clusters.py checks that a real one is printed
+    assert all(expected[name] for name in ("slices", "separators", "label_issues", "nan_origins",
                                            "dead_units")), f"a finding list is empty: {expected}"
     command = [sys.executable, "-m", "runners.analyze", "--run", planted_run["work_dir"]]
     printed = subprocess.run(command + ["--json"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)

@@ -1,0 +1,120 @@
+"""The failure analysis's statistics: random failures give no finding, a noise condition is never appended to a
+real cause, and a score-based failure definition takes what it says (ties and missing scores included).
+
+The tables are written with the real writer and read back; every figure is checked against its definition.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from analysis.epoch_table import EpochTable, write_epoch_table
+from analysis.failures import AnalysisError, FailureDefinition, analyze_table
+from analysis.internals import CapturedInternals
+
+NULL_SEEDS = 20
+NULL_ROWS = 1000
+
+
+def write_table(path, columns: dict[str, np.ndarray], meta: list[str], scores: dict[str, bool]) -> EpochTable:
+    """An epoch table at ``path`` with ``columns`` (meta info ``meta``; score columns with higher_is_better)."""
+    write_epoch_table(str(path), columns, {"scores": list(scores), "higher_is_better": scores, "meta": meta})
+    return EpochTable(str(path))
+
+
+def classified(rng: np.random.Generator, failed: np.ndarray, classes: int = 4) -> dict[str, np.ndarray]:
+    """Labels and predictions that disagree exactly where ``failed``, with the accuracy score."""
+    label = rng.integers(0, classes, len(failed))
+    prediction = np.where(failed, (label + rng.integers(1, classes, len(failed))) % classes, label)
+    return {"idx": np.arange(len(failed)), "label": label, "prediction": prediction,
+            "accuracy": (~failed).astype(np.float64)}
+
+
+@pytest.mark.parametrize("seed", range(NULL_SEEDS))
+def test_random_failures_give_no_slice_no_separating_quantity_and_no_cluster(tmp_path, seed):
+    """30% of the datapoints fail at random; 20 Gaussian columns, 3 categorical ones, a flag and a captured
+    feature space carry no information, so every finding would be a false one."""
+    rng = np.random.default_rng(seed)
+    failed = rng.random(NULL_ROWS) < 0.3
+    meta = {f"x{j}": rng.normal(size=NULL_ROWS) for j in range(20)}
+    meta |= {f"c{j}": rng.choice(["a", "b", "c", "d"], NULL_ROWS).astype(object) for j in range(3)}
+    meta["flag"] = rng.random(NULL_ROWS) < 0.2
+    table = write_table(tmp_path / "epoch_table.parquet", classified(rng, failed) | meta, list(meta),
+                        {"accuracy": True})
+    space = CapturedInternals({"pooled": (np.arange(NULL_ROWS), rng.normal(size=(NULL_ROWS, 8)))}, [])
+    findings = analyze_table(table, space)
+    assert findings.failures == failed.sum()
+    assert findings.slices == [], [s.description for s in findings.slices]
+    assert findings.separators == [], [(s.column, s.auroc) for s in findings.separators]
+    assert findings.separators_tested == 21  # the 20 Gaussian columns and the flag
+    assert findings.clusters == [], [(c.size, c.failure_rate) for c in findings.clusters]
+
+
+def test_a_planted_cause_is_reported_alone_never_with_a_noise_condition(tmp_path):
+    """Site C and high blur fail 75%, the rest 8%; ``probe.act`` is a summary shifted by the cause, z0..z7 are
+    noise. A conjunction adding a z condition (or trimming a few rows with probe.act) fits noise."""
+    rng = np.random.default_rng(42)
+    rows = 2000
+    site = rng.choice(["A", "B", "C", "D", "E"], rows).astype(object)
+    blur = rng.random(rows)
+    hard = (site == "C") | (blur >= 0.85)
+    failed = rng.random(rows) < np.where(hard, 0.75, 0.08)
+    meta = {"site": site, "blur": blur} | {f"z{j}": rng.normal(size=rows) for j in range(8)}
+    columns = classified(rng, failed) | meta | {"probe.act": rng.normal(size=rows) + 1.2 * hard}
+    findings = analyze_table(write_table(tmp_path / "epoch_table.parquet", columns, list(meta), {"accuracy": True}))
+    described = [s.description for s in findings.slices]
+    assert described[0] == "site = C", described
+    assert described[1].startswith("blur >= 0.") and float(described[1].split()[-1]) >= 0.85, described
+    assert not any(c.column.startswith("z") for s in findings.slices for c in s.conditions), described
+    for found in findings.slices:
+        members = np.isin(np.arange(rows), found.idx)
+        assert found.size == members.sum() and found.failure_rate == pytest.approx(failed[members].mean())
+        assert found.rest_failure_rate == pytest.approx(failed[~members].mean())
+    assert [s.column for s in findings.separators[:2]] == ["probe.act", "blur"]
+    assert not any(s.column.startswith("z") for s in findings.separators)
+
+
+def score_table(folder, score: np.ndarray, higher_is_better: bool) -> EpochTable:
+    """A table in ``folder`` with idx, one score and a meta column (no labels: failures come from the score)."""
+    folder.mkdir(exist_ok=True)
+    return write_table(folder / "epoch_table.parquet", {"idx": np.arange(len(score)), "score": score,
+                                                          "scale": np.linspace(0, 1, len(score))},
+                       ["scale"], {"score": higher_is_better})
+
+
+def test_tied_scores_never_make_every_datapoint_fail(tmp_path):
+    """Accuracy is 0 or 1: with 5% wrong, the worst 10% are those 5% (the 1s tie at the cut and would be all)."""
+    accuracy = np.ones(500)
+    accuracy[::20] = 0
+    table = score_table(tmp_path, accuracy, True)
+    findings = analyze_table(table, failure=FailureDefinition("score", 0.1))
+    assert findings.failures == 25
+    assert "asked, 5.0% fail: score < 1; rows at the cut pass" in findings.failure_definition
+    # 40% wrong: the tie at the cut fails together, and the share says so
+    accuracy[:200] = 0
+    findings = analyze_table(score_table(tmp_path / "b", accuracy, True), failure=FailureDefinition("score", 0.1))
+    assert findings.failures == 215 and "43.0% fail: score <= 0;" in findings.failure_definition
+    same = analyze_table(score_table(tmp_path / "c", np.ones(500), True), failure=FailureDefinition("score", 0.1))
+    assert same.failures == 0 and "score < 1;" in same.failure_definition  # nothing is worse than anything
+
+
+@pytest.mark.parametrize("higher_is_better", [True, False])
+def test_datapoints_without_a_score_fail_first_then_the_worst_scores(tmp_path, higher_is_better):
+    rng = np.random.default_rng(1)
+    score = rng.exponential(size=1000)
+    score[:39] = np.nan
+    table = score_table(tmp_path, score, higher_is_better)
+    findings = analyze_table(table, failure=FailureDefinition("score", 0.03))
+    assert findings.failures == 39 and "3.9% fail: no score" in findings.failure_definition
+    findings = analyze_table(table, failure=FailureDefinition("score", 0.1))
+    finite = np.sort(score[39:])
+    cut = finite[60] if higher_is_better else finite[::-1][60]
+    assert findings.failures == 100 and f"{cut:.3g}, or no score" in findings.failure_definition
+
+
+@pytest.mark.parametrize("metric", ["nope", "scale"])
+def test_a_failure_metric_must_be_a_score_column(tmp_path, metric):
+    table = score_table(tmp_path, np.arange(100.0), True)
+    with pytest.raises(AnalysisError, match=rf"'{metric}' is not a score column of .*score columns: score \(pass one"):
+        analyze_table(table, failure=FailureDefinition(metric, 0.1))
