@@ -26,7 +26,7 @@ from typing import Any, Optional, Union
 import numpy as np
 import plotly.graph_objects as go
 
-from data.viewer.layout.display.values import describe_value
+from data.viewer.layout.display.values import describe_value, token_strings
 from debuggers.figures import SHARED, figures_for_output, is_shared, model_report_figures
 from debuggers.model_report import MODEL_REPORT_FILE
 from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
@@ -110,10 +110,11 @@ def _cell(value: Any) -> str:
 
 def datapoint_items(outputs: Mapping[str, Any], image: Optional[np.ndarray] = None,
                     class_names: Optional[dict[int, str]] = None,
-                    shared: Optional[dict[str, go.Figure]] = None) -> list[Item]:
-    """Each debugger's figures, titled with its name (classes by ``class_names``); errors and skipped layers
-    as alerts. With ``shared``, a figure of a state the same for every datapoint (a position encoding) goes
-    there once, by title, and the datapoint gets a note instead of another copy."""
+                    shared: Optional[dict[str, go.Figure]] = None, tokens: Optional[list[str]] = None) -> list[Item]:
+    """Each debugger's figures, titled with its name (classes by ``class_names``, attention axes by the
+    datapoint's ``tokens``, as in the viewer); errors and skipped layers as alerts. With ``shared``, a figure
+    of a state the same for every datapoint (a position encoding) goes there once, by title, and the
+    datapoint gets a note instead of another copy."""
     items: list[Item] = []
     for name, output in outputs.items():
         kind = output.get("kind") if isinstance(output, dict) else None
@@ -122,7 +123,7 @@ def datapoint_items(outputs: Mapping[str, Any], image: Optional[np.ndarray] = No
             items.append(f"{name}: {detail}{output.get('message')}")
             continue
         try:
-            figures = figures_for_output(output, image, class_names)
+            figures = figures_for_output(output, image, class_names, tokens)
         except Exception as exc:  # one odd output (a crafted page) must not cost the rest of the report
             items.append(f"{name}: this output cannot be drawn ({type(exc).__name__}: {exc})")
             continue
@@ -210,7 +211,8 @@ def _datapoint_section(outputs: Union[EpochDebug, EpochDebugError], idx: int, da
         indices = outputs.indices  # read without error before (``export_report``)
         return [f"no debug outputs for idx {idx}; this epoch has idx {min(indices)}..{max(indices)} "
                 f"({len(indices)} datapoints)"]
-    return _summary(datapoint, row) + datapoint_items(debug_outputs, _image_of(datapoint), _class_names(row), shared)
+    return _summary(datapoint, row) + datapoint_items(debug_outputs, _image_of(datapoint), _class_names(row), shared,
+                                                      token_strings(datapoint or {}))
 
 
 def _class_names(row: Optional[dict[str, Any]]) -> dict[int, str]:

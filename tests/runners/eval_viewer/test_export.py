@@ -140,3 +140,14 @@ def test_a_state_shared_by_every_datapoint_is_drawn_once(tmp_path):
     heat = next(fig for fig in shared.values() if isinstance(fig.data[0], go.Heatmap))
     expected = model.pos_embed.encoding((4, 4), torch.device("cpu"), torch.float32)[0].numpy()
     np.testing.assert_allclose(np.asarray(heat.data[0].z), expected, atol=1e-6)
+
+
+def test_attention_axes_are_labelled_by_the_datapoints_tokens_as_in_the_viewer():
+    attention = np.random.default_rng(0).dirichlet(np.ones(3), size=(2, 3)).astype(np.float32)
+    output = {"kind": "attention", "layer_name": "attn", "attention": attention,
+              "entropy_per_head": np.ones(2, np.float32), "max_attention": 0.9, "grid": None}
+    tokens = ["[CLS]", "good", "film"]
+    named = [item for item in datapoint_items({"att": output}, tokens=tokens) if isinstance(item, go.Figure)]
+    plain = [item for item in datapoint_items({"att": output}) if isinstance(item, go.Figure)]
+    assert list(named[0].layout.xaxis.ticktext[:3]) == tokens and named[0].layout.xaxis.title.text == "key token"
+    assert plain[0].layout.xaxis.title.text == "key (token index)"
