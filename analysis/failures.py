@@ -258,11 +258,15 @@ def resolve_epoch_dir(run: str, epoch: Optional[int]) -> str:
     """The folder holding the epoch table: ``run`` itself (evaluator or epoch folder) or ``run/epoch_N``."""
     if not os.path.isdir(run):
         raise AnalysisError(f"{run!r} is not a folder; pass a run's work dir (e.g. logs/examples/cnn_trainer)")
-    if epoch is None and os.path.isfile(os.path.join(run, EPOCH_TABLE_FILE)):
+    here = os.path.isfile(os.path.join(run, EPOCH_TABLE_FILE))
+    if here and (epoch is None or os.path.basename(os.path.normpath(run)) == f"epoch_{epoch}"):
         return run
-    epochs = sorted(int(m.group(1)) for name in os.listdir(run) if (m := re.fullmatch(r"epoch_(\d+)", name))
-                    and os.path.isfile(os.path.join(run, name, EPOCH_TABLE_FILE)))
+    epochs = _table_epochs(run)
     if not epochs:
+        runs = sorted(name for name in os.listdir(run) if _holds_tables(os.path.join(run, name)))
+        if runs:
+            raise AnalysisError(f"{run} is a folder of runs, not a run: pass one of them to --run, e.g. "
+                                f"{os.path.join(run, runs[0])} (runs here: {', '.join(runs[:20])})")
         raise AnalysisError(f"{run} holds no epoch table ({EPOCH_TABLE_FILE}): train or evaluate it first "
                             "with this version of Lantern")
     if epoch is not None:
@@ -271,6 +275,18 @@ def resolve_epoch_dir(run: str, epoch: Optional[int]) -> str:
         return os.path.join(run, f"epoch_{epoch}")
     captured = [e for e in epochs if os.path.isdir(os.path.join(run, f"epoch_{e}", "debugger"))]
     return os.path.join(run, f"epoch_{(captured or epochs)[-1]}")
+
+
+def _table_epochs(run: str) -> list[int]:
+    """The epochs of ``run`` with an epoch table, in order."""
+    return sorted(int(m.group(1)) for name in os.listdir(run) if (m := re.fullmatch(r"epoch_(\d+)", name))
+                  and os.path.isfile(os.path.join(run, name, EPOCH_TABLE_FILE)))
+
+
+def _holds_tables(folder: str) -> bool:
+    """Whether ``folder`` is a run (an evaluator's, with its table, or a trainer's, with epoch tables)."""
+    return os.path.isdir(folder) and (os.path.isfile(os.path.join(folder, EPOCH_TABLE_FILE))
+                                      or bool(_table_epochs(folder)))
 
 
 def _default_metric(table: EpochTable) -> str:

@@ -1,9 +1,11 @@
 """Failure slices: conjunctions of up to three conditions whose datapoints fail more than the rest.
 
-Conditions are ``column = value`` for categorical columns (strings, flags, integers with few values) and
-``column < t`` / ``column >= t`` for numbers, ``t`` at the 10/25/50/75/90 % quantiles (rounded to 3
-significant digits, the value the description shows). A beam search grows conjunctions one condition at
-a time, keeping the best ``beam`` slices per level; a child must score higher than its parent.
+Conditions (``candidate_conditions``) are ``column is null``, ``column = value`` for strings, flags and the
+frequent values of whole-number columns, and ``column < t`` / ``column >= t`` for numbers, ``t`` at the
+10/25/50/75/90 % quantiles (rounded to 3 significant digits, or of the spread where finer; the value the
+description shows). A beam search grows conjunctions one condition at
+a time, keeping the best ``beam`` slices per level whose rows are not nearly (Jaccard >= 0.95) those of a
+better one, so copies of one signal do not fill it; a child must score higher than its parent.
 
 Significance (why random failures give no slice): a slice is a finding only when it fails significantly
 more than the rest, by a one-sided Fisher exact test (``scipy.stats.hypergeom``) at alpha = 0.05 / m,
@@ -22,31 +24,38 @@ contains a better one is dropped.
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.stats import beta, hypergeom
 
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
-MAX_CATEGORIES = 12  # an integer column with at most this many values is treated as categorical
+MAX_CATEGORIES = 12  # a whole-number column with at most this many values gets no thresholds
 ALPHA = 0.05
+MAX_OVERLAP = 0.95  # slices sharing this share of their rows (Jaccard) are one slice to the beam
 SEARCH_ROWS = 100_000  # larger tables are searched on a random sample; reported figures use every row
 
 
 @dataclass
 class Condition:
     column: str
-    op: str  # '=', '<' or '>='
+    op: str  # '=', '<', '>=' or 'is null'
     value: object
 
     def describe(self) -> str:
+        if self.op == "is null":
+            return f"{self.column} is null"
         value = self.value
-        shown = f"{value:.3g}" if isinstance(value, float) else str(value)
+        shown = f"{value:.12g}" if isinstance(value, float) else str(value)
         return f"{self.column} {self.op} {shown}"
 
     def mask(self, values: np.ndarray) -> np.ndarray:
+        if self.op == "is null":
+            return _missing(values)
         if self.op == "=":
-            return values == self.value
+            return np.asarray(values == self.value, dtype=bool)
         numbers = values.astype(np.float64)
         with np.errstate(invalid="ignore"):
             return numbers < self.value if self.op == "<" else numbers >= self.value
@@ -68,20 +77,54 @@ class Slice:
 
 
 def candidate_conditions(columns: dict[str, np.ndarray], min_size: int) -> list[Condition]:
-    """Every condition over ``columns`` that holds for at least ``min_size`` rows."""
+    """Every condition over ``columns`` that holds for at least ``min_size`` rows.
+
+    ``is null`` for missing values; ``= value`` (the value itself, not its text) for strings, flags and the
+    frequent values of whole-number columns (an integer ID with many values, or integers stored as floats
+    because some are missing); ``<`` and ``>=`` at the quantiles for numbers with more than MAX_CATEGORIES
+    values.
+    """
     conditions = []
     for name, values in columns.items():
-        if _is_categorical(values):
-            present = values[_present(values)]
-            kept, counts = np.unique(present.astype(str) if values.dtype == object else present, return_counts=True)
-            conditions += [Condition(name, "=", _plain(v)) for v, c in zip(kept, counts) if c >= min_size]
-        else:
-            finite = values[np.isfinite(values)]
-            if len(finite) == 0:
+        missing = _missing(values)
+        if missing.sum() >= min_size:
+            conditions.append(Condition(name, "is null", None))
+        if values.dtype == object or values.dtype.kind == "b":
+            conditions += _equal_conditions(name, values[~missing].tolist(), min_size)
+            continue
+        numbers = values[np.isfinite(values)].astype(np.float64)
+        if len(numbers) == 0:
+            continue
+        if values.dtype.kind in "iu" or np.array_equal(numbers, np.round(numbers)):
+            conditions += _equal_conditions(name, numbers.astype(np.int64).tolist(), min_size)
+            if len(np.unique(numbers)) <= MAX_CATEGORIES:
                 continue
-            thresholds = sorted({float(f"{t:.3g}") for t in np.quantile(finite, QUANTILES)})
-            conditions += [Condition(name, op, t) for t in thresholds for op in ("<", ">=")]
+        conditions += [Condition(name, op, t) for t in thresholds(numbers) for op in ("<", ">=")]
     return conditions
+
+
+def thresholds(numbers: np.ndarray) -> list[float]:
+    """The quantile thresholds, each rounded to 3 significant digits or, where the values lie close together
+    relative to their size (Unix times of one day), to 3 significant digits of their spread."""
+    cuts = np.quantile(numbers, QUANTILES)
+    spread = cuts[-1] - cuts[0] or np.ptp(numbers)
+    if spread == 0:
+        return [float(cuts[0])]
+    rounded = set()
+    for cut in cuts:
+        finest = min(_magnitude(cut), _magnitude(spread)) if cut != 0 else _magnitude(spread)
+        rounded.add(float(round(float(cut), 2 - finest)))
+    return sorted(rounded)
+
+
+def _magnitude(value: float) -> int:
+    return int(np.floor(np.log10(abs(value))))
+
+
+def _equal_conditions(name: str, present: list, min_size: int) -> list[Condition]:
+    """``name = value`` for each value held by at least ``min_size`` rows, most frequent first."""
+    counts = Counter(present).most_common()
+    return [Condition(name, "=", _plain(value)) for value, count in counts if count >= min_size]
 
 
 def find_slices(columns: dict[str, np.ndarray], failed: np.ndarray, idx: np.ndarray, min_size: int,
@@ -109,9 +152,9 @@ def find_slices(columns: dict[str, np.ndarray], failed: np.ndarray, idx: np.ndar
     scores, significant = score(masks)
     found: dict[tuple[int, ...], float] = {}
     for depth in range(max_conditions):
-        order = np.argsort(-scores)[:beam]
-        best = [(level[i], scores[i]) for i in order if np.isfinite(scores[i])]
-        found.update({level[i][0]: scores[i] for i in order if np.isfinite(scores[i]) and significant[i]})
+        order = _distinct([level[i][1] for i in range(len(level))], np.argsort(-scores), scores, beam)
+        best = [(level[i], scores[i]) for i in order]
+        found.update({level[i][0]: scores[i] for i in order if significant[i]})
         if depth == max_conditions - 1:
             break
         level, scores, significant = _extend(best, masks, conditions, score, exclusive)
@@ -119,6 +162,18 @@ def find_slices(columns: dict[str, np.ndarray], failed: np.ndarray, idx: np.ndar
             break
     ranked = sorted(found.items(), key=lambda item: -item[1])
     return _report(ranked, conditions, columns, failed, idx, top, score.alpha, min_size)
+
+
+def _distinct(masks: list[np.ndarray], order: np.ndarray, scores: np.ndarray, beam: int) -> list[int]:
+    """The first ``beam`` of ``order`` with a finite score whose rows are not nearly those of one before
+    (Jaccard >= MAX_OVERLAP): 69 summaries that are all NaN on the same rows would fill the beam otherwise."""
+    chosen: list[int] = []
+    for i in order:
+        if len(chosen) == beam or not np.isfinite(scores[i]):
+            break
+        if all((masks[i] & masks[j]).sum() < MAX_OVERLAP * (masks[i] | masks[j]).sum() for j in chosen):
+            chosen.append(int(i))
+    return chosen
 
 
 def _extend(best: list, masks: np.ndarray, conditions: list[Condition], score: _Scorer,
@@ -214,14 +269,11 @@ def _fails_more_than(group: np.ndarray, other: np.ndarray, failed: np.ndarray, a
                            int(other.sum()), alpha))
 
 
-def _is_categorical(values: np.ndarray) -> bool:
-    if values.dtype == object or values.dtype.kind == "b":
-        return True
-    return values.dtype.kind in "iu" and len(np.unique(values)) <= MAX_CATEGORIES
-
-
-def _present(values: np.ndarray) -> np.ndarray:
-    return np.array([v is not None for v in values]) if values.dtype == object else np.ones(len(values), bool)
+def _missing(values: np.ndarray) -> np.ndarray:
+    """None or NaN (the table's null)."""
+    if values.dtype == object:
+        return np.array([v is None or (isinstance(v, float) and math.isnan(v)) for v in values], dtype=bool)
+    return np.isnan(values) if values.dtype.kind == "f" else np.zeros(len(values), dtype=bool)
 
 
 def _plain(value: object) -> object:

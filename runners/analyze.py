@@ -54,8 +54,8 @@ def format_findings(findings: Findings) -> str:
                     ["#", "debugger", "size", "fail rate", "described by"],
                     [[i + 1, c.debugger, c.size, f"{c.failure_rate:.0%}", c.description]
                      for i, c in enumerate(findings.clusters)])
-    lines += _table("Suspected label errors (cleanlab, by self-confidence)", ["#", "idx", "label", "model says",
-                                                                              "p(label)"],
+    lines += _table("Suspected label errors (cleanlab; those no slice explains first, each part by self-confidence)",
+                    ["#", "idx", "label", "model says", "p(label)"],
                     [[i + 1, e.idx, e.label, e.suggested, f"{e.self_confidence:.3f}"]
                      for i, e in enumerate(findings.label_issues)])
     lines += _table("Where NaN/Inf first appears", ["#", "module", "type", "datapoints"],

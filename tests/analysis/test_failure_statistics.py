@@ -6,6 +6,8 @@ The tables are written with the real writer and read back; every figure is check
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -118,3 +120,59 @@ def test_a_failure_metric_must_be_a_score_column(tmp_path, metric):
     table = score_table(tmp_path, np.arange(100.0), True)
     with pytest.raises(AnalysisError, match=rf"'{metric}' is not a score column of .*score columns: score \(pass one"):
         analyze_table(table, failure=FailureDefinition(metric, 0.1))
+
+
+def planted_column(kind: str, rng: np.random.Generator, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """A meta column of one kind and where its cause lies (those rows fail 90%, the others 10%)."""
+    if kind == "integer id with 30 values":
+        column = rng.integers(0, 30, rows)
+        return column, column == 17
+    if kind == "integers with missing values":
+        column = rng.integers(0, 5, rows).astype(np.float64)
+        column[::10] = np.nan
+        return column, column == 3
+    if kind == "flag with missing values":
+        flags = rng.random(rows) < 0.3
+        column = np.array([bool(f) if i % 10 else None for i, f in enumerate(flags)], dtype=object)
+        return column, np.array([v is True for v in column])
+    if kind == "missing values":
+        column = rng.normal(size=rows)
+        column[rng.random(rows) < 0.2] = np.nan
+        return column, np.isnan(column)
+    column = 1_700_000_000 + rng.integers(0, 86400, rows).astype(np.float64)  # Unix times of one day
+    return column, column >= 1_700_000_000 + 64800
+
+
+@pytest.mark.parametrize("kind, expected", [
+    ("integer id with 30 values", r"x = 17"), ("integers with missing values", r"x = 3"),
+    ("flag with missing values", r"x = True"), ("missing values", r"x is null"),
+    ("Unix times of one day", r"x >= 170006\d{4}")])
+def test_a_cause_in_one_column_is_described_by_its_own_value(tmp_path, kind, expected):
+    """An integer ID is a category, an integer with NaN too (not ``x >= 3``), a flag with nulls matches True,
+    missingness is a condition, and thresholds on large numbers keep the digits that tell rows apart."""
+    rng = np.random.default_rng(3)
+    column, cause = planted_column(kind, rng, 500)
+    failed = rng.random(500) < np.where(cause, 0.9, 0.1)
+    table = write_table(tmp_path / "epoch_table.parquet", classified(rng, failed) | {"x": column}, ["x"],
+                        {"accuracy": True})
+    described = [s.description for s in analyze_table(table).slices]
+    assert described and re.fullmatch(expected, described[0]), described
+    members = np.isin(np.arange(500), analyze_table(table).slices[0].idx)
+    assert (members == cause).mean() > 0.95
+
+
+def test_a_cause_is_not_crowded_out_by_copies_of_another(tmp_path):
+    """30 debugger summaries are NaN on the same rows (where a layer overflowed: 90% fail); blur >= 0.8 is a
+    second, independent cause. The 30 identical ``is null`` conditions are one slice to the beam, so blur
+    keeps its place (the planted example's 69 summaries NaN on the NaN origin's rows pushed out its marker)."""
+    rng = np.random.default_rng(5)
+    rows = 1000
+    overflowed, blurred = rng.random(rows) < 0.25, rng.random(rows) >= 0.8
+    failed = rng.random(rows) < np.where(overflowed, 0.9, np.where(blurred, 0.6, 0.02))
+    summaries = {f"probe.c{j}": np.where(overflowed, np.nan, rng.normal(size=rows)) for j in range(30)}
+    meta = {"blur": np.where(blurred, rng.uniform(0.8, 1, rows), rng.uniform(0, 0.8, rows))}
+    table = write_table(tmp_path / "epoch_table.parquet", classified(rng, failed) | meta | summaries, list(meta),
+                        {"accuracy": True})
+    described = [s.description for s in analyze_table(table).slices]
+    assert re.fullmatch(r"probe\.c\d+ is null", described[0]), described
+    assert any(re.fullmatch(r"blur >= 0\.[78]\d*", d) for d in described), described

@@ -160,3 +160,22 @@ def test_unreadable_debug_outputs_are_skipped_and_the_report_says_so(tmp_path, d
     [note] = findings.notes
     assert str(tmp_path / "debugger") in note and "were skipped" in note and "rerun the epoch" in note
     assert f"note: {note}" in format_findings(findings)
+
+
+def test_a_folder_of_runs_names_them_and_an_epoch_folder_takes_its_own_epoch(tmp_path):
+    for run, epoch in (("cnn", 2), ("vit", 1)):
+        (tmp_path / run / f"epoch_{epoch}").mkdir(parents=True)
+        write_epoch_table(str(tmp_path / run / f"epoch_{epoch}" / "epoch_table.parquet"),
+                          {"idx": np.arange(20), "label": np.arange(20) % 2, "prediction": np.zeros(20, int)})
+    result = subprocess.run([sys.executable, "-m", "runners.analyze", "--run", str(tmp_path)], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "is a folder of runs, not a run" in result.stderr
+    assert "runs here: cnn, vit" in result.stderr
+    assert analyze(str(tmp_path / "cnn" / "epoch_2"), epoch=2).datapoints == 20
+    with pytest.raises(AnalysisError, match="no epoch table for epoch 3"):
+        analyze(str(tmp_path / "cnn"), epoch=3)
+
+
+def test_the_label_error_header_says_how_the_list_is_ordered(run_dir):
+    text = format_findings(analyze(run_dir[0]))
+    assert "Suspected label errors (cleanlab; those no slice explains first, each part by self-confidence)" in text
