@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from analysis.epoch_table import EpochTable, write_epoch_table
 from analysis.failures import AnalysisError, FailureDefinition, analyze, analyze_table
 from debuggers.page_store import PageWriter
 from runners.analyze import format_findings
+from tests.reliability.crafted_index import LOCATION_DAMAGES, damage_debug_files
 from tests.runs import REPO_ROOT
 
 ROWS = 3000
@@ -125,24 +125,8 @@ def test_a_folder_without_a_table_is_explained(tmp_path):
     assert result.returncode == 2 and "holds no epoch table" in result.stderr
 
 
-def damage_locations(debugger_dir, damage: str) -> None:
-    """One damage of a rank's index or locations file, as a crafted run folder could hold."""
-    locations, index_path = os.path.join(debugger_dir, "locations.bin"), os.path.join(debugger_dir, "index.json")
-    if damage == "truncated":
-        os.truncate(locations, 100)
-    elif damage == "fifo":
-        os.remove(locations)
-        os.mkfifo(locations)
-    else:
-        with open(index_path) as f:
-            index = json.load(f)
-        index.update({"datapoints": 10**30} if damage == "datapoints" else {"world_size": 10**300})
-        with open(index_path, "w") as f:
-            json.dump(index, f)
-
-
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("damage", ["truncated", "fifo", "datapoints", "world_size"])
+@pytest.mark.parametrize("damage", LOCATION_DAMAGES)
 def test_unreadable_debug_outputs_are_skipped_and_the_report_says_so(tmp_path, damage):
     rows = 200
     label = np.arange(rows) % 3
@@ -154,7 +138,7 @@ def test_unreadable_debug_outputs_are_skipped_and_the_report_says_so(tmp_path, d
         for idx in range(rows):
             writer.add(idx, {"fm": torch.full((4,), float(idx))})
         writer.flush()
-    damage_locations(str(tmp_path / "debugger"), damage)
+    damage_debug_files(str(tmp_path / "debugger"), damage)
     findings = analyze(str(tmp_path))
     assert findings.datapoints == rows and findings.failures == 50 and findings.clusters == []
     [note] = findings.notes

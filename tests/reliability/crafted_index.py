@@ -1,10 +1,13 @@
-"""Debug indexes damaged the way a crafted run folder could damage them (shared by the viewer and export tests)."""
+"""Debug indexes and locations damaged the way a crafted run folder could damage them (shared by the viewer,
+export and analysis tests)."""
 
 from __future__ import annotations
 
 import json
+import os
 
 INDEX_DAMAGES = ("no_complete", "page_as_int", "datapoints_a_string")
+LOCATION_DAMAGES = ("locations_truncated", "locations_a_fifo", "datapoints_beyond_int64", "world_size_beyond_any_name")
 
 
 def damage_index(index_path: str, damage: str) -> None:
@@ -19,3 +22,20 @@ def damage_index(index_path: str, damage: str) -> None:
         index["datapoints"] = "everything"
     with open(index_path, "w") as f:
         json.dump(index, f)
+
+
+def damage_debug_files(debugger_dir: str, damage: str) -> None:
+    """One damage of ``LOCATION_DAMAGES`` to a rank's locations file or index numbers."""
+    locations, index_path = os.path.join(debugger_dir, "locations.bin"), os.path.join(debugger_dir, "index.json")
+    if damage == "locations_truncated":
+        os.truncate(locations, 100)
+    elif damage == "locations_a_fifo":
+        os.remove(locations)
+        os.mkfifo(locations)
+    else:
+        with open(index_path) as f:
+            index = json.load(f)
+        index.update({"datapoints": 10**30} if damage == "datapoints_beyond_int64" else
+                     {"world_size": 10**300, "rank": 10**299})
+        with open(index_path, "w") as f:
+            json.dump(index, f)

@@ -17,7 +17,7 @@ from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.layout import ids
 from runners.trainers import BaseTrainer
 from runners.trainers.debug_budget import REMOVED_MARKER
-from tests.reliability.crafted_index import INDEX_DAMAGES, damage_index
+from tests.reliability.crafted_index import INDEX_DAMAGES, LOCATION_DAMAGES, damage_debug_files, damage_index
 from tests.reliability.viewer_server import call_callback, serve_viewer
 from tests.runs import write_config
 from utils.config_file import load_config
@@ -229,30 +229,13 @@ def test_a_malformed_scores_file_is_shown_in_place(trained_run, tmp_path, damage
         assert json.loads(body)["response"][ids.TABLE]["getRowsResponse"]["rowCount"] == 8  # the captured idx
 
 
-def _damage_debug_files(debugger_dir, damage):
-    locations, index_path = os.path.join(debugger_dir, "locations.bin"), os.path.join(debugger_dir, "index.json")
-    if damage == "locations_truncated":
-        os.truncate(locations, 100)
-    elif damage == "locations_a_fifo":
-        os.remove(locations)
-        os.mkfifo(locations)
-    else:
-        with open(index_path) as f:
-            index = json.load(f)
-        index.update({"datapoints": 10**30} if damage == "datapoints_beyond_int64" else
-                     {"world_size": 10**300, "rank": 10**299})
-        with open(index_path, "w") as f:
-            json.dump(index, f)
-
-
-@pytest.mark.parametrize("damage", ["locations_truncated", "locations_a_fifo", "datapoints_beyond_int64",
-                                    "world_size_beyond_any_name"])
+@pytest.mark.parametrize("damage", LOCATION_DAMAGES)
 def test_bad_locations_or_index_numbers_are_shown_in_place(trained_run, tmp_path, damage):
     """The datapoint list of the epoch is read for the table's debug column and to tell a missing datapoint:
     what breaks it is the epoch's debug error, shown in place, never an HTTP 500 for the whole epoch."""
     logs = str(tmp_path / "logs")
     bad = _copy(trained_run, logs, "bad")
-    _damage_debug_files(os.path.join(bad, EPOCH, "debugger"), damage)
+    damage_debug_files(os.path.join(bad, EPOCH, "debugger"), damage)
     with serve_viewer([logs]) as url:
         status, body = _datapoint(url, bad)
         assert status == 200, body
