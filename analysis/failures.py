@@ -11,7 +11,8 @@ reads the epoch table (and, for captured epochs, the debug pages) and returns ``
 - embedding clusters and NaN origins from the captured outputs (``analysis/internals.py``);
 - suspected label errors: cleanlab's ``find_label_issues`` on the validation probabilities, which are
   out-of-sample for the validation set, ranked by self-confidence, those no failure slice explains first;
-- dead units: summary columns that are the same for every datapoint (a dead channel's energy is 0);
+- dead units: per-unit summary columns that are the same for every datapoint while a sibling unit varies
+  (a dead channel's energy is 0);
 - the confusion matrix.
 
 The failure definition is configurable: by default a wrong prediction when the table has labels and
@@ -39,6 +40,8 @@ from utils.errors import LanternUserError
 
 NOT_SLICED = ("idx", "label", "prediction", "probabilities")
 MIN_SEPARATOR_ROWS = 10
+
+_UNIT = re.compile(r"\d+$")  # the number that ends a per-unit column's name
 
 
 class AnalysisError(LanternUserError):
@@ -230,16 +233,21 @@ def suspected_label_errors(values: dict[str, np.ndarray], explained: frozenset[i
 
 
 def dead_units(values: dict[str, np.ndarray], summaries: list[str]) -> list[DeadUnit]:
-    """Summary columns with one value for every datapoint (NaN rows aside), zeros first: a unit that never
-    responds."""
-    dead = []
+    """Per-unit summary columns with one value for every datapoint (NaN rows aside) while a sibling unit's
+    varies, zeros first: a unit that never responds. A unit's column ends in its number (``energy.c5``,
+    ``entropy_head3``); a constant statistic of a whole layer (``nonfinite_ratio`` 0, a ReLU output's ``min``
+    0, ``missing_layers`` 0) is what a healthy model gives, not a finding."""
+    constant, varying = {}, set()
     for name in summaries:
         column = values.get(name)
-        if column is None or column.dtype == object:
+        if column is None or column.dtype == object or not _UNIT.search(name):
             continue
         finite = column[np.isfinite(column)]
         if len(finite) >= max(2, len(column) // 2) and np.ptp(finite) == 0:
-            dead.append(DeadUnit(name, float(finite[0])))
+            constant[name] = float(finite[0])
+        else:
+            varying.add(_UNIT.sub("", name))
+    dead = [DeadUnit(name, value) for name, value in constant.items() if _UNIT.sub("", name) in varying]
     return sorted(dead, key=lambda unit: (unit.value != 0, unit.column))
 
 

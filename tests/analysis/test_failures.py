@@ -50,9 +50,10 @@ def run_dir(tmp_path_factory):
         "accuracy": (~prediction_fails).astype(float), "occluded": occluded, "contrast": contrast,
         "source": np.where(rare, "rare", "common").astype(object),
         "layer3.sparsity": contrast + rng.normal(0, 0.3, ROWS),
-        "layer3.dead": np.zeros(ROWS),
+        "layer3.energy.c0": contrast + rng.normal(0, 0.3, ROWS), "layer3.energy.c1": np.zeros(ROWS),
+        "layer3.nonfinite_ratio": np.zeros(ROWS),  # constant in a healthy model: no unit, never "dead"
     }, {"scores": ["accuracy"], "higher_is_better": {"accuracy": True}, "meta": ["occluded", "contrast", "source"],
-        "summaries": ["layer3.sparsity", "layer3.dead"]})
+        "summaries": ["layer3.sparsity", "layer3.energy.c0", "layer3.energy.c1", "layer3.nonfinite_ratio"]})
     return str(folder), flipped, prediction_fails
 
 
@@ -81,7 +82,7 @@ def test_separating_quantities_match_the_mann_whitney_statistic(run_dir):
     assert by_column["contrast"].auroc == pytest.approx(max(auc, 1 - auc))
     assert by_column["contrast"].direction == "lower in failures"
     assert "accuracy" not in by_column  # a score restates the failure: never a finding
-    assert [d.column for d in findings.dead_units] == ["layer3.dead"]
+    assert [d.column for d in findings.dead_units] == ["layer3.energy.c1"]  # a unit among units that respond
 
 
 def test_confidently_contradicted_labels_top_the_label_error_list(run_dir):
