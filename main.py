@@ -13,7 +13,7 @@ import sys
 
 from runners import distributed
 from utils.config_file import load_config
-from utils.errors import ConfigError, LanternUserError
+from utils.errors import ConfigError, LanternUserError, user_message
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         runner_cls(config).run()
     except LanternUserError as exc:
         rank = f" (rank {os.environ.get('RANK')})" if distributed.env_world_size() > 1 else ""
-        print(f"error{rank}: {exc}", file=sys.stderr)
+        print(f"error{rank}: {user_message(exc)}", file=sys.stderr)
         return 2
     distributed.shutdown()
     if os.environ.get("RANK", "0") == "0":

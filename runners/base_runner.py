@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, IterableDataset
 from tqdm import tqdm
 
 from analysis.epoch_rows import EpochRows, gather_epoch_columns
@@ -31,13 +31,14 @@ from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from runners import distributed
 from runners.config_keys import check_config_keys
 from runners.datapoint_capture import DATAPOINTS_DIR, CaptureLimits, DatapointCapture, capture_is_complete
+from runners.unique_idx import add_new_idx, merge_rank_buffers
 from runners.work_dir_guard import LOCK_FILE, WorkDirWatch, lock_work_dir, release_work_dir
 from utils.atomic_files import TEMP_MARKER, atomic_write_json, read_json
 from utils.builders import build_from_config
 from utils.config_file import describe_config
-from utils.errors import ConfigError, ModelContractError, WorkDirError
+from utils.errors import ConfigError, DatasetContractError, ModelContractError, WorkDirError
 from utils.folder_glob import glob_in
-from utils.ops import apply_tensor_op, idx_list
+from utils.ops import apply_tensor_op, describe_value, idx_list
 from utils.run_logging import get_run_logger
 
 RUN_INFO_FILE = "run_info.json"
@@ -80,6 +81,7 @@ class BaseRunner:
         self._work_dir_watch: Optional[WorkDirWatch] = None  # rank 0, once the work dir exists
         self.rank, self.world_size = 0, 1
         self._scores_checked = False  # the capture policies checked the score names of this evaluation pass
+        self._seen_idx: set[int] = set()  # meta_info['idx'] of this evaluation pass (runners/unique_idx.py)
 
     @property
     def is_main(self) -> bool:
@@ -203,8 +205,9 @@ class BaseRunner:
                     f"config['{dataloader_key}']['args'] sets '{key}', which the runner decides (training is "
                     "shuffled with the run's seed, evaluation reads in order); remove it"
                 )
-        return build_from_config(entry, f"config['{dataloader_key}']", dataset=dataset,
-                                 sampler=sampler(dataset))
+        loader = build_from_config(entry, f"config['{dataloader_key}']", dataset=dataset, sampler=sampler(dataset))
+        _check_first_datapoint(loader, dataset_key)
+        return loader
 
     def _eval_sampler(self, dataset: Any) -> distributed.ShardSampler:
         return distributed.ShardSampler(len(dataset), self.rank, self.world_size)
@@ -216,6 +219,8 @@ class BaseRunner:
         return getattr(self.model, "module", self.model)
 
     def _eval_step(self, dp: dict[str, Any]) -> None:
+        idx = idx_list(dp["meta_info"]["idx"])
+        add_new_idx(self._seen_idx, idx)  # before anything is keyed by it
         if self.datapoint_capture is not None:
             self.datapoint_capture.add_batch(dp)
         dp = apply_tensor_op(lambda t: t.to(self.device, non_blocking=True), dp)
@@ -223,7 +228,6 @@ class BaseRunner:
         with self.debugger.watch_forward() if debugging else contextlib.nullcontext():  # hooks run in there
             dp["outputs"] = self._forward(self.eval_model, dp["inputs"])
         scores = self.metric(dp["outputs"], dp["labels"])
-        idx = idx_list(dp["meta_info"]["idx"])
         if self.debugger is not None and not self._scores_checked:  # a wrong keep score name stops the run here
             self.debugger.capture_policy.check_scores(scores, len(idx))
             self._scores_checked = True
@@ -238,7 +242,7 @@ class BaseRunner:
         outputs = model(inputs)
         if not isinstance(outputs, dict):
             raise ModelContractError(
-                f"{type(self.eval_model).__name__}.forward returned {_describe(outputs)}, but Lantern's models "
+                f"{type(self.eval_model).__name__}.forward returned {describe_value(outputs)}, but Lantern's models "
                 "return a dict of named outputs: forward(inputs: dict) -> dict. The criterion and the metric read "
                 "it by key (CrossEntropyCriterion and ClassificationMetric read outputs['logits'], set by their "
                 "output_key argument). Return e.g. {'logits': logits} from forward; see docs/your_project.md")
@@ -250,14 +254,12 @@ class BaseRunner:
         self.eval_model.eval()
         self.metric.reset_buffer()
         self._scores_checked = False
+        self._seen_idx = set()
         self.epoch_rows = EpochRows.for_metric(self.metric)
         with torch.no_grad():
             for dp in tqdm(dataloader, desc=desc, leave=False, disable=not self.is_main):
                 self._eval_step(dp)
-        merged: dict[int, dict] = {}
-        for buffer in distributed.gather_objects(self.metric.buffer):
-            merged.update(buffer)
-        scores = self.metric.summarize(merged)
+        scores = self.metric.summarize(merge_rank_buffers(distributed.gather_objects(self.metric.buffer)))
         self._write_epoch_table(table_path, scores, dataloader.dataset)
         return scores
 
@@ -389,12 +391,16 @@ def _check_shared_work_dir(info_path: str, launch: str, rank: int, wait_s: float
         time.sleep(0.2)
 
 
-def _describe(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        return f"a Tensor of shape {tuple(value.shape)}"
-    if isinstance(value, (list, tuple)):
-        return f"a {type(value).__name__} of {len(value)} item(s)"
-    return f"a {type(value).__name__}"
+def _check_first_datapoint(loader: DataLoader, dataset_key: str) -> None:
+    """Collate ``dataset[0]`` here, in the main process, before any epoch: a dataset that breaks the datapoint
+    contract is refused at once, in one line naming the dataset, not later from inside a DataLoader worker."""
+    dataset = loader.dataset
+    if loader.batch_sampler is None or isinstance(dataset, IterableDataset) or len(dataset) == 0:
+        return  # no batches of datapoints to check, or no datapoint 0
+    try:
+        loader.collate_fn([dataset[0]])
+    except DatasetContractError as exc:
+        raise DatasetContractError(f"config['{dataset_key}'] ({type(dataset).__name__}), dataset[0]: {exc}") from None
 
 
 def _nan_to_none(value: Any) -> Any:

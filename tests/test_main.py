@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from tests.runs import REPO_ROOT, run_main, write_config
 
 
@@ -74,3 +76,65 @@ def test_default_work_dirs_of_projects_do_not_collide():
     assert default_work_dir("/home/me/proj_a/config.py") == os.path.join("logs", "proj_a", "config")
     assert default_work_dir("/home/me/proj_b/config.py") == os.path.join("logs", "proj_b", "config")
     assert default_work_dir("/home/me/proj_a/configs/exp/lr.py") == os.path.join("logs", "proj_a", "exp", "lr")
+
+
+def _one_error_line(stderr: str) -> str:
+    """The run's ``error:`` line; there must be exactly one and no traceback."""
+    lines = [line for line in stderr.splitlines() if line.startswith("error")]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("returned, problem", [
+    ("(dp['inputs']['image'], dp['labels']['class'])", "the dataset returned a tuple of 2 item(s) (a torchvision"),
+    ("{**dp, 'meta_info': {'name': 'x'}}", "a datapoint whose meta_info has keys ['name'] but no 'idx'"),
+], ids=["tuple", "no_idx"])
+def test_a_dataset_breaking_the_datapoint_contract_stops_before_training_in_one_line(tmp_path, returned, problem):
+    path = write_config(tmp_path / "c.py", tmp_path / "w", extra=f"""
+class Broken(SyntheticShapesDataset):
+    def __getitem__(self, i):
+        dp = super().__getitem__(i)
+        return {returned}
+config["train_dataset"]["class"] = Broken
+""")
+    result = run_main(path)
+    assert result.returncode == 2, result.stderr
+    line = _one_error_line(result.stderr)
+    assert f"config['train_dataset'] (Broken), dataset[0]: {problem}" in line
+    assert 'docs/your_project.md "The dataset"' in line and "model report" not in result.stderr
+
+
+def test_a_datapoint_without_idx_met_in_a_dataloader_worker_stops_in_one_line(tmp_path):
+    path = write_config(tmp_path / "c.py", tmp_path / "w", epochs=1, extra="""
+class Holey(SyntheticShapesDataset):
+    def __getitem__(self, i):
+        dp = super().__getitem__(i)
+        if i == 5:
+            del dp["meta_info"]["idx"]
+        return dp
+config["val_dataset"]["class"] = Holey
+config["val_dataloader"]["args"]["num_workers"] = 1
+""")
+    result = run_main(path)
+    assert result.returncode == 2, result.stderr
+    line = _one_error_line(result.stderr)
+    assert line.startswith("error: a datapoint whose meta_info has keys") and "but no 'idx'" in line
+    assert "DataLoader worker" not in line
+
+
+def test_a_repeated_idx_stops_the_run_instead_of_scoring_fewer_datapoints(tmp_path):
+    path = write_config(tmp_path / "c.py", tmp_path / "w", epochs=1, extra="""
+class Repeating(SyntheticShapesDataset):
+    def __getitem__(self, i):
+        dp = super().__getitem__(i)
+        dp["meta_info"]["idx"] = i % 10
+        return dp
+config["val_dataset"]["class"] = Repeating
+""")
+    result = run_main(path)
+    assert result.returncode == 2, result.stderr
+    line = _one_error_line(result.stderr)
+    assert "meta_info['idx']=0 came twice in one evaluation pass" in line
+    assert "must be unique per datapoint" in line
+    assert not os.path.exists(tmp_path / "w" / "epoch_0" / "validation_scores.json")
+

@@ -19,3 +19,20 @@ class CheckpointError(LanternUserError):
 
 class ModelContractError(LanternUserError):
     """The model's ``forward`` does not return what the runner, criterion and metric expect."""
+
+
+class DatasetContractError(LanternUserError):
+    """A datapoint is not ``{'inputs': {...}, 'labels': {...}, 'meta_info': {'idx': i, ...}}`` as documented."""
+
+
+_WORKER_WRAPPING = " in DataLoader worker process "
+
+
+def user_message(exc: LanternUserError) -> str:
+    """The message of ``exc`` alone: a DataLoader worker re-raises it in the main process with the worker's
+    whole traceback as its message, which would bury the one line the user needs under a traceback."""
+    message = str(exc)
+    if not message.startswith("Caught ") or _WORKER_WRAPPING not in message.split("\n", 1)[0]:
+        return message
+    marker = f"{type(exc).__name__}: "
+    return message[message.rfind(marker) + len(marker):].strip()

@@ -1,4 +1,4 @@
-"""Apply a function to every tensor inside nested containers."""
+"""Tensors inside nested containers: apply a function to each, read indices, describe a value in a message."""
 
 from __future__ import annotations
 
@@ -32,3 +32,14 @@ def idx_list(idx: Any) -> list[int]:
     if isinstance(idx, (list, tuple)):
         return [int(i) for i in idx]
     return [int(idx)]
+
+
+def describe_value(value: Any, limit: int = 80) -> str:
+    """A short phrase for an error message ("a Tensor of shape (2, 3)", "a str ('cat')"): what a user's code
+    returned, without printing a whole tensor or list."""
+    if isinstance(value, torch.Tensor):
+        return f"a Tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (list, tuple)):
+        return f"a {type(value).__name__} of {len(value)} item(s)"
+    text = repr(value)
+    return f"a {type(value).__name__} ({text if len(text) <= limit else text[:limit - 3] + '...'})"

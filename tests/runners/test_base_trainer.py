@@ -13,9 +13,10 @@ import pytest
 import torch
 
 from runners.trainers import BaseTrainer
+from runners.unique_idx import merge_rank_buffers
 from tests.runs import REPO_ROOT, run_main, train
 from utils.config_file import load_config
-from utils.errors import ConfigError, WorkDirError
+from utils.errors import ConfigError, DatasetContractError, WorkDirError
 
 
 def test_each_epoch_writes_its_files_and_scores_cover_every_datapoint(tiny_config):
@@ -162,3 +163,10 @@ def test_a_model_returning_a_tensor_is_stopped_at_its_forward_naming_the_contrac
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "TensorCNN.forward returned a Tensor of shape (16, 6)" in result.stderr
     assert "forward(inputs: dict) -> dict" in result.stderr and "{'logits': logits}" in result.stderr
+
+
+def test_ranks_that_scored_the_same_idx_are_refused():
+    assert merge_rank_buffers([{0: {"a": 1.0}, 2: {"a": 0.0}}, {1: {"a": 1.0}}]) == {
+        0: {"a": 1.0}, 1: {"a": 1.0}, 2: {"a": 0.0}}
+    with pytest.raises(DatasetContractError, match=r"idx'\]=2 came twice in one evaluation pass \(on ranks 0 and 1\)"):
+        merge_rank_buffers([{0: {"a": 1.0}, 2: {"a": 0.0}}, {2: {"a": 1.0}}])

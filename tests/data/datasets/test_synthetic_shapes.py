@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from data.datasets import SyntheticShapesDataset, collate_datapoints
+from utils.errors import DatasetContractError
 
 
 @pytest.fixture(scope="module")
@@ -118,3 +119,20 @@ def test_collate_recurses_into_nested_dicts():
 def test_collate_rejects_empty_list():
     with pytest.raises(ValueError, match="at least one datapoint"):
         collate_datapoints([])
+
+
+def test_collate_turns_plain_number_labels_into_tensors():
+    datapoints = [{"inputs": {"x": torch.zeros(2)}, "labels": {"class": i % 2}, "meta_info": {"idx": i}}
+                  for i in range(3)]
+    assert torch.equal(collate_datapoints(datapoints)["labels"]["class"], torch.tensor([0, 1, 0]))
+
+
+@pytest.mark.parametrize("labels, named", [({"class": "cat"}, "labels['class'] is a str ('cat')"),
+                                           ({"kind": torch.tensor(1)}, "labels has keys ['kind']")])
+def test_collate_refuses_a_leaf_that_is_no_tensor_or_different_keys_naming_datapoint_and_key(labels, named):
+    good = {"inputs": {"x": torch.zeros(2)}, "labels": {"class": torch.tensor(0)}, "meta_info": {"idx": 0}}
+    bad = {"inputs": {"x": torch.zeros(2)}, "labels": labels, "meta_info": {"idx": 7}}
+    with pytest.raises(DatasetContractError) as caught:
+        collate_datapoints([good, bad])
+    assert f"datapoint idx=7: {named}" in str(caught.value)
+    assert 'docs/your_project.md "The dataset"' in str(caught.value)
