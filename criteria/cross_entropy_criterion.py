@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from utils.keyed import label, model_output
+
 
 class CrossEntropyCriterion:
     """Mean cross-entropy of ``outputs[output_key]`` against ``labels[label_key]``."""
@@ -15,6 +17,5 @@ class CrossEntropyCriterion:
         self.label_smoothing = label_smoothing
 
     def __call__(self, outputs: dict, labels: dict) -> torch.Tensor:
-        return F.cross_entropy(
-            outputs[self.output_key], labels[self.label_key], label_smoothing=self.label_smoothing
-        )
+        return F.cross_entropy(model_output(outputs, self.output_key, self, "criterion"),
+                               label(labels, self.label_key, self, "criterion"), label_smoothing=self.label_smoothing)

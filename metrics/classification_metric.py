@@ -18,6 +18,8 @@ from collections.abc import Iterable
 import torch
 import torch.nn.functional as F
 
+from utils.keyed import label, model_output
+
 
 class ClassificationMetric:
     """Accuracy (0/1 per datapoint), cross-entropy and confidence of the true class.
@@ -36,8 +38,8 @@ class ClassificationMetric:
         self.buffer: dict[int, dict[str, float]] = {}
 
     def __call__(self, outputs: dict, labels: dict) -> dict[str, torch.Tensor]:
-        logits = outputs[self.output_key].detach().float()
-        target = labels[self.label_key]
+        logits = model_output(outputs, self.output_key, self, "metric").detach().float()
+        target = label(labels, self.label_key, self, "metric")
         probs = logits.softmax(dim=1)
         predicted = logits.argmax(dim=1)
         finite = logits.isfinite().all(dim=1)

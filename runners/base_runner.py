@@ -35,7 +35,7 @@ from runners.unique_idx import add_new_idx, merge_rank_buffers
 from runners.work_dir_guard import LOCK_FILE, WorkDirWatch, lock_work_dir, release_work_dir
 from utils.atomic_files import TEMP_MARKER, atomic_write_json, read_json
 from utils.builders import build_from_config
-from utils.config_file import describe_config
+from utils.config_file import config_differences, describe_config
 from utils.errors import ConfigError, DatasetContractError, ModelContractError, WorkDirError
 from utils.folder_glob import glob_in
 from utils.ops import apply_tensor_op, describe_value, idx_list
@@ -119,12 +119,10 @@ class BaseRunner:
         info_path = os.path.join(self.work_dir, RUN_INFO_FILE)
         take_over = False
         if os.path.exists(info_path):
-            if _identifying(_read_run_info(info_path), identity) != _identifying(identity, identity):
+            previous = _identifying(_read_run_info(info_path), identity)
+            if previous != _identifying(identity, identity):
                 if os.path.exists(os.path.join(self.work_dir, self.FINISHED_WORK_FILE)):
-                    raise WorkDirError(
-                        f"work dir {self.work_dir!r} holds another run (its {RUN_INFO_FILE} describes a different "
-                        "config). Set another 'work_dir' in the config, or delete the folder to start over"
-                    )
+                    raise WorkDirError(_another_run(self.work_dir, previous, _identifying(identity, identity)))
                 take_over = True
                 self._start_warnings.append(
                     f"work dir {self.work_dir!r} held a run of another config that finished nothing; its files "
@@ -401,6 +399,17 @@ def _check_first_datapoint(loader: DataLoader, dataset_key: str) -> None:
         loader.collate_fn([dataset[0]])
     except DatasetContractError as exc:
         raise DatasetContractError(f"config['{dataset_key}'] ({type(dataset).__name__}), dataset[0]: {exc}") from None
+
+
+def _another_run(work_dir: str, previous: dict, identity: dict, shown: int = 3) -> str:
+    """Why ``work_dir`` is refused: which config entries differ from its run's, and the two ways out."""
+    changes = config_differences(previous.get("config"), identity["config"])
+    more = f" and {len(changes) - shown} more" if len(changes) > shown else ""
+    return (f"work dir {work_dir!r} holds another run, whose {RUN_INFO_FILE} describes a different config: "
+            f"{'; '.join(changes[:shown]) or 'runner ' + str(previous.get('runner'))}{more}. A run that has "
+            "finished work keeps its config, even to train for more epochs (the scheduler and the checkpoint epochs "
+            "depend on 'epochs'). Set another 'work_dir' in the config for the new run, or delete the folder to "
+            "start over")
 
 
 def _nan_to_none(value: Any) -> Any:

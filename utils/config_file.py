@@ -73,3 +73,23 @@ def describe_config(value: Any) -> Any:
     if callable(value) and hasattr(value, "__qualname__"):
         return f"{getattr(value, '__module__', '?')}.{value.__qualname__}"
     return f"<{type(value).__module__}.{type(value).__qualname__}>"
+
+
+_ABSENT = "(absent)"
+
+
+def config_differences(old: Any, new: Any, path: str = "") -> list[str]:
+    """Where two described configs (``describe_config``) differ, as ``"path: old → new"`` lines: a refused
+    work dir must say what changed, or the user cannot tell which edit made it another run."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = list(old) + [key for key in new if key not in old]
+        return [line for key in keys for line in config_differences(
+            old.get(key, _ABSENT), new.get(key, _ABSENT), f"{path}.{key}" if path else str(key))]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [line for i, (a, b) in enumerate(zip(old, new)) for line in config_differences(a, b, f"{path}[{i}]")]
+    return [] if old == new else [f"{path}: {_short(old)} → {_short(new)}"]
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = value if value is _ABSENT else repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."

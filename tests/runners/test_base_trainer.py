@@ -170,3 +170,39 @@ def test_ranks_that_scored_the_same_idx_are_refused():
         0: {"a": 1.0}, 1: {"a": 1.0}, 2: {"a": 0.0}}
     with pytest.raises(DatasetContractError, match=r"idx'\]=2 came twice in one evaluation pass \(on ranks 0 and 1\)"):
         merge_rank_buffers([{0: {"a": 1.0}, 2: {"a": 0.0}}, {2: {"a": 1.0}}])
+
+
+@pytest.mark.parametrize("extra, expected", [
+    ("""
+        class ScoresCNN(SmallCNN):
+            def forward(self, inputs):
+                return {"scores": super().forward(inputs)["logits"]}
+
+        config["model"] = {"class": ScoresCNN, "args": {"widths": (8, 8, 16, 16)}}
+    """, "CrossEntropyCriterion reads the model's outputs['logits'], but they have the keys ['scores']: set "
+         "output_key='scores' in config['criterion']['args'], or return {'logits': ...} from the model's forward"),
+    ("""
+        config["criterion"]["args"]["label_key"] = "label"
+    """, "CrossEntropyCriterion reads the datapoint's labels['label'], but they have the keys ['class']: set "
+         "label_key='class' in config['criterion']['args'], or name it 'label' in the dataset's labels"),
+    ("""
+        config["metric"]["args"]["output_key"] = "logit"
+    """, "ClassificationMetric reads the model's outputs['logit'], but they have the keys ['logits']: set "
+         "output_key='logits' in config['metric']['args']"),
+], ids=["model_output", "criterion_label", "metric_output"])
+def test_a_missing_output_or_label_key_names_the_keys_there_are_and_the_argument(tiny_config, extra, expected):
+    result = run_main(tiny_config(epochs=1, extra=extra))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert expected in result.stderr
+
+
+def test_a_finished_run_with_a_changed_config_is_refused_naming_the_changes(tiny_config):
+    work_dir = train(tiny_config("a", epochs=1))
+    config = load_config(tiny_config("b", epochs=3))
+    config["work_dir"] = work_dir
+    config["optimizer"]["args"]["lr"] = 0.1
+    with pytest.raises(WorkDirError) as refused:
+        BaseTrainer(config).run()
+    message = str(refused.value)
+    assert "epochs: 1 → 3" in message and "optimizer.args.lr: 0.05 → 0.1" in message
+    assert "Set another 'work_dir'" in message and "delete the folder" in message
