@@ -149,7 +149,7 @@ def find_slices(columns: dict[str, np.ndarray], failed: np.ndarray, idx: np.ndar
     score = _Scorer(search_failed, tested, max(1, int(min_size * scale)))
 
     level = [((i,), masks[i]) for i in range(len(conditions))]
-    scores, significant = score(masks)
+    scores, significant = score(score.counts(masks))
     found: dict[tuple[int, ...], float] = {}
     for depth in range(max_conditions):
         order = _distinct([level[i][1] for i in range(len(level))], np.argsort(-scores), scores, beam)
@@ -187,11 +187,12 @@ def _extend(best: list, masks: np.ndarray, conditions: list[Condition], score: _
         if used & exclusive:
             used |= exclusive
         combined = masks & mask
-        child, significant = score(combined)
-        keep = (child > parent_score) & score.fails_more(combined, mask & ~combined)
+        counts = score.counts(combined)  # the children's failures and sizes, for every test below
+        child, significant = score(counts)
+        keep = (child > parent_score) & score.fails_more(counts, mask & ~combined)
         for dropped in members:
             others = np.logical_and.reduce([masks[j] for j in members if j != dropped] + [np.ones_like(mask)])
-            keep &= score.fails_more(combined, masks & others & ~masks[dropped])
+            keep &= score.fails_more(counts, masks & others & ~masks[dropped])
         for i in np.flatnonzero(keep):
             key = tuple(sorted((*members, int(i))))
             if conditions[i].column in used or key in seen:
@@ -212,20 +213,28 @@ class _Scorer:
         self.total_failures, self.n = int(failed.sum()), len(failed)
         self.alpha = ALPHA / max(tested, 1)
 
-    def __call__(self, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        size = masks.sum(axis=1)
-        inside = (masks & self.failed).sum(axis=1)
+    def counts(self, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(failures, size) of each row of ``masks``."""
+        return _counts(masks, self.failed)
+
+    def __call__(self, counts: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """The score of each slice of ``counts`` (from ``counts``), and whether it is significant."""
+        inside, size = counts
+        rest_failures, rest = self.total_failures - inside, self.n - size
         with np.errstate(invalid="ignore", divide="ignore"):
             lower = np.nan_to_num(beta.ppf(self.alpha, inside, size - inside + 1), nan=0.0)
-        score = lower - (self.total_failures - inside) / np.maximum(self.n - size, 1)
+        score = lower - rest_failures / np.maximum(rest, 1)
         score[(size < self.min_size) | (size == self.n)] = -np.inf
-        rest_failures, rest = self.total_failures - inside, self.n - size
         return score, np.isfinite(score) & fails_more(inside, size, rest_failures, rest, self.alpha)
 
-    def fails_more(self, masks: np.ndarray, others: np.ndarray) -> np.ndarray:
-        """Whether each row of ``masks`` fails significantly more than the same row of ``others``."""
-        return fails_more((masks & self.failed).sum(axis=1), masks.sum(axis=1),
-                          (others & self.failed).sum(axis=1), others.sum(axis=1), self.alpha)
+    def fails_more(self, counts: tuple[np.ndarray, np.ndarray], others: np.ndarray) -> np.ndarray:
+        """Whether each slice of ``counts`` fails significantly more than the same row of ``others``."""
+        return fails_more(*counts, *self.counts(others), self.alpha)
+
+
+def _counts(masks: np.ndarray, failed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(failures, size) of a mask, or of each row of a (k, n) mask matrix."""
+    return (masks & failed).sum(axis=-1), masks.sum(axis=-1)
 
 
 def fails_more(failures: np.ndarray, size: np.ndarray, other_failures: np.ndarray, other_size: np.ndarray,
@@ -254,7 +263,7 @@ def _report(ranked: list, conditions: list[Condition], columns: dict[str, np.nda
         new, outside = mask & ~covered, ~(mask | covered)
         if new.sum() < min_size or not outside.any():
             continue
-        if not _fails_more_than(new, outside, failed, alpha):
+        if not fails_more(*_counts(new, failed), *_counts(outside, failed), alpha):
             continue
         size, inside = int(mask.sum()), int((mask & failed).sum())
         rest = max(len(failed) - size, 1)
@@ -262,11 +271,6 @@ def _report(ranked: list, conditions: list[Condition], columns: dict[str, np.nda
                               float(search_score), idx[mask].tolist()))
         covered |= mask
     return reported
-
-
-def _fails_more_than(group: np.ndarray, other: np.ndarray, failed: np.ndarray, alpha: float) -> bool:
-    return bool(fails_more(int((group & failed).sum()), int(group.sum()), int((other & failed).sum()),
-                           int(other.sum()), alpha))
 
 
 def _missing(values: np.ndarray) -> np.ndarray:
