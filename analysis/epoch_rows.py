@@ -19,6 +19,7 @@ import torch
 
 from debuggers.base_debugger import BaseDebugger
 from debuggers.outputs import is_shared_record
+from metrics.classification_metric import predicted_classes
 from runners import distributed
 from utils.ops import idx_list
 
@@ -229,10 +230,8 @@ def _empty(like: np.ndarray, length: int) -> np.ndarray:
 
 
 def _predictions(logits: torch.Tensor) -> np.ndarray:
-    """The argmax class per row, NaN where the logits are not all finite (argmax of NaN logits says class 0,
-    and a datapoint of class 0 would count as right)."""
-    predicted = logits.argmax(dim=1).cpu().numpy()
-    finite = logits.isfinite().all(dim=1).cpu().numpy()
+    """The predicted class per row, NaN where it is none (``predicted_classes``)."""
+    predicted, finite = (values.cpu().numpy() for values in predicted_classes(logits))
     return predicted if finite.all() else np.where(finite, predicted, np.nan)
 
 

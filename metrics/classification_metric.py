@@ -41,8 +41,7 @@ class ClassificationMetric:
         logits = model_output(outputs, self.output_key, self, "metric").detach().float()
         target = label(labels, self.label_key, self, "metric")
         probs = logits.softmax(dim=1)
-        predicted = logits.argmax(dim=1)
-        finite = logits.isfinite().all(dim=1)
+        predicted, finite = predicted_classes(logits)
         return {
             "accuracy": _nan_where_not(finite, (predicted == target).float()),
             "cross_entropy": F.cross_entropy(logits, target, reduction="none"),
@@ -85,3 +84,9 @@ def _mean(values: list[float], nan_as: float | None) -> float:
     if nan_as is not None:
         values = [nan_as if math.isnan(v) else v for v in values]
     return sum(values) / len(values)
+
+
+def predicted_classes(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The argmax class of each row, and whether the row's logits are all finite: argmax of NaN logits says
+    class 0, which is no prediction (a datapoint of class 0 would count as right)."""
+    return logits.argmax(dim=1), logits.isfinite().all(dim=1)
