@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import struct
 import threading
 
 import numpy as np
@@ -49,7 +48,7 @@ from utils.folder_glob import glob_in
 
 INDEX_VERSION = 2
 _MAX_INDEX_BYTES = 64 * 1024  # an index is ~150 bytes; anything much larger is not one
-_IDX = struct.Struct("<q")
+_IDX = np.dtype("<i8")
 MAX_WORLD_SIZE = 1 << 20  # ranks; a file name is made from the rank
 MAX_PAGES = 1 << 32  # a location's page number is 4 bytes
 MAX_DATAPOINTS = 1 << 40  # rows per rank: a 32 TiB locations file, offsets far below 2**63
@@ -179,7 +178,7 @@ class RankIndex:
             low, high = 0, count
             while low < high:
                 middle = (low + high) // 2
-                if pread_exact(fd, _IDX.size, middle * LOCATION.itemsize, self.path).view("<i8")[0] < idx:
+                if pread_exact(fd, _IDX.itemsize, middle * LOCATION.itemsize, self.path).view(_IDX)[0] < idx:
                     low = middle + 1
                 else:
                     high = middle
@@ -241,14 +240,12 @@ class RankIndex:
     def _open_locations(self, count: int) -> int:
         if count == 0 and not os.path.lexists(self.path):
             return os.open(os.devnull, os.O_RDONLY)
-        try:
-            fd = open_regular(self.path, "debug locations file")
-        except FileNotFoundError:
-            raise CorruptPageError(f"debug locations file {self.path} is missing although the index lists "
-                                   f"{count} datapoints; rerun the epoch to regenerate it") from None
-        except OSError as exc:
-            raise CorruptPageError(f"debug locations file {self.path} cannot be opened ({exc.strerror or exc}); "
-                                   "rerun the epoch to regenerate it") from None
+        with _read_errors(self.path, "debug locations file"):
+            try:
+                fd = open_regular(self.path, "debug locations file")
+            except FileNotFoundError:
+                raise CorruptPageError(f"debug locations file {self.path} is missing although the index lists "
+                                       f"{count} datapoints; rerun the epoch to regenerate it") from None
         if os.fstat(fd).st_size < count * LOCATION.itemsize:
             os.close(fd)
             raise CorruptPageError(f"debug locations file {self.path} is shorter than the {count} datapoints its "

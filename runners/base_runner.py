@@ -80,7 +80,6 @@ class BaseRunner:
         self.datapoint_capture: Optional[DatapointCapture] = None
         self._work_dir_watch: Optional[WorkDirWatch] = None  # rank 0, once the work dir exists
         self.rank, self.world_size = 0, 1
-        self._scores_checked = False  # the capture policies checked the score names of this evaluation pass
         self._seen_idx: set[int] = set()  # meta_info['idx'] of this evaluation pass (runners/unique_idx.py)
 
     @property
@@ -119,10 +118,10 @@ class BaseRunner:
         info_path = os.path.join(self.work_dir, RUN_INFO_FILE)
         take_over = False
         if os.path.exists(info_path):
-            previous = _identifying(_read_run_info(info_path), identity)
-            if previous != _identifying(identity, identity):
+            previous, current = _identifying(_read_run_info(info_path), identity), _identifying(identity, identity)
+            if previous != current:
                 if os.path.exists(os.path.join(self.work_dir, self.FINISHED_WORK_FILE)):
-                    raise WorkDirError(_another_run(self.work_dir, previous, _identifying(identity, identity)))
+                    raise WorkDirError(_another_run(self.work_dir, previous, current))
                 take_over = True
                 self._start_warnings.append(
                     f"work dir {self.work_dir!r} held a run of another config that finished nothing; its files "
@@ -218,6 +217,7 @@ class BaseRunner:
 
     def _eval_step(self, dp: dict[str, Any]) -> None:
         idx = idx_list(dp["meta_info"]["idx"])
+        first_batch = not self._seen_idx  # of this evaluation pass (a batch is never empty)
         add_new_idx(self._seen_idx, idx)  # before anything is keyed by it
         if self.datapoint_capture is not None:
             self.datapoint_capture.add_batch(dp)
@@ -226,9 +226,8 @@ class BaseRunner:
         with self.debugger.watch_forward() if debugging else contextlib.nullcontext():  # hooks run in there
             dp["outputs"] = self._forward(self.eval_model, dp["inputs"])
         scores = self.metric(dp["outputs"], dp["labels"])
-        if self.debugger is not None and not self._scores_checked:  # a wrong keep score name stops the run here
+        if self.debugger is not None and first_batch:  # a wrong keep score name stops the run here
             self.debugger.capture_policy.check_scores(scores, len(idx))
-            self._scores_checked = True
         self.metric.add_to_buffer(idx, scores)
         self.epoch_rows.add_batch(dp)
         if debugging:
@@ -251,7 +250,6 @@ class BaseRunner:
         of all ranks."""
         self.eval_model.eval()
         self.metric.reset_buffer()
-        self._scores_checked = False
         self._seen_idx = set()
         self.epoch_rows = EpochRows.for_metric(self.metric)
         with torch.no_grad():

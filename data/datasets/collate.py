@@ -94,9 +94,9 @@ def _is_index(value: Any) -> bool:
     return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, bool)
 
 
-def _idx(datapoint: dict) -> Any:
-    idx = datapoint["meta_info"]["idx"]
-    return int(idx) if _is_index(idx) else idx
+def _idx(datapoint: dict) -> int:
+    """Its ``meta_info['idx']``, which ``check_datapoint`` has found to be an index."""
+    return int(datapoint["meta_info"]["idx"])
 
 
 def _keys(value: Any) -> Any:
