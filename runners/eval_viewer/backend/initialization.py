@@ -20,7 +20,7 @@ import numpy as np
 from debuggers.page_errors import CorruptPageError, DebugDataError, DebugOutputsNotFoundError
 from debuggers.page_format import INDEX_GLOB, open_regular, page_file_name, read_record
 from debuggers.page_index import RankIndex, read_index
-from runners.eval_viewer.backend.run_files import refuse_link
+from runners.eval_viewer.backend.run_files import refuse_link, removal_reason
 from utils.folder_glob import glob_in
 
 DEBUGGER_DIR = "debugger"
@@ -125,7 +125,6 @@ def _what_it_is(path: str) -> str:
                      and os.path.isdir(os.path.join(path, name, DEBUGGER_DIR))), key=lambda n: int(n[6:]))
     if epochs:
         return f"it is a trainer work dir; pass one of its epoch folders with debug outputs: {', '.join(epochs)}"
-    from runners.eval_viewer.backend.runs import removal_reason  # here: runs imports this module
     removed = removal_reason(path)
     if removed:
         return (f"its debug outputs were {removed} (config['debug_disk_budget_gb']); its scores and summaries "

@@ -10,13 +10,16 @@ costs neither minutes nor gigabytes.
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Any, Optional
 
 from debuggers.page_errors import CorruptPageError
 from debuggers.page_format import open_regular
+from runners.trainers.debug_budget import REMOVED_MARKER
 
 KIB, MIB = 1024, 1024 * 1024
+MAX_MARKER_BYTES = 4 * KIB  # a removal marker is a few numbers; a larger one is not read
 
 
 class RunFileError(CorruptPageError):
@@ -57,3 +60,36 @@ def read_run_json(path: str, what: str, max_bytes: int) -> Any:
     except (ValueError, RecursionError) as exc:
         raise RunFileError(f"{what} {path} is not valid JSON ({type(exc).__name__}: {str(exc)[:200]}); "
                            "remove it or rerun to rewrite it") from None
+
+
+def removal_reason(epoch_dir: str) -> Optional[str]:
+    """"removed to stay under N GB" when the run's disk budget removed this epoch's debug outputs
+    (``runners/trainers/debug_budget.py`` leaves a marker), else None. Only the budget's number is taken
+    from the marker; a malformed one still says that the outputs were removed."""
+    path = os.path.join(epoch_dir, REMOVED_MARKER)
+    if not os.path.lexists(path):
+        return None
+    try:
+        marker = read_run_json(path, "debug removal marker", MAX_MARKER_BYTES)
+    except (OSError, ValueError):
+        marker = None
+    budget = _budget_gb(marker)
+    if budget is not None:
+        return f"removed to stay under {budget:g} GB"
+    return "removed to stay under the run's disk budget"
+
+
+def _budget_gb(marker: Any) -> Optional[float]:
+    """The marker's budget when it is a finite number of GB (``10**400`` is not one), else None."""
+    budget = marker.get("budget_gb") if isinstance(marker, dict) else None
+    value = finite_or_none(budget) if type(budget) in (int, float) else None
+    return value if value is not None and value >= 0 else None
+
+
+def finite_or_none(value: Optional[float]) -> Optional[float]:
+    """A float, or None for null, NaN, infinities and integers beyond a float (``10**400``)."""
+    try:
+        value = None if value is None else float(value)
+    except OverflowError:
+        return None
+    return value if value is not None and math.isfinite(value) else None

@@ -9,7 +9,6 @@ small JSON files, so it costs the same whatever the size of the debug pages.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -17,15 +16,13 @@ from typing import Any, Optional
 
 from debuggers.model_report import MODEL_REPORT_FILE
 from runners.eval_viewer.backend.initialization import DEBUGGER_DIR
-from runners.eval_viewer.backend.run_files import KIB, MIB, RunFileError, link_problem, read_run_json
-from runners.trainers.debug_budget import REMOVED_MARKER
+from runners.eval_viewer.backend.run_files import MIB, RunFileError, link_problem, read_run_json, removal_reason
 
 RUN_INFO_FILE = "run_info.json"
 TRAINER_SCORES = "validation_scores.json"
 EVALUATOR_SCORES = "evaluation_scores.json"
 EVALUATION_KEY = "evaluation"
 MAX_SEARCH_DEPTH = 6  # a log folder deeper than this is almost certainly not a folder of runs
-MAX_MARKER_BYTES = 4 * KIB  # a removal marker is a few numbers; a larger one is not read
 MAX_RUN_INFO_BYTES = MIB  # run_info.json holds the config as written: a few KiB, a long class list included
 MAX_MODEL_REPORT_BYTES = 16 * MIB  # ~150 bytes per layer: 100,000 layers
 _EPOCH_DIR = re.compile(r"epoch_(\d+)")
@@ -151,35 +148,6 @@ def _epoch(key: str, label: str, number: Optional[int], folder: str, scores_name
     has_debug = os.path.isdir(os.path.join(folder, DEBUGGER_DIR))  # a link is refused when opened, saying why
     return Epoch(key, label, number, folder, scores if os.path.lexists(scores) else None, has_debug,
                  None if has_debug else removal_reason(folder))
-
-
-def removal_reason(epoch_dir: str) -> Optional[str]:
-    """"removed to stay under N GB" when the run's disk budget removed this epoch's debug outputs
-    (``runners/trainers/debug_budget.py`` leaves a marker), else None. Only the budget's number is taken
-    from the marker; a malformed one still says that the outputs were removed."""
-    path = os.path.join(epoch_dir, REMOVED_MARKER)
-    if not os.path.lexists(path):
-        return None
-    try:
-        marker = read_run_json(path, "debug removal marker", MAX_MARKER_BYTES)
-    except (OSError, ValueError):
-        marker = None
-    budget = _budget_gb(marker)
-    if budget is not None:
-        return f"removed to stay under {budget:g} GB"
-    return "removed to stay under the run's disk budget"
-
-
-def _budget_gb(marker: Any) -> Optional[float]:
-    """The marker's budget when it is a finite number of GB (``10**400`` is not one), else None."""
-    budget = marker.get("budget_gb") if isinstance(marker, dict) else None
-    if type(budget) not in (int, float):
-        return None
-    try:
-        value = float(budget)
-    except OverflowError:
-        return None
-    return value if math.isfinite(value) and value >= 0 else None
 
 
 def _listdir(path: str) -> list[str]:

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from runners.eval_viewer.backend.run_files import MIB, read_run_json
+from runners.eval_viewer.backend.run_files import MIB, finite_or_none, read_run_json
 
 MAX_SCORES_BYTES = 512 * MIB  # ~90 bytes per datapoint and score as Lantern writes it: millions of datapoints
 _INT64 = (-(2**63), 2**63 - 1)
@@ -59,7 +59,7 @@ def read_scores(path: str) -> Scores:
         raise ScoresError(f"{path}: 'aggregated' must map names to numbers and 'higher_is_better' names to "
                           "true/false; the file was not written by Lantern or was damaged: rerun the epoch")
     per_datapoint = {name: _numbers(values, name, path) for name, values in data["per_datapoint"].items()}
-    return Scores({name: _finite_or_none(value) for name, value in aggregated.items()}, per_datapoint,
+    return Scores({name: finite_or_none(value) for name, value in aggregated.items()}, per_datapoint,
                   _indices(data["datapoint_idx"], path), dict(higher_is_better))
 
 
@@ -92,15 +92,6 @@ def _indices(idx: list, path: str) -> list[int]:
 
 def _all_of(mapping: Any, kinds: tuple[type, ...]) -> bool:
     return isinstance(mapping, dict) and all(type(value) in kinds for value in mapping.values())
-
-
-def _finite_or_none(value: Optional[float]) -> Optional[float]:
-    """A float, or None for null, NaN, infinities and integers beyond a float (``10**400``)."""
-    try:
-        value = None if value is None else float(value)
-    except OverflowError:
-        return None
-    return value if value is not None and np.isfinite(value) else None
 
 
 def _numbers(values: list, name: str, path: str) -> np.ndarray:
