@@ -19,7 +19,7 @@ from debuggers.capture import listen
 from debuggers.capture_debugger import copy_arrays
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import KIND_ATTENTION, PerDatapoint
-from debuggers.tensor_utils import describe
+from debuggers.tensor_utils import batch_size_of, describe
 from debuggers.utils import require_layer
 
 _MHA_SIGNATURE = inspect.signature(nn.MultiheadAttention.forward)
@@ -30,6 +30,7 @@ _CHUNK = 1 << 18  # weights per chunk of the row statistics: a 1 MB scratch
 # convention), -1e9 and finfo.min all leave the key a weight of exp(-1e4) = 0 in every float dtype.
 PADDING_BIAS = -1e4
 _SUM_TOLERANCE = 1e-3
+_CROSS_KWARGS = ("key_value_states", "encoder_hidden_states")  # Hugging Face cross-attention: keys from the encoder
 
 
 @dataclass
@@ -42,6 +43,7 @@ class _Capture:
     key_real: Optional[torch.Tensor] = None  # (B, Lk) bool
     rows: Optional[RowStatistics] = None  # started on the copy as soon as it is taken
     element: Optional[int] = None  # where in the layer's output tuple the weights were found, to be checked
+    cross: bool = False  # a cross-attention: its queries are the decoder's tokens
 
 
 class AttentionDebugger(ForwardDebugger):
@@ -62,9 +64,10 @@ class AttentionDebugger(ForwardDebugger):
     * any module that offers its weights through a capture point inside its forward,
       ``capture_debug_state(component, 'attention_weights', weights, {'grid': (h, w)})``.
 
-    Padding: where the layer gives no mask, ``datapoint['inputs'][mask_key]`` (B, L) (nonzero:
-    real token, as Hugging Face's ``attention_mask``) marks the real keys, and the real queries
-    when Lq == L. Each datapoint's attention is then cropped to its real queries and keys, and
+    Padding: a Hugging Face module called with a 4-D ``attention_mask`` is cropped by it (its own padding, not
+    the encoder's; see ``_layer_padding``). Where the layer gives no mask, ``datapoint['inputs'][mask_key]``
+    (B, L) (nonzero: real token, as Hugging Face's ``attention_mask``) marks the real keys, and the real
+    queries when Lq == L. Each datapoint's attention is then cropped to its real queries and keys, and
     its entropy averages over real queries only, so it does not depend on the batch it came in.
 
     Output ``{'kind': 'attention', 'layer_name', 'attention': (B, heads, Lq, Lk)`` (or one
@@ -80,6 +83,7 @@ class AttentionDebugger(ForwardDebugger):
         self._offered: Optional[tuple[Any, Optional[dict]]] = None
         self._requested = (True, True)
         self._padding: tuple[Optional[torch.Tensor], Optional[torch.Tensor]] = (None, None)
+        self._layer_mask: Optional[tuple[torch.Tensor, bool]] = None  # the call's own mask, and whether cross
         self._pool = BufferPool()  # the weights' copies and the entropy's scratch, reused from batch to batch
 
     def attach(self, model: torch.nn.Module) -> list[Removable]:
@@ -88,7 +92,8 @@ class AttentionDebugger(ForwardDebugger):
             return [layer.register_forward_pre_hook(self._force_weights, with_kwargs=True),
                     layer.register_forward_hook(self.forward_hook_fn),
                     layer.register_forward_hook(self._give_caller_its_output, with_kwargs=True)]
-        return [*_eager_attention(layer), layer.register_forward_pre_hook(self._enter), listen(self._on_capture),
+        return [*_eager_attention(layer), layer.register_forward_pre_hook(self._enter, with_kwargs=True),
+                listen(self._on_capture),
                 layer.register_forward_hook(self.forward_hook_fn)]
 
     # ------------------------------------------------------ nn.MultiheadAttention
@@ -106,8 +111,11 @@ class AttentionDebugger(ForwardDebugger):
         return (output[0], output[1].mean(dim=-3)) if average else output
 
     # ---------------------------------------------------------- capture points
-    def _enter(self, module: nn.Module, args: tuple) -> None:
+    def _enter(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         self._inside, self._offered = True, None
+        mask = kwargs.get("attention_mask")
+        cross = any(kwargs.get(key) is not None for key in _CROSS_KWARGS)
+        self._layer_mask = (mask, cross) if isinstance(mask, torch.Tensor) and mask.ndim == 4 else None
 
     def _on_capture(self, component: str, state: str, data: Any, metadata: Optional[dict]) -> None:
         if self._inside and state == self.state:
@@ -130,27 +138,37 @@ class AttentionDebugger(ForwardDebugger):
             return self._copied(output[1], None, self._padding)
         self._inside = False
         if self._offered is not None:
-            return self._offered
+            return self._with_layer_padding(self._offered)
         element = _weights_element(output)
         if element is not None:
             capture = self._copied(output[element], None)
             capture.element = element
-            return capture
+            return self._with_layer_padding(capture)
         raise RuntimeError(
             f"layer '{self.layer_name}' ({type(module).__name__}) ran but offered no '{self.state}': "
             "AttentionDebugger reads nn.MultiheadAttention, a module returning (output, weights) with weights "
             f"(B, heads, Lq, Lk) (Hugging Face attention modules), or a module whose forward calls "
             f"capture_debug_state(name, '{self.state}', weights)")
 
+    def _with_layer_padding(self, capture: _Capture) -> _Capture:
+        """The padding the layer itself was given, where its mask fits the weights (see ``_layer_padding``)."""
+        if self._layer_mask is not None:
+            capture.query_real, capture.key_real = _layer_padding(*self._layer_mask, capture.weights)
+            capture.cross = self._layer_mask[1]
+        return capture
+
     def __call__(self, datapoint: dict[str, Any], model: torch.nn.Module) -> Any:
         capture = super().__call__(datapoint, model)
         if not isinstance(capture, _Capture):
             return capture  # a not-run record
+        _check_batch(self.layer_name, capture.weights, datapoint)
         if capture.element is not None:
             _check_probabilities(self.layer_name, model, capture)
-        if capture.key_real is None:
-            mask = datapoint["inputs"].get(self.mask_key) if isinstance(datapoint.get("inputs"), dict) else None
-            capture.query_real, capture.key_real = _padding_from_inputs(mask, capture.weights)
+        inputs = datapoint["inputs"] if isinstance(datapoint.get("inputs"), dict) else {}
+        if capture.key_real is None:  # the layer was given no mask of its own
+            capture.query_real, capture.key_real = _padding_from_inputs(inputs.get(self.mask_key), capture.weights)
+        elif capture.cross and capture.query_real is None:  # the decoder's padding, by Hugging Face's name
+            capture.query_real = _decoder_padding(inputs.get(f"decoder_{self.mask_key}"), capture.weights)
         return attention_output(self.layer_name, capture)
 
     def summary(self, output: dict[str, Any]) -> dict[str, float]:
@@ -175,7 +193,7 @@ class AttentionDebugger(ForwardDebugger):
         _discard(self.last_capture)
         _discard(self._offered)
         super().clear()
-        self._inside, self._offered, self._padding = False, None, (None, None)
+        self._inside, self._offered, self._padding, self._layer_mask = False, None, (None, None), None
 
 
 def _discard(capture: Any) -> None:
@@ -228,6 +246,31 @@ def _weights_element(output: Any) -> Optional[int]:
     return found[-1] if found else None
 
 
+def _check_batch(layer_name: str, weights: Any, datapoint: dict[str, Any]) -> None:
+    """Refuse weights whose first dimension is not the batch, saying why: a windowed attention (Swin's) computes
+    each datapoint's windows as rows of their own, and which rows are whose is the model's layout (batch-major in
+    Swin, window-major elsewhere), so splitting them by a guess could give one datapoint another's attention."""
+    try:
+        batch = batch_size_of(datapoint)
+    except ValueError:  # inputs with no batch-first tensor: the batch split says what is wrong
+        return
+    rows = weights.shape[0] if isinstance(weights, torch.Tensor) and weights.ndim else None
+    if rows is None or rows == batch:
+        return
+    if rows % batch:
+        raise ValueError(f"layer '{layer_name}' gave attention weights {describe(weights)} for a batch of {batch}: "
+                         "their first dimension must be the batch; point layer_name at the attention module itself")
+    raise ValueError(
+        f"layer '{layer_name}' gave attention weights {describe(weights)}: {rows} rows, {rows // batch} per datapoint "
+        f"of the batch of {batch}, as a windowed attention (Swin's) computes each window of each datapoint as a row "
+        "of its own. AttentionDebugger shows attention over a whole datapoint and will not guess which rows are "
+        "whose: see what the windowed attention gives each datapoint through a layer after the windows are put "
+        "back together (LayerOutputDebugger or ActivationStatsDebugger on, in Hugging Face's Swin, "
+        "'swin.encoder.layers.0.blocks.1.layernorm_after', (B, tokens, channels)), or offer each datapoint's "
+        "windows from the model's forward with capture_debug_state(name, 'attention_weights', "
+        "weights.view(batch, windows * heads, N, N)) in the model's own window order")
+
+
 def _check_probabilities(layer_name: str, model: nn.Module, capture: _Capture) -> None:
     """Refuse a tensor found in a layer's output tuple that is not softmaxed weights (a position bias, scores
     before the softmax): the first query row of every datapoint and head must be non-negative and sum to 1
@@ -244,6 +287,29 @@ def _check_probabilities(layer_name: str, model: nn.Module, capture: _Capture) -
             f">= 0 and sum to 1). Point layer_name at the module whose output holds the weights after the softmax"
             f"{', and evaluate the model in eval mode (dropout rescales them)' if model.training else ''}, or offer "
             f"them from its forward with capture_debug_state(name, 'attention_weights', weights)")
+
+
+def _layer_padding(mask: torch.Tensor, cross: bool, weights: Any,
+                   ) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+    """(query_real, key_real) from the (B, 1 or heads, Lq, Lk) mask a Hugging Face attention layer was called with
+    (additive float: a value <= -1e4 hides the key; bool: True lets the query see it), which is this layer's own
+    truth where the batch's ``attention_mask`` may be another's (a decoder's self- or cross-attention would be
+    cropped by the encoder's padding). A key no query may see is padding; in self-attention the same tokens
+    are the queries, so their padding is the keys'; a cross-attention's queries (the decoder's tokens) are kept."""
+    if not isinstance(weights, torch.Tensor) or weights.ndim != 4 or mask.shape[0] != weights.shape[0] \
+            or mask.shape[1] not in (1, weights.shape[1]) or mask.shape[-2:] != weights.shape[-2:]:
+        return None, None
+    seen = mask if mask.dtype == torch.bool else mask > PADDING_BIAS
+    key_real = seen.any(dim=(1, 2)).cpu()
+    self_attention = not cross and weights.shape[-2] == weights.shape[-1]
+    return (key_real if self_attention else None), key_real
+
+
+def _decoder_padding(mask: Any, weights: torch.Tensor) -> Optional[torch.Tensor]:
+    """A cross-attention's real queries from the batch's (B, Lq) ``decoder_attention_mask``, where it fits."""
+    if not isinstance(mask, torch.Tensor) or mask.shape != (weights.shape[0], weights.shape[-2]):
+        return None
+    return (mask != 0).cpu()
 
 
 def _padding_from_inputs(mask: Any, weights: torch.Tensor) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:

@@ -21,6 +21,10 @@ LossFn = Callable[[Any, Any], torch.Tensor]
 LayerType = Union[type, str]
 MAX_SUMMARY_LAYERS = 12  # layers with a column of their own in the summary
 _CHUNK_ELEMENTS = 2**26  # per-datapoint gradient values vmap holds at once (256 MB of float32)
+# A layer whose norm is this share of the datapoint's largest or less gets no gradient in float32 arithmetic: it
+# is the rounding of a gradient that is zero (a key bias under softmax, a query that sees one key), which padding or
+# another attention kernel makes 1e-10 instead of 0.
+ZERO_SHARE = float(torch.finfo(torch.float32).eps)
 
 
 def cross_entropy_per_datapoint(outputs: Any, labels: Any) -> torch.Tensor:
@@ -49,7 +53,8 @@ class GradientFlowDebugger(BaseDebugger):
 
     Flags: ``missing`` - no parameter of the layer is reached from the loss
     (unused in the forward, or detached); ``zero`` - reached but the gradient is
-    exactly zero (dead ReLUs, saturation); ``frozen`` - no parameter requires grad.
+    zero to float32 rounding, at most ``ZERO_SHARE`` of the datapoint's largest layer norm
+    (dead ReLUs, saturation); ``frozen`` - no parameter requires grad.
 
     Output ``{'kind': 'gradient_flow', 'layers': [names], 'grad_norms': (B, L), 'missing': (B, L),
     'zero': (B, L), 'frozen': [bool per layer], 'loss': (B,)}``; missing layers have norm 0.
@@ -78,7 +83,7 @@ class GradientFlowDebugger(BaseDebugger):
             "layers": [name for name, _ in layers],
             "grad_norms": norms,
             "missing": missing,
-            "zero": (norms == 0) & ~missing,
+            "zero": negligible(norms) & ~missing,
             "frozen": [not any(p.requires_grad for p in params) for _, params in layers],
             "loss": losses,
         }
@@ -167,6 +172,12 @@ class GradientFlowDebugger(BaseDebugger):
         layer_grads = [[found[id(p)] for p in params if id(p) in found] for _, params in layers]
         norms = torch.stack([_norm(grads) for grads in layer_grads]).float().cpu()
         return norms, torch.tensor([not grads for grads in layer_grads]), loss.detach().float().cpu()
+
+
+def negligible(norms: torch.Tensor) -> torch.Tensor:
+    """(B, L) whether each layer's norm is zero to float32 rounding: padding or another kernel turns a gradient
+    that is zero into rounding noise (1e-10), which must not make the same datapoint's flag differ."""
+    return norms <= ZERO_SHARE * norms.amax(dim=1, keepdim=True)
 
 
 def _norm(grads: list[torch.Tensor]) -> torch.Tensor:

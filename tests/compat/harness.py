@@ -53,22 +53,29 @@ def check_flops(model: torch.nn.Module, inputs: dict) -> None:
 
 
 def alone(batches: list[dict]) -> list[dict]:
-    """Each datapoint as a batch of its own; padded token sequences cropped to their real tokens."""
+    """Each datapoint as a batch of its own; padded token sequences (left or right) cropped to their real tokens,
+    ``decoder_*`` ones by ``decoder_attention_mask``, the others by ``attention_mask``."""
     singles = []
     for batch in batches:
-        mask = batch["inputs"].get("attention_mask")
         for row in range(len(batch["meta_info"]["idx"])):
-            length = int(mask[row].sum()) if mask is not None else None
-            singles.append(_take(batch, row, length))
+            single = _take(batch, row, None)
+            single["inputs"] = {key: _take(value, row, _real(batch["inputs"], key, row))
+                                for key, value in batch["inputs"].items()}
+            singles.append(single)
     return singles
 
 
-def _take(value: Any, row: int, length: int | None) -> Any:
+def _real(inputs: dict, key: str, row: int) -> torch.Tensor | None:
+    mask = inputs.get("decoder_attention_mask" if key.startswith("decoder_") else "attention_mask")
+    return mask[row] != 0 if mask is not None else None
+
+
+def _take(value: Any, row: int, real: torch.Tensor | None) -> Any:
     if isinstance(value, dict):
-        return {key: _take(item, row, length) for key, item in value.items()}
+        return {key: _take(item, row, real) for key, item in value.items()}
     if isinstance(value, torch.Tensor) and value.ndim >= 1:
         one = value[row:row + 1]
-        return one[:, :length] if length is not None and one.ndim == 2 else one
+        return one[:, real] if real is not None and one.ndim == 2 else one
     return value
 
 

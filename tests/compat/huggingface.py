@@ -1,19 +1,29 @@
 """Hugging Face ``transformers`` models for the compatibility suite, built offline from their config
-classes with random weights (nothing is downloaded), tiny: hidden size 32, 2 layers, 16x16 images."""
+classes with random weights (nothing is downloaded), tiny: hidden size 32 (Swin: 16), 2 layers, 16x16 images."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 from transformers import (
+    BartConfig,
+    BartModel,
     BertConfig,
     BertForSequenceClassification,
+    CLIPVisionConfig,
+    CLIPVisionModel,
     DistilBertConfig,
     DistilBertForSequenceClassification,
     GPT2Config,
     GPT2ForSequenceClassification,
+    LlamaConfig,
+    LlamaForSequenceClassification,
+    MistralConfig,
+    MistralForSequenceClassification,
     ResNetConfig,
     ResNetForImageClassification,
+    SwinConfig,
+    SwinForImageClassification,
     T5Config,
     T5EncoderModel,
     ViTConfig,
@@ -93,17 +103,100 @@ def resnet() -> HFClassifier:
     return _eval(ResNetForImageClassification(config))
 
 
+def llama() -> HFClassifier:
+    """Rotary embeddings, grouped-query attention (4 query heads share 2 key/value heads)."""
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                         num_labels=NUM_CLASSES, pad_token_id=PAD, bos_token_id=1, eos_token_id=2)
+    return _eval(LlamaForSequenceClassification(config))
+
+
+def mistral() -> HFClassifier:
+    """Grouped-query attention (one key/value head) and a sliding window of 3 tokens."""
+    torch.manual_seed(0)
+    config = MistralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=64,
+                           sliding_window=3, num_labels=NUM_CLASSES, pad_token_id=PAD, bos_token_id=1, eos_token_id=2)
+    return _eval(MistralForSequenceClassification(config))
+
+
+class BartClassifier(nn.Module):
+    """BART (encoder, decoder with self- and cross-attention) and a linear head on the decoder's first token."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        config = BartConfig(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
+                            encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                            decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=PAD, bos_token_id=1,
+                            eos_token_id=2, decoder_start_token_id=2)
+        self.model = BartModel(config)
+        self.head = nn.Linear(32, NUM_CLASSES)
+
+    def forward(self, inputs: dict) -> dict:
+        return {"logits": self.head(self.model(**inputs).last_hidden_state[:, 0])}
+
+
+def bart() -> BartClassifier:
+    return BartClassifier().eval()
+
+
+class CLIPVisionClassifier(nn.Module):
+    """CLIP's vision tower (class token, pre-LayerNorm) and a linear head on its pooled output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        config = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                  image_size=16, patch_size=4)
+        self.model = CLIPVisionModel(config)
+        self.head = nn.Linear(32, NUM_CLASSES)
+
+    def forward(self, inputs: dict) -> dict:
+        return {"logits": self.head(self.model(**inputs).pooler_output)}
+
+
+def clip_vision() -> CLIPVisionClassifier:
+    return CLIPVisionClassifier().eval()
+
+
+def swin() -> HFClassifier:
+    """Windowed attention over 2x2 windows (shifted in every second block): (windows x B, heads, 4, 4) weights."""
+    torch.manual_seed(0)
+    config = SwinConfig(image_size=16, patch_size=2, embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=2,
+                        num_labels=NUM_CLASSES)
+    return _eval(SwinForImageClassification(config))
+
+
 def _eval(model: nn.Module) -> HFClassifier:
     return HFClassifier(model).eval()
 
 
-def text_batches(sequences: list[list[int]], batch_size: int) -> list[dict]:
-    """Collated, right-padded batches with ``attention_mask``, as a tokenizer gives them."""
+def padded(sequences: list[list[int]], left: bool = False) -> torch.Tensor:
+    """(B, L) token ids, padded with PAD on the right (or the left, as decoders are for generation)."""
+    length = max(len(s) for s in sequences)
+    return torch.tensor([[PAD] * (length - len(s)) + s if left else s + [PAD] * (length - len(s)) for s in sequences])
+
+
+def eager_attentions(model: nn.Module, inputs: dict, field: str = "attentions") -> tuple:
+    """The wrapped model's own ``output_attentions`` (eager: the implementation that returns them); ``field``
+    names an encoder-decoder's ``encoder_attentions``, ``decoder_attentions`` or ``cross_attentions``."""
+    config = model.model.config
+    before, config._attn_implementation = config._attn_implementation, "eager"
+    try:
+        with torch.no_grad():
+            return getattr(model.model(**inputs, output_attentions=True), field)
+    finally:
+        config._attn_implementation = before
+
+
+def text_batches(sequences: list[list[int]], batch_size: int, left: bool = False) -> list[dict]:
+    """Collated, padded batches with ``attention_mask``, as a tokenizer gives them."""
     batches = []
     for start in range(0, len(sequences), batch_size):
         chunk = sequences[start:start + batch_size]
-        length = max(len(s) for s in chunk)
-        ids = torch.tensor([s + [PAD] * (length - len(s)) for s in chunk])
+        ids = padded(chunk, left)
         batches.append({"inputs": {"input_ids": ids, "attention_mask": (ids != PAD).long()},
                         "labels": {"class": torch.arange(start, start + len(chunk)) % NUM_CLASSES},
                         "meta_info": {"idx": torch.arange(start, start + len(chunk))}})

@@ -21,17 +21,6 @@ from tests.compat.references import captum_gradcam
 SEQUENCES = [[5, 6, 7], [8, 9, 10, 11, 12, 13], [14, 15], [16, 17, 18, 19, 20, 21]]
 
 
-def eager_attentions(model: hf.HFClassifier, inputs: dict) -> tuple:
-    """The model's own ``output_attentions`` (eager: the implementation that returns them)."""
-    config = model.model.config
-    before, config._attn_implementation = config._attn_implementation, "eager"
-    try:
-        with torch.no_grad():
-            return model.model(**inputs, output_attentions=True).attentions
-    finally:
-        config._attn_implementation = before
-
-
 @pytest.mark.parametrize("build, layer", [(hf.bert, "model.bert.encoder.layer.0.attention.self"),
                                           (hf.gpt2, "model.transformer.h.1.attn"),
                                           (hf.distilbert, "model.distilbert.transformer.layer.1.attention"),
@@ -54,7 +43,7 @@ def test_text_models_with_padded_batches(tmp_path, build, layer):
     assert model.model.config._attn_implementation == "sdpa"  # given back after capture
     for i, sequence in enumerate(SEQUENCES):
         ids = torch.tensor([sequence])
-        own = eager_attentions(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})[layer_index][0]
+        own = hf.eager_attentions(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})[layer_index][0]
         attention = batched[i]["attention"]
         assert attention["kind"] == "attention" and attention["attention"].shape == (2, len(sequence), len(sequence))
         np.testing.assert_allclose(attention["attention"], own.numpy(), rtol=1e-4, atol=1e-6)
@@ -76,7 +65,7 @@ def test_vit(tmp_path):
                  entry("stats", ActivationStatsDebugger, layer_name="model.vit.layernorm"),
                  entry("nan", NaNInfDebugger)]
     batched = capture(model, batches, tmp_path / "batched", debuggers)
-    own = eager_attentions(model, {"pixel_values": images})[1]
+    own = hf.eager_attentions(model, {"pixel_values": images})[1]
     with torch.no_grad():
         targets = model({"pixel_values": images})["logits"].argmax(1)
     cam, raw_max = captum_gradcam(model, projection, {"pixel_values": images}, targets, input_key="pixel_values")
