@@ -15,7 +15,6 @@ table's findings do not need them.
 
 from __future__ import annotations
 
-import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -28,8 +27,7 @@ from sklearn.preprocessing import StandardScaler
 from analysis.slices import ALPHA
 from debuggers.outputs import KIND_LAYER_OUTPUT, KIND_NAN_ORIGIN, is_shared_record
 from debuggers.page_errors import DebugDataError, DebugOutputsNotFoundError
-from debuggers.page_format import ReadBudget, read_cost
-from runners.eval_viewer.backend.initialization import DebugOutputs, load_debug_outputs
+from runners.eval_viewer.backend.initialization import load_debug_outputs
 
 MAX_CLUSTERS = 4
 
@@ -79,28 +77,13 @@ def _read_captured(epoch_dir: str) -> CapturedInternals:
     vectors: dict[str, dict[int, np.ndarray]] = defaultdict(dict)
     origins: dict[tuple[str, str], list[int]] = defaultdict(list)
     if outputs is not None:
-        by_page: dict[str, list[int]] = defaultdict(list)
-        for idx, page in outputs.locations.items():
-            by_page[page].append(idx)
-        for page in sorted(by_page):
-            _collect_page(outputs, page, sorted(by_page[page]), vectors, origins)
+        for idx, datapoint in outputs.page_by_page():
+            _collect(idx, datapoint, vectors, origins)
     stacked = {name: (np.array(sorted(rows)), np.stack([rows[i] for i in sorted(rows)]))
                for name, rows in vectors.items() if len({v.shape for v in rows.values()}) == 1}
     ranked = sorted(origins.items(), key=lambda item: -len(item[1]))
     return CapturedInternals(stacked, [NaNOrigin(module, kind, len(idx), sorted(idx))
                                        for (module, kind), idx in ranked])
-
-
-def _collect_page(outputs: DebugOutputs, page: str, indices: list[int], vectors: dict, origins: dict) -> None:
-    """``_collect`` the datapoints of one page, what they hold counted against the page's size (``ReadBudget``):
-    crafted location rows pointing at one record again and again could otherwise fill memory many times over."""
-    budget = None
-    for idx in indices:
-        datapoint = outputs[idx]
-        if budget is None:  # the page was just read: it is a regular file
-            budget = ReadBudget.of_file(os.path.join(outputs.debugger_dir, page))
-        budget.spend(read_cost(datapoint))
-        _collect(idx, datapoint, vectors, origins)
 
 
 def _collect(idx: int, datapoint: dict[str, Any], vectors: dict, origins: dict) -> None:

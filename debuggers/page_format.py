@@ -97,7 +97,7 @@ from utils.atomic_files import TEMP_MARKER, temporary_path
 # The errors are re-exported: a reader of pages needs only this module.
 __all__ = ["PAGE_GLOB", "INDEX_GLOB", "LOCATIONS_GLOB", "LOCATION", "CorruptPageError", "DebugDataError",
            "PageWriteError", "UnsafePageError", "PageFile", "write_page", "load_page", "read_record", "read_footer",
-           "open_regular", "ReadBudget", "read_cost", "page_file_name", "index_file_name", "locations_file_name",
+           "open_regular", "ReadBudget", "page_file_name", "index_file_name", "locations_file_name",
            "is_own_file"]
 
 PAGE_GLOB = "page_*.pkl"
@@ -610,22 +610,6 @@ def read_record(fd: int, file_size: int, location: np.void, path: str, budget: R
         raise CorruptPageError(f"debug page {path} is damaged or not a Lantern page: the record of datapoint "
                                f"{int(location['idx'])} is malformed ({type(exc).__name__}: {exc}); rerun the epoch "
                                "to regenerate it") from None
-
-
-def read_cost(value: Any) -> int:
-    """The fewest bytes of its page the reader took to rebuild ``value`` (``read_record``): its arrays' and
-    bytes' own, and a byte of header per other item and per character of a string. Over a page's records it
-    never exceeds the page's size, so a reader of many datapoints can check what it read against ``ReadBudget``
-    without seeing the location rows."""
-    if isinstance(value, np.ndarray):
-        return 1 + value.nbytes
-    if isinstance(value, (str, bytes)):
-        return 1 + len(value)
-    if isinstance(value, dict):
-        return 1 + sum(read_cost(key) + read_cost(item) for key, item in value.items())
-    if isinstance(value, (list, tuple)):
-        return 1 + sum(map(read_cost, value))
-    return 1
 
 
 def is_page_format_2(fd: int) -> bool:

@@ -100,6 +100,23 @@ def test_reads_match_the_whole_page_loaders(tmp_path):
         outputs[40]
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs Linux's per-process I/O counters")
+def test_reading_page_by_page_gives_every_datapoint_once_reading_each_page_once(tmp_path):
+    sizes = {idx: 500 + 37 * idx for idx in range(60)}
+    write_epoch(tmp_path, sizes, 16 * KB, order=np.random.default_rng(1).permutation(60).tolist())
+    outputs = load_debug_outputs(str(tmp_path))
+    assert len(set(outputs.locations.values())) > 5
+    pages = sum(f.stat().st_size for f in (tmp_path / "debugger").glob("page_*.pkl"))
+    before = bytes_read()
+    walked = list(outputs.page_by_page())
+    spent = bytes_read() - before
+    assert sorted(idx for idx, _ in walked) == list(range(60))
+    for idx, value in walked:
+        np.testing.assert_array_equal(value["fm"]["features"], np.full(sizes[idx], idx, np.float32))
+        assert value["label"] == f"n{idx}"
+    assert 4 * sum(sizes.values()) <= spent <= pages + 60 * LOCATION.itemsize
+
+
 # ---------------------------------------------------------------- crafted folders
 def test_fifo_named_like_a_page_or_index_is_refused_without_blocking(tmp_path):
     write_epoch(tmp_path, {0: 10, 1: 10}, 16)  # one datapoint per page
@@ -242,6 +259,20 @@ def test_a_page_whose_footer_lists_one_record_many_times_is_refused_having_read_
     with pytest.raises(CorruptPageError, match="page_0.pkl: its records add up to more than the file's"):
         load_page(str(path))
     assert bytes_read() - before <= path.stat().st_size + 2 * KB
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs Linux's per-process I/O counters")
+def test_reading_page_by_page_refuses_records_that_read_the_same_bytes_again_having_read_the_page_at_most(tmp_path):
+    """Ten datapoints whose crafted headers each name nearly the whole page: each record alone is well formed."""
+    write_epoch(tmp_path, {idx: 10 for idx in range(10)} | {10: 50_000}, 1024 * KB)  # one page of ~200 KB
+    size = (tmp_path / "debugger" / "page_0.pkl").stat().st_size
+    for idx in range(10):
+        point_at_new_header(tmp_path, idx, json.dumps({"a": [20, "|u1", [size - 200]]}), 20)
+    outputs = load_debug_outputs(str(tmp_path))
+    before = bytes_read()
+    with pytest.raises(CorruptPageError, match="page_0.pkl: its records add up to more than the file's"):
+        list(outputs.page_by_page())
+    assert bytes_read() - before <= (tmp_path / "debugger" / "page_0.pkl").stat().st_size + 20 * KB
 
 
 @pytest.mark.parametrize("header", [

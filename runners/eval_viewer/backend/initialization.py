@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from debuggers.page_errors import CorruptPageError, DebugDataError, DebugOutputsNotFoundError
-from debuggers.page_format import INDEX_GLOB, open_regular, page_file_name, read_record
+from debuggers.page_format import INDEX_GLOB, ReadBudget, open_regular, page_file_name, read_record
 from debuggers.page_index import RankIndex, read_index
 from runners.eval_viewer.backend.run_files import refuse_link, removal_reason
 from utils.folder_glob import glob_in
@@ -73,15 +73,34 @@ class DebugOutputs(Mapping):
             raise KeyError(idx)
         rank, row = found
         path = rank.page_path(int(row["page"]))
-        try:
-            fd = open_regular(path)
-        except FileNotFoundError:
-            raise CorruptPageError(f"debug page {path} is listed in the index but missing; "
-                                   "rerun the epoch to regenerate its pages") from None
+        fd = _open_listed_page(path)
         try:
             return read_record(fd, os.fstat(fd).st_size, row, path)
         finally:
             os.close(fd)
+
+    def page_by_page(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """``(idx, outputs)`` of every datapoint, each page opened once and its records read in turn: a reader of
+        a whole epoch (``analysis.internals``). What a page's records hold is counted against its size
+        (``ReadBudget``): crafted location rows pointing at one record again and again cannot make the walk cost
+        more than the page's bytes. An idx listed twice is read where ``self[idx]`` finds it."""
+        seen = np.empty(0, np.int64)
+        for rank in self._ranks:
+            rows = rank.rows()  # sorted by idx: the first row of an idx is the one ``find`` returns
+            rows = rows[np.unique(rows["idx"], return_index=True)[1]]
+            rows = np.sort(rows[~np.isin(rows["idx"], seen)], order=["page", "idx"])
+            seen = np.concatenate([seen, rows["idx"]])
+            firsts = np.unique(rows["page"], return_index=True)[1]
+            for page_rows in np.split(rows, firsts[1:]) if len(rows) else []:
+                path = rank.page_path(int(page_rows["page"][0]))
+                fd = _open_listed_page(path)
+                try:
+                    size = os.fstat(fd).st_size
+                    budget = ReadBudget(path, size)
+                    for row in page_rows:
+                        yield int(row["idx"]), read_record(fd, size, row, path, budget)
+                finally:
+                    os.close(fd)
 
     def __iter__(self) -> Iterator[int]:
         return iter(sorted(int(i) for rank in self._ranks for i in rank.rows()["idx"]))
@@ -91,6 +110,15 @@ class DebugOutputs(Mapping):
 
     def __contains__(self, idx: object) -> bool:
         return isinstance(idx, int) and not isinstance(idx, bool) and self._find(idx) is not None
+
+
+def _open_listed_page(path: str) -> int:
+    """A read-only fd of a page that an index or locations file lists."""
+    try:
+        return open_regular(path)
+    except FileNotFoundError:
+        raise CorruptPageError(f"debug page {path} is listed in the index but missing; "
+                               "rerun the epoch to regenerate its pages") from None
 
 
 def _as_idx(idx: Any) -> int:
