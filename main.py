@@ -12,6 +12,7 @@ import os
 import sys
 
 from runners import distributed
+from runners.base_runner import BaseRunner
 from utils.config_file import load_config
 from utils.errors import ConfigError, LanternUserError, user_message
 
@@ -20,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config-filepath", required=True, help="Python file defining config = {...}")
     args = parser.parse_args(argv)
+    config: dict = {}
     try:
         config = load_config(args.config_filepath)
         runner_cls = config.get("runner")
@@ -30,8 +32,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         runner_cls(config).run()
     except LanternUserError as exc:
+        message = user_message(exc)
         rank = f" (rank {os.environ.get('RANK')})" if distributed.env_world_size() > 1 else ""
-        print(f"error{rank}: {user_message(exc)}", file=sys.stderr)
+        print(f"error{rank}: {message}", file=sys.stderr)
+        if isinstance(config.get("runner"), type) and issubclass(config["runner"], BaseRunner):
+            # the pid tells this launch apart in the log of a run that another process is running
+            config["runner"].log_stop(config, f"process {os.getpid()} stopped (exit code 2): {message}")
         return 2
     distributed.shutdown()
     if os.environ.get("RANK", "0") == "0":

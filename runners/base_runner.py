@@ -8,6 +8,7 @@ in the design doc) and ``run``.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import random
@@ -31,7 +32,8 @@ from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from runners import distributed
 from runners.config_keys import check_config_keys
 from runners.datapoint_capture import DATAPOINTS_DIR, CaptureLimits, DatapointCapture, capture_is_complete
-from runners.unique_idx import add_new_idx, merge_rank_buffers
+from runners.metric_contract import check_buffer, checked_summary
+from runners.unique_idx import check_new_idx, merge_rank_buffers
 from runners.work_dir_guard import LOCK_FILE, WorkDirWatch, lock_work_dir, release_work_dir
 from utils.atomic_files import TEMP_MARKER, atomic_write_json, read_json
 from utils.builders import build_from_config
@@ -39,7 +41,7 @@ from utils.config_file import config_differences, describe_config
 from utils.errors import ConfigError, DatasetContractError, ModelContractError, WorkDirError
 from utils.folder_glob import glob_in
 from utils.ops import apply_tensor_op, describe_value, idx_list
-from utils.run_logging import get_run_logger
+from utils.run_logging import append_to_log, get_run_logger
 
 RUN_INFO_FILE = "run_info.json"
 _STALE_TEMP = re.compile(rf"\..+{re.escape(TEMP_MARKER)}[\d-]+")  # utils.atomic_files.temporary_path
@@ -58,6 +60,7 @@ class BaseRunner:
     # top-level config keys this runner reads besides runners.config_keys.COMMON_KEYS: any other is refused
     CONFIG_KEYS: tuple[str, ...] = ()
     LOG_FILE = "run.log"
+    EVAL_DATASET_KEY: str  # the dataset evaluated: the model report is measured on its first datapoint
     # a file written once the run has finished some work (an epoch, an evaluation); until then the work dir
     # belongs to whoever runs next
     FINISHED_WORK_FILE: str
@@ -79,12 +82,23 @@ class BaseRunner:
         self.capture_limits = CaptureLimits.from_config(config.get("datapoint_capture"))
         self.datapoint_capture: Optional[DatapointCapture] = None
         self._work_dir_watch: Optional[WorkDirWatch] = None  # rank 0, once the work dir exists
+        # dataset[0] of the evaluated dataset as collated at start-up, until the debugger's start-up (the model
+        # report) has used it: a user's __getitem__ may be slow (a big image, network storage)
+        self._first_eval_batch: Any = None
         self.rank, self.world_size = 0, 1
-        self._seen_idx: set[int] = set()  # meta_info['idx'] of this evaluation pass (runners/unique_idx.py)
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
+
+    @classmethod
+    def log_stop(cls, config: dict[str, Any], message: str) -> None:
+        """Append why this launch stopped to the log of the run in ``config['work_dir']``, where there is one: a
+        run started under nohup or slurm is read from its log, which would otherwise just end. A folder without
+        a run's ``run_info.json`` is not written to (it may be another tool's, with its own train.log)."""
+        work_dir = str(config.get("work_dir") or "")
+        if work_dir and os.path.isfile(os.path.join(work_dir, RUN_INFO_FILE)):
+            append_to_log(work_dir, cls.LOG_FILE, int(os.environ.get("RANK", "0")), logging.ERROR, message)
 
     # ----------------------------------------------------------- initialisation
     def _init_device_(self) -> None:
@@ -164,6 +178,7 @@ class BaseRunner:
 
     def _init_debugger(self) -> None:
         """Build the debugger once the model exists; unknown layer names stop the run here."""
+        first_batch, self._first_eval_batch = self._first_eval_batch, None  # needed no longer, whatever follows
         if not self.config.get("debugger"):
             self.debugger = None
             return
@@ -177,17 +192,20 @@ class BaseRunner:
         self.debugger.capture_policy.use_metric_directions(getattr(self.metric, "HIGHER_IS_BETTER", {}))
         self.logger.info(f"Debugger ready: {list(self.debugger.debuggers)}; full outputs kept: "
                          f"{self.debugger.capture_policy.describe()}")
-        self._write_model_report_()
+        self._write_model_report_(first_batch)
 
-    def _write_model_report_(self) -> None:
-        """Parameters and FLOPs of the model, once per run (rank 0), on the first eval datapoint; never fatal."""
+    def _write_model_report_(self, first_batch: Any) -> None:
+        """Parameters and FLOPs of the model, once per run (rank 0), on the first eval datapoint (collated at
+        start-up); never fatal."""
         path = os.path.join(self.work_dir, MODEL_REPORT_FILE)
-        loader = getattr(self, "val_dataloader", None) or getattr(self, "eval_dataloader", None)
-        if not self.is_main or loader is None or os.path.exists(path):
+        if not self.is_main or os.path.exists(path):
+            return
+        if first_batch is None:
+            self.logger.warning(f"model report not written: config['{self.EVAL_DATASET_KEY}'] has no datapoint 0 "
+                                "to measure the model on (an IterableDataset, an empty one, or batch_size=None)")
             return
         try:
-            batch = loader.collate_fn([loader.dataset[0]])
-            inputs = apply_tensor_op(lambda t: t.to(self.device), batch["inputs"])
+            inputs = apply_tensor_op(lambda t: t.to(self.device), first_batch["inputs"])
             write_model_report(path, build_model_report(self.eval_model, inputs))
         except Exception as exc:  # the report only informs; the run must not stop for it
             self.logger.warning(f"model report not written ({type(exc).__name__}: {exc})")
@@ -203,7 +221,9 @@ class BaseRunner:
                     "shuffled with the run's seed, evaluation reads in order); remove it"
                 )
         loader = build_from_config(entry, f"config['{dataloader_key}']", dataset=dataset, sampler=sampler(dataset))
-        _check_first_datapoint(loader, dataset_key)
+        first_batch = _check_first_datapoint(loader, dataset_key)
+        if dataset_key == self.EVAL_DATASET_KEY:
+            self._first_eval_batch = first_batch
         return loader
 
     def _eval_sampler(self, dataset: Any) -> distributed.ShardSampler:
@@ -217,8 +237,8 @@ class BaseRunner:
 
     def _eval_step(self, dp: dict[str, Any]) -> None:
         idx = idx_list(dp["meta_info"]["idx"])
-        first_batch = not self._seen_idx  # of this evaluation pass (a batch is never empty)
-        add_new_idx(self._seen_idx, idx)  # before anything is keyed by it
+        first_batch = not self.metric.buffer  # the buffer holds the pass's earlier batches (a batch is never empty)
+        check_new_idx(self.metric.buffer, idx)  # before anything is keyed by it
         if self.datapoint_capture is not None:
             self.datapoint_capture.add_batch(dp)
         dp = apply_tensor_op(lambda t: t.to(self.device, non_blocking=True), dp)
@@ -250,12 +270,13 @@ class BaseRunner:
         of all ranks."""
         self.eval_model.eval()
         self.metric.reset_buffer()
-        self._seen_idx = set()
+        check_buffer(self.metric)
         self.epoch_rows = EpochRows.for_metric(self.metric)
         with torch.no_grad():
             for dp in tqdm(dataloader, desc=desc, leave=False, disable=not self.is_main):
                 self._eval_step(dp)
-        scores = self.metric.summarize(merge_rank_buffers(distributed.gather_objects(self.metric.buffer)))
+        every_rank = merge_rank_buffers(distributed.gather_objects(self.metric.buffer))
+        scores = checked_summary(self.metric.summarize(every_rank), self.metric)
         self._write_epoch_table(table_path, scores, dataloader.dataset)
         return scores
 
@@ -387,14 +408,15 @@ def _check_shared_work_dir(info_path: str, launch: str, rank: int, wait_s: float
         time.sleep(0.2)
 
 
-def _check_first_datapoint(loader: DataLoader, dataset_key: str) -> None:
+def _check_first_datapoint(loader: DataLoader, dataset_key: str) -> Any:
     """Collate ``dataset[0]`` here, in the main process, before any epoch: a dataset that breaks the datapoint
-    contract is refused at once, in one line naming the dataset, not later from inside a DataLoader worker."""
+    contract is refused at once, in one line naming the dataset, not later from inside a DataLoader worker.
+    Returns that batch of one, or None where there is no datapoint 0 to check."""
     dataset = loader.dataset
     if loader.batch_sampler is None or isinstance(dataset, IterableDataset) or len(dataset) == 0:
-        return  # no batches of datapoints to check, or no datapoint 0
+        return None  # no batches of datapoints to check, or no datapoint 0
     try:
-        loader.collate_fn([dataset[0]])
+        return loader.collate_fn([dataset[0]])
     except DatasetContractError as exc:
         raise DatasetContractError(f"config['{dataset_key}'] ({type(dataset).__name__}), dataset[0]: {exc}") from None
 

@@ -6,20 +6,22 @@ earlier datapoint's scores and give an aggregate over fewer datapoints than were
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 from utils.errors import DatasetContractError
 
 _FIX = ("meta_info['idx'] must be unique per datapoint: the datapoint's index in the dataset (dataset[i] returns "
         "idx i). Fix the dataset's __getitem__ and run again; see docs/your_project.md \"The dataset\"")
 
 
-def add_new_idx(seen: set[int], idx: list[int]) -> None:
-    """Add a batch's ``idx`` to ``seen``; refuse one that this pass (or this batch) already had."""
+def check_new_idx(seen: Container[int], idx: list[int]) -> None:
+    """Refuse an idx of a batch that this pass already had (``seen``: the metric's buffer, keyed by the idx of
+    the pass's earlier batches) or that the batch has twice."""
     batch: set[int] = set()
     for i in idx:
         if i in seen or i in batch:
             raise DatasetContractError(f"meta_info['idx']={i} came twice in one evaluation pass; {_FIX}")
         batch.add(i)
-    seen |= batch
 
 
 def merge_rank_buffers(buffers: list[dict[int, dict]]) -> dict[int, dict]:

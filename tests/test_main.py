@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -138,3 +139,49 @@ config["val_dataset"]["class"] = Repeating
     assert "must be unique per datapoint" in line
     assert not os.path.exists(tmp_path / "w" / "epoch_0" / "validation_scores.json")
 
+
+
+
+def _stops_in_log(log_path, rank: int = 0) -> list[str]:
+    """The messages of the log's "process N stopped" lines, and asserts the log holds no traceback."""
+    with open(log_path, encoding="utf-8") as log:
+        text = log.read()
+    assert "Traceback" not in text, text
+    stop = re.compile(rf"\d\d:\d\d:\d\d \[rank {rank}\] ERROR process \d+ stopped \(exit code 2\): (.*)")
+    return [match.group(1) for match in map(stop.fullmatch, text.splitlines()) if match]
+
+
+def test_a_user_error_is_in_the_run_log_once_as_on_stderr(tmp_path):
+    path = write_config(tmp_path / "c.py", tmp_path / "w", extra="""
+class Broken(SyntheticShapesDataset):
+    def __getitem__(self, i):
+        return super().__getitem__(i)["inputs"]
+config["val_dataset"]["class"] = Broken
+""")
+    result = run_main(path)
+    assert result.returncode == 2, result.stderr
+    message = _one_error_line(result.stderr).removeprefix("error: ")
+    assert message.startswith("config['val_dataset'] (Broken), dataset[0]: ")
+    assert _stops_in_log(tmp_path / "w" / "train.log") == [message]
+
+
+def test_a_launch_refused_before_its_log_exists_is_in_the_log_of_the_run_it_found(tmp_path):
+    work_dir = tmp_path / "run"
+    assert run_main(write_config(tmp_path / "run.py", work_dir, epochs=1)).returncode == 0
+    typo = write_config(tmp_path / "typo.py", work_dir, epochs=1, extra="config['epoch'] = 2\n")
+    changed = write_config(tmp_path / "changed.py", work_dir, epochs=2)
+    messages = []
+    for config_path in (typo, changed):
+        result = run_main(config_path)
+        assert result.returncode == 2, result.stderr
+        messages.append(_one_error_line(result.stderr).removeprefix("error: "))
+    assert "unknown key 'epoch'" in messages[0] and "holds another run" in messages[1]
+    assert _stops_in_log(work_dir / "train.log") == messages
+
+
+def test_a_folder_that_holds_no_run_gets_nothing_in_its_log(tmp_path):
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "train.log").write_text("another tool's log\n")
+    result = run_main(write_config(tmp_path / "c.py", tmp_path / "w"))
+    assert result.returncode == 2 and "it is not a Lantern run" in result.stderr
+    assert (tmp_path / "w" / "train.log").read_text() == "another tool's log\n"

@@ -21,6 +21,10 @@ class ModelContractError(LanternUserError):
     """The model's ``forward`` does not return what the runner, criterion and metric expect."""
 
 
+class MetricContractError(LanternUserError):
+    """The metric's buffer or ``summarize`` is not what the runner, the scores file and the viewer read."""
+
+
 class DatasetContractError(LanternUserError):
     """A datapoint is not ``{'inputs': {...}, 'labels': {...}, 'meta_info': {'idx': i, ...}}`` as documented."""
 

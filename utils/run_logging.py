@@ -14,12 +14,33 @@ def get_run_logger(work_dir: str, file_name: str, rank: int = 0) -> logging.Logg
     for handler in list(logger.handlers):
         handler.close()
         logger.removeHandler(handler)
-    fmt = logging.Formatter(f"%(asctime)s [rank {rank}] %(levelname)s %(message)s", "%H:%M:%S")
-    name = file_name if rank == 0 else f"{os.path.splitext(file_name)[0]}_rank{rank}.log"
-    file_handler = logging.FileHandler(os.path.join(work_dir, name))
+    file_handler = logging.FileHandler(_log_path(work_dir, file_name, rank))
     console = logging.StreamHandler()
     console.setLevel(logging.INFO if rank == 0 else logging.WARNING)
     for handler in (file_handler, console):
-        handler.setFormatter(fmt)
+        handler.setFormatter(_formatter(rank))
         logger.addHandler(handler)
     return logger
+
+
+def append_to_log(work_dir: str, file_name: str, rank: int, level: int, message: str) -> None:
+    """Add one line, formatted as the run's logger does, to the rank's log file if the run has one, and to
+    nothing else: what the caller also prints would reach the console twice. A log that cannot be written
+    is left as it is (the caller has said it elsewhere; a full disk must not end in a traceback)."""
+    path = _log_path(work_dir, file_name, rank)
+    record = logging.makeLogRecord({"msg": message, "levelno": level, "levelname": logging.getLevelName(level)})
+    try:
+        if os.path.isfile(path):
+            with open(path, "a", encoding="utf-8") as log:
+                log.write(_formatter(rank).format(record) + "\n")
+    except OSError:
+        pass
+
+
+def _log_path(work_dir: str, file_name: str, rank: int) -> str:
+    name = file_name if rank == 0 else f"{os.path.splitext(file_name)[0]}_rank{rank}.log"
+    return os.path.join(work_dir, name)
+
+
+def _formatter(rank: int) -> logging.Formatter:
+    return logging.Formatter(f"%(asctime)s [rank {rank}] %(levelname)s %(message)s", "%H:%M:%S")

@@ -31,6 +31,7 @@ class BaseEvaluator(BaseRunner):
     REQUIRED_KEYS = ("model", "metric", "eval_dataset")
     CONFIG_KEYS = EVALUATOR_KEYS
     LOG_FILE = "eval.log"
+    EVAL_DATASET_KEY = "eval_dataset"
     FINISHED_WORK_FILE = SCORES_FILE
 
     def _init_components_(self) -> None:

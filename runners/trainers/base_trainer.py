@@ -48,6 +48,7 @@ class BaseTrainer(BaseRunner):
     REQUIRED_KEYS = ("model", "metric", "criterion", "optimizer", "train_dataset", "val_dataset", "epochs")
     CONFIG_KEYS = TRAINER_KEYS
     LOG_FILE = "train.log"
+    EVAL_DATASET_KEY = "val_dataset"
     FINISHED_WORK_FILE = PROGRESS_FILE
 
     def __init__(self, config: dict[str, Any]) -> None:

@@ -180,3 +180,28 @@ def test_a_hanging_rank_ends_the_run_with_a_clear_error_after_the_timeout(tmp_pa
     assert "error (rank 0): rank 0 of 2 gave up gathering results from every rank" in result.stdout
     assert "config['distributed_timeout_s'] (now 5 s)" in result.stdout
     assert time.monotonic() - start < 80
+
+
+REPEATING_IDX = """
+class RepeatsOnEachRank(SyntheticShapesDataset):
+    def __getitem__(self, idx):
+        dp = super().__getitem__(idx)
+        dp["meta_info"]["idx"] = idx % 8  # rank r reads r, r+2, ...: its 5th datapoint (2nd batch) repeats its 1st
+        return dp
+
+
+config["val_dataset"]["class"] = RepeatsOnEachRank
+"""
+
+
+@pytest.mark.timeout(120)
+def test_an_idx_repeated_on_each_rank_stops_each_rank_in_one_line_in_its_log_too(tmp_path):
+    result = run_torchrun(config_file(tmp_path, "repeat", REPEATING_IDX, epochs=1, train_size=16), timeout=90)
+    assert result.returncode != 0  # torchrun itself then prints a traceback of its ChildFailedError
+    for rank, log in ((0, "train.log"), (1, "train_rank1.log")):
+        message = f"meta_info['idx']={rank} came twice in one evaluation pass; meta_info['idx'] must be unique"
+        assert f"error (rank {rank}): {message}" in result.stdout
+        with open(tmp_path / "repeat" / log) as f:
+            stops = [line for line in f.read().splitlines() if " stopped (exit code 2): " in line]
+        assert len(stops) == 1 and f"[rank {rank}] ERROR process " in stops[0] and message in stops[0], stops
+

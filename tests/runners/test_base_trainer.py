@@ -12,11 +12,14 @@ import time
 import pytest
 import torch
 
+from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from debuggers.model_report import MODEL_REPORT_FILE
+from runners.eval_viewer.backend.scores import read_scores
 from runners.trainers import BaseTrainer
 from runners.unique_idx import merge_rank_buffers
 from tests.runs import REPO_ROOT, run_main, train
 from utils.config_file import load_config
-from utils.errors import ConfigError, DatasetContractError, WorkDirError
+from utils.errors import ConfigError, DatasetContractError, MetricContractError, WorkDirError
 
 
 def test_each_epoch_writes_its_files_and_scores_cover_every_datapoint(tiny_config):
@@ -151,6 +154,26 @@ def test_a_run_that_failed_at_start_up_leaves_its_work_dir_to_the_fixed_rerun(ti
     assert os.path.isdir(os.path.join(work_dir, "epoch_0", "debugger"))
 
 
+
+COUNTING_READS = """
+class CountingReads(SyntheticShapesDataset):
+    reads = []
+
+    def __getitem__(self, i):
+        type(self).reads.append(i)
+        return super().__getitem__(i)
+
+
+config["val_dataset"]["class"] = CountingReads
+"""
+
+
+def test_a_first_start_with_a_debugger_reads_dataset_0_once_for_the_check_and_the_model_report(tiny_config):
+    config = load_config(tiny_config(epochs=1, extra=DEBUGGER_ON.format(layer="backbone.layer4") + COUNTING_READS))
+    BaseTrainer(config).run()
+    assert os.path.isfile(os.path.join(config["work_dir"], MODEL_REPORT_FILE))
+    assert config["val_dataset"]["class"].reads.count(0) == 2  # at start-up, then in the validation of epoch 0
+
 def test_a_model_returning_a_tensor_is_stopped_at_its_forward_naming_the_contract(tiny_config):
     path = tiny_config(extra="""
         class TensorCNN(SmallCNN):
@@ -206,3 +229,59 @@ def test_a_finished_run_with_a_changed_config_is_refused_naming_the_changes(tiny
     message = str(refused.value)
     assert "epochs: 1 → 3" in message and "optimizer.args.lr: 0.05 → 0.1" in message
     assert "Set another 'work_dir'" in message and "delete the folder" in message
+
+
+BOOLEAN_SCORE = """
+class WithCorrect(ClassificationMetric):
+    HIGHER_IS_BETTER = {**ClassificationMetric.HIGHER_IS_BETTER, "correct": True}
+
+    def __call__(self, outputs, labels):
+        scores = super().__call__(outputs, labels)
+        return {**scores, "correct": scores["accuracy"] == 1}  # a bool tensor: True/False per datapoint
+
+
+config["metric"]["class"] = WithCorrect
+"""
+
+
+def test_a_boolean_score_is_written_as_0_and_1_and_read_back(tiny_config):
+    work_dir = train(tiny_config(epochs=1, extra=BOOLEAN_SCORE))
+    path = os.path.join(work_dir, "epoch_0", "validation_scores.json")
+    with open(path) as f:
+        written = json.load(f)["per_datapoint"]
+    assert all(type(value) is float for value in written["correct"]) and written["correct"] == written["accuracy"]
+    assert list(read_scores(path).per_datapoint["correct"]) == written["accuracy"]
+    table = EpochTable(os.path.join(work_dir, "epoch_0", EPOCH_TABLE_FILE))
+    assert table.values(["correct"])["correct"].tolist() == written["accuracy"]
+
+
+def test_a_metric_summarizing_to_strings_stops_the_run_naming_the_score(tiny_config):
+    config = load_config(tiny_config(epochs=1, extra="""
+        class Formatted(ClassificationMetric):
+            def summarize(self, buffer=None):
+                summary = super().summarize(buffer)
+                losses = summary["per_datapoint"]["cross_entropy"]
+                summary["per_datapoint"]["cross_entropy"] = [f"{v:.3f}" for v in losses]
+                return summary
+
+        config["metric"]["class"] = Formatted
+    """))
+    with pytest.raises(MetricContractError) as stopped:
+        BaseTrainer(config).run()
+    assert str(stopped.value).startswith("Formatted.summarize()['per_datapoint']['cross_entropy'] holds a str ('")
+    assert "which is not a number" in str(stopped.value) and "values.tolist()" in str(stopped.value)
+    assert not os.path.exists(os.path.join(config["work_dir"], "epoch_0", "validation_scores.json"))
+
+
+def test_a_metric_whose_buffer_is_not_a_dict_by_idx_is_stopped_before_its_first_batch(tiny_config):
+    config = load_config(tiny_config(epochs=1, extra="""
+        class Listing(ClassificationMetric):
+            def reset_buffer(self):
+                self.buffer = []
+
+        config["metric"]["class"] = Listing
+    """))
+    with pytest.raises(MetricContractError, match=r"Listing.buffer is a list of 0 item\(s\) after reset_buffer\(\), "
+                                                  r"but the runner reads it as a dict \{idx: "):
+        BaseTrainer(config).run()
+

@@ -96,12 +96,14 @@ def _all_of(mapping: Any, kinds: tuple[type, ...]) -> bool:
 
 def _numbers(values: list, name: str, path: str) -> np.ndarray:
     """One score per datapoint as float64 (null is NaN); ``ScoresError`` naming the score when one is not a
-    number (a string, a list, an integer beyond a float)."""
+    number: a string (even "1.5": NumPy would parse it), true/false (Lantern writes a boolean score as 0/1), a
+    list, an integer beyond a float."""
     try:
+        strays = set(map(type, values)) - {float, int, type(None)}
+        if strays:
+            raise ValueError(f"a {sorted(kind.__name__ for kind in strays)[0]} where a number belongs")
         column = np.array(values, dtype=np.float64)
-        if column.ndim != 1:
-            raise ValueError("a list where a number belongs")
-    except (TypeError, ValueError, OverflowError) as exc:
+    except (ValueError, OverflowError) as exc:
         raise ScoresError(f"{path}: per-datapoint score '{name}' holds a value that is not a number ({exc}); the "
                           "file was not written by Lantern or was damaged: rerun the epoch to rewrite it") from None
     return column

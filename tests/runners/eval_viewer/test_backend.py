@@ -345,6 +345,16 @@ def test_unreadable_scores_file_is_explained_and_debug_outputs_still_open(traine
     assert set(datapoint["debug"]) == {"layer3_energy"}
 
 
+
+@pytest.mark.parametrize("value, kind", [("1.5", "str"), (True, "bool")])
+def test_a_score_that_is_a_string_or_a_bool_is_refused_not_taken_as_a_number(tmp_path, value, kind):
+    path = tmp_path / "validation_scores.json"
+    path.write_text(json.dumps({"aggregated": {"loss": 1.0}, "per_datapoint": {"loss": [1.0, value]},
+                                "datapoint_idx": [0, 1], "higher_is_better": {"loss": False}}))
+    with pytest.raises(ScoresError, match=rf"per-datapoint score 'loss' holds a value that is not a number \(a "
+                                          rf"{kind} where a number belongs\).*rerun the epoch"):
+        read_scores(str(path))
+
 def test_the_same_datapoint_in_two_runs_side_by_side(runs):
     backend = ViewerBackend([runs["logs"]])
     sides = [(run, backend.epochs(run)[-1]) for run in (backend.run(runs["trainer"]), backend.run(runs["evaluator"]))]
