@@ -142,7 +142,7 @@ def embedding_clusters(internals: CapturedInternals, table_idx: np.ndarray, fail
                 continue
             inside = int((member & fails).sum())
             p_value = float(hypergeom.sf(inside - 1, len(fails), int(fails.sum()), int(member.sum())))
-            description = describe_group(member & fails, ~fails, {n: v[rows] for n, v in columns.items()})
+            description = describe_group(rows[member & fails], rows[~fails], columns)
             candidates.append((p_value, EmbeddingCluster(name, int(member.sum()), inside, inside / int(member.sum()),
                                                          description, table_idx[rows[member]].tolist())))
     kept = [cluster for p_value, cluster in candidates if p_value < ALPHA / max(tried, 1)]
@@ -150,13 +150,14 @@ def embedding_clusters(internals: CapturedInternals, table_idx: np.ndarray, fail
 
 
 def describe_group(group: np.ndarray, reference: np.ndarray, columns: dict[str, np.ndarray], top: int = 3) -> str:
-    """The columns that most set ``group`` apart from ``reference``: categorical values by over-representation,
-    numbers by standardised mean difference."""
+    """The columns that most set the rows ``group`` apart from the rows ``reference`` (positions in ``columns``):
+    categorical values by over-representation, numbers by standardised mean difference. Positions, not a copy of
+    the columns cut to the captured rows: that copy was the whole table again, once per cluster."""
     findings: list[tuple[float, str]] = []
     for name, values in columns.items():
         if values.dtype == object or values.dtype.kind == "b":
             for value, count in Counter(values[group].tolist()).most_common(1):
-                share, base = count / max(group.sum(), 1), float(np.mean(values[reference] == value))
+                share, base = count / max(len(group), 1), float(np.mean(values[reference] == value))
                 findings.append((share - base, f"{name} = {value} ({share:.0%} vs {base:.0%})"))
             continue
         a, b = values[group].astype(np.float64), values[reference].astype(np.float64)

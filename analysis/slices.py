@@ -20,6 +20,11 @@ sequential covering: going down the ranking, a slice is kept only when its datap
 holds number at least ``min_size`` and fail significantly more than everything outside the kept slices and
 it; so each group of failures is reported once, by its best description, and a broad slice that only
 contains a better one is dropped.
+
+Memory (a table of 100k rows and 600 summary columns gives about 5,500 conditions): each condition's rows are
+kept packed, 8 a byte, and counted with ``np.bitwise_count`` a chunk of conditions (CHUNK_BYTES) at a time;
+a candidate child is only its conditions' indices, and only the beam's members hold their rows. So the search
+takes about rows x conditions / 8 bytes, never a bool mask per condition, let alone one per beam member.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ MAX_CATEGORIES = 12  # a whole-number column with at most this many values gets 
 ALPHA = 0.05
 MAX_OVERLAP = 0.95  # slices sharing this share of their rows (Jaccard) are one slice to the beam
 SEARCH_ROWS = 100_000  # larger tables are searched on a random sample; reported figures use every row
+CHUNK_BYTES = 2**20  # packed masks counted at once: bounds the search's temporaries
 
 
 @dataclass
@@ -141,81 +147,123 @@ def find_slices(columns: dict[str, np.ndarray], failed: np.ndarray, idx: np.ndar
     search = np.arange(len(failed))
     if len(search) > SEARCH_ROWS:
         search = np.sort(np.random.default_rng(seed).choice(len(failed), SEARCH_ROWS, replace=False))
-    masks = np.stack([c.mask(columns[c.column][search]) for c in conditions])
+    bits = _condition_bits(conditions, columns, search)
     search_failed = failed[search]
     scale = len(search) / len(failed)
     # each child of d conditions: one test against the rest, one against the rows each condition leaves out
     tested = len(conditions) * (1 + beam * sum(1 + depth for depth in range(2, max_conditions + 1)))
     score = _Scorer(search_failed, tested, max(1, int(min_size * scale)))
 
-    level = [((i,), masks[i]) for i in range(len(conditions))]
-    scores, significant = score(score.counts(masks))
+    level = [(i,) for i in range(len(conditions))]
+    alone = score.counts(bits)
+    scores, significant = score(alone)
     found: dict[tuple[int, ...], float] = {}
     for depth in range(max_conditions):
-        order = _distinct([level[i][1] for i in range(len(level))], np.argsort(-scores), scores, beam)
-        best = [(level[i], scores[i]) for i in order]
-        found.update({level[i][0]: scores[i] for i in order if significant[i]})
+        chosen = _distinct(level, bits, np.argsort(-scores), scores, beam)
+        best = [(level[i], mask, scores[i]) for i, mask in chosen]
+        found.update({level[i]: scores[i] for i, _ in chosen if significant[i]})
         if depth == max_conditions - 1:
             break
-        level, scores, significant = _extend(best, masks, conditions, score, exclusive)
+        level, scores, significant = _extend(best, bits, alone, conditions, score, exclusive)
         if not level:
             break
     ranked = sorted(found.items(), key=lambda item: -item[1])
     return _report(ranked, conditions, columns, failed, idx, top, score.alpha, min_size)
 
 
-def _distinct(masks: list[np.ndarray], order: np.ndarray, scores: np.ndarray, beam: int) -> list[int]:
+def _condition_bits(conditions: list[Condition], columns: dict[str, np.ndarray], search: np.ndarray) -> np.ndarray:
+    """Each condition's packed mask over the ``search`` rows, filled one at a time: a stack of bool masks would
+    take rows x conditions bytes."""
+    bits = np.empty((len(conditions), -(-len(search) // 64)), dtype=np.uint64)
+    for k, condition in enumerate(conditions):
+        bits[k] = _pack(condition.mask(columns[condition.column][search]))
+    return bits
+
+
+def _pack(mask: np.ndarray) -> np.ndarray:
+    """A bool mask as 64-bit words, 8 rows a byte (the padding bits 0): the search keeps one per condition, so a
+    table of 100k rows and 5,500 conditions takes 66 MB rather than 525 MB."""
+    packed = np.zeros(-(-len(mask) // 64), dtype=np.uint64)
+    packed.view(np.uint8)[:(len(mask) + 7) // 8] = np.packbits(mask)
+    return packed
+
+
+def _and(bits: np.ndarray, members: tuple[int, ...]) -> np.ndarray:
+    """The packed rows of a conjunction: the AND of its conditions' rows."""
+    return np.bitwise_and.reduce(bits[list(members)], axis=0)
+
+
+def _ones(packed: np.ndarray) -> int:
+    """How many rows a packed mask holds."""
+    return int(np.bitwise_count(packed).sum())
+
+
+def _distinct(level: list[tuple[int, ...]], bits: np.ndarray, order: np.ndarray, scores: np.ndarray,
+              beam: int) -> list[tuple[int, np.ndarray]]:
     """The first ``beam`` of ``order`` with a finite score whose rows are not nearly those of one before
-    (Jaccard >= MAX_OVERLAP): 69 summaries that are all NaN on the same rows would fill the beam otherwise."""
-    chosen: list[int] = []
+    (Jaccard >= MAX_OVERLAP), with their packed rows: 69 summaries that are all NaN on the same rows would fill
+    the beam otherwise. Only these keep their rows; the other candidates are their conditions' indices."""
+    chosen: list[tuple[int, np.ndarray]] = []
     for i in order:
         if len(chosen) == beam or not np.isfinite(scores[i]):
             break
-        if all((masks[i] & masks[j]).sum() < MAX_OVERLAP * (masks[i] | masks[j]).sum() for j in chosen):
-            chosen.append(int(i))
+        mask = _and(bits, level[i])
+        if all(_ones(mask & other) < MAX_OVERLAP * _ones(mask | other) for _, other in chosen):
+            chosen.append((int(i), mask))
     return chosen
 
 
-def _extend(best: list, masks: np.ndarray, conditions: list[Condition], score: _Scorer,
-            exclusive: frozenset[str]) -> tuple[list, np.ndarray, np.ndarray]:
+def _extend(best: list, bits: np.ndarray, alone: tuple[np.ndarray, np.ndarray], conditions: list[Condition],
+            score: _Scorer, exclusive: frozenset[str]) -> tuple[list, np.ndarray, np.ndarray]:
     """Every best slice with one more condition on another column, kept when it beats its parent and every
     condition matters: the child fails significantly more than the rows that dropping any one of its
-    conditions would add (so ``site = C and noise < 1.3`` never replaces ``site = C``)."""
+    conditions would add (so ``site = C and noise < 1.3`` never replaces ``site = C``).
+
+    Those rows are counted, not built: the child lies inside its parent, and inside the slice without the
+    dropped condition (``alone``: each condition's own counts, for a parent of one condition), so each count
+    is the wider slice's minus the child's.
+    """
     children, child_scores, child_significant, seen = [], [], [], set()
-    for (members, mask), parent_score in best:
+    for members, mask, parent_score in best:
         used = {conditions[i].column for i in members}
         if used & exclusive:
             used |= exclusive
-        combined = masks & mask
-        counts = score.counts(combined)  # the children's failures and sizes, for every test below
+        counts = score.counts(bits, mask)  # the children's failures and sizes, for every test below
         child, significant = score(counts)
-        keep = (child > parent_score) & score.fails_more(counts, mask & ~combined)
+        keep = (child > parent_score) & score.fails_more(counts, score.counts(mask[None]))
         for dropped in members:
-            others = np.logical_and.reduce([masks[j] for j in members if j != dropped] + [np.ones_like(mask)])
-            keep &= score.fails_more(counts, masks & others & ~masks[dropped])
+            others = tuple(j for j in members if j != dropped)
+            keep &= score.fails_more(counts, score.counts(bits, _and(bits, others)) if others else alone)
         for i in np.flatnonzero(keep):
             key = tuple(sorted((*members, int(i))))
             if conditions[i].column in used or key in seen:
                 continue
             seen.add(key)
-            children.append((key, combined[i]))
+            children.append(key)
             child_scores.append(child[i])
             child_significant.append(significant[i])
     return children, np.array(child_scores), np.array(child_significant, dtype=bool)
 
 
 class _Scorer:
-    """The ranking score of each row of a (k, n) mask matrix, and whether it fails significantly more than the
-    rest (one-sided Fisher exact test at the Bonferroni-corrected level)."""
+    """The ranking score of each row of a (k, words) packed mask matrix, and whether it fails significantly more
+    than the rest (one-sided Fisher exact test at the Bonferroni-corrected level)."""
 
     def __init__(self, failed: np.ndarray, tested: int, min_size: int) -> None:
-        self.failed, self.min_size = failed, min_size
+        self.failed, self.min_size = _pack(failed), min_size
         self.total_failures, self.n = int(failed.sum()), len(failed)
         self.alpha = ALPHA / max(tested, 1)
 
-    def counts(self, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(failures, size) of each row of ``masks``."""
-        return _counts(masks, self.failed)
+    def counts(self, bits: np.ndarray, within: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(failures, size) of each row of ``bits`` (inside the packed mask ``within``), counted CHUNK_BYTES of
+        rows at a time: the temporaries stay that small whatever the table's rows and conditions."""
+        failures, size = np.empty(len(bits), dtype=np.int64), np.empty(len(bits), dtype=np.int64)
+        step = max(1, CHUNK_BYTES // max(bits[0].nbytes, 1))
+        for start in range(0, len(bits), step):
+            chunk = bits[start:start + step] if within is None else bits[start:start + step] & within
+            size[start:start + step] = np.bitwise_count(chunk).sum(axis=1, dtype=np.int64)
+            failures[start:start + step] = np.bitwise_count(chunk & self.failed).sum(axis=1, dtype=np.int64)
+        return failures, size
 
     def __call__(self, counts: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """The score of each slice of ``counts`` (from ``counts``), and whether it is significant."""
@@ -227,14 +275,15 @@ class _Scorer:
         score[(size < self.min_size) | (size == self.n)] = -np.inf
         return score, np.isfinite(score) & fails_more(inside, size, rest_failures, rest, self.alpha)
 
-    def fails_more(self, counts: tuple[np.ndarray, np.ndarray], others: np.ndarray) -> np.ndarray:
-        """Whether each slice of ``counts`` fails significantly more than the same row of ``others``."""
-        return fails_more(*counts, *self.counts(others), self.alpha)
+    def fails_more(self, counts: tuple[np.ndarray, np.ndarray], wider: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """Whether each slice of ``counts`` fails significantly more than the rows its ``wider`` slice (counts
+        of a slice holding it) adds to it."""
+        return fails_more(*counts, wider[0] - counts[0], wider[1] - counts[1], self.alpha)
 
 
-def _counts(masks: np.ndarray, failed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(failures, size) of a mask, or of each row of a (k, n) mask matrix."""
-    return (masks & failed).sum(axis=-1), masks.sum(axis=-1)
+def _counts(mask: np.ndarray, failed: np.ndarray) -> tuple[np.int64, np.int64]:
+    """(failures, size) of a bool mask."""
+    return (mask & failed).sum(), mask.sum()
 
 
 def fails_more(failures: np.ndarray, size: np.ndarray, other_failures: np.ndarray, other_size: np.ndarray,
