@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError  # not the built-in one before 3.11
@@ -29,8 +30,11 @@ _CHUNK = 1 << 18  # weights per chunk of the row statistics: a 1 MB scratch
 # An additive float key_padding_mask of this or less marks a padding key, as -inf does: -1e4 (the fp16-safe
 # convention), -1e9 and finfo.min all leave the key a weight of exp(-1e4) = 0 in every float dtype.
 PADDING_BIAS = -1e4
-_SUM_TOLERANCE = 1e-3
-_CROSS_KWARGS = ("key_value_states", "encoder_hidden_states")  # Hugging Face cross-attention: keys from the encoder
+_SUM_TOLERANCE = 1e-3  # at least; wider for the rounding of low-precision weights (see _sum_tolerance)
+_CROSS_ARGUMENTS = ("key_value_states", "encoder_hidden_states")  # Hugging Face cross-attention: keys from the encoder
+_SELF_MASKS = ("attention_mask", "mask")  # T5Attention's is `mask`
+_CROSS_MASKS = ("encoder_attention_mask", *_SELF_MASKS)  # BertAttention's cross-attention reads the first
+_DECODER = "decoder_"  # Hugging Face's prefix of a decoder's inputs in an encoder-decoder's batch
 
 
 @dataclass
@@ -44,6 +48,7 @@ class _Capture:
     rows: Optional[RowStatistics] = None  # started on the copy as soon as it is taken
     element: Optional[int] = None  # where in the layer's output tuple the weights were found, to be checked
     cross: bool = False  # a cross-attention: its queries are the decoder's tokens
+    seen: Optional[torch.Tensor] = None  # (B, Lk) the keys the layer's own 4-D mask lets a query see (see _keys_seen)
 
 
 class AttentionDebugger(ForwardDebugger):
@@ -64,11 +69,13 @@ class AttentionDebugger(ForwardDebugger):
     * any module that offers its weights through a capture point inside its forward,
       ``capture_debug_state(component, 'attention_weights', weights, {'grid': (h, w)})``.
 
-    Padding: a Hugging Face module called with a 4-D ``attention_mask`` is cropped by it (its own padding, not
-    the encoder's; see ``_layer_padding``). Where the layer gives no mask, ``datapoint['inputs'][mask_key]``
-    (B, L) (nonzero: real token, as Hugging Face's ``attention_mask``) marks the real keys, and the real
-    queries when Lq == L. Each datapoint's attention is then cropped to its real queries and keys, and
-    its entropy averages over real queries only, so it does not depend on the batch it came in.
+    Padding: a Hugging Face module called with a 4-D mask (``attention_mask``, T5's ``mask``, a cross-attention's
+    ``encoder_attention_mask``, by name or by position) is cropped by it (its own padding, not the encoder's; see
+    ``_keys_seen``). Where the layer gives no mask, the batch's (B, L) mask of the layer's tokens (nonzero: real
+    token, as Hugging Face's ``attention_mask``): ``datapoint['inputs'][mask_key]``, or in a batch that also
+    holds a decoder's inputs, ``'decoder_' + mask_key`` for a decoder's layer (see ``_is_decoder``). Each
+    datapoint's attention is then cropped to its real queries and keys, and its entropy averages over real
+    queries only, so it does not depend on the batch it came in.
 
     Output ``{'kind': 'attention', 'layer_name', 'attention': (B, heads, Lq, Lk)`` (or one
     cropped (heads, nq, nk) per datapoint)``, 'entropy_per_head': (B, heads)`` (mean over real
@@ -83,11 +90,15 @@ class AttentionDebugger(ForwardDebugger):
         self._offered: Optional[tuple[Any, Optional[dict]]] = None
         self._requested = (True, True)
         self._padding: tuple[Optional[torch.Tensor], Optional[torch.Tensor]] = (None, None)
-        self._layer_mask: Optional[tuple[torch.Tensor, bool]] = None  # the call's own mask, and whether cross
+        self._layer_mask: tuple[Optional[torch.Tensor], bool] = (None, False)  # the call's 4-D mask, whether cross
+        self._signature: Optional[inspect.Signature] = None  # the layer's forward, to read positional masks
+        self._decoder: Optional[bool] = None  # whether the layer is a decoder's, where it says (see _is_decoder)
+        self._windowed = False  # whether the layer computes windowed attention (Swin's), for _check_batch
         self._pool = BufferPool()  # the weights' copies and the entropy's scratch, reused from batch to batch
 
     def attach(self, model: torch.nn.Module) -> list[Removable]:
         layer = require_layer(model, self.layer_name)
+        self._signature, self._decoder, self._windowed = _signature(layer), _is_decoder(layer), _is_windowed(layer)
         if isinstance(layer, nn.MultiheadAttention):
             return [layer.register_forward_pre_hook(self._force_weights, with_kwargs=True),
                     layer.register_forward_hook(self.forward_hook_fn),
@@ -113,9 +124,7 @@ class AttentionDebugger(ForwardDebugger):
     # ---------------------------------------------------------- capture points
     def _enter(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         self._inside, self._offered = True, None
-        mask = kwargs.get("attention_mask")
-        cross = any(kwargs.get(key) is not None for key in _CROSS_KWARGS)
-        self._layer_mask = (mask, cross) if isinstance(mask, torch.Tensor) and mask.ndim == 4 else None
+        self._layer_mask = _own_mask(_arguments(self._signature, args, kwargs))
 
     def _on_capture(self, component: str, state: str, data: Any, metadata: Optional[dict]) -> None:
         if self._inside and state == self.state:
@@ -151,25 +160,57 @@ class AttentionDebugger(ForwardDebugger):
             f"capture_debug_state(name, '{self.state}', weights)")
 
     def _with_layer_padding(self, capture: _Capture) -> _Capture:
-        """The padding the layer itself was given, where its mask fits the weights (see ``_layer_padding``)."""
-        if self._layer_mask is not None:
-            capture.query_real, capture.key_real = _layer_padding(*self._layer_mask, capture.weights)
-            capture.cross = self._layer_mask[1]
+        """Which keys the layer's own mask shows, taken while the call's mask is at hand (see ``_keys_seen``)."""
+        mask, capture.cross = self._layer_mask
+        if mask is not None:
+            capture.seen = _keys_seen(mask, capture.cross, capture.weights)
         return capture
 
     def __call__(self, datapoint: dict[str, Any], model: torch.nn.Module) -> Any:
         capture = super().__call__(datapoint, model)
         if not isinstance(capture, _Capture):
             return capture  # a not-run record
-        _check_batch(self.layer_name, capture.weights, datapoint)
+        _check_batch(self.layer_name, capture.weights, datapoint, self._windowed)
+        if capture.rows is not None and capture.key_real is None:  # not nn.MultiheadAttention's own padding
+            inputs = datapoint["inputs"] if isinstance(datapoint.get("inputs"), dict) else {}
+            capture.query_real, capture.key_real = self._real_tokens(capture, inputs)
         if capture.element is not None:
             _check_probabilities(self.layer_name, model, capture)
-        inputs = datapoint["inputs"] if isinstance(datapoint.get("inputs"), dict) else {}
-        if capture.key_real is None:  # the layer was given no mask of its own
-            capture.query_real, capture.key_real = _padding_from_inputs(inputs.get(self.mask_key), capture.weights)
-        elif capture.cross and capture.query_real is None:  # the decoder's padding, by Hugging Face's name
-            capture.query_real = _decoder_padding(inputs.get(f"decoder_{self.mask_key}"), capture.weights)
         return attention_output(self.layer_name, capture)
+
+    def _real_tokens(self, capture: _Capture, inputs: dict) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+        """(query_real, key_real): the layer's own mask where it has one, else the batch's mask of its tokens."""
+        weights = capture.weights
+        if capture.cross:  # keys: the encoder's tokens (the batch's mask_key); queries: the decoder's
+            keys = capture.seen if capture.seen is not None else _real(inputs.get(self.mask_key), weights, -1)
+            return _real(inputs.get(_DECODER + self.mask_key), weights, -2), keys
+        if capture.seen is not None and weights.shape[-2] == weights.shape[-1]:
+            return capture.seen, capture.seen
+        mask, ambiguous = self._batch_mask(inputs)
+        if capture.seen is not None:  # a step over a key/value cache: one or a few queries, more keys
+            real = None, _cached_keys(capture.seen, mask)
+        else:
+            real = _padding_from_inputs(mask, weights)
+        if ambiguous and real[1] is not None and not bool(real[1].all()):
+            raise ValueError(
+                f"layer '{self.layer_name}' was given no attention mask of its own, and the batch holds decoder "
+                f"inputs beside inputs['{self.mask_key}'], which has padding: whether that is this layer's padding "
+                "(an encoder's layer) or another's (a decoder's) is unknown, and cropping by another's would show "
+                "wrong tokens. Say which: pass the layer its 4-D attention_mask, give the module an attribute "
+                f"is_decoder (True: cropped by inputs['{_DECODER}{self.mask_key}']; False: by "
+                f"inputs['{self.mask_key}']) as Hugging Face's attention modules have, or set mask_key")
+        return real
+
+    def _batch_mask(self, inputs: dict) -> tuple[Any, bool]:
+        """The batch's (B, L) mask of this layer's tokens, and whether that is a guess: in a batch that also
+        holds a decoder's inputs (``decoder_input_ids``) ``inputs[mask_key]`` is the encoder's, and a decoder's
+        layer is cropped by ``inputs['decoder_' + mask_key]`` instead; a layer that does not say which it is
+        gets ``inputs[mask_key]``, flagged."""
+        if self.mask_key.startswith(_DECODER) or not any(str(key).startswith(_DECODER) for key in inputs):
+            return inputs.get(self.mask_key), False
+        if self._decoder is None:
+            return inputs.get(self.mask_key), True
+        return inputs.get(_DECODER + self.mask_key if self._decoder else self.mask_key), False
 
     def summary(self, output: dict[str, Any]) -> dict[str, float]:
         """Entropy per head (the first 8 heads), its mean, min and max over heads, and the largest weight."""
@@ -193,7 +234,7 @@ class AttentionDebugger(ForwardDebugger):
         _discard(self.last_capture)
         _discard(self._offered)
         super().clear()
-        self._inside, self._offered, self._padding, self._layer_mask = False, None, (None, None), None
+        self._inside, self._offered, self._padding, self._layer_mask = False, None, (None, None), (None, False)
 
 
 def _discard(capture: Any) -> None:
@@ -246,10 +287,55 @@ def _weights_element(output: Any) -> Optional[int]:
     return found[-1] if found else None
 
 
-def _check_batch(layer_name: str, weights: Any, datapoint: dict[str, Any]) -> None:
-    """Refuse weights whose first dimension is not the batch, saying why: a windowed attention (Swin's) computes
-    each datapoint's windows as rows of their own, and which rows are whose is the model's layout (batch-major in
-    Swin, window-major elsewhere), so splitting them by a guess could give one datapoint another's attention."""
+def _signature(layer: nn.Module) -> Optional[inspect.Signature]:
+    """The layer's forward signature, read once at attach, to name the arguments of each call."""
+    try:
+        return inspect.signature(layer.forward)
+    except (TypeError, ValueError):  # a forward Python cannot describe: its calls' keywords are all that is known
+        return None
+
+
+def _arguments(signature: Optional[inspect.Signature], args: tuple, kwargs: dict) -> dict[str, Any]:
+    """A call's arguments by name, positional ones too: BertLayer passes its attention modules their masks and
+    encoder states by position."""
+    if signature is None:
+        return dict(kwargs)
+    try:
+        named = dict(signature.bind(*args, **kwargs).arguments)
+    except TypeError:  # a call the signature does not describe
+        return dict(kwargs)
+    for name, parameter in signature.parameters.items():
+        if parameter.kind is parameter.VAR_KEYWORD:  # **kwargs: its keywords by their own names
+            named.update(named.pop(name, {}))
+    return named
+
+
+def _own_mask(arguments: dict[str, Any]) -> tuple[Optional[torch.Tensor], bool]:
+    """The 4-D mask a Hugging Face attention module was called with (None if none), and whether the call is a
+    cross-attention (keys from ``key_value_states`` or ``encoder_hidden_states``)."""
+    cross = any(arguments.get(name) is not None for name in _CROSS_ARGUMENTS)
+    mask = next((arguments[name] for name in (_CROSS_MASKS if cross else _SELF_MASKS)
+                 if isinstance(arguments.get(name), torch.Tensor)), None)
+    return (mask if mask is not None and mask.ndim == 4 else None), cross
+
+
+def _is_decoder(layer: nn.Module) -> Optional[bool]:
+    """Whether the layer belongs to an encoder-decoder's decoder, as Hugging Face's attention modules (and
+    their wrappers' submodules) say with ``is_decoder``; None where no module says."""
+    flags = {module.is_decoder for module in layer.modules() if isinstance(getattr(module, "is_decoder", None), bool)}
+    return True if True in flags else (False if flags else None)
+
+
+def _is_windowed(layer: nn.Module) -> bool:
+    """Whether the layer computes windowed attention: Hugging Face's Swin modules keep a ``window_size``."""
+    return any(getattr(module, "window_size", None) is not None for module in layer.modules())
+
+
+def _check_batch(layer_name: str, weights: Any, datapoint: dict[str, Any], windowed: bool) -> None:
+    """Refuse weights whose first dimension is not the batch, saying why: a model that repeats its batch (beam
+    search, ``num_return_sequences``, test-time augmentation) or splits it into windows (Swin's attention
+    computes each window of each datapoint as a row of its own) gives several rows per datapoint, and which
+    rows are whose is the model's layout, so splitting them by a guess could give one datapoint another's."""
     try:
         batch = batch_size_of(datapoint)
     except ValueError:  # inputs with no batch-first tensor: the batch split says what is wrong
@@ -260,64 +346,98 @@ def _check_batch(layer_name: str, weights: Any, datapoint: dict[str, Any]) -> No
     if rows % batch:
         raise ValueError(f"layer '{layer_name}' gave attention weights {describe(weights)} for a batch of {batch}: "
                          "their first dimension must be the batch; point layer_name at the attention module itself")
-    raise ValueError(
-        f"layer '{layer_name}' gave attention weights {describe(weights)}: {rows} rows, {rows // batch} per datapoint "
-        f"of the batch of {batch}, as a windowed attention (Swin's) computes each window of each datapoint as a row "
-        "of its own. AttentionDebugger shows attention over a whole datapoint and will not guess which rows are "
-        "whose: see what the windowed attention gives each datapoint through a layer after the windows are put "
-        "back together (LayerOutputDebugger or ActivationStatsDebugger on, in Hugging Face's Swin, "
+    advice = (
+        "see what the windowed attention gives each datapoint through a layer after the windows are put back "
+        "together (LayerOutputDebugger or ActivationStatsDebugger on, in Hugging Face's Swin, "
         "'swin.encoder.layers.0.blocks.1.layernorm_after', (B, tokens, channels)), or offer each datapoint's "
         "windows from the model's forward with capture_debug_state(name, 'attention_weights', "
-        "weights.view(batch, windows * heads, N, N)) in the model's own window order")
+        "weights.view(batch, windows * heads, N, N)) in the model's own window order") if windowed else (
+        "capture a forward pass that runs the batch as given (one sequence per datapoint: num_beams=1, "
+        "num_return_sequences=1, no augmentation copies), or offer the weights from the model's forward with "
+        "capture_debug_state(name, 'attention_weights', weights) in (B, heads, Lq, Lk), one row per datapoint")
+    raise ValueError(
+        f"layer '{layer_name}' gave attention weights {describe(weights)}: {rows} rows, {rows // batch} per datapoint "
+        f"of the batch of {batch}. The model repeats or splits its batch: beam search, num_return_sequences, "
+        "augmentation, or windowed attention such as Swin's, which computes each window of each datapoint as a "
+        "row of its own. AttentionDebugger shows attention over a whole datapoint and will not guess which rows "
+        f"are whose: {advice}")
 
 
 def _check_probabilities(layer_name: str, model: nn.Module, capture: _Capture) -> None:
     """Refuse a tensor found in a layer's output tuple that is not softmaxed weights (a position bias, scores
-    before the softmax): the first query row of every datapoint and head must be non-negative and sum to 1
-    (or be all zero, or NaN)."""
-    rows = capture.weights[..., 0, :].float()
+    before the softmax): the first real query row of every datapoint and head must be non-negative and sum to 1
+    to the rounding of the weights' dtype (or be all zero, or NaN). A padded query row may be anything (a row
+    that sees no key is NaN, or uniform over the masked keys)."""
+    weights = capture.weights
+    first = torch.zeros(weights.shape[0], dtype=torch.long) if capture.query_real is None \
+        else capture.query_real.long().argmax(-1)
+    rows = weights[torch.arange(weights.shape[0]), ..., first.to(weights.device), :].float()
+    tolerance = _sum_tolerance(weights.dtype, weights.shape[-1])
     sums = rows.sum(-1)
-    wrong = (rows < 0).any(-1) | (((sums - 1).abs() > _SUM_TOLERANCE) & (sums.abs() > _SUM_TOLERANCE))
+    wrong = (rows < 0).any(-1) | (((sums - 1).abs() > tolerance) & (sums.abs() > tolerance))
     if bool(wrong.any()):
-        first = tuple(int(i) for i in wrong.nonzero()[0])
+        found = tuple(int(i) for i in wrong.nonzero()[0])
+        where = f"datapoint {found[0]}, head {found[1]}" if rows.ndim == 3 else f"datapoint {found[0]}"
         raise ValueError(
             f"layer '{layer_name}' returned a 4-D tensor as element {capture.element} of its output, but it is not "
-            f"attention weights: the first query row of datapoint {first[0]}, head {first[1]} sums to "
-            f"{float(sums[first]):.4g} with its smallest weight {float(rows[first].min()):.4g} (softmaxed weights are "
-            f">= 0 and sum to 1). Point layer_name at the module whose output holds the weights after the softmax"
+            f"attention weights: query row {int(first[found[0]])} of {where} sums to {float(sums[found]):.4g} "
+            f"with its smallest weight {float(rows[found].min()):.4g} (softmaxed weights are >= 0 and sum to 1). "
+            f"Point layer_name at the module whose output holds the weights after the softmax"
             f"{', and evaluate the model in eval mode (dropout rescales them)' if model.training else ''}, or offer "
             f"them from its forward with capture_debug_state(name, 'attention_weights', weights)")
 
 
-def _layer_padding(mask: torch.Tensor, cross: bool, weights: Any,
-                   ) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
-    """(query_real, key_real) from the (B, 1 or heads, Lq, Lk) mask a Hugging Face attention layer was called with
-    (additive float: a value <= -1e4 hides the key; bool: True lets the query see it), which is this layer's own
-    truth where the batch's ``attention_mask`` may be another's (a decoder's self- or cross-attention would be
-    cropped by the encoder's padding). A key no query may see is padding; in self-attention the same tokens
-    are the queries, so their padding is the keys'; a cross-attention's queries (the decoder's tokens) are kept."""
-    if not isinstance(weights, torch.Tensor) or weights.ndim != 4 or mask.shape[0] != weights.shape[0] \
-            or mask.shape[1] not in (1, weights.shape[1]) or mask.shape[-2:] != weights.shape[-2:]:
-        return None, None
-    seen = mask if mask.dtype == torch.bool else mask > PADDING_BIAS
-    key_real = seen.any(dim=(1, 2)).cpu()
-    self_attention = not cross and weights.shape[-2] == weights.shape[-1]
-    return (key_real if self_attention else None), key_real
+def _sum_tolerance(dtype: torch.dtype, keys: int) -> float:
+    """How far from 1 a row of softmaxed weights of ``dtype`` may sum: each weight is rounded to the dtype
+    (bfloat16 keeps 8 bits: a row sums to 1.002), and the roundings add up as a random walk over the keys."""
+    eps = torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
+    return max(_SUM_TOLERANCE, 4 * eps * math.sqrt(max(keys, 1)))
 
 
-def _decoder_padding(mask: Any, weights: torch.Tensor) -> Optional[torch.Tensor]:
-    """A cross-attention's real queries from the batch's (B, Lq) ``decoder_attention_mask``, where it fits."""
-    if not isinstance(mask, torch.Tensor) or mask.shape != (weights.shape[0], weights.shape[-2]):
+def _keys_seen(mask: torch.Tensor, cross: bool, weights: Any) -> Optional[torch.Tensor]:
+    """(B, Lk) the keys a Hugging Face attention layer's own (B or 1, 1 or heads, Lq or 1, Lk) mask shows (additive
+    float: a value <= -1e4 hides the key; bool: True lets the query see it), where it fits the weights. It is
+    this layer's own truth where the batch's ``attention_mask`` may be another's (a decoder's self- or
+    cross-attention would be cropped by the encoder's padding). In self-attention over the same tokens
+    (Lq == Lk) key j is real if query j may see it, its own token: a causal mask or a sliding window hides real
+    keys from some queries, padding hides a key from every query, itself included. Otherwise (a cross-attention,
+    a step over a key/value cache), the keys some query may see."""
+    if not isinstance(weights, torch.Tensor) or weights.ndim != 4 or mask.shape[0] not in (1, weights.shape[0]) \
+            or mask.shape[1] not in (1, weights.shape[1]) or mask.shape[2] not in (1, weights.shape[2]) \
+            or mask.shape[3] != weights.shape[3]:
+        return None
+    allowed = (mask if mask.dtype == torch.bool else mask > PADDING_BIAS).any(dim=1)
+    allowed = allowed.expand(weights.shape[0], weights.shape[2], weights.shape[3])
+    if not cross and weights.shape[-2] == weights.shape[-1]:
+        return allowed.diagonal(dim1=-2, dim2=-1).cpu()
+    return allowed.any(dim=-2).cpu()
+
+
+def _cached_keys(seen: torch.Tensor, mask: Any) -> Optional[torch.Tensor]:
+    """(B, Lk) the real keys of a step over a key/value cache (fewer queries than keys). A key no query may see
+    is either padding or a real token outside a sliding window; only the batch's (B, L) mask of the layer's
+    tokens tells them apart, its L tokens being the first of the cache (the prompt; later keys were
+    generated). Without one that fits, every key is kept: the model gives what it hides weight 0."""
+    if not isinstance(mask, torch.Tensor) or mask.ndim != 2 or mask.shape[0] != seen.shape[0] \
+            or mask.shape[1] > seen.shape[1]:
+        return None
+    real = seen.clone()
+    real[:, :mask.shape[1]] |= (mask != 0).cpu()
+    real[:, mask.shape[1]:] = True
+    return real
+
+
+def _real(mask: Any, weights: torch.Tensor, dim: int) -> Optional[torch.Tensor]:
+    """(B, L) which tokens are real by a batch's (B, L) mask (nonzero: real), where L fits ``weights``' ``dim``."""
+    if not isinstance(mask, torch.Tensor) or mask.ndim != 2 or weights.ndim != 4 \
+            or mask.shape != (weights.shape[0], weights.shape[dim]):
         return None
     return (mask != 0).cpu()
 
 
 def _padding_from_inputs(mask: Any, weights: torch.Tensor) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
     """(query_real, key_real) from a (B, L) attention mask of the batch, where its L fits the weights."""
-    if not isinstance(mask, torch.Tensor) or mask.ndim != 2 or weights.ndim != 4 \
-            or mask.shape != (weights.shape[0], weights.shape[-1]):
-        return None, None
-    real = (mask != 0).cpu()
+    real = _real(mask, weights, -1)
     return (real if weights.shape[-2] == weights.shape[-1] else None), real
 
 
@@ -397,8 +517,8 @@ def attention_output(layer_name: str, capture: _Capture) -> dict[str, Any]:
     if capture.query_real is None:  # every query is real: plain means and maxima over the whole batch
         entropy_per_head, max_attention = entropy.mean(-1), row_max.amax(dim=(1, 2))
     else:
-        real_rows = capture.query_real.to(probs.device)[:, None, :]
-        entropy_per_head = (entropy * real_rows).sum(-1) / real_rows.sum(-1).clamp(min=1)
+        real_rows = capture.query_real.to(probs.device)[:, None, :]  # a padded row may be NaN: NaN * 0 is NaN
+        entropy_per_head = torch.where(real_rows, entropy, 0.0).sum(-1) / real_rows.sum(-1).clamp(min=1)
         max_attention = torch.where(real_rows, row_max, 0.0).amax(dim=(1, 2))
     grid = (capture.metadata or {}).get("grid")
     return {

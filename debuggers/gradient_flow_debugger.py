@@ -21,10 +21,6 @@ LossFn = Callable[[Any, Any], torch.Tensor]
 LayerType = Union[type, str]
 MAX_SUMMARY_LAYERS = 12  # layers with a column of their own in the summary
 _CHUNK_ELEMENTS = 2**26  # per-datapoint gradient values vmap holds at once (256 MB of float32)
-# A layer whose norm is this share of the datapoint's largest or less gets no gradient in float32 arithmetic: it
-# is the rounding of a gradient that is zero (a key bias under softmax, a query that sees one key), which padding or
-# another attention kernel makes 1e-10 instead of 0.
-ZERO_SHARE = float(torch.finfo(torch.float32).eps)
 
 
 def cross_entropy_per_datapoint(outputs: Any, labels: Any) -> torch.Tensor:
@@ -53,11 +49,13 @@ class GradientFlowDebugger(BaseDebugger):
 
     Flags: ``missing`` - no parameter of the layer is reached from the loss
     (unused in the forward, or detached); ``zero`` - reached but the gradient is
-    zero to float32 rounding, at most ``ZERO_SHARE`` of the datapoint's largest layer norm
-    (dead ReLUs, saturation); ``frozen`` - no parameter requires grad.
+    exactly zero (dead ReLUs, saturation); ``below_rounding`` - reached, and the norm is at most the
+    layer's parameter dtype's eps times the datapoint's largest finite layer norm (see ``below_rounding``);
+    ``frozen`` - no parameter requires grad.
 
     Output ``{'kind': 'gradient_flow', 'layers': [names], 'grad_norms': (B, L), 'missing': (B, L),
-    'zero': (B, L), 'frozen': [bool per layer], 'loss': (B,)}``; missing layers have norm 0.
+    'zero': (B, L), 'below_rounding': (B, L), 'frozen': [bool per layer], 'loss': (B,)}``; missing layers
+    have norm 0.
     """
 
     runs_model = True
@@ -83,7 +81,8 @@ class GradientFlowDebugger(BaseDebugger):
             "layers": [name for name, _ in layers],
             "grad_norms": norms,
             "missing": missing,
-            "zero": negligible(norms) & ~missing,
+            "zero": (norms == 0) & ~missing,
+            "below_rounding": below_rounding(norms, _eps(layers)) & ~missing,
             "frozen": [not any(p.requires_grad for p in params) for _, params in layers],
             "loss": losses,
         }
@@ -174,10 +173,23 @@ class GradientFlowDebugger(BaseDebugger):
         return norms, torch.tensor([not grads for grads in layer_grads]), loss.detach().float().cpu()
 
 
-def negligible(norms: torch.Tensor) -> torch.Tensor:
-    """(B, L) whether each layer's norm is zero to float32 rounding: padding or another kernel turns a gradient
-    that is zero into rounding noise (1e-10), which must not make the same datapoint's flag differ."""
-    return norms <= ZERO_SHARE * norms.amax(dim=1, keepdim=True)
+def below_rounding(norms: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
+    """(B, L) whether each layer's norm is at most ``eps`` (L,) (its parameters' dtype's) times the datapoint's
+    largest finite layer norm: a gradient that is zero, or so small beside the others that the dtype's rounding
+    could have made it. Padding or another attention kernel turns a gradient that is exactly zero alone (a key
+    bias under softmax, a query that sees one key) into rounding noise (1e-10 in float32) in a padded batch,
+    so ``zero`` may differ between the two where this flag does not; a vanishing gradient (1e-11 of the
+    largest) is flagged too, and ``zero`` tells it apart from a dead layer. An inf or NaN norm is never flagged
+    and does not move the others' bar."""
+    finite = norms.isfinite()
+    largest = torch.where(finite, norms, 0.0).amax(dim=1, keepdim=True)
+    return finite & (norms <= eps * largest)
+
+
+def _eps(layers: list[tuple[str, list[torch.nn.Parameter]]]) -> torch.Tensor:
+    """(L,) each layer's rounding unit: its floating parameters' coarsest dtype's eps (bfloat16's is 7.8e-3)."""
+    return torch.tensor([max((torch.finfo(p.dtype).eps for p in params if p.dtype.is_floating_point),
+                             default=torch.finfo(torch.float32).eps) for _, params in layers], dtype=torch.float64)
 
 
 def _norm(grads: list[torch.Tensor]) -> torch.Tensor:

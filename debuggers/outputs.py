@@ -47,7 +47,8 @@ KIND_FIELDS: dict[str, str] = {
     KIND_NAN_ORIGIN: "first_module (name or None), module_type, input_min/input_max of first_module's input "
                      "(nan if none), bad_modules (names in execution order), modules_checked, "
                      "batch_dim_unknown (why a non-finite output could not be attributed)",
-    KIND_GRADIENT_FLOW: "layers (names), grad_norms (L,), missing (L,) bool, zero (L,) bool, frozen (L,) bool",
+    KIND_GRADIENT_FLOW: "layers (names), grad_norms (L,), missing (L,) bool, zero (L,) bool, below_rounding (L,) "
+                        "bool, frozen (L,) bool",
     KIND_CAPTURED_STATES: "states {component: {state: {kind, data, metadata, unsplit, shared}}}, each state's kind "
                           "one of attention, embedding, position_encoding, tensor; shared: declared without a batch",
     KIND_EMBEDDING: "data (C,H,W) or (N,D) tokens (metadata['grid'] gives the token grid)",

@@ -14,6 +14,8 @@ from transformers import (
     CLIPVisionModel,
     DistilBertConfig,
     DistilBertForSequenceClassification,
+    EncoderDecoderConfig,
+    EncoderDecoderModel,
     GPT2Config,
     GPT2ForSequenceClassification,
     LlamaConfig,
@@ -26,6 +28,7 @@ from transformers import (
     SwinForImageClassification,
     T5Config,
     T5EncoderModel,
+    T5Model,
     ViTConfig,
     ViTForImageClassification,
 )
@@ -121,25 +124,48 @@ def mistral() -> HFClassifier:
     return _eval(MistralForSequenceClassification(config))
 
 
-class BartClassifier(nn.Module):
-    """BART (encoder, decoder with self- and cross-attention) and a linear head on the decoder's first token."""
+class Seq2SeqClassifier(nn.Module):
+    """An encoder-decoder (encoder, decoder with self- and cross-attention) and a linear head on the decoder's
+    first token: its last hidden state, or its logits where the model gives no hidden state."""
 
-    def __init__(self) -> None:
+    def __init__(self, model: nn.Module, width: int = 32) -> None:
         super().__init__()
-        torch.manual_seed(0)
-        config = BartConfig(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
-                            encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
-                            decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=PAD, bos_token_id=1,
-                            eos_token_id=2, decoder_start_token_id=2)
-        self.model = BartModel(config)
-        self.head = nn.Linear(32, NUM_CLASSES)
+        self.model = model
+        self.head = nn.Linear(width, NUM_CLASSES)
 
     def forward(self, inputs: dict) -> dict:
-        return {"logits": self.head(self.model(**inputs).last_hidden_state[:, 0])}
+        output = self.model(**inputs)
+        hidden = getattr(output, "last_hidden_state", None)
+        return {"logits": self.head((output.logits if hidden is None else hidden)[:, 0])}
 
 
-def bart() -> BartClassifier:
-    return BartClassifier().eval()
+def bart() -> Seq2SeqClassifier:
+    torch.manual_seed(0)
+    config = BartConfig(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
+                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                        decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=PAD, bos_token_id=1,
+                        eos_token_id=2, decoder_start_token_id=2)
+    return Seq2SeqClassifier(BartModel(config)).eval()
+
+
+def t5() -> Seq2SeqClassifier:
+    """T5's attention modules are called with ``mask=``, not ``attention_mask=``."""
+    torch.manual_seed(0)
+    config = T5Config(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, pad_token_id=PAD,
+                      decoder_start_token_id=2)
+    return Seq2SeqClassifier(T5Model(config)).eval()
+
+
+def bert2bert() -> Seq2SeqClassifier:
+    """Two BERTs as encoder and decoder: BertLayer passes its attention modules masks and encoder states by
+    position, the cross-attention's mask as ``encoder_attention_mask``."""
+    torch.manual_seed(0)
+    sizes = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                 max_position_embeddings=32, pad_token_id=PAD)
+    config = EncoderDecoderConfig.from_encoder_decoder_configs(
+        BertConfig(**sizes), BertConfig(**sizes, is_decoder=True, add_cross_attention=True))
+    config.decoder_start_token_id, config.pad_token_id = 2, PAD
+    return Seq2SeqClassifier(EncoderDecoderModel(config), width=VOCAB).eval()
 
 
 class CLIPVisionClassifier(nn.Module):
@@ -180,15 +206,20 @@ def padded(sequences: list[list[int]], left: bool = False) -> torch.Tensor:
 
 
 def eager_attentions(model: nn.Module, inputs: dict, field: str = "attentions") -> tuple:
-    """The wrapped model's own ``output_attentions`` (eager: the implementation that returns them); ``field``
-    names an encoder-decoder's ``encoder_attentions``, ``decoder_attentions`` or ``cross_attentions``."""
-    config = model.model.config
-    before, config._attn_implementation = config._attn_implementation, "eager"
+    """The wrapped model's own ``output_attentions`` (eager: the implementation that returns them, in every
+    config of the model: an EncoderDecoderModel's encoder and decoder have their own); ``field`` names an
+    encoder-decoder's ``encoder_attentions``, ``decoder_attentions`` or ``cross_attentions``."""
+    configs = {id(module.config): module.config for module in model.model.modules()
+               if hasattr(getattr(module, "config", None), "_attn_implementation")}
+    before = {key: config._attn_implementation for key, config in configs.items()}
+    for config in configs.values():
+        config._attn_implementation = "eager"
     try:
         with torch.no_grad():
             return getattr(model.model(**inputs, output_attentions=True), field)
     finally:
-        config._attn_implementation = before
+        for key, config in configs.items():
+            config._attn_implementation = before[key]
 
 
 def text_batches(sequences: list[list[int]], batch_size: int, left: bool = False) -> list[dict]:
@@ -208,3 +239,12 @@ def image_batches(images: torch.Tensor, batch_size: int, key: str = "pixel_value
              "labels": {"class": torch.arange(s, min(s + batch_size, len(images))) % NUM_CLASSES},
              "meta_info": {"idx": torch.arange(s, min(s + batch_size, len(images)))}}
             for s in range(0, len(images), batch_size)]
+
+
+def seq2seq_batches(encoded: list[list[int]], decoded: list[list[int]]) -> list[dict]:
+    """One batch of an encoder-decoder's inputs, each side right-padded, with its attention mask."""
+    encoder_ids, decoder_ids = padded(encoded), padded(decoded)
+    return [{"inputs": {"input_ids": encoder_ids, "attention_mask": (encoder_ids != PAD).long(),
+                        "decoder_input_ids": decoder_ids, "decoder_attention_mask": (decoder_ids != PAD).long()},
+             "labels": {"class": torch.arange(len(encoded)) % NUM_CLASSES},
+             "meta_info": {"idx": torch.arange(len(encoded))}}]

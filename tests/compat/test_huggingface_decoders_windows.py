@@ -1,7 +1,8 @@
 """More Hugging Face architectures users bring (random weights, built offline): Llama and Mistral decoders
 (rotary embeddings, grouped-query attention, Mistral's sliding window) padded on the left and the right and in a
-generate()-style loop, BART (decoder self- and cross-attention), CLIP's vision tower, and Swin, whose windowed
-attention is refused with a message that says why; misspelled layer names list the closest ones."""
+generate()-style loop, encoder-decoders (BART, T5, two BERTs: decoder self- and cross-attention), CLIP's vision
+tower, and Swin, whose windowed attention is refused with a message that says why; misspelled layer names list
+the closest ones."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ from tests.compat.references import captum_gradcam
 from tests.debuggers.library import run_batches
 
 SEQUENCES = [[5, 6, 7], [8, 9, 10, 11, 12, 13], [14, 15], [16, 17, 18, 19, 20, 21]]
-DECODED = [[2, 22, 23, 24, 25, 26], [2, 27], [2, 28, 29, 30], [2, 31, 32]]  # as long as the encoder's batch
+# As long as the encoder's batch, padded differently: cropping a decoder's layer by the encoder's padding gives
+# shapes that fit, and wrong tokens.
+DECODED = [[2, 22, 23, 24, 25, 26], [2, 27], [2, 28, 29, 30], [2, 31, 32]]
 DECODER_LAYER = "model.model.layers.1.self_attn"
 
 
@@ -88,28 +91,53 @@ def test_decoder_layer_in_a_generation_loop_keeps_its_last_step(tmp_path):
     assert_same_outputs(batched, capture(model, alone(batches), tmp_path / "alone", debuggers))
 
 
-def test_encoder_decoder_self_and_cross_attention(tmp_path):
-    """BART's decoder layers are cropped by their own padding, not by the encoder's attention_mask (which was
-    applied to them when the decoder's padded length happened to equal the encoder's)."""
-    model = hf.bart()
-    encoder_ids, decoder_ids = hf.padded(SEQUENCES), hf.padded(DECODED)
-    batches = [{"inputs": {"input_ids": encoder_ids, "attention_mask": (encoder_ids != hf.PAD).long(),
-                           "decoder_input_ids": decoder_ids, "decoder_attention_mask": (decoder_ids != hf.PAD).long()},
-                "labels": {"class": torch.arange(4) % hf.NUM_CLASSES}, "meta_info": {"idx": torch.arange(4)}}]
-    layers = {"encoder": ("model.encoder.layers.1.self_attn", "encoder_attentions", 1),
-              "decoder": ("model.decoder.layers.1.self_attn", "decoder_attentions", 1),
-              "cross": ("model.decoder.layers.0.encoder_attn", "cross_attentions", 0)}
-    debuggers = [entry(name, AttentionDebugger, layer_name=layer) for name, (layer, _, _) in layers.items()]
-    debuggers += [entry("nan", NaNInfDebugger), entry("gradients", GradientFlowDebugger, layer_types=["Linear"])]
+ENCODER_DECODERS = {  # name: (build, {record: (layer, output_attentions field, its layer index)})
+    "BART": (hf.bart, {"encoder": ("model.encoder.layers.1.self_attn", "encoder_attentions", 1),
+                       "decoder": ("model.decoder.layers.1.self_attn", "decoder_attentions", 1),
+                       "cross": ("model.decoder.layers.0.encoder_attn", "cross_attentions", 0)}),
+    "T5": (hf.t5, {"decoder": ("model.decoder.block.1.layer.0.SelfAttention", "decoder_attentions", 1),  # mask=
+                   "decoder_layer": ("model.decoder.block.1.layer.0", "decoder_attentions", 1),
+                   "cross": ("model.decoder.block.0.layer.1.EncDecAttention", "cross_attentions", 0)}),
+    "bert2bert": (hf.bert2bert, {  # BertLayer passes masks and encoder states by position
+        "decoder": ("model.decoder.bert.encoder.layer.1.attention", "decoder_attentions", 1),
+        "cross": ("model.decoder.bert.encoder.layer.0.crossattention", "cross_attentions", 0)})}
+
+
+@pytest.mark.parametrize("name", list(ENCODER_DECODERS))
+def test_encoder_decoder_self_and_cross_attention(tmp_path, name):
+    """The decoder's layers are cropped by their own padding, not by the encoder's attention_mask (which was
+    applied to them when the decoder's padded length happened to equal the encoder's), whether the layer gets its
+    mask as attention_mask=, as T5Attention's mask=, or by position, as BertAttention does."""
+    build, layers = ENCODER_DECODERS[name]
+    model, batches = build(), hf.seq2seq_batches(SEQUENCES, DECODED)
+    debuggers = [entry(record, AttentionDebugger, layer_name=layer) for record, (layer, _, _) in layers.items()]
+    debuggers += [entry("nan", NaNInfDebugger)]
     batched = capture(model, batches, tmp_path / "batched", debuggers)
     for i, (encoded, decoded) in enumerate(zip(SEQUENCES, DECODED)):
         single = {"input_ids": torch.tensor([encoded]), "decoder_input_ids": torch.tensor([decoded])}
-        for name, (_, field, index) in layers.items():
-            assert_attention(batched[i][name], hf.eager_attentions(model, single, field)[index][0])
-        assert batched[i]["cross"]["attention"].shape == (2, len(decoded), len(encoded))
+        for record, (_, field, index) in layers.items():
+            assert_attention(batched[i][record], hf.eager_attentions(model, single, field)[index][0])
+        assert batched[i]["cross"]["attention"].shape[1:] == (len(decoded), len(encoded))
+    assert_same_outputs(batched, capture(model, alone(batches), tmp_path / "alone", debuggers))
+    check_flops(model, batches[0]["inputs"])
+
+
+def test_gradient_flags_of_an_encoder_decoder_batched_and_alone(tmp_path):
+    """The first decoder position sees itself only: alone, its query and key projections get exactly no gradient
+    (``zero``); in a padded batch rounding leaves them 1e-10 or so, which ``below_rounding`` flags either way."""
+    model, batches = hf.bart(), hf.seq2seq_batches(SEQUENCES, DECODED)
+    debuggers = [entry("gradients", GradientFlowDebugger, layer_types=["Linear"])]
+    batched = capture(model, batches, tmp_path / "batched", debuggers)
     single = capture(model, alone(batches), tmp_path / "alone", debuggers)
-    assert batched[0]["gradients"]["zero"].any()  # the first decoder position sees itself only: no q/k gradient
-    assert_same_outputs(batched, single)
+    assert single[0]["gradients"]["zero"].any()
+    for i in batched:
+        flags, alone_flags = batched[i]["gradients"], single[i]["gradients"]
+        np.testing.assert_array_equal(flags["below_rounding"], alone_flags["below_rounding"])
+        assert not (alone_flags["zero"] & ~flags["below_rounding"]).any()
+        assert not (flags["zero"] & ~flags["below_rounding"]).any()
+    without_zero = [{i: {"gradients": {key: value for key, value in outputs[i]["gradients"].items() if key != "zero"}}
+                     for i in outputs} for outputs in (batched, single)]
+    assert_same_outputs(*without_zero)
     check_flops(model, batches[0]["inputs"])
 
 
@@ -162,7 +190,8 @@ def test_swin(tmp_path):
                                  [entry("attention", AttentionDebugger, layer_name=layer)])
         record = outputs[0]["attention"]
         assert record["kind"] == "error" and re.search(
-            rf"{4 * windows} rows, {windows} per datapoint .* windowed attention", record["message"]), record
+            rf"{4 * windows} rows, {windows} per datapoint .* windowed attention .* 'swin.encoder.layers.0.blocks.1."
+            "layernorm_after'", record["message"]), record
 
 
 @pytest.mark.parametrize("build, typo, meant", [

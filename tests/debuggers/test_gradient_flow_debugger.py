@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from debuggers.gradient_flow_debugger import GradientFlowDebugger
+from debuggers.gradient_flow_debugger import GradientFlowDebugger, below_rounding
 from models import SmallCNN
 from tests.debuggers.library import capture_epoch, entry, leftover_hooks, make_batch
 
@@ -106,8 +106,88 @@ def test_missing_zero_and_frozen_layers_are_flagged(tmp_path, model_class):
     assert out["layers"] == ["used", "dead", "unused", "frozen"]
     assert out["missing"].tolist() == [False, False, True, True]
     assert out["zero"].tolist() == [False, True, False, False]
+    assert out["below_rounding"].tolist() == [False, True, False, False]
     assert out["frozen"] == [False, False, False, True]
     assert out["grad_norms"][0] > 0 and (out["grad_norms"][1:] == 0).all()
+
+
+class DeadBesideNaN(nn.Module):
+    """``dead`` (a ReLU whose bias keeps it off) gets exactly no gradient; ``nan`` gets a NaN one (sqrt(0) at 0)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.dead, self.feat, self.nan, self.head = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 1), nn.Linear(4, 3)
+        nn.init.constant_(self.dead.bias, -100.0)
+
+    def forward(self, inputs):
+        x = inputs["x"]
+        return {"logits": self.head(torch.relu(self.dead(x)) + self.feat(x) + torch.sqrt(self.nan(x) * 0))}
+
+
+class Vanishing(nn.Module):
+    """14 sigmoid layers: the first one's gradient is 1e-11 of the head's, small but not zero."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.layers = nn.Sequential(*[nn.Sequential(nn.Linear(8, 8), nn.Sigmoid()) for _ in range(14)])
+        self.head = nn.Linear(8, 3)
+        for module in self.layers.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, std=0.3)
+
+    def forward(self, inputs):
+        return {"logits": self.head(self.layers(inputs["x"]))}
+
+
+class KeyBias(nn.Module):
+    """Attention whose keys get a bias of their own (``key_bias``): softmax is blind to it, so its gradient is
+    zero in exact arithmetic, and rounding noise of the dtype in floating point."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.q, self.k, self.v, self.head = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 3)
+        self.key_bias = nn.Linear(1, 8, bias=False)
+
+    def forward(self, inputs):
+        x = inputs["x"]
+        keys = self.k(x) + self.key_bias(torch.ones(1, 1, dtype=x.dtype))
+        weights = torch.softmax(self.q(x) @ keys.transpose(-1, -2), -1)
+        return {"logits": self.head((weights @ self.v(x)).mean(1)).float()}
+
+
+def flow(model: nn.Module, x: torch.Tensor) -> dict:
+    labels = torch.arange(len(x)) % 3
+    return GradientFlowDebugger()({"inputs": {"x": x}, "labels": {"class": labels},
+                                   "outputs": model({"x": x})}, model)
+
+
+def test_zero_is_exactly_zero_beside_nan_and_vanishing_gradients():
+    """A NaN layer norm leaves a dead layer flagged; a vanishing gradient is not called zero (below_rounding
+    says it is too small to tell from rounding)."""
+    out = flow(DeadBesideNaN().eval(), torch.randn(2, 4))
+    assert out["layers"] == ["dead", "feat", "nan", "head"] and torch.isnan(out["grad_norms"][:, 2]).all()
+    assert out["zero"].tolist() == [[True, False, False, False]] * 2
+    assert out["below_rounding"].tolist() == [[True, False, False, False]] * 2
+    out = flow(Vanishing().eval(), torch.randn(1, 8))
+    assert 0 < out["grad_norms"][0, 0] < 1e-9 * out["grad_norms"][0].max()
+    assert not out["zero"][0, 0] and out["below_rounding"][0, 0]
+
+
+def test_below_rounding_ignores_an_infinite_norm():
+    assert below_rounding(torch.tensor([[0.0, 1.0, 1e-9, float("inf"), float("nan")]]),
+                          torch.full((5,), 1e-7, dtype=torch.float64)).tolist() == [[True, False, True, False, False]]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_below_rounding_scales_with_the_parameters_dtype(dtype):
+    """The key bias's rounding noise is 5e-9 of the largest norm in float32, 2e-4 in bfloat16."""
+    out = flow(KeyBias().to(dtype).eval(), torch.randn(2, 6, 8, dtype=dtype))
+    column = out["layers"].index("key_bias")
+    assert out["below_rounding"][:, column].all() and out["below_rounding"].sum() == 2
+    assert (out["grad_norms"][:, column] > 0).all() and not out["zero"][:, column].any()  # rounding noise
 
 
 def test_layer_types_select_layers_by_class_or_name(tmp_path):
