@@ -7,6 +7,7 @@ import torch
 
 from benchmarks.failure_discovery import planted_config
 from runners.trainers import BaseTrainer
+from tests.e2e.conftest import browser, new_page  # noqa: F401 (the viewer's browser fixtures, for the tab's tests)
 
 
 @pytest.fixture(scope="session")

@@ -199,3 +199,58 @@ def test_switching_the_metric_sorts_the_table_by_the_new_metric_alone(viewer_url
     pick(page, ids.METRIC_SELECT, "cross_entropy")
     wait_caption(page, "sorted by cross_entropy (highest first)")
     assert _sorted_columns(page) == ["cross_entropy"]
+
+
+def test_j_steps_on_right_after_ticking_a_debugger(viewer_url, new_page):
+    page = new_page(viewer_url)
+    wait_caption(page, "epoch 1: 12 datapoints")
+    order = column(page, "idx")
+    open_row(page, 0)
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[0]} ")
+    page.locator(f"#{ids.DEBUGGER_PICK} input").first.click()  # the focus is now on the tick box
+    page.keyboard.press("j")
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[1]} ")
+    page.keyboard.press("k")
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[0]} ")
+
+
+def test_compare_epochs_names_the_datapoint_that_j_reached(viewer_url, new_page):
+    page = new_page(viewer_url)
+    wait_caption(page, "epoch 1: 12 datapoints")
+    order = column(page, "idx")
+    open_row(page, 0)
+    page.click(f"#{ids.TAB_COMPARE_EPOCHS}")
+    wait_title(page, ids.COMPARE_EPOCHS_PANEL, f"datapoint {order[0]} · logs/small")
+    page.keyboard.press("j")
+    wait_title(page, ids.COMPARE_EPOCHS_PANEL, f"datapoint {order[1]} · logs/small")
+
+
+CUT_TEXT = """selector => [...document.querySelectorAll(selector)]
+    .filter(element => element.scrollWidth > element.clientWidth).map(element => element.innerText)"""
+
+
+def test_the_metric_header_and_the_class_names_are_not_cut(viewer_url, new_page):
+    page = new_page(viewer_url)
+    wait_caption(page, "sorted by cross_entropy")
+    assert column(page, "label") and all("(" in name for name in column(page, "prediction"))
+    cells = f"#{ids.TABLE} .ag-center-cols-container .ag-cell:is([col-id='label'], [col-id='prediction'])"
+    assert page.locator(cells).count() >= 2 * 12 and page.evaluate(CUT_TEXT, cells) == []
+    header = f"#{ids.TABLE} .ag-header-cell[col-id='cross_entropy'] .ag-header-cell-text"
+    assert page.locator(header).inner_text() == "cross_entropy"
+    assert page.evaluate(CUT_TEXT, header) == []
+
+
+def test_j_after_a_reload_steps_on_from_the_open_datapoint(viewer_url, new_page):
+    page = new_page(viewer_url)
+    wait_caption(page, "epoch 1: 12 datapoints")
+    page.locator(f"#{ids.TABLE} .ag-row[row-index='4']").wait_for()
+    order = column(page, "idx")
+    open_row(page, 3)
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[3]} ")
+    page.reload()
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[3]} ")
+    column(page, "idx")  # the table holds its rows again
+    page.keyboard.press("j")
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[4]} ")
+    page.keyboard.press("k")
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[3]} ")

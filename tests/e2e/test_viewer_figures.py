@@ -125,21 +125,22 @@ def test_a_graph_below_the_fold_is_drawn_when_scrolled_to_and_follows_the_open_d
     backend = ViewerBackend([str(logs)])
     run = backend.run(str(logs / "run"))
     epoch = backend.epoch(run, "epoch_1")
-    page = new_page(_url(viewer_url, logs / "run", idx=0))
+    first, second = (row["idx"] for row in EpochTable(str(logs / "run" / "epoch_1" / EPOCH_TABLE_FILE)).page(
+        order_by="cross_entropy", descending=True, limit=2))  # the table's first two rows
+    page = new_page(_url(viewer_url, logs / "run", idx=first))
     means = _block(page, "stats").locator(".lazy-graph").last  # the channel means, under the statistics
     means.wait_for(state="attached")
     assert means.evaluate("g => g.getBoundingClientRect().top > window.innerHeight + 100")
     assert means.locator(".main-svg").count() == 0  # below the fold: not drawn with the datapoint
     means.scroll_into_view_if_needed()
     means.locator(".main-svg").first.wait_for()
-    expected = load_datapoint(backend, run, epoch, 0)["debug"]["stats"]["channel_means"]
+    expected = load_datapoint(backend, run, epoch, first)["debug"]["stats"]["channel_means"]
     assert means.evaluate(DRAWN_Y) == pytest.approx(np.asarray(expected).tolist())
 
-    page.keyboard.press("j")  # the table's first row, drawn in the same place (in view now)
-    page.wait_for_function(f"() => !document.querySelector('#{ids.DATAPOINT_PANEL} .datapoint-title')"
-                           ".innerText.startsWith('datapoint 0 ')")
-    idx = int(page.locator(f"#{ids.DATAPOINT_PANEL} .datapoint-title").inner_text().split()[1])
-    expected = load_datapoint(backend, run, epoch, idx)["debug"]["stats"]["channel_means"]
+    page.locator(f"#{ids.TABLE} .ag-row[row-id='{second}']").wait_for(state="attached")  # the rows are loaded
+    page.keyboard.press("j")  # the table's next row, drawn in the same place (in view now)
+    page.wait_for_selector(f"#{ids.DATAPOINT_PANEL} .datapoint-title:has-text('datapoint {second} ')")
+    expected = load_datapoint(backend, run, epoch, second)["debug"]["stats"]["channel_means"]
     page.wait_for_function("([g, y]) => g._fullData && g._fullData[0].y.length === y.length "
                            "&& Array.from(g._fullData[0].y).every((v, i) => Math.abs(v - y[i]) < 1e-6)",
                            arg=[means.element_handle(), np.asarray(expected).tolist()])

@@ -13,6 +13,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from analysis.epoch_table import EPOCH_TABLE_FILE
+from analysis.failures import Findings, analyze
 from debuggers.page_errors import DebugDataError
 from runners.eval_viewer.backend.cache import BoundedCache
 from runners.eval_viewer.backend.datasets import (
@@ -49,6 +50,7 @@ class ViewerBackend:
         self._tables: BoundedCache[Table] = BoundedCache(max_scores)
         self._class_names: BoundedCache[dict] = BoundedCache(max_scores)
         self._aggregated: BoundedCache[dict] = BoundedCache(4096)  # small: one dict of means per epoch
+        self._findings: BoundedCache[Findings] = BoundedCache(max_debug_epochs)
         self.discovery = discover_runs(self._given_dirs)
 
     def refresh(self) -> Discovery:
@@ -128,6 +130,14 @@ class ViewerBackend:
             return {}
         key = _file_signature(epoch.scores_path)
         return self._aggregated.get(key, lambda: dict(read_scores(epoch.scores_path).aggregated))
+
+    def findings(self, epoch: Epoch) -> Findings:
+        """Why the epoch's datapoints fail (``analysis.failures.analyze``, seconds on a large epoch): computed once
+        per version of its epoch table, so a run still training is analysed again. ``AnalysisError`` or
+        ``EpochTableError`` when it cannot be."""
+        path = os.path.join(epoch.dir, EPOCH_TABLE_FILE)
+        key = _file_signature(path) if os.path.isfile(path) else (epoch.dir, None)
+        return self._findings.get(key, lambda: analyze(epoch.dir))
 
     def debug(self, epoch: Epoch) -> Optional[EpochDebug]:
         """The epoch's debug outputs (index only; pages open on lookup), None without any.

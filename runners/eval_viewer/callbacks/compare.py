@@ -38,12 +38,14 @@ _WHILE_SHOWN = """function(idx, tab) {
 
 
 def epoch_columns(backend: ViewerBackend, run: Run, epochs: list[Epoch], idx: int) -> html.Div:
-    """The datapoint's inputs once, then its Debug Outputs at each of ``epochs`` as aligned rows."""
+    """The datapoint's title (which one ``j``/``k`` reached), its inputs once, then its Debug Outputs at each of
+    ``epochs`` as aligned rows."""
     item = load_item(backend, run, idx)
     columns = [_compare_column({**load_datapoint(backend, run, epoch, idx, with_item=False), **item}, epoch.label)
                for epoch in epochs]
     inputs = display_inputs(item["inputs"]) if item.get("inputs") else message(item["dataset_error"], "warning")
-    return html.Div([section("Inputs", inputs), section("Debug Outputs", display_compare(columns))])
+    title = html.H5(f"datapoint {idx} · {run.name}", className="datapoint-title")
+    return html.Div([title, section("Inputs", inputs), section("Debug Outputs", display_compare(columns))])
 
 
 def run_columns(backend: ViewerBackend, sides: list[tuple[Run, Epoch]], idx: int) -> html.Div:

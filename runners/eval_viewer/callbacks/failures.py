@@ -1,74 +1,60 @@
 """The Failures tab: findings of the chosen epoch, and clicks on them narrowing the datapoint table.
 
-The findings of an epoch are computed once (when the tab is first shown for it) and kept for the last
-few epochs, keyed by the epoch table's path and modification time; the computation runs outside any lock.
-A click writes a list of idx (or None for all) to ``ids.TABLE_IDX_FILTER``.
+The findings of an epoch are computed once (when the tab is first shown for it) and kept by the backend
+(``ViewerBackend.findings``); a first page on this tab comes with them (``layout/panels.py``).
+A click writes a list of idx (or None for all) to ``ids.TABLE_IDX_FILTER``; the narrowing ends with the
+epoch or run it was found in, and with **Clear filters**.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-from collections import OrderedDict
 from typing import Any, Optional
 
 import numpy as np
 from dash import ALL, Dash, Input, Output, State, ctx, html, no_update
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable, EpochTableError
-from analysis.failures import AnalysisError, DeadUnit, Findings, analyze
+from analysis.epoch_table import EpochTable, EpochTableError
+from analysis.failures import AnalysisError, DeadUnit, Findings
+from runners.eval_viewer.backend.runs import Epoch
+from runners.eval_viewer.backend.scores import ScoresError
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.layout import failures as layout
 from runners.eval_viewer.layout import ids
 
-KEEP_EPOCHS = 4
+FINDINGS_ERRORS = (AnalysisError, EpochTableError, ScoresError)
+_END_NARROWING = """function(_epoch, _clear, narrowed) {
+    const none = window.dash_clientside.no_update;
+    return narrowed === null || narrowed === undefined ? [none, none] : [null, ''];
+}"""
 
 
-class FindingsCache:
-    """Findings of the last ``KEEP_EPOCHS`` epochs; a rewritten table (a run still training) is analysed again."""
+def chosen_epoch(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> Optional[Epoch]:
+    run = backend.run(run_path)
+    return backend.epoch(run, epoch_key) if run else None
 
-    def __init__(self) -> None:
-        self._entries: OrderedDict[tuple, Findings] = OrderedDict()
-        self._lock = threading.Lock()
 
-    def get(self, epoch_dir: str) -> Findings:
-        path = os.path.join(epoch_dir, EPOCH_TABLE_FILE)
-        key = (path, os.stat(path).st_mtime_ns if os.path.exists(path) else None)
-        with self._lock:
-            if key in self._entries:
-                return self._entries[key]
-        findings = analyze(epoch_dir)
-        with self._lock:
-            self._entries[key] = findings
-            while len(self._entries) > KEEP_EPOCHS:
-                self._entries.popitem(last=False)
-        return findings
+def findings_content(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> tuple:
+    """What the tab shows for a run and epoch: the findings above the charts, those below, and the two charts."""
+    epoch = chosen_epoch(backend, run_path, epoch_key)
+    if epoch is None:
+        return layout.NO_EPOCH, [], {}, {}
+    try:
+        findings = backend.findings(epoch)
+    except FINDINGS_ERRORS as exc:
+        return html.P(str(exc), className="error"), [], {}, {}
+    above, below = layout.findings_view(findings)
+    return above, below, layout.separators_figure(findings), layout.confusion_figure(findings)
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
-    cache = FindingsCache()
-
-    def epoch_dir(run_path: Optional[str], epoch_key: Optional[str]) -> Optional[str]:
-        run = backend.run(run_path)
-        epoch = backend.epoch(run, epoch_key) if run else None
-        return epoch.dir if epoch else None
-
     @app.callback(Output(layout.PANEL, "children"), Output(layout.MORE, "children"),
                   Output(layout.SEPARATORS_CHART, "figure"), Output(layout.CONFUSION_CHART, "figure"),
                   Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"), Input(ids.TABS, "value"),
-                  prevent_initial_call=True)  # a first page never opens on this tab
+                  prevent_initial_call=True)  # a first page on this tab comes with its findings (layout/panels.py)
     def show_findings(run_path: Optional[str], epoch_key: Optional[str], tab: Optional[str]) -> tuple:
         if tab != layout.TAB_FAILURES:
             return no_update, no_update, no_update, no_update
-        folder = epoch_dir(run_path, epoch_key)
-        if folder is None:
-            return "Choose a run and an epoch to see why its datapoints fail.", [], {}, {}
-        try:
-            findings = cache.get(folder)
-        except (AnalysisError, EpochTableError) as exc:
-            return html.P(str(exc), className="error"), [], {}, {}
-        above, below = layout.findings_view(findings)
-        return above, below, layout.separators_figure(findings), layout.confusion_figure(findings)
+        return findings_content(backend, run_path, epoch_key)
 
     @app.callback(Output(ids.TABLE_IDX_FILTER, "data"), Output(layout.FILTER_NOTE, "children"),
                   Input({"type": layout.FINDING, "index": ALL}, "n_clicks"),
@@ -78,20 +64,25 @@ def register(app: Dash, backend: ViewerBackend) -> None:
     def filter_table(_: list, separator: Optional[dict], cell: Optional[dict], __: Optional[int],
                      run_path: Optional[str], epoch_key: Optional[str]) -> tuple:
         trigger = ctx.triggered_id
-        folder = epoch_dir(run_path, epoch_key)
-        if trigger == layout.SHOW_ALL or folder is None:
+        epoch = chosen_epoch(backend, run_path, epoch_key)
+        if trigger == layout.SHOW_ALL or epoch is None:
             return None, ""
         if not ctx.triggered or not ctx.triggered[0].get("value"):
             return no_update, no_update  # a finding button was drawn, not clicked
         try:
-            findings = cache.get(folder)
-            chosen = chosen_datapoints(findings, trigger, separator, cell)
-        except (AnalysisError, EpochTableError) as exc:
+            chosen = chosen_datapoints(backend.findings(epoch), trigger, separator, cell)
+        except FINDINGS_ERRORS as exc:
             return no_update, str(exc)
         if chosen is None:
             return no_update, no_update
         idx, what = chosen
         return idx, f"Table filtered to {len(idx)} datapoints: {what}"
+
+    app.clientside_callback(  # a narrowing is of the epoch it was found in: it ends with it (a run switch sends the
+        # new run's epoch too), and with Clear filters; in the browser, so no refresh tick can drop it
+        _END_NARROWING, Output(ids.TABLE_IDX_FILTER, "data", allow_duplicate=True),
+        Output(layout.FILTER_NOTE, "children", allow_duplicate=True), Input(ids.EPOCH_SELECT, "value"),
+        Input(ids.TABLE_CLEAR_FILTERS, "n_clicks"), State(ids.TABLE_IDX_FILTER, "data"), prevent_initial_call=True)
 
     app.clientside_callback(  # a datapoint opened while the Failures tab shows: show it (in the browser: the
         # Datapoint tab's callback waits for this one, so a server round trip here would delay every click)

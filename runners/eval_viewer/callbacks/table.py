@@ -22,6 +22,9 @@ from runners.eval_viewer.layout import ids
 
 DEBUG_MARK = "✓"
 LABEL_COLUMNS = ("label", "prediction")
+LABEL_WIDTH = 110  # px: "triangle (2)"
+# A class id (an int, or a float in a column with NaN) shown by its name from the column's refData.
+CLASS_NAME_FORMAT = "params.value == null ? 'n/a' : (params.colDef.refData['' + params.value] || '' + params.value)"
 _NUMBER_OPS = {"equals": "=", "notEqual": "!=", "lessThan": "<", "lessThanOrEqual": "<=", "greaterThan": ">",
                "greaterThanOrEqual": ">="}
 
@@ -149,13 +152,21 @@ def column_defs(backend: ViewerBackend, epoch: Epoch, metric: Optional[str]) -> 
     for name in order:
         column: dict[str, Any] = {"field": name, "headerName": name, **_filter_of(kinds[name], name)}
         column["sort"] = ("asc" if backend.higher_is_better(epoch, metric) else "desc") if name == metric else None
-        if name in LABEL_COLUMNS and classes:
+        if name == metric or name in LABEL_COLUMNS:  # read on every row: never cut to "cro…" or "square…"
+            column["minWidth"] = max(_header_width(name), LABEL_WIDTH if name in LABEL_COLUMNS else 0)
+        if name in LABEL_COLUMNS and classes:  # a float column too (a NaN prediction): names, not "3"
             column["refData"] = {str(i): f"{c} ({i})" for i, c in classes.items()}
-        if kinds[name] == "float":
+            column["valueFormatter"] = {"function": CLASS_NAME_FORMAT}
+        elif kinds[name] == "float":
             column["valueFormatter"] = {"function": "params.value == null ? 'n/a' : d3.format('.4~g')(params.value)"}
         columns.append(column)
     columns.append({"field": "debug", "headerName": "debug", "sortable": False, "filter": False, "maxWidth": 90})
     return columns
+
+
+def _header_width(name: str) -> int:
+    """Pixels a header needs for its whole name beside the sort arrow and menu (AG Grid's alpine theme)."""
+    return 8 * len(name) + 56
 
 
 def _filter_of(kind: str, name: str) -> dict:

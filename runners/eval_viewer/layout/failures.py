@@ -12,8 +12,10 @@ from typing import Any
 from dash import dcc, html
 
 from analysis.failures import Findings
+from data.viewer.layout.display.elements import alert
+from runners.eval_viewer.layout.ids import TAB_FAILURES
 
-TAB_FAILURES = "tab-failures"
+NO_EPOCH = "Choose a run and an epoch to see why its datapoints fail."
 PANEL = "failures-panel"  # the summary and the slices
 MORE = "failures-more"  # clusters, label suspects, NaN origins, dead units
 FINDING = "failures-finding"  # pattern-matching id type: {'type': FINDING, 'index': '<list>-<position>'}
@@ -26,25 +28,29 @@ FINDING_STYLE = {"textAlign": "left", "width": "100%", "cursor": "pointer", "mar
 SEPARATOR_SHARE = 0.1  # clicking a bar shows the failing side's most extreme tenth of that quantity
 
 
-def failures_tab() -> dcc.Tab:
+def failures_tab(content: tuple = (NO_EPOCH, [], {}, {})) -> dcc.Tab:
+    """The tab, filled with ``content`` (``callbacks.failures.findings_content``: the findings above the charts,
+    those below, the separators' and the confusion charts) when the first page opens on it."""
+    above, below, separators, confusion = content
     return dcc.Tab(label="Failures", value=TAB_FAILURES, id=TAB_FAILURES, children=html.Div([
         html.Div([html.Button("Show all datapoints", id=SHOW_ALL, className="small-button"),
                   html.Span(id=FILTER_NOTE, className="hint")], className="navigation"),
-        dcc.Loading(html.Div("Choose a run and an epoch to see why its datapoints fail.", id=PANEL)),
+        dcc.Loading(html.Div(above, id=PANEL)),
         html.H4("Separating quantities (AUROC, failures vs passes; click a bar)"),
-        dcc.Graph(id=SEPARATORS_CHART, figure={}, config={"displaylogo": False}),
+        dcc.Graph(id=SEPARATORS_CHART, figure=separators, config={"displaylogo": False}),
         html.H4("Confusion matrix (rows: label, columns: prediction; click a cell)"),
-        dcc.Graph(id=CONFUSION_CHART, figure={}, config={"displaylogo": False}),
-        html.Div(id=MORE),
+        dcc.Graph(id=CONFUSION_CHART, figure=confusion, config={"displaylogo": False}),
+        html.Div(below, id=MORE),
     ], className="tab-body"))
 
 
 def findings_view(findings: Findings) -> tuple[list[Any], list[Any]]:
     """The finding lists above and below the charts, best first; each entry a button that filters the
-    table to its datapoints."""
+    table to its datapoints. The analysis's notes (what it left out, and why) come first."""
     above = [
         html.P(f"{findings.failures} of {findings.datapoints} datapoints fail ({findings.failure_definition}). "
                "Click a finding to filter the table to its datapoints.", className="hint"),
+        *[alert(note, "warning", "failures-note") for note in findings.notes],
         _section("Slices that fail more than the rest", [
             _finding(f"slice-{i}", s.description, f"{s.size} datapoints, {s.failure_rate:.0%} fail "
                                                  f"(rest {s.rest_failure_rate:.0%})")

@@ -10,6 +10,7 @@ from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.compare import epochs_to_compare, other_run_options
 from runners.eval_viewer.callbacks.components import NOTHING_OPEN
 from runners.eval_viewer.callbacks.datapoint import build_panel, shown_debuggers
+from runners.eval_viewer.callbacks.failures import findings_content
 from runners.eval_viewer.callbacks.model_report import render_model_report
 from runners.eval_viewer.layout import ids
 from runners.eval_viewer.layout.failures import failures_tab
@@ -67,5 +68,6 @@ def datapoint_tabs(backend: ViewerBackend, first: FirstView, run_options: list[d
             html.Div(NOTHING_OPEN, id=ids.COMPARE_RUNS_PANEL),
         ]),
         _tab("Model report", ids.TAB_MODEL_REPORT, [html.Div(report, id=ids.MODEL_REPORT_PANEL)]),
-        failures_tab(),
+        failures_tab(findings_content(backend, first.run, first.epoch)) if first.tab == ids.TAB_FAILURES
+        else failures_tab(),
     ])

@@ -1,0 +1,127 @@
+"""The Failures tab over an afternoon of use, in a real headless Chromium on the small planted run: what the
+analysis left out is said in the tab, a narrowing to a finding's datapoints ends where it stops being true
+(Clear filters, another epoch, another run), a reload on the tab reopens it, and the table names the classes of
+a prediction column that holds NaN."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+
+import pyarrow.parquet as pq
+import pytest
+
+from analysis.epoch_table import EPOCH_TABLE_FILE
+from analysis.failures import analyze
+from runners.eval_viewer.layout import failures as failures_layout
+from runners.eval_viewer.layout import ids
+from tests.e2e.conftest import serve_viewer
+from tests.e2e.viewer_page import column, pick, wait_caption
+from tests.reliability.crafted_index import damage_debug_files
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
+SLOW_MS = 120_000  # the tab analyses an epoch on first show: slow on a busy machine
+
+
+@pytest.fixture(scope="module")
+def runs(planted_run, tmp_path_factory):
+    """The planted run, and a copy whose last epoch's debug locations are truncated (the analysis skips them)."""
+    work_dir = planted_run["work_dir"]
+    damaged = str(tmp_path_factory.mktemp("damaged") / "damaged")
+    shutil.copytree(work_dir, damaged)
+    last = os.path.dirname(analyze(work_dir).table_path)
+    damage_debug_files(os.path.join(damaged, os.path.basename(last), "debugger"), "locations_truncated")
+    return work_dir, damaged, os.path.basename(last)
+
+
+@pytest.fixture(scope="module")
+def viewer_url(runs):
+    with serve_viewer(list(runs[:2])) as url:
+        yield url
+
+
+def expect(locator):
+    from playwright.sync_api import expect as playwright_expect  # imported once the browser is known to be there
+
+    return playwright_expect(locator)
+
+
+def open_run(new_page, url: str, run: str, tab: str = ""):
+    page = new_page(f"{url}/?run={run}" + (f"&tab={tab}" if tab else ""))
+    page.set_default_timeout(SLOW_MS)
+    wait_caption(page, "datapoints")
+    return page
+
+
+def narrow_to_first_slice(page) -> int:
+    """Show the Failures tab and click its first slice; the slice's size."""
+    page.click(f"#{failures_layout.TAB_FAILURES}")
+    first = page.locator(f"#{failures_layout.PANEL} .finding-button").first
+    expect(first).to_contain_text("datapoints")
+    size = int(re.search(r"(\d+) datapoints", first.inner_text()).group(1))
+    first.click()
+    wait_caption(page, f"{size} of")
+    assert "narrowed" in page.locator(f"#{ids.TABLE_CAPTION}").inner_text()
+    return size
+
+
+def pick_epoch(page, number: int) -> None:
+    page.click(f"#{ids.EPOCH_SELECT}")
+    page.get_by_role("option").filter(has_text=re.compile(rf"^epoch {number}\b")).click()
+
+
+def assert_not_narrowed(page, total: int) -> None:
+    wait_caption(page, f"{total} datapoints, sorted")
+    assert "narrowed" not in page.locator(f"#{ids.TABLE_CAPTION}").inner_text()
+    assert page.locator(f"#{failures_layout.FILTER_NOTE}").inner_text() == ""
+
+
+def test_the_tab_says_what_the_analysis_left_out(runs, viewer_url, new_page):
+    _, damaged, _ = runs
+    [note] = analyze(damaged).notes
+    page = open_run(new_page, viewer_url, damaged)
+    page.click(f"#{failures_layout.TAB_FAILURES}")
+    expect(page.locator(f"#{failures_layout.PANEL} .failures-note")).to_have_text(note)
+    assert "were skipped" in note and "rerun the epoch" in note
+
+
+def test_a_narrowing_ends_with_clear_filters_another_epoch_and_another_run(runs, viewer_url, new_page):
+    work_dir, damaged, last = runs
+    total = analyze(work_dir).datapoints
+    page = open_run(new_page, viewer_url, work_dir)
+    narrow_to_first_slice(page)
+    page.click(f"#{ids.TABLE_CLEAR_FILTERS}")
+    assert_not_narrowed(page, total)
+
+    narrow_to_first_slice(page)
+    latest = int(last.split("_")[1])
+    pick_epoch(page, latest - 1)
+    wait_caption(page, f"epoch {latest - 1}:")
+    assert_not_narrowed(page, total)
+
+    pick_epoch(page, latest)
+    wait_caption(page, f"epoch {latest}:")
+    narrow_to_first_slice(page)
+    pick(page, ids.RUN_SELECT, f"{os.path.basename(damaged)} (trainer)")
+    assert_not_narrowed(page, total)
+    assert os.path.basename(damaged) in page.url
+
+
+def test_a_reload_on_the_failures_tab_reopens_it_with_its_findings(runs, viewer_url, new_page):
+    work_dir, _, _ = runs
+    findings = analyze(work_dir)
+    page = open_run(new_page, viewer_url, work_dir, tab=failures_layout.TAB_FAILURES)
+    assert page.locator(f"#{ids.TABS} .tab--selected").inner_text() == "Failures"
+    expect(page.locator(f"#{failures_layout.PANEL} .finding-button b")).to_have_text(
+        [s.description for s in findings.slices])
+    narrow_to_first_slice(page)  # the first page's findings are live buttons
+
+
+def test_a_prediction_column_with_nan_shows_class_names(runs, viewer_url, new_page):
+    work_dir, _, last = runs
+    table = pq.read_table(os.path.join(work_dir, last, EPOCH_TABLE_FILE), columns=["prediction"])
+    assert table.schema.field("prediction").type == "double"  # NaN datapoints: not an int column
+    page = open_run(new_page, viewer_url, work_dir)
+    shown = column(page, "prediction")
+    assert shown and all(re.fullmatch(r"\w+ \(\d+\)|n/a", text) for text in shown), shown
