@@ -181,14 +181,15 @@ class AttentionDebugger(ForwardDebugger):
     def _real_tokens(self, capture: _Capture, inputs: dict) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
         """(query_real, key_real): the layer's own mask where it has one, else the batch's mask of its tokens."""
         weights = capture.weights
+        seen = capture.seen.cpu() if capture.seen is not None else None  # here, not in the hook: no sync mid-forward
         if capture.cross:  # keys: the encoder's tokens (the batch's mask_key); queries: the decoder's
-            keys = capture.seen if capture.seen is not None else _real(inputs.get(self.mask_key), weights, -1)
+            keys = seen if seen is not None else _real(inputs.get(self.mask_key), weights, -1)
             return _real(inputs.get(_DECODER + self.mask_key), weights, -2), keys
-        if capture.seen is not None and weights.shape[-2] == weights.shape[-1]:
-            return capture.seen, capture.seen
+        if seen is not None and weights.shape[-2] == weights.shape[-1]:
+            return seen, seen
         mask, ambiguous = self._batch_mask(inputs)
-        if capture.seen is not None:  # a step over a key/value cache: one or a few queries, more keys
-            real = None, _cached_keys(capture.seen, mask)
+        if seen is not None:  # a step over a key/value cache: one or a few queries, more keys
+            real = None, _cached_keys(seen, mask)
         else:
             real = _padding_from_inputs(mask, weights)
         if ambiguous and real[1] is not None and not bool(real[1].all()):
@@ -409,8 +410,8 @@ def _keys_seen(mask: torch.Tensor, cross: bool, weights: Any) -> Optional[torch.
     allowed = (mask if mask.dtype == torch.bool else mask > PADDING_BIAS).any(dim=1)
     allowed = allowed.expand(weights.shape[0], weights.shape[2], weights.shape[3])
     if not cross and weights.shape[-2] == weights.shape[-1]:
-        return allowed.diagonal(dim1=-2, dim2=-1).cpu()
-    return allowed.any(dim=-2).cpu()
+        return allowed.diagonal(dim1=-2, dim2=-1)
+    return allowed.any(dim=-2)
 
 
 def _cached_keys(seen: torch.Tensor, mask: Any) -> Optional[torch.Tensor]:

@@ -476,10 +476,6 @@ class ReadBudget:
     def __init__(self, path: str, nbytes: int) -> None:
         self.path, self.size, self.left = path, nbytes, nbytes
 
-    @classmethod
-    def of_file(cls, path: str) -> ReadBudget:
-        return cls(path, os.lstat(path).st_size)
-
     def spend(self, nbytes: int) -> None:
         if nbytes > self.left:
             raise CorruptPageError(f"debug page {self.path}: its records add up to more than the file's {self.size} "
