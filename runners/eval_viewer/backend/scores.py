@@ -95,11 +95,11 @@ def _all_of(mapping: Any, kinds: tuple[type, ...]) -> bool:
 
 
 def _numbers(values: list, name: str, path: str) -> np.ndarray:
-    """One score per datapoint as float64 (null is NaN); ``ScoresError`` naming the score when one is not a
-    number: a string (even "1.5": NumPy would parse it), true/false (Lantern writes a boolean score as 0/1), a
-    list, an integer beyond a float."""
+    """One score per datapoint as float64 (null is NaN, true/false 1/0: Lantern wrote a boolean score so before
+    it wrote 1/0); ``ScoresError`` naming the score when one is not a number: a string (even "1.5": NumPy would
+    parse it), a list, an integer beyond a float."""
     try:
-        strays = set(map(type, values)) - {float, int, type(None)}
+        strays = set(map(type, values)) - {float, int, bool, type(None)}
         if strays:
             raise ValueError(f"a {sorted(kind.__name__ for kind in strays)[0]} where a number belongs")
         column = np.array(values, dtype=np.float64)

@@ -8,6 +8,7 @@ import pickle
 import re
 import shutil
 
+import numpy as np
 import pytest
 from dash import html
 from plotly.offline import get_plotlyjs_version
@@ -346,14 +347,22 @@ def test_unreadable_scores_file_is_explained_and_debug_outputs_still_open(traine
 
 
 
-@pytest.mark.parametrize("value, kind", [("1.5", "str"), (True, "bool")])
-def test_a_score_that_is_a_string_or_a_bool_is_refused_not_taken_as_a_number(tmp_path, value, kind):
+@pytest.mark.parametrize("value, kind", [("1.5", "str"), ([1.0], "list")])
+def test_a_score_that_is_a_string_or_a_list_is_refused_not_taken_as_a_number(tmp_path, value, kind):
     path = tmp_path / "validation_scores.json"
     path.write_text(json.dumps({"aggregated": {"loss": 1.0}, "per_datapoint": {"loss": [1.0, value]},
                                 "datapoint_idx": [0, 1], "higher_is_better": {"loss": False}}))
     with pytest.raises(ScoresError, match=rf"per-datapoint score 'loss' holds a value that is not a number \(a "
                                           rf"{kind} where a number belongs\).*rerun the epoch"):
         read_scores(str(path))
+
+
+def test_a_boolean_score_of_a_run_written_before_they_were_0_and_1_still_opens(tmp_path):
+    """Lantern wrote a metric's boolean scores as true/false until they were written as 1/0."""
+    path = tmp_path / "validation_scores.json"
+    path.write_text(json.dumps({"aggregated": {"correct": 0.5}, "per_datapoint": {"correct": [True, False, None]},
+                                "datapoint_idx": [0, 1, 2], "higher_is_better": {"correct": True}}))
+    np.testing.assert_array_equal(read_scores(str(path)).per_datapoint["correct"], [1.0, 0.0, np.nan])
 
 def test_the_same_datapoint_in_two_runs_side_by_side(runs):
     backend = ViewerBackend([runs["logs"]])
