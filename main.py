@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config-filepath", required=True, help="Python file defining config = {...}")
     args = parser.parse_args(argv)
     config: dict = {}
+    runner = None
     try:
         config = load_config(args.config_filepath)
         runner_cls = config.get("runner")
@@ -30,14 +31,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"{args.config_filepath}: config['runner'] must be a runner class such as BaseTrainer or "
                 f"BaseEvaluator, got {runner_cls!r}"
             )
-        runner_cls(config).run()
+        runner = runner_cls(config)
+        runner.run()
     except LanternUserError as exc:
         message = user_message(exc)
         rank = f" (rank {os.environ.get('RANK')})" if distributed.env_world_size() > 1 else ""
         print(f"error{rank}: {message}", file=sys.stderr)
         if isinstance(config.get("runner"), type) and issubclass(config["runner"], BaseRunner):
-            # the pid tells this launch apart in the log of a run that another process is running
-            config["runner"].log_stop(config, f"process {os.getpid()} stopped (exit code 2): {message}")
+            config["runner"].log_stop(config, message, runner.launch if isinstance(runner, BaseRunner) else None)
         return 2
     distributed.shutdown()
     if os.environ.get("RANK", "0") == "0":

@@ -17,7 +17,7 @@ import shutil
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from typing import Any, Optional
 
 import numpy as np
@@ -33,8 +33,8 @@ from runners import distributed
 from runners.config_keys import check_config_keys
 from runners.datapoint_capture import DATAPOINTS_DIR, CaptureLimits, DatapointCapture, capture_is_complete
 from runners.metric_contract import check_buffer, checked_summary
-from runners.unique_idx import check_new_idx, merge_rank_buffers
-from runners.work_dir_guard import LOCK_FILE, WorkDirWatch, lock_work_dir, release_work_dir
+from runners.unique_idx import SeenIdx, merge_rank_buffers
+from runners.work_dir_guard import LOCK_FILE, WorkDirWatch, lock_work_dir, recorded_launch, release_work_dir
 from utils.atomic_files import TEMP_MARKER, atomic_write_json, read_json
 from utils.builders import build_from_config
 from utils.config_file import config_differences, describe_config
@@ -86,19 +86,34 @@ class BaseRunner:
         # report) has used it: a user's __getitem__ may be slow (a big image, network storage)
         self._first_eval_batch: Any = None
         self.rank, self.world_size = 0, 1
+        self.launch: Optional[str] = None  # this launch's id, once recorded in run_info.json (see log_stop)
+        self._seen_idx = SeenIdx(0)  # meta_info['idx'] of this evaluation pass (runners/unique_idx.py)
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
 
     @classmethod
-    def log_stop(cls, config: dict[str, Any], message: str) -> None:
-        """Append why this launch stopped to the log of the run in ``config['work_dir']``, where there is one: a
-        run started under nohup or slurm is read from its log, which would otherwise just end. A folder without
-        a run's ``run_info.json`` is not written to (it may be another tool's, with its own train.log)."""
+    def log_stop(cls, config: dict[str, Any], message: str, launch: Optional[str]) -> None:
+        """Append why this process stops to the log of the run in ``config['work_dir']``: a run started under
+        nohup or slurm is read from its log, which would otherwise just end. ``launch``: the launch id this
+        process recorded in the run's ``run_info.json``, None if it never got so far.
+
+        Only a run whose ``run_info.json`` still records this launch gets "stopped" (at ERROR). A launch refused
+        before it recorded one says so at WARNING in the log of the run it found, which it left as it was (that
+        run may be going on). A work dir whose ``run_info.json`` records another launch (deleted and reused
+        while this one ran), or none at all (another tool's folder), gets nothing: its log is not this run's."""
         work_dir = str(config.get("work_dir") or "")
-        if work_dir and os.path.isfile(os.path.join(work_dir, RUN_INFO_FILE)):
-            append_to_log(work_dir, cls.LOG_FILE, int(os.environ.get("RANK", "0")), logging.ERROR, message)
+        info_path = os.path.join(work_dir, RUN_INFO_FILE)
+        if not work_dir or not os.path.isfile(info_path):
+            return
+        rank, pid = int(os.environ.get("RANK", "0")), os.getpid()
+        if launch is None:
+            append_to_log(work_dir, cls.LOG_FILE, rank, logging.WARNING, f"another launch (process {pid}) into "
+                          f"this work dir was refused and changed nothing here (exit code 2): {message}")
+        elif recorded_launch(info_path) == launch:
+            append_to_log(work_dir, cls.LOG_FILE, rank, logging.ERROR, f"process {pid} stopped (exit code 2): "
+                          f"{message}")
 
     # ----------------------------------------------------------- initialisation
     def _init_device_(self) -> None:
@@ -150,10 +165,11 @@ class BaseRunner:
         if self.is_main:
             info = {**identity, "config_filepath": self.config.get("config_filepath"), "launch": launch}
             write_run_file(info_path, lambda: _create_work_dir(self.work_dir, info_path, info, take_over))
-            self._work_dir_watch = WorkDirWatch(self.work_dir, info_path)
+            self._work_dir_watch = WorkDirWatch(self.work_dir, info_path, launch)
         distributed.barrier("waiting for rank 0 to create the work dir")
         if not self.is_main:
             _check_shared_work_dir(info_path, launch, self.rank)
+        self.launch = launch  # recorded: from here on the work dir is this launch's run
 
     def _init_logger(self) -> None:
         self.logger = get_run_logger(self.work_dir, self.LOG_FILE, self.rank)
@@ -237,8 +253,8 @@ class BaseRunner:
 
     def _eval_step(self, dp: dict[str, Any]) -> None:
         idx = idx_list(dp["meta_info"]["idx"])
-        first_batch = not self.metric.buffer  # the buffer holds the pass's earlier batches (a batch is never empty)
-        check_new_idx(self.metric.buffer, idx)  # before anything is keyed by it
+        first_batch = not self._seen_idx  # of this evaluation pass (a batch is never empty)
+        self._seen_idx.add_new(idx)  # before anything is keyed by it
         if self.datapoint_capture is not None:
             self.datapoint_capture.add_batch(dp)
         dp = apply_tensor_op(lambda t: t.to(self.device, non_blocking=True), dp)
@@ -271,6 +287,7 @@ class BaseRunner:
         self.eval_model.eval()
         self.metric.reset_buffer()
         check_buffer(self.metric)
+        self._seen_idx = SeenIdx(len(dataloader.dataset) if isinstance(dataloader.dataset, Sized) else 0)
         self.epoch_rows = EpochRows.for_metric(self.metric)
         with torch.no_grad():
             for dp in tqdm(dataloader, desc=desc, leave=False, disable=not self.is_main):
@@ -394,11 +411,8 @@ def _check_shared_work_dir(info_path: str, launch: str, rank: int, wait_s: float
     """Every rank must see rank 0's files: on several machines the work dir must be on a shared filesystem."""
     deadline = time.monotonic() + wait_s  # network filesystems may show a new file a little late
     while True:
-        try:
-            if read_json(info_path).get("launch") == launch:
-                return
-        except (OSError, ValueError):
-            pass
+        if recorded_launch(info_path) == launch:
+            return
         if time.monotonic() > deadline:
             raise WorkDirError(
                 f"rank {rank} on {socket.gethostname()} does not see the {info_path} that rank 0 just wrote: "

@@ -1,7 +1,9 @@
 """What the runner reads of a metric besides its per-batch scores, checked once per evaluation pass.
 
-``metric.buffer`` must be a dict keyed by datapoint idx: the runner gathers it from every rank and checks
-against its keys that no idx comes twice in a pass (``runners.unique_idx``). ``summarize`` must give numbers:
+``metric.buffer`` must be a dict keyed by datapoint idx: the runner gathers it from every rank for ``summarize``
+(an idx that two ranks scored is refused, ``runners.unique_idx``). What ``reset_buffer`` leaves in it is
+summarized with the pass: a buffer kept across passes, each overwriting the same idx, is fine; the runner checks
+that no idx comes twice in a pass on the batches' idx, not on the buffer. ``summarize`` must give numbers:
 the scores file, the epoch table and the viewer hold them as floats. A score that is not a number, such as
 ``"1.5"`` (a metric that formats its values), is refused with the score's name, never parsed; ``True``/``False``
 count as 1/0 (a metric may return a boolean tensor per datapoint, ``tolist()`` gives bools) and are written so.

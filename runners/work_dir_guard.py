@@ -21,6 +21,7 @@ import sys
 import time
 from typing import IO, Optional
 
+from utils.atomic_files import read_json
 from utils.errors import WorkDirError
 
 LOCK_FILE = ".lantern.lock"
@@ -58,20 +59,39 @@ def release_work_dir(work_dir: str) -> None:
 class WorkDirWatch:
     """Remembers the work dir's identity (device, inode) once it exists; ``check`` says if it is gone."""
 
-    def __init__(self, work_dir: str, marker: str) -> None:
+    def __init__(self, work_dir: str, marker: str, launch: str) -> None:
         self.work_dir = work_dir
-        self.marker = marker
+        self.marker = marker  # the run's run_info.json, which records ``launch``
+        self.launch = launch
         self._stat: Optional[os.stat_result] = os.stat(work_dir)
 
     def check(self, about_to: str) -> None:
-        """Raise ``WorkDirError`` when the work dir was deleted or replaced since the run started."""
+        """Raise ``WorkDirError`` when the work dir was deleted or replaced since the run started; where it now
+        holds another run, without the advice to delete what is left."""
         try:
             same = os.path.samestat(os.stat(self.work_dir), self._stat) and os.path.isfile(self.marker)
         except OSError:
             same = False
-        if not same:
+        if same:
+            return
+        if os.path.isfile(self.marker) and recorded_launch(self.marker) != self.launch:
             raise WorkDirError(
-                f"work dir {self.work_dir!r} was deleted or replaced while this run was using it (its "
-                f"{os.path.basename(self.marker)} is gone), so the run stops before it would {about_to}: files "
-                "written now would make a half-empty run that cannot be resumed. Delete what is left of the "
-                "folder (or set another 'work_dir') and run the same command again to start over")
+                f"work dir {self.work_dir!r} was replaced while this run was using it: it now holds another run "
+                f"(its {os.path.basename(self.marker)} records another launch), so this run stops before it would "
+                f"{about_to}, leaving that run's files alone. Leave the folder to that run: set another 'work_dir' "
+                "in this run's config and run it again to start over")
+        raise WorkDirError(
+            f"work dir {self.work_dir!r} was deleted or replaced while this run was using it (its "
+            f"{os.path.basename(self.marker)} is gone), so the run stops before it would {about_to}: files "
+            "written now would make a half-empty run that cannot be resumed. Delete what is left of the "
+            "folder (or set another 'work_dir') and run the same command again to start over")
+
+
+def recorded_launch(info_path: str) -> Optional[str]:
+    """The launch id in a run's ``run_info.json`` (each launch records its own); None where it has none or
+    cannot be read."""
+    try:
+        info = read_json(info_path)
+    except (OSError, ValueError):
+        return None
+    return info.get("launch") if isinstance(info, dict) else None

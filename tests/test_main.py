@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -140,6 +141,22 @@ config["val_dataset"]["class"] = Repeating
     assert not os.path.exists(tmp_path / "w" / "epoch_0" / "validation_scores.json")
 
 
+def test_a_metric_keeping_its_buffer_across_passes_trains_through_every_epoch(tmp_path):
+    """A metric's buffer is its own: what reset_buffer keeps (here every idx, overwritten each pass) is not taken
+    for an idx repeated by the dataset."""
+    path = write_config(tmp_path / "c.py", tmp_path / "w", epochs=2, train_size=16, val_size=8, extra="""
+class KeepingMetric(ClassificationMetric):
+    def reset_buffer(self):
+        if not hasattr(self, "buffer"):
+            self.buffer = {}
+config["metric"]["class"] = KeepingMetric
+""")
+    result = run_main(path)
+    assert result.returncode == 0, result.stderr
+    with open(tmp_path / "w" / "epoch_1" / "validation_scores.json") as f:
+        assert json.load(f)["datapoint_idx"] == list(range(8))
+
+
 
 
 def _stops_in_log(log_path, rank: int = 0) -> list[str]:
@@ -166,6 +183,7 @@ config["val_dataset"]["class"] = Broken
 
 
 def test_a_launch_refused_before_its_log_exists_is_in_the_log_of_the_run_it_found(tmp_path):
+    """As a warning that this launch changed nothing: the run found may be going on."""
     work_dir = tmp_path / "run"
     assert run_main(write_config(tmp_path / "run.py", work_dir, epochs=1)).returncode == 0
     typo = write_config(tmp_path / "typo.py", work_dir, epochs=1, extra="config['epoch'] = 2\n")
@@ -176,7 +194,16 @@ def test_a_launch_refused_before_its_log_exists_is_in_the_log_of_the_run_it_foun
         assert result.returncode == 2, result.stderr
         messages.append(_one_error_line(result.stderr).removeprefix("error: "))
     assert "unknown key 'epoch'" in messages[0] and "holds another run" in messages[1]
-    assert _stops_in_log(work_dir / "train.log") == messages
+    assert _stops_in_log(work_dir / "train.log") == []
+    assert _refusals_in_log(work_dir / "train.log") == messages
+
+
+def _refusals_in_log(log_path) -> list[str]:
+    """The messages of the log's "another launch ... was refused" lines."""
+    refused = re.compile(r"\d\d:\d\d:\d\d \[rank 0\] WARNING another launch \(process \d+\) into this work dir "
+                         r"was refused and changed nothing here \(exit code 2\): (.*)")
+    with open(log_path, encoding="utf-8") as log:
+        return [match.group(1) for match in map(refused.fullmatch, log.read().splitlines()) if match]
 
 
 def test_a_folder_that_holds_no_run_gets_nothing_in_its_log(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -34,6 +35,28 @@ class WaitingCriterion(CrossEntropyCriterion):
 
 
 config["criterion"] = {"class": WaitingCriterion, "args": {}}
+"""
+REPLACED_BY_ANOTHER_RUN = """
+import os
+import shutil
+import subprocess
+import sys
+
+OUTSIDE = os.path.dirname(config["work_dir"])
+
+
+class ReplacingCriterion(CrossEntropyCriterion):
+    def __call__(self, outputs, labels):
+        if not os.path.exists(os.path.join(OUTSIDE, "replaced")):
+            open(os.path.join(OUTSIDE, "replaced"), "w").close()
+            shutil.rmtree(config["work_dir"])  # someone deletes the run's folder and runs run B in its place
+            run_b = subprocess.run([sys.executable, "main.py", "--config-filepath", os.path.join(OUTSIDE, "b.py")],
+                                   capture_output=True, text=True)
+            assert run_b.returncode == 0, run_b.stderr
+        return super().__call__(outputs, labels)
+
+
+config["criterion"] = {"class": ReplacingCriterion, "args": {}}
 """
 DELETES = """
 import os
@@ -79,6 +102,10 @@ def test_a_second_copy_of_a_running_command_is_refused_naming_the_holder(tmp_pat
         first.kill()
         first.communicate()
     assert completed_epochs(tmp_path / "run") == 1
+    log = (tmp_path / "run" / "train.log").read_text()  # the running run's: it did not stop
+    assert " stopped (exit code" not in log and log.count("is in use by another Lantern run") == 1
+    assert re.search(r"\] WARNING another launch \(process \d+\) into this work dir was refused and changed "
+                     r"nothing here \(exit code 2\): work dir .* is in use by another Lantern run", log), log
     lock_work_dir(str(tmp_path / "run"))  # the lock ended with its process
     release_work_dir(str(tmp_path / "run"))
 
@@ -95,3 +122,17 @@ def test_a_work_dir_deleted_during_training_stops_the_run_clearly(tmp_path):
     again = run_main(path)
     assert again.returncode == 0, again.stderr
     assert completed_epochs(tmp_path / "run") == 2
+
+
+def test_a_run_whose_work_dir_became_another_runs_stops_leaving_that_run_and_its_log_alone(tmp_path):
+    write_config(tmp_path / "b.py", tmp_path / "run", epochs=1, train_size=16, val_size=8)
+    path = write_config(tmp_path / "a.py", tmp_path / "run", epochs=1, train_size=16, val_size=8,
+                        extra=REPLACED_BY_ANOTHER_RUN)
+    result = run_main(path)
+    assert result.returncode == 2, result.stderr
+    log = (tmp_path / "run" / "train.log").read_text()  # run B's, which finished
+    assert "replaced" not in log and "ERROR" not in log and "WARNING" not in log, log
+    assert completed_epochs(tmp_path / "run") == 1
+    assert "was replaced while this run was using it: it now holds another run" in result.stderr
+    assert "Leave the folder to that run: set another 'work_dir'" in result.stderr
+    assert "Delete what is left" not in result.stderr and "Traceback" not in result.stderr

@@ -16,7 +16,7 @@ from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
 from debuggers.model_report import MODEL_REPORT_FILE
 from runners.eval_viewer.backend.scores import read_scores
 from runners.trainers import BaseTrainer
-from runners.unique_idx import merge_rank_buffers
+from runners.unique_idx import SeenIdx, merge_rank_buffers
 from tests.runs import REPO_ROOT, run_main, train
 from utils.config_file import load_config
 from utils.errors import ConfigError, DatasetContractError, MetricContractError, WorkDirError
@@ -193,6 +193,16 @@ def test_ranks_that_scored_the_same_idx_are_refused():
         0: {"a": 1.0}, 1: {"a": 1.0}, 2: {"a": 0.0}}
     with pytest.raises(DatasetContractError, match=r"idx'\]=2 came twice in one evaluation pass \(on ranks 0 and 1\)"):
         merge_rank_buffers([{0: {"a": 1.0}, 2: {"a": 0.0}}, {2: {"a": 1.0}}])
+
+
+def test_an_idx_repeated_in_a_pass_is_refused_within_and_outside_the_dataset_range():
+    seen = SeenIdx(4)
+    seen.add_new([0, 3, 7, -1])  # 7 and -1: idx outside range(len(dataset)) are unusual but unique
+    seen.add_new([1, 1000])
+    assert len(seen) == 6
+    for repeated in ([2, 2], [3], [7], [-1], [5, 1000]):
+        with pytest.raises(DatasetContractError, match=r"idx'\]=-?\d+ came twice in one evaluation pass"):
+            seen.add_new(repeated)
 
 
 @pytest.mark.parametrize("extra, expected", [
