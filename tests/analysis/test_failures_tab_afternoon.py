@@ -1,10 +1,12 @@
 """The Failures tab over an afternoon of use, in a real headless Chromium on the small planted run: what the
 analysis left out is said in the tab, a narrowing to a finding's datapoints ends where it stops being true
-(Clear filters, another epoch, another run), a reload on the tab reopens it, and the table names the classes of
-a prediction column that holds NaN."""
+(Clear filters, another epoch, another run) and nowhere else (a training run writing a new epoch; a finding's answer
+that comes back after a run switch), a reload on the tab reopens it, and the table names the classes of a
+prediction column that holds NaN."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -17,7 +19,7 @@ from analysis.failures import analyze
 from runners.eval_viewer.layout import failures as failures_layout
 from runners.eval_viewer.layout import ids
 from tests.e2e.conftest import serve_viewer
-from tests.e2e.viewer_page import column, pick, wait_caption
+from tests.e2e.viewer_page import column, pick, wait_caption, wait_settled
 from tests.reliability.crafted_index import damage_debug_files
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
@@ -39,6 +41,17 @@ def runs(planted_run, tmp_path_factory):
 def viewer_url(runs):
     with serve_viewer(list(runs[:2])) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def unfinished(runs, tmp_path_factory):
+    """The viewer over the planted run and two copies of it as it was before its last epoch was written: ``live``
+    (a test's trainer writes it) and ``other``; yields the URL and the two copies."""
+    work_dir, _, last = runs
+    folder = tmp_path_factory.mktemp("unfinished")
+    live, other = (without_last_epoch(work_dir, last, str(folder / name)) for name in ("live", "other"))
+    with serve_viewer([work_dir, live, other]) as url:
+        yield url, live, other
 
 
 def expect(locator):
@@ -64,6 +77,12 @@ def narrow_to_first_slice(page) -> int:
     wait_caption(page, f"{size} of")
     assert "narrowed" in page.locator(f"#{ids.TABLE_CAPTION}").inner_text()
     return size
+
+
+def without_last_epoch(work_dir: str, last: str, copy: str) -> str:
+    """A copy of the run as it was before its trainer wrote the ``last`` epoch."""
+    shutil.copytree(work_dir, copy, ignore=lambda folder, _: [last] if folder == work_dir else [])
+    return copy
 
 
 def pick_epoch(page, number: int) -> None:
@@ -125,3 +144,61 @@ def test_a_prediction_column_with_nan_shows_class_names(runs, viewer_url, new_pa
     page = open_run(new_page, viewer_url, work_dir)
     shown = column(page, "prediction")
     assert shown and all(re.fullmatch(r"\w+ \(\d+\)|n/a", text) for text in shown), shown
+
+
+def test_a_narrowing_stays_when_the_training_run_writes_a_new_epoch(runs, unfinished, tmp_path, new_page):
+    work_dir, _, last = runs
+    url, live, _ = unfinished
+    page = open_run(new_page, url, live)
+    size = narrow_to_first_slice(page)
+    narrowed = page.locator(f"#{ids.TABLE_CAPTION}").inner_text()
+    written = shutil.copytree(os.path.join(work_dir, last), str(tmp_path / last))
+    os.rename(written, os.path.join(live, last))  # the trainer finishes the epoch
+    page.click(f"#{ids.EPOCH_SELECT}")  # a refresh tick lists it (and sends the shown epoch again)
+    page.get_by_role("option").filter(has_text=re.compile(rf"^epoch {int(last.split('_')[1])}\b")).wait_for()
+    page.keyboard.press("Escape")
+    wait_settled(page)
+    assert page.locator(f"#{ids.TABLE_CAPTION}").inner_text() == narrowed
+    assert f"Table filtered to {size} datapoints" in page.locator(f"#{failures_layout.FILTER_NOTE}").inner_text()
+
+
+def held_finding_answer(page) -> list:
+    """Holds the server's answer to the next finding click (as a slow analysis would): the held request, in a list
+    that fills when the click is sent."""
+    held: list = []
+
+    def route(request_route) -> None:
+        body = json.loads(request_route.request.post_data or "{}")
+        if not held and str(body.get("output", "")).startswith(f"..{ids.TABLE_IDX_FILTER}.data"):
+            held.append(request_route)
+        else:
+            request_route.continue_()
+
+    page.route("**/_dash-update-component*", route)
+    return held
+
+
+def test_a_finding_answered_after_a_run_switch_narrows_neither_run(runs, unfinished, new_page):
+    work_dir, _, last = runs
+    url, _, other = unfinished
+    total = analyze(work_dir).datapoints
+    page = open_run(new_page, url, work_dir)
+    page.click(f"#{failures_layout.TAB_FAILURES}")
+    first = page.locator(f"#{failures_layout.PANEL} .finding-button").first
+    expect(first).to_contain_text("datapoints")
+    held = held_finding_answer(page)
+    first.click()
+    page.click(f"#{ids.TAB_DATAPOINT}")  # the findings are not drawn again, so nothing supersedes the answer
+    pick(page, ids.RUN_SELECT, "other (trainer)")
+    page.wait_for_function(f"() => new URLSearchParams(location.search).get('run') === {json.dumps(other)}"
+                           f" && !['{last}', null].includes(new URLSearchParams(location.search).get('epoch'))")
+    [answer] = held
+    answer.continue_()  # the answer for the run just left comes back
+    wait_settled(page)
+    page.click(f"#{failures_layout.TAB_FAILURES}")  # where the note of a narrowing shows
+    wait_settled(page)
+    assert_not_narrowed(page, total)
+    pick(page, ids.RUN_SELECT, f"{os.path.basename(work_dir)} (trainer)")  # nor does it narrow the run it is of
+    wait_caption(page, f"epoch {int(last.split('_')[1])}:")
+    wait_settled(page)
+    assert_not_narrowed(page, total)

@@ -5,6 +5,10 @@ from __future__ import annotations
 from runners.eval_viewer.layout import ids
 
 GRID = f"() => document.getElementById('{ids.SCORE_GRID}').scoreGrid"  # what the grid's script drew (score_views.js)
+# No callback of Dash's renderer is waiting, running or has an answer not yet applied (``callbacks`` of its store;
+# ``stored`` and the ``completed`` count are done).
+SETTLED = """() => window.store && Object.entries(window.store.getState().callbacks)
+    .every(([kind, queue]) => kind === 'stored' || !Array.isArray(queue) || queue.length === 0)"""
 
 
 def pick(page, dropdown: str, label: str) -> None:
@@ -17,6 +21,13 @@ def wait_caption(page, text: str) -> str:
     """Wait until the table's caption holds ``text`` (it names the epoch, so the table is current)."""
     page.wait_for_selector(f"#{ids.TABLE_CAPTION}:has-text('{text}')")
     return page.locator(f"#{ids.TABLE_CAPTION}").inner_text()
+
+
+def wait_settled(page) -> None:
+    """Wait until every callback the page started has answered and its answer is shown: what a change set off
+    (a refresh tick, a late answer) has landed, so the page can be read without waiting for something to not
+    happen."""
+    page.wait_for_function(SETTLED)
 
 
 def column(page, name: str) -> list[str]:

@@ -2,8 +2,10 @@
 
 The findings of an epoch are computed once (when the tab is first shown for it) and kept by the backend
 (``ViewerBackend.findings``); a first page on this tab comes with them (``layout/panels.py``).
-A click writes a list of idx (or None for all) to ``ids.TABLE_IDX_FILTER``; the narrowing ends with the
-epoch or run it was found in, and with **Clear filters**.
+A click writes its datapoints' idx, with the run and epoch they were found in, to ``ids.TABLE_IDX_FILTER``
+(``narrowing``; None for all). The table narrows only the epoch the narrowing names (``narrowed_idx``): an
+answer that comes back after the user switched narrows nothing and is dropped. The narrowing ends when the run
+or epoch really changes (not when a refresh re-sends the same epoch), and with **Clear filters**.
 """
 
 from __future__ import annotations
@@ -22,10 +24,25 @@ from runners.eval_viewer.layout import failures as layout
 from runners.eval_viewer.layout import ids
 
 FINDINGS_ERRORS = (AnalysisError, EpochTableError, ScoresError)
-_END_NARROWING = """function(_epoch, _clear, narrowed) {
+_END_NARROWING = """function(run, epoch, _clear, narrowed) {
     const none = window.dash_clientside.no_update;
-    return narrowed === null || narrowed === undefined ? [none, none] : [null, ''];
-}"""
+    const trigger = (window.dash_clientside.callback_context.triggered[0] || {}).prop_id || '';
+    const ends = narrowed && (trigger.startsWith('CLEAR.') || narrowed.run !== run || narrowed.epoch !== epoch);
+    return ends ? [null, ''] : [none, none];
+}""".replace("CLEAR", ids.TABLE_CLEAR_FILTERS)
+
+
+def narrowing(run_path: Optional[str], epoch_key: Optional[str], idx: list[int]) -> dict:
+    """What ``TABLE_IDX_FILTER`` holds for a clicked finding: its idx and the run and epoch they are of."""
+    return {"run": run_path, "epoch": epoch_key, "idx": idx}
+
+
+def narrowed_idx(narrowed: Optional[dict], run_path: Optional[str], epoch_key: Optional[str]) -> Optional[list]:
+    """The idx the table of ``run_path``'s ``epoch_key`` is narrowed to, None for all: a narrowing of another run or
+    epoch (a finding's answer that came back after a switch) narrows nothing."""
+    if not narrowed or (narrowed.get("run"), narrowed.get("epoch")) != (run_path, epoch_key):
+        return None
+    return narrowed.get("idx")
 
 
 def chosen_epoch(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> Optional[Epoch]:
@@ -76,13 +93,15 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         if chosen is None:
             return no_update, no_update
         idx, what = chosen
-        return idx, f"Table filtered to {len(idx)} datapoints: {what}"
+        return narrowing(run_path, epoch_key, idx), f"Table filtered to {len(idx)} datapoints: {what}"
 
-    app.clientside_callback(  # a narrowing is of the epoch it was found in: it ends with it (a run switch sends the
-        # new run's epoch too), and with Clear filters; in the browser, so no refresh tick can drop it
+    app.clientside_callback(  # a narrowing is of the run and epoch it was found in: it ends when either differs
+        # (a refresh tick re-sending the same epoch is no switch; a late answer for the run just left is dropped as
+        # it lands), and with Clear filters; in the browser, so no refresh tick can drop it
         _END_NARROWING, Output(ids.TABLE_IDX_FILTER, "data", allow_duplicate=True),
-        Output(layout.FILTER_NOTE, "children", allow_duplicate=True), Input(ids.EPOCH_SELECT, "value"),
-        Input(ids.TABLE_CLEAR_FILTERS, "n_clicks"), State(ids.TABLE_IDX_FILTER, "data"), prevent_initial_call=True)
+        Output(layout.FILTER_NOTE, "children", allow_duplicate=True), Input(ids.RUN_SELECT, "value"),
+        Input(ids.EPOCH_SELECT, "value"), Input(ids.TABLE_CLEAR_FILTERS, "n_clicks"),
+        Input(ids.TABLE_IDX_FILTER, "data"), prevent_initial_call=True)
 
     app.clientside_callback(  # a datapoint opened while the Failures tab shows: show it (in the browser: the
         # Datapoint tab's callback waits for this one, so a server round trip here would delay every click)

@@ -1,6 +1,6 @@
 """The datapoint table: columns per epoch, rows served a block at a time, filters and sorts done on the server.
 
-``TABLE_QUERY`` (run, epoch, metric, the idx filter of ``TABLE_IDX_FILTER``) says
+``TABLE_QUERY`` (run, epoch, metric, the idx ``TABLE_IDX_FILTER`` narrows this epoch to) says
 what the rows are of; when it changes the browser drops its cached rows and asks
 again. AG Grid's filter model is turned into ``(column, op, value)`` triples here,
 so nothing typed in the page reaches a query as text.
@@ -18,6 +18,7 @@ from runners.eval_viewer.backend.scores import ScoresError, default_metric
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.components import HIDDEN_COLUMNS, debug_hint, epoch_badges
+from runners.eval_viewer.callbacks.failures import narrowed_idx
 from runners.eval_viewer.layout import ids
 
 DEBUG_MARK = "✓"
@@ -36,13 +37,13 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                   Input(ids.EPOCH_SELECT, "value"), Input(ids.METRIC_SELECT, "value"),
                   Input(ids.REFRESH, "n_intervals"), Input(ids.TABLE_IDX_FILTER, "data"),
                   State(ids.RUN_SELECT, "value"), State(ids.TABLE_QUERY, "data"), prevent_initial_call=True)
-    def choose_rows(epoch_key: Optional[str], metric: Optional[str], _: int, idx_filter: Optional[list],
+    def choose_rows(epoch_key: Optional[str], metric: Optional[str], _: int, narrowed: Optional[dict],
                     run_path: Optional[str], previous: Optional[dict]) -> tuple:
         """Everything that follows the chosen epoch, in one step: the metric, the epoch's badges, and the table's
         query (with the epoch's version) and columns. A run switch reaches it once, through the epoch
         (``refresh_epochs`` always sends the new run's epoch); the query then says to clear the filters, which
         would silently empty the next epoch's table. A refresh that finds nothing new changes nothing."""
-        view = epoch_view(backend, run_path, epoch_key, metric, idx_filter)
+        view = epoch_view(backend, run_path, epoch_key, metric, narrowed_idx(narrowed, run_path, epoch_key))
         previous = {key: value for key, value in (previous or {}).items() if key != "clear"}
         same_epoch = (previous.get("run"), previous.get("epoch")) == (run_path, epoch_key)
         if view.query == previous:
