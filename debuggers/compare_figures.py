@@ -8,12 +8,16 @@ up in rows, so that a row reads across like one figure:
 * one colour scale per row (heatmaps) and the same axes (bars, histograms, the log axis of
   gradient flow), so a brighter cell or a taller bar means a larger value;
 * a difference column, last minus first, on a diverging colour scale centred on 0 (red: grew),
-  where the two maps (or bar charts) have the same shape.
+  where the two maps (or bar charts) have the same shape;
+* every figure of a row laid out alike for a narrow column: the same height and margins (a colour bar lies
+  under its maps, so the column that holds it is not narrower), titles wrapped to the column, captions of
+  a mosaic of maps with room above each map.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 from itertools import zip_longest
 from typing import Any, Optional
 
@@ -21,10 +25,27 @@ import numpy as np
 import plotly.graph_objects as go
 
 from debuggers import outputs as kinds
-from debuggers.figures import MAX_PANELS, Figures, feature_map_figures, figures_for_output
+from debuggers.figures import (
+    MAX_PANELS,
+    Figures,
+    feature_map_figures,
+    figures_for_output,
+    is_picture,
+    with_caption_rows,
+)
 
 Row = list[Optional[go.Figure]]
 DIFFERENCE_SCALE = "RdBu_r"  # blue below 0, white at 0, red above
+ROW_PX = 690  # a comparison's row at the viewer's narrowest usual width (1280 px): what its figures are laid out for
+CHAR_PX = 6  # an 11 px title's average character
+MIN_TITLE_CHARS = 18
+TITLE_PAD_PX = 12  # above the title (plotly's top anchor of a title of several lines sits too high without it)
+TITLE_LINE_PX = 15
+PANEL_TITLES_PX = 28  # two lines of 10 px titles over side-by-side panels (Grad-CAM's "prediction:<br>ring")
+CAPTION_PX = 16  # a map's caption over the first row of a mosaic, above the plot
+COLOUR_BAR = {"orientation": "h", "thickness": 8, "len": 1, "x": 0.5, "xanchor": "center", "y": 0, "yanchor": "top",
+              "ypad": 6, "tickfont": {"size": 9}, "outlinewidth": 0}
+COLOUR_BAR_PX = 34  # room under the plot for a horizontal colour bar and its tick labels
 
 
 def compare_figures(outputs: list[Any], contexts: Optional[list[dict[str, Any]]] = None) -> list[Row]:
@@ -35,10 +56,8 @@ def compare_figures(outputs: list[Any], contexts: Optional[list[dict[str, Any]]]
     channels = aligned_channels(outputs)
     columns: list[Figures] = []
     for output, context in zip(outputs, contexts):
-        if channels is not None:
-            columns.append(feature_map_figures(output, channels))
-        else:
-            columns.append(_figures(output, context))
+        figures = feature_map_figures(output, channels) if channels is not None else _figures(output, context)
+        columns.append([_spaced(fig) for fig in figures])
     rows = [list(row) for row in zip_longest(*columns)]
     for row in rows:
         drawn = [fig for fig in row if fig is not None]
@@ -47,28 +66,75 @@ def compare_figures(outputs: list[Any], contexts: Optional[list[dict[str, Any]]]
             row.append(difference_figure(row[0], row[-1]))
         for fig in drawn[:-1]:  # one colour bar per row is enough: the scale is shared
             fig.update_traces(showscale=False, selector={"type": "heatmap"})
-        for fig in filter(None, row):
-            _compact(fig)
+        _lay_out_row([fig for fig in row if fig is not None], len(row))
     return rows
 
 
-def _compact(fig: go.Figure) -> None:
-    """Narrow columns: small margins and title, no legend, maps no taller than they are drawn (tables keep
-    their height: it fits their rows), titles over side-by-side panels (Grad-CAM's ``prediction: ring``) on
-    two short lines so they are not cut off."""
-    fig.update_layout(title_font_size=11, showlegend=False)
-    fig.for_each_annotation(lambda note: note.update(text=note.text.replace(": ", ":<br>"), font_size=10),
-                            selector=lambda note: str(note.xref).endswith(" domain"))
-    if any(isinstance(trace, go.Table) for trace in fig.data):
+def _spaced(fig: go.Figure) -> go.Figure:
+    """A mosaic of maps with room for its captions in a narrow column (``with_caption_rows``)."""
+    return with_caption_rows(fig) if is_picture(fig) and _mosaic(fig) else fig
+
+
+def _mosaic(fig: go.Figure) -> bool:
+    """Maps tiled into one heatmap, each captioned above it (``debuggers.figures._grid``)."""
+    return isinstance(fig.layout.meta, dict) and "tiles" in fig.layout.meta
+
+
+def _lay_out_row(figures: list[go.Figure], columns: int) -> None:
+    """Each figure compacted for a column 1/``columns`` of the row wide, then the graphs given the same height and
+    margins, so their plots are the same size in every column (a brighter cell or a taller bar is comparable)."""
+    for fig in figures:
+        _compact(fig, ROW_PX // columns)
+    graphs = [fig for fig in figures if not _is_table(fig)]
+    if not graphs:
         return
-    height = fig.layout.height or 320
-    if any(isinstance(trace, (go.Heatmap, go.Image)) for trace in fig.data):
-        height = min(height, 300)
+    margin = {side: max(fig.layout.margin[side] for fig in graphs) for side in "lrtb"}
+    plot = max(fig.layout.height - fig.layout.margin.t - fig.layout.margin.b for fig in graphs)
+    for fig in graphs:
+        fig.update_layout(height=plot + margin["t"] + margin["b"], margin=margin)
+
+
+def _compact(fig: go.Figure, width: int) -> None:
+    """For a column ``width`` pixels wide: the title wrapped to it and anchored at the top, no legend, titles over
+    side-by-side panels (Grad-CAM's ``prediction: ring``) on two short lines, maps no taller than they are
+    drawn and their colour bar under them. Tables stay as they are (text, as tall as their rows)."""
+    if _is_table(fig):  # drawn as text under an HTML title, which wraps by itself
+        return
+    chars = max(MIN_TITLE_CHARS, (width - 2 * TITLE_PAD_PX) // CHAR_PX)
+    lines = textwrap.wrap(str(fig.layout.title.text or ""), chars, break_long_words=False) or [""]
+    fig.update_layout(showlegend=False, title={"text": "<br>".join(lines), "font": {"size": 11}, "yref": "container",
+                                               "y": 1, "yanchor": "top", "pad": {"t": TITLE_PAD_PX}})
+    panels = [note for note in fig.layout.annotations or () if str(note.xref).endswith(" domain")]
+    for note in panels:
+        note.update(text=note.text.replace(": ", ":<br>"), font_size=10)
+    picture = is_picture(fig)
     colour_bar = any(isinstance(trace, go.Heatmap) and trace.showscale is not False for trace in fig.data)
-    fig.update_layout(height=height, margin={"l": 50 if fig.layout.yaxis.title.text else 30,  # room for axis titles
-                                             "r": 60 if colour_bar else 10, "t": 50,
-                                             "b": 45 if fig.layout.xaxis.title.text else 30})
-    fig.update_traces(colorbar={"thickness": 10}, selector={"type": "heatmap"})
+    bottom = 45 if fig.layout.xaxis.title.text else 10 if picture else 30  # room for axis titles and tick labels
+    margin = {"l": 50 if fig.layout.yaxis.title.text else 8 if picture else 30, "r": 10,
+              "t": TITLE_PAD_PX + TITLE_LINE_PX * len(lines) + (PANEL_TITLES_PX if panels else 0)
+              + (CAPTION_PX if _mosaic(fig) else 4), "b": bottom + (COLOUR_BAR_PX if colour_bar else 0)}
+    plot = (fig.layout.height or 320) - 80
+    if picture:
+        plot = min(plot, 220, math.ceil(_drawn_height(fig, width - margin["l"] - margin["r"])))
+    fig.update_layout(height=plot + margin["t"] + margin["b"], margin=margin)
+    fig.update_traces(colorbar=COLOUR_BAR, selector={"type": "heatmap"})
+    if picture:  # maps keep their shape by shrinking the plot, never by a grey band around them
+        fig.update_yaxes(constrain="domain")
+
+
+def _drawn_height(fig: go.Figure, width: int) -> float:
+    """Pixels a picture's maps take drawn ``width`` pixels wide, with square pixels (``_grid``, ``_image_axes``):
+    a taller plot would leave a blank band between the maps and their colour bar."""
+    trace = next((t for t in fig.data if isinstance(t, go.Image)), fig.data[0])
+    rows, cols = np.shape(trace.z)[:2]
+    if isinstance(trace, go.Heatmap):  # a heatmap stretched over the input image (a Grad-CAM difference)
+        rows, cols = rows * (trace.dy or 1), cols * (trace.dx or 1)
+    across, down = fig.layout.xaxis.domain or (0, 1), fig.layout.yaxis.domain or (0, 1)
+    return width * (across[1] - across[0]) * rows / cols / (down[1] - down[0])
+
+
+def _is_table(fig: go.Figure) -> bool:
+    return any(isinstance(trace, go.Table) for trace in fig.data)
 
 
 def _figures(output: Any, context: dict[str, Any]) -> Figures:

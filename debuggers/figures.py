@@ -99,25 +99,45 @@ def _grid(maps: list[np.ndarray], titles: list[str], title: str) -> go.Figure:
     costs hundreds. ``layout.meta['tiles']`` holds each map's ``[row, col, h, w]``
     in the mosaic (see ``grid_tile``); the mosaic is a picture (``is_picture``).
     """
-    maps = [_shrink(m) for m in maps]
-    height, width = max(m.shape[0] for m in maps), max(m.shape[1] for m in maps)
-    cols = min(len(maps), 4)
-    rows = math.ceil(len(maps) / cols)
-    gap = max(1, round(max(height, width) / 6))
-    mosaic = np.full((rows * (height + gap) - gap, cols * (width + gap) - gap), np.nan)
-    tiles, labels = [], []
-    for i, (z, text) in enumerate(zip(maps, titles)):
-        top, left = (i // cols) * (height + gap), (i % cols) * (width + gap)
-        mosaic[top:top + z.shape[0], left:left + z.shape[1]] = z
-        tiles.append([top, left, z.shape[0], z.shape[1]])
-        labels.append({"x": left + (z.shape[1] - 1) / 2, "y": top - 0.5, "text": text, "showarrow": False,
-                       "yanchor": "bottom", "font": {"size": 10}, "xref": "x", "yref": "y"})
+    mosaic, tiles, labels = _tiled([_shrink(m) for m in maps], titles)
     fig = go.Figure(go.Heatmap(z=mosaic, colorscale="Viridis", hoverongaps=False))
     fig.update_layout(annotations=labels, meta={"tiles": tiles, "picture": True}, plot_bgcolor="white")
     fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, scaleanchor="y", constrain="domain")
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed", constrain="domain",
                      constraintoward="top")  # no blank rows between the maps and their tick labels in narrow columns
-    return _finish(fig, title, height=120 + 170 * rows)
+    return _finish(fig, title, height=120 + 170 * math.ceil(len(maps) / 4))
+
+
+def _tiled(maps: list[np.ndarray], titles: list[str], row_gap: Optional[int] = None) -> tuple[np.ndarray, list, list]:
+    """The mosaic of ``maps`` (4 a row, NaN between them), each map's ``[row, col, h, w]`` in it and its caption
+    (an annotation just above it). ``row_gap`` cells between rows of maps (default: the gap between columns)."""
+    height, width = max(m.shape[0] for m in maps), max(m.shape[1] for m in maps)
+    cols = min(len(maps), 4)
+    rows = math.ceil(len(maps) / cols)
+    gap = max(1, round(max(height, width) / 6))
+    row_gap = gap if row_gap is None else row_gap
+    mosaic = np.full((rows * (height + row_gap) - row_gap, cols * (width + gap) - gap), np.nan)
+    tiles, labels = [], []
+    for i, (z, text) in enumerate(zip(maps, titles)):
+        top, left = (i // cols) * (height + row_gap), (i % cols) * (width + gap)
+        mosaic[top:top + z.shape[0], left:left + z.shape[1]] = z
+        tiles.append([top, left, z.shape[0], z.shape[1]])
+        labels.append({"x": left + (z.shape[1] - 1) / 2, "y": top - 0.5, "text": text, "showarrow": False,
+                       "yanchor": "bottom", "font": {"size": 10}, "xref": "x", "yref": "y"})
+    return mosaic, tiles, labels
+
+
+def with_caption_rows(fig: go.Figure) -> go.Figure:
+    """A ``_grid`` mosaic retiled with rows of maps 0.6 of a map's height apart (the same maps, captions and colour
+    scale): drawn narrow (a column of a comparison), the gap between columns leaves its captions too few pixels,
+    and they would cover the maps above them."""
+    tiles = fig.layout.meta["tiles"]
+    maps = [grid_tile(fig, i) for i in range(len(tiles))]
+    row_gap = max(2, math.ceil(0.6 * max(height for _, _, height, _ in tiles)))
+    mosaic, tiles, labels = _tiled(maps, [str(note.text) for note in fig.layout.annotations], row_gap)
+    fig.update_traces(z=mosaic, selector={"type": "heatmap"})
+    fig.update_layout(annotations=labels, meta={**fig.layout.meta, "tiles": tiles})
+    return fig
 
 
 def grid_tile(fig: go.Figure, i: int) -> np.ndarray:

@@ -69,8 +69,8 @@ def new_page(browser):
     the page's scripts (which Chromium reports apart from the console) fail the test."""
     pages, errors = [], []
 
-    def make(url: str):
-        page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    def make(url: str, width: int = 1500, height: int = 1000):
+        page = browser.new_page(viewport={"width": width, "height": height})
         page.set_default_timeout(WAIT_MS)
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))

@@ -23,6 +23,7 @@ from tests.e2e.viewer_page import (
     debug_figures,
     filter_box,
     filter_column,
+    grid_cell,
     open_row,
     pick,
     wait_caption,
@@ -254,3 +255,80 @@ def test_j_after_a_reload_steps_on_from_the_open_datapoint(viewer_url, new_page)
     wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[4]} ")
     page.keyboard.press("k")
     wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[3]} ")
+
+
+def test_j_steps_after_a_choice_in_a_dropdown_and_an_open_dropdown_still_takes_typing(viewer_url, new_page):
+    page = new_page(viewer_url)
+    wait_caption(page, "epoch 1: 12 datapoints")
+    pick(page, ids.METRIC_SELECT, "true_class_confidence")  # the focus stays on the dropdown
+    wait_caption(page, "sorted by true_class_confidence")
+    order = column(page, "idx")
+    page.keyboard.press("j")
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[0]} ")
+    page.keyboard.press("j")  # it used to open the dropdown's search box, with "j" typed in
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[1]} ")
+
+    page.click(f"#{ids.METRIC_SELECT}")  # open: the keys are the dropdown's, in its search box too
+    page.click(".dash-dropdown-search")
+    page.keyboard.type("cross")
+    options = page.locator(".dash-dropdown-content [role=option]")
+    options.filter(has_text="accuracy").wait_for(state="detached")
+    assert options.all_inner_texts() == ["cross_entropy"]
+    page.keyboard.type("k")
+    assert page.locator(".dash-dropdown-search").input_value() == "crossk"
+    page.keyboard.press("Escape")
+    page.wait_for_function(f"() => document.activeElement.id === '{ids.METRIC_SELECT}'")  # closed, focus back on it
+    page.keyboard.press("j")  # closed without a choice: the keys step again, from where they were
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[2]} ")
+
+
+def _marked_rows(page) -> list[str]:
+    """The idx of the table rows marked as the open datapoint's."""
+    rows = page.locator(f"#{ids.TABLE} .ag-center-cols-container .ag-row.open-datapoint")
+    return [row.get_attribute("row-id") for row in rows.all()]
+
+
+def test_the_open_datapoint_s_row_is_marked_however_it_was_opened_and_j_past_the_last_says_so(viewer_url, logs,
+                                                                                              new_page):
+    scores = json.loads((logs / "small" / "epoch_1" / "validation_scores.json").read_text())["per_datapoint"]
+    order = [str(i) for i in sorted(range(12), key=lambda i: -scores["cross_entropy"][i])]  # the table's rows
+    page = new_page(f"{viewer_url}?run={logs / 'small'}&epoch=epoch_1&idx={order[-2]}")  # a link, or a reload
+    wait_caption(page, "epoch 1: 12 datapoints")
+    page.locator(f"#{ids.TABLE} .ag-row.open-datapoint").wait_for()
+    assert _marked_rows(page) == [order[-2]]
+
+    page.keyboard.press("j")
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[-1]} ")
+    assert _marked_rows(page) == [order[-1]]
+    page.keyboard.press("j")
+    page.wait_for_selector(f"#{ids.NAVIGATION_NOTE}:has-text('is the table\\'s last row')")
+    assert f"datapoint {order[-1]} " in page.locator(f"#{ids.DATAPOINT_PANEL} .datapoint-title").inner_text()
+
+    page.mouse.click(*grid_cell(page, 0, 0))  # idx 0, from the score grid
+    wait_title(page, ids.DATAPOINT_PANEL, "datapoint 0 ")
+    page.wait_for_function(f"() => document.querySelector('#{ids.TABLE} .ag-row.open-datapoint')"
+                           ".getAttribute('row-id') === '0'")
+    assert _marked_rows(page) == ["0"] and page.locator(f"#{ids.NAVIGATION_NOTE}").inner_text() == ""
+
+
+def test_a_reload_keeps_the_metric_and_the_table_s_sort(viewer_url, new_page):
+    page = new_page(viewer_url)
+    wait_caption(page, "epoch 1: 12 datapoints")
+    pick(page, ids.METRIC_SELECT, "true_class_confidence")
+    wait_caption(page, "sorted by true_class_confidence")
+    page.click(f"#{ids.TABLE} .ag-header-cell[col-id='idx'] .ag-header-cell-label")  # the user sorts by idx
+    wait_caption(page, "sorted by idx (lowest first)")
+    open_row(page, 2)
+    wait_title(page, ids.DATAPOINT_PANEL, "datapoint 2 ")
+
+    page.reload()
+    wait_caption(page, "sorted by idx (lowest first)")
+    assert page.locator(f"#{ids.METRIC_SELECT}").inner_text().strip() == "true_class_confidence"
+    assert column(page, "idx") == [str(i) for i in range(12)]
+    page.keyboard.press("j")
+    wait_title(page, ids.DATAPOINT_PANEL, "datapoint 3 ")
+    page.click(f"#{ids.TABLE} .ag-header-cell[col-id='idx'] .ag-header-cell-label")
+    wait_caption(page, "sorted by idx (highest first)")
+    page.keyboard.press("j")  # from where datapoint 3 is now, not from the row it was opened at
+    wait_title(page, ids.DATAPOINT_PANEL, "datapoint 2 ")
+    assert "sort=-idx" in page.url

@@ -101,6 +101,42 @@ def test_compare_epochs_shows_aligned_rows_on_shared_scales_and_a_difference(vie
     assert ranges[0] == ranges[1]
 
 
+# Per graph of a row: its plot's drawn size, how far its title runs past its right edge, its captions' and its
+# maps' boxes on the page.
+ROW_LAYOUT = """row => [...row.querySelectorAll('.js-plotly-plot')].map(gd => {
+    const box = gd.getBoundingClientRect(), xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+    const title = gd.querySelector('.gtitle'), rect = r => [r.left, r.top, r.right, r.bottom];
+    const x = v => box.left + xa._offset + xa.l2p(v), y = v => box.top + ya._offset + ya.l2p(v);
+    return {plot: [Math.round(xa._length), Math.round(ya._length)],
+            title: title.getBoundingClientRect().right - box.right,
+            captions: [...gd.querySelectorAll('.annotation-text')].map(t => rect(t.getBoundingClientRect())),
+            maps: ((gd.layout.meta || {}).tiles || []).map(([top, left, h, w]) =>
+                [x(left - 0.5), Math.min(y(top - 0.5), y(top + h - 0.5)), x(left + w - 0.5),
+                 Math.max(y(top - 0.5), y(top + h - 0.5))])};
+})"""
+
+
+def _overlap(a: list[float], b: list[float]) -> bool:
+    return min(a[2], b[2]) - max(a[0], b[0]) > 0.5 and min(a[3], b[3]) - max(a[1], b[1]) > 0.5
+
+
+@pytest.mark.parametrize("width, height", [(1600, 1000), (1280, 800)])
+def test_every_column_of_compare_epochs_is_readable_at_the_usual_widths(viewer_url, logs, new_page, width, height):
+    """The last epoch's column and the difference are as large as the others (their colour bars lie under the
+    maps), titles are whole and channel captions cover neither each other nor the maps."""
+    page = new_page(_url(viewer_url, logs / "run", idx=3, tab=ids.TAB_COMPARE_EPOCHS), width, height)
+    rows = [_block(page, name).locator(".compare-figure-row").first for name in ("features", "gradcam")]
+    for row in rows:
+        row.locator(".js-plotly-plot .main-svg").nth(2).wait_for()
+        graphs = row.evaluate(ROW_LAYOUT)
+        assert len(graphs) == 3 and all(graph["plot"] == graphs[0]["plot"] for graph in graphs), graphs
+        assert all(graph["title"] <= 0 for graph in graphs), [graph["title"] for graph in graphs]
+        for graph in graphs:
+            captions = graph["captions"]
+            assert not [(a, b) for i, a in enumerate(captions) for b in captions[i + 1:] + graph["maps"]
+                        if _overlap(a, b)]
+
+
 def test_statistics_are_a_text_table_of_every_statistic_and_the_input_a_plain_image(viewer_url, logs, new_page):
     """Tables and the input image are plain HTML (nothing for plotly to draw on a click), with the run's
     numbers."""

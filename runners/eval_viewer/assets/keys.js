@@ -1,11 +1,21 @@
-// j / k open the next / previous datapoint of the table (as the buttons do), unless the user is typing: a tick box
-// or a button keeps the keys (a debugger just ticked is where the user looks next).
+// j / k open the next / previous datapoint of the table (as the buttons do), unless the user is typing or is in an
+// open dropdown (its button, search box or options). A tick box or a button keeps the keys (a debugger just ticked
+// is where the user looks next), and so does a dropdown once a choice is made: closed, it keeps the focus and, when
+// the key comes up, opens its search box with the key typed in it, so it is blurred first and the key comes up
+// elsewhere.
 const UNTYPED_INPUTS = ["checkbox", "radio", "button", "submit", "reset", "range", "color", "file", "image"];
+const CLOSED_DROPDOWN = "button.dash-dropdown[aria-expanded='false']";
+const OPEN_DROPDOWN = ".dash-dropdown-content, button.dash-dropdown[aria-expanded='true']";
 document.addEventListener("keydown", function (event) {
     const target = event.target;
     const typing = target && (target.isContentEditable || ["TEXTAREA", "SELECT"].includes(target.tagName)
-        || (target.tagName === "INPUT" && !UNTYPED_INPUTS.includes(target.type)));
+        || (target.tagName === "INPUT" && !UNTYPED_INPUTS.includes(target.type))
+        || (target.closest && target.closest(OPEN_DROPDOWN)));
     if (typing || event.ctrlKey || event.metaKey || event.altKey) { return; }
-    const button = { j: "next-datapoint", k: "prev-datapoint" }[event.key];
-    if (button && document.getElementById(button)) { document.getElementById(button).click(); }
+    const id = { j: "next-datapoint", k: "prev-datapoint" }[event.key];
+    const button = id && document.getElementById(id);
+    if (!button) { return; }
+    const dropdown = target.closest && target.closest(CLOSED_DROPDOWN);
+    if (dropdown) { dropdown.blur(); }
+    button.click();
 });

@@ -1,13 +1,14 @@
 """Which datapoint is open: a clicked table row, the prev/next buttons (keys ``k``/``j``), a clicked grid cell
 (set by ``assets/score_views.js``, which draws the grid).
 
-``SELECTED`` holds the open idx; ``SELECTED_ROW`` its row in the table when known (else prev/next look the
-open idx up among the table's loaded rows), so prev/next walk the table in its current filter and sort.
-All of it runs in the browser (the grid already holds the neighbouring rows), so a key press costs no server round
-trip before the datapoint is asked for. The address bar records run, epoch, datapoint
-and tab (``?run=...&epoch=...&idx=...&tab=...``); the page is built from it
-(``layout/page.py``), so a link or a reload opens the same view.
-"""
+``SELECTED`` holds the open idx; prev/next look it up among the table's loaded rows (else ``SELECTED_ROW``, its
+row when it was opened), so they walk the table in its current filter and sort; past
+its first or last row they say so (``NAVIGATION_NOTE``). The open datapoint's row is marked in the table
+however it was opened. All of it runs in the browser (the grid already holds the neighbouring rows), so a key
+press costs no server round trip before the datapoint is asked for. The address bar records run, epoch,
+datapoint, tab, metric and the table's sort (``?run=...&epoch=...&idx=...&tab=...&metric=...&sort=-loss``,
+``-`` for highest first); the page is built from it (``layout/page.py``), so a link or a reload opens the same
+view."""
 
 from __future__ import annotations
 
@@ -16,45 +17,73 @@ from dash import Dash, Input, Output, State
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.layout import ids
 
-_WRITE_URL = """function(run, epoch, idx, tab) {
+_WRITE_URL = """function(run, epoch, idx, tab, request, metric) {
     const params = new URLSearchParams();
     if (run) { params.set('run', run); }
     if (epoch) { params.set('epoch', epoch); }
     if (idx !== null && idx !== undefined) { params.set('idx', idx); }
     if (tab) { params.set('tab', tab); }
+    if (metric) { params.set('metric', metric); }
+    const sort = ((request || {}).sortModel || [])[0];
+    if (sort) { params.set('sort', (sort.sort === 'desc' ? '-' : '') + sort.colId); }
     const search = '?' + params.toString();
     if (search !== window.location.search) { window.history.replaceState(null, '', search); }
     return window.dash_clientside.no_update;
 }"""
+
+_MARK_OPEN_ROW = """function(idx) {
+    // A datapoint opened: the note of a step past the table's end goes, and its row is marked. The grid's
+    // rowClassRules mark the row whose idx is the context's (layout/scores.py); only the rows of the datapoint
+    // closed and the one opened are drawn again.
+    let api = null;
+    try { api = dash_ag_grid.getApi('TABLE'); } catch (error) { return ''; }
+    const context = api.getGridOption('context');
+    const node = open => (open === null || open === undefined ? null : api.getRowNode('' + open));
+    const rows = [node(context.open), node(idx)].filter(Boolean);
+    context.open = idx === undefined ? null : idx;
+    api.redrawRows({rowNodes: rows});
+    return '';
+}""".replace("TABLE", ids.TABLE)
 
 _SELECT = """function(cell, _previous, _next, row, open) {
     const none = window.dash_clientside.no_update;
     const trigger = (window.dash_clientside.callback_context.triggered[0] || {}).prop_id || '';
     if (trigger.startsWith('TABLE.')) {
         const id = String((cell || {}).rowId);
-        return /^[0-9]+$/.test(id) ? [parseInt(id), cell.rowIndex] : [none, none];
+        return /^[0-9]+$/.test(id) ? [parseInt(id), cell.rowIndex, none] : [none, none, none];
     }
-    // previous / next: the neighbouring row of the table as it is filtered and sorted. A datapoint opened
-    // elsewhere (the grid, the address of a reloaded page) is looked up among the rows the table holds; the
-    // first row when it is not there. A row not loaded yet is scrolled to and loads.
+    // previous / next: the neighbouring row of the table as it is filtered and sorted now. The open datapoint is
+    // looked up among the rows the table holds (it may have been opened elsewhere: the grid, the address of a
+    // reloaded page; or sorted since); else its row when it was opened; else the first row. A row not loaded yet
+    // is scrolled to and loads; past either end, a note.
     let api = null;
-    try { api = dash_ag_grid.getApi('TABLE'); } catch (error) { return [none, none]; }
+    try { api = dash_ag_grid.getApi('TABLE'); } catch (error) { return [none, none, none]; }
     const step = trigger.startsWith('PREVIOUS.') ? -1 : 1;
     const shown = open === null || open === undefined ? null : api.getRowNode('' + open);
-    const at = row !== null && row !== undefined ? row : (shown && shown.rowIndex !== null ? shown.rowIndex : null);
-    const target = at === null ? 0 : Math.max(at + step, 0);
-    if (target >= api.getDisplayedRowCount()) { return [none, none]; }
+    const at = shown && shown.rowIndex !== null ? shown.rowIndex : (row !== null && row !== undefined ? row : null);
+    const target = at === null ? 0 : at + step;
+    const count = api.getDisplayedRowCount();
+    if (count === 0) { return [none, none, 'The table shows no datapoint: clear its filters to step through them.']; }
+    if (target < 0 || target >= count) {
+        return [none, none, `Datapoint ${open} is the table's ${step > 0 ? 'last' : 'first'} row: there is no ` +
+                            `${step > 0 ? 'next' : 'previous'} one.`];
+    }
     api.ensureIndexVisible(target);
     const node = api.getDisplayedRowAtIndex(target);
-    return node && node.data ? [node.data.idx, target] : [none, none];
+    return node && node.data ? [node.data.idx, target, none] : [none, none, none];
 }""".replace("TABLE", ids.TABLE).replace("PREVIOUS", ids.PREV_BUTTON)
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
+    # A metric switch asks the table for rows, so the metric can be a State: as an Input, every change of the
+    # address would wait for the server's answer that sets the metric (and for what that answer waits on).
     app.clientside_callback(_WRITE_URL, Output(ids.URL_STATE, "id"), Input(ids.RUN_SELECT, "value"),
                             Input(ids.EPOCH_SELECT, "value"), Input(ids.SELECTED, "data"), Input(ids.TABS, "value"),
+                            Input(ids.TABLE, "getRowsRequest"), State(ids.METRIC_SELECT, "value"),
                             prevent_initial_call=True)
     app.clientside_callback(_SELECT, Output(ids.SELECTED, "data"), Output(ids.SELECTED_ROW, "data"),
-                            Input(ids.TABLE, "cellClicked"),
+                            Output(ids.NAVIGATION_NOTE, "children"), Input(ids.TABLE, "cellClicked"),
                             Input(ids.PREV_BUTTON, "n_clicks"), Input(ids.NEXT_BUTTON, "n_clicks"),
                             State(ids.SELECTED_ROW, "data"), State(ids.SELECTED, "data"), prevent_initial_call=True)
+    app.clientside_callback(_MARK_OPEN_ROW, Output(ids.NAVIGATION_NOTE, "children", allow_duplicate=True),
+                            Input(ids.SELECTED, "data"), prevent_initial_call=True)  # the first page's comes marked

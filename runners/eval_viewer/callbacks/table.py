@@ -101,9 +101,10 @@ class EpochView:
 
 
 def epoch_view(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str], metric: Optional[str],
-               idx_filter: Optional[list] = None) -> EpochView:
+               idx_filter: Optional[list] = None, sort: Optional[str] = None) -> EpochView:
     """The view of ``epoch_key`` of ``run_path``, keeping ``metric`` where the epoch has it (else its default:
-    the loss). Used for the first page and on every switch, so both show the same."""
+    the loss), the table sorted by ``sort`` (``column_defs``; the first page's, from the address bar). Used for the
+    first page and on every switch, so both show the same."""
     run = backend.run(run_path)
     epochs = backend.epochs(run) if run else []
     epoch = next((e for e in epochs if e.key == epoch_key), None)
@@ -120,7 +121,8 @@ def epoch_view(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optio
     except ScoresError:
         version = None  # removed while listed: the score views say so when they redraw
     return EpochView(metrics, chosen, epoch_badges(backend, epoch) + debug_hint(epochs, epoch),
-                     _query(run_path, epoch_key, chosen, version, idx_filter), column_defs(backend, epoch, chosen))
+                     _query(run_path, epoch_key, chosen, version, idx_filter),
+                     column_defs(backend, epoch, chosen, sort))
 
 
 def _query(run_path: Optional[str], epoch_key: Optional[str], metric: Optional[str], version: Optional[str],
@@ -135,11 +137,12 @@ def table_of(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optiona
     return (epoch, backend.table(epoch)) if epoch else (None, None)
 
 
-def column_defs(backend: ViewerBackend, epoch: Epoch, metric: Optional[str]) -> list[dict]:
+def column_defs(backend: ViewerBackend, epoch: Epoch, metric: Optional[str], sort: Optional[str] = None) -> list[dict]:
     """One column per table column: idx, label and prediction (by class name), the metric (sorted worst
-    first), the other scores, then meta info and debugger summaries. Every other column says it is unsorted:
-    AG Grid keeps a column's sort when new definitions leave ``sort`` out, so after a metric switch the old
-    metric (or a column the user sorted by) would still be sorted beside the new one."""
+    first, unless ``sort`` names another order: ``table_sort``), the other scores, then meta info and debugger
+    summaries. Every other column says it is unsorted: AG Grid keeps a column's sort when new definitions leave
+    ``sort`` out, so after a metric switch the old metric (or a column the user sorted by) would still be sorted
+    beside the new one."""
     try:
         table = backend.table(epoch)
     except TABLE_ERRORS:
@@ -148,11 +151,12 @@ def column_defs(backend: ViewerBackend, epoch: Epoch, metric: Optional[str]) -> 
     first = ["idx", *[c for c in LABEL_COLUMNS if c in kinds], *([metric] if metric in kinds else [])]
     order = first + [c for c in kinds if c not in first and c not in HIDDEN_COLUMNS]
     classes = backend.class_names(epoch)
+    by, descending = table_sort(sort, order, metric, backend.higher_is_better(epoch, metric))
     columns = [{"headerName": "#", "colId": "row", "valueGetter": {"function": "params.node.rowIndex + 1"},
                 "sortable": False, "filter": False, "maxWidth": 70, "minWidth": 60}]
     for name in order:
         column: dict[str, Any] = {"field": name, "headerName": name, **_filter_of(kinds[name], name)}
-        column["sort"] = ("asc" if backend.higher_is_better(epoch, metric) else "desc") if name == metric else None
+        column["sort"] = ("desc" if descending else "asc") if name == by else None
         if name == metric or name in LABEL_COLUMNS:  # read on every row: never cut to "cro…" or "square…"
             column["minWidth"] = max(_header_width(name), LABEL_WIDTH if name in LABEL_COLUMNS else 0)
         if name in LABEL_COLUMNS and classes:  # a float column too (a NaN prediction): names, not "3"
@@ -163,6 +167,17 @@ def column_defs(backend: ViewerBackend, epoch: Epoch, metric: Optional[str]) -> 
         columns.append(column)
     columns.append({"field": "debug", "headerName": "debug", "sortable": False, "filter": False, "maxWidth": 90})
     return columns
+
+
+def table_sort(sort: Optional[str], columns: list[str], metric: Optional[str],
+               higher_is_better: bool) -> tuple[Optional[str], bool]:
+    """The column the table is sorted by and whether highest first: ``sort`` as the address bar records it
+    (``-name`` highest first, ``name`` lowest first) where the table shows that column, else the metric, worst
+    first."""
+    name = (sort or "").removeprefix("-")
+    if name in columns:
+        return name, (sort or "").startswith("-")
+    return metric, not higher_is_better
 
 
 def _header_width(name: str) -> int:

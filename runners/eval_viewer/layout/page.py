@@ -37,8 +37,8 @@ class FirstView:
 
 
 def address_bar() -> dict[str, str]:
-    """The page's query string (``?run=...&epoch=...&idx=...&tab=...``). Dash asks for the layout with a
-    request of its own, whose Referer is the page's address; empty outside a request."""
+    """The page's query string (``?run=...&epoch=...&idx=...&tab=...&metric=...&sort=...``). Dash asks for the
+    layout with a request of its own, whose Referer is the page's address; empty outside a request."""
     if not flask.has_request_context():
         return {}
     query = urlsplit(flask.request.referrer or "").query
@@ -46,8 +46,9 @@ def address_bar() -> dict[str, str]:
 
 
 def first_view(backend: ViewerBackend, address: Mapping[str, str]) -> FirstView:
-    """The run, epoch, datapoint and tab the address names where they exist, else the most recent run, its
-    latest epoch with debug outputs, nothing open and the Datapoint tab."""
+    """The run, epoch, datapoint, tab, metric and sort the address names where they exist, else the most recent
+    run, its latest epoch with debug outputs, nothing open, the Datapoint tab and the table by its loss, worst
+    first."""
     discovery = backend.discovery
     run_path = address.get("run") if address.get("run") in discovery.runs else most_recent_run(discovery)
     run = backend.run(run_path)
@@ -56,7 +57,8 @@ def first_view(backend: ViewerBackend, address: Mapping[str, str]) -> FirstView:
     idx = address.get("idx", "")
     tab = address.get("tab") if address.get("tab") in ids.TAB_VALUES else ids.TAB_DATAPOINT
     return FirstView(run_path, [epoch_option(e) for e in epochs], epoch_key,
-                     epoch_view(backend, run_path, epoch_key, None), int(idx) if idx.isdigit() else None, tab)
+                     epoch_view(backend, run_path, epoch_key, address.get("metric"), sort=address.get("sort")),
+                     int(idx) if idx.isdigit() else None, tab)
 
 
 def build_layout(backend: ViewerBackend, address: Mapping[str, str]) -> html.Div:
@@ -69,7 +71,7 @@ def build_layout(backend: ViewerBackend, address: Mapping[str, str]) -> html.Div
         # open datapoint at load: without one open, it is given no data at all.
         dcc.Store(id=ids.SELECTED, **({} if first.idx is None else {"data": first.idx})),
         dcc.Store(id=ids.SELECTED_ROW),
-        html.Div([html.Div(score_views(backend, first.run, first.epoch, first.view), className="left"),
+        html.Div([html.Div(score_views(backend, first.run, first.epoch, first.view, first.idx), className="left"),
                   html.Div([datapoint_navigation(), datapoint_tabs(backend, first, run_options(backend.discovery))],
                            className="right")],
                  className="main"),

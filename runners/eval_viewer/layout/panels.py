@@ -31,6 +31,7 @@ def datapoint_navigation() -> html.Div:
         html.Button("next (j) ▶", id=ids.NEXT_BUTTON, className="small-button", title="next row (j)"),
         html.Button("Export filtered rows as HTML", id=ids.EXPORT_BUTTON, className="small-button",
                     title="a self-contained HTML report of the table's filtered datapoints (at most 50)"),
+        html.Span(id=ids.NAVIGATION_NOTE, className="hint"),
         dcc.Download(id=ids.EXPORT_DOWNLOAD),
     ], className="navigation")
 

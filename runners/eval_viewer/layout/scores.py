@@ -17,21 +17,25 @@ from runners.eval_viewer.callbacks.table import EpochView
 from runners.eval_viewer.layout import ids
 
 TABLE_BLOCK_SIZE = 100  # rows per request; the grid asks for the next block while scrolling
+OPEN_ROW_CLASS = "open-datapoint"  # the row of the open datapoint (viewer.css)
 
 
-def datapoint_table(columns: list[dict]) -> dag.AgGrid:
+def datapoint_table(columns: list[dict], open_idx: Optional[int]) -> dag.AgGrid:
+    """The table, its row of the open datapoint marked (``open_idx`` in the grid's context, which
+    ``callbacks/selection.py`` keeps up with the open datapoint however it was opened)."""
     return dag.AgGrid(
         id=ids.TABLE, rowModelType="infinite", columnDefs=columns, getRowId="'' + params.data.idx",
         defaultColDef={"sortable": True, "filter": True, "floatingFilter": True, "resizable": True,
                        "minWidth": 90, "flex": 1, "filterParams": {"maxNumConditions": 1, "buttons": ["reset"]}},
-        dashGridOptions={"cacheBlockSize": TABLE_BLOCK_SIZE, "maxBlocksInCache": 20,
+        rowClassRules={OPEN_ROW_CLASS: "params.data && params.data.idx === params.context.open"},
+        dashGridOptions={"cacheBlockSize": TABLE_BLOCK_SIZE, "maxBlocksInCache": 20, "context": {"open": open_idx},
                          "suppressCellFocus": True, "rowHeight": 28, "headerHeight": 30},
         className="ag-theme-alpine", style={"height": "420px", "width": "100%"},
     )
 
 
 def score_views(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str],
-                first: EpochView) -> html.Div:
+                first: EpochView, open_idx: Optional[int]) -> html.Div:
     """The chart, the table and the grid of the epoch the page opens on (``first``). The chart's and the grid's
     data come with the page, and the page's script draws them in its first render (``assets/score_views.js``),
     without a round of callbacks."""
@@ -43,7 +47,7 @@ def score_views(backend: ViewerBackend, run_path: Optional[str], epoch_key: Opti
         html.Div([html.P(id=ids.TABLE_CAPTION, className="hint"),
                   html.Button("Clear filters", id=ids.TABLE_CLEAR_FILTERS, className="small-button")],
                  className="caption-row"),
-        datapoint_table(first.columns),
+        datapoint_table(first.columns, open_idx),
         html.Div(id=ids.SCORE_GRID, className="score-grid"),
         dcc.Store(id=ids.SCORE_GRID_DATA, data=grid),
         dcc.Store(id=ids.TABLE_QUERY, data=first.query),
