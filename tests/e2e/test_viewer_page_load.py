@@ -41,9 +41,13 @@ def viewer_url(tmp_path_factory):
         yield url, run
 
 
-def asked_outputs(page) -> list[str]:
-    """The outputs of the callbacks the page asks the server for, from now on, but for those of the 5 s refresh
-    tick (a slow machine's page load can last until the first tick)."""
+def reload_noting_asked(page) -> list[str]:
+    """Reload ``page``; the outputs of the callbacks the reloaded page asks the server for (filled as it asks), but
+    for those of the 5 s refresh tick (a slow machine's page load can last until the first tick).
+
+    The page's first load is waited for first: until the reloaded page comes, the old one goes on loading, and on
+    a slow machine it asks for its own rows in the meantime."""
+    page.wait_for_function(SHOWN)
     asked: list[str] = []
 
     def note(request) -> None:
@@ -53,6 +57,7 @@ def asked_outputs(page) -> list[str]:
                 asked.append(body.get("output", ""))
 
     page.on("request", note)
+    page.reload()
     return asked
 
 
@@ -75,8 +80,7 @@ def test_the_first_page_fetches_every_script_with_the_page_and_plotly_only_once_
 
 def test_the_first_page_asks_the_server_for_the_table_s_rows_only(viewer_url, new_page):
     page = new_page(viewer_url[0])
-    asked = asked_outputs(page)
-    page.reload()
+    asked = reload_noting_asked(page)
     page.wait_for_function(SHOWN)
     page.wait_for_function(PLOTLY_LOADED)
     assert asked == [f"..{ids.TABLE}.getRowsResponse...{ids.TABLE_CAPTION}.children.."], \
@@ -86,8 +90,7 @@ def test_the_first_page_asks_the_server_for_the_table_s_rows_only(viewer_url, ne
 def test_the_score_grid_and_chart_come_with_the_page_drawn_by_its_script(viewer_url, new_page):
     url, run = viewer_url
     page = new_page(f"{url}?epoch=epoch_1&idx=7")
-    asked = asked_outputs(page)
-    page.reload()
+    asked = reload_noting_asked(page)
     page.wait_for_function(SHOWN)
     wait_caption(page, "epoch 1: 30 datapoints")
     assert not [output for output in asked if ids.SCORE_CHART_DATA in output or ids.SCORE_GRID_DATA in output]
