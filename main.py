@@ -11,9 +11,9 @@ import argparse
 import os
 import sys
 
-from runners import distributed
 from runners.base_runner import BaseRunner
-from utils.config_file import load_config
+from runners.config_file import load_config
+from utils import distributed
 from utils.errors import ConfigError, LanternUserError, user_message
 
 

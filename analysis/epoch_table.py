@@ -36,8 +36,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from debuggers.page_errors import DebugDataError
-from debuggers.page_format import open_regular
+from debuggers.pages.errors import DebugDataError
+from debuggers.pages.file_format import open_regular
 from utils.atomic_files import atomic_write
 from utils.errors import LanternUserError
 

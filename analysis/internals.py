@@ -26,8 +26,8 @@ from sklearn.preprocessing import StandardScaler
 
 from analysis.slices import ALPHA
 from debuggers.outputs import KIND_LAYER_OUTPUT, KIND_NAN_ORIGIN, is_shared_record
-from debuggers.page_errors import DebugDataError, DebugOutputsNotFoundError
-from runners.eval_viewer.backend.initialization import load_debug_outputs
+from debuggers.pages.errors import DebugDataError, DebugOutputsNotFoundError
+from debuggers.pages.reader import load_debug_outputs
 
 MAX_CLUSTERS = 4
 

@@ -16,10 +16,10 @@ import os
 import tempfile
 
 from configs.examples.cnn_trainer import config as example
-from runners.eval_viewer.backend.initialization import load_debug_outputs
+from debuggers.pages.budget import folder_bytes
+from debuggers.pages.reader import load_debug_outputs
 from runners.evaluators import BaseEvaluator
 from runners.trainers import BaseTrainer
-from runners.trainers.debug_budget import folder_bytes
 from utils.atomic_files import read_json
 
 POLICIES = {"all": "all", "failing": "failing", "worst 50 by cross_entropy": {"worst": 50, "by": "cross_entropy"}}

@@ -48,12 +48,12 @@ from benchmarks.common import (
 )
 from data.datasets import SyntheticShapesDataset, collate_datapoints
 from debuggers.batch_split import split_batch_value
-from debuggers.buffer_pool import BufferPool
-from debuggers.page_encoding import RecordEncoder
-from debuggers.page_format import RESERVE_STEP, PageFile, reserve_blocks, write_page
-from debuggers.page_store import PageWriter
+from debuggers.pages.buffer_pool import BufferPool
+from debuggers.pages.encoding import RecordEncoder
+from debuggers.pages.file_format import RESERVE_STEP, PageFile, reserve_blocks, write_page
+from debuggers.pages.reader import load_debug_outputs
+from debuggers.pages.writer import PageWriter
 from models import SmallCNN
-from runners.eval_viewer.backend.initialization import load_debug_outputs
 
 MB = 2**20
 BATCH = 64
@@ -151,7 +151,7 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
       as it fills (its locations and the index written);
     * ``writer, O_DIRECT``: ``writer`` with each batch array copied into a ``BufferPool`` buffer first (outside
       the timing), as ``AttentionDebugger`` hands its weights over: a mapping of its own, so the page writes it
-      with ``O_DIRECT`` (``debuggers.page_format``), not through the page cache;
+      with ``O_DIRECT`` (``debuggers.pages.file_format``), not through the page cache;
     * ``page alone``: what that thread does for the page itself: the batches appended to a ``PageFile`` and
       written one by one, the page sealed (no thread, no index, no locations);
     * ``page alone, a part in 1 of 8``: the same, every eighth datapoint with an output part the others lack

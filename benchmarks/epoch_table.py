@@ -27,11 +27,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from analysis.epoch_rows import DebuggerSummaries, EpochRows, gather_epoch_columns
+from analysis.epoch_rows import EpochRows, gather_epoch_columns
 from analysis.epoch_table import EpochTable, write_epoch_table
 from benchmarks.common import timed
 from data.datasets import SyntheticShapesDataset
 from debuggers.base_debugger import BaseDebugger
+from debuggers.summaries import DebuggerSummaries
 from runners.eval_viewer.callbacks.scores import grid_data, narrowed
 
 BATCH = 1024

@@ -29,9 +29,9 @@ from typing import Any, Optional
 
 from analysis.failures import Findings, analyze
 from analysis.slices import Slice
+from runners.config_file import load_config
 from runners.trainers import BaseTrainer
 from utils.builders import build_from_config
-from utils.config_file import load_config
 
 CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "examples",
                       "planted_failures_trainer.py")

@@ -37,11 +37,11 @@ from contextlib import ExitStack
 import numpy as np
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, write_epoch_table
+from runners.config_file import load_config
 from runners.eval_viewer.app import create_app
 from runners.eval_viewer.layout import ids
 from runners.trainers import BaseTrainer
 from tests.reliability.viewer_server import viewer_process
-from utils.config_file import load_config
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -29,11 +29,11 @@ from collections.abc import Callable
 import numpy as np
 from plotly.io.json import to_json_plotly
 
-from debuggers.figures import figures_for_output
+from data.viewer.layout.display.figures import figures_for_output
 from debuggers.outputs import KIND_FEATURE_MAP
-from debuggers.page_store import PageWriter
+from debuggers.pages.reader import load_debug_outputs
+from debuggers.pages.writer import PageWriter
 from runners.eval_viewer.app import create_app
-from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.eval_viewer.backend.runs import EVALUATION_KEY
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.datapoint import render_datapoint

@@ -15,11 +15,11 @@ import torch
 from torch import nn
 
 from debuggers.base_debugger import Removable
-from debuggers.buffer_pool import BufferPool
 from debuggers.capture import listen
-from debuggers.capture_debugger import copy_arrays
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import KIND_ATTENTION, PerDatapoint
+from debuggers.pages.buffer_pool import BufferPool
+from debuggers.pages.host_copies import copy_arrays
 from debuggers.tensor_utils import batch_size_of, describe
 from debuggers.utils import require_layer
 

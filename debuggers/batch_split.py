@@ -8,7 +8,7 @@ The batch contract: a debugger sees the whole batch and returns
 * anything else (numbers, strings, plain lists, None): the same for every
   datapoint, kept as is.
 
-Each datapoint's part is returned as a page value (``debuggers.page_values``).
+Each datapoint's part is returned as a page value (``debuggers.pages.values``).
 
 Dicts, plain lists and tuples are walked. A tensor whose first dimension is
 not the batch size (or a 0-d tensor) breaks the contract and is an error, so
@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from debuggers.batch_values import Rows
 from debuggers.outputs import PerDatapoint, is_shared_record
-from debuggers.page_values import join_path, page_key, to_page_value
+from debuggers.pages.batch_values import Rows
+from debuggers.pages.values import join_path, page_key, to_page_value
 
 _NUMERIC_KINDS = "biufc"  # 1-d rows of these become Python numbers, as a 0-d tensor's .item() would
 
@@ -45,7 +45,7 @@ def split_batch(output: Any, batch_size: int, path: str = "") -> list[Any]:
 
 
 def split_batch_value(output: Any, batch_size: int, path: str = "") -> tuple[list[Any], Any]:
-    """``split_batch``, and the same outputs as one batch value (``debuggers.batch_values``): its ``Rows``
+    """``split_batch``, and the same outputs as one batch value (``debuggers.pages.batch_values``): its ``Rows``
     are the converted batch arrays (and ``PerDatapoint`` lists) the datapoints' values are rows of."""
     if is_shared_record(output):
         value = to_page_value(output)

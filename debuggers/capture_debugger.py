@@ -20,6 +20,7 @@ from debuggers.outputs import (
     KIND_TENSOR,
     not_run_output,
 )
+from debuggers.pages.host_copies import copy_arrays
 from debuggers.tensor_utils import batch_size_of, to_numpy
 from utils.errors import ConfigError
 
@@ -121,19 +122,6 @@ def state_kind(state: str, metadata: dict) -> str:
     return next((kind for _, word, kind in _STATE_FAMILIES if word in state), KIND_TENSOR)
 
 
-def copy_arrays(data: Any) -> Any:
-    """``data`` with every tensor (detached) and array inside dicts, lists and tuples copied."""
-    if isinstance(data, torch.Tensor):
-        return data.detach().clone()
-    if isinstance(data, np.ndarray):
-        return data.copy()
-    if isinstance(data, dict):
-        return {key: copy_arrays(value) for key, value in data.items()}
-    if isinstance(data, (list, tuple)):
-        return type(data)(copy_arrays(value) for value in data)
-    return data
-
-
 def _record(state: str, data: Any, metadata: dict, batch: int) -> dict[str, Any]:
     """One state's ``{'kind', 'data', 'metadata', 'unsplit', 'shared'}``, each tensor batch first or shared by
     all."""
@@ -146,7 +134,6 @@ def _record(state: str, data: Any, metadata: dict, batch: int) -> dict[str, Any]
     metadata = {key: _plain(value) for key, value in metadata.items()}
     return {"kind": state_kind(state, metadata), "data": data, "metadata": metadata, "unsplit": unsplit,
             "shared": batch_dim is None}
-
 
 
 def _batch_first(value: Any, dim: Optional[int], batch: int, path: str, unsplit: list[str]) -> Any:

@@ -21,10 +21,10 @@ sys.path.insert(0, REPO_ROOT)
 
 from werkzeug.serving import make_server  # noqa: E402
 
+from runners.config_file import load_config  # noqa: E402
 from runners.eval_viewer.app import create_app  # noqa: E402
 from runners.eval_viewer.layout import ids  # noqa: E402
 from runners.trainers import BaseTrainer  # noqa: E402
-from utils.config_file import load_config  # noqa: E402
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]

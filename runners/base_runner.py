@@ -29,15 +29,15 @@ from analysis.epoch_rows import EpochRows, gather_epoch_columns
 from analysis.epoch_table import write_epoch_table
 from debuggers.model_report import MODEL_REPORT_FILE, build_model_report, write_model_report
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
-from runners import distributed
+from runners.config_file import config_differences, describe_config
 from runners.config_keys import check_config_keys
 from runners.datapoint_capture import DATAPOINTS_DIR, CaptureLimits, DatapointCapture, capture_is_complete
 from runners.metric_contract import check_buffer, checked_summary
 from runners.unique_idx import SeenIdx, merge_rank_buffers
 from runners.work_dir_guard import LOCK_FILE, WorkDirWatch, lock_work_dir, recorded_launch, release_work_dir
+from utils import distributed
 from utils.atomic_files import TEMP_MARKER, atomic_write_json, read_json
 from utils.builders import build_from_config
-from utils.config_file import config_differences, describe_config
 from utils.errors import ConfigError, DatasetContractError, ModelContractError, WorkDirError
 from utils.folder_glob import glob_in
 from utils.ops import apply_tensor_op, describe_value, idx_list

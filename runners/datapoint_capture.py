@@ -31,10 +31,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from debuggers.page_format import INDEX_GLOB
-from debuggers.page_index import read_index
-from debuggers.page_store import PageWriter
-from debuggers.page_values import to_page_value
+from debuggers.pages.file_format import INDEX_GLOB
+from debuggers.pages.index import read_index
+from debuggers.pages.values import to_page_value
+from debuggers.pages.writer import PageWriter
 from utils.config_values import is_positive_number
 from utils.errors import ConfigError
 from utils.folder_glob import glob_in

@@ -8,8 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+from runners.config_file import load_config
 from runners.trainers import BaseTrainer
-from utils.config_file import load_config
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

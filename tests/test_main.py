@@ -71,7 +71,7 @@ def test_missing_runner(tmp_path):
 
 
 def test_default_work_dirs_of_projects_do_not_collide():
-    from utils.config_file import default_work_dir
+    from runners.config_file import default_work_dir
 
     lantern = os.path.join(REPO_ROOT, "configs", "examples", "cnn_trainer.py")
     assert default_work_dir(lantern) == os.path.join("logs", "examples", "cnn_trainer")

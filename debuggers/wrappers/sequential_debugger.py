@@ -25,18 +25,18 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from analysis.epoch_rows import DebuggerSummaries
 from debuggers.base_debugger import BaseDebugger, Removable
 from debuggers.batch_split import BatchContractError, split_batch_value
 from debuggers.forward_debugger import ForwardDebugger
-from debuggers.host_copies import to_host
-from debuggers.keep_policy import build_capture_policy
 from debuggers.outputs import PerDatapoint, error_output, is_shared_record
-from debuggers.page_format import INDEX_GLOB, LOCATIONS_GLOB, PAGE_GLOB
-from debuggers.page_store import PageWriter
-from debuggers.page_values import UnsupportedOutputError, to_page_value
+from debuggers.pages.file_format import INDEX_GLOB, LOCATIONS_GLOB, PAGE_GLOB
+from debuggers.pages.host_copies import to_host
+from debuggers.pages.keep_policy import build_capture_policy
+from debuggers.pages.values import UnsupportedOutputError, to_page_value
+from debuggers.pages.watchdog import DEFAULT_STALL_TIMEOUT_S, StallWatchdog
+from debuggers.pages.writer import PageWriter
+from debuggers.summaries import DebuggerSummaries
 from debuggers.utils import UnknownLayerError, require_layer
-from debuggers.watchdog import DEFAULT_STALL_TIMEOUT_S, StallWatchdog
 from utils.builders import build_from_config
 from utils.config_values import is_positive_number
 from utils.errors import ConfigError
@@ -61,11 +61,11 @@ class SequentialDebugger(BaseDebugger):
         model: register hooks on this model at once (the runners call ``register_hooks``).
         strict: raise when a debugger fails, instead of recording its error and going on.
         stall_timeout_s: a debugger call, a forward pass with hooks, or a page write that makes no progress
-            for this long is stuck (``debuggers/watchdog.py``): it is logged with its stack after a quarter
+            for this long is stuck (``debuggers/pages/watchdog.py``): it is logged with its stack after a quarter
             of it; then a debugger call ends the run with ``DebuggerStallError`` (resumable), a page write
             stops capture for the epoch.
         keep: whose full outputs are written, for every debugger without its own ``'keep'`` entry: 'all',
-            'failing', a score threshold or the worst k (``debuggers/keep_policy.py``). Summaries are kept
+            'failing', a score threshold or the worst k (``debuggers/pages/keep_policy.py``). Summaries are kept
             for every datapoint whatever it says.
         summaries_every_epoch: the trainer also runs the debuggers at the validation epochs that are not
             checkpoint epochs, keeping only their summaries (the epoch table's columns).

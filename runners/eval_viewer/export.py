@@ -26,15 +26,15 @@ from typing import Any, Optional, Union
 import numpy as np
 import plotly.graph_objects as go
 
+from data.viewer.layout.display.figures import SHARED, figures_for_output, is_shared, model_report_figures
 from data.viewer.layout.display.values import describe_value, token_strings
-from debuggers.figures import SHARED, figures_for_output, is_shared, model_report_figures
 from debuggers.model_report import MODEL_REPORT_FILE
 from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
-from debuggers.page_format import CorruptPageError, UnsafePageError
+from debuggers.pages.file_format import CorruptPageError, UnsafePageError
+from debuggers.pages.reader import DEBUGGER_DIR
+from debuggers.pages.run_files import refuse_link
 from runners.eval_viewer.backend.datapoint import load_item
 from runners.eval_viewer.backend.debug import EpochDebug, EpochDebugError, open_epoch_debug
-from runners.eval_viewer.backend.initialization import DEBUGGER_DIR
-from runners.eval_viewer.backend.run_files import refuse_link
 from runners.eval_viewer.backend.runs import read_model_report
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend

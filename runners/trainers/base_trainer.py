@@ -29,11 +29,11 @@ from torch.utils.data import DistributedSampler, RandomSampler
 from tqdm import tqdm
 
 from analysis.epoch_table import EPOCH_TABLE_FILE
-from runners import distributed
+from debuggers.pages.budget import checked_budget, finish_interrupted_removals, keep_under_budget
 from runners.base_runner import BaseRunner, seed_everything, write_run_file, write_scores
 from runners.checkpoints import load_checkpoint_file, load_model_state
 from runners.config_keys import TRAINER_KEYS
-from runners.trainers.debug_budget import checked_budget, finish_interrupted_removals, keep_under_budget
+from utils import distributed
 from utils.atomic_files import atomic_torch_save, atomic_write_json, read_json
 from utils.builders import build_from_config
 from utils.errors import CheckpointError, ConfigError

@@ -16,9 +16,9 @@ from sklearn.metrics import adjusted_rand_score
 from analysis.epoch_table import write_epoch_table
 from analysis.failures import analyze
 from analysis.internals import read_internals
-from debuggers.page_format import LOCATION
-from debuggers.page_index import read_index, write_index
-from debuggers.page_store import PageWriter
+from debuggers.pages.file_format import LOCATION
+from debuggers.pages.index import read_index, write_index
+from debuggers.pages.writer import PageWriter
 from runners.analyze import format_findings
 
 ROWS = 600

@@ -10,10 +10,10 @@ import pytest
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
 from data.datasets import SyntheticShapesDataset
+from runners.config_file import load_config
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.evaluators import BaseEvaluator
 from tests.runs import train, write_config
-from utils.config_file import load_config
 
 VAL_SIZE = 21
 

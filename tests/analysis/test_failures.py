@@ -14,7 +14,7 @@ from scipy.stats import mannwhitneyu
 
 from analysis.epoch_table import EpochTable, write_epoch_table
 from analysis.failures import AnalysisError, FailureDefinition, analyze, analyze_table
-from debuggers.page_store import PageWriter
+from debuggers.pages.writer import PageWriter
 from runners.analyze import format_findings
 from tests.reliability.crafted_index import LOCATION_DAMAGES, damage_debug_files
 from tests.runs import REPO_ROOT

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
+from runners.config_file import load_config
 from tests.runs import REPO_ROOT
 from utils.builders import build_from_config
-from utils.config_file import load_config
 
 EXAMPLES = sorted(p for p in glob.glob(os.path.join(REPO_ROOT, "configs", "examples", "*.py"))
                   if not p.endswith("__init__.py"))

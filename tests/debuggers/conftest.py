@@ -7,7 +7,7 @@ import mmap
 import pytest
 import torch
 
-from debuggers import page_format
+from debuggers.pages import file_format as page_format
 from models import SmallCNN
 
 

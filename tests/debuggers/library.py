@@ -14,7 +14,8 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from debuggers import capture, page_format
+from debuggers import capture
+from debuggers.pages import file_format as page_format
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 

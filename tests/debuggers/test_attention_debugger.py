@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from debuggers.attention_debugger import AttentionDebugger, RowStatistics, background_executor
-from debuggers.buffer_pool import BufferPool
 from debuggers.capture import capture_debug_state
+from debuggers.pages.buffer_pool import BufferPool
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from models import AttentionClassifier
 from runners.eval_viewer.backend.initialization import load_debug_outputs

@@ -9,11 +9,11 @@ import pytest
 import torch
 from torch.testing._internal.two_tensor import TwoTensor
 
-from debuggers import page_format
 from debuggers.base_debugger import BaseDebugger
 from debuggers.batch_split import split_batch
-from debuggers.page_store import PageWriter
-from debuggers.page_values import held_storage
+from debuggers.pages import file_format as page_format
+from debuggers.pages.values import held_storage
+from debuggers.pages.writer import PageWriter
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 

@@ -14,13 +14,13 @@ import pytest
 import torch
 
 from debuggers.batch_split import split_batch_value
-from debuggers.convert_pages import main as convert_main
-from debuggers.page_errors import CorruptPageError, DebugOutputsNotFoundError, LegacyPagesError
-from debuggers.page_format import LOCATION, load_page
-from debuggers.page_index import RankIndex, read_index
-from debuggers.page_store import PageWriter
+from debuggers.pages.budget import remove_debug_outputs
+from debuggers.pages.convert import main as convert_main
+from debuggers.pages.errors import CorruptPageError, DebugOutputsNotFoundError, LegacyPagesError
+from debuggers.pages.file_format import LOCATION, load_page
+from debuggers.pages.index import RankIndex, read_index
+from debuggers.pages.writer import PageWriter
 from runners.eval_viewer.backend.initialization import load_debug_outputs
-from runners.trainers.debug_budget import remove_debug_outputs
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -383,7 +383,7 @@ def test_previous_format_is_refused_with_the_command_that_converts_it(tmp_path, 
     folder = tmp_path / "debugger"
     write_format_1(folder, {"page_0.pkl": {i: {"fm": np.full(3, i)} for i in range(3)},
                             "page_1.pkl": {3: {"fm": np.full(3, 3), "t": (1, "a")}}})
-    with pytest.raises(LegacyPagesError, match=f"python -m debuggers.convert_pages {folder}"):
+    with pytest.raises(LegacyPagesError, match=f"python -m debuggers.pages.convert {folder}"):
         load_debug_outputs(str(tmp_path))
     assert convert_main([str(folder)]) == 0
     outputs = load_debug_outputs(str(tmp_path))

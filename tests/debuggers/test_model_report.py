@@ -13,8 +13,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from debuggers.model_report import MODEL_REPORT_FILE, build_model_report, write_model_report
 from debuggers.outputs import ROOT_MODULE_NAME
 from models import SmallCNN
+from runners.config_file import load_config
 from runners.trainers import BaseTrainer
-from utils.config_file import load_config
 
 DEBUGGER = """
 from debuggers.feature_map_debugger import FeatureMapDebugger

@@ -16,12 +16,12 @@ import pytest
 import torch
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
-from debuggers.page_format import PAGE_GLOB, load_page
-from debuggers.page_index import read_index
+from debuggers.pages.file_format import PAGE_GLOB, load_page
+from debuggers.pages.index import read_index
+from runners.config_file import load_config
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.evaluators import BaseEvaluator
 from tests.runs import run_torchrun, write_config
-from utils.config_file import load_config
 
 VAL_SIZE = 25
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from runners.config_file import load_config
 from runners.eval_viewer.layout import ids
 from runners.trainers import BaseTrainer
 from tests.e2e.conftest import DEBUGGER, serve_viewer
 from tests.e2e.viewer_page import column, debug_figures, grid_cell, open_row, pick, wait_caption, wait_title
 from tests.runs import write_config
-from utils.config_file import load_config
 
 ALL_SECTIONS = ["Inputs", "Labels", "Meta info", "Debug Outputs"]
 

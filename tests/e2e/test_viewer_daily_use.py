@@ -14,9 +14,10 @@ import time
 
 import pytest
 
+from debuggers.pages.budget import folder_bytes, remove_debug_outputs
+from runners.config_file import load_config
 from runners.eval_viewer.layout import ids
 from runners.trainers import BaseTrainer
-from runners.trainers.debug_budget import folder_bytes, remove_debug_outputs
 from tests.e2e.conftest import DEBUGGER, serve_viewer
 from tests.e2e.viewer_page import (
     column,
@@ -30,7 +31,6 @@ from tests.e2e.viewer_page import (
     wait_title,
 )
 from tests.runs import REPO_ROOT, train, write_config
-from utils.config_file import load_config
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 

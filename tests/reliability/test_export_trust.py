@@ -10,7 +10,7 @@ import threading
 import numpy as np
 import pytest
 
-from debuggers.page_store import PageWriter
+from debuggers.pages.writer import PageWriter
 from runners.eval_viewer.export import main
 from tests.reliability.crafted_index import INDEX_DAMAGES, damage_index
 

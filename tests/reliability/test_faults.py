@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 import torch
 
-from debuggers.page_format import PAGE_GLOB, CorruptPageError, UnsafePageError, load_page
-from debuggers.page_index import read_index
-from debuggers.page_store import PageWriterError
+from debuggers.pages.file_format import PAGE_GLOB, CorruptPageError, UnsafePageError, load_page
+from debuggers.pages.index import read_index
+from debuggers.pages.writer import PageWriterError
 from debuggers.wrappers.sequential_debugger import DebuggerError
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from tests.runs import run_main, train, write_config

@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 import torch
 
-from debuggers.page_format import PAGE_GLOB, is_own_file, load_page
-from debuggers.page_index import read_index
+from debuggers.pages.budget import REMOVED_MARKER
+from debuggers.pages.file_format import PAGE_GLOB, is_own_file, load_page
+from debuggers.pages.index import read_index
+from runners.config_file import load_config
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.trainers import BaseTrainer
-from runners.trainers.debug_budget import REMOVED_MARKER
 from tests.runs import run_main, run_torchrun, write_config
 from utils.atomic_files import read_json
-from utils.config_file import load_config
 
 EPOCHS, VAL_SIZE = 2, 24
 POINTS = ["training_step", "validation", "page_write", "score_write", "checkpoint_save"]
@@ -104,7 +104,7 @@ class KillingMetric(ClassificationMetric):
 config["criterion"] = {"class": KillingCriterion, "args": {}}
 config["metric"] = {"class": KillingMetric, "args": {}}
 
-from debuggers import page_format
+from debuggers.pages import file_format as page_format
 
 _append = page_format._append
 
@@ -148,7 +148,7 @@ torch.save = save_checkpoint_half_then_die
 """
 
 RANK_1_DIES_WHILE_WRITING_PAGES = """
-from debuggers import page_format
+from debuggers.pages import file_format as page_format
 
 _append = page_format._append
 
@@ -268,7 +268,7 @@ def test_ddp_rank_killed_while_writing_pages_redoes_the_epoch(tmp_path):
 BUDGET_KILLS = """
 config["debug_disk_budget_gb"] = 1e-9  # smaller than one epoch: only the latest finished epoch's outputs stay
 
-from debuggers import page_format
+from debuggers.pages import file_format as page_format
 
 _append = page_format._append
 pages_in_epoch_2 = []

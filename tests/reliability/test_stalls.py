@@ -15,11 +15,11 @@ import signal
 
 import pytest
 
-from debuggers.page_index import read_index
-from debuggers.watchdog import DebuggerStallError
+from debuggers.pages.index import read_index
+from debuggers.pages.watchdog import DebuggerStallError
+from runners.config_file import load_config
 from runners.trainers import BaseTrainer
 from tests.runs import run_main, write_config
-from utils.config_file import load_config
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -49,7 +49,7 @@ config["debugger"] = {"class": SequentialDebugger, "args": {
     "debuggers_config": [{"name": "image_mean", "debugger_config": {"class": ImageMean, "args": {}}}]}}
 """
 HUNG_DISK = """
-from debuggers import page_format
+from debuggers.pages import file_format as page_format
 
 _append = page_format._append  # the lowest page write
 

@@ -10,17 +10,17 @@ import threading
 
 import pytest
 
+from debuggers.pages.budget import REMOVED_MARKER
+from runners.config_file import load_config
 from runners.eval_viewer.backend.datapoint import load_datapoint
 from runners.eval_viewer.backend.runs import MAX_RUN_INFO_BYTES
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.layout import ids
 from runners.trainers import BaseTrainer
-from runners.trainers.debug_budget import REMOVED_MARKER
 from tests.reliability.crafted_index import INDEX_DAMAGES, LOCATION_DAMAGES, damage_debug_files, damage_index
 from tests.reliability.viewer_server import call_callback, serve_viewer
 from tests.runs import write_config
-from utils.config_file import load_config
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -72,7 +72,7 @@ def test_a_project_package_named_like_a_lantern_package_is_refused(tmp_path):
 
 def test_the_package_last_loaded_wins_when_two_projects_share_a_name(tmp_path):
     """The viewer loads configs of several projects in one process; each gets its own modules."""
-    from utils.config_file import load_config
+    from runners.config_file import load_config
 
     for clone, classes in (("a", 4), ("b", 5)):
         package = tmp_path / clone / "sameproj"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from debuggers.page_format import CorruptPageError, UnsafePageError
+from debuggers.pages.file_format import CorruptPageError, UnsafePageError
 from runners.datapoint_capture import ITEM_KEYS
 from runners.eval_viewer.backend.datasets import DatasetUnavailable, not_captured
 from runners.eval_viewer.backend.runs import Epoch, Run

@@ -13,11 +13,11 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
+from runners.config_file import load_config
 from runners.datapoint_capture import DATAPOINTS_DIR
 from runners.eval_viewer.backend.debug import EpochDebug
 from runners.eval_viewer.backend.runs import Run
 from utils.builders import build_from_config
-from utils.config_file import load_config
 
 OPT_IN = ("To rebuild them from the config file the run names, restart with --trust-configs: that imports and "
           "runs the file, so only do it for runs you trust")

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Any, Optional
 
-from debuggers.page_format import INDEX_GLOB, CorruptPageError, UnsafePageError
-from runners.eval_viewer.backend.initialization import DEBUGGER_DIR, DebugOutputs
+from debuggers.pages.file_format import INDEX_GLOB, CorruptPageError, UnsafePageError
+from debuggers.pages.reader import DEBUGGER_DIR, DebugOutputs
 from utils.folder_glob import glob_in
 
 

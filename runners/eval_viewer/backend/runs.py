@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from debuggers.model_report import MODEL_REPORT_FILE
-from runners.eval_viewer.backend.initialization import DEBUGGER_DIR
-from runners.eval_viewer.backend.run_files import MIB, RunFileError, link_problem, read_run_json, removal_reason
+from debuggers.pages.reader import DEBUGGER_DIR
+from debuggers.pages.run_files import MIB, RunFileError, link_problem, read_run_json, removal_reason
 
 RUN_INFO_FILE = "run_info.json"
 TRAINER_SCORES = "validation_scores.json"

@@ -22,7 +22,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable, EpochTableError
-from runners.eval_viewer.backend.run_files import RunFileError, refuse_link
+from debuggers.pages.run_files import RunFileError, refuse_link
 from runners.eval_viewer.backend.scores import Scores, ScoresError
 
 Where = Sequence[tuple[str, str, Any]]

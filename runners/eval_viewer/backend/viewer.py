@@ -14,7 +14,8 @@ import numpy as np
 
 from analysis.epoch_table import EPOCH_TABLE_FILE
 from analysis.failures import Findings, analyze
-from debuggers.page_errors import DebugDataError
+from debuggers.pages.errors import DebugDataError
+from debuggers.pages.reader import DEBUGGER_DIR
 from runners.eval_viewer.backend.cache import BoundedCache
 from runners.eval_viewer.backend.datasets import (
     DatasetUnavailable,
@@ -23,7 +24,6 @@ from runners.eval_viewer.backend.datasets import (
     config_signature,
 )
 from runners.eval_viewer.backend.debug import EpochDebug, EpochDebugError, index_signature, open_pages
-from runners.eval_viewer.backend.initialization import DEBUGGER_DIR
 from runners.eval_viewer.backend.runs import Discovery, Epoch, Run, discover_runs, list_epochs
 from runners.eval_viewer.backend.scores import Scores, ScoresError, read_scores
 from runners.eval_viewer.backend.table import TABLE_ERRORS, ScoresTable, Table, class_names, open_table

@@ -7,7 +7,7 @@ from typing import Optional
 from dash import html
 
 from data.viewer.layout.display.elements import alert, badge
-from debuggers.page_format import CorruptPageError
+from debuggers.pages.file_format import CorruptPageError
 from runners.eval_viewer.backend.runs import Epoch, Run
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend

@@ -6,8 +6,8 @@ from typing import Optional
 
 from dash import Dash, Input, Output, dcc, html, no_update
 
+from data.viewer.layout.display.figures import model_report_figures
 from data.viewer.layout.display.values import GRAPH_CONFIG
-from debuggers.figures import model_report_figures
 from debuggers.model_report import MODEL_REPORT_FILE
 from runners.eval_viewer.backend.runs import read_model_report
 from runners.eval_viewer.backend.viewer import ViewerBackend

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from dash import dcc, html
 
 from data.viewer.layout.display.elements import alert
 from runners.eval_viewer.backend.runs import Discovery, last_modified
 from runners.eval_viewer.layout import ids
-
-if TYPE_CHECKING:
-    from runners.eval_viewer.layout.page import FirstView
+from runners.eval_viewer.layout.first_view import FirstView
 
 REFRESH_MS = 5000  # how often the run's epoch list is re-read (a run still training grows)
 

@@ -8,8 +8,6 @@ them), so opening it costs the browser one round of requests rather than a chain
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Optional
 from urllib.parse import parse_qs, urlsplit
 
 import flask
@@ -17,23 +15,12 @@ from dash import dcc, html
 
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.components import default_epoch, epoch_option
-from runners.eval_viewer.callbacks.table import EpochView, epoch_view
+from runners.eval_viewer.callbacks.table import epoch_view
 from runners.eval_viewer.layout import ids
 from runners.eval_viewer.layout.controls import controls, most_recent_run, run_options
+from runners.eval_viewer.layout.first_view import FirstView
 from runners.eval_viewer.layout.panels import datapoint_navigation, datapoint_tabs
 from runners.eval_viewer.layout.scores import score_views
-
-
-@dataclass
-class FirstView:
-    """What the page opens on."""
-
-    run: Optional[str]
-    epochs: list[dict]
-    epoch: Optional[str]
-    view: EpochView
-    idx: Optional[int]
-    tab: str
 
 
 def address_bar() -> dict[str, str]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from dash import dcc, html
 
 from runners.eval_viewer.backend.viewer import ViewerBackend
@@ -14,10 +12,7 @@ from runners.eval_viewer.callbacks.failures import findings_content
 from runners.eval_viewer.callbacks.model_report import render_model_report
 from runners.eval_viewer.layout import ids
 from runners.eval_viewer.layout.failures import failures_tab
-
-if TYPE_CHECKING:
-    from runners.eval_viewer.layout.page import FirstView
-
+from runners.eval_viewer.layout.first_view import FirstView
 
 
 def _tab(label: str, value: str, children: list) -> dcc.Tab:

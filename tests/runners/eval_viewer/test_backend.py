@@ -18,6 +18,8 @@ from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
 from data.datasets import SyntheticShapesDataset
 from data.viewer.layout.display import display_datapoint
 from data.viewer.layout.display.display_debug_outputs import display_debug_outputs
+from debuggers.pages import reader
+from runners.config_file import load_config
 from runners.eval_viewer.__main__ import parse_args
 from runners.eval_viewer.app import (
     DASH_PLOTLY_BUNDLE,
@@ -39,7 +41,6 @@ from runners.eval_viewer.callbacks.table import DEBUG_MARK, column_defs, table_r
 from runners.evaluators import BaseEvaluator
 from runners.trainers import BaseTrainer
 from tests.runs import write_config
-from utils.config_file import load_config
 
 DEBUGGER = """
 from configs.examples.custom_debugger_trainer import ChannelEnergyDebugger
@@ -225,8 +226,8 @@ def test_opening_a_datapoint_reads_exactly_one_page(runs, monkeypatch):
     pages = len([n for n in os.listdir(os.path.join(runs["trainer"], "epoch_1", "debugger")) if n.endswith(".pkl")])
     assert pages > 3
     opened = []
-    real_open = initialization.open_regular
-    monkeypatch.setattr(initialization, "open_regular", lambda path: opened.append(path) or real_open(path))
+    real_open = reader.open_regular
+    monkeypatch.setattr(reader, "open_regular", lambda path: opened.append(path) or real_open(path))
     datapoint = _open(runs["logs"], runs["trainer"], "epoch_1", 5)
     assert len([path for path in opened if os.sep + "debugger" + os.sep in path]) == 1
     assert set(datapoint["debug"]) == {"layer3_energy"}
@@ -237,7 +238,7 @@ def test_datapoint_has_four_sections_at_a_debug_epoch_and_three_without(runs):
     backend = ViewerBackend([runs["logs"]])
     with_debug = render_datapoint(backend, runs["trainer"], "epoch_1", 3)
     assert _sections(with_debug) == ["Inputs", "Labels", "Meta info", "Debug Outputs"]
-    assert "debug-figure" in _text(with_debug)  # drawn by debuggers.figures
+    assert "debug-figure" in _text(with_debug)  # drawn by data.viewer.layout.display.figures
     assert _sections(render_datapoint(backend, runs["trainer"], "epoch_0", 3)) == ["Inputs", "Labels", "Meta info"]
     evaluated = render_datapoint(backend, runs["evaluator"], EVALUATION_KEY, 3)
     assert _sections(evaluated) == ["Inputs", "Labels", "Meta info", "Debug Outputs"]
@@ -253,7 +254,7 @@ def test_debugger_error_and_not_run_records_are_shown_as_such():
 
 
 def _page_path(run_dir, idx):
-    page = initialization.load_debug_outputs(os.path.join(run_dir, "epoch_1")).locations[idx]
+    page = reader.load_debug_outputs(os.path.join(run_dir, "epoch_1")).locations[idx]
     return os.path.join(run_dir, "epoch_1", "debugger", page)
 
 

@@ -17,12 +17,12 @@ from data.datasets import SyntheticShapesDataset
 from debuggers.capture_debugger import CaptureDebugger
 from debuggers.feature_map_debugger import FeatureMapDebugger
 from models import AttentionClassifier, SmallCNN
+from runners.config_file import load_config
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.eval_viewer.export import SHARED_SECTION, datapoint_items, main, resolve_epoch_dir, visualize_debug_states
 from runners.trainers import BaseTrainer
 from tests.debuggers.library import capture_epoch, entry
 from tests.runs import write_config
-from utils.config_file import load_config
 
 DEBUGGERS = """
 from debuggers.feature_map_debugger import FeatureMapDebugger

@@ -19,17 +19,11 @@ import plotly.io as pio
 import pytest
 import torch
 
+from data.viewer.layout.display.compare_figures import aligned_channels, compare_figures
 from data.viewer.layout.display.display_compare import CompareColumn, display_compare
 from data.viewer.layout.display.display_debug_outputs import display_debug_outputs
 from data.viewer.layout.display.elements import alert, badge
-from data.viewer.layout.display.pictures import picture_component
-from data.viewer.layout.display.values import as_image, figure_component, image_component, key_value_table
-from debuggers.activation_stats_debugger import ActivationStatsDebugger
-from debuggers.attention_debugger import AttentionDebugger
-from debuggers.capture_debugger import CaptureDebugger
-from debuggers.compare_figures import aligned_channels, compare_figures
-from debuggers.feature_map_debugger import FeatureMapDebugger
-from debuggers.figures import (
+from data.viewer.layout.display.figures import (
     MAX_PANELS,
     SHARED,
     attention_heads_figure,
@@ -42,6 +36,12 @@ from debuggers.figures import (
     patch_attention,
     table_height,
 )
+from data.viewer.layout.display.pictures import picture_component
+from data.viewer.layout.display.values import as_image, figure_component, image_component, key_value_table
+from debuggers.activation_stats_debugger import ActivationStatsDebugger
+from debuggers.attention_debugger import AttentionDebugger
+from debuggers.capture_debugger import CaptureDebugger
+from debuggers.feature_map_debugger import FeatureMapDebugger
 from debuggers.gradcam_debugger import GradCAMDebugger
 from debuggers.gradient_flow_debugger import GradientFlowDebugger
 from models import AttentionClassifier, SmallCNN

@@ -1,6 +1,6 @@
 """Debug Outputs of one datapoint in several columns (epochs or runs), as aligned rows.
 
-Each debugger gets its rows (``debuggers.compare_figures``): the same channels in every
+Each debugger gets its rows (``data.viewer.layout.display.compare_figures``): the same channels in every
 column, one colour scale and the same axes per row, and a last column with the difference
 of the last and the first column. A column without the output says why in its first row.
 Rows of a state the same for every datapoint (a position encoding) are folded and marked
@@ -15,11 +15,11 @@ from typing import Any, Optional
 
 from dash import html
 
+from data.viewer.layout.display.compare_figures import compare_figures
 from data.viewer.layout.display.display_debug_outputs import output_note, shared_title
 from data.viewer.layout.display.elements import card
+from data.viewer.layout.display.figures import SHARED, is_shared
 from data.viewer.layout.display.values import figure_component
-from debuggers.compare_figures import compare_figures
-from debuggers.figures import SHARED, is_shared
 
 
 @dataclass

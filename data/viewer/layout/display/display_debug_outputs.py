@@ -1,4 +1,4 @@
-"""The Debug Outputs section: one block per debugger, its output drawn by ``debuggers.figures``.
+"""The Debug Outputs section: one block per debugger, its output drawn by ``data.viewer.layout.display.figures``.
 
 A debugger that raised on the datapoint's batch left an error record: it is shown
 as an error (type and message, traceback folded), so a failing debugger is as
@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from dash import html
 
 from data.viewer.layout.display.elements import alert, card
+from data.viewer.layout.display.figures import SHARED, figures_for_output, is_picture, is_shared
 from data.viewer.layout.display.pictures import picture_component
 from data.viewer.layout.display.values import (
     describe_value,
@@ -22,7 +23,6 @@ from data.viewer.layout.display.values import (
     table_component,
     token_strings,
 )
-from debuggers.figures import SHARED, figures_for_output, is_picture, is_shared
 from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
 
 

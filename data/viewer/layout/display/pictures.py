@@ -1,7 +1,7 @@
 """Figures of maps drawn as pictures: one SVG ``<img>`` holding the maps as PNGs, their captions and colour bar.
 
 A map a researcher looks at rather than reads value by value (feature-map channels, a layer's pooled maps,
-Grad-CAM and patch attention over the input image; ``debuggers.figures.is_picture``) costs plotly.js 30-120 ms
+Grad-CAM and patch attention over the input image; ``figures.is_picture``) costs plotly.js 30-120 ms
 to draw on every click, and its image travels as a JSON array of pixels. As one image it costs the browser the
 decoding of a few kB, and the page's renderer one component (it pays per component: a ``<figure>`` per map
 cost more than plotly did). The figure stays the description of what is drawn: the picture is made from its
@@ -20,8 +20,8 @@ import plotly.colors
 import plotly.graph_objects as go
 from dash import html
 
+from data.viewer.layout.display.figures import png_data_uri
 from data.viewer.layout.display.values import FIGURE_TITLE
-from debuggers.figures import png_data_uri
 
 WIDTH = 480  # SVG units the maps span; the page scales the picture to its column
 PANEL = 240  # width of one panel (a Grad-CAM) in SVG units
@@ -94,7 +94,7 @@ def _cells(pixels: int, start: Optional[float], step: Optional[float], cells: in
 
 
 def _mosaic(figure: go.Figure) -> tuple[str, str]:
-    """A ``debuggers.figures._grid`` mosaic: its maps as one PNG (gaps transparent), each map's caption above it."""
+    """A ``figures._grid`` mosaic: its maps as one PNG (gaps transparent), each map's caption above it."""
     heat = figure.data[0]
     z = np.asarray(heat.z, dtype=np.float64)
     low, high = colour_range(heat)

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import torch
 from dash import dcc, html
 
-from debuggers.figures import MAX_TABLE_ROWS, png_data_uri, table_height
+from data.viewer.layout.display.figures import MAX_TABLE_ROWS, png_data_uri, table_height
 
 IMAGE_CHANNELS = (1, 3)
 FIGURE_TITLE = {"fontSize": "14px", "color": "#2a3f5f", "margin": "4px 0"}  # as plotly titles the graphs beside it
@@ -74,7 +74,7 @@ def image_component(image: np.ndarray, title: str) -> html.Figure:
 
 
 def is_table(figure: go.Figure) -> bool:
-    """Whether the figure is one table (``debuggers.figures._table``)."""
+    """Whether the figure is one table (``figures._table``)."""
     return len(figure.data) == 1 and isinstance(figure.data[0], go.Table)
 
 
@@ -93,7 +93,7 @@ def lazy_graph(figure: go.Figure, class_name: str) -> html.Div:
 
 
 def table_component(figure: go.Figure, class_name: str) -> html.Figure:
-    """The cells of a one-table figure (``debuggers.figures._table``) under its title, as aligned columns of
+    """The cells of a one-table figure (``figures._table``) under its title, as aligned columns of
     text: one component, where an HTML table costs the page's renderer one per cell on every click."""
     table = figure.data[0]
     header = [str(value) for value in table.header.values or ()]

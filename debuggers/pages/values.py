@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from debuggers.batch_values import Rows
+from debuggers.pages.batch_values import Rows
 
 MAX_DEPTH = 64  # deeper outputs are almost certainly reference cycles
 SMALL_VALUE_BYTES = 16  # what a number or an empty container is counted as

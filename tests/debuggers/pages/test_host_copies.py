@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from debuggers.batch_split import split_batch
-from debuggers.host_copies import to_host
 from debuggers.outputs import PerDatapoint
+from debuggers.pages.host_copies import to_host
 
 
 def outputs_on(device: str) -> dict:

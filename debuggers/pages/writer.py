@@ -32,11 +32,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from debuggers.batch_values import take_rows
-from debuggers.page_errors import PageWriteError
-from debuggers.page_format import PageFile, index_file_name, is_own_file, locations_file_name, page_file_name
-from debuggers.page_index import INDEX_VERSION, LocationsFile, sort_locations, write_index
-from debuggers.page_values import UnsupportedOutputError, held_storage, to_page_value
+from debuggers.pages.batch_values import take_rows
+from debuggers.pages.errors import PageWriteError
+from debuggers.pages.file_format import PageFile, index_file_name, is_own_file, locations_file_name, page_file_name
+from debuggers.pages.index import INDEX_VERSION, LocationsFile, sort_locations, write_index
+from debuggers.pages.values import UnsupportedOutputError, held_storage, to_page_value
 
 _POLL_S = 0.5
 _JOIN_TIMEOUT_S = 10.0
@@ -76,7 +76,7 @@ class _Item:
     indices: list[int]
     values: list[Any] | None  # page values (to_page_value); None once written
     owners: list[int]  # ids of the memory blocks they keep alive, in PageWriter._held
-    batch_value: Any = None  # the same in column form (debuggers.batch_values), or None
+    batch_value: Any = None  # the same in column form (debuggers.pages.batch_values), or None
 
 
 @dataclass
@@ -104,7 +104,7 @@ class PageWriter:
         rank, world_size: name pages and index per rank so ranks can share a folder.
         stall_timeout_s: give up waiting after this long without any progress of the writer.
         direct_io: write big arrays in buffers of their own with O_DIRECT, where the disk takes them fast
-            (``debuggers.page_format``); False: everything through the page cache.
+            (``debuggers.pages.file_format``); False: everything through the page cache.
     """
 
     def __init__(self, page_size_bytes: int, max_in_flight_bytes: int | None = None, rank: int = 0,
@@ -178,7 +178,7 @@ class PageWriter:
         """Queue datapoints whose outputs are page values already (``to_page_value``, ``split_batch``).
 
         A whole batch goes in one step: one lock round and one wake-up of the writer. ``batch_value``, when
-        given, is the same outputs in column form (``debuggers.batch_values``): the batch is then encoded and
+        given, is the same outputs in column form (``debuggers.pages.batch_values``): the batch is then encoded and
         its memory counted from it, without a walk of each datapoint's outputs.
         """
         epoch = self._open_epoch("add()")

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from debuggers.buffer_pool import POOLED_FROM_BYTES, BufferPool
-from debuggers.page_store import PageWriter
-from debuggers.page_values import to_page_value
-from runners.eval_viewer.backend.initialization import DebugOutputs
+from debuggers.pages.buffer_pool import POOLED_FROM_BYTES, BufferPool
+from debuggers.pages.reader import DebugOutputs
+from debuggers.pages.values import to_page_value
+from debuggers.pages.writer import PageWriter
 from tests.debuggers.library import exit_code_in_forked_child, held_by_another_thread, resident_pages, wait_until
 
 pytestmark = pytest.mark.timeout(60)

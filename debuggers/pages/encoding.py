@@ -1,4 +1,4 @@
-"""Encoding a page's records (``debuggers.page_format``) as pickle opcodes and JSON headers, fast.
+"""Encoding a page's records (``debuggers.pages.file_format``) as pickle opcodes and JSON headers, fast.
 
 ``RecordEncoder`` walks a page value and emits its opcodes, passing array bytes by
 reference (they go to disk with ``writev``, never copied), and returns the
@@ -21,7 +21,7 @@ and a record of row i is the same in every batch but for its idx, its numbers an
 stretches' offsets: the batch's records are a cached block with those fields patched in by
 NumPy. The batch is checked against the plan column by column (``_columns``: one list
 comprehension per node of the structure), or, given its batch value (the batch arrays
-before the split, ``debuggers.batch_values``), with one walk for the whole batch.
+before the split, ``debuggers.pages.batch_values``), with one walk for the whole batch.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from debuggers.batch_values import Rows
-from debuggers.page_values import UnsupportedOutputError
+from debuggers.pages.batch_values import Rows
+from debuggers.pages.values import UnsupportedOutputError
 
 _FROMBUFFER = b"cnumpy._core.numeric\n_frombuffer\n"
 _DTYPE = b"cnumpy\ndtype\n"
@@ -91,7 +91,7 @@ class RecordEncoder:
                 ) -> tuple[int, np.ndarray, int] | None:
         """Encode a batch of records of one plan at once (``_BatchLayout``): the first records until the
         position reaches ``limit`` (all of them when None). ``batch_value``, when given, is the same
-        datapoints in column form (``debuggers.batch_values``): one walk of it replaces one per datapoint.
+        datapoints in column form (``debuggers.pages.batch_values``): one walk of it replaces one per datapoint.
         Returns the records' start (the batch's), their header offsets and header length; None (nothing
         encoded) unless the values share one plan and their numbers fit the batch layout."""
         leaves: list[Any] = []
@@ -176,7 +176,7 @@ class RecordEncoder:
             self.small += _COMPLEX + b"G" + _DOUBLE.pack(value.real) + b"G" + _DOUBLE.pack(value.imag) + b"\x86R"
             return f'{{"c":[{_json_float(value.real)},{_json_float(value.imag)}]}}'
         raise UnsupportedOutputError(f"a {kind.__name__} is not a page value: convert outputs with "
-                                     "debuggers.page_values.to_page_value first")
+                                     "debuggers.pages.values.to_page_value first")
 
     def array(self, array: np.ndarray) -> str:
         if not array.flags.c_contiguous:  # converted values are; ascontiguousarray would make a 0-d array 1-d
@@ -632,7 +632,7 @@ def _dict_columns(column: list[dict], leaves: list[list[Any]]) -> Hashable | Non
 
 
 def _batch_columns(value: Any, count: int, leaves: list[Any]) -> Hashable:
-    """``_columns`` of the ``count`` datapoints of a batch value (``debuggers.batch_values``), from one walk
+    """``_columns`` of the ``count`` datapoints of a batch value (``debuggers.pages.batch_values``), from one walk
     of it: a batch array is the column of its slot as it is. Raises ``_NoPlan`` where they have no one plan."""
     kind = type(value)
     if kind is Rows:

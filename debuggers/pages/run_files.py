@@ -14,9 +14,9 @@ import math
 import os
 from typing import Any, Optional
 
-from debuggers.page_errors import CorruptPageError
-from debuggers.page_format import open_regular
-from runners.trainers.debug_budget import REMOVED_MARKER
+from debuggers.pages.budget import REMOVED_MARKER
+from debuggers.pages.errors import CorruptPageError
+from debuggers.pages.file_format import open_regular
 
 KIB, MIB = 1024, 1024 * 1024
 MAX_MARKER_BYTES = 4 * KIB  # a removal marker is a few numbers; a larger one is not read
@@ -64,7 +64,7 @@ def read_run_json(path: str, what: str, max_bytes: int) -> Any:
 
 def removal_reason(epoch_dir: str) -> Optional[str]:
     """"removed to stay under N GB" when the run's disk budget removed this epoch's debug outputs
-    (``runners/trainers/debug_budget.py`` leaves a marker), else None. Only the budget's number is taken
+    (``debuggers/pages/budget.py`` leaves a marker), else None. Only the budget's number is taken
     from the marker; a malformed one still says that the outputs were removed."""
     path = os.path.join(epoch_dir, REMOVED_MARKER)
     if not os.path.lexists(path):

@@ -1,6 +1,6 @@
 """One debugger's output at several epochs (or in several runs) as rows of figures that can be compared.
 
-``compare_figures`` draws each column's output with ``debuggers.figures`` and lines the figures
+``compare_figures`` draws each column's output with ``data.viewer.layout.display.figures`` and lines the figures
 up in rows, so that a row reads across like one figure:
 
 * the same channels in every column (feature maps: chosen once, by their highest mean activation
@@ -24,8 +24,7 @@ from typing import Any, Optional
 import numpy as np
 import plotly.graph_objects as go
 
-from debuggers import outputs as kinds
-from debuggers.figures import (
+from data.viewer.layout.display.figures import (
     MAX_PANELS,
     Figures,
     feature_map_figures,
@@ -33,6 +32,7 @@ from debuggers.figures import (
     is_picture,
     with_caption_rows,
 )
+from debuggers import outputs as kinds
 
 Row = list[Optional[go.Figure]]
 DIFFERENCE_SCALE = "RdBu_r"  # blue below 0, white at 0, red above
@@ -76,7 +76,7 @@ def _spaced(fig: go.Figure) -> go.Figure:
 
 
 def _mosaic(fig: go.Figure) -> bool:
-    """Maps tiled into one heatmap, each captioned above it (``debuggers.figures._grid``)."""
+    """Maps tiled into one heatmap, each captioned above it (``figures._grid``)."""
     return isinstance(fig.layout.meta, dict) and "tiles" in fig.layout.meta
 
 

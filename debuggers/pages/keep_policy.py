@@ -24,16 +24,16 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from debuggers.batch_values import take_rows
-from debuggers.capture_debugger import copy_arrays
-from runners import distributed
+from debuggers.pages.batch_values import take_rows
+from debuggers.pages.host_copies import copy_arrays
+from utils import distributed
 from utils.errors import ConfigError
 
 KEEP_HELP = ("keep must be 'all', 'failing', {'failing': {'metric': <score>, 'below' or 'above': <number>}} "
              "or {'worst': <k>, 'by': <score>} (optionally with 'higher_is_better': True or False)")
 Scores = dict[str, np.ndarray]
 # Datapoint indices, their outputs ({debugger name: output}), and the same outputs as one batch value
-# (``debuggers.batch_values``) when they are rows of the batch's outputs, else None.
+# (``debuggers.pages.batch_values``) when they are rows of the batch's outputs, else None.
 Batch = tuple[list[int], list[dict[str, Any]], Any]
 
 

@@ -14,16 +14,16 @@ import time
 
 import pytest
 
-from runners.base_runner import remove_stale_temporaries
-from runners.trainers.debug_budget import (
+from debuggers.pages.budget import (
     REMOVED_MARKER,
     REMOVING,
     checked_budget,
     folder_bytes,
     keep_under_budget,
 )
+from runners.base_runner import remove_stale_temporaries
+from runners.config_file import load_config
 from tests.runs import REPO_ROOT, run_main, train
-from utils.config_file import load_config
 from utils.errors import ConfigError
 
 DEBUGGER = """

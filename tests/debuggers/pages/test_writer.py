@@ -16,18 +16,19 @@ import numpy as np
 import pytest
 import torch
 
-from debuggers import page_format
 from debuggers.batch_split import split_batch_value
-from debuggers.page_format import PAGE_GLOB, PageWriteError, load_page
-from debuggers.page_index import read_index
-from debuggers.page_store import PageWriter, PageWriterError
-from debuggers.page_values import UnsupportedOutputError
-from runners.eval_viewer.backend.initialization import DebugOutputs
+from debuggers.pages import file_format as page_format
+from debuggers.pages.file_format import PAGE_GLOB, PageWriteError, load_page
+from debuggers.pages.index import read_index
+from debuggers.pages.reader import DebugOutputs
+from debuggers.pages.values import UnsupportedOutputError
+from debuggers.pages.writer import PageWriter, PageWriterError
 from tests.debuggers.library import page_table, wait_until
+from tests.runs import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(30)
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 MB = 1 << 20
 
 
@@ -408,9 +409,9 @@ def test_close_mid_page_removes_the_page_being_written_and_closes_its_files(tmp_
 KILLED_WRITER = textwrap.dedent("""
     import sys, time
     import torch
-    from debuggers import page_format
+    from debuggers.pages import file_format as page_format
     from debuggers.batch_split import split_batch, split_batch_value
-    from debuggers.page_store import PageWriter
+    from debuggers.pages.writer import PageWriter
 
     real_append = page_format._append
 

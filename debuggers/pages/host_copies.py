@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from debuggers.outputs import PerDatapoint
@@ -55,3 +56,16 @@ def _start_copy(tensor: torch.Tensor, pending: dict[torch.device, torch.cuda.Eve
     event.record(torch.cuda.current_stream(tensor.device))
     pending[tensor.device] = event  # copies on one stream finish in order: the last event covers them all
     return host
+
+
+def copy_arrays(data: Any) -> Any:
+    """``data`` with every tensor (detached) and array inside dicts, lists and tuples copied."""
+    if isinstance(data, torch.Tensor):
+        return data.detach().clone()
+    if isinstance(data, np.ndarray):
+        return data.copy()
+    if isinstance(data, dict):
+        return {key: copy_arrays(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return type(data)(copy_arrays(value) for value in data)
+    return data

@@ -10,7 +10,7 @@ a few hundred bytes of nested lists that double through memo references would
 otherwise cost exponential time and memory to walk. Everything else the unpickler
 builds costs at most a few objects per byte of the file.
 
-``python -m debuggers.convert_pages DIR`` rewrites a format-1 folder in format 2.
+``python -m debuggers.pages.convert DIR`` rewrites a format-1 folder in format 2.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import numpy as np
 from numpy._core.multiarray import _reconstruct, scalar
 from numpy._core.numeric import _frombuffer
 
-from debuggers.page_errors import CorruptPageError, UnsafePageError
-from debuggers.page_values import LEAF_TYPES, MAX_DEPTH, join_path
+from debuggers.pages.errors import CorruptPageError, UnsafePageError
+from debuggers.pages.values import LEAF_TYPES, MAX_DEPTH, join_path
 
 LEGACY_INDEX_VERSION = 1
 

@@ -33,8 +33,8 @@ import threading
 
 import numpy as np
 
-from debuggers.page_errors import CorruptPageError, DebugDataError, LegacyPagesError, PageWriteError
-from debuggers.page_format import (
+from debuggers.pages.errors import CorruptPageError, DebugDataError, LegacyPagesError, PageWriteError
+from debuggers.pages.file_format import (
     LOCATION,
     locations_file_name,
     open_regular,
@@ -90,7 +90,7 @@ def read_index(path: str) -> dict:
         raise CorruptPageError(f"debug index {path} is not valid JSON ({exc}); rerun the epoch to rewrite it") from None
     if isinstance(index, dict) and index.get("version") == 1:
         raise LegacyPagesError(f"{os.path.dirname(path)} holds debug pages of Lantern's previous format (index "
-                               f"version 1). Convert them once with: python -m debuggers.convert_pages "
+                               f"version 1). Convert them once with: python -m debuggers.pages.convert "
                                f"{os.path.dirname(path)}")
     problems = [f"'{key}' must be {kind.__name__}" for key, kind in _INDEX_FIELDS.items()
                 if not isinstance(index, dict) or type(index.get(key)) is not kind]

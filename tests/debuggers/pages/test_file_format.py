@@ -23,11 +23,13 @@ import torch
 from numpy._core.multiarray import _reconstruct
 from numpy._core.numeric import _frombuffer
 
-from debuggers import legacy_pages, page_encoding, page_format
 from debuggers.batch_split import split_batch_value
-from debuggers.buffer_pool import BufferPool
-from debuggers.page_encoding import RecordEncoder
-from debuggers.page_format import (
+from debuggers.pages import encoding as page_encoding
+from debuggers.pages import file_format as page_format
+from debuggers.pages import legacy as legacy_pages
+from debuggers.pages.buffer_pool import BufferPool
+from debuggers.pages.encoding import RecordEncoder
+from debuggers.pages.file_format import (
     PAGE_GLOB,
     CorruptPageError,
     PageFile,
@@ -39,8 +41,8 @@ from debuggers.page_format import (
     page_file_name,
     write_page,
 )
-from debuggers.page_index import read_index, write_index
-from debuggers.page_values import UnsupportedOutputError, held_storage, to_page_value
+from debuggers.pages.index import read_index, write_index
+from debuggers.pages.values import UnsupportedOutputError, held_storage, to_page_value
 from tests.debuggers.library import page_table, resident_blocks
 from utils.atomic_files import temporary_path
 

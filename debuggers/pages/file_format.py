@@ -22,7 +22,7 @@ A record alone::
     b'X' <u32 n> <n bytes of JSON>       the header (an array: {"a": [offset, dtype, shape]}), pushed ...
     b'0' b's'                            ... popped; SETITEM
 
-A batch of records of one structure (``debuggers.page_encoding``) puts the arrays of
+A batch of records of one structure (``debuggers.pages.encoding``) puts the arrays of
 each slot first, one after the other, and its records refer to them::
 
     for each array slot j:  [b'C' <u8 n> <n bytes> b'0']   padding, pushed and popped (b'B' <u32 n> over 255
@@ -79,8 +79,7 @@ from typing import Any
 
 import numpy as np
 
-from debuggers.legacy_pages import load_legacy_page
-from debuggers.page_encoding import (
+from debuggers.pages.encoding import (
     DIRECT_ALIGN,
     DIRECT_MIN_BYTES,
     HEADER_OPCODE_BYTES,
@@ -90,8 +89,9 @@ from debuggers.page_encoding import (
     array_address,
     outline_groups,
 )
-from debuggers.page_errors import CorruptPageError, DebugDataError, PageWriteError, UnsafePageError
-from debuggers.page_values import MAX_DEPTH
+from debuggers.pages.errors import CorruptPageError, DebugDataError, PageWriteError, UnsafePageError
+from debuggers.pages.legacy import load_legacy_page
+from debuggers.pages.values import MAX_DEPTH
 from utils.atomic_files import TEMP_MARKER, temporary_path
 
 # The errors are re-exported: a reader of pages needs only this module.

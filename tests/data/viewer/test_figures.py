@@ -7,11 +7,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from debuggers.activation_stats_debugger import ActivationStatsDebugger
-from debuggers.attention_debugger import AttentionDebugger
-from debuggers.capture_debugger import CaptureDebugger
-from debuggers.feature_map_debugger import FeatureMapDebugger
-from debuggers.figures import (
+from data.viewer.layout.display.figures import (
     MAX_PANELS,
     display_image,
     figures_for_output,
@@ -19,6 +15,10 @@ from debuggers.figures import (
     model_report_figures,
     pca_rgb,
 )
+from debuggers.activation_stats_debugger import ActivationStatsDebugger
+from debuggers.attention_debugger import AttentionDebugger
+from debuggers.capture_debugger import CaptureDebugger
+from debuggers.feature_map_debugger import FeatureMapDebugger
 from debuggers.gradcam_debugger import GradCAMDebugger
 from debuggers.gradient_flow_debugger import GradientFlowDebugger
 from debuggers.layer_output_debugger import LayerOutputDebugger

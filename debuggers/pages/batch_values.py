@@ -5,7 +5,7 @@
 datapoint shares) with a ``Rows`` wherever the datapoints differ. Datapoint i's value is the batch
 value with each ``Rows`` replaced by its i-th entry. The page writer encodes a batch from it with one
 walk instead of one per datapoint, writes each batch array's rows as one stretch, and counts the
-memory it keeps alive once per array (``debuggers.page_encoding``, ``debuggers.page_values``).
+memory it keeps alive once per array (``debuggers.pages.encoding``, ``debuggers.pages.values``).
 """
 
 from __future__ import annotations

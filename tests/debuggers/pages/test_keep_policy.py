@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from analysis.failures import analyze
-from debuggers.keep_policy import scores_as_arrays
+from debuggers.pages.keep_policy import scores_as_arrays
+from debuggers.pages.reader import load_debug_outputs
+from runners.config_file import load_config
 from runners.eval_viewer.backend.datapoint import load_datapoint
-from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.trainers import BaseTrainer
 from tests.runs import train
-from utils.config_file import load_config
 from utils.errors import ConfigError
 
 ENERGY = """

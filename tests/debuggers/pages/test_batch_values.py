@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 import torch
 
-from debuggers import page_format
 from debuggers.batch_split import split_batch, split_batch_value
-from debuggers.batch_values import Rows, take_rows
-from debuggers.keep_policy import build_capture_policy
 from debuggers.outputs import PerDatapoint, error_output
-from debuggers.page_encoding import RecordEncoder
-from debuggers.page_format import load_page
-from debuggers.page_store import PageWriter
-from debuggers.page_values import held_storage
-from tests.debuggers.test_page_format import assert_same_value
+from debuggers.pages import file_format as page_format
+from debuggers.pages.batch_values import Rows, take_rows
+from debuggers.pages.encoding import RecordEncoder
+from debuggers.pages.file_format import load_page
+from debuggers.pages.keep_policy import build_capture_policy
+from debuggers.pages.values import held_storage
+from debuggers.pages.writer import PageWriter
+from tests.debuggers.pages.test_file_format import assert_same_value
 
 pytestmark = pytest.mark.timeout(30)
 BATCH = 12

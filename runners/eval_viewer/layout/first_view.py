@@ -1,0 +1,21 @@
+"""What the page opens on: the run, epoch, table view, datapoint and tab chosen before the page is built
+(``page.first_view``), handed to every part of the layout so that the first load costs one round of requests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from runners.eval_viewer.callbacks.table import EpochView
+
+
+@dataclass
+class FirstView:
+    """What the page opens on."""
+
+    run: Optional[str]
+    epochs: list[dict]
+    epoch: Optional[str]
+    view: EpochView
+    idx: Optional[int]
+    tab: str
