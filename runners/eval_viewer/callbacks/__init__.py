@@ -11,6 +11,7 @@ from runners.eval_viewer.callbacks import (
     export,
     failures,
     model_report,
+    pending,
     runs,
     scores,
     selection,
@@ -19,5 +20,5 @@ from runners.eval_viewer.callbacks import (
 
 
 def register_callbacks(app: Dash, backend: ViewerBackend) -> None:
-    for module in (runs, table, scores, selection, datapoint, compare, model_report, failures, export):
+    for module in (runs, table, scores, selection, datapoint, compare, model_report, failures, export, pending):
         module.register(app, backend)

@@ -86,18 +86,23 @@ def register(app: Dash, backend: ViewerBackend) -> None:
     def choose_epochs(_: list, epoch_key: Optional[str], run_path: Optional[str]) -> tuple:
         return epochs_to_compare(backend, run_path, epoch_key)
 
-    @app.callback(Output(ids.COMPARE_EPOCHS_PANEL, "children"), Input(ids.COMPARE_EPOCHS_SHOWN, "data"),
-                  Input(ids.COMPARE_EPOCHS_SELECT, "value"), State(ids.TABS, "value"), State(ids.RUN_SELECT, "value"),
+    @app.callback(Output(ids.COMPARE_EPOCHS_PANEL, "children"), Output(ids.COMPARE_EPOCHS_DRAWN, "data"),
+                  Output(ids.COMPARE_EPOCHS_STATUS, "children"),
+                  Input(ids.COMPARE_EPOCHS_SHOWN, "data"), Input(ids.COMPARE_EPOCHS_SELECT, "value"),
+                  State(ids.TABS, "value"), State(ids.RUN_SELECT, "value"), State(ids.COMPARE_EPOCHS_DRAWN, "data"),
                   prevent_initial_call=True)
-    def compare_epochs(shown: Optional[dict], keys: Optional[list], tab: str, run_path: Optional[str]) -> object:
-        if tab != ids.TAB_COMPARE_EPOCHS or shown is None:
-            return no_update
-        idx = shown["idx"]
+    def compare_epochs(shown: Optional[dict], keys: Optional[list], tab: str, run_path: Optional[str],
+                       drawn: Optional[list]) -> tuple:
+        """Drawn while the tab is shown, once per datapoint, run and epochs (what it shows: ``drawn``, and a status
+        line saying "loading" until then, see callbacks/pending.py)."""
+        wanted = [None if shown is None else shown["idx"], run_path, keys]
+        if tab != ids.TAB_COMPARE_EPOCHS or shown is None or wanted == drawn:
+            return no_update, no_update, no_update
         run = backend.run(run_path)
         epochs = [e for e in backend.epochs(run) if e.key in (keys or [])] if run else []
-        if idx is None or not epochs:
-            return message("Click a datapoint and pick the epochs to compare.")
-        return epoch_columns(backend, run, epochs, int(idx))
+        if shown["idx"] is None or not epochs:
+            return message("Click a datapoint and pick the epochs to compare."), wanted, ""
+        return epoch_columns(backend, run, epochs, int(shown["idx"])), wanted, ""
 
     @app.callback(Output(ids.COMPARE_RUN_SELECT, "options"), Input(ids.RUN_SELECT, "options"),
                   Input(ids.RUN_SELECT, "value"), prevent_initial_call=True)
@@ -112,19 +117,21 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         keys = {e.key for e in epochs}
         return [epoch_option(e) for e in epochs], epoch_key if epoch_key in keys else default_epoch(epochs)
 
-    @app.callback(Output(ids.COMPARE_RUNS_PANEL, "children"), Input(ids.COMPARE_RUNS_SHOWN, "data"),
+    @app.callback(Output(ids.COMPARE_RUNS_PANEL, "children"), Output(ids.COMPARE_RUNS_DRAWN, "data"),
+                  Output(ids.COMPARE_RUNS_STATUS, "children"),
+                  Input(ids.COMPARE_RUNS_SHOWN, "data"),
                   Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"),
                   Input(ids.COMPARE_RUN_SELECT, "value"), Input(ids.COMPARE_RUN_EPOCH_SELECT, "value"),
-                  State(ids.TABS, "value"), prevent_initial_call=True)
+                  State(ids.TABS, "value"), State(ids.COMPARE_RUNS_DRAWN, "data"), prevent_initial_call=True)
     def compare_runs(shown: Optional[dict], run_path: Optional[str], epoch_key: Optional[str],
-                     other_path: Optional[str], other_key: Optional[str], tab: str) -> object:
-        if tab != ids.TAB_COMPARE_RUNS or shown is None:
-            return no_update
-        idx = shown["idx"]
+                     other_path: Optional[str], other_key: Optional[str], tab: str, drawn: Optional[list]) -> tuple:
+        wanted = [None if shown is None else shown["idx"], run_path, epoch_key, other_path, other_key]
+        if tab != ids.TAB_COMPARE_RUNS or shown is None or wanted == drawn:
+            return no_update, no_update, no_update
         sides = [_side(backend, run_path, epoch_key), _side(backend, other_path, other_key)]
-        if idx is None or None in sides:
-            return message("Click a datapoint, then pick a second run and its epoch.")
-        return run_columns(backend, sides, int(idx))
+        if shown["idx"] is None or None in sides:
+            return message("Click a datapoint, then pick a second run and its epoch."), wanted, ""
+        return run_columns(backend, sides, int(shown["idx"])), wanted, ""
 
 
 def epochs_to_compare(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> tuple[list, list]:

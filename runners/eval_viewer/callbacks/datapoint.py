@@ -154,7 +154,8 @@ def register(app: Dash, backend: ViewerBackend) -> None:
     panels = Panels(backend)
 
     @app.callback(Output(ids.DATAPOINT_PANEL, "children"), Output(ids.DEBUGGER_PICK, "options"),
-                  Output(ids.DEBUGGER_PICK, "value"),
+                  Output(ids.DEBUGGER_PICK, "value"), Output(ids.DATAPOINT_DRAWN, "data"),
+                  Output(ids.DATAPOINT_STATUS, "children"),
                   Input(ids.SELECTED, "data"), Input(ids.EPOCH_SELECT, "value"), Input(ids.TABS, "value"),
                   Input(ids.DEBUGGER_PICK, "value"), State(ids.DEBUGGER_PICK, "options"),
                   State(ids.RUN_SELECT, "value"), State(ids.SELECTED_ROW, "data"),
@@ -164,14 +165,16 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                        request: Optional[dict]) -> tuple:
         """A run switch reaches this through the epoch (always sent on a switch), so it draws once. The tick
         boxes are sent only when they change (moving through a run's datapoints they do not). The first page
-        comes with its panel (``layout/panels.py``)."""
+        comes with its panel (``layout/panels.py``). ``DATAPOINT_DRAWN`` says what the panel shows
+        (``callbacks/pending.py``)."""
         if tab != ids.TAB_DATAPOINT:
-            return no_update, no_update, no_update
+            return no_update, no_update, no_update, no_update, no_update
         panel = panels.get(run_path, epoch_key, idx, chosen)
         if query and idx is not None:
             panels.draw_ahead(query, request or {}, row, chosen)
+        drawn = [idx, run_path, epoch_key]
         if not panel.debuggers:
-            return panel.body, no_update, no_update
+            return panel.body, no_update, no_update, drawn, ""
         shown = shown_debuggers(list(panel.debuggers), chosen)
         return (panel.body, no_update if offered == list(panel.debuggers) else list(panel.debuggers),
-                no_update if shown == chosen else shown)
+                no_update if shown == chosen else shown, drawn, "")

@@ -37,6 +37,10 @@ TAB_FAILURES = "tab-failures"
 TAB_VALUES = (TAB_DATAPOINT, TAB_COMPARE_EPOCHS, TAB_COMPARE_RUNS, TAB_MODEL_REPORT, TAB_FAILURES)
 
 DATAPOINT_PANEL = "datapoint-panel"
+# Each panel's status line says "loading datapoint N …" while the panel shows another datapoint than the one asked
+# for (callbacks/pending.py); its DRAWN store holds what the panel shows (written with the panel).
+DATAPOINT_STATUS = "datapoint-status"
+DATAPOINT_DRAWN = "datapoint-drawn"
 DEBUGGER_PICK = "debugger-pick"  # the debuggers whose outputs the Datapoint tab draws
 COMPARE_EPOCHS_SELECT = "compare-epochs-select"
 COMPARE_EPOCHS_PANEL = "compare-epochs-panel"
@@ -45,4 +49,8 @@ COMPARE_RUN_EPOCH_SELECT = "compare-run-epoch-select"
 COMPARE_RUNS_PANEL = "compare-runs-panel"
 COMPARE_EPOCHS_SHOWN = "compare-epochs-shown"  # the open idx, written only while Compare epochs is the tab shown
 COMPARE_RUNS_SHOWN = "compare-runs-shown"  # the same for Compare runs
+COMPARE_EPOCHS_STATUS = "compare-epochs-status"
+COMPARE_EPOCHS_DRAWN = "compare-epochs-drawn"
+COMPARE_RUNS_STATUS = "compare-runs-status"
+COMPARE_RUNS_DRAWN = "compare-runs-drawn"
 MODEL_REPORT_PANEL = "model-report-panel"

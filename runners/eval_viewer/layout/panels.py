@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from dash import dcc, html
 
 from runners.eval_viewer.backend.viewer import ViewerBackend
@@ -10,6 +12,7 @@ from runners.eval_viewer.callbacks.components import NOTHING_OPEN
 from runners.eval_viewer.callbacks.datapoint import build_panel, shown_debuggers
 from runners.eval_viewer.callbacks.failures import findings_content
 from runners.eval_viewer.callbacks.model_report import render_model_report
+from runners.eval_viewer.callbacks.pending import loading
 from runners.eval_viewer.layout import ids
 from runners.eval_viewer.layout.failures import failures_tab
 from runners.eval_viewer.layout.first_view import FirstView
@@ -17,6 +20,14 @@ from runners.eval_viewer.layout.first_view import FirstView
 
 def _tab(label: str, value: str, children: list) -> dcc.Tab:
     return dcc.Tab(label=label, value=value, id=value, children=html.Div(children, className="tab-body"))
+
+
+def _pending(status: str, drawn: str, idx: Optional[int], data: Optional[list] = None) -> list:
+    """A panel's status line (loading ``idx`` where the panel is not ``data``, drawn for it) and the store of what it
+    shows (``callbacks/pending.py``); a store of nothing drawn is given no data (a Store given None sets it again
+    when it mounts, which would run its callbacks)."""
+    return [dcc.Store(id=drawn, **({} if data is None else {"data": data})),
+            html.Div("" if data else loading(idx), id=status, className="panel-status", role="status")]
 
 
 def datapoint_navigation() -> html.Div:
@@ -35,22 +46,25 @@ def datapoint_tabs(backend: ViewerBackend, first: FirstView, run_options: list[d
     """The tabs as the first page shows them: the open datapoint drawn (with its tick boxes) when the Datapoint
     tab is shown, the comparisons' pickers filled, the model report drawn when it is the tab shown. So the page
     runs no callback for a tab, shown or hidden, before it is usable."""
-    panel, debuggers, shown = NOTHING_OPEN, [], None
+    panel, debuggers, shown, drawn_for = NOTHING_OPEN, [], None, None
     if first.tab == ids.TAB_DATAPOINT:
         drawn = build_panel(backend, first.run, first.epoch, first.idx)
         panel, debuggers = drawn.body, list(drawn.debuggers)
         shown = shown_debuggers(debuggers, None) if debuggers else None
+        drawn_for = None if first.idx is None else [first.idx, first.run, first.epoch]
     epoch_options, compared = epochs_to_compare(backend, first.run, first.epoch)
     report = render_model_report(backend, first.run) if first.tab == ids.TAB_MODEL_REPORT else None
     return dcc.Tabs(id=ids.TABS, value=first.tab, children=[
         _tab("Datapoint", ids.TAB_DATAPOINT, [
             dcc.Checklist(id=ids.DEBUGGER_PICK, options=debuggers, value=shown, inline=True, className="debugger-pick"),
-            html.Div(panel, id=ids.DATAPOINT_PANEL)]),
+            *_pending(ids.DATAPOINT_STATUS, ids.DATAPOINT_DRAWN, first.idx, drawn_for),
+            html.Div(panel, id=ids.DATAPOINT_PANEL, className="datapoint-panel")]),
         _tab("Compare epochs", ids.TAB_COMPARE_EPOCHS, [
             html.Label("Epochs side by side (those with debug outputs are preselected)"),
             dcc.Dropdown(id=ids.COMPARE_EPOCHS_SELECT, options=epoch_options, value=compared, multi=True),
             dcc.Store(id=ids.COMPARE_EPOCHS_SHOWN),
-            html.Div(NOTHING_OPEN, id=ids.COMPARE_EPOCHS_PANEL),
+            *_pending(ids.COMPARE_EPOCHS_STATUS, ids.COMPARE_EPOCHS_DRAWN, first.idx),
+            html.Div(NOTHING_OPEN, id=ids.COMPARE_EPOCHS_PANEL, className="compare-panel"),
         ]),
         _tab("Compare runs", ids.TAB_COMPARE_RUNS, [
             html.Div([
@@ -61,7 +75,8 @@ def datapoint_tabs(backend: ViewerBackend, first: FirstView, run_options: list[d
                          className="control", style={"width": "30%"}),
             ], className="controls"),
             dcc.Store(id=ids.COMPARE_RUNS_SHOWN),
-            html.Div(NOTHING_OPEN, id=ids.COMPARE_RUNS_PANEL),
+            *_pending(ids.COMPARE_RUNS_STATUS, ids.COMPARE_RUNS_DRAWN, first.idx),
+            html.Div(NOTHING_OPEN, id=ids.COMPARE_RUNS_PANEL, className="compare-panel"),
         ]),
         _tab("Model report", ids.TAB_MODEL_REPORT, [html.Div(report, id=ids.MODEL_REPORT_PANEL)]),
         failures_tab(findings_content(backend, first.run, first.epoch)) if first.tab == ids.TAB_FAILURES

@@ -1,0 +1,85 @@
+"""The viewer's second round (issue 29) in a real headless Chromium: what was wrong or broken.
+
+One trained run, ``small`` (12 validation datapoints, debug outputs at every epoch 0..2), beside runs the
+tests make for themselves.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from runners.eval_viewer.layout import ids
+from tests.e2e.conftest import DEBUGGER
+from tests.e2e.viewer_page import column, open_row, wait_caption, wait_title
+from tests.runs import train, write_config
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+
+# What the panel shows at each frame the browser paints: its title where the title is on screen, else ''.
+RECORD_FRAMES = """panel => {
+    window.framesSeen = [];
+    const record = () => {
+        const title = document.querySelector(`#${panel} .datapoint-title`);
+        window.framesSeen.push(title && title.offsetParent !== null ? title.innerText : '');
+        if (window.framesSeen.length < 100000) { requestAnimationFrame(record); }
+    };
+    requestAnimationFrame(record);
+}"""
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("second_round")
+    (root / "configs").mkdir()
+    train(write_config(root / "configs" / "small.py", root / "logs" / "small", epochs=3, checkpoint_method="all",
+                       val_size=12, extra=DEBUGGER))
+    return root / "logs"
+
+
+def test_compare_epochs_never_shows_the_previous_datapoint(viewer_url, new_page):
+    """Item 1: open A, Compare epochs, back, open B, Compare epochs again: it showed A until B was drawn."""
+    page = new_page(viewer_url)
+    wait_caption(page, "12 datapoints")
+    order = column(page, "idx")
+    open_row(page, 0)
+    page.click(f"#{ids.TAB_COMPARE_EPOCHS}")
+    wait_title(page, ids.COMPARE_EPOCHS_PANEL, f"datapoint {order[0]} ")
+    page.click(f"#{ids.TAB_DATAPOINT}")
+    open_row(page, 1)
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[1]} ")
+
+    page.evaluate(RECORD_FRAMES, ids.COMPARE_EPOCHS_PANEL)
+    page.click(f"#{ids.TAB_COMPARE_EPOCHS}")
+    wait_title(page, ids.COMPARE_EPOCHS_PANEL, f"datapoint {order[1]} ")
+    seen = page.evaluate("window.framesSeen")
+    assert not [title for title in seen if f"datapoint {order[0]} " in title], \
+        f"Compare epochs showed datapoint {order[0]} while datapoint {order[1]} was asked for"
+    assert page.locator(f"#{ids.COMPARE_EPOCHS_STATUS}").inner_text() == ""
+
+
+def test_every_panel_says_loading_until_it_shows_the_datapoint_asked_for(viewer_url, new_page):
+    """Item 1: a slow answer (delayed in the browser) leaves 'loading datapoint N …' in place, never the last one."""
+    page = new_page("about:blank")
+    page.add_init_script(SLOW_SERVER.replace("DELAY_MS", "1500"))
+    page.goto(viewer_url)
+    wait_caption(page, "12 datapoints")
+    order = column(page, "idx")
+    open_row(page, 0)
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[0]} ")
+    open_row(page, 1)
+    page.wait_for_selector(f"#{ids.DATAPOINT_STATUS}:has-text('loading datapoint {order[1]} …')")
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[1]} ")
+    assert page.locator(f"#{ids.DATAPOINT_STATUS}").inner_text() == ""
+
+
+# Every answer of the server's callbacks delayed in the browser, as on a machine under heavy load.
+SLOW_SERVER = """
+const send = window.fetch;
+window.fetch = async function (url, options) {
+    const answer = await send.apply(this, arguments);
+    if (String(url).includes('_dash-update-component')) {
+        await new Promise(resolve => setTimeout(resolve, DELAY_MS));
+    }
+    return answer;
+};
+"""
