@@ -53,7 +53,7 @@ def reload_noting_asked(page) -> list[str]:
     def note(request) -> None:
         if "_dash-update-component" in request.url:
             body = json.loads(request.post_data or "{}")
-            if body.get("changedPropIds") != [f"{ids.REFRESH}.n_intervals"]:
+            if body.get("changedPropIds") != [f"{ids.REFRESH}.data"]:
                 asked.append(body.get("output", ""))
 
     page.on("request", note)

@@ -57,8 +57,8 @@ def open_row(page, row: int) -> str:
     return idx
 
 
-def wait_title(page, panel: str, text: str) -> None:
-    page.wait_for_selector(f"#{panel} .datapoint-title:has-text('{text}')")
+def wait_title(page, panel: str, text: str, timeout: float | None = None) -> None:
+    page.wait_for_selector(f"#{panel} .datapoint-title:has-text('{text}')", timeout=timeout)
 
 
 def debug_figures(page, panel: str = ids.DATAPOINT_PANEL):

@@ -8,6 +8,7 @@ memory stays bounded however many runs and epochs are browsed.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -52,10 +53,14 @@ class ViewerBackend:
         self._aggregated: BoundedCache[dict] = BoundedCache(4096)  # small: one dict of means per epoch
         self._findings: BoundedCache[Findings] = BoundedCache(max_debug_epochs)
         self.discovery = discover_runs(self._given_dirs)
+        self._discovered_at = time.monotonic()
 
-    def refresh(self) -> Discovery:
-        """Look for runs again (new runs appear while the viewer is open)."""
-        self.discovery = discover_runs(self._given_dirs)
+    def refresh(self, max_age_s: float = 0.0) -> Discovery:
+        """Look for runs again (new runs appear while the viewer is open), unless the last look is younger than
+        ``max_age_s`` (many pages asking at once share one look)."""
+        if time.monotonic() - self._discovered_at >= max_age_s:
+            self.discovery = discover_runs(self._given_dirs)
+            self._discovered_at = time.monotonic()
         return self.discovery
 
     def run(self, path: Optional[str]) -> Optional[Run]:

@@ -12,13 +12,16 @@ from runners.eval_viewer.callbacks import (
     failures,
     model_report,
     pending,
+    refresh,
     runs,
     scores,
     selection,
     table,
 )
 
+MODULES = (runs, table, scores, selection, datapoint, compare, model_report, failures, export, pending, refresh)
+
 
 def register_callbacks(app: Dash, backend: ViewerBackend) -> None:
-    for module in (runs, table, scores, selection, datapoint, compare, model_report, failures, export, pending):
+    for module in MODULES:
         module.register(app, backend)

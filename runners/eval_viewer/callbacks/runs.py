@@ -18,17 +18,17 @@ from runners.eval_viewer.layout.controls import problem_alerts, run_options
 
 def register(app: Dash, backend: ViewerBackend) -> None:
     @app.callback(Output(ids.RUN_SELECT, "options"), Output(ids.MESSAGES, "children"),
-                  Input(ids.REFRESH, "n_intervals"), State(ids.RUN_SELECT, "options"), prevent_initial_call=True)
-    def refresh_runs(_: int, current: list) -> tuple:
+                  Input(ids.REFRESH, "data"), State(ids.RUN_SELECT, "options"), prevent_initial_call=True)
+    def refresh_runs(_: Optional[int], current: list) -> tuple:
         discovery = backend.refresh()
         options = run_options(discovery)
         return (no_update, no_update) if options == current else (options, problem_alerts(discovery))
 
     @app.callback(Output(ids.EPOCH_SELECT, "options"), Output(ids.EPOCH_SELECT, "value"),
-                  Output(ids.EPOCHS_RUN, "data"), Input(ids.RUN_SELECT, "value"), Input(ids.REFRESH, "n_intervals"),
+                  Output(ids.EPOCHS_RUN, "data"), Input(ids.RUN_SELECT, "value"), Input(ids.REFRESH, "data"),
                   State(ids.EPOCH_SELECT, "value"), State(ids.EPOCH_SELECT, "options"), State(ids.EPOCHS_RUN, "data"),
                   prevent_initial_call=True)
-    def refresh_epochs(run_path: Optional[str], _: int, current: Optional[str], current_options: list,
+    def refresh_epochs(run_path: Optional[str], _: Optional[int], current: Optional[str], current_options: list,
                        listed_run: Optional[str]) -> tuple:
         """On a run switch, its latest epoch with debug outputs, always sent (even when its key is the one
         shown) so that what follows the epoch follows the new run; while a run trains, new epochs appear.

@@ -35,9 +35,9 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                   Output(ids.EPOCH_BADGES, "children"), Output(ids.TABLE_QUERY, "data"),
                   Output(ids.TABLE, "columnDefs"),
                   Input(ids.EPOCH_SELECT, "value"), Input(ids.METRIC_SELECT, "value"),
-                  Input(ids.REFRESH, "n_intervals"), Input(ids.TABLE_IDX_FILTER, "data"),
+                  Input(ids.REFRESH, "data"), Input(ids.TABLE_IDX_FILTER, "data"),
                   State(ids.RUN_SELECT, "value"), State(ids.TABLE_QUERY, "data"), prevent_initial_call=True)
-    def choose_rows(epoch_key: Optional[str], metric: Optional[str], _: int, narrowed: Optional[dict],
+    def choose_rows(epoch_key: Optional[str], metric: Optional[str], _: Optional[int], narrowed: Optional[dict],
                     run_path: Optional[str], previous: Optional[dict]) -> tuple:
         """Everything that follows the chosen epoch, in one step: the metric, the epoch's badges, and the table's
         query (with the epoch's version) and columns. A run switch reaches it once, through the epoch

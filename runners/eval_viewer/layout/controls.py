@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Optional
 
 from dash import dcc, html
@@ -11,7 +12,7 @@ from runners.eval_viewer.backend.runs import Discovery, last_modified
 from runners.eval_viewer.layout import ids
 from runners.eval_viewer.layout.first_view import FirstView
 
-REFRESH_MS = 5000  # how often the run's epoch list is re-read (a run still training grows)
+REFRESH_MS = 5000  # how often the page asks whether the runs changed (a run still training grows)
 
 
 def run_options(discovery: Discovery) -> list[dict]:
@@ -34,7 +35,17 @@ def _labelled(label: str, component: object, width: str) -> html.Div:
     return html.Div([html.Label(label), component], className="control", style={"width": width})
 
 
-def controls(discovery: Discovery, first: FirstView) -> html.Div:
+def refresh_poll(first: FirstView, on_disk: dict[str, str]) -> list:
+    """What ``assets/refresh.js`` asks about and ticks (``callbacks/refresh.py``): its period, and what the page
+    was built from (``on_disk``: ``disk_state`` of the first run and epoch), so a change before its first question
+    is not missed. ``REFRESH`` is given no data (a Store given None sets it again when it mounts)."""
+    return [dcc.Store(id=ids.REFRESH),
+            html.Div(id=ids.REFRESH_POLL, hidden=True, **{
+                "data-ms": str(REFRESH_MS), "data-runs": on_disk["runs"], "data-epoch": on_disk["epoch"],
+                "data-key": json.dumps([first.run, first.epoch], separators=(",", ":"), ensure_ascii=False)})]
+
+
+def controls(discovery: Discovery, first: FirstView, on_disk: dict[str, str]) -> html.Div:
     return html.Div([
         html.Div(problem_alerts(discovery), id=ids.MESSAGES),
         html.Div([
@@ -46,7 +57,7 @@ def controls(discovery: Discovery, first: FirstView) -> html.Div:
                                              value=first.view.metric, clearable=False), "18%"),
             html.Div(first.view.badges, id=ids.EPOCH_BADGES, className="badges"),
         ], className="controls"),
-        dcc.Interval(id=ids.REFRESH, interval=REFRESH_MS),
+        *refresh_poll(first, on_disk),
         dcc.Store(id=ids.EPOCHS_RUN, data=first.run),
         dcc.Store(id=ids.URL_STATE),
     ])

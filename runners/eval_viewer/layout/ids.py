@@ -7,7 +7,8 @@ METRIC_SELECT = "metric-select"
 EPOCH_BADGES = "epoch-badges"
 NEAREST_DEBUG_EPOCH = "nearest-debug-epoch"  # button: switch to the nearest epoch with debug outputs
 MESSAGES = "viewer-messages"
-REFRESH = "refresh-interval"
+REFRESH = "refresh-tick"  # ticked by assets/refresh.js when the runs on disk changed (callbacks/refresh.py)
+REFRESH_POLL = "refresh-poll"  # what assets/refresh.js asks about: its period and what the page was built from
 
 SCORE_CHART = "score-chart"  # drawn by assets/score_views.js from SCORE_CHART_DATA
 SCORE_CHART_DATA = "score-chart-data"

@@ -15,6 +15,7 @@ from dash import dcc, html
 
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.components import default_epoch, epoch_option
+from runners.eval_viewer.callbacks.refresh import disk_state
 from runners.eval_viewer.callbacks.table import epoch_view
 from runners.eval_viewer.layout import ids
 from runners.eval_viewer.layout.controls import controls, most_recent_run, run_options
@@ -53,7 +54,7 @@ def build_layout(backend: ViewerBackend, address: Mapping[str, str]) -> html.Div
     first = first_view(backend, address)
     return html.Div([
         html.Header(html.H2("Lantern eval viewer"), className="viewer-header"),
-        controls(backend.discovery, first),
+        controls(backend.discovery, first, disk_state(backend, first.run, first.epoch)),
         # A Store given data=None sets it again when it mounts (dcc's Store), which would run every callback of the
         # open datapoint at load: without one open, it is given no data at all.
         dcc.Store(id=ids.SELECTED, **({} if first.idx is None else {"data": first.idx})),
