@@ -8,11 +8,23 @@ from __future__ import annotations
 
 import shutil
 
+import numpy as np
 import pytest
 
+from analysis.epoch_table import EpochTable
 from runners.eval_viewer.layout import controls, ids
 from tests.e2e.conftest import DEBUGGER, serve_viewer
-from tests.e2e.viewer_page import column, open_row, wait_caption, wait_title
+from tests.e2e.synthetic_runs import write_table_run
+from tests.e2e.viewer_page import (
+    cell,
+    column,
+    filter_box,
+    filter_column,
+    open_row,
+    set_filter,
+    wait_caption,
+    wait_title,
+)
 from tests.runs import train, write_config
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -112,6 +124,83 @@ def test_the_page_runs_no_callback_until_the_runs_on_disk_change(logs, tmp_path,
         page.get_by_role("option", name="logs/copy (trainer)", exact=True).wait_for()
         page.keyboard.press("Escape")
         page.close()  # before the server stops
+
+
+def test_debugger_summary_columns_show_their_values(viewer_url, logs, new_page):
+    """Item 4: AG Grid read the '.' of 'gradcam.target_score' as a nested path: every summary column said n/a."""
+    page = new_page(viewer_url)
+    wait_caption(page, "12 datapoints")
+    first = int(column(page, "idx")[0])
+    page.evaluate(f"dash_ag_grid.getApi('{ids.TABLE}').ensureColumnVisible('gradcam.target_score')")
+    shown = cell(page, 0, "gradcam.target_score")
+    expected = EpochTable(str(logs / "small" / "epoch_2" / "epoch_table.parquet")).page(
+        where=[("idx", "=", first)])[0]["gradcam.target_score"]
+    assert shown != "n/a" and float(shown) == pytest.approx(expected, rel=1e-3)
+
+
+def test_j_right_after_clicking_a_row_opens_the_next_one(viewer_url, new_page):
+    """Item 5: a click on a row left the focus where it was, in the table's filter box just typed in: j was typed
+    into the filter."""
+    page = new_page(viewer_url)
+    wait_caption(page, "12 datapoints")
+    filter_box(page, "label").click()
+    filter_box(page, "label").press_sequentially("c")  # circle and cross
+    wait_caption(page, "of 12 datapoints match")
+    order = column(page, "idx")
+    assert len(order) >= 3
+    open_row(page, 1)
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[1]} ")
+    page.keyboard.press("j")
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[2]} ")
+    page.keyboard.press("k")
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[1]} ")
+    assert filter_box(page, "label").input_value() == "c"
+
+
+@pytest.fixture(scope="module")
+def odd_logs(tmp_path_factory):
+    """A run whose label column is float with NaN (datapoints 2 and 5 have none, named 'unlabelled' as another
+    writer could) and whose loss is missing for datapoints 1, 4 and 7."""
+    folder = tmp_path_factory.mktemp("odd") / "logs"
+    label = np.array([0, 1, np.nan, 3, 4, np.nan, 0, 1, 2, 3], dtype=np.float64)
+    prediction = np.array([0, 2, 2, 3, 1, 5, 0, 1, 4, 3])
+    loss = np.array([0.1, np.nan, 0.3, 0.4, np.nan, 0.6, 0.7, np.nan, 0.9, 1.0])
+    write_table_run(str(folder), "odd", label, prediction, loss)
+    return folder
+
+
+def test_blank_and_not_blank_filter_the_missing_values(odd_logs, new_page):
+    """Item 7: 'Blank' / 'Not blank' on a number filter returned every row, and the caption said no filter."""
+    with serve_viewer([str(odd_logs)]) as url:
+        page = new_page(url)
+        wait_caption(page, "10 datapoints")
+        set_filter(page, "cross_entropy", "blank")
+        wait_caption(page, "3 of 10 datapoints match")
+        assert sorted(column(page, "idx"), key=int) == ["1", "4", "7"]
+        set_filter(page, "cross_entropy", "notBlank")
+        wait_caption(page, "7 of 10 datapoints match")
+        assert "1" not in column(page, "idx")
+        page.close()  # before the server stops
+
+
+def test_a_label_column_of_floats_with_nan_opens_and_names_its_classes(odd_logs, new_page):
+    """Item 8: ``int(nan)`` in the class names broke the whole epoch."""
+    with serve_viewer([str(odd_logs)]) as url:
+        page = new_page(f"{url}?idx=3")
+        wait_caption(page, "10 datapoints")
+        assert "cross (3)" in column(page, "label")
+        wait_title(page, ids.DATAPOINT_PANEL, "datapoint 3 ")
+        assert "label cross (3)" in page.locator(f"#{ids.DATAPOINT_PANEL} .badges").inner_text()
+        page.close()  # before the server stops
+
+
+def test_a_superscript_digit_in_the_address_or_a_filter_box_gives_a_message(viewer_url, new_page):
+    """Item 8: ``'²'.isdigit()`` is true and ``int('²')`` fails: both gave HTTP 500."""
+    page = new_page(f"{viewer_url}?idx=²")
+    page.wait_for_selector(f"#{ids.MESSAGES} :has-text(\"idx='²' is not a dataset index\")")
+    wait_caption(page, "12 datapoints")
+    filter_column(page, "label", "²")
+    wait_caption(page, "no datapoint of 12 matches")
 
 
 # Every answer of the server's callbacks delayed in the browser, as on a machine under heavy load.

@@ -39,6 +39,22 @@ def column(page, name: str) -> list[str]:
     return [cells[i] for i in sorted(cells)]
 
 
+def cell(page, row: int, name: str) -> str:
+    """The text of a table cell (its column scrolled into view first where it is off screen)."""
+    page.evaluate(f"dash_ag_grid.getApi('{ids.TABLE}').ensureColumnVisible({name!r})")
+    locator = page.locator(f"#{ids.TABLE} .ag-center-cols-container .ag-row[row-index='{row}'] [col-id='{name}']")
+    return locator.inner_text()
+
+
+def set_filter(page, name: str, kind: str, text: str = "") -> None:
+    """Set a column's filter through the table's own API, as its menu does (``kind``: 'blank', 'notBlank', ...)."""
+    page.evaluate("""([table, name, kind, text]) => {
+        const api = dash_ag_grid.getApi(table);
+        const filterType = api.getColumnDef(name).filter === 'agNumberColumnFilter' ? 'number' : 'text';
+        api.setFilterModel({[name]: {filterType, type: kind, filter: text || null}});
+    }""", [ids.TABLE, name, kind, text])
+
+
 def filter_box(page, name: str):
     """The filter box under the column's header."""
     return page.locator(f"#{ids.TABLE} .ag-header-row-filter input[aria-label='{name} Filter Input']:not([disabled])")

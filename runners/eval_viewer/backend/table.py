@@ -46,7 +46,14 @@ def class_names(table: Table) -> dict[int, str]:
             found = table.values([ids, texts])
             classes, first = np.unique(found[ids], return_index=True)  # one row per class, not per datapoint
             names.update(zip(classes.tolist(), found[texts][first].tolist()))
-    return {int(i): str(name) for i, name in names.items() if i is not None and name is not None}
+    return {int(i): str(name) for i, name in names.items() if _class_id(i) and name is not None}
+
+
+def _class_id(value: Any) -> bool:
+    """Whether a label or prediction value is a class id: a whole number (a float column holds NaN where a
+    datapoint has none, which ``int`` refuses)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and float(value).is_integer()
 
 
 class ScoresTable:

@@ -21,6 +21,7 @@ from data.viewer.layout.display.display_labels import class_badges
 from runners.eval_viewer.backend.datapoint import load_datapoint, load_item
 from runners.eval_viewer.backend.runs import Epoch, Run
 from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.browser_input import BadRequest, datapoint_idx
 from runners.eval_viewer.callbacks.components import (
     column,
     datapoint_title,
@@ -95,14 +96,19 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                        drawn: Optional[list]) -> tuple:
         """Drawn while the tab is shown, once per datapoint, run and epochs (what it shows: ``drawn``, and a status
         line saying "loading" until then, see callbacks/pending.py)."""
-        wanted = [None if shown is None else shown["idx"], run_path, keys]
+        shown = shown if isinstance(shown, dict) else None
+        wanted = [None if shown is None else shown.get("idx"), run_path, keys]
         if tab != ids.TAB_COMPARE_EPOCHS or shown is None or wanted == drawn:
             return no_update, no_update, no_update
         run = backend.run(run_path)
         epochs = [e for e in backend.epochs(run) if e.key in (keys or [])] if run else []
-        if shown["idx"] is None or not epochs:
+        try:
+            idx = datapoint_idx(shown.get("idx"))
+        except BadRequest as exc:
+            return message(str(exc), "warning"), wanted, ""
+        if idx is None or not epochs:
             return message("Click a datapoint and pick the epochs to compare."), wanted, ""
-        return epoch_columns(backend, run, epochs, int(shown["idx"])), wanted, ""
+        return epoch_columns(backend, run, epochs, idx), wanted, ""
 
     @app.callback(Output(ids.COMPARE_RUN_SELECT, "options"), Input(ids.RUN_SELECT, "options"),
                   Input(ids.RUN_SELECT, "value"), prevent_initial_call=True)
@@ -125,13 +131,18 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                   State(ids.TABS, "value"), State(ids.COMPARE_RUNS_DRAWN, "data"), prevent_initial_call=True)
     def compare_runs(shown: Optional[dict], run_path: Optional[str], epoch_key: Optional[str],
                      other_path: Optional[str], other_key: Optional[str], tab: str, drawn: Optional[list]) -> tuple:
-        wanted = [None if shown is None else shown["idx"], run_path, epoch_key, other_path, other_key]
+        shown = shown if isinstance(shown, dict) else None
+        wanted = [None if shown is None else shown.get("idx"), run_path, epoch_key, other_path, other_key]
         if tab != ids.TAB_COMPARE_RUNS or shown is None or wanted == drawn:
             return no_update, no_update, no_update
         sides = [_side(backend, run_path, epoch_key), _side(backend, other_path, other_key)]
-        if shown["idx"] is None or None in sides:
+        try:
+            idx = datapoint_idx(shown.get("idx"))
+        except BadRequest as exc:
+            return message(str(exc), "warning"), wanted, ""
+        if idx is None or None in sides:
             return message("Click a datapoint, then pick a second run and its epoch."), wanted, ""
-        return run_columns(backend, sides, int(shown["idx"])), wanted, ""
+        return run_columns(backend, sides, idx), wanted, ""
 
 
 def epochs_to_compare(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> tuple[list, list]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from dash import Dash, Input, Output, State, html, no_update
@@ -24,6 +24,7 @@ from runners.eval_viewer.backend.runs import Epoch, Run
 from runners.eval_viewer.backend.scores import ScoresError
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.browser_input import BadRequest, datapoint_idx, paging
 from runners.eval_viewer.callbacks.components import (
     NOTHING_OPEN,
     datapoint_title,
@@ -128,10 +129,10 @@ class Panels:
         if wanted is None:
             return
         query, request, row, chosen = wanted
-        start = 0 if row is None else max(row - 1, 0)
+        start = 0 if not isinstance(row, int) else max(row - 1, 0)
         try:
-            rows, _, _, _ = table_rows(self.backend, query, request, start, start + 3)
-        except TABLE_ERRORS:
+            rows, _, _, _ = table_rows(self.backend, query, replace(paging(request), start=start, end=start + 3))
+        except (*TABLE_ERRORS, BadRequest):
             return
         for found in rows:
             try:
@@ -169,7 +170,10 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         (``callbacks/pending.py``)."""
         if tab != ids.TAB_DATAPOINT:
             return no_update, no_update, no_update, no_update, no_update
-        panel = panels.get(run_path, epoch_key, idx, chosen)
+        try:
+            panel = panels.get(run_path, epoch_key, datapoint_idx(idx), chosen)
+        except BadRequest as exc:
+            return message(str(exc), "warning"), no_update, no_update, [idx, run_path, epoch_key], ""
         if query and idx is not None:
             panels.draw_ahead(query, request or {}, row, chosen)
         drawn = [idx, run_path, epoch_key]

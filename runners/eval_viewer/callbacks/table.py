@@ -8,6 +8,7 @@ so nothing typed in the page reaches a query as text.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -17,6 +18,7 @@ from runners.eval_viewer.backend.runs import Epoch
 from runners.eval_viewer.backend.scores import ScoresError, default_metric
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.browser_input import BadRequest, Paging, paging, typed_idx
 from runners.eval_viewer.callbacks.components import HIDDEN_COLUMNS, debug_hint, epoch_badges
 from runners.eval_viewer.callbacks.failures import narrowed_idx
 from runners.eval_viewer.layout import ids
@@ -28,6 +30,7 @@ LABEL_WIDTH = 110  # px: "triangle (2)"
 CLASS_NAME_FORMAT = "params.value == null ? 'n/a' : (params.colDef.refData['' + params.value] || '' + params.value)"
 _NUMBER_OPS = {"equals": "=", "notEqual": "!=", "lessThan": "<", "lessThanOrEqual": "<=", "greaterThan": ">",
                "greaterThanOrEqual": ">="}
+_NULL_OPS = {"blank": "is null", "notBlank": "is not null"}
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
@@ -80,11 +83,11 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         if not request:
             return no_update, no_update
         try:
-            rows, count, total, label = table_rows(backend, query or {}, request, request.get("startRow", 0),
-                                                   request.get("endRow", 100))
-        except TABLE_ERRORS as exc:
+            asked = paging(request)
+            rows, count, total, label = table_rows(backend, query or {}, asked)
+        except (*TABLE_ERRORS, BadRequest) as exc:
             return {"rowData": [], "rowCount": 0}, str(exc)
-        return {"rowData": rows, "rowCount": count}, caption(label, count, total, query or {}, request)
+        return {"rowData": rows, "rowCount": count}, caption(label, count, total, query or {}, asked)
 
 
 @dataclass
@@ -195,49 +198,52 @@ def _filter_of(kind: str, name: str) -> dict:
     return {"filter": "agNumberColumnFilter"}
 
 
-def table_rows(backend: ViewerBackend, query: dict, request: dict, start: int,
-               end: int) -> tuple[list[dict], int, int, str]:
-    """Rows ``start .. end`` under the request's filter and sort, the filtered and total counts, the epoch's label."""
+def table_rows(backend: ViewerBackend, query: dict, asked: Paging) -> tuple[list[dict], int, int, str]:
+    """The rows ``asked`` for (under its filter and sort), the filtered and total counts, the epoch's label."""
     epoch, table = table_of(backend, query.get("run"), query.get("epoch"))
     if table is None:
         return [], 0, 0, ""
-    where = where_of(request.get("filterModel") or {}, backend.class_names(epoch))
+    where = where_of(asked.filter_model, backend.class_names(epoch))
     if query.get("idx") is not None:
         where.append(("idx", "in", list(query["idx"])))
-    order_by, descending = _order_of(request.get("sortModel") or [])
-    rows = table.page(where=where, order_by=order_by, descending=descending, offset=start, limit=max(end - start, 0))
+    rows = table.page(where=where, order_by=asked.sort, descending=asked.descending, offset=asked.start,
+                      limit=max(asked.end - asked.start, 0))
     debug = backend.debug_indices(epoch)
     for row in rows:
         row["debug"] = DEBUG_MARK if row["idx"] in debug else ""
     return rows, table.count(where), table.count(), epoch.label
 
 
-def _order_of(sort_model: list[dict]) -> tuple[Optional[str], bool]:
-    if not sort_model:
-        return None, False
-    return sort_model[0]["colId"], sort_model[0].get("sort") == "desc"
-
-
 def where_of(filter_model: dict, class_names: dict[int, str]) -> list[tuple[str, str, Any]]:
-    """AG Grid's filter model as ``(column, op, value)`` triples; class names in label columns become ids."""
+    """AG Grid's filter model as ``(column, op, value)`` triples; class names in label columns become ids; 'Blank'
+    and 'Not blank' (any column's menu) are ``is null`` and ``is not null``."""
     where: list[tuple[str, str, Any]] = []
     for column, condition in filter_model.items():
         kind, value = condition.get("type"), condition.get("filter")
-        if column in LABEL_COLUMNS:
+        if kind in _NULL_OPS:
+            where.append((column, _NULL_OPS[kind]))
+        elif column in LABEL_COLUMNS:
             where.append((column, "in", _matching_classes(str(value or ""), class_names)))
         elif condition.get("filterType") == "text":
             where.append((column, "=", _typed_text(str(value or ""))))
         elif kind == "inRange":
-            where += [(column, ">=", value), (column, "<=", condition.get("filterTo"))]
+            where += [(column, ">=", _number(value)), (column, "<=", _number(condition.get("filterTo")))]
         elif kind in _NUMBER_OPS and value is not None:
-            where.append((column, _NUMBER_OPS[kind], value))
+            where.append((column, _NUMBER_OPS[kind], _number(value)))
     return where
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise BadRequest(f"a number filter holds {value!r}, not a number; clear the filter and type a number")
+    return value
 
 
 def _matching_classes(text: str, class_names: dict[int, str]) -> list[int]:
     """Class ids whose number is ``text`` or whose name contains it (case-insensitive)."""
     text = text.strip().lower()
-    return [int(text)] if text.isdigit() else [i for i, name in class_names.items() if text in name.lower()]
+    number = typed_idx(text)
+    return [number] if number is not None else [i for i, name in class_names.items() if text in name.lower()]
 
 
 def _typed_text(text: str) -> object:
@@ -245,13 +251,11 @@ def _typed_text(text: str) -> object:
     return {"true": True, "false": False}.get(text.strip().lower(), text)
 
 
-def caption(label: str, count: int, total: int, query: dict, request: dict) -> str:
+def caption(label: str, count: int, total: int, query: dict, asked: Paging) -> str:
     """Names the epoch (so a reader, and a test, knows the table is current) and says when filters hide rows."""
     if not label:
         return ""
-    sort = (request.get("sortModel") or [{}])[0]
-    order = f", sorted by {sort['colId']} ({'highest' if sort.get('sort') == 'desc' else 'lowest'} first)" \
-        if sort.get("colId") else ""
+    order = f", sorted by {asked.sort} ({'highest' if asked.descending else 'lowest'} first)" if asked.sort else ""
     if count == total:
         return f"{label}: {total} datapoints{order}; click a row (or j/k) to open one."
     narrowed = " (narrowed to a chosen set of datapoints)" if query.get("idx") is not None else ""

@@ -47,7 +47,8 @@ def refresh_poll(first: FirstView, on_disk: dict[str, str]) -> list:
 
 def controls(discovery: Discovery, first: FirstView, on_disk: dict[str, str]) -> html.Div:
     return html.Div([
-        html.Div(problem_alerts(discovery), id=ids.MESSAGES),
+        html.Div([*problem_alerts(discovery), *[alert(problem, "warning", "address-problem")
+                                                for problem in first.problems]], id=ids.MESSAGES),
         html.Div([
             _labelled("Run", dcc.Dropdown(id=ids.RUN_SELECT, options=run_options(discovery), clearable=False,
                                           value=first.run, placeholder="no run found"), "34%"),

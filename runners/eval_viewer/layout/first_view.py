@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from runners.eval_viewer.callbacks.table import EpochView
@@ -19,3 +19,4 @@ class FirstView:
     view: EpochView
     idx: Optional[int]
     tab: str
+    problems: list[str] = field(default_factory=list)  # what in the address could not be used, and why

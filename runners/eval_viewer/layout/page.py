@@ -14,6 +14,7 @@ import flask
 from dash import dcc, html
 
 from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.browser_input import typed_idx
 from runners.eval_viewer.callbacks.components import default_epoch, epoch_option
 from runners.eval_viewer.callbacks.refresh import disk_state
 from runners.eval_viewer.callbacks.table import epoch_view
@@ -42,11 +43,14 @@ def first_view(backend: ViewerBackend, address: Mapping[str, str]) -> FirstView:
     run = backend.run(run_path)
     epochs = backend.epochs(run) if run else []
     epoch_key = address.get("epoch") if address.get("epoch") in {e.key for e in epochs} else default_epoch(epochs)
-    idx = address.get("idx", "")
+    idx = typed_idx(address.get("idx", ""))
+    problems = [] if idx is not None or not address.get("idx") else [
+        f"The address's idx={address['idx'][:40]!r} is not a dataset index (a whole number): no datapoint is "
+        "opened. Click one in the table, or fix the address."]
     tab = address.get("tab") if address.get("tab") in ids.TAB_VALUES else ids.TAB_DATAPOINT
     return FirstView(run_path, [epoch_option(e) for e in epochs], epoch_key,
                      epoch_view(backend, run_path, epoch_key, address.get("metric"), sort=address.get("sort")),
-                     int(idx) if idx.isdigit() else None, tab)
+                     idx, tab, problems)
 
 
 def build_layout(backend: ViewerBackend, address: Mapping[str, str]) -> html.Div:

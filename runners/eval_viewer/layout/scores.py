@@ -29,7 +29,9 @@ def datapoint_table(columns: list[dict], open_idx: Optional[int]) -> dag.AgGrid:
                        "minWidth": 90, "flex": 1, "filterParams": {"maxNumConditions": 1, "buttons": ["reset"]}},
         rowClassRules={OPEN_ROW_CLASS: "params.data && params.data.idx === params.context.open"},
         dashGridOptions={"cacheBlockSize": TABLE_BLOCK_SIZE, "maxBlocksInCache": 20, "context": {"open": open_idx},
-                         "suppressCellFocus": True, "rowHeight": 28, "headerHeight": 30},
+                         "suppressCellFocus": True, "rowHeight": 28, "headerHeight": 30,
+                         # a debugger summary's column is named 'layer3_stats.mean': a field, not a nested path
+                         "suppressFieldDotNotation": True},
         className="ag-theme-alpine", style={"height": "420px", "width": "100%"},
     )
 

@@ -33,6 +33,7 @@ from runners.eval_viewer.backend.runs import EVALUATION_KEY, discover_runs, list
 from runners.eval_viewer.backend.scores import Scores, ScoresError, default_metric, read_scores
 from runners.eval_viewer.backend.table import ScoresTable
 from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.browser_input import paging
 from runners.eval_viewer.callbacks.compare import run_columns
 from runners.eval_viewer.callbacks.components import epoch_badges
 from runners.eval_viewer.callbacks.datapoint import render_datapoint
@@ -309,8 +310,8 @@ def test_config_inside_the_log_folder_is_never_imported(trainer_copy, tmp_path):
 def test_table_rows_are_worst_first_and_mark_debug_outputs(runs):
     backend = ViewerBackend([runs["logs"]])
     query = {"run": runs["trainer"], "epoch": "epoch_1"}
-    sort = {"sortModel": [{"colId": "cross_entropy", "sort": "desc"}]}
-    rows, count, total, label = table_rows(backend, query, sort, 0, 100)
+    sort = paging({"sortModel": [{"colId": "cross_entropy", "sort": "desc"}]})
+    rows, count, total, label = table_rows(backend, query, sort)
     losses = [row["cross_entropy"] for row in rows]
     assert losses == sorted(losses, reverse=True) and (count, total, label) == (24, 24, "epoch 1")
     columns = column_defs(backend, backend.epoch(backend.run(runs["trainer"]), "epoch_1"), "cross_entropy")
@@ -322,14 +323,14 @@ def test_table_rows_are_worst_first_and_mark_debug_outputs(runs):
                                      columns[2]["refData"]}
     label_filter = where_of({"label": {"filterType": "text", "type": "contains", "filter": "RING"}},
                             backend.class_names(backend.epoch(backend.run(runs["trainer"]), "epoch_1")))
-    rows, count, _, _ = table_rows(backend, query, {"filterModel": {"label": {"filterType": "text",
-                                                                              "filter": "ring"}}}, 0, 100)
+    rows, count, _, _ = table_rows(backend, query, paging({"filterModel": {"label": {"filterType": "text",
+                                                                                     "filter": "ring"}}}))
     assert label_filter == [("label", "in", [names.index("ring")])]
     assert count == len(rows) > 0 and all(row["label_name"] == "ring" for row in rows)
     assert all(row["debug"] == DEBUG_MARK for row in rows)
-    rows, _, _, _ = table_rows(backend, {"run": runs["trainer"], "epoch": "epoch_0"}, sort, 0, 100)
+    rows, _, _, _ = table_rows(backend, {"run": runs["trainer"], "epoch": "epoch_0"}, sort)
     assert len(rows) == 24 and not any(row["debug"] for row in rows)
-    rows, count, _, _ = table_rows(backend, {**query, "idx": [3, 5, 99]}, sort, 0, 100)
+    rows, count, _, _ = table_rows(backend, {**query, "idx": [3, 5, 99]}, sort)
     assert sorted(row["idx"] for row in rows) == [3, 5] and count == 2
 
 
@@ -338,7 +339,7 @@ def test_unreadable_scores_file_is_explained_and_debug_outputs_still_open(traine
         with open(os.path.join(trainer_copy, "epoch_1", name), "w") as f:
             f.write("{not json")
     backend = ViewerBackend([trainer_copy])
-    rows, count, _, _ = table_rows(backend, {"run": trainer_copy, "epoch": "epoch_1"}, {}, 0, 100)
+    rows, count, _, _ = table_rows(backend, {"run": trainer_copy, "epoch": "epoch_1"}, paging({}))
     assert count == 24 and [row["idx"] for row in rows] == list(range(24))  # the captured ones can be opened
     with pytest.raises(ScoresError, match="cannot be read as JSON"):
         backend.scores(backend.epoch(backend.run(trainer_copy), "epoch_1"))
