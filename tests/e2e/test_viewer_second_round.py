@@ -6,6 +6,7 @@ tests make for themselves.
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -201,6 +202,32 @@ def test_a_superscript_digit_in_the_address_or_a_filter_box_gives_a_message(view
     wait_caption(page, "12 datapoints")
     filter_column(page, "label", "²")
     wait_caption(page, "no datapoint of 12 matches")
+
+
+def test_a_click_on_the_table_while_a_narrowing_loads_never_opens_the_previous_one(viewer_url, logs, new_page):
+    """Item 6: after a click on a finding the table showed the previous finding's rows until its answers came (the
+    score grid a round trip earlier); a click on the top row in that window opened a datapoint of the previous
+    finding. The answers are slowed so that window lasts seconds; the table says it is loading instead."""
+    page = new_page("about:blank")
+    page.add_init_script(SLOW_SERVER.replace("DELAY_MS", "1500"))
+    page.goto(viewer_url)
+    wait_caption(page, "12 datapoints")
+    narrow = f"""idx => window.dash_clientside.set_props('{ids.TABLE_IDX_FILTER}',
+        {{data: {{run: {json.dumps(str(logs / 'small'))}, epoch: 'epoch_2', idx: idx}}}})"""
+    page.evaluate(narrow, [0, 1, 2])
+    wait_caption(page, "3 of 12 datapoints match")
+    previous = column(page, "idx")
+    page.evaluate(narrow, [9, 10, 11])  # as a finding's click does
+    page.locator(f"#{ids.TABLE} .ag-center-cols-container .ag-row[row-index='0'] [col-id='idx']").click(force=True)
+    page.keyboard.press("j")
+    wait_caption(page, "3 of 12 datapoints match")
+    page.wait_for_function(f"() => (document.getElementById('{ids.SCORE_GRID}').scoreGrid || {{}}).idx.includes(11)")
+    page.locator(f"#{ids.TABLE} .ag-row[row-id='11']").wait_for()
+    assert sorted(column(page, "idx"), key=int) == ["9", "10", "11"]
+    assert page.evaluate(f"window.dash_component_api.getLayout('{ids.SELECTED}').props.data") is None, \
+        f"a click on the previous narrowing's rows opened a datapoint (its top row was {previous[0]})"
+    page.keyboard.press("j")  # now the table is current: the keys step from its first row
+    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {column(page, 'idx')[0]} ")
 
 
 # Every answer of the server's callbacks delayed in the browser, as on a machine under heavy load.

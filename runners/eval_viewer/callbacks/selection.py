@@ -12,6 +12,8 @@ view."""
 
 from __future__ import annotations
 
+import json
+
 from dash import Dash, Input, Output, State
 
 from runners.eval_viewer.backend.viewer import ViewerBackend
@@ -45,9 +47,22 @@ _MARK_OPEN_ROW = """function(idx) {
     return '';
 }""".replace("TABLE", ids.TABLE)
 
+# Whether the table's rows are not yet those asked for: a narrowing (a Failures finding) was written and the table's
+# query (what its rows are of) does not have it yet. Read from the page's state, not as a callback's State: Dash holds
+# back a callback whose State a pending callback writes, and would then apply a click on the old rows to the new ones.
+_STALE = """function tableIsStale() {
+    const props = id => ((window.dash_component_api.getLayout(id) || {}).props || {}).data;
+    const narrowed = props('NARROWING'), query = props('QUERY') || {};
+    const wanted = narrowed && narrowed.run === query.run && narrowed.epoch === query.epoch ? narrowed.idx : null;
+    return JSON.stringify(wanted || null) !== JSON.stringify(query.idx || null);
+}""".replace("NARROWING", ids.TABLE_IDX_FILTER).replace("QUERY", ids.TABLE_QUERY)
+STALE_NOTE = "The table is loading the datapoints asked for: open one once it shows them."
+
 _SELECT = """function(cell, _previous, _next, row, open) {
     const none = window.dash_clientside.no_update;
     const trigger = (window.dash_clientside.callback_context.triggered[0] || {}).prop_id || '';
+    STALE
+    if (tableIsStale()) { return [none, none, NOTE]; }
     if (trigger.startsWith('TABLE.')) {
         const id = String((cell || {}).rowId);
         return /^[0-9]+$/.test(id) ? [parseInt(id), cell.rowIndex, none] : [none, none, none];
@@ -71,7 +86,17 @@ _SELECT = """function(cell, _previous, _next, row, open) {
     api.ensureIndexVisible(target);
     const node = api.getDisplayedRowAtIndex(target);
     return node && node.data ? [node.data.idx, target, none] : [none, none, none];
-}""".replace("TABLE", ids.TABLE).replace("PREVIOUS", ids.PREV_BUTTON)
+}""".replace("STALE", _STALE).replace("NOTE", json.dumps(STALE_NOTE)).replace("TABLE", ids.TABLE) \
+    .replace("PREVIOUS", ids.PREV_BUTTON)
+
+# The table shows AG Grid's loading overlay from when a narrowing is asked for until its rows land.
+_LOADING = """function() {
+    STALE
+    let api = null;
+    try { api = dash_ag_grid.getApi('TABLE'); } catch (error) { return window.dash_clientside.no_update; }
+    api.setGridOption('loading', tableIsStale());
+    return window.dash_clientside.no_update;
+}""".replace("STALE", _STALE).replace("TABLE", ids.TABLE)
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
@@ -85,5 +110,7 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                             Output(ids.NAVIGATION_NOTE, "children"), Input(ids.TABLE, "cellClicked"),
                             Input(ids.PREV_BUTTON, "n_clicks"), Input(ids.NEXT_BUTTON, "n_clicks"),
                             State(ids.SELECTED_ROW, "data"), State(ids.SELECTED, "data"), prevent_initial_call=True)
+    app.clientside_callback(_LOADING, Output(ids.TABLE, "className"), Input(ids.TABLE_IDX_FILTER, "data"),
+                            Input(ids.TABLE, "getRowsResponse"), prevent_initial_call=True)
     app.clientside_callback(_MARK_OPEN_ROW, Output(ids.NAVIGATION_NOTE, "children", allow_duplicate=True),
                             Input(ids.SELECTED, "data"), prevent_initial_call=True)  # the first page's comes marked
