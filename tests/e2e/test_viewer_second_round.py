@@ -230,6 +230,64 @@ def test_a_click_on_the_table_while_a_narrowing_loads_never_opens_the_previous_o
     wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {column(page, 'idx')[0]} ")
 
 
+def test_filters_people_type_wrong_only_and_chips(viewer_url, logs, new_page):
+    """Item 9: '> 2', '0.2..0.6', '!= ring', 'ring, circle' in the boxes (numeric boxes were <input type=number>, so
+    none could be typed); a one-click "wrong only"; chips listing the active filters, each removable."""
+    table = EpochTable(str(logs / "small" / "epoch_2" / "epoch_table.parquet"))
+    values = table.values(["idx", "cross_entropy", "label", "prediction", "label_name"])
+    page = new_page(viewer_url)
+    wait_caption(page, "12 datapoints")
+    losses = sorted(values["cross_entropy"])
+    low, high = (float(f"{losses[i]:.6f}") for i in (2, 8))
+    filter_column(page, "cross_entropy", f"{low:.6f}..{high:.6f}")
+    expected = {int(i) for i, v in zip(values["idx"], values["cross_entropy"]) if low <= v <= high}
+    wait_caption(page, f"{len(expected)} of 12 datapoints match")
+    assert {int(i) for i in column(page, "idx")} == expected
+    assert page.locator(f"#{ids.FILTER_CHIPS} .filter-chip").all_inner_texts() == \
+        [f"cross_entropy: {low:.6f}..{high:.6f} ×"]
+    page.locator(f"#{ids.FILTER_CHIPS} .filter-chip").click()  # removed by its chip
+    wait_caption(page, "epoch 2: 12 datapoints")
+    assert filter_box(page, "cross_entropy").input_value() == ""
+
+    filter_column(page, "label", "!= ring")
+    rings = sum(name == "ring" for name in values["label_name"])
+    wait_caption(page, f"{12 - rings} of 12 datapoints match")
+    filter_column(page, "label", "ring, circle")
+    both = sum(name in ("ring", "circle") for name in values["label_name"])
+    wait_caption(page, f"{both} of 12 datapoints match")
+    filter_column(page, "label", "")
+    above = float(f"{losses[5]:.6f}")
+    filter_column(page, "cross_entropy", f"> {above:.6f}")
+    wait_caption(page, f"{sum(v > above for v in losses)} of 12 datapoints match")
+
+    page.locator(f"#{ids.WRONG_ONLY} input").check()
+    wrong = {int(i) for i, v, a, b in zip(values["idx"], values["cross_entropy"], values["label"],
+                                          values["prediction"]) if v > above and a != b}
+    wait_caption(page, f"{len(wrong)} of 12 datapoints match the filters (wrong only)")
+    assert {int(i) for i in column(page, "idx")} == wrong
+    assert len(page.locator(f"#{ids.FILTER_CHIPS} .filter-chip").all()) == 2
+    page.locator(f"#{ids.FILTER_CHIPS} .filter-chip", has_text="wrong only").click()
+    wait_caption(page, f"{sum(v > above for v in losses)} of 12 datapoints match the filters,")
+    assert not page.locator(f"#{ids.WRONG_ONLY} input").is_checked()
+
+    filter_column(page, "cross_entropy", "> lots")
+    wait_caption(page, "is not a number")
+
+
+def test_the_column_chooser_hides_and_pins_columns(viewer_url, new_page):
+    """Item 9: 5 of about 50 columns show at 1500 px; a chosen column can be pinned to the table's left."""
+    page = new_page(viewer_url)
+    wait_caption(page, "12 datapoints")
+    page.locator("summary", has_text="Columns").click()
+    page.click(f"#{ids.COLUMNS_PINNED}")
+    page.locator(".dash-dropdown-content").get_by_role("option", name="gradcam.entropy", exact=True).click()
+    page.keyboard.press("Escape")
+    pinned = f"#{ids.TABLE} .ag-pinned-left-header .ag-header-cell-sortable[col-id='gradcam.entropy']"
+    page.locator(pinned).wait_for()
+    page.locator(f"#{ids.COLUMNS_SHOWN} label", has_text="true_class_confidence").click()
+    page.locator(f"#{ids.TABLE} .ag-header-cell[col-id='true_class_confidence']").wait_for(state="detached")
+
+
 # Every answer of the server's callbacks delayed in the browser, as on a machine under heavy load.
 SLOW_SERVER = """
 const send = window.fetch;

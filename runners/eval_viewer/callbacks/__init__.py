@@ -10,6 +10,7 @@ from runners.eval_viewer.callbacks import (
     datapoint,
     export,
     failures,
+    filters,
     model_report,
     pending,
     refresh,
@@ -19,7 +20,8 @@ from runners.eval_viewer.callbacks import (
     table,
 )
 
-MODULES = (runs, table, scores, selection, datapoint, compare, model_report, failures, export, pending, refresh)
+MODULES = (runs, table, scores, selection, datapoint, compare, model_report, failures, export, pending, refresh,
+           filters)
 
 
 def register_callbacks(app: Dash, backend: ViewerBackend) -> None:

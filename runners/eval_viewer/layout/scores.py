@@ -12,6 +12,7 @@ import dash_ag_grid as dag
 from dash import dcc, html
 
 from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.filters import WRONG
 from runners.eval_viewer.callbacks.scores import grid_view, history_view
 from runners.eval_viewer.callbacks.table import EpochView
 from runners.eval_viewer.layout import ids
@@ -36,6 +37,17 @@ def datapoint_table(columns: list[dict], open_idx: Optional[int]) -> dag.AgGrid:
     )
 
 
+def column_chooser(columns: list[dict]) -> html.Details:
+    """Which columns the table shows, and which are pinned to its left (they stay while it scrolls sideways)."""
+    names = [column["field"] for column in columns if column.get("field")]
+    return html.Details([
+        html.Summary("Columns", className="small-button"),
+        html.Div([dcc.Dropdown(id=ids.COLUMNS_PINNED, options=names, value=[], multi=True,
+                               placeholder="pin columns to the left"),
+                  dcc.Checklist(id=ids.COLUMNS_SHOWN, options=names, value=names, className="column-list")],
+                 className="column-chooser")], className="columns")
+
+
 def score_views(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str],
                 first: EpochView, open_idx: Optional[int]) -> html.Div:
     """The chart, the table and the grid of the epoch the page opens on (``first``). The chart's and the grid's
@@ -47,8 +59,13 @@ def score_views(backend: ViewerBackend, run_path: Optional[str], epoch_key: Opti
         dcc.Store(id=ids.SCORE_CHART_DATA, data=history_view(backend, run_path, first.metric, epoch_key)),
         html.Div(grid_message, id=ids.SCORES_MESSAGE),
         html.Div([html.P(id=ids.TABLE_CAPTION, className="hint"),
-                  html.Button("Clear filters", id=ids.TABLE_CLEAR_FILTERS, className="small-button")],
+                  html.Div([dcc.Checklist(id=ids.WRONG_ONLY, options=[{"label": "wrong only", "value": WRONG}],
+                                          value=[WRONG] if first.query.get("wrong") else [], inline=True),
+                            column_chooser(first.columns),
+                            html.Button("Clear filters", id=ids.TABLE_CLEAR_FILTERS, className="small-button")],
+                           className="table-tools")],
                  className="caption-row"),
+        html.Div(id=ids.FILTER_CHIPS, className="filter-chips"),
         datapoint_table(first.columns, open_idx),
         html.Div(id=ids.SCORE_GRID, className="score-grid"),
         dcc.Store(id=ids.SCORE_GRID_DATA, data=grid),

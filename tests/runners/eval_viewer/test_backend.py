@@ -187,12 +187,15 @@ def test_missing_scores_rank_last_and_ties_keep_idx_order():
 def test_filters_pages_and_percentiles_of_the_table():
     losses = [0.1 * i for i in range(50)]
     table = ScoresTable(Scores({}, {"loss": losses}, list(range(100, 150)), {"loss": False}))
-    where = where_of({"idx": {"filterType": "number", "type": "equals", "filter": 123},
-                      "loss": {"filterType": "number", "type": "lessThan", "filter": 4.0}}, {})
+    kinds = dict(table.columns())
+    where = where_of({"idx": {"filterType": "text", "type": "contains", "filter": "123"},
+                      "loss": {"filterType": "text", "type": "contains", "filter": "< 4"}}, kinds, {})
     assert [row["idx"] for row in table.page(where)] == [123] and table.count(where) == 1
-    page = table.page(where_of({"loss": {"filterType": "number", "type": "inRange", "filter": 1, "filterTo": 2}}, {}),
+    page = table.page(where_of({"loss": {"filterType": "text", "type": "contains", "filter": "1..2"}}, kinds, {}),
                       order_by="loss", descending=True, offset=2, limit=3)
     assert [row["idx"] for row in page] == [118, 117, 116]
+    where = where_of({"idx": {"filterType": "text", "filter": "!= 100, 101"}, "loss": {"type": "notBlank"}}, kinds, {})
+    assert table.count(where) == 48
     assert table.percentile("loss", 0.1 * 24) == 50.0  # 25 of 50 values are at most the 25th smallest
 
 
@@ -321,7 +324,7 @@ def test_table_rows_are_worst_first_and_mark_debug_outputs(runs):
     names = SyntheticShapesDataset.CLASS_NAMES
     assert columns[2]["refData"] == {str(i): f"{name} ({i})" for i, name in enumerate(names) if str(i) in
                                      columns[2]["refData"]}
-    label_filter = where_of({"label": {"filterType": "text", "type": "contains", "filter": "RING"}},
+    label_filter = where_of({"label": {"filterType": "text", "type": "contains", "filter": "RING"}}, {},
                             backend.class_names(backend.epoch(backend.run(runs["trainer"]), "epoch_1")))
     rows, count, _, _ = table_rows(backend, query, paging({"filterModel": {"label": {"filterType": "text",
                                                                                      "filter": "ring"}}}))
