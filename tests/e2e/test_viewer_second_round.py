@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from urllib.parse import urlencode
 
 import numpy as np
 import pytest
@@ -24,6 +25,7 @@ from tests.e2e.viewer_page import (
     open_row,
     set_filter,
     wait_caption,
+    wait_rows,
     wait_title,
 )
 from tests.runs import train, write_config
@@ -242,7 +244,7 @@ def test_filters_people_type_wrong_only_and_chips(viewer_url, logs, new_page):
     filter_column(page, "cross_entropy", f"{low:.6f}..{high:.6f}")
     expected = {int(i) for i, v in zip(values["idx"], values["cross_entropy"]) if low <= v <= high}
     wait_caption(page, f"{len(expected)} of 12 datapoints match")
-    assert {int(i) for i in column(page, "idx")} == expected
+    wait_rows(page, expected)
     assert page.locator(f"#{ids.FILTER_CHIPS} .filter-chip").all_inner_texts() == \
         [f"cross_entropy: {low:.6f}..{high:.6f} ×"]
     page.locator(f"#{ids.FILTER_CHIPS} .filter-chip").click()  # removed by its chip
@@ -264,7 +266,7 @@ def test_filters_people_type_wrong_only_and_chips(viewer_url, logs, new_page):
     wrong = {int(i) for i, v, a, b in zip(values["idx"], values["cross_entropy"], values["label"],
                                           values["prediction"]) if v > above and a != b}
     wait_caption(page, f"{len(wrong)} of 12 datapoints match the filters (wrong only)")
-    assert {int(i) for i in column(page, "idx")} == wrong
+    wait_rows(page, wrong)
     assert len(page.locator(f"#{ids.FILTER_CHIPS} .filter-chip").all()) == 2
     page.locator(f"#{ids.FILTER_CHIPS} .filter-chip", has_text="wrong only").click()
     wait_caption(page, f"{sum(v > above for v in losses)} of 12 datapoints match the filters,")
@@ -286,6 +288,72 @@ def test_the_column_chooser_hides_and_pins_columns(viewer_url, new_page):
     page.locator(pinned).wait_for()
     page.locator(f"#{ids.COLUMNS_SHOWN} label", has_text="true_class_confidence").click()
     page.locator(f"#{ids.TABLE} .ag-header-cell[col-id='true_class_confidence']").wait_for(state="detached")
+
+
+def test_a_link_holds_the_whole_view_filters_narrowing_and_comparisons(logs, tmp_path, new_page):
+    """Item 3: a link to "wrong rings" opened all rows: filters, a Failures narrowing, the comparisons' choices and
+    the columns were not in the address."""
+    run = logs / "small"
+    view = urlencode([("run", str(run)), ("epoch", "epoch_2"), ("idx", 7), ("tab", ids.TAB_COMPARE_EPOCHS),
+                      ("sort", "idx"), ("f.cross_entropy", "> 0.5"), ("wrong", "1"),
+                      ("narrow", "confusion:ring|square"), ("cmp_epochs", "epoch_0"), ("cmp_epochs", "epoch_2"),
+                      ("pin", "gradcam.entropy"), ("hide", "true_class_confidence")])
+    with serve_viewer([str(logs)], views_file=str(tmp_path / "views.json")) as url:
+        page = new_page(f"{url}/?{view}")
+        caption = wait_caption(page, "2 of 12 datapoints match the filters (narrowed to a chosen set of datapoints)")
+        assert "(wrong only), sorted by idx (lowest first)" in caption
+        assert column(page, "idx") == ["1", "7"]  # labelled ring, predicted square
+        chips = page.locator(f"#{ids.FILTER_CHIPS} .filter-chip").all_inner_texts()
+        assert chips == ["cross_entropy: > 0.5 ×", "wrong only (label ≠ prediction) ×",
+                         "finding: label ring, predicted square ×"]
+        assert filter_box(page, "cross_entropy").input_value() == "> 0.5"
+        wait_title(page, ids.COMPARE_EPOCHS_PANEL, "datapoint 7 ")
+        headings = page.locator(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-headings h5").all_inner_texts()
+        assert [h for h in headings if h.startswith("epoch")] == ["epoch 0", "epoch 2"]
+        page.locator(f"#{ids.TABLE} .ag-pinned-left-header .ag-header-cell-sortable[col-id='gradcam.entropy']") \
+            .wait_for()
+        assert page.locator(f"#{ids.TABLE} .ag-header-cell[col-id='true_class_confidence']").count() == 0
+
+        page.locator(f"#{ids.FILTER_CHIPS} .filter-chip", has_text="cross_entropy").click()
+        wait_caption(page, "2 of 12 datapoints match")
+        page.wait_for_function("() => !window.location.search.includes('f.cross_entropy')")
+        again = new_page(page.url)  # the address as it is now: the same view
+        wait_caption(again, "2 of 12 datapoints match the filters (narrowed to a chosen set of datapoints)")
+        assert again.locator(f"#{ids.FILTER_CHIPS} .filter-chip").count() == 2
+        page.close()
+        again.close()  # before the server stops
+
+
+def test_named_views_are_saved_per_run_in_the_viewer_s_own_file(logs, tmp_path, new_page):
+    """Item 3: named saved views; a name never becomes a path, and nothing is written into a run folder."""
+    views_file = tmp_path / "config" / "views.json"
+    run = logs / "small"
+    before = sorted(p.name for p in run.rglob("*"))
+    with serve_viewer([str(logs)], views_file=str(views_file)) as url:
+        page = new_page(f"{url}/?run={run}&epoch=epoch_2")
+        wait_caption(page, "12 datapoints")
+        filter_column(page, "label", "ring")
+        wait_caption(page, "of 12 datapoints match")
+        for name in ("rings", "../../../etc/passwd", "<b>bold</b>"):
+            page.fill(f"#{ids.VIEW_NAME}", name)
+            page.click(f"#{ids.SAVE_VIEW}")
+            page.wait_for_selector(f"#{ids.VIEW_NOTE}:has-text('saved as')")
+            assert page.locator(f"#{ids.VIEW_NOTE}").inner_text() == f"saved as '{name}'"
+
+        fresh = new_page(f"{url}/?run={run}&epoch=epoch_2")
+        wait_caption(fresh, "epoch 2: 12 datapoints")
+        fresh.click(f"#{ids.SAVED_VIEWS}")
+        assert fresh.locator(".dash-dropdown-content [role=option]").all_inner_texts() == \
+            sorted(["rings", "../../../etc/passwd", "<b>bold</b>"])
+        fresh.locator(".dash-dropdown-content").get_by_role("option", name="rings", exact=True).click()
+        wait_caption(fresh, "of 12 datapoints match")
+        assert filter_box(fresh, "label").input_value() == "ring"
+        page.close()
+        fresh.close()  # before the server stops
+    stored = json.loads(views_file.read_text())["views"]
+    assert set(stored) == {str(run)} and len(stored[str(run)]) == 3
+    assert sorted(p.name for p in run.rglob("*")) == before
+    assert sorted(p.name for p in views_file.parent.iterdir()) == ["views.json"]
 
 
 # Every answer of the server's callbacks delayed in the browser, as on a machine under heavy load.

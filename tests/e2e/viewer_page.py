@@ -39,6 +39,20 @@ def column(page, name: str) -> list[str]:
     return [cells[i] for i in sorted(cells)]
 
 
+def wait_rows(page, expected: set[int]) -> None:
+    """Wait until the table's rows (as its grid holds them, whatever is drawn) are the datapoints ``expected``."""
+    page.wait_for_function("""([table, expected]) => {
+        const api = dash_ag_grid.getApi(table);
+        const shown = [];
+        for (let i = 0; i < api.getDisplayedRowCount(); i++) {
+            const node = api.getDisplayedRowAtIndex(i);
+            if (!node || !node.data) { return false; }
+            shown.push(node.data.idx);
+        }
+        return JSON.stringify(shown.sort((a, b) => a - b)) === JSON.stringify(expected);
+    }""", arg=[ids.TABLE, sorted(expected)])
+
+
 def cell(page, row: int, name: str) -> str:
     """The text of a table cell (its column scrolled into view first where it is off screen)."""
     page.evaluate(f"dash_ag_grid.getApi('{ids.TABLE}').ensureColumnVisible({name!r})")

@@ -4,11 +4,13 @@ and nothing in them becomes a query, a path or markup."""
 from __future__ import annotations
 
 import json
+import os
 import urllib.request
 
 import numpy as np
 import pytest
 
+from runners.eval_viewer.backend.saved_views import SavedViews, SavedViewsError
 from runners.eval_viewer.layout import ids
 from tests.e2e.synthetic_runs import write_table_run
 from tests.reliability.viewer_server import call_callback, serve_viewer
@@ -23,7 +25,7 @@ def served(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hostile") / "logs"
     label = np.arange(ROWS, dtype=np.float64) % 6
     run = write_table_run(str(folder), "run", label, (np.arange(ROWS) + 1) % 6, np.linspace(0.1, 1.0, ROWS))
-    with serve_viewer([str(folder)]) as url:
+    with serve_viewer([str(folder)], views_file=str(folder.parent / "views.json")) as url:
         yield url, run
 
 
@@ -88,7 +90,10 @@ def test_a_compared_idx_that_is_not_a_dataset_index_gives_a_message_or_nothing(s
     assert "is not a dataset index" in body or json.loads(body)["response"] == {}  # not a store the page writes
 
 
-@pytest.mark.parametrize("address", ["idx=%C2%B2", "idx=99999999999999999999999", "idx=-3", "idx=1e3",
+@pytest.mark.parametrize("address", ["idx=%C2%B2", "narrow=..%2F..%2Fx", "narrow=confusion%3A%3Cb%3E%7C%3Ci%3E",
+                                     "f.x%27%3B%20DROP=1", "f.cross_entropy=%3E%20abc", "cmp_epochs=..%2F..",
+                                     "cmp_run=%2Fetc&cmp_epoch=..", "pin=%3Cscript%3E&hide=idx",
+                                     "idx=99999999999999999999999", "idx=-3", "idx=1e3",
                                      "tab=%3Cscript%3E", "run=..%2F..%2F..%2Fetc&epoch=..%2F..",
                                      "metric=%27%3B%20DROP&sort=-%22idx%22"])
 def test_a_hostile_address_builds_the_page(served, address):
@@ -101,3 +106,43 @@ def test_a_hostile_address_builds_the_page(served, address):
     assert "<script>" not in layout
     if address.startswith("idx="):
         assert "is not a dataset index" in layout
+
+
+@pytest.mark.parametrize("name", ["x" * 81, "a\x00b", "", "   ", 5, None, ["a"]])
+def test_a_saved_view_name_that_is_not_one_is_refused_saying_why(served, tmp_path, name):
+    url, run = served
+    status, body = call_callback(url, f"{ids.SAVED_VIEWS}.options", {
+        f"{ids.SAVE_VIEW_ASKED}.data": {"name": name, "address": f"?run={run}"}, f"{ids.RUN_SELECT}.value": run})
+    assert status == 200, body
+    note = json.loads(body)["response"][ids.VIEW_NOTE]["children"]
+    assert note.startswith("not saved: ") and ("name" in note)
+
+
+def test_a_saved_view_keeps_only_what_an_address_holds(tmp_path):
+    views = SavedViews(str(tmp_path / "views.json"))
+    views.save("/runs/a", "../x", "?run=/runs/a&idx=3&evil=1&f.loss=%3E2&__proto__=1")
+    assert views.of_run("/runs/a") == {"../x": "run=%2Fruns%2Fa&idx=3&f.loss=%3E2"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["views.json"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link", "huge", "not_json", "wrong_shape"])
+def test_a_bad_saved_views_file_is_named_never_followed_nor_overwritten(tmp_path, kind):
+    path = tmp_path / "views.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "link":
+        (tmp_path / "elsewhere.json").write_text('{"format": "lantern-viewer-views", "views": {}}')
+        os.symlink(tmp_path / "elsewhere.json", path)
+    elif kind == "huge":
+        path.write_text('{"format": "lantern-viewer-views", "views": {}, "pad": "' + "x" * (5 << 20) + '"}')
+    elif kind == "not_json":
+        path.write_text("{not json")
+    else:
+        path.write_text('{"format": "lantern-viewer-views", "views": {"/runs/a": {"n": 5}}}')
+    views = SavedViews(str(path))
+    with pytest.raises(SavedViewsError, match="views"):
+        views.of_run("/runs/a")
+    with pytest.raises(SavedViewsError):
+        views.save("/runs/a", "n", "?run=/runs/a")
+    if kind == "link":
+        assert (tmp_path / "elsewhere.json").read_text() == '{"format": "lantern-viewer-views", "views": {}}'

@@ -26,6 +26,7 @@ from runners.eval_viewer.backend.datasets import (
 )
 from runners.eval_viewer.backend.debug import EpochDebug, EpochDebugError, index_signature, open_pages
 from runners.eval_viewer.backend.runs import Discovery, Epoch, Run, discover_runs, list_epochs
+from runners.eval_viewer.backend.saved_views import SavedViews
 from runners.eval_viewer.backend.scores import Scores, ScoresError, read_scores
 from runners.eval_viewer.backend.table import TABLE_ERRORS, ScoresTable, Table, class_names, open_table
 
@@ -36,11 +37,12 @@ class ViewerBackend:
     At most ``max_debug_epochs`` epochs keep one page each in memory: four epochs side by side
     stay fast, and memory stays at a few pages whatever the runs' size. A datapoint's inputs come
     from what its run captured; ``trust_configs`` also lets the backend import the config file a
-    run names to rebuild a dataset the run did not capture (that runs code: the user's opt-in).
+    run names to rebuild a dataset the run did not capture (that runs code: the user's opt-in). Named views of a
+    run are kept in ``views_file`` (``backend/saved_views.py``).
     """
 
     def __init__(self, log_dirs: list[str], max_datasets: int = 4, max_debug_epochs: int = 4,
-                 max_scores: int = 16, trust_configs: bool = False) -> None:
+                 max_scores: int = 16, trust_configs: bool = False, views_file: Optional[str] = None) -> None:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.trust_configs = trust_configs
         self._given_dirs = list(log_dirs)
@@ -52,6 +54,7 @@ class ViewerBackend:
         self._class_names: BoundedCache[dict] = BoundedCache(max_scores)
         self._aggregated: BoundedCache[dict] = BoundedCache(4096)  # small: one dict of means per epoch
         self._findings: BoundedCache[Findings] = BoundedCache(max_debug_epochs)
+        self.views = SavedViews(views_file)
         self.discovery = discover_runs(self._given_dirs)
         self._discovered_at = time.monotonic()
 

@@ -6,6 +6,7 @@ from dash import Dash
 
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks import (
+    address,
     compare,
     datapoint,
     export,
@@ -21,7 +22,7 @@ from runners.eval_viewer.callbacks import (
 )
 
 MODULES = (runs, table, scores, selection, datapoint, compare, model_report, failures, export, pending, refresh,
-           filters)
+           filters, address)
 
 
 def register_callbacks(app: Dash, backend: ViewerBackend) -> None:

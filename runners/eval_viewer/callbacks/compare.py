@@ -9,7 +9,7 @@ opening it runs none of these callbacks.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from dash import Dash, Input, Output, State, html, no_update
 
@@ -117,11 +117,8 @@ def register(app: Dash, backend: ViewerBackend) -> None:
 
     @app.callback(Output(ids.COMPARE_RUN_EPOCH_SELECT, "options"), Output(ids.COMPARE_RUN_EPOCH_SELECT, "value"),
                   Input(ids.COMPARE_RUN_SELECT, "value"), State(ids.EPOCH_SELECT, "value"), prevent_initial_call=True)
-    def other_run_epochs(other_path: Optional[str], epoch_key: Optional[str]) -> tuple:
-        other = backend.run(other_path)
-        epochs = backend.epochs(other) if other else []
-        keys = {e.key for e in epochs}
-        return [epoch_option(e) for e in epochs], epoch_key if epoch_key in keys else default_epoch(epochs)
+    def choose_other_epoch(other_path: Optional[str], epoch_key: Optional[str]) -> tuple:
+        return other_run_epochs(backend, other_path, epoch_key)
 
     @app.callback(Output(ids.COMPARE_RUNS_PANEL, "children"), Output(ids.COMPARE_RUNS_DRAWN, "data"),
                   Output(ids.COMPARE_RUNS_STATUS, "children"),
@@ -145,15 +142,26 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         return run_columns(backend, sides, idx), wanted, ""
 
 
-def epochs_to_compare(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> tuple[list, list]:
-    """The run's epochs as options, and those preselected: the last ``MAX_DEFAULT_EPOCHS`` with debug outputs
-    and the chosen one."""
+def other_run_epochs(backend: ViewerBackend, other_path: Optional[str], epoch_key: Optional[str]) -> tuple[list, Any]:
+    """The second run's epochs as options, and the one chosen: ``epoch_key`` where it has it, else its default."""
+    other = backend.run(other_path)
+    epochs = backend.epochs(other) if other else []
+    keys = {e.key for e in epochs}
+    return [epoch_option(e) for e in epochs], epoch_key if epoch_key in keys else default_epoch(epochs)
+
+
+def epochs_to_compare(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str],
+                      chosen: Optional[list[str]] = None) -> tuple[list, list]:
+    """The run's epochs as options, and those preselected: ``chosen`` (an address's) where the run has them, else
+    the last ``MAX_DEFAULT_EPOCHS`` with debug outputs and the chosen one."""
     run = backend.run(run_path)
     epochs = backend.epochs(run) if run else []
+    order = [e.key for e in epochs]
+    if chosen and set(chosen) <= set(order):
+        return [epoch_option(e) for e in epochs], sorted(set(chosen), key=order.index)
     keys = [e.key for e in epochs if e.has_debug][-MAX_DEFAULT_EPOCHS:]
     if epoch_key and epoch_key not in keys:
         keys = [*keys[1 - MAX_DEFAULT_EPOCHS:], epoch_key]
-    order = [e.key for e in epochs]
     return [epoch_option(e) for e in epochs], sorted(keys, key=order.index)
 
 

@@ -5,10 +5,8 @@
 row when it was opened), so they walk the table in its current filter and sort; past
 its first or last row they say so (``NAVIGATION_NOTE``). The open datapoint's row is marked in the table
 however it was opened. All of it runs in the browser (the grid already holds the neighbouring rows), so a key
-press costs no server round trip before the datapoint is asked for. The address bar records run, epoch,
-datapoint, tab, metric and the table's sort (``?run=...&epoch=...&idx=...&tab=...&metric=...&sort=-loss``,
-``-`` for highest first); the page is built from it (``layout/page.py``), so a link or a reload opens the same
-view."""
+press costs no server round trip before the datapoint is asked for. The address bar records the view
+(``callbacks/address.py``)."""
 
 from __future__ import annotations
 
@@ -18,20 +16,6 @@ from dash import Dash, Input, Output, State
 
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.layout import ids
-
-_WRITE_URL = """function(run, epoch, idx, tab, request, metric) {
-    const params = new URLSearchParams();
-    if (run) { params.set('run', run); }
-    if (epoch) { params.set('epoch', epoch); }
-    if (idx !== null && idx !== undefined) { params.set('idx', idx); }
-    if (tab) { params.set('tab', tab); }
-    if (metric) { params.set('metric', metric); }
-    const sort = ((request || {}).sortModel || [])[0];
-    if (sort) { params.set('sort', (sort.sort === 'desc' ? '-' : '') + sort.colId); }
-    const search = '?' + params.toString();
-    if (search !== window.location.search) { window.history.replaceState(null, '', search); }
-    return window.dash_clientside.no_update;
-}"""
 
 _MARK_OPEN_ROW = """function(idx) {
     // A datapoint opened: the note of a step past the table's end goes, and its row is marked. The grid's
@@ -100,12 +84,6 @@ _LOADING = """function() {
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
-    # A metric switch asks the table for rows, so the metric can be a State: as an Input, every change of the
-    # address would wait for the server's answer that sets the metric (and for what that answer waits on).
-    app.clientside_callback(_WRITE_URL, Output(ids.URL_STATE, "id"), Input(ids.RUN_SELECT, "value"),
-                            Input(ids.EPOCH_SELECT, "value"), Input(ids.SELECTED, "data"), Input(ids.TABS, "value"),
-                            Input(ids.TABLE, "getRowsRequest"), State(ids.METRIC_SELECT, "value"),
-                            prevent_initial_call=True)
     app.clientside_callback(_SELECT, Output(ids.SELECTED, "data"), Output(ids.SELECTED_ROW, "data"),
                             Output(ids.NAVIGATION_NOTE, "children"), Input(ids.TABLE, "cellClicked"),
                             Input(ids.PREV_BUTTON, "n_clicks"), Input(ids.NEXT_BUTTON, "n_clicks"),

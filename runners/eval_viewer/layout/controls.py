@@ -45,7 +45,22 @@ def refresh_poll(first: FirstView, on_disk: dict[str, str]) -> list:
                 "data-key": json.dumps([first.run, first.epoch], separators=(",", ":"), ensure_ascii=False)})]
 
 
-def controls(discovery: Discovery, first: FirstView, on_disk: dict[str, str]) -> html.Div:
+def saved_views(options: list[dict], problem: str) -> html.Div:
+    """The run's named views (``callbacks/address.py``): pick one to open it, or name the view shown and save it."""
+    return html.Div([
+        html.Label("Saved views"),
+        html.Div([dcc.Dropdown(id=ids.SAVED_VIEWS, options=options, placeholder="open a saved view",
+                               clearable=False, style={"minWidth": "160px"}),
+                  dcc.Input(id=ids.VIEW_NAME, placeholder="name this view", maxLength=80, debounce=False,
+                            className="view-name"),
+                  html.Button("Save view", id=ids.SAVE_VIEW, className="small-button"),
+                  dcc.Store(id=ids.SAVE_VIEW_ASKED),
+                  html.Span(problem, id=ids.VIEW_NOTE, className="hint")], className="saved-views"),
+    ], className="control")
+
+
+def controls(discovery: Discovery, first: FirstView, on_disk: dict[str, str],
+             views: tuple[list[dict], str]) -> html.Div:
     return html.Div([
         html.Div([*problem_alerts(discovery), *[alert(problem, "warning", "address-problem")
                                                 for problem in first.problems]], id=ids.MESSAGES),
@@ -57,6 +72,7 @@ def controls(discovery: Discovery, first: FirstView, on_disk: dict[str, str]) ->
             _labelled("Metric", dcc.Dropdown(id=ids.METRIC_SELECT, options=first.view.metrics,
                                              value=first.view.metric, clearable=False), "18%"),
             html.Div(first.view.badges, id=ids.EPOCH_BADGES, className="badges"),
+            saved_views(*views),
         ], className="controls"),
         *refresh_poll(first, on_disk),
         dcc.Store(id=ids.EPOCHS_RUN, data=first.run),

@@ -20,3 +20,8 @@ class FirstView:
     idx: Optional[int]
     tab: str
     problems: list[str] = field(default_factory=list)  # what in the address could not be used, and why
+    filters: dict[str, str] = field(default_factory=dict)  # column -> text typed in its box
+    narrowing: Optional[dict] = None  # a Failures finding's narrowing (callbacks/failures.narrowing)
+    compare: dict = field(default_factory=dict)  # the comparisons' choices: epochs, run, epoch (None: defaults)
+    pinned: list[str] = field(default_factory=list)  # columns pinned to the table's left
+    hidden: list[str] = field(default_factory=list)  # columns the column chooser hides

@@ -7,7 +7,7 @@ from typing import Optional
 from dash import dcc, html
 
 from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks.compare import epochs_to_compare, other_run_options
+from runners.eval_viewer.callbacks.compare import epochs_to_compare, other_run_epochs, other_run_options
 from runners.eval_viewer.callbacks.components import NOTHING_OPEN
 from runners.eval_viewer.callbacks.datapoint import build_panel, shown_debuggers
 from runners.eval_viewer.callbacks.failures import findings_content
@@ -52,7 +52,10 @@ def datapoint_tabs(backend: ViewerBackend, first: FirstView, run_options: list[d
         panel, debuggers = drawn.body, list(drawn.debuggers)
         shown = shown_debuggers(debuggers, None) if debuggers else None
         drawn_for = None if first.idx is None else [first.idx, first.run, first.epoch]
-    epoch_options, compared = epochs_to_compare(backend, first.run, first.epoch)
+    epoch_options, compared = epochs_to_compare(backend, first.run, first.epoch, first.compare.get("epochs"))
+    other_options = other_run_options(run_options, first.run)
+    other = first.compare.get("run") if first.compare.get("run") in {o["value"] for o in other_options} else None
+    other_epochs, other_epoch = other_run_epochs(backend, other, first.compare.get("epoch") or first.epoch)
     report = render_model_report(backend, first.run) if first.tab == ids.TAB_MODEL_REPORT else None
     return dcc.Tabs(id=ids.TABS, value=first.tab, children=[
         _tab("Datapoint", ids.TAB_DATAPOINT, [
@@ -68,10 +71,11 @@ def datapoint_tabs(backend: ViewerBackend, first: FirstView, run_options: list[d
         ]),
         _tab("Compare runs", ids.TAB_COMPARE_RUNS, [
             html.Div([
-                html.Div([html.Label("Second run"), dcc.Dropdown(id=ids.COMPARE_RUN_SELECT,
-                                                                 options=other_run_options(run_options, first.run))],
+                html.Div([html.Label("Second run"), dcc.Dropdown(id=ids.COMPARE_RUN_SELECT, options=other_options,
+                                                                 value=other)],
                          className="control", style={"width": "60%"}),
-                html.Div([html.Label("Its epoch"), dcc.Dropdown(id=ids.COMPARE_RUN_EPOCH_SELECT)],
+                html.Div([html.Label("Its epoch"), dcc.Dropdown(id=ids.COMPARE_RUN_EPOCH_SELECT, options=other_epochs,
+                                                                value=other_epoch)],
                          className="control", style={"width": "30%"}),
             ], className="controls"),
             dcc.Store(id=ids.COMPARE_RUNS_SHOWN),
