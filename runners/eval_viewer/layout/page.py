@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import parse_qs, urlsplit
 
+import dash_bootstrap_components as dbc
 import flask
 from dash import dcc, html
 
@@ -75,7 +76,7 @@ def build_layout(backend: ViewerBackend, address: Mapping[str, list[str]]) -> ht
     backend.refresh()
     first = first_view(backend, address)
     return html.Div([
-        html.Header(html.H2("Lantern eval viewer"), className="viewer-header"),
+        dbc.Navbar(dbc.NavbarBrand("Lantern eval viewer"), color="dark", dark=True, class_name="viewer-header"),
         controls(backend.discovery, first, disk_state(backend, first.run, first.epoch),
                  view_options(backend, first.run)),
         # A Store given data=None sets it again when it mounts (dcc's Store), which would run every callback of the
