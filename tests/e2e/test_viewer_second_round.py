@@ -23,6 +23,7 @@ from tests.e2e.viewer_page import (
     filter_box,
     filter_column,
     open_row,
+    pick,
     set_filter,
     wait_caption,
     wait_rows,
@@ -354,6 +355,49 @@ def test_named_views_are_saved_per_run_in_the_viewer_s_own_file(logs, tmp_path, 
     assert set(stored) == {str(run)} and len(stored[str(run)]) == 3
     assert sorted(p.name for p in run.rglob("*")) == before
     assert sorted(p.name for p in views_file.parent.iterdir()) == ["views.json"]
+
+
+def _rewrite_progress(run, completed: int) -> None:
+    progress = json.loads((run / "progress.json").read_text())
+    (run / "progress.json").write_text(json.dumps({**progress, "completed_epochs": completed}))
+
+
+def test_live_runs_follow_the_latest_epoch_and_show_new_debug_outputs_without_a_reload(logs, tmp_path, new_page,
+                                                                                     monkeypatch):
+    """Item 12: a "follow the latest epoch" switch; the "→ epoch N has debug outputs" button comes without a reload;
+    on start the viewer opens the most recent finished run, not a half-written one."""
+    monkeypatch.setattr(controls, "REFRESH_MS", 300)
+    folder = tmp_path / "logs"
+    shutil.copytree(logs / "small", folder / "finished")
+    live = folder / "live"
+    shutil.copytree(logs / "small", live)
+    for epoch in ("epoch_1", "epoch_2"):
+        shutil.rmtree(live / epoch)
+    shutil.rmtree(live / "epoch_0" / "debugger")
+    _rewrite_progress(live, 1)  # written last: the most recent run, but half-written
+    with serve_viewer([str(folder)], views_file=str(tmp_path / "views.json")) as url:
+        page = new_page(url)
+        wait_caption(page, "epoch 2: 12 datapoints")
+        assert page.locator(f"#{ids.RUN_SELECT}").inner_text().strip() == "logs/finished (trainer)"
+
+        page.goto(f"{url}/?run={live}&epoch=epoch_0")
+        wait_caption(page, "epoch 0: 12 datapoints")
+        assert page.locator(f"#{ids.NEAREST_DEBUG_EPOCH}").count() == 0  # no epoch has debug outputs yet
+        page.locator(f"#{ids.FOLLOW_LATEST} input").check()
+        shutil.copytree(logs / "small" / "epoch_1", live / "epoch_1")  # the run writes epoch 1, with debug outputs
+        _rewrite_progress(live, 2)
+        wait_caption(page, "epoch 1: 12 datapoints")  # followed
+        assert page.locator(f"#{ids.EPOCH_SELECT}").inner_text().strip() == "epoch 1 · debug"
+        page.locator(f"#{ids.FOLLOW_LATEST} input").uncheck()
+        pick(page, ids.EPOCH_SELECT, "epoch 0")
+        wait_caption(page, "epoch 0: 12 datapoints")
+        page.locator(f"#{ids.NEAREST_DEBUG_EPOCH}").wait_for()
+        shutil.rmtree(live / "epoch_1" / "debugger")  # gone again: the button goes too
+        page.locator(f"#{ids.NEAREST_DEBUG_EPOCH}").wait_for(state="detached")
+        shutil.copytree(logs / "small" / "epoch_2", live / "epoch_2")  # not followed: the epoch stays
+        page.locator(f"#{ids.NEAREST_DEBUG_EPOCH}:has-text('epoch 2 has debug outputs')").wait_for()
+        assert page.locator(f"#{ids.EPOCH_SELECT}").inner_text().strip() == "epoch 0"
+        page.close()  # before the server stops
 
 
 # Every answer of the server's callbacks delayed in the browser, as on a machine under heavy load.

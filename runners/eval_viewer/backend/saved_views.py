@@ -27,7 +27,7 @@ MAX_VIEWS = 200  # per run
 MAX_QUERY = 16_384  # characters of one view's address
 # What an address may hold (``selection.py`` writes it, ``layout/page.py`` reads it); ``f.<column>`` are filters.
 ADDRESS_KEYS = ("run", "epoch", "idx", "tab", "metric", "sort", "wrong", "narrow", "cmp_epochs", "cmp_run",
-                "cmp_epoch", "pin", "hide")
+                "cmp_epoch", "pin", "hide", "follow")
 FILTER_PREFIX = "f."
 FORMAT = "lantern-viewer-views"
 

@@ -38,6 +38,7 @@ _WRITE = """function() {
     Object.entries(request.filterModel || {}).forEach(([column, condition]) =>
         set('FILTER' + column, {blank: 'blank', notBlank: 'not blank'}[condition.type] || condition.filter));
     if ((props('WRONG').value || []).length) { set('wrong', '1'); }
+    if ((props('FOLLOW').value || []).length) { set('follow', '1'); }
     if (narrowed && narrowed.finding && narrowed.run === run && narrowed.epoch === epoch) {
         set('narrow', narrowed.finding);
     }
@@ -57,7 +58,7 @@ _PARTS = {"RUN": (ids.RUN_SELECT, "value"), "EPOCH": (ids.EPOCH_SELECT, "value")
           "NARROWING": (ids.TABLE_IDX_FILTER, "data"), "COMPARED": (ids.COMPARE_EPOCHS_SELECT, "value"),
           "OTHER_RUN": (ids.COMPARE_RUN_SELECT, "value"), "OTHER_EPOCH": (ids.COMPARE_RUN_EPOCH_SELECT, "value"),
           "PINNED": (ids.COLUMNS_PINNED, "value"), "SHOWN": (ids.COLUMNS_SHOWN, "value"),
-          "METRIC": (ids.METRIC_SELECT, "value")}
+          "METRIC": (ids.METRIC_SELECT, "value"), "FOLLOW": (ids.FOLLOW_LATEST, "value")}
 for _name, (_id, _) in sorted(_PARTS.items(), key=lambda part: -len(part[0])):  # OTHER_RUN before RUN
     _WRITE = _WRITE.replace(f"'{_name}'", f"'{_id}'")
 _WRITE = _WRITE.replace("FILTER", FILTER_PREFIX)

@@ -49,7 +49,7 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         same_epoch = (previous.get("run"), previous.get("epoch")) == (run_path, epoch_key)
         if view.query == previous:
             return (no_update,) * 5
-        same_columns = same_epoch and all(previous.get(key) == view.query[key] for key in ("metric", "version"))
+        same_columns = same_epoch and all(previous.get(key) == view.query.get(key) for key in ("metric", "version"))
         return (view.metrics, view.metric, view.badges, {**view.query, "clear": not same_epoch},
                 no_update if same_columns else view.columns)
 
@@ -121,8 +121,10 @@ def epoch_view(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optio
         version: Optional[str] = backend.version(epoch)
     except ScoresError:
         version = None  # removed while listed: the score views say so when they redraw
-    return EpochView(metrics, chosen, epoch_badges(backend, epoch) + debug_hint(epochs, epoch),
-                     _query(run_path, epoch_key, chosen, version, idx_filter, wrong),
+    hint = debug_hint(epochs, epoch)  # a button to the nearest epoch with debug outputs; its key is in the query,
+    # so an epoch with debug outputs written since (a run still training) brings the button without a reload
+    query = {**_query(run_path, epoch_key, chosen, version, idx_filter, wrong), "hint": [b.value for b in hint]}
+    return EpochView(metrics, chosen, epoch_badges(backend, epoch) + hint, query,
                      column_defs(backend, epoch, chosen, sort))
 
 

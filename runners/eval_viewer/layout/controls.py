@@ -8,10 +8,11 @@ from typing import Optional
 from dash import dcc, html
 
 from data.viewer.layout.display.elements import alert
-from runners.eval_viewer.backend.runs import Discovery, last_modified
+from runners.eval_viewer.backend.runs import Discovery, is_finished, last_modified
 from runners.eval_viewer.layout import ids
 from runners.eval_viewer.layout.first_view import FirstView
 
+FOLLOW = "follow"  # the "follow the latest epoch" tick box's value
 REFRESH_MS = 5000  # how often the page asks whether the runs changed (a run still training grows)
 
 
@@ -22,9 +23,10 @@ def run_options(discovery: Discovery) -> list[dict]:
 
 
 def most_recent_run(discovery: Discovery) -> Optional[str]:
-    """The run written to last: what a user opens the viewer for right after a run."""
+    """The finished run written to last (what a user opens the viewer for right after a run), not one still at its
+    first epochs; the run written to last when none is finished."""
     runs = list(discovery.runs.values())
-    return max(runs, key=last_modified).path if runs else None
+    return max(runs, key=lambda run: (is_finished(run), last_modified(run))).path if runs else None
 
 
 def problem_alerts(discovery: Discovery) -> list:
@@ -67,8 +69,10 @@ def controls(discovery: Discovery, first: FirstView, on_disk: dict[str, str],
         html.Div([
             _labelled("Run", dcc.Dropdown(id=ids.RUN_SELECT, options=run_options(discovery), clearable=False,
                                           value=first.run, placeholder="no run found"), "34%"),
-            _labelled("Epoch", dcc.Dropdown(id=ids.EPOCH_SELECT, options=first.epochs, value=first.epoch,
-                                            clearable=False), "18%"),
+            _labelled("Epoch", html.Div([
+                dcc.Dropdown(id=ids.EPOCH_SELECT, options=first.epochs, value=first.epoch, clearable=False),
+                dcc.Checklist(id=ids.FOLLOW_LATEST, options=[{"label": "follow the latest epoch", "value": FOLLOW}],
+                              value=[FOLLOW] if first.follow else [], className="follow-latest")]), "18%"),
             _labelled("Metric", dcc.Dropdown(id=ids.METRIC_SELECT, options=first.view.metrics,
                                              value=first.view.metric, clearable=False), "18%"),
             html.Div(first.view.badges, id=ids.EPOCH_BADGES, className="badges"),

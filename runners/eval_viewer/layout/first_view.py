@@ -25,3 +25,4 @@ class FirstView:
     compare: dict = field(default_factory=dict)  # the comparisons' choices: epochs, run, epoch (None: defaults)
     pinned: list[str] = field(default_factory=list)  # columns pinned to the table's left
     hidden: list[str] = field(default_factory=list)  # columns the column chooser hides
+    follow: bool = False  # a new epoch of the run is opened as it comes

@@ -2,6 +2,7 @@
 
 RUN_SELECT = "run-select"
 EPOCH_SELECT = "epoch-select"
+FOLLOW_LATEST = "follow-latest"  # tick box: a new epoch of the run is opened as it comes
 EPOCHS_RUN = "epochs-run"  # the run whose epochs EPOCH_SELECT lists: a run switch is when RUN_SELECT differs
 METRIC_SELECT = "metric-select"
 EPOCH_BADGES = "epoch-badges"

@@ -48,7 +48,9 @@ def first_view(backend: ViewerBackend, address: Mapping[str, list[str]]) -> Firs
     run_path = one("run") if one("run") in discovery.runs else most_recent_run(discovery)
     run = backend.run(run_path)
     epochs = backend.epochs(run) if run else []
-    epoch_key = one("epoch") if one("epoch") in {e.key for e in epochs} else default_epoch(epochs)
+    follow = one("follow") == "1"
+    epoch_key = one("epoch") if one("epoch") in {e.key for e in epochs} and not follow else \
+        (epochs[-1].key if follow and epochs else default_epoch(epochs))
     idx = typed_idx(one("idx"))
     problems = [] if idx is not None or not one("idx") else [
         f"The address's idx={one('idx')[:40]!r} is not a dataset index (a whole number): no datapoint is "
@@ -69,7 +71,7 @@ def first_view(backend: ViewerBackend, address: Mapping[str, list[str]]) -> Firs
     compare = {"epochs": address.get("cmp_epochs"), "run": one("cmp_run") or None, "epoch": one("cmp_epoch") or None}
     return FirstView(run_path, [epoch_option(e) for e in epochs], epoch_key, view, idx, tab, problems, filters,
                      narrowing, compare, [n for n in address.get("pin", []) if n in shown],
-                     [n for n in address.get("hide", []) if n in shown])
+                     [n for n in address.get("hide", []) if n in shown], follow)
 
 
 def build_layout(backend: ViewerBackend, address: Mapping[str, list[str]]) -> html.Div:
