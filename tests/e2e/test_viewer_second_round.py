@@ -400,6 +400,29 @@ def test_live_runs_follow_the_latest_epoch_and_show_new_debug_outputs_without_a_
         page.close()  # before the server stops
 
 
+def test_cosmetics_binary_percentiles_cam_scale_and_confusion_colours(viewer_url, logs, new_page):
+    """Item 14: no percentile badge on a 0/1 metric; Grad-CAM's 'raw max 0 / 0.368' explained, to 4 significant
+    digits; the confusion matrix's colours span the errors, not the diagonal."""
+    page = new_page(f"{viewer_url}?run={logs / 'small'}&epoch=epoch_2&idx=1")
+    wait_title(page, ids.DATAPOINT_PANEL, "datapoint 1 ")
+    badges = page.locator(f"#{ids.DATAPOINT_PANEL} .score-badge").all_inner_texts()
+    assert [b for b in badges if b.startswith("accuracy")] == ["accuracy 0"]
+    assert all(" · p" in b for b in badges if b.startswith("cross_entropy"))
+    gradcam = page.locator(f"#{ids.DATAPOINT_PANEL} .debugger-block", has=page.locator(".card-header",
+                                                                                        has_text="gradcam"))
+    title = gradcam.locator(".picture-figure figcaption").first.inner_text()  # drawn as a picture over the input
+    assert "each map as a share of its maximum" in title and "raw max" not in title
+    row = EpochTable(str(logs / "small" / "epoch_2" / "epoch_table.parquet")).page(where=[("idx", "=", 1)])[0]
+    assert f"{row['gradcam.raw_max']:.4g}" in title
+
+    page.click("#tab-failures")
+    drawn = """() => [...document.querySelectorAll('#failures-confusion, #failures-confusion *')]
+        .map(element => element.data).find(data => data && data.length && data[0].z)"""
+    trace = page.wait_for_function(drawn, timeout=120_000).json_value()[0]
+    off_diagonal = [c for i, r in enumerate(trace["z"]) for j, c in enumerate(r) if i != j]
+    assert trace["zmin"] == 0 and trace["zmax"] == max(off_diagonal)
+
+
 # Every answer of the server's callbacks delayed in the browser, as on a machine under heavy load.
 SLOW_SERVER = """
 const send = window.fetch;

@@ -52,6 +52,7 @@ class ViewerBackend:
         self._scores: BoundedCache[Scores] = BoundedCache(max_scores)
         self._tables: BoundedCache[Table] = BoundedCache(max_scores)
         self._class_names: BoundedCache[dict] = BoundedCache(max_scores)
+        self._binary: BoundedCache[frozenset] = BoundedCache(max_scores)
         self._aggregated: BoundedCache[dict] = BoundedCache(4096)  # small: one dict of means per epoch
         self._findings: BoundedCache[Findings] = BoundedCache(max_debug_epochs)
         self.views = SavedViews(views_file)
@@ -119,6 +120,12 @@ class ViewerBackend:
         table = self.table(epoch)
         # keyed by the table itself (not its id, which a later table could reuse once this one is evicted)
         return self._class_names.get(table, lambda: class_names(table))
+
+    def binary_scores(self, epoch: Epoch) -> frozenset[str]:
+        """The epoch's scores whose every value is 0 or 1 (an accuracy): a percentile of one says nothing."""
+        table = self.table(epoch)
+        return self._binary.get(table, lambda: frozenset(
+            name for name in _metrics(table) if not table.count([(name, "not in", [0, 1]), (name, "is not null")])))
 
     def debug_indices(self, epoch: Epoch) -> set[int]:
         """Datapoints with debug outputs at ``epoch`` (empty when it has none or its index cannot be read)."""
