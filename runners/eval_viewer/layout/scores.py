@@ -21,13 +21,18 @@ TABLE_BLOCK_SIZE = 100  # rows per request; the grid asks for the next block whi
 OPEN_ROW_CLASS = "open-datapoint"  # the row of the open datapoint (viewer.css)
 
 
+def filter_model(filters: Optional[dict[str, str]]) -> dict:
+    """The table's filter model (AG Grid's) for the text typed in its boxes (column -> text)."""
+    return {column: {"filterType": "text", "type": "contains", "filter": text} for column, text in
+            (filters or {}).items()}
+
+
 def datapoint_table(columns: list[dict], open_idx: Optional[int],
                     filters: Optional[dict[str, str]] = None) -> dag.AgGrid:
     """The table, its row of the open datapoint marked (``open_idx`` in the grid's context, which
     ``callbacks/selection.py`` keeps up with the open datapoint however it was opened), its boxes holding
     ``filters`` (column -> typed text, from the address)."""
-    model = {column: {"filterType": "text", "type": "contains", "filter": text} for column, text in
-             (filters or {}).items()}
+    model = filter_model(filters)
     return dag.AgGrid(
         id=ids.TABLE, rowModelType="infinite", columnDefs=columns, getRowId="'' + params.data.idx",
         **({"filterModel": model} if model else {}),
@@ -66,7 +71,7 @@ def score_views(backend: ViewerBackend, page: FirstView) -> html.Div:
     data come with the page, and the page's script draws them in its first render (``assets/score_views.js``),
     without a round of callbacks."""
     first = page.view
-    grid, grid_message = grid_view(backend, first.query)
+    grid, grid_message = grid_view(backend, first.query, filter_model(page.filters))
     run_path, epoch_key, open_idx = page.run, page.epoch, page.idx
     return html.Div([
         html.Div(id=ids.SCORE_CHART, className="score-chart"),
