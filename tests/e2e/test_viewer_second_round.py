@@ -20,6 +20,7 @@ from tests.e2e.synthetic_runs import write_table_run
 from tests.e2e.viewer_page import (
     cell,
     column,
+    compare_first_row,
     filter_box,
     filter_column,
     open_row,
@@ -57,11 +58,7 @@ def logs(tmp_path_factory):
 def test_compare_epochs_never_shows_the_previous_datapoint(viewer_url, new_page):
     """Item 1: open A, Compare epochs, back, open B, Compare epochs again: it showed A until B was drawn."""
     page = new_page(viewer_url)
-    wait_caption(page, "12 datapoints")
-    order = column(page, "idx")
-    open_row(page, 0)
-    page.click(f"#{ids.TAB_COMPARE_EPOCHS}")
-    wait_title(page, ids.COMPARE_EPOCHS_PANEL, f"datapoint {order[0]} ")
+    order = compare_first_row(page, "12 datapoints")
     page.click(f"#{ids.TAB_DATAPOINT}")
     open_row(page, 1)
     wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[1]} ")
@@ -153,10 +150,9 @@ def test_j_right_after_clicking_a_row_opens_the_next_one(viewer_url, new_page):
     order = column(page, "idx")
     assert len(order) >= 3
     open_row(page, 1)
-    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[1]} ")
-    page.keyboard.press("j")
-    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[2]} ")
-    page.keyboard.press("k")
+    for key, row in (("j", 2), ("k", 1)):  # each right after the click, or the key before it
+        wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[3 - row]} ")
+        page.keyboard.press(key)
     wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[1]} ")
     assert filter_box(page, "label").input_value() == "c"
 
@@ -338,8 +334,8 @@ def test_named_views_are_saved_per_run_in_the_viewer_s_own_file(logs, tmp_path, 
         for name in ("rings", "../../../etc/passwd", "<b>bold</b>"):
             page.fill(f"#{ids.VIEW_NAME}", name)
             page.click(f"#{ids.SAVE_VIEW}")
-            page.wait_for_selector(f"#{ids.VIEW_NOTE}:has-text('saved as')")
-            assert page.locator(f"#{ids.VIEW_NOTE}").inner_text() == f"saved as '{name}'"
+            page.wait_for_function("([note, text]) => document.getElementById(note).innerText === text",
+                                   arg=[ids.VIEW_NOTE, f"saved as '{name}'"])
 
         fresh = new_page(f"{url}/?run={run}&epoch=epoch_2")
         wait_caption(fresh, "epoch 2: 12 datapoints")

@@ -87,6 +87,16 @@ def open_row(page, row: int) -> str:
     return idx
 
 
+def compare_first_row(page, caption: str) -> list[str]:
+    """Once the table's caption holds ``caption``, open its first row in Compare epochs; the table's idx in order."""
+    wait_caption(page, caption)
+    order = column(page, "idx")
+    open_row(page, 0)
+    page.click(f"#{ids.TAB_COMPARE_EPOCHS}")
+    wait_title(page, ids.COMPARE_EPOCHS_PANEL, f"datapoint {order[0]} ")
+    return order
+
+
 def wait_title(page, panel: str, text: str, timeout: float | None = None) -> None:
     page.wait_for_selector(f"#{panel} .datapoint-title:has-text('{text}')", timeout=timeout)
 

@@ -17,7 +17,7 @@ from typing import Optional
 
 import numpy as np
 import plotly.colors
-from dash import Dash, Input, Output, html
+from dash import Dash, Input, Output, State, html
 
 from analysis.epoch_table import Filter
 from runners.eval_viewer.backend.runs import Run
@@ -38,8 +38,16 @@ def register(app: Dash, backend: ViewerBackend) -> None:
     def chart(run_path: Optional[str], metric: Optional[str], _: list, epoch_key: Optional[str]) -> dict:
         return history_view(backend, run_path, metric, epoch_key)
 
+    app.clientside_callback(  # the table's typed filters, passed on only when they changed: the grid sets its filter
+        # model when it mounts, and the first page comes with its grid drawn for its filters
+        """function(model, drawn) {
+            const now = model || {};
+            return JSON.stringify(now) === JSON.stringify(drawn || {}) ? window.dash_clientside.no_update : now;
+        }""", Output(ids.SCORE_GRID_FILTERS, "data"), Input(ids.TABLE, "filterModel"),
+        State(ids.SCORE_GRID_FILTERS, "data"), prevent_initial_call=True)
+
     @app.callback(Output(ids.SCORE_GRID_DATA, "data"), Output(ids.SCORES_MESSAGE, "children"),
-                  Input(ids.TABLE_QUERY, "data"), Input(ids.TABLE, "filterModel"), prevent_initial_call=True)
+                  Input(ids.TABLE_QUERY, "data"), Input(ids.SCORE_GRID_FILTERS, "data"), prevent_initial_call=True)
     def grid(query: Optional[dict], filter_model: Optional[dict]) -> tuple:
         """Drawn for the table's query (run, epoch, metric, version, a clicked finding's idx, wrong only) and its
         typed filters: the grid shows the datapoints the table does."""
