@@ -419,27 +419,6 @@ def test_cosmetics_binary_percentiles_cam_scale_and_confusion_colours(viewer_url
     assert trace["zmin"] == 0 and trace["zmax"] == max(off_diagonal)
 
 
-def test_the_score_grid_follows_the_table_s_filters_and_explains_its_colours(viewer_url, odd_logs, logs, new_page):
-    """Item 10, its third bullet: the score grid shows the datapoints the table does (typed filters, wrong only), with
-    a titled colour bar, and says what grey (no value) is."""
-    names = EpochTable(str(logs / "small" / "epoch_2" / "epoch_table.parquet")).values(["idx", "label_name"])
-    rings = sorted(int(i) for i, name in zip(names["idx"], names["label_name"]) if name == "ring")
-    page = new_page(viewer_url)
-    wait_caption(page, "12 datapoints")
-    filter_column(page, "label", "ring")
-    grid = f"() => (document.getElementById('{ids.SCORE_GRID}').scoreGrid || {{}}).idx"
-    shown = json.dumps(",".join(map(str, rings)))
-    page.wait_for_function(f"() => ({grid})().filter(i => i >= 0).join(',') === {shown}")
-    assert f"of the {len(rings)} datapoints the table shows" in page.locator(f"#{ids.SCORE_GRID}").inner_text()
-    data = page.evaluate(f"window.dash_component_api.getLayout('{ids.SCORE_GRID_DATA}').props.data")
-    assert data["bar"] == "cross_entropy (lower is better)"
-    with serve_viewer([str(odd_logs)]) as url:
-        odd = new_page(url)
-        wait_caption(odd, "10 datapoints")
-        assert "grey: no value (3)" in odd.locator(f"#{ids.SCORE_GRID}").inner_text()
-        odd.close()  # before the server stops
-
-
 # Every answer of the server's callbacks delayed in the browser, as on a machine under heavy load.
 SLOW_SERVER = """
 const send = window.fetch;

@@ -7,7 +7,7 @@ window.lanternScoreViews = (function () {
     const PLOT_BACKGROUND = "#e5ecf6", LINE = "#636efa", MARK = "#1f2a37", MISSING = "#c8c8c8";
     const TITLE = 24;  // the title's row (.score-view-title) above the drawing
     const CHART = { height: 200, left: 50, right: 12, top: 4, bottom: 28 };
-    const GRID = { height: 300, left: 10, right: 82, top: 4, bottom: 8, bar: 10 };
+    const GRID = { height: 300, left: 10, right: 64, top: 4, bottom: 8, bar: 10 };
     const FONT = '12px "Open Sans", verdana, arial, sans-serif';
 
     function g4(value) {  // Python's f"{value:.4g}"
@@ -228,14 +228,6 @@ window.lanternScoreViews = (function () {
                 });
             } else {
                 context.fillText(g4(low), bar.left + GRID.bar + 4, bar.top + bar.height / 2 + 4);
-            }
-            if (data.bar) {  // the colour bar's title, upright along its right side: the metric and its direction
-                context.save();
-                context.translate(bar.left + GRID.bar + 52, bar.top + bar.height / 2);
-                context.rotate(-Math.PI / 2);
-                context.textAlign = "center";
-                context.fillText(data.bar, 0, 4);
-                context.restore();
             }
             const cellAt = (event) => {
                 const box = canvas.getBoundingClientRect();

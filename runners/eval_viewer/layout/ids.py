@@ -15,7 +15,6 @@ SCORE_CHART = "score-chart"  # drawn by assets/score_views.js from SCORE_CHART_D
 SCORE_CHART_DATA = "score-chart-data"
 SCORE_GRID = "score-grid"  # drawn by assets/score_views.js from SCORE_GRID_DATA (and the open datapoint's mark)
 SCORE_GRID_DATA = "score-grid-data"
-SCORE_GRID_FILTERS = "score-grid-filters"  # the table's typed filters the grid is drawn for (its filter model)
 SCORES_MESSAGE = "scores-message"
 TABLE = "datapoint-table"
 TABLE_CAPTION = "table-caption"
