@@ -202,6 +202,7 @@ def test_an_idx_repeated_on_each_rank_stops_each_rank_in_one_line_in_its_log_too
         message = f"meta_info['idx']={rank} came twice in one evaluation pass; meta_info['idx'] must be unique"
         assert f"error (rank {rank}): {message}" in result.stdout
         with open(tmp_path / "repeat" / log) as f:
-            stops = [line for line in f.read().splitlines() if " stopped (exit code 2): " in line]
+            stops = [line for line in f.read().splitlines()
+                     if " stopped during epoch 0 validation (exit code 2): " in line]
         assert len(stops) == 1 and f"[rank {rank}] ERROR process " in stops[0] and message in stops[0], stops
 

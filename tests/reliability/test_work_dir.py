@@ -103,7 +103,7 @@ def test_a_second_copy_of_a_running_command_is_refused_naming_the_holder(tmp_pat
         first.communicate()
     assert completed_epochs(tmp_path / "run") == 1
     log = (tmp_path / "run" / "train.log").read_text()  # the running run's: it did not stop
-    assert " stopped (exit code" not in log and log.count("is in use by another Lantern run") == 1
+    assert " stopped during " not in log and log.count("is in use by another Lantern run") == 1
     assert re.search(r"\] WARNING another launch \(process \d+\) into this work dir was refused and changed "
                      r"nothing here \(exit code 2\): work dir .* is in use by another Lantern run", log), log
     lock_work_dir(str(tmp_path / "run"))  # the lock ended with its process
