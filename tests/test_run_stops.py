@@ -142,7 +142,8 @@ config["metric"]["class"] = Formatting
 WITH_A_DEBUGGER = """
 from debuggers.activation_stats_debugger import ActivationStatsDebugger
 config["debugger"] = {"class": SequentialDebugger, "args": {"debuggers_config": [
-    {"name": "stats", "debugger_config": {"class": ActivationStatsDebugger, "args": {"layer_name": "backbone.layer1"}}}]}}
+    {"name": "stats",
+     "debugger_config": {"class": ActivationStatsDebugger, "args": {"layer_name": "backbone.layer1"}}}]}}
 """
 AN_EVALUATOR = """
 from runners.evaluators import BaseEvaluator
