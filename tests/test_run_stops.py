@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import re
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
-from tests.runs import REPO_ROOT, run_main, write_config
+from tests.runs import run_main, start_main, write_config
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -206,13 +203,8 @@ config["criterion"] = {"class": WaitingCriterion, "args": {}}
 def test_an_interrupted_or_terminated_run_says_so_in_its_log(tmp_path, sent, code, said):
     path = write_config(tmp_path / "run.py", tmp_path / "run", epochs=2, train_size=16, val_size=8,
                         extra=WAITS_IN_EPOCH_1)
-    process = subprocess.Popen([sys.executable, "main.py", "--config-filepath", path], cwd=REPO_ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = start_main(path, tmp_path / "started")
     try:
-        deadline = time.monotonic() + 200
-        while not (tmp_path / "started").exists():
-            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
-            time.sleep(0.1)
         process.send_signal(sent)
         _, stderr = process.communicate(timeout=120)
     finally:

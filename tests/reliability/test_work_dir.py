@@ -8,14 +8,11 @@ import json
 import os
 import re
 import socket
-import subprocess
-import sys
-import time
 
 import pytest
 
 from runners.work_dir_guard import lock_work_dir, release_work_dir
-from tests.runs import REPO_ROOT, run_main, write_config
+from tests.runs import run_main, start_main, write_config
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -85,13 +82,8 @@ def completed_epochs(work_dir):
 
 def test_a_second_copy_of_a_running_command_is_refused_naming_the_holder(tmp_path):
     path = write_config(tmp_path / "run.py", tmp_path / "run", epochs=1, train_size=16, val_size=8, extra=WAITS)
-    first = subprocess.Popen([sys.executable, "main.py", "--config-filepath", path], cwd=REPO_ROOT,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = start_main(path, tmp_path / "started")
     try:
-        deadline = time.monotonic() + 120
-        while not (tmp_path / "started").exists():
-            assert first.poll() is None and time.monotonic() < deadline, first.communicate()
-            time.sleep(0.1)
         second = run_main(path, timeout=120)
         assert second.returncode == 2
         assert f"is in use by another Lantern run (pid {first.pid} on host {socket.gethostname()}, started" \
