@@ -8,6 +8,11 @@ the whole batch array alive, and is counted once for all its rows.
 
 Tensors are converted whole (one batch at a time, by ``debuggers.batch_split``),
 never row by row: one ``.numpy()`` per batch instead of one per datapoint.
+
+A page lists every number, string and container item of a datapoint's outputs in its record's
+JSON header, which a reader parses whole: one output may hold ``MAX_OUTPUT_NODES`` of them
+(``value_nodes``), as many as Python lists and dicts of outputs hold in practice; a bigger one
+(a list of 500,000 numbers) is refused as it is converted, with the fix: an array or tensor.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import torch
 from debuggers.pages.batch_values import Rows
 
 MAX_DEPTH = 64  # deeper outputs are almost certainly reference cycles
+MAX_OUTPUT_NODES = 2**16  # JSON values and containers one output's part of a record header may list
 SMALL_VALUE_BYTES = 16  # what a number or an empty container is counted as
 _WIDENED = {torch.bfloat16: torch.float32, torch.complex32: torch.complex64}
 _NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
@@ -118,13 +124,38 @@ def page_key(key: Any, path: str) -> str | int:
                        "dict keys must be str or int: convert the key with str(key)")
 
 
-def to_page_value(obj: Any, path: str = "", _depth: int = 0) -> Any:
-    """Convert one debugger output to what a page holds.
+def to_page_value(obj: Any, path: str = "", max_nodes: int = MAX_OUTPUT_NODES) -> Any:
+    """Convert one debugger output to what a page holds, of ``max_nodes`` header values at most (``value_nodes``).
 
     Raises ``UnsupportedOutputError`` naming the path inside the output (``'stats.hist[2]'``).
     """
     if type(obj) in (str, int, float, bool, type(None)):
         return obj
+    value = _convert(obj, path, 0, max_nodes)
+    if type(value) in (dict, list, tuple):
+        check_value_nodes(value, path, max_nodes)
+    return value
+
+
+def check_value_nodes(value: Any, path: str, max_nodes: int = MAX_OUTPUT_NODES) -> None:
+    """Refuse a page value (or batch value) whose record header would list more than ``max_nodes`` values."""
+    if value_nodes(value, max_nodes) > max_nodes:
+        raise _too_many_nodes(path, max_nodes)
+
+
+def _too_many_nodes(path: str, max_nodes: int) -> UnsupportedOutputError:
+    return _unsupported(path, f"holds too many numbers, strings and items in Python lists, tuples and dicts: a page "
+                        f"lists each in the record's header, at most {max_nodes} for one output",
+                        "return it as an array or tensor instead (e.g. np.asarray(values) or torch.tensor(values)), "
+                        "or return less")
+
+
+def _convert(obj: Any, path: str, _depth: int, max_nodes: int) -> Any:
+    """``to_page_value``'s walk; a container of more than ``max_nodes`` items is refused before it is walked."""
+    if type(obj) in (str, int, float, bool, type(None)):
+        return obj
+    if isinstance(obj, (dict, list, tuple)) and len(obj) > max_nodes:
+        raise _too_many_nodes(path, max_nodes)
     if _depth > MAX_DEPTH:
         raise _unsupported(path, f"is nested more than {MAX_DEPTH} levels deep (a reference cycle?)",
                            "return a flatter structure")
@@ -133,22 +164,51 @@ def to_page_value(obj: Any, path: str = "", _depth: int = 0) -> Any:
     if isinstance(obj, torch.Size):
         return [int(d) for d in obj]
     if isinstance(obj, torch.Tensor):
-        return to_page_value(obj.item(), path, _depth) if obj.dim() == 0 else tensor_to_array(obj, path)
+        return _convert(obj.item(), path, _depth, max_nodes) if obj.dim() == 0 else tensor_to_array(obj, path)
     if isinstance(obj, np.generic):
-        return to_page_value(obj.item(), path, _depth + 1)
+        return _convert(obj.item(), path, _depth + 1, max_nodes)
     if isinstance(obj, LEAF_TYPES):
         return _exact(obj)
     if isinstance(obj, dict):
         converted = {}
         for key, value in obj.items():
             key = page_key(key, path)
-            converted[key] = to_page_value(value, join_path(path, key), _depth + 1)
+            converted[key] = _convert(value, join_path(path, key), _depth + 1, max_nodes)
         return converted
     if isinstance(obj, (list, tuple)):
-        values = [to_page_value(v, join_path(path, i), _depth + 1) for i, v in enumerate(obj)]
+        values = [_convert(v, join_path(path, i), _depth + 1, max_nodes) for i, v in enumerate(obj)]
         return values if isinstance(obj, list) else tuple(values)
     raise _unsupported(path, f"is a {type(obj).__module__}.{type(obj).__qualname__}, which a debug page cannot hold",
                        f"return {_SUPPORTED} (convert other objects first, e.g. str(obj) or torch.as_tensor(obj))")
+
+
+def value_nodes(value: Any, limit: int) -> int:
+    """About how many JSON values and containers the record header of a page value (or batch value: a datapoint's
+    part of it) lists, as ``debuggers.pages.encoding.header_nodes`` counts them (its '[', '{' and ','); the count
+    stops once past ``limit``."""
+    count, pending = 0, [value]
+    while pending and count <= limit:
+        item = pending.pop()
+        kind = type(item)
+        if kind is dict:  # {"d":[[key,value],...]}
+            count += 2 + 3 * len(item)
+            if count <= limit:
+                pending += item.values()
+        elif kind is list or kind is tuple:  # [...] or {"t":[...]}
+            count += 2 + len(item)
+            if count <= limit:
+                pending += item
+        elif kind is np.ndarray:  # {"a":[offset,dtype,[shape]]}
+            count += 5 + item.ndim
+        elif kind is Rows:  # one entry per datapoint: the largest counts
+            entries = item.entries
+            if type(entries) is np.ndarray:
+                count += 5 + entries.ndim if entries.ndim > 1 else 0
+            else:
+                count += max([value_nodes(entry, limit - count) for entry in entries], default=0)
+        elif kind is bytes or kind is complex:  # {"b":[offset,n]}, {"c":[re,im]}
+            count += 3
+    return count
 
 
 def _owner(array: np.ndarray) -> tuple[Any, int]:

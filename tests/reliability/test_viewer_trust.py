@@ -10,7 +10,9 @@ import threading
 
 import pytest
 
+from debuggers.pages import encoding
 from debuggers.pages.budget import REMOVED_MARKER
+from debuggers.pages.writer import PageWriter
 from runners.config_file import load_config
 from runners.eval_viewer.backend.datapoint import load_datapoint
 from runners.eval_viewer.backend.runs import MAX_RUN_INFO_BYTES
@@ -227,6 +229,31 @@ def test_a_malformed_scores_file_is_shown_in_place(trained_run, tmp_path, damage
         status, body = _table(url, bad)
         assert status == 200, body
         assert json.loads(body)["response"][ids.TABLE]["getRowsResponse"]["rowCount"] == 8  # the captured idx
+
+
+def test_a_page_whose_header_is_too_big_to_parse_is_shown_in_place(trained_run, tmp_path, monkeypatch):
+    """A valid page whose record header is 400,000 empty lists held the viewer for minutes and took gigabytes:
+    that datapoint's debug outputs now say the page is refused, and the others still show."""
+    logs = str(tmp_path / "logs")
+    bad = _copy(trained_run, logs, "bad")
+    debugger_dir = os.path.join(bad, EPOCH, "debugger")
+    shutil.rmtree(debugger_dir)
+    monkeypatch.setattr(encoding, "MAX_HEADER_NODES", 10**9)  # written by another tool, or an older Lantern
+    with PageWriter(2**30) as writer:
+        writer.start_epoch(debugger_dir)
+        writer.add_converted(list(range(8)), [{"layer3_energy": [[] for _ in range(400_000)] if idx == 0 else
+                                               [float(idx)]} for idx in range(8)])
+        writer.flush()
+    monkeypatch.undo()
+    with serve_viewer([logs]) as url:
+        status, body = _datapoint(url, bad)
+        assert status == 200, body
+        assert "Debug Outputs" in body and "has a header made of" in body and "rerun the epoch" in body
+        status, body = _datapoint(url, bad, idx=3)
+        assert status == 200 and "layer3_energy" in body and "has a header made of" not in body
+        status, body = _table(url, bad)
+        assert status == 200, body
+        assert json.loads(body)["response"][ids.TABLE]["getRowsResponse"]["rowCount"] == 8
 
 
 @pytest.mark.parametrize("damage", LOCATION_DAMAGES)
