@@ -8,6 +8,7 @@ import os
 import shutil
 import threading
 
+import joblib
 import pytest
 
 from debuggers.pages import encoding
@@ -254,6 +255,38 @@ def test_a_page_whose_header_is_too_big_to_parse_is_shown_in_place(trained_run, 
         status, body = _table(url, bad)
         assert status == 200, body
         assert json.loads(body)["response"][ids.TABLE]["getRowsResponse"]["rowCount"] == 8
+
+
+class TouchMarker:
+    """Unpickling this runs ``touch <marker>``: what a malicious pickle would do."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_a_folder_of_pylon_pickles_is_never_opened_and_says_how_to_convert_it(trained_run, tmp_path):
+    logs = str(tmp_path / "logs")
+    pylon = _copy(trained_run, logs, "pylon")
+    debugger_dir = os.path.join(pylon, EPOCH, "debugger")
+    shutil.rmtree(debugger_dir)
+    os.mkdir(debugger_dir)
+    marker = tmp_path / "ran"
+    joblib.dump({idx: {"layer3_energy": TouchMarker(str(marker))} for idx in range(8)},
+                os.path.join(debugger_dir, "page_0.pkl"))
+    with serve_viewer([logs]) as url:
+        status, body = _datapoint(url, pylon)
+        assert status == 200, body
+        shown = str(json.loads(body))
+        assert "Debug Outputs" in shown and "is a folder of Pylon/joblib pickles" in shown
+        assert f"python -m debuggers.pages.convert {debugger_dir} --trust-pickles" in shown
+        assert "Rerun this epoch" not in shown
+        status, body = _table(url, pylon)
+        assert status == 200, body
+        assert json.loads(body)["response"][ids.TABLE]["getRowsResponse"]["rowCount"] == 8
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize("damage", LOCATION_DAMAGES)
