@@ -131,10 +131,7 @@ def to_page_value(obj: Any, path: str = "", max_nodes: int = MAX_OUTPUT_NODES) -
     """
     if type(obj) in (str, int, float, bool, type(None)):
         return obj
-    value = _convert(obj, path, 0, max_nodes)
-    if type(value) in (dict, list, tuple):
-        check_value_nodes(value, path, max_nodes)
-    return value
+    return _convert(obj, path, 0, [max_nodes, max_nodes])
 
 
 def check_value_nodes(value: Any, path: str, max_nodes: int = MAX_OUTPUT_NODES) -> None:
@@ -150,33 +147,53 @@ def _too_many_nodes(path: str, max_nodes: int) -> UnsupportedOutputError:
                         "or return less")
 
 
-def _convert(obj: Any, path: str, _depth: int, max_nodes: int) -> Any:
-    """``to_page_value``'s walk; a container of more than ``max_nodes`` items is refused before it is walked."""
+def _own_nodes(item: Any) -> int:
+    """What a dict, list, tuple or array adds to its record header's count (``value_nodes``), its items apart."""
+    if isinstance(item, dict):
+        return 2 + 3 * len(item)  # {"d":[[key,value],...]}
+    if isinstance(item, (list, tuple)):
+        return 2 + len(item)  # [...] or {"t":[...]}
+    return 5 + item.ndim  # {"a":[offset,dtype,[shape]]}
+
+
+def _spend(budget: list[int], nodes: int, path: str) -> None:
+    """Count ``nodes`` (``_own_nodes``) against ``budget`` ([header values left, the bound])."""
+    budget[0] -= nodes
+    if budget[0] < 0:
+        raise _too_many_nodes(path, budget[1])
+
+
+def _convert(obj: Any, path: str, _depth: int, budget: list[int]) -> Any:
+    """``to_page_value``'s walk, counting the header values as it goes (``_spend``)."""
     if type(obj) in (str, int, float, bool, type(None)):
         return obj
-    if isinstance(obj, (dict, list, tuple)) and len(obj) > max_nodes:
-        raise _too_many_nodes(path, max_nodes)
     if _depth > MAX_DEPTH:
         raise _unsupported(path, f"is nested more than {MAX_DEPTH} levels deep (a reference cycle?)",
                            "return a flatter structure")
     if isinstance(obj, np.ndarray):
+        _spend(budget, 5 + obj.ndim, path)
         return _ndarray_to_array(obj, path)
     if isinstance(obj, torch.Size):
         return [int(d) for d in obj]
     if isinstance(obj, torch.Tensor):
-        return _convert(obj.item(), path, _depth, max_nodes) if obj.dim() == 0 else tensor_to_array(obj, path)
+        if obj.dim() == 0:
+            return _convert(obj.item(), path, _depth, budget)
+        _spend(budget, 5 + obj.dim(), path)
+        return tensor_to_array(obj, path)
     if isinstance(obj, np.generic):
-        return _convert(obj.item(), path, _depth + 1, max_nodes)
+        return _convert(obj.item(), path, _depth + 1, budget)
     if isinstance(obj, LEAF_TYPES):
         return _exact(obj)
     if isinstance(obj, dict):
+        _spend(budget, 2 + 3 * len(obj), path)
         converted = {}
         for key, value in obj.items():
             key = page_key(key, path)
-            converted[key] = _convert(value, join_path(path, key), _depth + 1, max_nodes)
+            converted[key] = _convert(value, join_path(path, key), _depth + 1, budget)
         return converted
     if isinstance(obj, (list, tuple)):
-        values = [_convert(v, join_path(path, i), _depth + 1, max_nodes) for i, v in enumerate(obj)]
+        _spend(budget, 2 + len(obj), path)
+        values = [_convert(v, join_path(path, i), _depth + 1, budget) for i, v in enumerate(obj)]
         return values if isinstance(obj, list) else tuple(values)
     raise _unsupported(path, f"is a {type(obj).__module__}.{type(obj).__qualname__}, which a debug page cannot hold",
                        f"return {_SUPPORTED} (convert other objects first, e.g. str(obj) or torch.as_tensor(obj))")
@@ -184,26 +201,21 @@ def _convert(obj: Any, path: str, _depth: int, max_nodes: int) -> Any:
 
 def value_nodes(value: Any, limit: int) -> int:
     """About how many JSON values and containers the record header of a page value (or batch value: a datapoint's
-    part of it) lists, as ``debuggers.pages.encoding.header_nodes`` counts them (its '[', '{' and ','); the count
-    stops once past ``limit``."""
+    part of it) lists, as ``debuggers.pages.encoding.header_nodes`` counts them (its '[', '{' and ','; a string's
+    or a number's own text adds none, bytes and complex numbers 3); the count stops once past ``limit``. Only
+    plain dicts, lists and tuples are walked (a ``PerDatapoint`` list of a batch output is not one datapoint's)."""
     count, pending = 0, [value]
     while pending and count <= limit:
         item = pending.pop()
         kind = type(item)
-        if kind is dict:  # {"d":[[key,value],...]}
-            count += 2 + 3 * len(item)
-            if count <= limit:
-                pending += item.values()
-        elif kind is list or kind is tuple:  # [...] or {"t":[...]}
-            count += 2 + len(item)
-            if count <= limit:
-                pending += item
-        elif kind is np.ndarray:  # {"a":[offset,dtype,[shape]]}
-            count += 5 + item.ndim
+        if kind is dict or kind is list or kind is tuple or kind is np.ndarray:
+            count += _own_nodes(item)
+            if count <= limit and kind is not np.ndarray:
+                pending += item.values() if kind is dict else item
         elif kind is Rows:  # one entry per datapoint: the largest counts
             entries = item.entries
             if type(entries) is np.ndarray:
-                count += 5 + entries.ndim if entries.ndim > 1 else 0
+                count += _own_nodes(entries) - 1 if entries.ndim > 1 else 0  # a row of it
             else:
                 count += max([value_nodes(entry, limit - count) for entry in entries], default=0)
         elif kind is bytes or kind is complex:  # {"b":[offset,n]}, {"c":[re,im]}
