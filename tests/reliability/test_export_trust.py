@@ -13,7 +13,7 @@ import pytest
 
 from debuggers.pages.writer import PageWriter
 from runners.eval_viewer.export import main
-from tests.reliability.crafted_index import INDEX_DAMAGES, damage_index
+from tests.reliability.crafted_index import INDEX_DAMAGES, TouchMarker, damage_index
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -54,16 +54,6 @@ def test_a_malformed_index_becomes_an_alert_in_the_report(tmp_path, capsys, dama
     assert code == 0, err
     assert "Datapoint 0" in page and "Datapoint 1" in page
     assert page.count('<div class="alert">the debug outputs in ') == 2
-
-
-class TouchMarker:
-    """Unpickling this runs ``touch <marker>``: what a malicious pickle would do."""
-
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return os.system, (f"touch {self.marker}",)
 
 
 def test_a_folder_of_pylon_pickles_is_an_alert_saying_how_to_convert_it_and_is_never_opened(tmp_path, capsys):

@@ -21,7 +21,13 @@ from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.layout import ids
 from runners.trainers import BaseTrainer
-from tests.reliability.crafted_index import INDEX_DAMAGES, LOCATION_DAMAGES, damage_debug_files, damage_index
+from tests.reliability.crafted_index import (
+    INDEX_DAMAGES,
+    LOCATION_DAMAGES,
+    TouchMarker,
+    damage_debug_files,
+    damage_index,
+)
 from tests.reliability.viewer_server import call_callback, serve_viewer
 from tests.runs import write_config
 
@@ -255,16 +261,6 @@ def test_a_page_whose_header_is_too_big_to_parse_is_shown_in_place(trained_run, 
         status, body = _table(url, bad)
         assert status == 200, body
         assert json.loads(body)["response"][ids.TABLE]["getRowsResponse"]["rowCount"] == 8
-
-
-class TouchMarker:
-    """Unpickling this runs ``touch <marker>``: what a malicious pickle would do."""
-
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return os.system, (f"touch {self.marker}",)
 
 
 def test_a_folder_of_pylon_pickles_is_never_opened_and_says_how_to_convert_it(trained_run, tmp_path):

@@ -20,19 +20,10 @@ from debuggers.pages.convert import main as convert_main
 from debuggers.pages.errors import CorruptPageError, DebugOutputsNotFoundError, PicklePagesError
 from debuggers.pages.pickle_pages import page_kind
 from debuggers.pages.reader import load_debug_outputs
+from tests.reliability.crafted_index import TouchMarker
 from tests.runs import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(120)
-
-
-class TouchMarker:
-    """Unpickling this runs ``touch <marker>``: what a malicious page would do."""
-
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return os.system, (f"touch {self.marker}",)
 
 
 def pylon_outputs(idx: int) -> dict:
