@@ -126,17 +126,23 @@ def _finish_swap(folder: str, converting: str) -> str | None:
     if not os.path.isdir(converting):
         return None
     if not os.path.lexists(folder):  # killed between the two renames of ``_swap``'s fallback
-        if folder_kind(converting) != "current":
+        if not _is_current(converting):
             return None
         os.rename(converting, folder)
         return next((folder + suffix for suffix in BACKUPS.values() if os.path.isdir(folder + suffix)), folder)
-    if folder_kind(folder) != "current":
-        return None  # killed while writing: ``converting`` holds part of the new folder
-    old_kind = folder_kind(converting)  # killed after the exchange: it holds the old folder
-    if old_kind not in BACKUPS:
-        return None
-    os.rename(converting, folder + BACKUPS[old_kind])
-    return folder + BACKUPS[old_kind]
+    if not _is_current(folder):
+        return None  # killed while writing: ``converting`` holds part of the new folder, written again
+    backup = folder + BACKUPS[folder_kind(converting)]  # killed after the exchange: it holds the old folder
+    os.rename(converting, backup)
+    return backup
+
+
+def _is_current(folder: str) -> bool:
+    """``folder`` holds complete pages of Lantern's current format."""
+    try:
+        return folder_kind(folder) == "current"
+    except DebugDataError:
+        return False
 
 
 def _swap(folder: str, converting: str, backup: str) -> None:

@@ -127,12 +127,14 @@ class DebugOutputs(Mapping):
 
 def _without_index(folder: str) -> DebugDataError:
     """What a page folder without any index holds, and what to do."""
-    kinds = {page_kind(path) for path in glob_in(folder, PAGE_GLOB)}
-    if "pickle" in kinds:
-        return pickle_pages_error(folder)
+    kinds = set()
+    for path in glob_in(folder, PAGE_GLOB):
+        kinds.add(page_kind(path))
+        if "pickle" in kinds:
+            return pickle_pages_error(folder)
     holds = "Lantern pages but" if "lantern" in kinds else "no page and"
-    return CorruptPageError(f"{folder} holds {holds} no index.json: its capture stopped before writing one (see the "
-                            "run's log), or the index was deleted; rerun the epoch to write its debug outputs again")
+    return CorruptPageError(f"{folder} holds {holds} no index.json: the run stopped before writing one (see its log), "
+                            "or the index was deleted; rerun the epoch to write its pages again")
 
 
 def _open_listed_page(path: str) -> int:

@@ -18,6 +18,7 @@ import torch
 from analysis.internals import read_internals
 from debuggers.pages.convert import main as convert_main
 from debuggers.pages.errors import CorruptPageError, DebugOutputsNotFoundError, PicklePagesError
+from debuggers.pages.file_format import write_page
 from debuggers.pages.pickle_pages import page_kind
 from debuggers.pages.reader import load_debug_outputs
 from tests.reliability.crafted_index import TouchMarker
@@ -159,10 +160,13 @@ def test_every_joblib_page_is_told_from_a_lantern_page_by_its_first_bytes(tmp_pa
 def test_a_folder_without_index_or_pickles_says_what_it_holds(tmp_path):
     folder = tmp_path / "debugger"
     folder.mkdir()
-    with pytest.raises(CorruptPageError, match="holds no page and no index.json: its capture stopped"):
+    with pytest.raises(CorruptPageError, match="holds no page and no index.json: the run stopped before"):
         load_debug_outputs(str(tmp_path))
     (folder / "page_0.pkl").write_bytes(b"not a page")
     with pytest.raises(CorruptPageError, match="holds no page and no index.json"):
+        load_debug_outputs(str(tmp_path))
+    write_page(str(folder / "page_0.pkl"), {0: {"x": np.arange(3)}})
+    with pytest.raises(CorruptPageError, match="holds Lantern pages but no index.json.*rerun the epoch"):
         load_debug_outputs(str(tmp_path))
 
 
