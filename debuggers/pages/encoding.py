@@ -24,7 +24,7 @@ comprehension per node of the structure), or, given its batch value (the batch a
 before the split, ``debuggers.pages.batch_values``), with one walk for the whole batch.
 
 A header is bounded (``MAX_HEADER_BYTES``, ``MAX_HEADER_NODES``): its JSON is parsed whole, and a crafted header
-of many tiny values (``[[],[],...]``) costs the reader about 40 times its size in memory and seconds per MB. The
+of many tiny values (``[[],[],...]``) cost the reader 37 times its size in memory and seconds per MB. The
 encoder refuses a record whose header would pass either bound (``HeaderTooLargeError``), so the reader, which
 refuses them too, never meets one Lantern wrote; one output is bounded earlier, as it is converted
 (``debuggers.pages.values.MAX_OUTPUT_NODES``).
