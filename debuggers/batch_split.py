@@ -24,7 +24,7 @@ import torch
 
 from debuggers.outputs import PerDatapoint, is_shared_record
 from debuggers.pages.batch_values import Rows
-from debuggers.pages.values import join_path, page_key, to_page_value
+from debuggers.pages.values import check_value_nodes, join_path, page_key, to_page_value
 
 _NUMERIC_KINDS = "biufc"  # 1-d rows of these become Python numbers, as a 0-d tensor's .item() would
 
@@ -50,7 +50,10 @@ def split_batch_value(output: Any, batch_size: int, path: str = "") -> tuple[lis
     if is_shared_record(output):
         value = to_page_value(output)
         return [value] * batch_size, value
-    return _split(output, batch_size, path)
+    check_value_nodes(output, path)  # its plain lists and dicts, before the split: a big one is refused at once
+    rows, batch_value = _split(output, batch_size, path)
+    check_value_nodes(batch_value, path)  # each datapoint's part, as its record header will list it
+    return rows, batch_value
 
 
 def _split(value: Any, batch_size: int, path: str) -> tuple[list[Any], Any]:

@@ -28,6 +28,7 @@ from tqdm import tqdm
 from analysis.epoch_rows import EpochRows, gather_epoch_columns
 from analysis.epoch_table import write_epoch_table
 from debuggers.model_report import MODEL_REPORT_FILE, build_model_report, write_model_report
+from debuggers.pages.watchdog import DEFAULT_STALL_TIMEOUT_S
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from runners.config_file import config_differences, describe_config
 from runners.config_keys import check_config_keys
@@ -88,6 +89,7 @@ class BaseRunner:
         self.debugger: Optional[SequentialDebugger] = None
         self.capture_limits = CaptureLimits.from_config(config.get("datapoint_capture"))
         self.datapoint_capture: Optional[DatapointCapture] = None
+        self._capture_stuck = False  # a capture's writer hung: no more captures in this run
         self._work_dir_watch: Optional[WorkDirWatch] = None  # rank 0, once the work dir exists
         # dataset[0] of the evaluated dataset as collated at start-up, until the debugger's start-up (the model
         # report) has used it: a user's __getitem__ may be slow (a big image, network storage)
@@ -340,14 +342,16 @@ class BaseRunner:
         """Record what the viewer shows of each datapoint evaluated next (runners.datapoint_capture);
         ``once``: keep a capture this run already completed (a trainer's validation set)."""
         folder = os.path.join(self.work_dir, DATAPOINTS_DIR)
-        if self.capture_limits is None or (once and capture_is_complete(folder)):
+        if self.capture_limits is None or self._capture_stuck or (once and capture_is_complete(folder)):
             return
+        stall_timeout_s = self.debugger.stall_timeout_s if self.debugger is not None else DEFAULT_STALL_TIMEOUT_S
         self.datapoint_capture = DatapointCapture(folder, self.capture_limits, self.logger, self.rank,
-                                                  self.world_size)
+                                                  self.world_size, stall_timeout_s)
 
     def _finish_datapoint_capture(self) -> None:
         if self.datapoint_capture is not None:
             self.datapoint_capture.finish()
+            self._capture_stuck = self.datapoint_capture.stuck
             self.datapoint_capture = None
 
     def _start_debug_capture(self, debugger_dir: str, full_outputs: bool = True) -> None:

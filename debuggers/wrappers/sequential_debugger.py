@@ -133,6 +133,11 @@ class SequentialDebugger(BaseDebugger):
         self.enabled = was_enabled
 
     @property
+    def stall_timeout_s(self) -> float:
+        """Seconds without progress after which a debugger call or a page write counts as stuck."""
+        return self._writer.stall_timeout_s
+
+    @property
     def enabled(self) -> bool:
         return self._enabled
 
