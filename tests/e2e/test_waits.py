@@ -12,6 +12,7 @@ import os
 from tests.runs import REPO_ROOT
 
 CONFTEST = os.path.join("tests", "e2e", "conftest.py")
+WAIT_NAMES = ("timeout", "timeout_ms", "timeout_s", "seconds")
 VIEWER_TESTS = ["tests/e2e/*.py", "tests/analysis/test_failures_tab_*.py", "tests/reliability/test_viewer_*.py",
                 "tests/reliability/test_trust_boundary.py", "tests/reliability/viewer_server.py"]
 
@@ -31,9 +32,14 @@ def short_waits(path: str) -> list[str]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr.startswith("set_default") and any(isinstance(a, ast.Constant) for a in node.args):
             found.append(f"{where} sets a timeout number of its own: use WAIT_MS or SLOW_WAIT_MS")
-        elif isinstance(node, ast.keyword) and node.arg in ("timeout", "timeout_ms") \
-                and isinstance(node.value, ast.Constant):
+        elif isinstance(node, ast.keyword) and node.arg in WAIT_NAMES and isinstance(node.value, ast.Constant):
             found.append(f"{where} waits {node.value.value} of its own: use the shared waits")
+        elif isinstance(node, ast.FunctionDef):
+            arguments = node.args.posonlyargs + node.args.args
+            defaults = list(zip(arguments[len(arguments) - len(node.args.defaults):], node.args.defaults))
+            defaults += list(zip(node.args.kwonlyargs, node.args.kw_defaults))
+            found += [f"{where} waits {default.value} by default: use the shared waits" for argument, default
+                      in defaults if argument.arg in WAIT_NAMES and isinstance(default, ast.Constant)]
     return found
 
 
