@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from utils.errors import ConfigError
+from utils.errors import ConfigEntryError, ConfigError, LanternUserError, describe_exception
 
 CONFIG_KEYS = {"class", "args"}
 
@@ -39,8 +39,14 @@ def build_from_config(config: Any, where: str = "config", **overrides: Any) -> A
     if isinstance(config, dict):
         return {k: build_from_config(v, f"{where}['{k}']") for k, v in config.items()}
     if isinstance(config, (list, tuple)):
-        return type(config)(build_from_config(v, f"{where}[{i}]") for i, v in enumerate(config))
+        return type(config)(build_from_config(v, f"{where}[{i}]{_named(v)}") for i, v in enumerate(config))
     return config
+
+
+def _named(value: Any) -> str:
+    """`` ('fm')`` for a list entry that names itself (a debugger entry's ``name``): an error then says which."""
+    name = value.get("name") if isinstance(value, dict) else None
+    return f" ({name!r})" if isinstance(name, str) else ""
 
 
 def _build_entry(entry: dict, where: str, overrides: dict) -> Any:
@@ -59,7 +65,12 @@ def _build_entry(entry: dict, where: str, overrides: dict) -> Any:
     kwargs = {k: build_from_config(_copy_arg(v), f"{where}['args']['{k}']") for k, v in args.items()}
     kwargs.update(overrides)
     check_arguments(cls, kwargs, where)
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except LanternUserError:
+        raise  # says what to fix already (a nested entry, a debugger's own argument check)
+    except Exception as exc:
+        raise ConfigEntryError(f"{where} ({_name(cls)}): {describe_exception(exc)}") from exc
 
 
 def _copy_arg(value: Any) -> Any:

@@ -170,6 +170,7 @@ class BaseTrainer(BaseRunner):
 
     def _train_epoch_(self) -> None:
         epoch = self.cum_epochs
+        self.stage = f"epoch {epoch} training"
         epoch_seed = self.seed * 1000 + epoch
         seed_everything(epoch_seed + 1_000_003 * self.rank)  # per rank: dropout differs across ranks
         sampler = self.train_dataloader.sampler
@@ -197,12 +198,15 @@ class BaseTrainer(BaseRunner):
         dp = apply_tensor_op(lambda t: t.to(self.device, non_blocking=True), dp)
         outputs = self._forward(self.model, dp["inputs"])
         loss = self.criterion(outputs, dp["labels"])
+        if not self._metric_checked:  # before the first step: a metric breaking its contract costs no epoch
+            self._check_metric(outputs, dp["labels"])
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
         return float(distributed.mean_across_ranks(loss.detach()))
 
     def _val_epoch_(self) -> None:
+        self.stage = f"epoch {self.cum_epochs} validation"
         self._before_val_loop()
         self.val_scores = self._eval_loop(self.val_dataloader, f"val {self.cum_epochs}",
                                           self._epoch_path(self.cum_epochs, EPOCH_TABLE_FILE))
@@ -236,6 +240,7 @@ class BaseTrainer(BaseRunner):
     def _save_checkpoint_(self) -> None:
         """Write this epoch's checkpoint, then mark the epoch done, then prune old checkpoints."""
         epoch = self.cum_epochs
+        self.stage = f"epoch {epoch} checkpoint"
         self._update_best(epoch)
         self._check_work_dir(f"save the checkpoint of epoch {epoch} and mark it done")
         if self.is_main:
@@ -256,6 +261,13 @@ class BaseTrainer(BaseRunner):
             self._prune_checkpoints(epoch)
             self._keep_debug_budget(completed_epochs=epoch + 1)
         distributed.barrier("waiting for rank 0 to save the checkpoint")
+
+    def resume_advice(self) -> str:
+        done = getattr(self, "cum_epochs", 0)  # set once the run reads its progress
+        if not done:
+            return "no epoch had finished: once fixed, the same command starts the run again in this work dir"
+        done_epochs = "epoch 0 is" if done == 1 else f"epochs 0-{done - 1} are"
+        return f"{done_epochs} done and saved: once fixed, the same command resumes after epoch {done - 1}"
 
     def _keep_debug_budget(self, completed_epochs: int) -> None:
         """Rank 0: remove the oldest finished epochs' debug outputs over ``debug_disk_budget_gb`` (runners/

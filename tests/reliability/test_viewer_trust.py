@@ -28,10 +28,10 @@ from tests.reliability.crafted_index import (
     damage_debug_files,
     damage_index,
 )
-from tests.reliability.viewer_server import call_callback, serve_viewer
+from tests.reliability.viewer_server import HTTP_WAIT_S, call_callback, serve_viewer
 from tests.runs import write_config
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(400)
 
 DEBUGGER = """
 from configs.examples.custom_debugger_trainer import ChannelEnergyDebugger
@@ -58,10 +58,10 @@ def _copy(trained_run, logs, name):
     return target
 
 
-def _datapoint(url, run_path, idx=0, timeout=30):
+def _datapoint(url, run_path, idx=0):
     return call_callback(url, f"{ids.DATAPOINT_PANEL}.children", {
         f"{ids.SELECTED}.data": idx, f"{ids.RUN_SELECT}.value": run_path, f"{ids.EPOCH_SELECT}.value": EPOCH,
-        f"{ids.TABS}.value": ids.TAB_DATAPOINT}, timeout=timeout)
+        f"{ids.TABS}.value": ids.TAB_DATAPOINT})
 
 
 def _table(url, run_path):
@@ -79,15 +79,17 @@ def test_a_page_that_blocks_forever_does_not_block_other_runs(trained_run, tmp_p
     fifo = os.path.join(stuck, EPOCH, "debugger", "page_999.pkl")
     os.mkfifo(fifo)
     with serve_viewer([logs]) as url:
-        blocked = threading.Thread(target=lambda: _datapoint(url, stuck, timeout=60), daemon=True)
+        blocked = threading.Thread(target=lambda: _datapoint(url, stuck), daemon=True)
         blocked.start()
-        blocked.join(2)  # the stuck request is now inside the epoch's build (or refused the FIFO already)
-        status, body = _datapoint(url, good, idx=3, timeout=20)
+        # a head start (the request for the good run does not depend on it): the stuck request is then inside the
+        # epoch's build, or has refused the FIFO already (pages are opened non-blocking)
+        blocked.join(2)
+        status, body = _datapoint(url, good, idx=3)
         assert status == 200 and "layer3_energy" in body
         release = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK) if blocked.is_alive() else None
         if release is not None:
             os.close(release)
-        blocked.join(30)
+        blocked.join(HTTP_WAIT_S)
         assert not blocked.is_alive()
 
 
@@ -116,7 +118,7 @@ def test_a_malformed_index_or_bad_unindexed_page_is_shown_in_place(trained_run, 
         assert status == 200 and "layer3_energy" in body
 
 
-def _within_seconds(call, fifos=(), seconds=30):
+def _within_seconds(call, fifos=(), seconds=HTTP_WAIT_S):
     """``call()`` run in a thread: its value, or a failure when it is still blocked after ``seconds`` (a FIFO
     blocks whoever opens it for reading until a writer comes: the FIFOs are then opened to release it)."""
     outcome = {}
