@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from debuggers.base_debugger import BaseDebugger, Removable
+from debuggers.batch_mode import BATCHED
 from debuggers.capture import listen
 from debuggers.outputs import (
     KIND_ATTENTION,
@@ -59,6 +60,8 @@ class CaptureDebugger(BaseDebugger):
     Output ``{'kind': 'captured_states', 'states': {component: {state: {'kind', 'data', 'metadata',
     'unsplit', 'shared'}}}}``.
     """
+
+    batch_mode = BATCHED  # outputs with the batch first (debuggers/batch_mode.py)
 
     def __init__(self, components: Optional[Sequence[str]] = None, states: Optional[Sequence[str]] = None,
                  capture_attention: bool = True, capture_embeddings: bool = True,

@@ -21,12 +21,20 @@ import tempfile
 from contextlib import AbstractContextManager
 from typing import Any, Optional
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
 from debuggers.base_debugger import BaseDebugger, Removable
+from debuggers.batch_mode import (
+    PER_DATAPOINT,
+    DatapointFailure,
+    batch_mode_check,
+    calls_alone,
+    declared_mode,
+    python_float_at,
+)
 from debuggers.batch_split import BatchContractError, split_batch_value
+from debuggers.datapoint_slices import datapoint_slice
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import PerDatapoint, error_output, is_shared_record
 from debuggers.pages.file_format import INDEX_GLOB, LOCATIONS_GLOB, PAGE_GLOB
@@ -171,17 +179,18 @@ class SequentialDebugger(BaseDebugger):
             return {}
         model = self._model if model is None else model
         idx = idx_list(datapoint["meta_info"]["idx"] if idx is None else idx)
-        outputs = {name: self._run(name, d, datapoint, model) for name, d in self.debuggers.items()
+        outputs = {name: self._run(name, d, datapoint, model, len(idx)) for name, d in self.debuggers.items()
                    if not d.runs_model}
         active = {name: d for name, d in self.debuggers.items() if d.runs_model}
         if active:
             self._detach()
-            outputs.update({name: self._run(name, d, datapoint, model) for name, d in active.items()})
+            outputs.update({name: self._run(name, d, datapoint, model, len(idx)) for name, d in active.items()})
             self._attach()
         else:
             for debugger in self.debuggers.values():
                 debugger.clear()
-        outputs = {name: outputs[name] for name in self.debuggers}
+        outputs = {name: self._datapoint_records(name, outputs[name], idx) for name in self.debuggers}
+        self._log_batch_modes()
         if len(idx) > 1:
             self._warn_whole_batch_numbers(outputs)
         self._buffer_batch(idx, outputs, datapoint.get("scores"))
@@ -193,22 +202,52 @@ class SequentialDebugger(BaseDebugger):
         return self._watchdog.watch(f"the model's forward pass with the hooks of forward debuggers {names}",
                                     interrupt=True)
 
-    def _run(self, name: str, debugger: BaseDebugger, datapoint: dict, model: torch.nn.Module) -> Any:
+    def _run(self, name: str, debugger: BaseDebugger, datapoint: dict, model: torch.nn.Module,
+             batch_size: int) -> Any:
+        """The debugger's output for the batch: batched, or per datapoint where it is not batch-first
+        (``debuggers/batch_mode.py``; a ``ForwardDebugger`` does that in its hook)."""
         with self._watchdog.watch(f"debugger '{name}' (its call on a batch)", interrupt=True):
             try:
-                return debugger(datapoint, model)
+                if isinstance(debugger, ForwardDebugger) or not calls_alone(debugger):
+                    return debugger(datapoint, model)
+                return batch_mode_check(debugger).run(
+                    lambda: debugger(datapoint, model),
+                    lambda i: debugger(datapoint_slice(datapoint, i, batch_size), model), batch_size)
             except Exception as exc:
                 return self._record_failure(name, exc)
 
-    def _record_failure(self, name: str, exc: Exception) -> dict:
+    def _record_failure(self, name: str, exc: Exception, datapoint: Optional[int] = None, hint: str = "") -> dict:
+        """The error record of a debugger that raised on the batch, or on ``datapoint`` alone (``hint``: what to
+        do)."""
+        where = "" if datapoint is None else f" on datapoint {datapoint}"
         if self.strict:
-            raise DebuggerError(f"debugger '{name}' failed: {type(exc).__name__}: {exc}") from exc
+            raise DebuggerError(f"debugger '{name}' failed{where}: {type(exc).__name__}: {exc}") from exc
         if name not in self._failed:
             self._failed.add(name)
-            self._log.warning(f"debugger '{name}' failed ({type(exc).__name__}: {exc}); its error is recorded "
-                              "as its output and the run goes on (set strict=True to stop instead)",
+            self._log.warning(f"debugger '{name}' failed{where} ({type(exc).__name__}: {exc}); its error is "
+                              "recorded as its output and the run goes on (set strict=True to stop instead)",
                               exc_info=exc)
-        return error_output(exc)
+        record = error_output(exc)
+        if datapoint is not None:
+            record["message"] = f"on datapoint {datapoint} alone: {record['message']}" + (f" ({hint})" if hint else "")
+        return record
+
+    def _datapoint_records(self, name: str, output: Any, idx: list[int]) -> Any:
+        """A per-datapoint output with each datapoint's failure as its own error record, naming the datapoint."""
+        if not isinstance(output, PerDatapoint) or not any(isinstance(v, DatapointFailure) for v in output):
+            return output
+        return PerDatapoint(self._record_failure(name, v.error, idx[v.position], v.hint)
+                            if isinstance(v, DatapointFailure) else v for v in output)
+
+    def _log_batch_modes(self) -> None:
+        """Once per debugger and run: whether it was found to run batched or per datapoint, and why."""
+        for name, debugger in self.debuggers.items():
+            check = batch_mode_check(debugger)
+            news = check.take_news()
+            if news is not None:
+                log = self._log.warning if check.mode == PER_DATAPOINT else self._log.info
+                log(f"debugger '{name}' {news}. Declaring batch_mode = '{check.mode}' on "
+                    f"{type(debugger).__name__} skips this check")
 
     def _warn_whole_batch_numbers(self, outputs: dict[str, Any]) -> None:
         """Once per debugger: a Python float is one value for the whole batch, stored for each datapoint."""
@@ -216,7 +255,7 @@ class SequentialDebugger(BaseDebugger):
             if name in self._checked_numbers or is_shared_record(output):
                 continue
             self._checked_numbers.add(name)
-            where = _python_float_at(output, "")
+            where = python_float_at(output, "")
             if where is not None:
                 self._log.warning(
                     f"debugger '{name}' returned a Python number at '{where or 'its output'}' (from .item() or "
@@ -382,21 +421,9 @@ def _build_debuggers(debuggers_config: Any) -> dict[str, BaseDebugger]:
         if not isinstance(debugger, BaseDebugger):
             raise ConfigError(f"{where} built a {type(debugger).__name__}, which is not a BaseDebugger; "
                               "subclass debuggers.base_debugger.BaseDebugger or ForwardDebugger")
+        declared_mode(debugger)  # a misspelt batch_mode stops the run here
         debuggers[name] = debugger
     return debuggers
-
-
-def _python_float_at(value: Any, path: str) -> Optional[str]:
-    """The path of the first Python/NumPy float scalar inside ``value`` (dicts, lists, tuples), or None."""
-    if isinstance(value, (float, np.floating)):
-        return path
-    if isinstance(value, dict):
-        children = [(f"{path}.{key}" if path else str(key), item) for key, item in value.items()]
-    elif isinstance(value, (list, tuple)) and not isinstance(value, PerDatapoint):
-        children = [(f"{path}[{i}]", item) for i, item in enumerate(value)]
-    else:
-        return None
-    return next((found for child, item in children if (found := _python_float_at(item, child)) is not None), None)
 
 
 def _move_pages(source: str, output_dir: str) -> None:
