@@ -34,6 +34,7 @@ PER_DATAPOINT = "per_datapoint"
 MODES = (BATCHED, PER_DATAPOINT)
 RTOL = 1e-5  # batched and alone agree to float rounding: reductions may run in another order per batch size
 DOCS = "docs/debugger.md, 'Batched or per datapoint'"
+ALIKE = "every datapoint of the batch gave the same output: a value for the whole batch cannot be told from theirs"
 
 
 @dataclass
@@ -109,9 +110,14 @@ class BatchModeCheck:
         else:
             reason = batched_verdict(together, apart, batch_size)
         self.mode = PER_DATAPOINT if reason else BATCHED
-        self.news = (f"runs per datapoint: its output is not batch-first; see {DOCS}. On a batch of {batch_size}: "
-                     f"{reason}" if reason else
-                     f"runs batched: on a batch of {batch_size}, its output gives every datapoint what it gives alone")
+        if reason is None:
+            self.news = f"runs batched: on a batch of {batch_size}, its output gives each datapoint what it gives alone"
+        elif reason == ALIKE:
+            self.news = (f"runs per datapoint: its output could not be shown to be batch-first ({reason}); see {DOCS}. "
+                         "If its outputs have the batch first, declare batch_mode = 'batched'")
+        else:
+            self.news = (f"runs per datapoint: its output is not batch-first; see {DOCS}. On a batch of {batch_size}: "
+                         f"{reason}")
         return apart if reason else together
 
     def take_news(self) -> Optional[str]:
@@ -149,8 +155,7 @@ def batched_verdict(together: Any, apart: list[Any], batch_size: int) -> Optiona
         if difference is not None:
             return f"datapoint {i}'s part of the batch output differs from what it gives alone: {difference}"
     if all(first_difference(alone[0], value, "") is None for value in alone[1:]):
-        return ("every datapoint of the batch gave the same output, so a value for the whole batch cannot be told "
-                "from each datapoint's; declare batch_mode = 'batched' if its outputs have the batch first")
+        return ALIKE
     return None
 
 

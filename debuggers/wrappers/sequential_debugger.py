@@ -246,8 +246,8 @@ class SequentialDebugger(BaseDebugger):
             news = check.take_news()
             if news is not None:
                 log = self._log.warning if check.mode == PER_DATAPOINT else self._log.info
-                log(f"debugger '{name}' {news}. Declaring batch_mode = '{check.mode}' on "
-                    f"{type(debugger).__name__} skips this check")
+                log(f"debugger '{name}' {news}. Declaring batch_mode = '{check.mode}' on {type(debugger).__name__} "
+                    "skips this check")
 
     def _warn_whole_batch_numbers(self, outputs: dict[str, Any]) -> None:
         """Once per debugger: a Python float is one value for the whole batch, stored for each datapoint."""
