@@ -46,8 +46,8 @@ def datapoint_slice(datapoint: dict[str, Any], i: int, batch_size: int) -> dict[
 class HookedCall:
     """A forward hook's ``(input, output)`` for a whole batch, and each datapoint's slice of it.
 
-    ``dims`` None: every tensor is batch first. The batch size is the size of the output's (else the
-    input's) first tensor along its batch dimension.
+    ``dims`` None: every tensor is batch first. The batch size is the largest size of the input's tensors
+    along their batch dimension (the batch comes into the layer), else of the output's.
     Every tensor must have that size, or 1, there (or have no such dimension): anything else (Swin's
     (windows x B, ...) attention) cannot be cut into datapoints, and ``NotSliceableError`` says so.
     """
@@ -57,8 +57,9 @@ class HookedCall:
         outputs = list(iter_tensors(output))
         self._output_dims = dims.of_outputs(layer_name, len(outputs)) if dims else [0] * len(outputs)
         self._input_dim = dims.of_inputs(layer_name) if dims else 0
-        placed = [*zip(outputs, self._output_dims), *((t, self._input_dim) for t in iter_tensors(input))]
-        self.batch_size = next((int(t.shape[d]) for t, d in placed if t.ndim > d), 1)
+        inputs = [(t, self._input_dim) for t in iter_tensors(input)]
+        placed = [*zip(outputs, self._output_dims), *inputs]
+        self.batch_size = _largest_batch(inputs) if _largest_batch(inputs) > 1 else _largest_batch(placed)
         if self.batch_size > 1:
             for where, (tensor, dim) in zip(self._places(), placed):
                 if tensor.ndim > dim and tensor.shape[dim] not in (1, self.batch_size):
@@ -81,6 +82,10 @@ class HookedCall:
         dims = iter(self._output_dims)
         output = _sliced(self.output, lambda: next(dims), i, self.batch_size)
         return _sliced(self.input, lambda: self._input_dim, i, self.batch_size), output
+
+
+def _largest_batch(placed: list[tuple[torch.Tensor, int]]) -> int:
+    return max((int(t.shape[d]) for t, d in placed if t.ndim > d), default=1)
 
 
 def _sliced(value: Any, next_dim: Any, i: int, batch_size: int) -> Any:
