@@ -24,9 +24,9 @@ import numpy as np
 import torch
 
 from debuggers.base_debugger import BaseDebugger
-from debuggers.batch_split import split_batch
+from debuggers.batch_split import BatchContractError, split_batch
 from debuggers.outputs import PerDatapoint, is_shared_record
-from debuggers.pages.values import to_page_value
+from debuggers.pages.values import UnsupportedOutputError, to_page_value
 from utils.errors import ConfigError
 
 BATCHED = "batched"
@@ -108,7 +108,10 @@ class BatchModeCheck:
         if failed is not None:
             reason = f"it fails on the whole batch ({type(failed).__name__}: {failed}) and runs on each datapoint alone"
         else:
-            reason = batched_verdict(together, apart, batch_size)
+            try:
+                reason = batched_verdict(together, apart, batch_size)
+            except UnsupportedOutputError:  # a page cannot hold it either way: refused as it is, decided later
+                return together
         self.mode = PER_DATAPOINT if reason else BATCHED
         if reason is None:
             self.news = f"runs batched: on a batch of {batch_size}, its output gives each datapoint what it gives alone"
@@ -136,7 +139,8 @@ def batched_verdict(together: Any, apart: list[Any], batch_size: int) -> Optiona
     """None when the batch output ``together`` is proven to be each datapoint's: it holds no Python float (a number
     for the whole batch), it splits by the batch contract, each datapoint's part equals what that datapoint gave
     alone (``apart``, ``one_datapoint`` values) and the datapoints did not all give the same (then a value for the
-    whole batch could not be told from theirs). Otherwise why not."""
+    whole batch could not be told from theirs). Otherwise why not. ``UnsupportedOutputError``: a page cannot hold
+    one of them."""
     if is_shared_record(together):
         return f"it gives one record for the whole batch ({together.get('message')})"
     where = python_float_at(together, "")
@@ -147,9 +151,9 @@ def batched_verdict(together: Any, apart: list[Any], batch_size: int) -> Optiona
         return f"it runs on the whole batch but fails on datapoint {failed.position} alone ({failed.error})"
     try:
         rows = split_batch(together, batch_size)
-        alone = [to_page_value(value) for value in apart]
-    except Exception as exc:  # BatchContractError, or what a page cannot hold: not shown to be batch-first
+    except BatchContractError as exc:
         return str(exc)
+    alone = [to_page_value(value) for value in apart]
     for i, (row, value) in enumerate(zip(rows, alone)):
         difference = first_difference(row, value, "")
         if difference is not None:

@@ -137,7 +137,7 @@ def test_each_datapoint_holds_what_the_seed_code_computes_on_its_own_forward_pas
     for idx in (0, 5, 11):
         seen = {}
         handles = [modules[d.layer_name].register_forward_hook(
-            lambda m, i, o, name=name, d=d: seen.__setitem__(name, d.process_forward(m, i, o)))
+            lambda m, i, o, name=name, d=d, seen=seen: seen.__setitem__(name, d.process_forward(m, i, o)))
             for name, d in debuggers.items()]
         with torch.no_grad():
             model(collate_datapoints([dataset[idx]])["inputs"])
