@@ -26,7 +26,13 @@ from typing import Any, Optional, Union
 import numpy as np
 import plotly.graph_objects as go
 
-from data.viewer.layout.display.figures import SHARED, figures_for_output, is_shared, model_report_figures
+from data.viewer.layout.display.figures import (
+    SHARED,
+    attention_across_layers_figure,
+    figures_for_output,
+    is_shared,
+    model_report_figures,
+)
 from data.viewer.layout.display.values import describe_value, token_strings
 from debuggers.capture_debugger import state_kind
 from debuggers.model_report import MODEL_REPORT_FILE
@@ -136,7 +142,8 @@ def datapoint_items(outputs: Mapping[str, Any], image: Optional[np.ndarray] = No
                 continue
             shared.setdefault(fig.layout.title.text, fig)
             items.append(Note(f"{fig.layout.title.text}: drawn once, under '{SHARED_SECTION}'"))
-    return items
+    across = attention_across_layers_figure(dict(outputs))
+    return items if across is None else [across, *items]
 
 
 def visualize_debug_states(debug_states: Mapping[str, Any], save_path: Optional[str] = None,
