@@ -84,6 +84,8 @@ class SequentialDebugger(BaseDebugger):
             copy into the page cache, where the disk takes them fast; False: everything through the page cache.
     """
 
+    UNBUILT_ARGS = ("debuggers_config",)  # built here (utils/builders.py): a 'layers' entry needs the model
+
     def __init__(self, debuggers_config: list[dict[str, Any]], page_size_mb: float = 100,
                  model: Optional[torch.nn.Module] = None, strict: bool = False,
                  stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S, keep: Any = "all",
