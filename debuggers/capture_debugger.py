@@ -133,7 +133,7 @@ def _record(state: str, data: Any, metadata: dict, batch: int) -> dict[str, Any]
                          "dimension (int >= 0) of the batch in the data, e.g. 1 for (L, B, E), or None for none")
     unsplit: list[str] = []
     data = _batch_first(data, batch_dim, batch, "", unsplit)
-    metadata = {key: _plain(value) for key, value in metadata.items()}
+    metadata = {key: plain(value) for key, value in metadata.items()}
     return {"kind": state_kind(state, metadata), "data": data, "metadata": metadata, "unsplit": unsplit,
             "shared": batch_dim is None}
 
@@ -156,12 +156,12 @@ def _batch_first(value: Any, dim: Optional[int], batch: int, path: str, unsplit:
     return value[None].expand(batch, *value.shape) if is_tensor else np.broadcast_to(value, (batch, *value.shape))
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """Metadata a page can hold: numbers, strings, None and lists of them; anything else as text."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, torch.Tensor) and value.numel() <= 16:
         return value.tolist()
     return str(value)

@@ -34,7 +34,7 @@ from data.viewer.layout.display.figures import (
     model_report_figures,
 )
 from data.viewer.layout.display.values import describe_value, token_strings
-from debuggers.capture_debugger import state_kind
+from debuggers.capture_debugger import plain, state_kind
 from debuggers.model_report import MODEL_REPORT_FILE
 from debuggers.outputs import KIND_CAPTURED_STATES, KIND_ERROR, KIND_NOT_RUN, KIND_TENSOR
 from debuggers.pages.file_format import CorruptPageError, UnsafePageError
@@ -162,8 +162,8 @@ def visualize_debug_states(debug_states: Mapping[str, Any], save_path: Optional[
     """
     if is_guide_states(debug_states):
         outputs = {"debug states": states_of_datapoint(debug_states, datapoint)}
-    else:
-        outputs = {"output": debug_states} if "kind" in debug_states else debug_states
+    else:  # page values already, unless given straight from a debugger
+        outputs = to_page_value({"output": debug_states} if "kind" in debug_states else debug_states)
     items: list[Item] = [summary_table(outputs)] if create_summary else []
     items += datapoint_items(outputs, image)
     if save_path is not None:
@@ -192,7 +192,7 @@ def states_of_datapoint(states: Mapping[str, Mapping[str, Mapping[str, Any]]], d
             for name, data, kind in parts:
                 drawn.setdefault(component, {})[name] = {
                     "kind": kind, "data": to_page_value(_row(data, batch_dim, datapoint, f"{component}.{name}")),
-                    "metadata": {k: v for k, v in metadata.items() if isinstance(v, (int, float, str, list, tuple))},
+                    "metadata": {key: plain(value) for key, value in metadata.items()},
                     "unsplit": [], "shared": batch_dim is None}
     return {"kind": KIND_CAPTURED_STATES, "states": drawn}
 
@@ -210,29 +210,32 @@ def _row(data: Any, batch_dim: Optional[int], datapoint: int, where: str) -> Any
 
 
 def summary_table(outputs: Mapping[str, Any]) -> go.Figure:
-    """One row per array in ``outputs``: where it is, shape, dtype, min, max, mean, std, NaN and Inf counts."""
-    rows = [_array_row(path, np.asarray(array)) for path, array in _arrays(outputs, "")]
+    """One row per array in ``outputs`` (page values): where it is, shape, dtype, min, max, mean, std, NaN and Inf
+    counts; a captured state is named ``component.state``."""
+    rows = [_array_row(path, array) for name, output in outputs.items() for path, array in _arrays(output, name)]
     columns = ["array", "shape", "dtype", "min", "max", "mean", "std", "NaN", "Inf"]
     table = go.Figure(go.Table(header={"values": columns, "align": "left"},
                                cells={"values": [[row[k] for row in rows] for k in columns], "align": "left"}))
     return table.update_layout(title_text=f"summary: {len(rows)} array(s)", height=120 + 26 * max(len(rows), 1))
 
 
-def _arrays(value: Any, path: str) -> Iterable[tuple[str, Any]]:
-    if isinstance(value, np.ndarray) or hasattr(value, "detach"):
-        yield path, value.detach().cpu().numpy() if hasattr(value, "detach") else value
+def _arrays(value: Any, path: str) -> Iterable[tuple[str, np.ndarray]]:
+    if isinstance(value, np.ndarray):
+        yield path, value
+    elif isinstance(value, Mapping) and value.get("kind") == KIND_CAPTURED_STATES:
+        for component, states in value.get("states", {}).items():
+            for state, record in states.items():
+                yield from _arrays(record.get("data"), f"{path}.{component}.{state}")
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            if key not in ("metadata", "unsplit", "shared", "kind"):
-                yield from _arrays(item, f"{path}.{key}" if path else str(key))
+            yield from _arrays(item, f"{path}.{key}")
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             yield from _arrays(item, f"{path}[{i}]")
 
 
 def _array_row(path: str, array: np.ndarray) -> dict[str, Any]:
-    row: dict[str, Any] = {"array": path.replace(".states.", ".").replace(".data", ""),
-                           "shape": str(array.shape), "dtype": str(array.dtype)}
+    row: dict[str, Any] = {"array": path, "shape": str(array.shape), "dtype": str(array.dtype)}
     numeric = array.dtype.kind in "biuf" and array.size > 0
     values = array.astype(np.float64) if numeric else None
     finite = values[np.isfinite(values)] if numeric else None
