@@ -105,27 +105,28 @@ class BatchModeCheck:
                 value.hint = ("it runs on the whole batch but not on one datapoint alone: declare batch_mode = "
                               "'batched' on its class if its outputs have the batch first")
             return apart
-        if failed is not None:
-            reason = f"it fails on the whole batch ({type(failed).__name__}: {failed}) and runs on each datapoint alone"
-        else:
-            try:
-                reason = batched_verdict(together, apart, batch_size)
-            except UnsupportedOutputError:  # a page cannot hold it either way: refused as it is, decided later
-                return together
+        try:
+            reason = (f"it fails on the whole batch ({type(failed).__name__}: {failed}) and runs on each datapoint "
+                      "alone" if failed is not None else batched_verdict(together, apart, batch_size))
+        except UnsupportedOutputError:  # a page cannot hold it either way: refused as it is, decided later
+            return together
         self.mode = PER_DATAPOINT if reason else BATCHED
-        if reason is None:
-            self.news = f"runs batched: on a batch of {batch_size}, its output gives each datapoint what it gives alone"
-        elif reason == ALIKE:
-            self.news = (f"runs per datapoint: its output could not be shown to be batch-first ({reason}); see {DOCS}. "
-                         "If its outputs have the batch first, declare batch_mode = 'batched'")
-        else:
-            self.news = (f"runs per datapoint: its output is not batch-first; see {DOCS}. On a batch of {batch_size}: "
-                         f"{reason}")
+        self.news = _news(reason, batch_size)
         return apart if reason else together
 
     def take_news(self) -> Optional[str]:
         news, self.news = self.news, None
         return news
+
+
+def _news(reason: Optional[str], batch_size: int) -> str:
+    """What the run's log says of a decision."""
+    if reason is None:
+        return f"runs batched: on a batch of {batch_size}, its output gives each datapoint what it gives alone"
+    if reason == ALIKE:
+        return (f"runs per datapoint: its output could not be shown to be batch-first ({reason}); see {DOCS}. "
+                "If its outputs have the batch first, declare batch_mode = 'batched'")
+    return f"runs per datapoint: its output is not batch-first; see {DOCS}. On a batch of {batch_size}: {reason}"
 
 
 def _alone(alone: Callable[[int], Any], i: int) -> Any:

@@ -10,7 +10,6 @@ layer's input and output. Which dimension of a tensor is the batch is known, nev
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from typing import Any, Optional
 
 import torch
@@ -57,23 +56,16 @@ class HookedCall:
         outputs = list(iter_tensors(output))
         self._output_dims = dims.of_outputs(layer_name, len(outputs)) if dims else [0] * len(outputs)
         self._input_dim = dims.of_inputs(layer_name) if dims else 0
-        inputs = [(t, self._input_dim) for t in iter_tensors(input)]
-        placed = [*zip(outputs, self._output_dims), *inputs]
+        inputs = [("input tensor", t, self._input_dim) for t in iter_tensors(input)]
+        placed = [(f"output tensor {k}", t, d) for k, (t, d) in enumerate(zip(outputs, self._output_dims))] + inputs
         self.batch_size = _largest_batch(inputs) if _largest_batch(inputs) > 1 else _largest_batch(placed)
-        if self.batch_size > 1:
-            for where, (tensor, dim) in zip(self._places(), placed):
-                if tensor.ndim > dim and tensor.shape[dim] not in (1, self.batch_size):
-                    raise NotSliceableError(
-                        f"layer '{layer_name}' {where} is {describe(tensor)}, whose dimension {dim} (its batch "
-                        f"dimension) is neither the batch ({self.batch_size}) nor 1, so it cannot be cut into "
-                        "datapoints; declare batch_mode = 'batched' on the debugger's class if process_forward "
-                        "returns batch-first outputs (Lantern then splits them by the batch contract)")
-
-    def _places(self) -> Iterator[str]:
-        outputs = sum(1 for _ in iter_tensors(self.output))
-        yield from (f"output tensor {k}" for k in range(outputs))
-        while True:
-            yield "input tensor"
+        for where, tensor, dim in placed if self.batch_size > 1 else []:
+            if tensor.ndim > dim and tensor.shape[dim] not in (1, self.batch_size):
+                raise NotSliceableError(
+                    f"layer '{layer_name}' {where} is {describe(tensor)}, whose dimension {dim} (its batch "
+                    f"dimension) is neither the batch ({self.batch_size}) nor 1, so it cannot be cut into "
+                    "datapoints; declare batch_mode = 'batched' on the debugger's class if process_forward "
+                    "returns batch-first outputs (Lantern then splits them by the batch contract)")
 
     def alone(self, i: int) -> tuple[Any, Any]:
         """``(input, output)`` of datapoint ``i``, as a batch of one."""
@@ -84,8 +76,8 @@ class HookedCall:
         return _sliced(self.input, lambda: self._input_dim, i, self.batch_size), output
 
 
-def _largest_batch(placed: list[tuple[torch.Tensor, int]]) -> int:
-    return max((int(t.shape[d]) for t, d in placed if t.ndim > d), default=1)
+def _largest_batch(placed: list[tuple[str, torch.Tensor, int]]) -> int:
+    return max((int(t.shape[d]) for _, t, d in placed if t.ndim > d), default=1)
 
 
 def _sliced(value: Any, next_dim: Any, i: int, batch_size: int) -> Any:

@@ -446,8 +446,9 @@ def _build_debuggers(debuggers_config: Any, model: Optional[torch.nn.Module] = N
         if name in debuggers:
             raise ConfigError(f"{where}: duplicate debugger name '{name}'; every debugger needs its own name, "
                               "it is the key of its outputs")
-        debugger = (built or {}).get(name) or build_from_config(entry["debugger_config"],
-                                                                f"{where}['debugger_config']")
+        debugger = (built or {}).get(name)
+        if debugger is None:
+            debugger = build_from_config(entry["debugger_config"], f"{where}['debugger_config']")
         if not isinstance(debugger, BaseDebugger):
             raise ConfigError(f"{where} built a {type(debugger).__name__}, which is not a BaseDebugger; "
                               "subclass debuggers.base_debugger.BaseDebugger or ForwardDebugger")

@@ -59,7 +59,8 @@ def test_report_holds_plotly_once_and_one_section_per_idx(run_dir, tmp_path):
     assert "<h2>Model</h2>" in page and "epoch_1" in page
     rows = EpochTable(os.path.join(run_dir, "epoch_1", EPOCH_TABLE_FILE)).page(where=[("idx", "in", [3, 7, 12])])
     wrong = sum(row["label"] != row["prediction"] for row in rows)
-    assert page.count('"type":"image"') == 3 + wrong  # each CAM over its input image, two where the model is wrong
+    # each CAM over its input image (two where the model is wrong), and the model's first conv filters in RGB
+    assert page.count('"type":"image"') == 3 + wrong + 1
     for row in rows:  # Grad-CAM titled by role and class name, as in the viewer
         titles = [f"label: {row['label_name']}", f"prediction: {row['prediction_name']}"] \
             if row["label"] != row["prediction"] else [f"label and prediction: {row['label_name']}"]
