@@ -25,7 +25,7 @@ import torch
 
 from debuggers.base_debugger import BaseDebugger
 from debuggers.batch_split import BatchContractError, split_batch
-from debuggers.outputs import PerDatapoint, is_shared_record
+from debuggers.outputs import AloneOutputs, PerDatapoint, is_shared_record
 from debuggers.pages.values import UnsupportedOutputError, to_page_value
 from utils.errors import ConfigError
 
@@ -89,7 +89,7 @@ class BatchModeCheck:
         if self.mode == BATCHED:
             return batched()
         if batch_size == 1 or self.mode == PER_DATAPOINT:
-            return PerDatapoint(_alone(alone, i) for i in range(batch_size))
+            return AloneOutputs(_alone(alone, i) for i in range(batch_size))
         return self._decide(batched, alone, batch_size)
 
     def _decide(self, batched: Callable[[], Any], alone: Callable[[int], Any], batch_size: int) -> Any:
@@ -97,7 +97,7 @@ class BatchModeCheck:
             together, failed = batched(), None
         except Exception as exc:
             together, failed = None, exc
-        apart = PerDatapoint(_alone(alone, i) for i in range(batch_size))
+        apart = AloneOutputs(_alone(alone, i) for i in range(batch_size))
         if all(isinstance(value, DatapointFailure) for value in apart):  # nothing to compare: a later batch decides
             if failed is not None:
                 raise failed

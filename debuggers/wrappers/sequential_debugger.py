@@ -250,7 +250,7 @@ class SequentialDebugger(BaseDebugger):
         """A per-datapoint output with each datapoint's failure as its own error record, naming the datapoint."""
         if not isinstance(output, PerDatapoint) or not any(isinstance(v, DatapointFailure) for v in output):
             return output
-        return PerDatapoint(self._record_failure(name, v.error, idx[v.position], v.hint)
+        return type(output)(self._record_failure(name, v.error, idx[v.position], v.hint)
                             if isinstance(v, DatapointFailure) else v for v in output)
 
     def _log_batch_modes(self) -> None:
