@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from debuggers.base_debugger import BaseDebugger, Removable
+from debuggers.batch_mode import BATCHED
 from debuggers.model_runs import eval_mode, output_tensor
 from debuggers.outputs import KIND_CAM, PerDatapoint
 from debuggers.tensor_utils import describe
@@ -64,6 +65,7 @@ class GradCAMDebugger(BaseDebugger):
     """
 
     runs_model = True
+    batch_mode = BATCHED  # outputs with the batch first (debuggers/batch_mode.py)
 
     def __init__(self, target_layer: str, target: Target = "predicted", output_key: Optional[str] = "logits",
                  input_key: str = "image", label_key: str = "class") -> None:

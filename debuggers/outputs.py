@@ -79,3 +79,8 @@ def is_shared_record(output: Any) -> bool:
 
 class PerDatapoint(list):
     """A list with one entry per datapoint of the batch (plain lists are shared)."""
+
+
+class AloneOutputs(PerDatapoint):
+    """Each datapoint's whole output, from a debugger run on each datapoint alone (``debuggers/batch_mode.py``):
+    a message about one names the path inside the output, as the debugger returned it."""

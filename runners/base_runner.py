@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from analysis.epoch_rows import EpochRows, gather_epoch_columns
 from analysis.epoch_table import write_epoch_table
-from debuggers.model_report import MODEL_REPORT_FILE, build_model_report, write_model_report
+from debuggers.model_report import MODEL_REPORT_FILE, build_model_report, refresh_conv_filters, write_model_report
 from debuggers.pages.watchdog import DEFAULT_STALL_TIMEOUT_S
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from runners.config_file import config_differences, describe_config
@@ -248,6 +248,17 @@ class BaseRunner:
             write_model_report(path, build_model_report(self.eval_model, inputs))
         except Exception as exc:  # the report only informs; the run must not stop for it
             self.logger.warning(f"model report not written ({type(exc).__name__}: {exc})")
+
+    def _refresh_model_report(self, taken_at: str) -> None:
+        """The model report's conv filters as the weights are now (rank 0, where a report was written); never
+        fatal."""
+        path = os.path.join(self.work_dir, MODEL_REPORT_FILE)
+        if not self.is_main or not os.path.isfile(path):
+            return
+        try:
+            refresh_conv_filters(path, self.eval_model, taken_at)
+        except Exception as exc:  # the report only informs; the run must not stop for it
+            self.logger.warning(f"model report's conv filters not refreshed ({type(exc).__name__}: {exc})")
 
     def _build_dataloader(self, dataset_key: str, dataloader_key: str, sampler: Any) -> DataLoader:
         dataset = build_from_config(self.config[dataset_key], f"config['{dataset_key}']")

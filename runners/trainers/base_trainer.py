@@ -260,6 +260,7 @@ class BaseTrainer(BaseRunner):
             }))
             self._prune_checkpoints(epoch)
             self._keep_debug_budget(completed_epochs=epoch + 1)
+            self._refresh_model_report(f"epoch {epoch}")
         distributed.barrier("waiting for rank 0 to save the checkpoint")
 
     def resume_advice(self) -> str:
