@@ -437,6 +437,7 @@ def _build_debuggers(debuggers_config: Any, model: Optional[torch.nn.Module] = N
         name = entry["name"]
         if not isinstance(name, str) or not name:
             raise ConfigError(f"{where}['name'] must be a non-empty string, got {name!r}")
+        where = f"{where} ('{name}')"
         if "layers" not in entry:
             entries.append((where, entry))
         elif model is None:
