@@ -57,7 +57,7 @@ class NonFiniteStep:
         elif self.origin_error:
             parts.append(f"rerunning the batch to find the first non-finite layer failed ({self.origin_error})")
         elif math.isfinite(self.loss):
-            parts.append("every layer's output is finite: the backward pass made the NaN/Inf (sqrt or norm of 0, "
+            parts.append("every layer's output is finite: the backward pass made the NaN/Inf (sqrt of 0, "
                          "a division by a tiny number, log of 0 masked in the forward)")
         else:
             parts.append("every layer's output is finite: the criterion made the NaN/Inf")
@@ -137,7 +137,7 @@ def batch_idx_of(datapoint: dict[str, Any]) -> list[int]:
 
 
 def _listed(values: list) -> str:
-    shown = ", ".join(str(v) for v in values[:LISTED])
+    shown = ", ".join(repr(v) if isinstance(v, str) else str(v) for v in values[:LISTED])
     return f"[{shown}{f', and {len(values) - LISTED} more' if len(values) > LISTED else ''}]"
 
 

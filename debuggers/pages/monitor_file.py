@@ -122,31 +122,41 @@ def _array_spec(entry: Any) -> tuple[str, np.dtype, tuple[int, ...]]:
     return entry[0], DTYPES[entry[1]], tuple(entry[2])
 
 
-def iter_frames(fd: int, start: int, stop: int) -> Iterator[Frame | str]:
-    """The frames from ``start`` up to the byte ``stop``, each checked; ends with a string saying why when it
-    meets a frame that is torn, malformed or reaches past ``stop``."""
+@dataclass
+class Stopped:
+    """Why frames stopped before ``stop``: a torn or malformed frame, or (``at_stop``) one reaching past it."""
+
+    reason: str
+    at_stop: bool = False
+
+
+def iter_frames(fd: int, start: int, stop: int) -> Iterator[Frame | Stopped]:
+    """The frames from ``start`` up to the byte ``stop``, each checked; ends with ``Stopped`` when it meets a
+    frame that is torn, malformed or reaches past ``stop``."""
     offset = start
+    torn = "a torn frame at byte {:,} (a write cut short) is ignored"
     while offset < stop:
         head = os.pread(fd, FRAME_HEAD.size, offset)
         if len(head) < FRAME_HEAD.size:
-            yield f"a torn frame at byte {offset:,} (a write cut short) is ignored"
+            yield Stopped(torn.format(offset), at_stop=True)
             return
         length, crc = FRAME_HEAD.unpack(head)
         if length > MAX_FRAME_BYTES:
-            yield f"the frame at byte {offset:,} claims {length:,} bytes, over the limit of {MAX_FRAME_BYTES:,}"
+            yield Stopped(f"the frame at byte {offset:,} claims {length:,} bytes, over the limit of "
+                          f"{MAX_FRAME_BYTES:,}")
             return
         end = offset + FRAME_HEAD.size + length
         if end > stop:
-            yield f"the frame at byte {offset:,} reaches past byte {stop:,}"
+            yield Stopped(torn.format(offset), at_stop=True)
             return
         payload = os.pread(fd, length, offset + FRAME_HEAD.size)
         if len(payload) < length or zlib.crc32(payload) != crc:
-            yield f"a torn frame at byte {offset:,} (a write cut short) is ignored"
+            yield Stopped(torn.format(offset))
             return
         try:
             yield decode_payload(payload, end)
         except ValueError as exc:
-            yield f"the frame at byte {offset:,} is malformed: {exc}"
+            yield Stopped(f"the frame at byte {offset:,} is malformed: {exc}")
             return
         offset = end
 
@@ -163,13 +173,14 @@ def read_frames(path: str, start: int = len(MAGIC), max_bytes: int = MAX_READ_BY
         stop = min(size, start + max_bytes)
         read = FrameRead(end=start)
         for item in iter_frames(fd, start, stop):
-            if isinstance(item, str):
-                read.problem = item
+            if isinstance(item, Stopped):
+                read.problem = item.reason
+                if item.at_stop and stop < size:
+                    read.problem = f"only the first {max_bytes / 2**20:,.1f} MB of {path} were read (it holds " \
+                                   f"{size / 2**20:,.1f} MB)"
                 break
             read.frames.append(item)
             read.end = item.end
-        if read.problem is None and stop < size:
-            read.problem = f"only the first {max_bytes / 2**20:,.0f} MB were read of {path} ({size / 2**20:,.0f} MB)"
         return read
     finally:
         os.close(fd)
@@ -197,7 +208,7 @@ class MonitorFileWriter:
                                        "dir (the monitor writes its own there)")
             kept, end = [], len(MAGIC)
             for item in iter_frames(fd, end, os.fstat(fd).st_size):
-                if isinstance(item, str) or not keep(item):
+                if isinstance(item, Stopped) or not keep(item):
                     break
                 kept.append(item)
                 end = item.end
