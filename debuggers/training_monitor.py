@@ -137,6 +137,9 @@ class TrainingMonitor:
         self._overflow_logged = False
         self.nonfinite_steps = 0  # in this epoch
         self.first_nonfinite: Optional[NonFiniteStep] = None
+        self._buffers: list[torch.Tensor] = []  # before this step's forward pass, to undo a skipped step
+        self._hooks = [model.register_forward_pre_hook(self._save_buffers)] if settings.on_nonfinite == "skip_step" \
+            else []
         frozen = [name for name, trainable in zip(self.layers.names, self.layers.trainable) if not trainable]
         logger.info(f"Training monitor: {len(self.layers.names)} layers, a row every {settings.every_n_steps} steps "
                     f"in {self.path}; a NaN/Inf loss or gradient: {settings.on_nonfinite}"
@@ -236,7 +239,21 @@ class TrainingMonitor:
         self._sync()
 
     def close(self) -> None:
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks = []
         self._close_file()
+
+    def _save_buffers(self, module: torch.nn.Module, args: Any) -> None:
+        """Before a training forward pass (not the NaN rerun, which runs without gradients)."""
+        if module.training and torch.is_grad_enabled():
+            self._buffers = [b.detach().clone() for b in module.buffers()]
+
+    def _restore_buffers(self) -> None:
+        """A skipped step leaves no trace: its forward pass's BatchNorm statistics (NaN) are undone too."""
+        with torch.no_grad():
+            for buffer, saved in zip(self.model.buffers(), self._buffers):
+                buffer.copy_(saved)
 
     # ------------------------------------------------------------------ rows
     def _start_row(self, norms: list[torch.Tensor], present: list[bool], loss_value: float) -> _PendingRow:
@@ -326,6 +343,8 @@ class TrainingMonitor:
         """Record the first non-finite step (and count later ones); stop, or say whether to apply the step."""
         self.nonfinite_steps += 1
         action = self.settings.on_nonfinite
+        if action == "skip_step":
+            self._restore_buffers()
         if self.first_nonfinite is not None:
             return action == "warn"
         local = NonFiniteStep(self.epoch, self.step, self.batch_in_epoch, float(loss.detach()), batch_idx_of(datapoint),
