@@ -63,7 +63,7 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                   prevent_initial_call=True)  # a first page on this tab comes drawn (layout/panels.py)
     def show_training(tab: Optional[str], run_path: Optional[str], _: int, layer: Optional[int],
                       shown: Optional[dict]) -> tuple:
-        nothing = (no_update,) * (len(charts) + 6)
+        nothing = (no_update,) * (len(charts) + 5)
         if tab != ids.TAB_TRAINING:
             return nothing
         run = backend.run(run_path)

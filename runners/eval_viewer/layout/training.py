@@ -41,7 +41,9 @@ class TrainingContent:
 
     @property
     def style(self) -> dict:
-        return {} if self.figures else {"display": "none"}
+        """Clipped to nothing rather than hidden: a graph drawn under ``display: none`` has no size to draw at,
+        and keeps none once shown."""
+        return {} if self.figures else {"height": 0, "overflow": "hidden"}
 
 
 def training_tab(content: Optional[TrainingContent] = None) -> dcc.Tab:
@@ -75,13 +77,14 @@ def summary_view(log: TrainingLog, name: str) -> list[Any]:
         "Follows the run while it trains.", className="hint")]
     parts += [alert(problem, "warning", "training-problem") for problem in log.problems]
     for event in log.events[:1]:
-        parts.append(alert([html.B(f"First non-finite step: {event.step} (epoch {event.epoch}, {event.action}). "),
-                            html.Span(event.message)], "danger", NONFINITE_NOTE))
+        parts.append(html.Div(alert([html.B(f"First non-finite step: {event.step} (epoch {event.epoch}, "
+                                            f"{event.action}). "), html.Span(event.message)], "danger"),
+                              id=NONFINITE_NOTE))
     rows = states_table(log)
     if rows:
         parts.append(html.Div([
-            html.H4("Gradients not updating (layers whose gradient was not ok at a monitored step)"),
-            html.Table([html.Tr([html.Th(h) for h in ("layer", "state", "since step", "rows")])] + [
+            html.H4("Gradients not updating (zero, missing or frozen at a monitored step)"),
+            html.Table([html.Tr([html.Th(h) for h in ("layer", "state", "since step", "monitored steps")])] + [
                 html.Tr([html.Td(layer), html.Td(state, style={"color": state_colour(state), "fontWeight": "bold"}),
                          html.Td(str(first)), html.Td(str(count))]) for layer, state, first, count in rows],
                 id=STATES_TABLE, className="training-states")]))

@@ -20,7 +20,7 @@ from plotly.subplots import make_subplots
 
 from analysis.training_spikes import spikes
 from data.viewer.layout.display.figures import AXIS_TITLES, COLOUR_BAR_MARGIN, FLAG_COLOURS, LOOK, MARGIN
-from debuggers.pages.training_log import GRAD_OK, GRAD_STATES, TrainingLog
+from debuggers.pages.training_log import GRAD_FROZEN, GRAD_MISSING, GRAD_OK, GRAD_STATES, GRAD_ZERO, TrainingLog
 
 MAX_POINTS = 20_000
 MAX_CELLS = 150_000  # of a heatmap (layers x steps): a few MB of JSON for the browser
@@ -29,6 +29,7 @@ MAX_MARKED = 50  # spike lines drawn on a heatmap
 SPIKE_COLOUR = "#ff7f0e"
 LAYER_PX = 16  # a heatmap row
 NONFINITE_COLOUR = "#d62728"
+NOT_UPDATING = (GRAD_ZERO, GRAD_MISSING, GRAD_FROZEN)
 TYPICAL_UPDATE_RATIO = 1e-3  # a common rule of thumb: updates near a thousandth of the weights
 
 
@@ -86,7 +87,7 @@ def norm_heatmap(log: TrainingLog, quantity: str) -> go.Figure:
             fig.add_vline(x=int(step), line={"color": SPIKE_COLOUR, "width": 1, "dash": "dot"})
         title += f"; {len(spiked)} spike(s) of the total norm (dotted)" if len(spiked) else ""
     fig.update_xaxes(title_text="step")
-    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_yaxes(autorange="reversed", type="category", automargin=True)  # room for the layer names
     _mark_first_nonfinite(fig, log)
     height = min(140 + LAYER_PX * len(log.layers), 900)
     return _finish(fig, title, height, {**AXIS_TITLES, "r": COLOUR_BAR_MARGIN, "autoexpand": True})
@@ -94,9 +95,11 @@ def norm_heatmap(log: TrainingLog, quantity: str) -> go.Figure:
 
 def histogram_figure(log: TrainingLog, layer: int) -> go.Figure:
     """The layer's weight histogram (left) and gradient histogram (right) at each epoch's end, one line per
-    epoch (later epochs darker)."""
+    epoch (later epochs darker); an epoch whose values there are all NaN/Inf (or that has none: no gradient)
+    is said in the panel."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=["weights", "gradients (the epoch's last step)"])
     count = len(log.histograms)
+    missing: dict[int, list[str]] = {1: [], 2: []}
     for order, histograms in enumerate(sorted(log.histograms, key=lambda h: h.epoch)):
         shade = f"rgba(31, 119, 180, {0.25 + 0.75 * (order + 1) / count:.2f})"
         for col, (counts, bounds, nonfinite) in enumerate(
@@ -104,6 +107,8 @@ def histogram_figure(log: TrainingLog, layer: int) -> go.Figure:
                  (histograms.grad_counts, histograms.grad_range, histograms.grad_nonfinite)), start=1):
             low, high = bounds[layer]
             if not (math.isfinite(low) and math.isfinite(high)):
+                missing[col].append(f"epoch {histograms.epoch}: "
+                                    + (f"all {nonfinite[layer]} values NaN/Inf" if nonfinite[layer] else "none"))
                 continue
             edges = np.linspace(low, high, counts.shape[1] + 1)
             note = f" ({nonfinite[layer]} NaN/Inf left out)" if nonfinite[layer] else ""
@@ -112,6 +117,11 @@ def histogram_figure(log: TrainingLog, layer: int) -> go.Figure:
                                      legendgroup=str(histograms.epoch), showlegend=col == 1,
                                      hovertemplate=f"epoch {histograms.epoch}: %{{y}} values near %{{x:.3g}}{note}"
                                                    "<extra></extra>"), 1, col)
+    for col, notes in missing.items():
+        if notes:
+            fig.add_annotation(text="<br>".join(notes), xref=f"x{'' if col == 1 else col} domain",
+                               yref=f"y{'' if col == 1 else col} domain", x=0.5, y=0.9, showarrow=False,
+                               font={"color": NONFINITE_COLOUR})
     fig.update_yaxes(title_text="values", row=1, col=1)
     name = log.layers[layer] if 0 <= layer < len(log.layers) else "?"
     return _finish(fig, f"{name}: weights and gradients per epoch", 340, {**AXIS_TITLES, "autoexpand": True})
@@ -142,12 +152,12 @@ def thin_rows(count: int, max_rows: int) -> np.ndarray:
 
 
 def states_table(log: TrainingLog) -> list[tuple[str, str, int, int]]:
-    """(layer, state, first step, steps seen) for each layer whose gradient was not ok at some monitored step,
-    by its latest such state."""
+    """(layer, state, first step, monitored steps) for each layer whose gradient did not update (zero, missing
+    or frozen) at some monitored step, by its latest such state (non-finite gradients are the NaN report's)."""
     found = []
     for layer, name in enumerate(log.layers):
         column = log.grad_state[:, layer] if log.grad_state.size else np.zeros(0)
-        off = np.flatnonzero(column != GRAD_OK)
+        off = np.flatnonzero(np.isin(column, NOT_UPDATING))
         if off.size:
             state = int(column[off[-1]])
             found.append((name, GRAD_STATES.get(state, "?"), int(log.steps[off[0]]), int(off.size)))
