@@ -109,11 +109,12 @@ class TrainingLogReader:
         self._problem: Optional[str] = None
 
     def read(self) -> TrainingLog:
-        stat = os.stat(self.path)
+        stat = os.lstat(self.path)
         identity = (stat.st_dev, stat.st_ino)
-        if identity != self._identity or stat.st_size < self._end:
+        new = identity != self._identity or stat.st_size < self._end
+        if new:
             self._identity, self._end, self._frames = identity, len(MAGIC), []
-        if stat.st_size > self._end:
+        if new or stat.st_size > self._end:  # a new file is opened even when empty: it may not be a file at all
             got = read_frames(self.path, self._end, self.max_bytes - (self._end - len(MAGIC)))
             self._frames.extend(got.frames)
             self._end, self._problem = got.end, got.problem
