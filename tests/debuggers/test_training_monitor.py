@@ -123,34 +123,36 @@ def layer_params(model):
 def test_rows_match_norms_updates_and_states_computed_by_hand(tmp_path, logger, caplog):
     model, optimizer, monitor = monitored(tmp_path, logger, every_n_steps=2)
     layers = layer_params(model)
-    expected, losses = {}, []
+    grads, before, after, losses = {}, {}, {}, []
 
-    def inspect(step, loss):
+    def norms(tensors: dict) -> list[float]:
+        return [math.sqrt(sum(float(t.double().pow(2).sum()) for t in tensors[name])) for name in layers]
+
+    def weights() -> dict:
+        return {name: [p.detach().clone() for p in params] for name, params in layers.items()}
+
+    def inspect(step, loss):  # before the optimizer's step
         losses.append(float(loss.detach()))
+        if step - 1 in before:
+            after[step - 1] = weights()
         if step % 2 == 0:
-            grads = {name: math.sqrt(sum(float(p.grad.double().pow(2).sum()) for p in params if p.grad is not None))
-                     for name, params in layers.items()}
-            weights = {name: [p.detach().clone() for p in params] for name, params in layers.items()}
-            expected[step] = (grads, weights)
+            grads[step] = norms({name: [p.grad for p in params if p.grad is not None]
+                                 for name, params in layers.items()})
+            before[step] = weights()
 
     with caplog.at_level(logging.WARNING):
         train(model, optimizer, monitor, [batch(8 * i) for i in range(5)], inspect)
+    after[4] = weights()
     monitor.end_epoch()
     monitor.close()
     log = read_training_log(str(tmp_path / MONITOR_FILE))
     assert log.layers == list(layers) and log.steps.tolist() == [0, 2, 4]
     np.testing.assert_allclose(log.losses, losses, rtol=1e-6)
     for row, step in enumerate(log.steps.tolist()):
-        grads, weights_before = expected[step]
-        np.testing.assert_allclose(log.grad_norm[row], [grads[name] for name in layers], rtol=1e-5)
-        before = {name: math.sqrt(sum(float(w.double().pow(2).sum()) for w in ws)) for name, ws in weights_before.items()}
-        np.testing.assert_allclose(log.weight_norm[row], [before[name] for name in layers], rtol=1e-5)
-        after = dict(layers)
-        if step != 4:
-            continue  # the weights after step 4's update are the model's now
-        update = {name: math.sqrt(sum(float((p.detach() - w).double().pow(2).sum()) for p, w in zip(after[name], ws)))
-                  for name, ws in weights_before.items()}
-        np.testing.assert_allclose(log.update_ratio[row], [update[n] / before[n] for n in layers], rtol=1e-4)
+        np.testing.assert_allclose(log.grad_norm[row], grads[step], rtol=1e-5)
+        np.testing.assert_allclose(log.weight_norm[row], norms(before[step]), rtol=1e-5)
+        update = norms({name: [a - b for a, b in zip(after[step][name], before[step][name])] for name in layers})
+        np.testing.assert_allclose(log.update_ratio[row], np.divide(update, norms(before[step])), rtol=1e-4)
     states = dict(zip(log.layers, log.grad_state[0].tolist()))
     assert states == {"encoder": GRAD_OK, "norm": GRAD_OK, "frozen": GRAD_FROZEN, "dead": GRAD_ZERO,
                       "unused": GRAD_MISSING, "head": GRAD_OK}

@@ -78,7 +78,8 @@ def test_the_tab_draws_what_the_run_s_file_holds(new_page, viewer_url, logs):
     pick(page, tab.LAYER_SELECT, f"head.fc ({log.layer_types[log.layers.index('head.fc')]})")
     page.wait_for_function(f"() => ({FIGURE})('{tab.HISTOGRAM_CHART}').layout.title.text.startsWith('head.fc:')")
     head = log.layers.index("head.fc")
-    drawn = [h.epoch for h in log.histograms for bounds in (h.weight_range, h.grad_range) if np.isfinite(bounds[head]).all()]
+    drawn = [h.epoch for h in log.histograms for bounds in (h.weight_range, h.grad_range)
+             if np.isfinite(bounds[head]).all()]
     said = [f"epoch {h.epoch}: all {h.grad_nonfinite[head]} values NaN/Inf" for h in log.histograms
             if not np.isfinite(h.grad_range[head]).all()]  # an epoch that ended on a skipped NaN step
     assert [name for name, _ in page.evaluate(TRACES, tab.HISTOGRAM_CHART)] == [f"epoch {e}" for e in drawn]
