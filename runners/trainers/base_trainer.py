@@ -6,6 +6,7 @@ Work dir layout::
     work_dir/datapoints/              each validation datapoint's inputs, labels, meta info (for the viewer)
     work_dir/progress.json            epochs completed so far, best epoch
     work_dir/train.log
+    work_dir/training_monitor.bin     with config['training_monitor'] (debuggers/training_monitor.py)
     work_dir/epoch_N/training_losses.pt
     work_dir/epoch_N/validation_scores.json
     work_dir/epoch_N/epoch_table.parquet  one row per validation datapoint (analysis/epoch_table.py)
