@@ -143,7 +143,8 @@ class TrainingMonitor:
         frozen = [name for name, trainable in zip(self.layers.names, self.layers.trainable) if not trainable]
         logger.info(f"Training monitor: {len(self.layers.names)} layers, a row every {settings.every_n_steps} steps "
                     f"in {self.path}; a NaN/Inf loss or gradient: {settings.on_nonfinite}"
-                    + (f"; frozen (no gradient by design): {frozen}" if frozen else ""))
+                    + (f"; frozen (no gradient by design): {frozen[:20]}{' and more' if len(frozen) > 20 else ''}"
+                       if frozen else ""))
 
     # ------------------------------------------------------------------ the file
     def _open_file(self, completed_epochs: int, start_step: int) -> int:

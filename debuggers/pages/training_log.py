@@ -147,11 +147,13 @@ def _parse_layout(frame: Frame, log: TrainingLog, rows: list, loss_parts: list) 
     layers, types = frame.fields.get("layers"), frame.fields.get("layer_types")
     if not _strings(layers) or not _strings(types) or len(types) != len(layers):
         return False
-    log.layers, log.layer_types = [s[:MAX_TEXT] for s in layers], [s[:MAX_TEXT] for s in types]
+    layers = [s[:MAX_TEXT] for s in layers]
+    if layers != log.layers:  # rows of other layers do not fit the new ones (new settings keep them)
+        rows.clear()
+        log.histograms.clear()
+    log.layers, log.layer_types = layers, [s[:MAX_TEXT] for s in types]
     log.settings = {key: value for key, value in frame.fields.items()
                     if key not in ("layers", "layer_types", "kind") and isinstance(value, (int, float, str))}
-    rows.clear()  # rows of other layers do not fit the new ones
-    log.histograms.clear()
     return True
 
 

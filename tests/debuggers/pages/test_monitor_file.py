@@ -203,3 +203,16 @@ def test_a_live_file_is_followed_and_a_cut_one_read_again(tmp_path):
     write(path, [step_row(4, first_step=1)], keep=lambda f: f.fields["kind"] != KIND_STEP or f.fields["step"] < 4)
     log = reader.read()  # the file was cut: read from its start again
     assert log.steps.tolist() == [0, 4] and log.loss_steps.tolist() == list(range(5)) and log.histograms == []
+
+
+def test_new_settings_keep_the_rows_and_new_layers_start_them_anew(tmp_path):
+    path = tmp_path / "m.bin"
+    resumed = {**layout(epoch=1), "every_n_steps": 5}
+    write(path, [(layout(), None), step_row(0), (resumed, None), step_row(5, epoch=1, first_step=1)])
+    log = read_training_log(str(path))
+    assert log.steps.tolist() == [0, 5] and log.settings["every_n_steps"] == 5
+    other = {**layout(epoch=2), "layers": ["a", "b", "c"][::-1]}
+    write(path, [(other, None), step_row(9, epoch=2, first_step=6)])
+    log = read_training_log(str(path))
+    assert log.layers == ["c", "b", "a"] and log.steps.tolist() == [9]  # norms of other layers are not mixed in
+    assert log.loss_steps.tolist() == list(range(10))  # every step's loss is kept
