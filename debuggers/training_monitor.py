@@ -157,7 +157,8 @@ class TrainingMonitor:
         kept = self._file.kept
         ends = [frame for frame in kept if frame.fields.get("kind") == KIND_EPOCH]
         layouts = [frame.fields for frame in kept if frame.fields.get("kind") == KIND_LAYOUT]
-        layout = self._layout_fields(completed_epochs, ends[-1].fields["step"] if ends else start_step)
+        done = ends[-1].fields.get("step") if ends else None
+        layout = self._layout_fields(completed_epochs, done if type(done) is int else start_step)
         if not layouts or any(layouts[-1].get(k) != v for k, v in layout.items() if k not in ("epoch", "step")):
             self._append(layout)
         return layout["step"]
@@ -199,7 +200,7 @@ class TrainingMonitor:
         grads = [p.grad for p, has in zip(self.layers.params, present) if has]
         norms = tensor_norms(grads)
         device = loss.device
-        total = torch.stack([n.to(device) for n in norms]).sum() if norms else torch.zeros((), device=device)
+        total = _stacked(norms, device).sum().to(device) if norms else torch.zeros((), device=device)
         checked = torch.stack([loss.detach().reshape(()).float(), total.float()])
         if self.world_size > 1:  # the mean loss over ranks; a NaN/Inf on any rank makes it NaN/Inf everywhere
             checked = distributed.mean_across_ranks(checked)
@@ -379,6 +380,14 @@ class TrainingMonitor:
                 self._file.sync()
             except OSError as exc:
                 self._log.error(f"Training monitor: fsync of {self.path} failed ({exc})")
+
+
+def _stacked(norms: list[torch.Tensor], device: torch.device) -> torch.Tensor:
+    """The norms as one tensor: at once when on one device (the common case), else moved to ``device``."""
+    try:
+        return torch.stack(norms)
+    except RuntimeError:  # a model spread over several devices
+        return torch.stack([n.to(device) for n in norms])
 
 
 def _merge_ranks(found: list[NonFiniteStep], mean_loss: float) -> NonFiniteStep:
