@@ -1,8 +1,9 @@
 """The Training tab's callback: draw the chosen run's training monitor file, and redraw it as the run appends.
 
 The tab is drawn when it is shown, when the run or the histogram's layer changes, and on the page's refresh
-tick (``layout.controls.REFRESH_MS``) when the file changed since it was drawn (``ids.TRAINING_SHOWN`` holds
-the run, file version and layer drawn), so a run still training is followed and an idle one costs a ``stat``.
+tick (``layout.controls.REFRESH_MS``, passed on by the page only while the tab is shown) when the file changed
+since it was drawn (``layout.training.SHOWN`` holds the run, file version and layer drawn), so a run still
+training is followed and an idle one costs a ``stat``.
 """
 
 from __future__ import annotations
@@ -54,11 +55,15 @@ def training_content(backend: ViewerBackend, run_path: Optional[str], layer: Opt
 
 def register(app: Dash, backend: ViewerBackend) -> None:
     charts = (layout.LOSS_CHART, layout.GRAD_CHART, layout.UPDATE_CHART, layout.HISTOGRAM_CHART)
+    app.clientside_callback(  # the refresh tick, passed on only while the tab is shown
+        f"""function(tick, tab) {{ return tab === '{ids.TAB_TRAINING}' ? tick : window.dash_clientside.no_update; }}""",
+        Output(layout.TICK, "data"), Input(ids.REFRESH, "n_intervals"), State(ids.TABS, "value"),
+        prevent_initial_call=True)
 
     @app.callback(Output(layout.SUMMARY, "children"), *(Output(chart, "figure") for chart in charts),
                   Output(layout.FIGURES, "style"), Output(layout.LAYER_SELECT, "options"),
                   Output(layout.LAYER_SELECT, "value"), Output(layout.SHOWN, "data"),
-                  Input(ids.TABS, "value"), Input(ids.RUN_SELECT, "value"), Input(ids.REFRESH, "n_intervals"),
+                  Input(ids.TABS, "value"), Input(ids.RUN_SELECT, "value"), Input(layout.TICK, "data"),
                   Input(layout.LAYER_SELECT, "value"), State(layout.SHOWN, "data"),
                   prevent_initial_call=True)  # a first page on this tab comes drawn (layout/panels.py)
     def show_training(tab: Optional[str], run_path: Optional[str], _: int, layer: Optional[int],

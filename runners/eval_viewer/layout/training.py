@@ -24,6 +24,7 @@ UPDATE_CHART = "training-update-ratios"
 LAYER_SELECT = "training-layer"
 HISTOGRAM_CHART = "training-histograms"
 SHOWN = "training-shown"  # {run, version, layer} of what the tab draws: a refresh that changes none redraws nothing
+TICK = "training-tick"  # the page's refresh ticks while this tab is shown (none reach the server from other tabs)
 NONFINITE_NOTE = "training-nonfinite"
 STATES_TABLE = "training-grad-states"
 NO_RUN = "Choose a run to see how its training went."
@@ -63,6 +64,7 @@ def training_tab(content: Optional[TrainingContent] = None) -> dcc.Tab:
             graph(HISTOGRAM_CHART),
         ], id=FIGURES, style=content.style),
         dcc.Store(id=SHOWN, data=content.shown),
+        dcc.Store(id=TICK),
     ], className="tab-body"))
 
 
