@@ -20,6 +20,7 @@ import difflib
 import logging
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
@@ -181,12 +182,19 @@ class TrainingMonitor:
             self._close_file()
 
     def _close_file(self) -> None:
+        self._on_file("closing", MonitorFileWriter.close)
+        self._file = None
+
+    def _sync(self) -> None:
+        self._on_file("fsync of", MonitorFileWriter.sync)
+
+    def _on_file(self, what: str, call: Callable[[MonitorFileWriter], None]) -> None:
+        """``call(file)`` when the file is open; a failure is logged: the file only informs, the run goes on."""
         if self._file is not None:
             try:
-                self._file.close()
+                call(self._file)
             except OSError as exc:
-                self._log.error(f"Training monitor: closing {self.path} failed ({exc})")
-            self._file = None
+                self._log.error(f"Training monitor: {what} {self.path} failed ({exc})")
 
     # ------------------------------------------------------------------ the loop
     def begin_epoch(self, epoch: int) -> None:
@@ -373,13 +381,6 @@ class TrainingMonitor:
         self._log.warning(f"Training monitor: {message}. {ending} (on_nonfinite = {action!r}); later non-finite "
                           "steps are counted per epoch")
         return action == "warn"
-
-    def _sync(self) -> None:
-        if self._file is not None:
-            try:
-                self._file.sync()
-            except OSError as exc:
-                self._log.error(f"Training monitor: fsync of {self.path} failed ({exc})")
 
 
 def _stacked(norms: list[torch.Tensor], device: torch.device) -> torch.Tensor:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 
 import numpy as np
 import pytest
@@ -270,3 +271,15 @@ def test_absurd_settings_are_refused_naming_the_limit(entry, message):
 def test_monitoring_is_off_unless_asked_for():
     assert MonitorSettings.from_config(None) is None and MonitorSettings.from_config(False) is None
     assert MonitorSettings.from_config(True) == MonitorSettings()
+
+
+def test_a_file_that_cannot_be_written_ends_the_file_not_the_checks(tmp_path, logger, caplog):
+    model, optimizer, monitor = monitored(tmp_path, logger, every_n_steps=1)
+    train(model, optimizer, monitor, [batch(0)])
+    os.close(monitor._file._fd)  # the descriptor is gone: the next write fails as a full or lost disk would
+    with caplog.at_level(logging.ERROR):
+        train(model, optimizer, monitor, [batch(8)])
+    assert "the file ends here, training and the NaN/Inf checks go on" in caplog.text
+    with pytest.raises(NonFiniteTrainingError, match="idx \\[17\\]"):
+        train(model, optimizer, monitor, [batch(16, nan_idx=(17,))])
+    assert read_training_log(str(tmp_path / MONITOR_FILE)).steps.tolist() == [0]  # what was written stays readable
