@@ -42,7 +42,7 @@ ANNOTATIONS = f"(chart) => (({FIGURE})(chart).layout.annotations || []).map(a =>
 def logs(tmp_path_factory):
     """A run trained with the monitor: planted NaN steps skipped, a frozen layer, two epochs."""
     root = tmp_path_factory.mktemp("training_tab")
-    config = write_config(root / "monitored.py", root / "logs" / "monitored", epochs=2, train_size=96,
+    config = write_config(root / "monitored.py", root / "logs" / "monitored", epochs=2, train_size=96, val_size=8,
                           extra=NAN_ON_SATURATED + FROZEN)
     train(config)
     return root / "logs"

@@ -76,7 +76,7 @@ def config_file(tmp_path, name, kills=False):
     markers.mkdir()
     extra = MONITOR + (KILLS.format(markers=str(markers), points=POINTS) if kills else "")
     return write_config(tmp_path / f"{name}.py", tmp_path / name, epochs=2, checkpoint_method="all", train_size=96,
-                        extra=extra)
+                        val_size=8, extra=extra)
 
 
 @pytest.mark.timeout(300)

@@ -72,7 +72,7 @@ def test_a_nan_while_training_stops_the_run_naming_the_step_the_layer_and_the_id
 
 
 def test_skip_step_trains_on_without_the_non_finite_steps(tmp_path):
-    path = write_config(tmp_path / "skip.py", tmp_path / "skip", epochs=2,
+    path = write_config(tmp_path / "skip.py", tmp_path / "skip", epochs=2, val_size=8,
                         extra=NAN_ON_SATURATED + 'config["training_monitor"] = {"on_nonfinite": "skip_step"}')
     config = load_config(path)
     done = run_main(path, timeout=240)
