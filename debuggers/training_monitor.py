@@ -291,7 +291,7 @@ class TrainingMonitor:
         fetched = torch.stack([row.grad_squares, row.weight_squares, update_squares]).cpu().numpy()
         grad_norm, weight_norm, update_norm = np.sqrt(fetched)
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(weight_norm > 0, update_norm / weight_norm, np.nan)
+            ratio = np.where((weight_norm > 0) & self.settings.update_ratio, update_norm / weight_norm, np.nan)
         states = self._grad_states(grad_norm, row.present)
         lr = np.array([float(group["lr"]) for group in self.optimizer.param_groups], np.float64)
         self._append({"kind": KIND_STEP, "epoch": self.epoch, "step": self.step,

@@ -283,3 +283,11 @@ def test_a_file_that_cannot_be_written_ends_the_file_not_the_checks(tmp_path, lo
     with pytest.raises(NonFiniteTrainingError, match="idx \\[17\\]"):
         train(model, optimizer, monitor, [batch(16, nan_idx=(17,))])
     assert read_training_log(str(tmp_path / MONITOR_FILE)).steps.tolist() == [0]  # what was written stays readable
+
+
+def test_without_the_update_ratio_it_is_not_recorded_and_the_rest_is(tmp_path, logger):
+    model, optimizer, monitor = monitored(tmp_path, logger, update_ratio=False)
+    train(model, optimizer, monitor, [batch(0)])
+    monitor.close()
+    log = read_training_log(str(tmp_path / MONITOR_FILE))
+    assert np.isnan(log.update_ratio).all() and np.isfinite(log.grad_norm[0][log.grad_state[0] == GRAD_OK]).all()

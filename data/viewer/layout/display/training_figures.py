@@ -71,6 +71,8 @@ def norm_heatmap(log: TrainingLog, quantity: str) -> go.Figure:
     hover = np.vectorize(GRAD_STATES.get)(states) if states.size else states.astype(str)
     title = {"grad_norm": "gradient norm per layer (log10)",
              "update_ratio": f"update / weight ratio per layer (log10; {TYPICAL_UPDATE_RATIO:g} is typical)"}[quantity]
+    if values.size and np.isnan(values).all():
+        title += ": not recorded (update_ratio is False)" if quantity == "update_ratio" else ": none finite"
     fig = go.Figure(go.Heatmap(
         z=z.T, x=steps, y=log.layers, customdata=np.stack([values.T, hover.T], axis=-1) if values.size else None,
         colorscale="Viridis", colorbar={"title": {"text": "log10"}},
