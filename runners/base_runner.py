@@ -54,10 +54,10 @@ from utils.run_logging import append_to_log, get_run_logger
 RUN_INFO_FILE = "run_info.json"
 _STALE_TEMP = re.compile(rf"\..+{re.escape(TEMP_MARKER)}[\d-]+")  # utils.atomic_files.temporary_path
 # moving a run or its config file, changing how long ranks wait for each other, what is captured of each
-# datapoint, the debug disk budget or the capture policies keeps it the same run: they change what is
-# captured, not what is trained
+# datapoint, the debug disk budget, the capture policies or the training monitor keeps it the same run: they
+# change what is captured, not what is trained (a run the monitor stopped at a NaN resumes with it set to go on)
 UNIDENTIFYING_KEYS = ("work_dir", "config_filepath", "distributed_timeout_s", "datapoint_capture",
-                      "debug_disk_budget_gb")
+                      "debug_disk_budget_gb", "training_monitor")
 UNIDENTIFYING_DEBUGGER_ARGS = ("keep", "summaries_every_epoch")  # SequentialDebugger's capture policies
 
 
