@@ -94,12 +94,12 @@ def mask_overlay_figure(output: dict[str, Any], image: Optional[np.ndarray] = No
     fig.update_yaxes(autorange="reversed", showticklabels=False, showgrid=False, zeroline=False, constrain="domain")
     fig.for_each_xaxis(lambda axis: axis.update(scaleanchor=axis.anchor or "y"))
     fig.update_layout(updatemenus=[_view_buttons(fig)], sliders=[_opacity_slider(overlays)],
-                      legend={"orientation": "h", "y": -0.12, "x": 0, "font": {"size": 11}})
+                      legend={"orientation": "h", "y": -0.02, "yanchor": "top", "x": 0, "font": {"size": 11}})
     iou = _format(output.get("iou"))
     predicted = f", predicted {_format(output.get('predicted_iou'))}" if output.get("predicted_iou") is not None \
         else ""
-    return _finish(fig, f"masks over the input: IoU {iou}{predicted}", 470,
-                   {"t": 90, "b": 110, "l": 10, "r": 10})
+    return _finish(fig, f"masks over the input: IoU {iou}{predicted}", 560,
+                   {"t": 95, "b": 130, "l": 10, "r": 10})
 
 
 def _background(image: Optional[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
@@ -131,14 +131,15 @@ def _view_buttons(fig: go.Figure) -> dict[str, Any]:
     buttons = [{"label": view, "method": "restyle", "args": [{"visible": [
         True if name == "input" or name in layers else "legendonly" for name in names]}]}
         for view, layers in VIEWS.items()]
-    return {"type": "buttons", "direction": "right", "buttons": buttons, "x": 0, "y": 1.13, "xanchor": "left",
+    return {"type": "buttons", "direction": "right", "buttons": buttons, "x": 0, "y": 1.02, "xanchor": "left",
             "yanchor": "bottom", "pad": {"r": 4, "t": 0}, "font": {"size": 11}, "showactive": True}
 
 
 def _opacity_slider(overlays: list[int]) -> dict[str, Any]:
     levels = [round(0.1 * step, 1) for step in range(1, 11)]
     steps = [{"label": f"{level:.1f}", "method": "restyle", "args": [{"opacity": level}, overlays]} for level in levels]
-    return {"active": levels.index(OPACITY), "steps": steps, "len": 0.5, "x": 0.5, "y": -0.02, "pad": {"t": 4},
+    return {"active": levels.index(OPACITY), "steps": steps, "len": 0.6, "x": 0.2, "y": -0.12, "yanchor": "top",
+            "pad": {"t": 4},
             "currentvalue": {"prefix": "opacity ", "font": {"size": 11}}, "font": {"size": 9}}
 
 

@@ -295,13 +295,14 @@ def mask_decoder_figures(states: States, suffix: str = "") -> Figures:
         for state in hyper:
             values = _array(states, component, state)
             if values is not None:
-                fig.add_trace(go.Histogram(x=values.reshape(-1), name=state.replace("hypernetwork_output_", "mask "),
-                                           opacity=0.65, nbinsx=24))
-        fig.update_layout(barmode="overlay", legend={"orientation": "h", "y": -0.25})
-        fig.update_xaxes(title_text="value")
-        fig.update_yaxes(title_text="count")
-        figures.append(_finish(fig, f"{component}: distribution of the hypernetwork outputs (the weights each mask "
-                                    "token gives the upscaled embedding's channels)", 300, {"l": 60, "b": 80}))
+                values = values.reshape(-1)
+                fig.add_trace(go.Bar(x=np.arange(len(values)), y=values, name=state.replace("hypernetwork_output_",
+                                                                                             "mask ")))
+        fig.update_layout(barmode="group", legend={"orientation": "h", "y": -0.25})
+        fig.update_xaxes(title_text="channel of the upscaled embedding", dtick=1)
+        fig.update_yaxes(title_text="weight")
+        figures.append(_finish(fig, f"{component}: hypernetwork outputs, the weight each mask token gives each "
+                                    "channel of the upscaled embedding", 300, {"l": 60, "b": 80}))
     return figures
 
 
