@@ -34,6 +34,11 @@ def collate_prompted_masks(datapoints: list[dict], image_key: str = "image", mas
     return collate_datapoints([checked(dp, image_key, mask_key, point_key) for dp in datapoints])
 
 
+def collate_prompted_clips(datapoints: list[dict]) -> dict:
+    """``collate_prompted_masks`` for clips (``PromptedClipsDataset``): the image is ``inputs['frames']``."""
+    return collate_prompted_masks(datapoints, image_key="frames")
+
+
 def checked(datapoint: dict, image_key: str = "image", mask_key: str = "mask", point_key: str = "point") -> dict:
     """A copy of ``datapoint`` with ``labels['valid']`` and ``meta_info['input_error']`` set; a broken one repaired
     as the module says. A datapoint without the image, mask or point it names is left to ``collate_datapoints``

@@ -17,6 +17,8 @@ from plotly.subplots import make_subplots
 from data.viewer.layout.display.figures import AXIS_TITLES, Figures, _finish, display_image
 
 MAX_FRAMES = 8  # panels of a clip's masks drawn side by side
+HEIGHT, TOP, BOTTOM = 560, 115, 130  # the overlay's pixels: the title and the buttons above, legend and slider below
+BUTTONS_PX = 62  # from the top of the figure to the bottom of the buttons (the panel titles come after)
 IGNORED = 255
 OPACITY = 0.5
 CALIBRATION_BINS = 10
@@ -98,8 +100,10 @@ def mask_overlay_figure(output: dict[str, Any], image: Optional[np.ndarray] = No
     iou = _format(output.get("iou"))
     predicted = f", predicted {_format(output.get('predicted_iou'))}" if output.get("predicted_iou") is not None \
         else ""
-    return _finish(fig, f"masks over the input: IoU {iou}{predicted}", 560,
-                   {"t": 95, "b": 130, "l": 10, "r": 10})
+    figure = _finish(fig, f"masks over the input: IoU {iou}{predicted}", HEIGHT,
+                     {"t": TOP, "b": BOTTOM, "l": 10, "r": 10})
+    figure.update_layout(title={"y": 1 - 8 / HEIGHT, "yanchor": "top"})  # at the very top, above the buttons
+    return figure
 
 
 def _background(image: Optional[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
@@ -131,7 +135,8 @@ def _view_buttons(fig: go.Figure) -> dict[str, Any]:
     buttons = [{"label": view, "method": "restyle", "args": [{"visible": [
         True if name == "input" or name in layers else "legendonly" for name in names]}]}
         for view, layers in VIEWS.items()]
-    return {"type": "buttons", "direction": "right", "buttons": buttons, "x": 0, "y": 1.02, "xanchor": "left",
+    above = (TOP - BUTTONS_PX) / (HEIGHT - TOP - BOTTOM)  # in heights of the plot area, above its top
+    return {"type": "buttons", "direction": "right", "buttons": buttons, "x": 0, "y": 1 + above, "xanchor": "left",
             "yanchor": "bottom", "pad": {"r": 4, "t": 0}, "font": {"size": 11}, "showactive": True}
 
 
