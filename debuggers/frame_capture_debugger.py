@@ -3,6 +3,7 @@ limit, as the SAM2 guide's video loop captures them."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Optional
 
@@ -14,6 +15,8 @@ from utils.config_values import is_positive_number
 from utils.errors import ConfigError
 
 MAX_FRAMES = 64  # frames kept per forward pass: more is refused at start-up
+FRAME_SUFFIX = "_frame_{}"  # a frame's component: '<component>_frame_<t>'
+_FRAME_COMPONENT = re.compile(r"_frame_\d+$")
 MAX_MB_PER_DATAPOINT = 256.0
 
 
@@ -75,7 +78,11 @@ class FrameCaptureDebugger(CaptureDebugger):
                 return
             self._kept.append(frame)
         self._bytes += _bytes_per_datapoint(data, (metadata or {}).get("batch_dim", 0))
-        super()._on_capture(f"{component}_frame_{frame}", state, data, metadata)
+        super()._on_capture(f"{component}{FRAME_SUFFIX.format(frame)}", state, data, metadata)
+
+    def wants(self, component: str, state: str) -> bool:
+        """Whether ``component.state`` passes the filters, a frame's component (``x_frame_4``) judged as ``x``."""
+        return super().wants(_FRAME_COMPONENT.sub("", component), state)
 
     def __call__(self, datapoint: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
         output = super().__call__(datapoint, model)
