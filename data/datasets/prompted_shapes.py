@@ -35,13 +35,13 @@ from torch.utils.data import Dataset
 from data.datasets.planted import PlantedCause
 from data.datasets.synthetic_shapes import SPLIT_CODES
 
-RADIUS_RANGE = (0.14, 0.3)  # object radius as a fraction of the resolution
+RADIUS_RANGE = (0.17, 0.3)  # object radius as a fraction of the resolution
 CONTRAST_RANGE = (0.35, 0.75)  # colour distance between an object and the background
 LOW_CONTRAST_RANGE = (0.05, 0.1)  # ... for a planted low-contrast target
 NOISE_STD_RANGE = (0.02, 0.07)
 MAX_DISTRACTORS = 3
 STROKE_HALF_WIDTH = 0.6  # pixels: a thin part is about one pixel wide
-STREAK_AMPLITUDE = 0.35
+STREAK_AMPLITUDE = 0.8
 STREAK_PERIOD = 5.0  # pixels between streaks
 PLACEMENT_TRIES = 12
 MEAN, STD = 0.5, 0.25  # image normalisation: (colour - MEAN) / STD
@@ -234,7 +234,8 @@ class PromptedShapesDataset(Dataset):
         described = {
             "low_contrast": (("contrast",), "slice", "the target's colour is close to the background's"),
             "touching": (("touching",), "slice", "an object of the target's colour touches it"),
-            "thin": (("thin_parts",), "slice", "the target has strokes about one pixel wide"),
+            "thin": (("thin_parts", "shape"), "slice", "the target has strokes about one pixel wide (a stick, a ring "
+                                                       "outline, a disc with a handle)"),
             "streaked": ((), "group", "diagonal streaks over the image, seen only in the inputs"),
         }
         return [PlantedCause(name, idx, *described[name]) for name, idx in carriers.items()]

@@ -69,7 +69,7 @@ def test_planted_causes_are_the_ground_truth(scenes):
     assert set(causes) == {"low_contrast", "touching", "thin", "streaked"}
     assert all(isinstance(cause, PlantedCause) for cause in causes.values())
     assert causes["thin"].idx == {i for i, item in enumerate(items) if item["meta_info"]["thin_parts"]}
-    assert causes["touching"].meta_columns == ("touching",)
+    assert causes["touching"].meta_columns == ("touching",) and causes["thin"].meta_columns == ("thin_parts", "shape")
     assert causes["streaked"].meta_columns == () and causes["streaked"].finding == "group"
     assert "streaked" not in items[0]["meta_info"]  # only the inputs show it
     assert PromptedShapesDataset(10).planted_causes() == []
