@@ -22,6 +22,15 @@ from tests.debuggers.library import entry
 MODELS = {"unet": (unet, "model.dec2"), "segformer": (segformer, "model.decode_head.linear_fuse")}
 
 
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One thread: on a busy 2-core machine, two OpenMP threads per process spin against each other."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
 def region_gradcam(model, layer_name, images, labels, target, region):
     """captum's LayerGradCam of ``layer_name`` for the score ``sum over the region of logits[target]``, upsampled to
     the image and divided by its maximum, and its raw maximum."""

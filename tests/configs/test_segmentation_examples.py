@@ -25,6 +25,15 @@ from utils.builders import build_from_config
 EXAMPLES = os.path.join(REPO_ROOT, "configs", "examples")
 
 
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One thread: on a busy 2-core machine, two OpenMP threads per process spin against each other."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
 def shrunk(name: str, work_dir, train: int, val: int) -> dict:
     config = copy.deepcopy(load_config(os.path.join(EXAMPLES, name)))
     config.update(work_dir=str(work_dir), epochs=1)
