@@ -17,12 +17,12 @@ whose label mask is empty scores NaN: it has no score, and the failure analysis 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
 
+from metrics.buffered_scores import BufferedScores
 from utils.keyed import label, model_output
 
 VALID_KEY = "valid"
@@ -75,7 +75,7 @@ def overlap_scores(predicted: torch.Tensor, labelled: torch.Tensor, counted: tor
     return {name: values.nanmean(dim=1) for name, values in mask_overlaps(predicted, labelled, counted).items()}
 
 
-class SegmentationMetric:
+class SegmentationMetric(BufferedScores):
     """``iou``, ``dice``, and with ``iou_key`` (a model that predicts its masks' quality, as SAM does)
     ``predicted_iou`` and ``iou_prediction_error`` = |predicted IoU - IoU|.
 
@@ -102,14 +102,6 @@ class SegmentationMetric:
             scores["predicted_iou"] = predicted.to(scores["iou"].device)
             scores["iou_prediction_error"] = (scores["predicted_iou"] - scores["iou"]).abs()
         return scores
-
-    def reset_buffer(self) -> None:
-        self.buffer = {}
-
-    def add_to_buffer(self, idx: Iterable[int], scores: dict[str, torch.Tensor]) -> None:
-        columns = {name: values.tolist() for name, values in scores.items()}
-        for row, i in enumerate(idx):
-            self.buffer[int(i)] = {name: values[row] for name, values in columns.items()}
 
     def summarize(self, buffer: Optional[dict[int, dict[str, float]]] = None) -> dict:
         buffer = self.buffer if buffer is None else buffer

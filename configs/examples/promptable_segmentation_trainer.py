@@ -37,6 +37,8 @@ STATES = ["input_image", "fpn_features_level_1", "fpn_features_level_2", "vision
           "input_image_embeddings", "upscaled_embedding_final", "hypernetwork_output_*", "raw_masks_output",
           "iou_predictions"]
 
+MASKS = {"name": "masks", "debugger_config": {"class": MaskDebugger, "args": {"iou_key": "iou_predictions"}}}
+
 config = {
     "runner": BaseTrainer,
     "seed": 0,
@@ -58,7 +60,7 @@ config = {
         "args": {
             "page_size_mb": 16,
             "debuggers_config": [
-                {"name": "masks", "debugger_config": {"class": MaskDebugger, "args": {"iou_key": "iou_predictions"}}},
+                MASKS,
                 {"name": "sam2_states", "debugger_config": {"class": CaptureDebugger, "args": {"states": STATES}},
                  "keep": {"worst": 100, "by": "iou"}},
                 {"name": "prompt_attention", "debugger_config": {"class": AttentionDebugger, "args": {

@@ -11,25 +11,21 @@ an object of the target's colour crossing its path, and targets three times as f
 import torch
 from torch.utils.data import DataLoader
 
-from criteria.mask_criterion import PromptedMaskCriterion
+from configs.examples.promptable_segmentation_trainer import MASKS
+from configs.examples.promptable_segmentation_trainer import config as image_config
 from data.datasets.prompted_clips import PromptedClipsDataset
 from data.datasets.prompted_masks import collate_prompted_clips
 from debuggers.frame_capture_debugger import FrameCaptureDebugger
-from debuggers.mask_debugger import MaskDebugger
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
-from metrics.segmentation_metric import SegmentationMetric
 from models.promptable_video_segmenter import PromptableVideoSegmenter
-from runners.trainers import BaseTrainer
 
 EPOCHS = 6
 PLANTED = {"crossing": 0.15, "fast": 0.15}
 
-
+# the image example's loss, metric, failure definition and optimiser; its own data, model and debuggers
 config = {
-    "runner": BaseTrainer,
-    "seed": 0,
+    **image_config,
     "epochs": EPOCHS,
-    "checkpoint_method": "latest",
     "train_dataset": {"class": PromptedClipsDataset, "args": {"num_datapoints": 600, "num_frames": 6,
                                                               "split": "train", **PLANTED}},
     "train_dataloader": {"class": DataLoader, "args": {"batch_size": 8, "collate_fn": collate_prompted_clips}},
@@ -37,17 +33,13 @@ config = {
                                                             **PLANTED}},
     "val_dataloader": {"class": DataLoader, "args": {"batch_size": 32, "collate_fn": collate_prompted_clips}},
     "model": {"class": PromptableVideoSegmenter, "args": {"num_memory_frames": 3}},
-    "criterion": {"class": PromptedMaskCriterion, "args": {}},
-    "metric": {"class": SegmentationMetric, "args": {"iou_key": "iou_predictions"}},
-    "failure_definition": {"metric": "iou", "worst_fraction": 0.15},
-    "optimizer": {"class": torch.optim.AdamW, "args": {"lr": 5e-3, "weight_decay": 0.01}},
     "scheduler": {"class": torch.optim.lr_scheduler.CosineAnnealingLR, "args": {"T_max": EPOCHS}},
     "debugger": {
         "class": SequentialDebugger,
         "args": {
             "page_size_mb": 16,
             "debuggers_config": [
-                {"name": "masks", "debugger_config": {"class": MaskDebugger, "args": {"iou_key": "iou_predictions"}}},
+                MASKS,
                 {"name": "frames", "debugger_config": {"class": FrameCaptureDebugger, "args": {
                     "every_n_frames": 2, "max_frames": 3, "max_mb_per_datapoint": 2,
                     "states": ["attention_weights", "input_image", "vision_features_final", "raw_masks_output",

@@ -20,26 +20,22 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 
-from data.datasets.planted import PlantedCause
+from data.datasets.planted_scenes import PlantedScenes
 from data.datasets.prompted_shapes import (
     CONTRAST_RANGE,
     MAX_DISTRACTORS,
     background_image,
-    check_shares,
     colour_at,
     finish_image,
     hue_of,
     prompt_inside,
     random_shape,
 )
-from data.datasets.synthetic_shapes import SPLIT_CODES
 
 MAX_FRAMES = 64  # a clip longer than this is refused: every frame is drawn, stored and run through the model
 SPEED_RANGE = (0.6, 1.6)  # pixels a frame
 FAST_FACTOR = 3.0
-PLANTED_NAMES = ("crossing", "fast")
 
 
 @dataclass(frozen=True)
@@ -48,40 +44,27 @@ class PlantedClip:
     fast: bool
 
 
-class PromptedClipsDataset(Dataset):
+class PromptedClipsDataset(PlantedScenes):
     """Clips of ``num_frames`` frames; the point prompt on frame 0 picks the target, whose masks are the label.
 
     Datapoint: ``inputs`` ``{'frames': (T, 3, R, R) float32, 'point': (2,) float32 (x, y) in frame 0's pixels}``,
     ``labels`` ``{'mask': (T, 1, R, R) float32 in {0, 1}}``, ``meta_info`` as in the module docstring.
     """
 
+    PLANTED = {"crossing": (("crossing",), "slice", "an object of the target's colour crosses its path"),
+               "fast": (("speed",), "slice", "the target moves three times as fast")}
+
     def __init__(self, num_datapoints: int = 800, num_frames: int = 6, resolution: int = 32, seed: int = 0,
                  split: str = "train", crossing: float = 0.0, fast: float = 0.0) -> None:
-        if num_datapoints < 1:
-            raise ValueError(f"num_datapoints must be at least 1, got {num_datapoints}")
         if isinstance(num_frames, bool) or not isinstance(num_frames, int) or not 2 <= num_frames <= MAX_FRAMES:
             raise ValueError(f"num_frames must be between 2 and {MAX_FRAMES} (the limit of frames a clip may have: "
                              f"each is drawn, stored and run through the model), got {num_frames!r}")
-        if resolution < 16:
-            raise ValueError(f"resolution must be at least 16 pixels for the shapes to be legible, got {resolution}")
-        if split not in SPLIT_CODES:
-            raise ValueError(f"unknown split {split!r}; use one of {sorted(SPLIT_CODES)}")
-        check_shares(crossing=crossing, fast=fast)
-        self.num_datapoints, self.num_frames, self.resolution = num_datapoints, num_frames, resolution
-        self.seed, self.split = seed, split
-        self.shares = {"crossing": crossing, "fast": fast}
-
-    def __len__(self) -> int:
-        return self.num_datapoints
+        super().__init__(num_datapoints, resolution, seed, split, {"crossing": crossing, "fast": fast})
+        self.num_frames = num_frames
 
     def __getitem__(self, idx: int) -> dict[str, Any]:
-        if not -self.num_datapoints <= idx < self.num_datapoints:
-            raise IndexError(f"index {idx} is out of range for a dataset of {self.num_datapoints} datapoints; "
-                             f"use 0 <= idx < {self.num_datapoints}")
-        idx = int(idx) % self.num_datapoints
-        planted = self.planted(idx)
-        rng = np.random.default_rng([self.seed, SPLIT_CODES[self.split], idx])
-        frames, masks, meta = self._draw(rng, planted)
+        idx, rng = self.stream(idx)
+        frames, masks, meta = self._draw(rng, self.planted(idx))
         point, _ = prompt_inside(rng, masks[0])
         return {
             "inputs": {"frames": torch.stack([finish_image(rng, frame, False) for frame in frames]),
@@ -91,15 +74,7 @@ class PromptedClipsDataset(Dataset):
         }
 
     def planted(self, idx: int) -> PlantedClip:
-        draws = np.random.default_rng([self.seed, SPLIT_CODES[self.split], idx, 1]).random(len(PLANTED_NAMES))
-        return PlantedClip(*(bool(draw < self.shares[name]) for draw, name in zip(draws, PLANTED_NAMES)))
-
-    def planted_causes(self) -> list[PlantedCause]:
-        """Ground truth for the failure analysis's benchmarks: each planted cause with its datapoints."""
-        described = {"crossing": (("crossing",), "slice", "an object of the target's colour crosses its path"),
-                     "fast": (("speed",), "slice", "the target moves three times as fast")}
-        return [PlantedCause(name, frozenset(i for i in range(len(self)) if getattr(self.planted(i), name)),
-                             *described[name]) for name in PLANTED_NAMES if self.shares[name] > 0]
+        return PlantedClip(*self.carries(idx))
 
     def _draw(self, rng: np.random.Generator, planted: PlantedClip) -> tuple[list[np.ndarray], list[np.ndarray], dict]:
         """Every frame's colours and the target's mask in it."""

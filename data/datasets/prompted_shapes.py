@@ -10,7 +10,7 @@ about one pixel wide), ``prompt_margin`` (pixels from the prompt to the mask's e
 and ``hue`` and ``background_level``, which make no difference (distractors for an analysis).
 
 Planted causes of failure (shares of datapoints, all off by default; ``planted(idx)`` tells which datapoint carries
-which, ``planted_causes()`` gives them as ``PlantedCause`` ground truth):
+which, ``planted_causes()`` gives them as ``PlantedCause`` ground truth, ``data/datasets/planted_scenes.py``):
 
 - ``low_contrast``: the target's colour is close to the background's (meta ``contrast``);
 - ``touching``: an object of the target's own colour touches it, so colour alone cannot tell where it ends
@@ -30,10 +30,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 
-from data.datasets.planted import PlantedCause
-from data.datasets.synthetic_shapes import SPLIT_CODES
+from data.datasets.planted_scenes import PlantedScenes
 
 RADIUS_RANGE = (0.17, 0.3)  # object radius as a fraction of the resolution
 CONTRAST_RANGE = (0.35, 0.75)  # colour distance between an object and the background
@@ -47,7 +45,6 @@ PLACEMENT_TRIES = 12
 MEAN, STD = 0.5, 0.25  # image normalisation: (colour - MEAN) / STD
 SHAPES = ("ellipse", "rectangle", "triangle", "blob")
 THIN_SHAPES = ("stick", "ring_outline", "lollipop")
-PLANTED_NAMES = ("low_contrast", "touching", "thin", "streaked")
 
 Mask = np.ndarray  # bool (R, R)
 
@@ -174,46 +171,33 @@ def touches(a: Mask, b: Mask) -> bool:
     return bool((grown & b).any())
 
 
-def check_shares(**shares: float) -> None:
-    """Planted shares are shares of datapoints."""
-    for name, share in shares.items():
-        if not 0.0 <= share <= 1.0:
-            raise ValueError(f"{name} is a share of datapoints between 0 and 1, got {share}")
-
-
 def hue_of(colour: np.ndarray) -> float:
     return float(colorsys.rgb_to_hsv(*colour)[0])
 
 
-class PromptedShapesDataset(Dataset):
+class PromptedShapesDataset(PlantedScenes):
     """Scenes of 1 to 4 shapes; the point prompt picks the target, whose mask is the label.
 
     Datapoint: ``inputs`` ``{'image': (3, R, R) float32, 'point': (2,) float32 (x, y) in pixels}``,
     ``labels`` ``{'mask': (1, R, R) float32 in {0, 1}}``, ``meta_info`` as in the module docstring.
     """
 
+    PLANTED = {
+        "low_contrast": (("contrast",), "slice", "the target's colour is close to the background's"),
+        "touching": (("touching",), "slice", "an object of the target's colour touches it"),
+        "thin": (("thin_parts", "shape"), "slice", "the target has strokes about one pixel wide (a stick, a ring "
+                                                   "outline, a disc with a handle)"),
+        "streaked": ((), "group", "diagonal streaks over the image, seen only in the inputs"),
+    }
+
     def __init__(self, num_datapoints: int = 2000, resolution: int = 32, seed: int = 0, split: str = "train",
                  low_contrast: float = 0.0, touching: float = 0.0, thin: float = 0.0, streaked: float = 0.0) -> None:
-        if num_datapoints < 1:
-            raise ValueError(f"num_datapoints must be at least 1, got {num_datapoints}")
-        if resolution < 16:
-            raise ValueError(f"resolution must be at least 16 pixels for the shapes to be legible, got {resolution}")
-        if split not in SPLIT_CODES:
-            raise ValueError(f"unknown split {split!r}; use one of {sorted(SPLIT_CODES)}")
-        check_shares(low_contrast=low_contrast, touching=touching, thin=thin, streaked=streaked)
-        self.num_datapoints, self.resolution, self.seed, self.split = num_datapoints, resolution, seed, split
-        self.shares = {"low_contrast": low_contrast, "touching": touching, "thin": thin, "streaked": streaked}
-
-    def __len__(self) -> int:
-        return self.num_datapoints
+        super().__init__(num_datapoints, resolution, seed, split, {
+            "low_contrast": low_contrast, "touching": touching, "thin": thin, "streaked": streaked})
 
     def __getitem__(self, idx: int) -> dict[str, Any]:
-        if not -self.num_datapoints <= idx < self.num_datapoints:
-            raise IndexError(f"index {idx} is out of range for a dataset of {self.num_datapoints} datapoints; "
-                             f"use 0 <= idx < {self.num_datapoints}")
-        idx = int(idx) % self.num_datapoints
+        idx, rng = self.stream(idx)
         planted = self.planted(idx)
-        rng = np.random.default_rng([self.seed, SPLIT_CODES[self.split], idx])
         image, mask, meta = draw_scene(rng, self.resolution, planted)
         point, margin = prompt_inside(rng, mask)
         return {
@@ -224,21 +208,7 @@ class PromptedShapesDataset(Dataset):
 
     def planted(self, idx: int) -> PlantedSegmentation:
         """The planted causes datapoint ``idx`` carries."""
-        draws = np.random.default_rng([self.seed, SPLIT_CODES[self.split], idx, 1]).random(len(PLANTED_NAMES))
-        return PlantedSegmentation(*(bool(draw < self.shares[name]) for draw, name in zip(draws, PLANTED_NAMES)))
-
-    def planted_causes(self) -> list[PlantedCause]:
-        """Ground truth for the failure analysis's benchmarks: each planted cause with its datapoints."""
-        carriers = {name: frozenset(i for i in range(len(self)) if getattr(self.planted(i), name))
-                    for name in PLANTED_NAMES if self.shares[name] > 0}
-        described = {
-            "low_contrast": (("contrast",), "slice", "the target's colour is close to the background's"),
-            "touching": (("touching",), "slice", "an object of the target's colour touches it"),
-            "thin": (("thin_parts", "shape"), "slice", "the target has strokes about one pixel wide (a stick, a ring "
-                                                       "outline, a disc with a handle)"),
-            "streaked": ((), "group", "diagonal streaks over the image, seen only in the inputs"),
-        }
-        return [PlantedCause(name, idx, *described[name]) for name, idx in carriers.items()]
+        return PlantedSegmentation(*self.carries(idx))
 
 
 def draw_scene(rng: np.random.Generator, res: int, planted: PlantedSegmentation) -> tuple[np.ndarray, Mask, dict]:

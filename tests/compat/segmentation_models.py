@@ -11,28 +11,9 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import SegformerConfig, SegformerForSemanticSegmentation
 
+from tests.compat.architectures import BasicBlock
+
 NUM_CLASSES = 3
-
-
-class BasicBlock(nn.Module):
-    """torchvision's ResNet BasicBlock: conv-bn-relu-conv-bn, ``out += identity``, in-place ReLU."""
-
-    def __init__(self, in_channels: int, out_channels: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_channels, out_channels, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(out_channels)
-        self.relu = nn.ReLU(inplace=True)
-        self.conv2 = nn.Conv2d(out_channels, out_channels, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(out_channels)
-        self.downsample = nn.Sequential(nn.Conv2d(in_channels, out_channels, 1, bias=False),
-                                        nn.BatchNorm2d(out_channels)) if in_channels != out_channels else None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        identity = x if self.downsample is None else self.downsample(x)
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        out += identity
-        return self.relu(out)
 
 
 class FCNHead(nn.Sequential):

@@ -18,18 +18,16 @@ from tests.compat import huggingface as hf
 from tests.compat.harness import alone, assert_same_outputs, capture
 from tests.compat.segmentation_models import NUM_CLASSES, class_map_batches, segformer, unet
 from tests.debuggers.library import entry
+from tests.runs import one_thread
 
 MODELS = {"unet": (unet, "model.dec2"), "segformer": (segformer, "model.decode_head.linear_fuse")}
 
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
-    """One thread: on a busy 2-core machine, two OpenMP threads per process spin against each other."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def single_thread():
+    with one_thread():
+        yield
 
 def region_gradcam(model, layer_name, images, labels, target, region):
     """captum's LayerGradCam of ``layer_name`` for the score ``sum over the region of logits[target]``, upsampled to

@@ -19,7 +19,7 @@ from debuggers.pages.reader import load_debug_outputs
 from runners.config_file import load_config
 from runners.eval_viewer.export import export_report
 from runners.trainers import BaseTrainer
-from tests.runs import REPO_ROOT
+from tests.runs import REPO_ROOT, one_thread
 from utils.builders import build_from_config
 
 EXAMPLES = os.path.join(REPO_ROOT, "configs", "examples")
@@ -27,12 +27,9 @@ EXAMPLES = os.path.join(REPO_ROOT, "configs", "examples")
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
-    """One thread: on a busy 2-core machine, two OpenMP threads per process spin against each other."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def single_thread():
+    with one_thread():
+        yield
 
 def shrunk(name: str, work_dir, train: int, val: int) -> dict:
     config = copy.deepcopy(load_config(os.path.join(EXAMPLES, name)))

@@ -9,12 +9,11 @@ import os
 from urllib.parse import urlencode
 
 import pytest
-import torch
 
 from runners.config_file import load_config
 from runners.trainers import BaseTrainer
 from tests.configs.test_segmentation_examples import ScenesWithBrokenOnes
-from tests.runs import REPO_ROOT
+from tests.runs import REPO_ROOT, one_thread
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -32,12 +31,8 @@ def logs(tmp_path_factory):
     config["train_dataset"]["args"]["num_datapoints"] = 16
     config["val_dataset"] = {"class": ScenesWithBrokenOnes, "args": {**config["val_dataset"]["args"],
                                                                      "num_datapoints": 8}}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         BaseTrainer(config).run()
-    finally:
-        torch.set_num_threads(threads)
     return root
 
 
