@@ -1,6 +1,6 @@
 """Promptable segmentation, SAM2-style: a point picks one object of a scene and the model draws its mask and
-predicts the mask's IoU. The states the SAM2 debug visualization guide names are captured for the worst
-validation datapoints, the masks (label, prediction, errors, prompt) for all of them.
+predicts the mask's IoU. The states the SAM2 debug visualization guide names and the masks (label, prediction,
+errors, prompt) are captured for every validation datapoint.
 
 Planted causes of failure, with their ground truth in ``PromptedShapesDataset.planted_causes()``: low-contrast
 targets, a touching object of the target's own colour, thin strokes, and (validation only, no meta column) streaks
@@ -61,8 +61,7 @@ config = {
             "page_size_mb": 16,
             "debuggers_config": [
                 MASKS,
-                {"name": "sam2_states", "debugger_config": {"class": CaptureDebugger, "args": {"states": STATES}},
-                 "keep": {"worst": 100, "by": "iou"}},
+                {"name": "sam2_states", "debugger_config": {"class": CaptureDebugger, "args": {"states": STATES}}},
                 {"name": "prompt_attention", "debugger_config": {"class": AttentionDebugger, "args": {
                     "layer_name": "mask_decoder.transformer.final_attn_token_to_image"}}},
                 {"name": "decoder_tokens", "debugger_config": {"class": LayerOutputDebugger, "args": {
