@@ -29,8 +29,8 @@ from runners.trainers import BaseTrainer
 
 EPOCHS = 8
 PLANTED = {"low_contrast": 0.1, "touching": 0.1, "thin": 0.1}
-# the guide's states, less the largest copies (per-head queries/keys/values, the trunk and the finest FPN level):
-# about 60 kB a datapoint; states=None keeps them all
+# the guide's states, less the largest copies (per-head queries/keys/values, the trunk and the finest FPN level);
+# states=None keeps them all
 STATES = ["input_image", "fpn_features_level_1", "fpn_features_level_2", "vision_features_final",
           "position_embeddings_final", "frequency_dimensions", "point_coords_normalized", "sparse_prompt_embeddings",
           "attention_weights", "attention_scores", "self_attention_weights", "image_to_token_attention_weights",
