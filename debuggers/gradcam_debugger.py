@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from debuggers.base_debugger import BaseDebugger, Removable
+from debuggers.batch_mode import BATCHED
 from debuggers.model_runs import eval_mode, output_tensor
 from debuggers.outputs import KIND_CAM, PerDatapoint
 from debuggers.tensor_utils import describe
@@ -48,7 +49,9 @@ class GradCAMDebugger(BaseDebugger):
     Output ``{'kind': 'cam', 'cam': (B, H, W), 'target_class': (B,), 'target_score': (B,),
     'target_layer', 'raw_max': (B,), 'spatial': {'centroid_x', 'centroid_y', 'centre_fraction', 'spread',
     'entropy': (B,)}, 'predicted_class': (B,), 'label_class': (B,), 'other_target': PerDatapoint}`` where
-    ``raw_max`` is the cam's maximum before upsampling and normalisation (how strong the evidence is) and
+    ``raw_max`` is what the upsampled cam was divided by, its maximum (how strong the evidence is: ``cam *
+    raw_max`` is the cam before normalisation; a peak between the (h, w) map's pixels is a little lower after
+    the upsampling than in the map) and
     ``spatial`` where the cam's mass lies (``cam_spatial_stats``). ``label_class`` is there when the batch
     has class labels. With a ``'predicted'`` or ``'label'`` target and labels, ``other_target`` holds, for
     each datapoint whose label and prediction differ, the cam of the other one (``{'cam': (H, W),
@@ -62,6 +65,7 @@ class GradCAMDebugger(BaseDebugger):
     """
 
     runs_model = True
+    batch_mode = BATCHED  # outputs with the batch first (debuggers/batch_mode.py)
     LOGITS_NDIM = 2  # (B, K) logits; a segmentation model's are (B, K, h, w)
 
     def __init__(self, target_layer: str, target: Target = "predicted", output_key: Optional[str] = "logits",
@@ -137,11 +141,12 @@ class GradCAMDebugger(BaseDebugger):
 
     def _cam(self, gradients: torch.Tensor, activations: torch.Tensor,
              datapoint: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        """The normalised, upsampled cams (B, H, W) and their raw maxima (B,)."""
+        """The normalised, upsampled cams (B, H, W) and what each was divided by, its maximum (B,): one number, so
+        that ``cam * raw_max`` is the upsampled cam before normalisation."""
         cam = torch.einsum("bc,bchw->bhw", gradients.mean(dim=(2, 3)), activations).relu_()
-        raw_max = cam.amax(dim=(1, 2))
         cam = self._upsample(cam, datapoint)
-        cam.div_(cam.amax(dim=(1, 2), keepdim=True).clamp_(min=torch.finfo(cam.dtype).tiny))
+        raw_max = cam.amax(dim=(1, 2))
+        cam.div_(raw_max[:, None, None].clamp(min=torch.finfo(cam.dtype).tiny))
         return cam, raw_max
 
     def _other_cams(self, logits: torch.Tensor, activations: torch.Tensor, other: torch.Tensor,

@@ -43,8 +43,9 @@ KIND_FIELDS: dict[str, str] = {
     KIND_ATTENTION: "layer_name, attention (heads,Lq,Lk) cropped to the real tokens, entropy_per_head (heads,), "
                     "max_attention, "
                     "grid [h, w] of the key tokens or None",
-    KIND_CAM: "target_layer, cam (H,W) in [0, 1], target_class, target_score, raw_max (cam's max before "
-              "normalisation), spatial {centroid_x, centroid_y, centre_fraction, spread, entropy}",
+    KIND_CAM: "target_layer, cam (H,W) in [0, 1], target_class, target_score, raw_max (the upsampled cam's "
+              "max, its divisor: cam * raw_max is the cam before normalisation), "
+              "spatial {centroid_x, centroid_y, centre_fraction, spread, entropy}",
     KIND_NAN_ORIGIN: "first_module (name or None), module_type, input_min/input_max of first_module's input "
                      "(nan if none), bad_modules (names in execution order), modules_checked, "
                      "batch_dim_unknown (why a non-finite output could not be attributed)",
@@ -82,3 +83,8 @@ def is_shared_record(output: Any) -> bool:
 
 class PerDatapoint(list):
     """A list with one entry per datapoint of the batch (plain lists are shared)."""
+
+
+class AloneOutputs(PerDatapoint):
+    """Each datapoint's whole output, from a debugger run on each datapoint alone (``debuggers/batch_mode.py``):
+    a message about one names the path inside the output, as the debugger returned it."""

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -63,6 +64,21 @@ def run_main(config_path, timeout=240, cwd=REPO_ROOT, **kwargs):
     """``python main.py --config-filepath ...`` in a real subprocess (from ``cwd``: relative logs/ go there)."""
     return subprocess.run([sys.executable, os.path.join(REPO_ROOT, "main.py"), "--config-filepath",
                            str(config_path)], cwd=cwd, capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def start_main(config_path, started, timeout=200) -> subprocess.Popen:
+    """``python main.py --config-filepath ...`` started in a real subprocess, returned once the file ``started``
+    exists (the config's code creates it at the moment the test waits for); an error if the process ends first or
+    ``timeout`` passes."""
+    process = subprocess.Popen([sys.executable, "main.py", "--config-filepath", str(config_path)], cwd=REPO_ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(started):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError(f"main.py did not get to {started}: {process.communicate()}")
+        time.sleep(0.1)
+    return process
 
 
 def run_torchrun(config_path, nproc=2, timeout=180):

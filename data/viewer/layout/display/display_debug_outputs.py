@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from dash import html
 
 from data.viewer.layout.display.elements import alert, card
-from data.viewer.layout.display.figures import SHARED, is_picture, is_shared
+from data.viewer.layout.display.figures import SHARED, attention_across_layers_figure, is_picture, is_shared
 from data.viewer.layout.display.output_figures import output_figures
 from data.viewer.layout.display.pictures import picture_component
 from data.viewer.layout.display.values import (
@@ -33,8 +33,11 @@ def display_debug_outputs(debug: dict[str, Any], context: Optional[dict[str, Any
     if not debug:
         return html.Div(alert("No debug outputs were saved for this datapoint at this epoch (the epoch's "
                               "debug pages were written only in part).", color="warning"))
-    return html.Div([_debugger_block(name, output, context or {}) for name, output in debug.items()],
-                    className="debug-outputs")
+    blocks = [_debugger_block(name, output, context or {}) for name, output in debug.items()]
+    across = attention_across_layers_figure(debug)
+    if across is not None:  # several attention layers: how attention changes from layer to layer, at a glance
+        blocks.insert(0, card(html.Strong("attention across layers"), [_drawn(across)], "debugger-block"))
+    return html.Div(blocks, className="debug-outputs")
 
 
 def _debugger_block(name: str, output: Any, context: dict[str, Any]) -> html.Div:
