@@ -1,7 +1,8 @@
 """Figures of the states a SAM2-style model offers under the SAM2 debug visualization guide's names.
 
 ``sam2_state_figures(states, image)`` draws one datapoint's states (``{component: {state: {'data', 'metadata'}}}``,
-as a ``CaptureDebugger`` output's ``states`` or the guide's ``debug_states`` after ``unbatched_states``):
+as a ``CaptureDebugger`` output's ``states``; ``runners.eval_viewer.export.visualize_debug_states`` draws the guide's
+``debug_states`` through it):
 
 - the prompt token's cross-attention over the image, per head (columns) and layer (rows), over the input;
 - the sine position encoding: individual dimensions, its top-3 principal components, its frequencies;
@@ -53,23 +54,6 @@ def is_sam2_states(states: Any) -> bool:
     return isinstance(states, dict) and any(
         _base(component) in SAM2_COMPONENTS or TRANSFORMER.match(_base(component)) or
         _base(component) == MEMORY_COMPONENT for component in states)
-
-
-def unbatched_states(states: States, row: int = 0) -> States:
-    """The guide's ``debug_states`` (tensors with the batch in ``metadata['batch_dim']``, 0 by default, None for
-    none) as one datapoint's states: row ``row`` of each batched array, NumPy throughout."""
-    taken: States = {}
-    for component, component_states in states.items():
-        taken[component] = {}
-        for state, record in component_states.items():
-            metadata = dict(record.get("metadata") or {})
-            data = _numpy(record.get("data"))
-            dim = metadata.get("batch_dim", 0)
-            if isinstance(data, np.ndarray) and dim is not None and data.ndim > dim:
-                data = np.take(data, row, axis=dim) if data.shape[dim] > row else data
-            taken[component][state] = {**record, "data": data, "metadata": metadata,
-                                       "shared": dim is None or bool(record.get("shared"))}
-    return taken
 
 
 def sam2_state_figures(states: States, image: Optional[np.ndarray] = None) -> Figures:
