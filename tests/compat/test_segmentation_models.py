@@ -31,7 +31,7 @@ def single_thread():
 
 def region_gradcam(model, layer_name, images, labels, target, region):
     """captum's LayerGradCam of ``layer_name`` for the score ``sum over the region of logits[target]``, upsampled to
-    the image and divided by its maximum, and its raw maximum."""
+    the image and divided by its maximum, and that maximum."""
     def score(image):
         logits = model({"image": image})["logits"]
         if region == "label":
@@ -43,7 +43,7 @@ def region_gradcam(model, layer_name, images, labels, target, region):
     raw = LayerGradCam(score, require_layer(model, layer_name)).attribute(images, relu_attributions=True).detach()
     cam = F.interpolate(raw, size=images.shape[-2:], mode="bilinear", align_corners=False)[:, 0]
     peak = cam.amax(dim=(1, 2), keepdim=True)
-    return torch.where(peak > 0, cam / peak, 0.0), raw[:, 0].amax(dim=(1, 2))
+    return torch.where(peak > 0, cam / peak, 0.0), peak[:, 0, 0]
 
 
 @pytest.mark.parametrize("name", MODELS)

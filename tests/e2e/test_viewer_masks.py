@@ -46,20 +46,20 @@ def _block(page, name: str):
 
 def test_the_mask_overlay_its_buttons_and_its_slider(viewer_url, logs, new_page):
     page = new_page(_url(viewer_url, logs / "run", 4))
-    overlay = _block(page, "masks").locator(".js-plotly-plot").first
-    overlay.wait_for()
+    overlay = _block(page, "masks").locator(".lazy-graph").first
+    overlay.scroll_into_view_if_needed()  # a graph is drawn once in view
+    graph = overlay.element_handle()
+    page.wait_for_function("g => g.classList.contains('js-plotly-plot') && Array.isArray(g.data)", arg=graph)
     shown = overlay.evaluate(VISIBLE)
     assert shown["false positive"] is True and shown["false negative"] is True
     assert shown["label mask"] == "legendonly" and shown["input"] in (None, True) and shown["prompt point"] is True
     overlay.locator(".updatemenu-button", has_text="label and prediction").click()
-    page.wait_for_function("() => document.querySelector('.debugger-block .js-plotly-plot').data"
-                           ".find(t => t.name === 'label mask').visible === true")
+    page.wait_for_function("g => g.data.find(t => t.name === 'label mask').visible === true", arg=graph)
     shown = overlay.evaluate(VISIBLE)
     assert shown["predicted mask"] is True and shown["false positive"] == "legendonly"
     assert set(overlay.evaluate(OPACITY)) == {0.5}
     overlay.locator(".slider-group .slider-rail-touch-rect").click(position={"x": 2, "y": 5})  # the far left: 0.1
-    page.wait_for_function("() => document.querySelector('.debugger-block .js-plotly-plot').data"
-                           ".filter(t => t.type === 'heatmap').every(t => t.opacity === 0.1)")
+    page.wait_for_function("g => g.data.filter(t => t.type === 'heatmap').every(t => t.opacity === 0.1)", arg=graph)
 
 
 def test_the_prompt_attention_per_head_and_layer_and_a_broken_datapoint(viewer_url, logs, new_page):
