@@ -8,13 +8,13 @@ from typing import Any, Optional
 import torch
 import torch.nn.functional as F
 
+from data.datasets.prompted_masks import INPUT_ERROR_KEY
 from debuggers.base_debugger import BaseDebugger
 from debuggers.outputs import KIND_ERROR, KIND_MASK, PerDatapoint
 from metrics.segmentation_metric import mask_overlaps, predicted_and_target
 from utils.keyed import label, model_output
 
 IGNORED = 255  # where the label map says 'not counted'
-INPUT_ERROR_KEY = "input_error"  # meta_info key data.datasets.prompted_masks sets on a broken datapoint
 
 
 class MaskDebugger(BaseDebugger):

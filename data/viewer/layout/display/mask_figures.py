@@ -15,11 +15,11 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from data.viewer.layout.display.figures import AXIS_TITLES, Figures, _finish, display_image
+from debuggers.mask_debugger import IGNORED
 
 MAX_FRAMES = 8  # panels of a clip's masks drawn side by side
 HEIGHT, TOP, BOTTOM = 560, 115, 130  # the overlay's pixels: the title and the buttons above, legend and slider below
 BUTTONS_PX = 62  # from the top of the figure to the bottom of the buttons (the panel titles come after)
-IGNORED = 255
 OPACITY = 0.5
 CALIBRATION_BINS = 10
 # (name, colour): the layers over the input, in drawing order
