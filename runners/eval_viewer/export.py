@@ -26,13 +26,8 @@ from typing import Any, Optional, Union
 import numpy as np
 import plotly.graph_objects as go
 
-from data.viewer.layout.display.figures import (
-    SHARED,
-    attention_across_layers_figure,
-    figures_for_output,
-    is_shared,
-    model_report_figures,
-)
+from data.viewer.layout.display.figures import SHARED, attention_across_layers_figure, is_shared, model_report_figures
+from data.viewer.layout.display.output_figures import output_figures
 from data.viewer.layout.display.values import describe_value, token_strings
 from debuggers.capture_debugger import plain, state_kind
 from debuggers.model_report import MODEL_REPORT_FILE
@@ -41,6 +36,7 @@ from debuggers.pages.file_format import CorruptPageError, UnsafePageError
 from debuggers.pages.reader import DEBUGGER_DIR
 from debuggers.pages.run_files import refuse_link
 from debuggers.pages.values import to_page_value
+from runners.eval_viewer.backend.calibration import Calibration
 from runners.eval_viewer.backend.datapoint import load_item
 from runners.eval_viewer.backend.debug import EpochDebug, EpochDebugError, open_epoch_debug
 from runners.eval_viewer.backend.runs import read_model_report
@@ -118,11 +114,12 @@ def _cell(value: Any) -> str:
 
 def datapoint_items(outputs: Mapping[str, Any], image: Optional[np.ndarray] = None,
                     class_names: Optional[dict[int, str]] = None,
-                    shared: Optional[dict[str, go.Figure]] = None, tokens: Optional[list[str]] = None) -> list[Item]:
+                    shared: Optional[dict[str, go.Figure]] = None, tokens: Optional[list[str]] = None,
+                    inputs: Optional[dict[str, Any]] = None, calibration: Optional[Calibration] = None) -> list[Item]:
     """Each debugger's figures, titled with its name (classes by ``class_names``, attention axes by the
-    datapoint's ``tokens``, as in the viewer); errors and skipped layers as alerts. With ``shared``, a figure
-    of a state the same for every datapoint (a position encoding) goes there once, by title, and the
-    datapoint gets a note instead of another copy."""
+    datapoint's ``tokens``, a clip's frames from its ``inputs``, the epoch's ``calibration`` pairs, as in the
+    viewer); errors and skipped layers as alerts. With ``shared``, a figure of a state the same for every datapoint
+    (a position encoding) goes there once, by title, and the datapoint gets a note instead of another copy."""
     items: list[Item] = []
     for name, output in outputs.items():
         kind = output.get("kind") if isinstance(output, dict) else None
@@ -131,7 +128,7 @@ def datapoint_items(outputs: Mapping[str, Any], image: Optional[np.ndarray] = No
             items.append(f"{name}: {detail}{output.get('message')}")
             continue
         try:
-            figures = figures_for_output(output, image, class_names, tokens)
+            figures = output_figures(output, image, class_names, tokens, inputs, calibration)
         except Exception as exc:  # one odd output (a crafted page) must not cost the rest of the report
             items.append(f"{name}: this output cannot be drawn ({type(exc).__name__}: {exc})")
             continue
@@ -294,7 +291,8 @@ def _summary(datapoint: Optional[dict[str, Any]], row: Optional[dict[str, Any]])
 
 
 def _datapoint_section(outputs: Union[EpochDebug, EpochDebugError], idx: int, datapoint: Optional[dict[str, Any]],
-                       row: Optional[dict[str, Any]], shared: dict[str, go.Figure]) -> list[Item]:
+                       row: Optional[dict[str, Any]], shared: dict[str, go.Figure],
+                       calibration: Optional[Calibration] = None) -> list[Item]:
     if isinstance(outputs, EpochDebugError):
         return [*_summary(datapoint, row), str(outputs)]
     try:
@@ -306,7 +304,8 @@ def _datapoint_section(outputs: Union[EpochDebug, EpochDebugError], idx: int, da
         return [f"no debug outputs for idx {idx}; this epoch has idx {min(indices)}..{max(indices)} "
                 f"({len(indices)} datapoints)"]
     return _summary(datapoint, row) + datapoint_items(debug_outputs, _image_of(datapoint), _class_names(row), shared,
-                                                      token_strings(datapoint or {}))
+                                                      token_strings(datapoint or {}), (datapoint or {}).get("inputs"),
+                                                      calibration)
 
 
 def _class_names(row: Optional[dict[str, Any]]) -> dict[int, str]:
@@ -316,23 +315,25 @@ def _class_names(row: Optional[dict[str, Any]]) -> dict[int, str]:
 
 
 def table_rows(backend: ViewerBackend, run_dir: str, epoch_dir: str,
-               indices: list[int]) -> tuple[dict[int, dict[str, Any]], list[Item]]:
+               indices: list[int]) -> tuple[dict[int, dict[str, Any]], list[Item], Calibration]:
     """Each datapoint's row of the epoch's table (idx, label, prediction, scores; class names where the run
-    has them), read as the viewer reads it (``backend.table``), and a note instead when the epoch has no
-    readable table (the report is useful without)."""
+    has them) and the epoch's calibration pairs, read as the viewer reads them (``backend.table``,
+    ``backend.calibration``), and a note instead when the epoch has no readable table (the report is useful
+    without)."""
     run = backend.run(os.path.abspath(run_dir))
     epoch = next((e for e in backend.epochs(run) if os.path.abspath(e.dir) == os.path.abspath(epoch_dir)),
                  None) if run else None
     if epoch is None:
-        return {}, [Note(f"scores unavailable: {epoch_dir} is not an epoch of a run the viewer can read")]
+        return {}, [Note(f"scores unavailable: {epoch_dir} is not an epoch of a run the viewer can read")], {}
     try:
         table = backend.table(epoch)
         rows = table.page(where=[("idx", "in", indices)], order_by="idx", descending=False, limit=len(indices))
+        calibration = backend.calibration(epoch)
     except TABLE_ERRORS as exc:
-        return {}, [Note(f"scores unavailable: {exc}")]
+        return {}, [Note(f"scores unavailable: {exc}")], {}
     wanted = ["idx", "label_name", "label", "prediction_name", "prediction", *table.roles.get("scores", [])]
     problem = [Note(f"scores unavailable: {table.roles['problem']}")] if "problem" in table.roles else []
-    return {row["idx"]: {name: row[name] for name in wanted if name in row} for row in rows}, problem
+    return {row["idx"]: {name: row[name] for name in wanted if name in row} for row in rows}, problem, calibration
 
 
 def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[int] = None,
@@ -344,13 +345,13 @@ def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[in
     epoch_dir = resolve_epoch_dir(run_dir, epoch)
     outputs = _open_outputs(epoch_dir)
     datapoints, note = load_inputs(backend, run_dir, indices)
-    rows, problems = table_rows(backend, run_dir, epoch_dir, indices)
+    rows, problems, calibration = table_rows(backend, run_dir, epoch_dir, indices)
     summary = Rows(rows[i] for i in indices if i in rows)
     sections: list[Section] = [("Datapoints", [*problems, *([summary] if summary else [])]),
                                *_model_section(run_dir)]
     shared: dict[str, go.Figure] = {}
-    drawn = [(f"Datapoint {idx}", _datapoint_section(outputs, idx, datapoints.get(idx), rows.get(idx), shared))
-             for idx in indices]
+    drawn = [(f"Datapoint {idx}", _datapoint_section(outputs, idx, datapoints.get(idx), rows.get(idx), shared,
+                                                     calibration)) for idx in indices]
     sections += [*([(SHARED_SECTION, list(shared.values()))] if shared else []), *drawn]
     write_html(out, f"Lantern debug report: {os.path.basename(os.path.abspath(epoch_dir))}", sections,
                note=f"run {os.path.abspath(run_dir)}, outputs from {os.path.abspath(epoch_dir)}; {note}")

@@ -248,7 +248,11 @@ def test_visualize_debug_states_with_a_summary(model, tmp_path):
     assert mean == pytest.approx(float(debug_states["image_encoder"]["vision_features_final"]["data"][1].mean()),
                                  rel=1e-3)
     titles = [f.layout.title.text for f in figures[1:]]
-    assert any("two_way_transformer_layer_1.attention_weights" in t for t in titles)
+    # the guide's components are drawn by data/viewer/layout/display/sam2_figures.py: the prompt's attention per
+    # head and layer in one figure
+    attention = next(f for f in figures[1:] if "cross-attention, per head (columns) and layer (rows)"
+                     in f.layout.title.text)
+    assert {"layer 0", "layer 1"} <= {a.text for a in attention.layout.annotations}, titles
     assert len(visualize_debug_states(debug_states)) == len(figures) - 1
 
 
