@@ -69,13 +69,23 @@ class VerifyError(LanternUserError):
 class Verification:
     """One finding's intervention and what it did, against the matched control."""
 
-    key: str
-    finding: str
-    intervention: str
-    why: str
-    reference: int  # passing datapoints the mean was taken over
+    plan: InterventionPlan
+    control_idx: list[int]  # the matched random set
+    reference_idx: list[int]  # the passing datapoints the mean was taken over
     comparison: Comparison
     seconds: float
+
+    @property
+    def key(self) -> str:
+        return self.plan.key
+
+    @property
+    def finding(self) -> str:
+        return self.plan.finding
+
+    @property
+    def intervention(self) -> str:
+        return self.plan.intervention.describe()
 
     @property
     def verdict(self) -> str:
@@ -83,8 +93,9 @@ class Verification:
 
     def to_dict(self) -> dict[str, Any]:
         c = self.comparison
-        return {"key": self.key, "finding": self.finding, "intervention": self.intervention, "why": self.why,
-                "verdict": c.verdict, "reason": c.reason, "reference": self.reference, "seconds": self.seconds,
+        return {"key": self.key, "finding": self.finding, "intervention": self.intervention, "why": self.plan.why,
+                "verdict": c.verdict, "reason": c.reason, "seconds": self.seconds, "idx": self.plan.idx,
+                "control_idx": self.control_idx, "reference_idx": self.reference_idx,
                 "finding_counts": vars(c.finding), "control_counts": vars(c.control),
                 "change": c.finding.change, "change_interval": [c.finding_interval.low, c.finding_interval.high],
                 "control_change": c.control.change,
@@ -152,8 +163,8 @@ def verify_plan(model: EpochModel, plan: InterventionPlan, rule: FailureRule, fa
     before = dict(zip(facts.table_idx.tolist(), facts.failed.tolist()))
     counts = [OutcomeCounts.of(np.array([before[i] for i in rows]), np.array([after[i] for i in rows]))
               for rows in (finding.tolist(), control.tolist())]
-    return Verification(plan.key, plan.finding, plan.intervention.describe(), plan.why, len(reference),
-                        compare(*counts, seed=seed), time.perf_counter() - start)
+    return Verification(plan, control.tolist(), reference.tolist(), compare(*counts, seed=seed),
+                        time.perf_counter() - start)
 
 
 def reference_mean(model: EpochModel, intervention: Union[UnitPatch, InputMask], reference: np.ndarray,
