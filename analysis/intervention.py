@@ -37,7 +37,7 @@ CONFIRMED, CORRELATIONAL, INCONCLUSIVE = "confirmed", "correlational", "inconclu
 MIN_EFFECT = 0.1  # a change of failure rate under 10 points at 95% is no cause of the finding's failures
 LEVEL = 0.95
 DRAWS = 20_000
-REFERENCE_SIZE = 64  # passing datapoints whose mean replaces the patched part
+REFERENCE_SIZE = 32  # passing datapoints whose mean replaces the patched part
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,10 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
+from itertools import chain
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -36,6 +37,7 @@ from analysis.intervention import (
     Comparison,
     FailureRule,
     InputMask,
+    Intervention,
     InterventionPlan,
     NotVerifiable,
     OutcomeCounts,
@@ -54,9 +56,10 @@ from runners.run_model import EpochModel
 from utils.builders import build_from_config
 from utils.errors import LanternUserError, ModelContractError
 from utils.keyed import label, model_output
-from utils.ops import describe_value, idx_list
+from utils.ops import apply_tensor_op, describe_value, idx_list
 
 MAX_NOT_REPRODUCED = 0.1  # share of the reference (passing in the epoch) allowed to fail in the rebuilt model
+KEEP_BYTES = 128 * 2**20  # loaded reference batches kept for the patched run (they hold control datapoints)
 
 Progress = Callable[[str], None]
 
@@ -157,9 +160,11 @@ def verify_plan(model: EpochModel, plan: InterventionPlan, rule: FailureRule, fa
         return NotVerifiable(plan.key, plan.finding, "no datapoint outside the finding to compare with, or none "
                                                      "that passes to take the mean over")
     _say(progress, f"{plan.key}: the mean over {len(reference)} passing datapoints")
-    mean = reference_mean(model, plan.intervention, reference, rule, cancel)
+    mean, kept = reference_mean(model, plan.intervention, reference, rule, control, cancel)
     _say(progress, f"{plan.key}: {len(finding)} datapoints and {len(control)} of the control, patched")
-    after = dict(patched_outcomes(model, plan.intervention, mean, np.union1d(finding, control), rule, cancel))
+    loaded = np.concatenate([idx_list(batch["meta_info"]["idx"]) for batch in kept] or [[]]).astype(np.int64)
+    rest = np.setdiff1d(np.union1d(finding, control), loaded)
+    after = dict(patched_outcomes(model, plan.intervention, mean, chain(kept, model.batches(rest, cancel)), rule))
     before = dict(zip(facts.table_idx.tolist(), facts.failed.tolist()))
     counts = [OutcomeCounts.of(np.array([before[i] for i in rows]), np.array([after[i] for i in rows]))
               for rows in (finding.tolist(), control.tolist())]
@@ -167,12 +172,14 @@ def verify_plan(model: EpochModel, plan: InterventionPlan, rule: FailureRule, fa
                         time.perf_counter() - start)
 
 
-def reference_mean(model: EpochModel, intervention: Union[UnitPatch, InputMask], reference: np.ndarray,
-                   rule: FailureRule, cancel: Optional[threading.Event] = None) -> torch.Tensor:
+def reference_mean(model: EpochModel, intervention: Intervention, reference: np.ndarray, rule: FailureRule,
+                   control: np.ndarray, cancel: Optional[threading.Event] = None) -> tuple[torch.Tensor, list[dict]]:
     """The mean over ``reference`` of what the intervention replaces, from an unpatched run that must reproduce
-    the epoch: the reference passed in it, and at most ``MAX_NOT_REPRODUCED`` of them may fail now."""
+    the epoch (the reference passed in it: at most ``MAX_NOT_REPRODUCED`` of them may fail now); and the loaded
+    batches that hold datapoints of ``control``, up to ``KEEP_BYTES``, so that the patched run loads them no more."""
     total = _Mean()
     still_failing = 0
+    kept: list[dict] = []
     hook = require_layer(model.model, intervention.module).register_forward_hook(
         lambda module, args, output: total.add(_tensor_output(output, intervention.module))) \
         if isinstance(intervention, UnitPatch) else None
@@ -180,7 +187,11 @@ def reference_mean(model: EpochModel, intervention: Union[UnitPatch, InputMask],
         for batch in model.batches(reference, cancel):
             if isinstance(intervention, InputMask):
                 total.add(_input(batch, intervention.input_key))
-            still_failing += int(_outcomes(model, batch, rule)[1].sum())
+            keep = np.isin(idx_list(batch["meta_info"]["idx"]), control).any() \
+                and sum(map(_tensor_bytes, kept + [batch])) <= KEEP_BYTES
+            kept += [batch] if keep else []
+            run = apply_tensor_op(torch.clone, batch) if keep else batch  # a model may change its inputs in place
+            still_failing += int(_outcomes(model, run, rule)[1].sum())
     finally:
         if hook is not None:
             hook.remove()
@@ -188,18 +199,17 @@ def reference_mean(model: EpochModel, intervention: Union[UnitPatch, InputMask],
         raise VerifyError(f"the model rebuilt from {model.config_path} and {model.checkpoint} does not reproduce the "
                           f"epoch: {still_failing} of {len(reference)} datapoints that passed in it fail now. Was the "
                           "dataset's code or the model's changed since the run? Verify with the code it ran with")
-    return total.mean(getattr(intervention, "module", None) or f"input '{intervention.input_key}'")
+    return total.mean(getattr(intervention, "module", None) or f"input '{intervention.input_key}'"), kept
 
 
-def patched_outcomes(model: EpochModel, intervention: Union[UnitPatch, InputMask], mean: torch.Tensor,
-                     idx: np.ndarray, rule: FailureRule, cancel: Optional[threading.Event] = None
-                     ) -> list[tuple[int, bool]]:
-    """``(idx, failed)`` of every datapoint of ``idx`` with the intervention applied."""
+def patched_outcomes(model: EpochModel, intervention: Intervention, mean: torch.Tensor,
+                     batches: Iterable[dict[str, Any]], rule: FailureRule) -> list[tuple[int, bool]]:
+    """``(idx, failed)`` of every datapoint of ``batches`` with the intervention applied."""
     hook = require_layer(model.model, intervention.module).register_forward_hook(partial(_patch, intervention, mean)) \
         if isinstance(intervention, UnitPatch) else None
     outcomes = []
     try:
-        for batch in model.batches(idx, cancel):
+        for batch in batches:
             if isinstance(intervention, InputMask):
                 batch = _masked(batch, intervention, mean)
             rows, failed = _outcomes(model, batch, rule)
@@ -263,6 +273,12 @@ def _input(batch: dict[str, Any], key: str) -> torch.Tensor:
         raise VerifyError(f"the region is of input '{key}', but the datapoints' inputs hold no batched image under "
                           f"that name (inputs: {found})")
     return image
+
+
+def _tensor_bytes(value: Any) -> int:
+    sizes: list[int] = []
+    apply_tensor_op(lambda tensor: sizes.append(tensor.numel() * tensor.element_size()), value)
+    return sum(sizes)
 
 
 def _tensor_output(output: Any, module: str) -> torch.Tensor:

@@ -60,7 +60,7 @@ class PlantedUnitCNN(SmallCNN):
     """``SmallCNN`` with ``trigger`` (a ``TriggeredUnit``) after ``backbone.layer2`` and a ``monitor`` beside it."""
 
     def __init__(self, num_classes: int = 6, widths: tuple[int, int, int, int] = (16, 32, 64, 64),
-                 unit: int = UNIT, gain: float = 100.0) -> None:
+                 unit: int = UNIT, gain: float = 3000.0) -> None:
         super().__init__(num_classes, widths=widths)
         self.trigger = TriggeredUnit(unit, gain)
         self.monitor = Monitor(unit)
