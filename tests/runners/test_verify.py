@@ -18,7 +18,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
-from analysis.failures import FailureDefinition, analyze, resolve_epoch_dir
+from analysis.failures import FailureDefinition, analyze
 from analysis.finding_plans import RunFacts
 from analysis.intervention import (
     CONFIRMED,
@@ -35,36 +35,18 @@ from data.datasets.synthetic_shapes import SATURATION_VALUE
 from metrics import ClassificationMetric
 from models import SmallCNN
 from runners.analyze import main as analyze_main
-from runners.config_file import load_config
 from runners.run_model import Cancelled, EpochModel
-from runners.trainers import BaseTrainer
 from runners.verify import Verification, verify_findings, verify_plan
+from tests.runners.conftest import PLANTED_UNITS_CONFIG
 from tests.runs import REPO_ROOT
 from utils.builders import build_from_config
 
-pytestmark = pytest.mark.timeout(600)
-CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "planted_units_small_config.py")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One thread: on a busy 2-core machine, two OpenMP threads per process spin against each other (4x slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.usefixtures("one_thread")]
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """The trained run's work dir, epoch folder, config, and the validation datapoints that carry the artefact."""
-    config = load_config(CONFIG)
-    config["work_dir"] = str(tmp_path_factory.mktemp("verify") / "planted_units")
-    BaseTrainer(config).run()
-    dataset = build_from_config(config["val_dataset"])
-    saturated = [i for i in range(len(dataset)) if dataset.planted(i).saturated]
-    epoch_dir = resolve_epoch_dir(config["work_dir"], None)
-    return {"work_dir": config["work_dir"], "epoch_dir": epoch_dir, "config": config, "saturated": saturated}
+def run(planted_units_run):
+    return planted_units_run
 
 
 def table_failures(epoch_dir: str) -> dict[int, bool]:
@@ -205,10 +187,10 @@ def test_a_missing_or_damaged_checkpoint_is_named(copied_run, capsys):
 def test_a_config_changed_since_the_run_or_lying_in_the_run_folder_is_refused(copied_run, tmp_path, capsys):
     work_dir, _ = copied_run
     edited = tmp_path / "edited_config.py"
-    edited.write_text(f"from runpy import run_path\nconfig = run_path({CONFIG!r})['config']\n"
+    edited.write_text(f"from runpy import run_path\nconfig = run_path({PLANTED_UNITS_CONFIG!r})['config']\n"
                       "config['model']['args']['widths'] = (8, 8, 16, 16)\n")
     inside = os.path.join(work_dir, "config.py")
-    shutil.copy(CONFIG, inside)
+    shutil.copy(PLANTED_UNITS_CONFIG, inside)
     info_path = os.path.join(work_dir, "run_info.json")
     info = json.load(open(info_path))
     for path, message in ((str(edited), "changed since the run: model.args.widths"),

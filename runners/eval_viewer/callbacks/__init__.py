@@ -15,9 +15,10 @@ from runners.eval_viewer.callbacks import (
     scores,
     selection,
     table,
+    verify,
 )
 
 
 def register_callbacks(app: Dash, backend: ViewerBackend) -> None:
-    for module in (runs, table, scores, selection, datapoint, compare, model_report, failures, export):
+    for module in (runs, table, scores, selection, datapoint, compare, model_report, failures, verify, export):
         module.register(app, backend)
