@@ -19,7 +19,7 @@ independent posteriors. Verdicts (``judge``):
   (both intervals below 0);
 - **correlational**: it leaves the finding's failures in place, or removes no more of them than of the
   control's (the finding's change, or the effect, is above -``MIN_EFFECT`` at 95%);
-- **inconclusive**: neither can be told at this size (the interval spans both).
+- **inconclusive**: neither can be told at this size (the effect's interval spans both).
 """
 
 from __future__ import annotations
@@ -249,8 +249,8 @@ def judge(finding: Interval, effect: Interval) -> tuple[str, str]:
                                f"{MIN_EFFECT:.0%} of the datapoints' failures, at {LEVEL:.0%})")
     if effect.low > -MIN_EFFECT:
         return CORRELATIONAL, "the intervention removes no more failures here than on a matched random set"
-    return INCONCLUSIVE, ("too few datapoints to tell a cause from a correlate: the interval spans both; a larger "
-                          "epoch (more datapoints in the finding) narrows it")
+    return INCONCLUSIVE, (f"the interval of the effect beyond the matched random set spans both none and more than "
+                          f"{MIN_EFFECT:.0%} of failures: more datapoints (a larger epoch) would tell")
 
 
 def _interval(draws: np.ndarray) -> Interval:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -15,13 +17,21 @@ from utils.builders import build_from_config
 PLANTED_UNITS_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "planted_units_small_config.py")
 
 
-@pytest.fixture(scope="module")
-def one_thread():
+@contextlib.contextmanager
+def one_torch_thread() -> Iterator[None]:
     """One thread: on a busy 2-core machine, two OpenMP threads per process spin against each other (4x slower)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -30,12 +40,8 @@ def planted_units_run(tmp_path_factory):
     (about 10 s of training on one thread)."""
     config = load_config(PLANTED_UNITS_CONFIG)
     config["work_dir"] = str(tmp_path_factory.mktemp("verify") / "planted_units")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():
         BaseTrainer(config).run()
-    finally:
-        torch.set_num_threads(threads)
     dataset = build_from_config(config["val_dataset"])
     return {"work_dir": config["work_dir"], "epoch_dir": resolve_epoch_dir(config["work_dir"], None),
             "config": config, "saturated": [i for i in range(len(dataset)) if dataset.planted(i).saturated]}
