@@ -132,7 +132,10 @@ def _load(path: str) -> dict[str, Any]:
 
 def _check_unchanged(path: str, info: dict[str, Any], config: dict[str, Any], keys: tuple[str, ...]) -> None:
     """The entries that rebuild the model and its data must be those the run recorded."""
-    recorded = info.get("config") if isinstance(info.get("config"), dict) else {}
+    recorded = info.get("config")
+    if not isinstance(recorded, dict):
+        raise ConfigError(f"the run's {RUN_INFO_FILE} records no config, so {path} cannot be checked to still describe "
+                          "the run; rerun it with this version of Lantern to verify its findings")
     changes = [change for key in keys for change in config_differences(
         recorded.get(key), describe_config(config.get(key)), key)]
     if changes:

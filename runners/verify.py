@@ -50,7 +50,7 @@ from analysis.intervention import (
 from debuggers.gradcam_debugger import GradCAMDebugger
 from debuggers.pages.errors import DebugDataError
 from debuggers.pages.reader import load_debug_outputs
-from debuggers.utils import require_layer
+from debuggers.utils import compiled_hint, require_layer
 from metrics.classification_metric import predicted_classes
 from runners.run_model import EpochModel
 from utils.builders import build_from_config
@@ -204,15 +204,20 @@ def reference_mean(model: EpochModel, intervention: Intervention, reference: np.
 
 def patched_outcomes(model: EpochModel, intervention: Intervention, mean: torch.Tensor,
                      batches: Iterable[dict[str, Any]], rule: FailureRule) -> list[tuple[int, bool]]:
-    """``(idx, failed)`` of every datapoint of ``batches`` with the intervention applied."""
-    hook = require_layer(model.model, intervention.module).register_forward_hook(partial(_patch, intervention, mean)) \
-        if isinstance(intervention, UnitPatch) else None
+    """``(idx, failed)`` of every datapoint of ``batches`` with the intervention applied. A patch whose hook did not
+    run for every batch (code ``torch.compile`` made calls no hook) is an error, not an intervention without effect."""
+    patch = _Patch(intervention, mean) if isinstance(intervention, UnitPatch) else None
+    hook = require_layer(model.model, intervention.module).register_forward_hook(patch) if patch else None
     outcomes = []
     try:
         for batch in batches:
+            calls = patch.calls if patch else 0
             if isinstance(intervention, InputMask):
                 batch = _masked(batch, intervention, mean)
             rows, failed = _outcomes(model, batch, rule)
+            if patch is not None and patch.calls == calls:
+                raise VerifyError(f"{intervention.module} did not run in the patched forward pass of "
+                                  f"{type(model.model).__name__}{compiled_hint(model.model)}")
             outcomes += zip(rows, failed.tolist())
     finally:
         if hook is not None:
@@ -225,16 +230,23 @@ def channel_dim(tensor: torch.Tensor) -> int:
     return tensor.ndim - 1 if tensor.ndim == 3 else 1
 
 
-def _patch(patch: UnitPatch, mean: torch.Tensor, module: torch.nn.Module, args: Any, output: Any) -> torch.Tensor:
-    tensor = _tensor_output(output, patch.module)
-    if tuple(tensor.shape[1:]) != tuple(mean.shape):
-        raise VerifyError(f"{patch.module} gives {tuple(tensor.shape[1:])} per datapoint here but "
-                          f"{tuple(mean.shape)} on the reference: only a layer whose output has one shape for every "
-                          "datapoint can be patched to a mean")
-    replace = _unit_mask(patch, tensor)
-    if patch.nonfinite_only:
-        replace = replace & ~torch.isfinite(tensor)
-    return torch.where(replace, mean.to(tensor.dtype), tensor)
+class _Patch:
+    """The forward hook that returns the module's output with the patched units set to ``mean``; counts its calls."""
+
+    def __init__(self, patch: UnitPatch, mean: torch.Tensor) -> None:
+        self.patch, self.mean, self.calls = patch, mean, 0
+
+    def __call__(self, module: torch.nn.Module, args: Any, output: Any) -> torch.Tensor:
+        self.calls += 1
+        tensor = _tensor_output(output, self.patch.module)
+        if tuple(tensor.shape[1:]) != tuple(self.mean.shape):
+            raise VerifyError(f"{self.patch.module} gives {tuple(tensor.shape[1:])} per datapoint here but "
+                              f"{tuple(self.mean.shape)} on the reference: only a layer whose output has one shape "
+                              "for every datapoint can be patched to a mean")
+        replace = _unit_mask(self.patch, tensor)
+        if self.patch.nonfinite_only:
+            replace = replace & ~torch.isfinite(tensor)
+        return torch.where(replace, self.mean.to(tensor.dtype), tensor)
 
 
 def _unit_mask(patch: UnitPatch, tensor: torch.Tensor) -> torch.Tensor:

@@ -36,7 +36,7 @@ from metrics import ClassificationMetric
 from models import SmallCNN
 from runners.analyze import main as analyze_main
 from runners.run_model import Cancelled, EpochModel
-from runners.verify import Verification, verify_findings, verify_plan
+from runners.verify import Verification, VerifyError, verify_findings, verify_plan
 from tests.runners.conftest import PLANTED_UNITS_CONFIG
 from tests.runs import REPO_ROOT
 from utils.builders import build_from_config
@@ -254,3 +254,33 @@ def test_the_failure_definition_of_the_analysis_is_the_one_rerun(run):
     failed, _ = definition.failed(table, {})
     before = dict(zip(table.values(["idx"])["idx"].tolist(), failed.tolist()))
     assert result.comparison.finding.failures_before == sum(before[i] for i in result.plan.idx)
+
+
+class SkipsItsBranchOnLargeBatches(torch.nn.Module):
+    """Runs ``branch`` only on batches of at most 32 datapoints (the reference's): a module some passes skip, as
+    code that ``torch.compile`` compiled skips the hooks added later."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.branch = torch.nn.Conv2d(3, 3, 1)
+        self.head = torch.nn.Linear(3, 3)
+
+    def forward(self, inputs: dict) -> dict:
+        image = inputs["image"]
+        features = self.branch(image) if len(image) <= 32 else image
+        return {"logits": self.head(features.mean(dim=(2, 3)))}
+
+
+def test_a_patch_whose_module_did_not_run_is_an_error_not_a_verdict():
+    dataset = SyntheticShapesDataset(200, resolution=16, num_classes=3, split="val")
+    loader = {"class": DataLoader, "args": {"batch_size": 64, "collate_fn": collate_datapoints}}
+    torch.manual_seed(0)
+    model = EpochModel(SkipsItsBranchOnLargeBatches().eval(), ClassificationMetric(), dataset, loader,
+                       torch.device("cpu"), {}, "", "")
+    with torch.no_grad():  # the epoch's outcomes, each datapoint on its own (the branch runs)
+        failed = np.array([int(model.model({"image": dataset[i]["inputs"]["image"][None]})["logits"].argmax())
+                           != int(dataset[i]["labels"]["class"]) for i in range(200)])
+    plan = InterventionPlan("slices-0", "a slice", list(range(0, 60)), UnitPatch("branch", (0,)), "a unit")
+    facts = RunFacts(np.arange(200), failed, frozenset(), {}, lambda column: None)
+    with pytest.raises(VerifyError, match="branch did not run in the patched forward pass"):
+        verify_plan(model, plan, FailureRule(None), facts)
