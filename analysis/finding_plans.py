@@ -147,21 +147,27 @@ def _units(finding: dict[str, Any], facts: RunFacts) -> Optional[Target]:
     named = [c.get("column") for c in conditions] + [finding.get("column")] \
         + list(finding.get("columns") or []) + list(finding.get("units") or [])
     nulls = {c.get("column") for c in conditions if c.get("op") == "is null"}
+    families: dict[str, list[str]] = {}
     for column in dict.fromkeys(c for c in named if isinstance(c, str) and c in facts.summaries):
-        debugger, _, summary_key = column.partition(".")
-        layer = facts.layers.get(debugger)
-        if layer is None:
-            continue
-        family = [c for c in dict.fromkeys(named) if isinstance(c, str) and c.startswith(debugger + ".")
-                  and c in facts.summaries]
-        if any(c in nulls for c in family):
-            return UnitPatch(layer, None, nonfinite_only=True), f"{column} has no value: NaN/Inf in {layer}"
-        units = [m for c in family if (m := _UNIT.fullmatch(c.partition(".")[2]))]
+        debugger = _debugger_of(column, facts.layers)
+        if debugger is not None:
+            families.setdefault(debugger, []).append(column)
+    for debugger, family in families.items():
+        layer = facts.layers[debugger]
+        if any(column in nulls for column in family):
+            return UnitPatch(layer, None, nonfinite_only=True), f"{family[0]} has no value: NaN/Inf in {layer}"
+        units = {column: m for column in family if (m := _UNIT.fullmatch(column[len(debugger) + 1:]))}
         if units:
-            channels = tuple(sorted({int(unit.group(1)) for unit in units}))
-            shown = ", ".join(c for c in family if _UNIT.fullmatch(c.partition(".")[2]))
-            return UnitPatch(layer, channels), f"{shown}: debugger {debugger} summarises {layer} unit by unit"
+            shown = ", ".join(list(units)[:4]) + (" ..." if len(units) > 4 else "")
+            return (UnitPatch(layer, tuple(sorted({int(m.group(1)) for m in units.values()}))),
+                    f"{shown}: debugger {debugger} summarises {layer} unit by unit")
     return None
+
+
+def _debugger_of(column: str, layers: dict[str, str]) -> Optional[str]:
+    """The debugger whose summary ``column`` is (``<debugger name>.<key>``; the longest name wins)."""
+    names = [name for name in layers if column.startswith(name + ".")]
+    return max(names, key=len) if names else None
 
 
 def _cam(idx: np.ndarray, facts: RunFacts) -> tuple[Optional[Target], str]:
