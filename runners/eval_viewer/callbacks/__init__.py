@@ -16,9 +16,11 @@ from runners.eval_viewer.callbacks import (
     selection,
     table,
     training,
+    verify,
 )
 
 
 def register_callbacks(app: Dash, backend: ViewerBackend) -> None:
-    for module in (runs, table, scores, selection, datapoint, compare, model_report, failures, training, export):
+    for module in (runs, table, scores, selection, datapoint, compare, model_report, failures, verify, training,
+                   export):
         module.register(app, backend)
