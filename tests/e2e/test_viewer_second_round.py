@@ -15,7 +15,7 @@ import pytest
 
 from analysis.epoch_table import EpochTable
 from runners.eval_viewer.layout import controls, ids
-from tests.e2e.conftest import DEBUGGER, serve_viewer
+from tests.e2e.conftest import DEBUGGER, SLOW_WAIT_MS, serve_viewer
 from tests.e2e.synthetic_runs import write_table_run
 from tests.e2e.viewer_page import (
     cell,
@@ -99,7 +99,8 @@ def test_a_link_to_compare_epochs_draws_on_a_loaded_machine(logs, new_page, monk
         page.context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": 4})
         page.goto(f"{url}?run={logs / 'small'}&epoch=epoch_2&idx=7&tab={ids.TAB_COMPARE_EPOCHS}")
         page.wait_for_selector(f"#{ids.COMPARE_EPOCHS_STATUS}:has-text('loading datapoint 7 …')")
-        wait_title(page, ids.COMPARE_EPOCHS_PANEL, "datapoint 7 · logs/small", timeout=60_000)
+        page.set_default_timeout(SLOW_WAIT_MS)
+        wait_title(page, ids.COMPARE_EPOCHS_PANEL, "datapoint 7 · logs/small")
         page.close()  # before the server stops
 
 
@@ -414,7 +415,7 @@ def test_cosmetics_binary_percentiles_cam_scale_and_confusion_colours(viewer_url
     page.click("#tab-failures")
     drawn = """() => [...document.querySelectorAll('#failures-confusion, #failures-confusion *')]
         .map(element => element.data).find(data => data && data.length && data[0].z)"""
-    trace = page.wait_for_function(drawn, timeout=120_000).json_value()[0]
+    trace = page.wait_for_function(drawn, timeout=SLOW_WAIT_MS).json_value()[0]
     off_diagonal = [c for i, r in enumerate(trace["z"]) for j, c in enumerate(r) if i != j]
     assert trace["zmin"] == 0 and trace["zmax"] == max(off_diagonal)
 

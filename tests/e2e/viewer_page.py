@@ -97,8 +97,8 @@ def compare_first_row(page, caption: str) -> list[str]:
     return order
 
 
-def wait_title(page, panel: str, text: str, timeout: float | None = None) -> None:
-    page.wait_for_selector(f"#{panel} .datapoint-title:has-text('{text}')", timeout=timeout)
+def wait_title(page, panel: str, text: str) -> None:
+    page.wait_for_selector(f"#{panel} .datapoint-title:has-text('{text}')")
 
 
 def debug_figures(page, panel: str = ids.DATAPOINT_PANEL):

@@ -13,7 +13,7 @@ import pytest
 from runners.eval_viewer.backend.saved_views import SavedViews, SavedViewsError
 from runners.eval_viewer.layout import ids
 from tests.e2e.synthetic_runs import write_table_run
-from tests.reliability.viewer_server import call_callback, serve_viewer
+from tests.reliability.viewer_server import HTTP_WAIT_S, call_callback, serve_viewer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -100,7 +100,7 @@ def test_a_hostile_address_builds_the_page(served, address):
     """The page is built from its address (the layout request's Referer): what it cannot use is said or ignored."""
     url, _ = served
     request = urllib.request.Request(f"{url}/_dash-layout", headers={"Referer": f"{url}/?{address}"})
-    with urllib.request.urlopen(request, timeout=30) as response:
+    with urllib.request.urlopen(request, timeout=HTTP_WAIT_S) as response:
         assert response.status == 200
         layout = response.read().decode()
     assert "<script>" not in layout

@@ -18,6 +18,7 @@ from analysis.failures import Findings, analyze
 from debuggers.pages.errors import DebugDataError
 from debuggers.pages.reader import DEBUGGER_DIR
 from runners.eval_viewer.backend.cache import BoundedCache
+from runners.eval_viewer.backend.calibration import Calibration, calibration_points
 from runners.eval_viewer.backend.datasets import (
     DatasetUnavailable,
     build_run_dataset,
@@ -53,6 +54,7 @@ class ViewerBackend:
         self._tables: BoundedCache[Table] = BoundedCache(max_scores)
         self._class_names: BoundedCache[dict] = BoundedCache(max_scores)
         self._binary: BoundedCache[frozenset] = BoundedCache(max_scores)
+        self._calibration: BoundedCache[Calibration] = BoundedCache(max_scores)
         self._aggregated: BoundedCache[dict] = BoundedCache(4096)  # small: one dict of means per epoch
         self._findings: BoundedCache[Findings] = BoundedCache(max_debug_epochs)
         self.views = SavedViews(views_file)
@@ -126,6 +128,11 @@ class ViewerBackend:
         table = self.table(epoch)
         return self._binary.get(table, lambda: frozenset(
             name for name in _metrics(table) if not table.count([(name, "not in", [0, 1]), (name, "is not null")])))
+
+    def calibration(self, epoch: Epoch) -> Calibration:
+        """Each score the model predicts for itself beside the true one over the epoch (``calibration_points``)."""
+        table = self.table(epoch)
+        return self._calibration.get(table, lambda: calibration_points(table))
 
     def debug_indices(self, epoch: Epoch) -> set[int]:
         """Datapoints with debug outputs at ``epoch`` (empty when it has none or its index cannot be read)."""

@@ -19,10 +19,12 @@ from runners.eval_viewer.callbacks import (
     scores,
     selection,
     table,
+    training,
+    verify,
 )
 
-MODULES = (runs, table, scores, selection, datapoint, compare, model_report, failures, export, pending, refresh,
-           filters, address)
+MODULES = (runs, table, scores, selection, datapoint, compare, model_report, failures, verify, training, export,
+           pending, refresh, filters, address)
 
 
 def register_callbacks(app: Dash, backend: ViewerBackend) -> None:

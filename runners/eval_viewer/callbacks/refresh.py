@@ -17,6 +17,7 @@ import flask
 from dash import Dash
 
 from runners.eval_viewer.backend.scores import ScoresError
+from runners.eval_viewer.backend.training import TRAINING_LOGS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.components import epoch_option
 from runners.eval_viewer.layout.controls import run_options
@@ -27,8 +28,8 @@ DISCOVERY_MAX_AGE_S = 2.0  # one look at the log dirs serves every page polling 
 
 def disk_state(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> dict[str, str]:
     """Short signatures of what the page shows from disk: ``runs`` (the run list and discovery problems) and
-    ``epoch`` (the run's epochs and the chosen epoch's files). A run or epoch the viewer does not know counts as
-    none: nothing asked here becomes a path."""
+    ``epoch`` (the run's epochs, the chosen epoch's files and the run's training monitor file). A run or epoch the
+    viewer does not know counts as none: nothing asked here becomes a path."""
     discovery = backend.refresh(max_age_s=DISCOVERY_MAX_AGE_S)
     runs = (run_options(discovery), discovery.problems)
     run = backend.run(run_path)
@@ -38,7 +39,8 @@ def disk_state(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optio
         version = backend.version(epoch) if epoch else None
     except ScoresError as exc:  # removed while listed: that too is a change
         version = str(exc)
-    return {"runs": _digest(runs), "epoch": _digest(([epoch_option(e) for e in epochs], version))}
+    training = TRAINING_LOGS.version(run) if run else None  # the Training tab follows the run's monitor file
+    return {"runs": _digest(runs), "epoch": _digest(([epoch_option(e) for e in epochs], version, training))}
 
 
 def _digest(value: object) -> str:

@@ -46,7 +46,8 @@ TAB_COMPARE_EPOCHS = "tab-compare-epochs"
 TAB_COMPARE_RUNS = "tab-compare-runs"
 TAB_MODEL_REPORT = "tab-model-report"
 TAB_FAILURES = "tab-failures"
-TAB_VALUES = (TAB_DATAPOINT, TAB_COMPARE_EPOCHS, TAB_COMPARE_RUNS, TAB_MODEL_REPORT, TAB_FAILURES)
+TAB_TRAINING = "tab-training"
+TAB_VALUES = (TAB_DATAPOINT, TAB_COMPARE_EPOCHS, TAB_COMPARE_RUNS, TAB_MODEL_REPORT, TAB_FAILURES, TAB_TRAINING)
 
 DATAPOINT_PANEL = "datapoint-panel"
 # Each panel's status line says "loading datapoint N …" while the panel shows another datapoint than the one asked
