@@ -50,7 +50,8 @@ FAILURE_DEFINITION_ROLE = "failure_definition"  # the run's config['failure_defi
 ROW_GROUP_SIZE = 16_384  # DuckDB's unit of skipping by min/max (and of parallel reading)
 DATA_PAGE_BYTES = 8_192  # the unit a reader decompresses
 OPERATORS = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">=",
-             "in": "IN", "not in": "NOT IN", "is null": "IS NULL", "is not null": "IS NOT NULL"}
+             "in": "IN", "not in": "NOT IN", "is null": "IS NULL", "is not null": "IS NOT NULL",
+             "differs from": "IS DISTINCT FROM"}  # its value is another column: (label, 'differs from', prediction)
 # Every row holds a distinct idx (Lantern's tables spend about 4 bytes a row on it) and Lantern's sparsest
 # column (all null) still takes about 1/200 byte a value: a file claiming more is not one Lantern wrote.
 MIN_BYTES_PER_ROW = 1
@@ -182,6 +183,9 @@ class EpochTable:
                 raise EpochTableError(f"filter operator {op!r} is not one of {sorted(OPERATORS)}")
             if op in ("is null", "is not null"):
                 clauses.append(f"{column} {OPERATORS[op]}")
+                continue
+            if op == "differs from" and len(condition) == 3:  # a value, and another value or none
+                clauses.append(f"({column} IS NOT NULL AND {column} IS DISTINCT FROM {self._column(condition[2])})")
                 continue
             if len(condition) != 3:
                 raise EpochTableError(f"filter {condition!r} needs a value for {op!r}")

@@ -53,12 +53,28 @@ def reload_noting_asked(page) -> list[str]:
     def note(request) -> None:
         if "_dash-update-component" in request.url:
             body = json.loads(request.post_data or "{}")
-            if body.get("changedPropIds") != [f"{ids.REFRESH}.n_intervals"]:
+            if body.get("changedPropIds") != [f"{ids.REFRESH}.data"]:
                 asked.append(body.get("output", ""))
 
     page.on("request", note)
     page.reload()
     return asked
+
+
+def test_bootstrap_styles_the_page_from_the_viewer_itself(viewer_url, new_page):
+    """dash-bootstrap-components lays the page out (navbar, badges, alerts, cards); Bootstrap's stylesheet is served
+    by the viewer, never a CDN (machines here are offline)."""
+    page = new_page(viewer_url[0])
+    page.wait_for_function(SHOWN)
+    sheets = page.evaluate("() => [...document.styleSheets].map(sheet => sheet.href).filter(Boolean)")
+    assert all(href.startswith(viewer_url[0].rstrip("/")) for href in sheets), sheets
+    assert any("/assets/bootstrap.min.css" in href for href in sheets)
+    brand = page.locator(".navbar.bg-dark .navbar-brand")
+    assert brand.inner_text() == "Lantern eval viewer"
+    assert page.evaluate("() => getComputedStyle(document.querySelector('.navbar.bg-dark')).backgroundColor") == \
+        "rgb(33, 37, 41)"  # Bootstrap's dark
+    badge = page.locator(f"#{ids.EPOCH_BADGES} .badge").first
+    assert badge.evaluate("element => getComputedStyle(element).borderRadius") != "0px"
 
 
 def test_the_first_page_fetches_every_script_with_the_page_and_plotly_only_once_the_rows_are_asked(viewer_url,
@@ -68,7 +84,7 @@ def test_the_first_page_fetches_every_script_with_the_page_and_plotly_only_once_
     page.wait_for_function(PLOTLY_LOADED)  # loaded when the browser is idle, for the first datapoint opened
     scripts = page.evaluate(SCRIPTS)
     names = [name for name, _ in scripts]
-    unused = ("polyfill", "dash_table", "dash_bootstrap_components")
+    unused = ("polyfill", "dash_table")
     assert not [name for name in names if any(part in name for part in unused)], names
     assert any("async-community" in name for name in names)
     layout_asked = page.evaluate(FIRST_ASKED, "/_dash-layout")

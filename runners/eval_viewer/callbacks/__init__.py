@@ -6,11 +6,15 @@ from dash import Dash
 
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks import (
+    address,
     compare,
     datapoint,
     export,
     failures,
+    filters,
     model_report,
+    pending,
+    refresh,
     runs,
     scores,
     selection,
@@ -19,8 +23,10 @@ from runners.eval_viewer.callbacks import (
     verify,
 )
 
+MODULES = (runs, table, scores, selection, datapoint, compare, model_report, failures, verify, training, export,
+           pending, refresh, filters, address)
+
 
 def register_callbacks(app: Dash, backend: ViewerBackend) -> None:
-    for module in (runs, table, scores, selection, datapoint, compare, model_report, failures, verify, training,
-                   export):
+    for module in MODULES:
         module.register(app, backend)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import replace
 from typing import Optional
 
 from dash import Dash, Input, Output, State, dcc, no_update
 
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.browser_input import BadRequest, paging
 from runners.eval_viewer.callbacks.table import table_of, table_rows
 from runners.eval_viewer.export import export_report
 from runners.eval_viewer.layout import ids
@@ -26,8 +28,9 @@ def register(app: Dash, backend: ViewerBackend) -> None:
     def export_rows(_: Optional[int], query: Optional[dict], request: Optional[dict]) -> tuple:
         try:
             epoch, _table = table_of(backend, (query or {}).get("run"), (query or {}).get("epoch"))
-            rows, count, _, _ = table_rows(backend, query or {}, request or {}, 0, MAX_EXPORT)
-        except TABLE_ERRORS as exc:
+            asked = replace(paging(request or {}), start=0, end=MAX_EXPORT)
+            rows, count, _, _ = table_rows(backend, query or {}, asked)
+        except (*TABLE_ERRORS, BadRequest) as exc:
             return no_update, f"nothing exported: {exc}"
         if epoch is None or not rows:
             return no_update, "nothing exported: the table shows no datapoint"

@@ -57,7 +57,7 @@ def register(app: Dash, backend: ViewerBackend) -> None:
     charts = (layout.LOSS_CHART, layout.GRAD_CHART, layout.UPDATE_CHART, layout.HISTOGRAM_CHART)
     app.clientside_callback(  # the refresh tick, passed on only while the tab is shown
         f"""function(tick, tab) {{ return tab === '{ids.TAB_TRAINING}' ? tick : window.dash_clientside.no_update; }}""",
-        Output(layout.TICK, "data"), Input(ids.REFRESH, "n_intervals"), State(ids.TABS, "value"),
+        Output(layout.TICK, "data"), Input(ids.REFRESH, "data"), State(ids.TABS, "value"),
         prevent_initial_call=True)
 
     @app.callback(Output(layout.SUMMARY, "children"), *(Output(chart, "figure") for chart in charts),

@@ -90,11 +90,15 @@ def separators_figure(findings: Findings) -> dict:
 
 
 def confusion_figure(findings: Findings) -> dict:
+    """The confusion matrix; its colour scale spans the errors only (off the diagonal), so they stand out."""
     confusion = findings.confusion or {"classes": [], "matrix": []}
     names = [str(name) for name in confusion["classes"]]
+    errors = [count for i, row in enumerate(confusion["matrix"]) for j, count in enumerate(row) if i != j]
     return {
         "data": [{"type": "heatmap", "z": confusion["matrix"], "x": names, "y": names, "colorscale": "Blues",
-                  "reversescale": True, "texttemplate": "%{z}", "hovertemplate": "label %{y}, predicted %{x}: %{z}"}],
+                  "reversescale": True, "zmin": 0, "zmax": max(errors, default=0) or 1, "texttemplate": "%{z}",
+                  "colorbar": {"title": {"text": "datapoints (errors' scale)"}},
+                  "hovertemplate": "label %{y}, predicted %{x}: %{z}"}],
         "layout": {"height": 120 + 28 * len(names), "margin": {"l": 90, "r": 10, "t": 10, "b": 60},
                    "yaxis": {"autorange": "reversed"}},
     }

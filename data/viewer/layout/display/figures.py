@@ -381,7 +381,8 @@ def cam_figures(output: dict[str, Any], image: Optional[np.ndarray] = None,
     for i, (cam, target, _) in enumerate(panels):
         axes = {"xaxis": "x" if i == 0 else f"x{i + 1}", "yaxis": "y" if i == 0 else f"y{i + 1}"}
         cam = np.asarray(cam, dtype=np.float64)
-        heat = {"zmin": 0.0, "zmax": 1.0, "colorscale": "Jet", "showscale": i == len(panels) - 1, **axes}
+        heat = {"zmin": 0.0, "zmax": 1.0, "colorscale": "Jet", "showscale": i == len(panels) - 1,
+                "colorbar": {"title": {"text": "share of max", "side": "right"}}, **axes}
         if picture is not None:
             fig.add_trace(go.Image(z=picture, hoverinfo="skip", **axes))
             heat.update(_stretched_over(picture, cam))
@@ -396,8 +397,17 @@ def cam_figures(output: dict[str, Any], image: Optional[np.ndarray] = None,
         fig.layout[f"yaxis{suffix}"] = {"domain": [0, 0.92], "anchor": f"x{suffix}"}
     fig.update_layout(annotations=annotations)
     _image_axes(fig)
-    maxima = " / ".join(f"{raw_max:.3g}" for _, _, raw_max in panels)
-    return [_finish(fig, f"Grad-CAM at {output.get('target_layer', '')} (raw max {maxima})", 380)]
+    return [_finish(fig, f"Grad-CAM at {output.get('target_layer', '')} {cam_scale_note(panels)}", 380)]
+
+
+def cam_scale_note(panels: list[tuple]) -> str:
+    """What a cam's colours are: each map divided by its own maximum (the class's strongest positive evidence,
+    given to 4 significant digits); a maximum of 0 is a map with no positive evidence for its class, drawn empty."""
+    maxima = [raw_max for _, _, raw_max in panels if raw_max is not None]
+    if not maxima:
+        return ""
+    shown = " / ".join("0: no positive evidence" if not raw_max else f"{raw_max:.4g}" for raw_max in maxima)
+    return f"(each map as a share of its maximum, {shown})"
 
 
 def cam_title(output: dict[str, Any], target: int, class_names: Optional[dict[int, str]] = None) -> str:
