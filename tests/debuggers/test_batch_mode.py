@@ -222,3 +222,41 @@ def test_a_layer_whose_batch_dimension_is_not_the_batch_is_refused_saying_what_t
     record = outputs[2]["w"]
     assert record["kind"] == "error" and "layer 'windows' output tensor 0 is Tensor(12, 3, 16, 16)" in record["message"]
     assert "declare batch_mode = 'batched'" in record["message"]
+
+
+class Precision(BaseDebugger):
+    """Batch-first, runs the model; records the float32 precision torch lets convolutions and matmuls take."""
+
+    runs_model = True
+    seen: list = []
+
+    def __call__(self, datapoint, model):
+        Precision.seen.append((torch.backends.cudnn.allow_tf32, torch.get_float32_matmul_precision()))
+        with torch.enable_grad():
+            image = datapoint["inputs"]["image"].clone().requires_grad_(True)
+            model({"image": image})["logits"].max(dim=1).values.sum().backward()
+        return image.grad.abs().amax(dim=1)
+
+
+def float32_settings():
+    backends = torch.backends
+    return (backends.cudnn.allow_tf32, torch.get_float32_matmul_precision(), backends.cuda.matmul.fp32_precision,
+            backends.cudnn.conv.fp32_precision, backends.cudnn.rnn.fp32_precision)
+
+
+def test_the_two_ways_are_compared_in_full_float32_and_the_settings_come_back(model, images, tmp_path):
+    """A GPU's TF32 convolutions (on by default) round differently at batch 8 than at batch 1: an input gradient
+    differs by 3-8% of its maximum on an H200, which sent this batch-first debugger to per datapoint. The comparison
+    runs with TF32 off; the batches after it, and the run after it, keep the user's settings."""
+    torch.set_float32_matmul_precision("high")  # TF32 for matmuls too, as many training scripts ask
+    before = float32_settings()
+    Precision.seen = []
+    try:
+        _, outputs = run_epoch(model, images, tmp_path, 4, [entry("grad", Precision)])
+        after = float32_settings()
+    finally:
+        torch.set_float32_matmul_precision("highest")
+    assert Precision.seen[:5] == [(False, "highest")] * 5  # the first batch, both ways
+    assert Precision.seen[5:] == [(True, "high")] * 2  # the user's settings for the rest
+    assert after == before
+    assert outputs[6]["grad"].shape == (16, 16)
