@@ -260,3 +260,48 @@ def test_the_two_ways_are_compared_in_full_float32_and_the_settings_come_back(mo
     assert Precision.seen[5:] == [(True, "high")] * 2  # the user's settings for the rest
     assert after == before
     assert outputs[6]["grad"].shape == (16, 16)
+
+
+class AddTable(nn.Module):
+    """``x + table``: the table (a rotary or position table, (L, D)) is an input with no batch dimension, passed
+    positionally as reference transformer code does (``layer(x, freqs_cis, mask)``)."""
+
+    def forward(self, x, table):
+        return x + table
+
+
+class TableNet(nn.Module):
+    def __init__(self, length):
+        super().__init__()
+        self.add = AddTable()
+        self.table = nn.Parameter(torch.randn(length, 4))
+
+    def forward(self, inputs):
+        return {"logits": self.add(inputs["tokens"], self.table).mean(dim=(1, 2))}
+
+
+class TableAware(ForwardDebugger):
+    """Written for one datapoint per forward; reads the layer's inputs too."""
+
+    def process_forward(self, module, input, output):
+        return {"mean": float(output.mean()), "table_rows": int(input[1].shape[0]), "map": output.detach()}
+
+
+@pytest.mark.parametrize("length", [16, 3])
+def test_an_input_without_a_batch_dimension_is_given_whole_as_at_batch_1(tmp_path, length):
+    """The batch is the model's (4), not the size of the largest tensor the layer takes (the table's 16 rows);
+    a table of 3 rows is no batch either."""
+    torch.manual_seed(0)
+    model = TableNet(length).eval()
+    tokens = torch.randn(4, length, 4)
+    batches = [{"inputs": {"tokens": tokens}, "labels": {}, "meta_info": {"idx": torch.arange(4)}}]
+    singles = [{"inputs": {"tokens": tokens[i:i + 1]}, "labels": {}, "meta_info": {"idx": torch.tensor([i])}}
+               for i in range(4)]
+    debuggers = [entry("t", TableAware, layer_name="add")]
+    _, batched = run_batches(model, batches, tmp_path / "b4", debuggers)
+    _, alone = run_batches(model, singles, tmp_path / "b1", debuggers)
+    for i in range(4):
+        assert "kind" not in batched[i]["t"], batched[i]["t"]
+        assert_same(batched[i]["t"], alone[i]["t"], str(i))
+        assert batched[i]["t"]["table_rows"] == length
+        assert batched[i]["t"]["mean"] == pytest.approx(float((tokens[i] + model.table).mean()), rel=1e-5)
