@@ -169,3 +169,21 @@ def test_the_encoder_never_writes_a_header_the_reader_refuses(tmp_path, path):
     for loaded in (load_page(str(tmp_path / "page_0.pkl")), unpickled):
         assert sorted(loaded) == [0, 2]
         np.testing.assert_array_equal(loaded[2]["ok"], np.arange(5))
+
+
+def test_a_header_whose_last_string_never_ends_is_counted_in_one_pass(tmp_path):
+    """Over the plain bound, strings are left out of the count: a crafted header whose string ``"\\"\\"\\"...`` is
+    never closed made the string pattern rescan the rest of the header from each of its quotes (300,000 of them:
+    tens of minutes). It is refused as malformed at once, and the other datapoint still reads."""
+    quotes = '"' * 300_000
+    epoch = write_epoch(tmp_path, {0: {"text": "," * (MAX_HEADER_NODES + 1), "quotes": quotes},
+                                   1: {"x": np.arange(3)}})
+    page = tmp_path / "debugger" / "page_0.pkl"
+    data = page.read_bytes()
+    string = json.dumps(quotes).encode()  # "\"\"...\"" as the header holds it
+    at = data.index(string)
+    page.write_bytes(data[:at + len(string) - 1] + b" " + data[at + len(string):])  # its closing quote gone
+    outputs = load_debug_outputs(epoch)
+    with pytest.raises(CorruptPageError, match="datapoint 0 is malformed"):
+        outputs[0]
+    np.testing.assert_array_equal(outputs[1]["x"], np.arange(3))
