@@ -16,7 +16,8 @@ per datapoint otherwise. At batch 1 any output is that datapoint's.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -32,7 +33,7 @@ from utils.errors import ConfigError
 BATCHED = "batched"
 PER_DATAPOINT = "per_datapoint"
 MODES = (BATCHED, PER_DATAPOINT)
-RTOL = 1e-5  # batched and alone agree to float rounding: reductions may run in another order per batch size
+RTOL = 1e-5  # batched and alone agree to float rounding (in full float32): reductions may run in another order
 DOCS = "docs/debugger.md, 'Batched or per datapoint'"
 ALIKE = "every datapoint of the batch gave the same output: a value for the whole batch cannot be told from theirs"
 
@@ -93,11 +94,12 @@ class BatchModeCheck:
         return self._decide(batched, alone, batch_size)
 
     def _decide(self, batched: Callable[[], Any], alone: Callable[[int], Any], batch_size: int) -> Any:
-        try:
-            together, failed = batched(), None
-        except Exception as exc:
-            together, failed = None, exc
-        apart = AloneOutputs(_alone(alone, i) for i in range(batch_size))
+        with full_float32():
+            try:
+                together, failed = batched(), None
+            except Exception as exc:
+                together, failed = None, exc
+            apart = AloneOutputs(_alone(alone, i) for i in range(batch_size))
         if all(isinstance(value, DatapointFailure) for value in apart):  # nothing to compare: a later batch decides
             if failed is not None:
                 raise failed
@@ -117,6 +119,36 @@ class BatchModeCheck:
     def take_news(self) -> Optional[str]:
         news, self.news = self.news, None
         return news
+
+
+@contextmanager
+def full_float32() -> Iterator[None]:
+    """TF32 off for convolutions and matmuls while the two ways are compared, then the user's settings back.
+
+    A GPU's TF32 convolutions (PyTorch's default) round differently at batch 8 than at batch 1: a batch-first
+    input gradient differed by 3-8% of its maximum on an H200 (by 1e-6 with TF32 off), far beyond ``RTOL``, and
+    would have run per datapoint for the whole run. Torch's legacy switches set its newer per-operator ones too,
+    so both are saved and put back as they were. Where they disagree already (set through both APIs), reading
+    them raises, and they are left alone."""
+    backends = torch.backends
+    newer = (backends.cuda.matmul, backends.cudnn.conv, backends.cudnn.rnn)
+    try:
+        saved = backends.cudnn.allow_tf32, torch.get_float32_matmul_precision()
+    except RuntimeError:
+        saved = None
+    if saved is None:
+        yield
+        return
+    saved_newer = [backend.fp32_precision for backend in newer]
+    backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        backends.cudnn.allow_tf32 = saved[0]
+        torch.set_float32_matmul_precision(saved[1])
+        for backend, value in zip(newer, saved_newer):
+            backend.fp32_precision = value
 
 
 def _news(reason: Optional[str], batch_size: int) -> str:

@@ -94,7 +94,8 @@ class DebugStateCapture:
 
     ``capture_gradients=True``: a captured tensor that is part of an autograd graph also gets its gradient, as
     ``'gradient'`` beside ``'data'``, when a backward pass reaches it (None until then, and for a state no
-    backward reaches).
+    backward reaches). The gradient hook of a state goes when the state is offered again or cleared: one offered
+    at every forward may be a parameter (a learned position embedding), which keeps its hooks for the whole run.
     """
 
     def __init__(self) -> None:
@@ -102,6 +103,7 @@ class DebugStateCapture:
         self.excluded: list[str] = []
         self.capture_gradients = False
         self._handle: Optional[CaptureHandle] = None
+        self._gradient_hooks: dict[tuple[str, str], Any] = {}  # (component, state): its tensor's hook handle
 
     @property
     def enabled(self) -> bool:
@@ -125,16 +127,24 @@ class DebugStateCapture:
             self._handle = None
 
     def clear(self) -> None:
-        """Forget the states kept so far (a dict returned earlier keeps them)."""
+        """Forget the states kept so far (a dict returned earlier keeps them) and remove their gradient hooks."""
         self.states = {}
+        for hook in self._gradient_hooks.values():
+            hook.remove()
+        self._gradient_hooks = {}
 
     def _on_capture(self, component: str, state: str, data: Any, metadata: Optional[dict]) -> None:
         if state_family(state) in self.excluded:
             return
         record = {"data": detached_copy(data), "metadata": dict(metadata or {})}
+        earlier = self._gradient_hooks.pop((component, state), None)
+        if earlier is not None:
+            earlier.remove()
         if self.capture_gradients:
             record["gradient"] = None
-            _keep_gradient(data, record)
+            hook = _keep_gradient(data, record)
+            if hook is not None:
+                self._gradient_hooks[(component, state)] = hook
         self.states.setdefault(component, {})[state] = record
 
 
@@ -152,10 +162,12 @@ def detached_copy(value: Any) -> Any:
     return value
 
 
-def _keep_gradient(data: Any, record: dict[str, Any]) -> None:
+def _keep_gradient(data: Any, record: dict[str, Any]) -> Any:
+    """The handle of a hook that puts ``data``'s gradient in ``record``, or None where no gradient will come."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(data, torch.Tensor) and data.requires_grad:
-        data.register_hook(lambda grad: record.__setitem__("gradient", grad.detach().clone()))
+        return data.register_hook(lambda grad: record.__setitem__("gradient", grad.detach().clone()))
+    return None
 
 
 _session = DebugStateCapture()

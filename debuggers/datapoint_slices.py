@@ -45,20 +45,27 @@ def datapoint_slice(datapoint: dict[str, Any], i: int, batch_size: int) -> dict[
 class HookedCall:
     """A forward hook's ``(input, output)`` for a whole batch, and each datapoint's slice of it.
 
-    ``dims`` None: every tensor is batch first. The batch size is the largest size of the input's tensors
-    along their batch dimension (the batch comes into the layer), else of the output's.
-    Every tensor must have that size, or 1, there (or have no such dimension): anything else (Swin's
-    (windows x B, ...) attention) cannot be cut into datapoints, and ``NotSliceableError`` says so.
+    ``dims`` None: every tensor is batch first. The batch size is ``model_batch``, the batch the model was called
+    with, where known; else the largest size of the input's tensors along their batch dimension (the batch comes
+    into the layer), else of the output's. Every output tensor must have that size, or 1, there (or have no such
+    dimension): anything else (Swin's (windows x B, ...) attention) cannot be cut into datapoints, and
+    ``NotSliceableError`` says so. An input tensor without the batch's size there, where the batch is known, is
+    not the batch's (a position table, a mask) and is given whole, as at batch 1.
     """
 
-    def __init__(self, layer_name: str, input: Any, output: Any, dims: Optional[BatchDims]) -> None:
+    def __init__(self, layer_name: str, input: Any, output: Any, dims: Optional[BatchDims],
+                 model_batch: Optional[int] = None) -> None:
         self.layer_name, self.input, self.output = layer_name, input, output
         outputs = list(iter_tensors(output))
         self._output_dims = dims.of_outputs(layer_name, len(outputs)) if dims else [0] * len(outputs)
         self._input_dim = dims.of_inputs(layer_name) if dims else 0
         inputs = [("input tensor", t, self._input_dim) for t in iter_tensors(input)]
-        placed = [(f"output tensor {k}", t, d) for k, (t, d) in enumerate(zip(outputs, self._output_dims))] + inputs
-        self.batch_size = _largest_batch(inputs) if _largest_batch(inputs) > 1 else _largest_batch(placed)
+        placed = [(f"output tensor {k}", t, d) for k, (t, d) in enumerate(zip(outputs, self._output_dims))]
+        if model_batch is not None:
+            self.batch_size = model_batch
+        else:
+            placed += inputs
+            self.batch_size = _largest_batch(inputs) if _largest_batch(inputs) > 1 else _largest_batch(placed)
         for where, tensor, dim in placed if self.batch_size > 1 else []:
             if tensor.ndim > dim and tensor.shape[dim] not in (1, self.batch_size):
                 raise NotSliceableError(

@@ -13,6 +13,7 @@ from debuggers.batch_mode import BATCHED, batch_mode_check
 from debuggers.batch_split import BatchContractError
 from debuggers.datapoint_slices import HookedCall, datapoint_batch_size
 from debuggers.outputs import not_run_output
+from debuggers.tensor_utils import iter_tensors
 from debuggers.utils import compiled_hint, require_layer
 from utils.ops import apply_tensor_op
 
@@ -39,6 +40,7 @@ class ForwardDebugger(BaseDebugger):
 
     _hooked_batch: int | None = None  # the batch size a hook cut into datapoints
     _batch_dims: BatchDims | None = None  # which dimension of the layer's tensors is the batch (set by attach)
+    _model_batch: int | None = None  # the batch the model was called with in this forward pass (set by attach)
 
     def __init__(self, layer_name: str) -> None:
         self.layer_name = layer_name
@@ -62,7 +64,7 @@ class ForwardDebugger(BaseDebugger):
         self._hooked_batch = None
         if check.mode == BATCHED:
             return own_copies(self.process_forward(module, input, output), live)
-        call = HookedCall(self.layer_name, input, output, self._batch_dims)
+        call = HookedCall(self.layer_name, input, output, self._batch_dims, self._model_batch)
         self._hooked_batch = call.batch_size
         return check.run(lambda: own_copies(self.process_forward(module, input, output), live),
                          lambda i: own_copies(self.process_forward(module, *call.alone(i)), live), call.batch_size)
@@ -89,13 +91,20 @@ class ForwardDebugger(BaseDebugger):
         return [self.layer_name]
 
     def attach(self, model: torch.nn.Module) -> list:
-        layer = require_layer(model, self.layer_name)
-        if batch_mode_check(self).mode != BATCHED:  # which dimension of the layer's tensors is the batch
-            self._batch_dims = BatchDims(model)
-        return [layer.register_forward_hook(self.forward_hook_fn)]
+        handles = [require_layer(model, self.layer_name).register_forward_hook(self.forward_hook_fn)]
+        if batch_mode_check(self).mode != BATCHED:  # to cut the layer's tensors into datapoints: along which
+            self._batch_dims = BatchDims(model)  # dimension, and how many datapoints the batch has
+            handles.append(model.register_forward_pre_hook(self._note_model_batch, with_kwargs=True))
+        return handles
+
+    def _note_model_batch(self, model: torch.nn.Module, args: Any, kwargs: Any) -> None:
+        """The batch size of this forward pass: the first dimension of the model's first input tensor, as
+        ``batch_size_of`` reads a datapoint's inputs."""
+        self._model_batch = next((int(t.shape[0]) for t in iter_tensors((args, kwargs)) if t.ndim), None)
 
     def clear(self) -> None:
         self.last_capture, self._captured, self._failure = None, False, None
+        self._model_batch = None
 
 
 def storages(module_output: Any) -> set[int]:

@@ -24,6 +24,7 @@ from typing import Any
 from runners.base_runner import BaseRunner
 from utils import distributed
 from utils.errors import LanternUserError, UserCodeError, describe_exception, user_message
+from utils.run_logging import log_path
 
 USER_ERROR, UNCAUGHT_ERROR, INTERRUPTED, TERMINATED = 2, 1, 130, 143
 _AGAIN = "once fixed, run the same command again"
@@ -53,6 +54,8 @@ def report_stop(exc: BaseException, config: dict[str, Any], runner: Any) -> int:
     runner_cls = config.get("runner")
     log = None
     if isinstance(runner_cls, type) and issubclass(runner_cls, BaseRunner):
+        if code in (UNCAUGHT_ERROR, TERMINATED) and distributed.env_world_size() > 1:
+            message += _other_ranks(runner_cls.LOG_FILE)
         log = runner_cls.log_stop(config, message, getattr(built, "launch", None), stage, code, trace)
     rank = f" (rank {os.environ.get('RANK')})" if distributed.env_world_size() > 1 else ""
     if code == USER_ERROR:
@@ -81,6 +84,16 @@ def _describe(exc: BaseException, advice: str) -> tuple[int, str, str]:
         f"{describe_exception(exc)}. Lantern did not catch this error: the traceback ends where it was raised, "
         "in the project's code (the dataset, model, metric or a debugger: fix it there) or in Lantern's (please "
         f"report it with this log); {advice}"), _traceback(exc)
+
+
+def _other_ranks(log_file: str) -> str:
+    """Where to look when one of several processes stops: the others' collectives fail (gloo's 'Connection closed
+    by peer') or torchrun ends them, so the first to stop is the one whose log says why."""
+    world_size, rank = distributed.env_world_size(), int(os.environ.get("RANK", "0"))
+    logs = [os.path.basename(log_path("", log_file, other)) for other in range(world_size) if other != rank]
+    return (f". This process is one of {world_size} processes: the first rank to stop makes the others' "
+            "collectives fail (gloo's 'Connection closed by peer') or torchrun end them, so the cause is in the log "
+            f"whose stop is the earliest: read the other ranks' too ({', '.join(logs)}, beside this one)")
 
 
 def _traceback(exc: BaseException) -> str:

@@ -15,7 +15,7 @@ def get_run_logger(work_dir: str, file_name: str, rank: int = 0) -> logging.Logg
     for handler in list(logger.handlers):
         handler.close()
         logger.removeHandler(handler)
-    file_handler = logging.FileHandler(_log_path(work_dir, file_name, rank))
+    file_handler = logging.FileHandler(log_path(work_dir, file_name, rank))
     console = logging.StreamHandler()
     console.setLevel(logging.INFO if rank == 0 else logging.WARNING)
     for handler in (file_handler, console):
@@ -29,7 +29,7 @@ def append_to_log(work_dir: str, file_name: str, rank: int, level: int, message:
     nothing else: what the caller also prints would reach the console twice. Returns the log's path if it was
     written. A log that cannot be written is left as it is (the caller says it elsewhere; a full disk must not
     end in a traceback)."""
-    path = _log_path(work_dir, file_name, rank)
+    path = log_path(work_dir, file_name, rank)
     record = logging.makeLogRecord({"msg": message, "levelno": level, "levelname": logging.getLevelName(level)})
     try:
         if os.path.isfile(path):
@@ -41,7 +41,7 @@ def append_to_log(work_dir: str, file_name: str, rank: int, level: int, message:
     return None
 
 
-def _log_path(work_dir: str, file_name: str, rank: int) -> str:
+def log_path(work_dir: str, file_name: str, rank: int) -> str:
     name = file_name if rank == 0 else f"{os.path.splitext(file_name)[0]}_rank{rank}.log"
     return os.path.join(work_dir, name)
 

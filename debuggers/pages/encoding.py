@@ -71,7 +71,9 @@ MIN_BATCH_RECORDS = 8  # fewer records are encoded one by one: NumPy's per-call 
 # ``header_nodes`` counts them; a record of four outputs of the most one output may hold fits.
 MAX_HEADER_BYTES = 64 * 2**20
 MAX_HEADER_NODES = 4 * MAX_OUTPUT_NODES
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+# A JSON string, or an unclosed one to the end: the match never fails once at a quote, so a crafted header of
+# quotes whose string is never closed is read once, not again from each quote
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*(?:"|\\?\Z)', re.DOTALL)
 
 
 class HeaderTooLargeError(UnsupportedOutputError):

@@ -37,10 +37,11 @@ from debuggers.batch_split import BatchContractError, split_batch_value
 from debuggers.datapoint_slices import datapoint_slice
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import PerDatapoint, error_output, is_shared_record
+from debuggers.pages.encoding import MAX_HEADER_NODES
 from debuggers.pages.file_format import INDEX_GLOB, LOCATIONS_GLOB, PAGE_GLOB
 from debuggers.pages.host_copies import to_host
 from debuggers.pages.keep_policy import build_capture_policy
-from debuggers.pages.values import UnsupportedOutputError, to_page_value
+from debuggers.pages.values import UnsupportedOutputError, to_page_value, value_nodes
 from debuggers.pages.watchdog import DEFAULT_STALL_TIMEOUT_S, StallWatchdog
 from debuggers.pages.writer import PageWriter
 from debuggers.summaries import DebuggerSummaries
@@ -55,6 +56,7 @@ from utils.ops import idx_list
 logger = logging.getLogger("lantern.debugger")
 WRITER_THREAD = "lantern-page-writer"  # the PageWriter's thread: its stack explains a stalled write
 ENTRY_KEYS = {"name", "debugger_config", "keep", "layers"}
+ERROR_RECORD_NODES = 32  # header values of an error record, at most
 
 
 class DebuggerError(RuntimeError):
@@ -292,6 +294,8 @@ class SequentialDebugger(BaseDebugger):
         the other debuggers' outputs are kept.
         """
         split = {name: self._split(name, output, len(idx)) for name, output in to_host(outputs).items()}
+        for name, exc in _refused_for_the_header({name: batch_value for name, (_, batch_value) in split.items()}):
+            split[name] = split_batch_value(self._record_failure(name, exc), len(idx))
         per_name = {name: rows for name, (rows, _) in split.items()}
         self.summaries.add_batch(idx, per_name)
         if self.full_outputs:
@@ -323,6 +327,8 @@ class SequentialDebugger(BaseDebugger):
             return
         if isinstance(debug_outputs, dict):
             debug_outputs = {name: self._page_value(name, output) for name, output in debug_outputs.items()}
+            for name, exc in _refused_for_the_header(debug_outputs):
+                debug_outputs[name] = to_page_value(self._record_failure(name, exc))
         try:
             with self._watch_writer(f"queueing datapoint {datapoint_idx}"):
                 self._writer.add(int(datapoint_idx), debug_outputs)
@@ -404,6 +410,26 @@ class SequentialDebugger(BaseDebugger):
         if self._staging_dir is not None:
             shutil.rmtree(self._staging_dir, ignore_errors=True)
             self._staging_dir = None
+
+
+def _refused_for_the_header(parts: dict[str, Any]) -> list[tuple[str, UnsupportedOutputError]]:
+    """The outputs, biggest first, that one datapoint's record of ``parts`` ({debugger name: page value, or batch
+    value: a datapoint's part of it}) goes without to fit a page's header bound (``MAX_HEADER_NODES``, which the
+    encoder and the reader enforce on the whole record), each with why. Each output is bounded on its own as it is
+    converted; together they may still pass the record's bound, and the record would then be refused whole."""
+    sizes = {name: value_nodes(part, MAX_HEADER_NODES) for name, part in parts.items()}
+    total = 2 + sum(3 + size for size in sizes.values())  # as value_nodes counts the record's dict
+    refused: list[tuple[str, UnsupportedOutputError]] = []
+    for name in sorted(sizes, key=sizes.__getitem__, reverse=True):
+        if total + ERROR_RECORD_NODES * len(refused) <= MAX_HEADER_NODES:
+            break
+        refused.append((name, UnsupportedOutputError(
+            f"this datapoint's outputs hold {total} numbers, strings and items of Python lists, tuples and dicts "
+            f"together, over the {MAX_HEADER_NODES} a page's record may list; '{name}' holds {sizes[name]} of them "
+            "and is left out: return it as an array or tensor instead (e.g. np.asarray(values) or "
+            "torch.tensor(values)), or return less")))
+        total -= sizes[name]
+    return refused
 
 
 def _page_size_bytes(page_size_mb: Any) -> int:

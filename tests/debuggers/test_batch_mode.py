@@ -222,3 +222,86 @@ def test_a_layer_whose_batch_dimension_is_not_the_batch_is_refused_saying_what_t
     record = outputs[2]["w"]
     assert record["kind"] == "error" and "layer 'windows' output tensor 0 is Tensor(12, 3, 16, 16)" in record["message"]
     assert "declare batch_mode = 'batched'" in record["message"]
+
+
+class Precision(BaseDebugger):
+    """Batch-first, runs the model; records the float32 precision torch lets convolutions and matmuls take."""
+
+    runs_model = True
+    seen: list = []
+
+    def __call__(self, datapoint, model):
+        Precision.seen.append((torch.backends.cudnn.allow_tf32, torch.get_float32_matmul_precision()))
+        with torch.enable_grad():
+            image = datapoint["inputs"]["image"].clone().requires_grad_(True)
+            model({"image": image})["logits"].max(dim=1).values.sum().backward()
+        return image.grad.abs().amax(dim=1)
+
+
+def float32_settings():
+    backends = torch.backends
+    return (backends.cudnn.allow_tf32, torch.get_float32_matmul_precision(), backends.cuda.matmul.fp32_precision,
+            backends.cudnn.conv.fp32_precision, backends.cudnn.rnn.fp32_precision)
+
+
+def test_the_two_ways_are_compared_in_full_float32_and_the_settings_come_back(model, images, tmp_path):
+    """A GPU's TF32 convolutions (on by default) round differently at batch 8 than at batch 1: an input gradient
+    differs by 3-8% of its maximum on an H200, which sent this batch-first debugger to per datapoint. The comparison
+    runs with TF32 off; the batches after it, and the run after it, keep the user's settings."""
+    torch.set_float32_matmul_precision("high")  # TF32 for matmuls too, as many training scripts ask
+    before = float32_settings()
+    Precision.seen = []
+    try:
+        _, outputs = run_epoch(model, images, tmp_path, 4, [entry("grad", Precision)])
+        after = float32_settings()
+    finally:
+        torch.set_float32_matmul_precision("highest")
+    assert Precision.seen[:5] == [(False, "highest")] * 5  # the first batch, both ways
+    assert Precision.seen[5:] == [(True, "high")] * 2  # the user's settings for the rest
+    assert after == before
+    assert outputs[6]["grad"].shape == (16, 16)
+
+
+class AddTable(nn.Module):
+    """``x + table``: the table (a rotary or position table, (L, D)) is an input with no batch dimension, passed
+    positionally as reference transformer code does (``layer(x, freqs_cis, mask)``)."""
+
+    def forward(self, x, table):
+        return x + table
+
+
+class TableNet(nn.Module):
+    def __init__(self, length):
+        super().__init__()
+        self.add = AddTable()
+        self.table = nn.Parameter(torch.randn(length, 4))
+
+    def forward(self, inputs):
+        return {"logits": self.add(inputs["tokens"], self.table).mean(dim=(1, 2))}
+
+
+class TableAware(ForwardDebugger):
+    """Written for one datapoint per forward; reads the layer's inputs too."""
+
+    def process_forward(self, module, input, output):
+        return {"mean": float(output.mean()), "table_rows": int(input[1].shape[0]), "map": output.detach()}
+
+
+@pytest.mark.parametrize("length", [16, 3])
+def test_an_input_without_a_batch_dimension_is_given_whole_as_at_batch_1(tmp_path, length):
+    """The batch is the model's (4), not the size of the largest tensor the layer takes (the table's 16 rows);
+    a table of 3 rows is no batch either."""
+    torch.manual_seed(0)
+    model = TableNet(length).eval()
+    tokens = torch.randn(4, length, 4)
+    batches = [{"inputs": {"tokens": tokens}, "labels": {}, "meta_info": {"idx": torch.arange(4)}}]
+    singles = [{"inputs": {"tokens": tokens[i:i + 1]}, "labels": {}, "meta_info": {"idx": torch.tensor([i])}}
+               for i in range(4)]
+    debuggers = [entry("t", TableAware, layer_name="add")]
+    _, batched = run_batches(model, batches, tmp_path / "b4", debuggers)
+    _, alone = run_batches(model, singles, tmp_path / "b1", debuggers)
+    for i in range(4):
+        assert "kind" not in batched[i]["t"], batched[i]["t"]
+        assert_same(batched[i]["t"], alone[i]["t"], str(i))
+        assert batched[i]["t"]["table_rows"] == length
+        assert batched[i]["t"]["mean"] == pytest.approx(float((tokens[i] + model.table).mean()), rel=1e-5)

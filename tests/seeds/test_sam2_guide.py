@@ -314,3 +314,38 @@ def test_the_guides_attention_evolution_figure_reads_the_kept_states(model, tmp_
     assert (tmp_path / "attention_evolution.png").stat().st_size > 0
     average = debug_states["two_way_transformer_layer_0"]["attention_weights"]["data"].mean(dim=(0, 1)).numpy()
     np.testing.assert_allclose(average.sum(-1), 1, rtol=1e-5)
+
+
+class LearnedPosition(nn.Module):
+    """A learned position embedding (an nn.Parameter, as ViT's pos_embed) offered at a capture point every forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pos_embed = nn.Parameter(torch.randn(4, 8))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        capture_debug_state("image_encoder", "position_embeddings_final", self.pos_embed)
+        return tokens + self.pos_embed
+
+
+@pytest.mark.parametrize("clear_each_batch", [True, False])
+def test_gradients_of_a_captured_parameter_leave_one_hook_on_it_whatever_the_number_of_batches(clear_each_batch):
+    """A parameter lives for the whole run: a gradient hook put on it at every capture stays, and every backward
+    then ran one hook (and kept one gradient copy) per batch seen so far."""
+    torch.manual_seed(0)
+    module = LearnedPosition()
+    enable_debug_mode(capture_gradients=True)
+    try:
+        for _ in range(5):
+            if clear_each_batch:
+                clear_debug_states()
+            module.zero_grad()
+            module(torch.randn(2, 4, 8)).pow(2).sum().backward()
+        record = get_debug_states()["image_encoder"]["position_embeddings_final"]
+        torch.testing.assert_close(record["gradient"], module.pos_embed.grad)
+        assert len(module.pos_embed._backward_hooks or {}) <= 1
+        clear_debug_states()
+        assert not module.pos_embed._backward_hooks  # nothing of the session stays on the model
+    finally:
+        disable_debug_mode()
+        clear_debug_states()

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from debuggers.base_debugger import BaseDebugger
+from debuggers.outputs import PerDatapoint
 from debuggers.pages import encoding
 from debuggers.pages import file_format as page_format
 from debuggers.pages.encoding import MAX_HEADER_NODES, HeaderTooLargeError, RecordEncoder, header_nodes
@@ -169,3 +170,59 @@ def test_the_encoder_never_writes_a_header_the_reader_refuses(tmp_path, path):
     for loaded in (load_page(str(tmp_path / "page_0.pkl")), unpickled):
         assert sorted(loaded) == [0, 2]
         np.testing.assert_array_equal(loaded[2]["ok"], np.arange(5))
+
+
+def test_a_header_whose_last_string_never_ends_is_counted_in_one_pass(tmp_path):
+    """Over the plain bound, strings are left out of the count: a crafted header whose string ``"\\"\\"\\"...`` is
+    never closed made the string pattern rescan the rest of the header from each of its quotes (300,000 of them:
+    tens of minutes). It is refused as malformed at once, and the other datapoint still reads."""
+    quotes = '"' * 300_000
+    epoch = write_epoch(tmp_path, {0: {"text": "," * (MAX_HEADER_NODES + 1), "quotes": quotes},
+                                   1: {"x": np.arange(3)}})
+    page = tmp_path / "debugger" / "page_0.pkl"
+    data = page.read_bytes()
+    string = json.dumps(quotes).encode()  # "\"\"...\"" as the header holds it
+    at = data.index(string)
+    page.write_bytes(data[:at + len(string) - 1] + b" " + data[at + len(string):])  # its closing quote gone
+    outputs = load_debug_outputs(epoch)
+    with pytest.raises(CorruptPageError, match="datapoint 0 is malformed"):
+        outputs[0]
+    np.testing.assert_array_equal(outputs[1]["x"], np.arange(3))
+
+
+class SixtyThousand(BaseDebugger):
+    """Each datapoint's own Python list of 60,000 numbers: within one output's bound (``MAX_OUTPUT_NODES``)."""
+
+    batch_mode = "batched"
+
+    def __call__(self, datapoint, model):
+        return {"values": PerDatapoint([list(range(60_000))] * len(datapoint["meta_info"]["idx"]))}
+
+
+def test_outputs_within_their_bound_but_over_the_record_s_together_lose_the_biggest_not_the_epoch(model, tmp_path):
+    """Five such outputs make a record over the header's bound (``MAX_HEADER_NODES``): the encoder refused the
+    record, and capture stopped for the whole epoch, every debugger's outputs lost. Now one of them is that
+    datapoint's error record, saying why, and everything else is written."""
+    images = torch.randn(8, 3, 16, 16)
+    debuggers = [entry(f"list{i}", SixtyThousand) for i in range(5)] + [entry("mean", ImageMean)]
+    summary, outputs = run_epoch(model, images, tmp_path, 4, debuggers)
+    assert "error" not in summary and sorted(outputs) == list(range(8))
+    for idx in range(8):
+        records = [outputs[idx][f"list{i}"] for i in range(5)]
+        refused = [record for record in records if isinstance(record, dict) and record.get("kind") == "error"]
+        assert len(refused) == 1 and "together" in refused[0]["message"]
+        assert "return it as an array or tensor" in refused[0]["message"]
+        assert [r for r in records if r not in refused] == [{"values": list(range(60_000))}] * 4
+        assert outputs[idx]["mean"]["mean"] == pytest.approx(float(images[idx].mean()), rel=1e-5)
+
+
+def test_the_seed_s_add_to_buffer_refuses_the_biggest_output_of_a_record_over_the_bound(tmp_path):
+    debugger = SequentialDebugger([entry("mean", ImageMean)])
+    debugger.reset_buffer(str(tmp_path / "debugger"))
+    debugger.add_to_buffer(3, {"small": [1, 2], **{f"part{i}": list(range(60_000 + i)) for i in range(5)}})
+    debugger.save_all(str(tmp_path / "debugger"))
+    debugger.close()
+    outputs = load_debug_outputs(str(tmp_path))[3]
+    assert outputs["part4"]["kind"] == "error" and "together" in outputs["part4"]["message"]
+    assert [outputs[f"part{i}"] for i in range(4)] == [list(range(60_000 + i)) for i in range(4)]
+    assert outputs["small"] == [1, 2]
