@@ -93,6 +93,19 @@ def test_a_write_cut_at_any_byte_leaves_the_earlier_frames_and_the_next_writer_c
         assert [f.fields["step"] for f in read_frames(str(path)).frames] == [0, 0, 2], cut
 
 
+def test_a_kill_while_the_file_is_created_leaves_a_file_the_next_writer_starts_anew(tmp_path):
+    """A kill between creating the file and writing its magic (or mid-magic) leaves 0 to 7 bytes of it: a run
+    resumed after that starts the file anew, and a reader of it finds no frame yet, not a foreign file."""
+    path = tmp_path / "m.bin"
+    for cut in range(len(MAGIC)):
+        path.write_bytes(MAGIC[:cut])
+        read = read_frames(str(path))
+        assert read.frames == [] and read.problem is None, cut
+        writer = write(path, [(layout(), None)])
+        assert writer.kept == [], cut
+        assert [f.fields["kind"] for f in read_frames(str(path)).frames] == [KIND_LAYOUT], cut
+
+
 def test_a_flipped_byte_in_the_last_frame_is_caught_by_its_crc(tmp_path):
     path = tmp_path / "m.bin"
     write(path, [(layout(), None), step_row(0)])
