@@ -187,6 +187,20 @@ def test_fields_of_the_wrong_type_skip_their_frame_and_are_counted(tmp_path):
     assert any("7 frame(s)" in problem for problem in log.problems), log.problems
 
 
+def test_a_row_with_another_count_of_learning_rates_is_skipped_not_padded_into_every_row(tmp_path):
+    """Every row of a run holds one learning rate per parameter group of its one optimizer. A crafted row with
+    800 kB of them among thousands of small rows must not make every row that wide (rows x its width: gigabytes
+    from a few megabytes of file): it is skipped and counted."""
+    fields, arrays = step_row(0)
+    wide = encode_frame({**fields, "step": 1, "first_step": 1}, {**arrays, "lr": np.zeros(100_000)})
+    frames = [encode_frame(layout())[FRAME_HEAD.size:], encode_frame(fields, arrays)[FRAME_HEAD.size:],
+              wide[FRAME_HEAD.size:]]
+    frames += [encode_frame(*step_row(s))[FRAME_HEAD.size:] for s in range(2, 50)]
+    log = read_training_log(crafted(tmp_path / "m.bin", frames))
+    assert log.lr.shape == (49, 2) and 1 not in log.steps.tolist()
+    assert any("1 frame(s)" in problem for problem in log.problems), log.problems
+
+
 def test_the_reader_stops_at_its_byte_cap_and_says_so(tmp_path):
     path = tmp_path / "m.bin"
     write(path, [(layout(), None)] + [step_row(s) for s in range(20)])
