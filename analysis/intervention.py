@@ -18,10 +18,11 @@ not [-1, -1]). The control's shares are applied to the finding's composition (a 
 failures than the rest of the epoch, so its control has fewer failing datapoints than it); the effect is the
 finding's change minus that, drawn from the two independent posteriors. Verdicts (``judge``):
 
-- **confirmed**: the intervention lowers the finding's failure rate, and lowers it more than the control's
-  (both intervals below 0);
 - **correlational**: it leaves the finding's failures in place, or removes no more of them than of the
-  control's (the finding's change, or the effect, is above -``MIN_EFFECT`` at 95%);
+  control's (the finding's change, or the effect, is above -``MIN_EFFECT`` at 95%), checked first: a sure but
+  small effect leaves the finding's failures where they were;
+- **confirmed**: otherwise, the intervention lowers the finding's failure rate, and lowers it more than the
+  control's (both intervals below 0);
 - **inconclusive**: neither can be told at this size (the effect's interval spans both).
 """
 
@@ -261,14 +262,15 @@ def compare(finding: OutcomeCounts, control: OutcomeCounts, seed: int = 0) -> Co
 
 
 def judge(finding: Interval, effect: Interval) -> tuple[str, str]:
-    """The verdict from the finding's change and the effect (finding minus control), with its reason."""
-    if finding.high < 0 and effect.high < 0:
-        return CONFIRMED, "the intervention removes failures of the finding, more than of a matched random set"
+    """The verdict from the finding's change and the effect (finding minus control), with its reason. An effect
+    sure to be there but sure to be under ``MIN_EFFECT`` is correlational: the finding's failures stay."""
     if finding.low > -MIN_EFFECT:
         return CORRELATIONAL, (f"the intervention leaves the finding's failures in place (it removes less than "
                                f"{MIN_EFFECT:.0%} of the datapoints' failures, at {LEVEL:.0%})")
     if effect.low > -MIN_EFFECT:
         return CORRELATIONAL, "the intervention removes no more failures here than on a matched random set"
+    if finding.high < 0 and effect.high < 0:
+        return CONFIRMED, "the intervention removes failures of the finding, more than of a matched random set"
     return INCONCLUSIVE, (f"the interval of the effect beyond the matched random set spans both none and more than "
                           f"{MIN_EFFECT:.0%} of failures: more datapoints (a larger epoch) would tell")
 

@@ -71,6 +71,15 @@ def test_verdicts_at_the_clear_cases():
     assert compare(OutcomeCounts(0, 0, 3, 3), OutcomeCounts(0, 0, 1, 5)).verdict == INCONCLUSIVE  # 6 datapoints
 
 
+def test_a_small_sure_effect_on_a_large_finding_leaves_its_failures_in_place():
+    """2,000 datapoints, 1,000 failing; the patch fixes 60 of them and none of the control's: a sure effect, but
+    3 points of failure rate (94% of the failures stay), within the 10 points under which the verdict is
+    'leaves the finding's failures in place'. Both rules hold; the one that says how much is removed wins."""
+    comparison = compare(OutcomeCounts(1000, 0, 60, 940), OutcomeCounts(1000, 0, 0, 1000))
+    assert comparison.finding_interval.high < 0 and comparison.effect_interval.high < 0
+    assert comparison.verdict == CORRELATIONAL, comparison
+
+
 def test_extreme_counts_keep_an_honest_interval():
     """39 of 39 fixed: a plain bootstrap says [-1, -1]; the posterior of the share fixed leaves room for a few that
     stay, as the exact Clopper-Pearson interval of 39/39 does (the share fixed may be as low as 0.91)."""
