@@ -9,16 +9,20 @@ This module holds the pure parts: the plan, the control and reference draws, the
 rerun's outputs, and the statistics.
 
 Statistics: each datapoint of a set passed or failed in the epoch and passes or fails after the intervention:
-four counts (``OutcomeCounts``). The change in failure rate is P(pass→fail) − P(fail→pass). Its 95% interval
-comes from the Dirichlet posterior of the four cells under Jeffreys' prior (counts + 0.5; ``DRAWS`` draws with
-a fixed seed), which stays honest at the extremes where a plain bootstrap collapses (39 of 39 fixed gives
-[-1, -0.93], not [-1, -1]). The effect is the finding's change minus the control's, drawn from the two
-independent posteriors. Verdicts (``judge``):
+four counts (``OutcomeCounts``). The change in failure rate is P(pass→fail) − P(fail→pass): the set's passing
+share times the share of its passing datapoints broken, less its failing share times the share of its failing
+ones fixed. The two shares are uncertain, the set's composition is not: their Beta posteriors under a uniform
+prior (``DRAWS`` draws with a fixed seed) give the change's 95% interval, which stays honest at the extremes
+where a plain bootstrap collapses (39 of 39 fixed gives [-1, -0.91], as the exact Clopper-Pearson interval does,
+not [-1, -1]). The control's shares are applied to the finding's composition (a finding usually holds more
+failures than the rest of the epoch, so its control has fewer failing datapoints than it); the effect is the
+finding's change minus that, drawn from the two independent posteriors. Verdicts (``judge``):
 
-- **confirmed**: the intervention lowers the finding's failure rate, and lowers it more than the control's
-  (both intervals below 0);
 - **correlational**: it leaves the finding's failures in place, or removes no more of them than of the
-  control's (the finding's change, or the effect, is above -``MIN_EFFECT`` at 95%);
+  control's (the finding's change, or the effect, is above -``MIN_EFFECT`` at 95%), checked first: a sure but
+  small effect leaves the finding's failures where they were;
+- **confirmed**: otherwise, the intervention lowers the finding's failure rate, and lowers it more than the
+  control's (both intervals below 0);
 - **inconclusive**: neither can be told at this size (the effect's interval spans both).
 """
 
@@ -198,11 +202,20 @@ class OutcomeCounts:
         """The change in failure rate (after minus before)."""
         return (self.broken - self.fixed) / self.size if self.size else math.nan
 
-    def change_draws(self, rng: np.random.Generator, draws: int = DRAWS) -> np.ndarray:
-        """Draws of the change from the Dirichlet posterior of the four cells (Jeffreys' prior)."""
-        cells = np.array([self.stayed_passing, self.broken, self.fixed, self.stayed_failing], dtype=np.float64)
-        p = rng.dirichlet(cells + 0.5, size=draws)
-        return p[:, 1] - p[:, 2]
+    @property
+    def passing_before(self) -> int:
+        return self.stayed_passing + self.broken
+
+    def change_draws(self, rng: np.random.Generator, composition: Optional[OutcomeCounts] = None,
+                     draws: int = DRAWS) -> np.ndarray:
+        """Draws of the change in failure rate of a set of ``composition``'s failing and passing counts (this
+        set's own by default) under this set's shares fixed (of its failing) and broken (of its passing), each
+        from its Beta posterior under a uniform prior. The composition is known, not drawn: only the shares are
+        uncertain."""
+        of = composition or self
+        fixed = rng.beta(self.fixed + 1, self.stayed_failing + 1, size=draws)
+        broken = rng.beta(self.broken + 1, self.stayed_passing + 1, size=draws)
+        return (of.passing_before * broken - of.failures_before * fixed) / of.size
 
 
 @dataclass
@@ -221,6 +234,7 @@ class Comparison:
     finding: OutcomeCounts
     control: OutcomeCounts
     finding_interval: Interval
+    control_change: float  # the control's shares fixed and broken, applied to the finding's composition
     control_interval: Interval
     effect: float
     effect_interval: Interval
@@ -229,26 +243,34 @@ class Comparison:
 
 
 def compare(finding: OutcomeCounts, control: OutcomeCounts, seed: int = 0) -> Comparison:
-    """The intervention's effect on the finding against the matched control, with 95% intervals and the verdict."""
+    """The intervention's effect on the finding against the matched control, with 95% intervals and the verdict.
+
+    The control is compared at the finding's composition: its shares fixed and broken applied to the finding's
+    failing and passing counts. A control with fewer failing datapoints than the finding (all there are outside
+    it) would otherwise gain less from a patch that fixes any failure, and that alone would read as an effect;
+    with few failing datapoints in the control, its share fixed is uncertain and the effect's interval says so.
+    """
     if not finding.size or not control.size:
         raise AnalysisError("a finding and its control need at least one datapoint each to be compared")
     rng = np.random.default_rng(seed)
-    found, matched = finding.change_draws(rng), control.change_draws(rng)
+    found, matched = finding.change_draws(rng), control.change_draws(rng, composition=finding)
     intervals = [_interval(draws) for draws in (found, matched, found - matched)]
     verdict, reason = judge(intervals[0], intervals[2])
-    return Comparison(finding, control, intervals[0], intervals[1], finding.change - control.change, intervals[2],
-                      verdict, reason)
+    control_change = float(np.median(matched))
+    return Comparison(finding, control, intervals[0], control_change, intervals[1], finding.change - control_change,
+                      intervals[2], verdict, reason)
 
 
 def judge(finding: Interval, effect: Interval) -> tuple[str, str]:
-    """The verdict from the finding's change and the effect (finding minus control), with its reason."""
-    if finding.high < 0 and effect.high < 0:
-        return CONFIRMED, "the intervention removes failures of the finding, more than of a matched random set"
+    """The verdict from the finding's change and the effect (finding minus control), with its reason. An effect
+    sure to be there but sure to be under ``MIN_EFFECT`` is correlational: the finding's failures stay."""
     if finding.low > -MIN_EFFECT:
         return CORRELATIONAL, (f"the intervention leaves the finding's failures in place (it removes less than "
                                f"{MIN_EFFECT:.0%} of the datapoints' failures, at {LEVEL:.0%})")
     if effect.low > -MIN_EFFECT:
         return CORRELATIONAL, "the intervention removes no more failures here than on a matched random set"
+    if finding.high < 0 and effect.high < 0:
+        return CONFIRMED, "the intervention removes failures of the finding, more than of a matched random set"
     return INCONCLUSIVE, (f"the interval of the effect beyond the matched random set spans both none and more than "
                           f"{MIN_EFFECT:.0%} of failures: more datapoints (a larger epoch) would tell")
 

@@ -28,7 +28,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -58,8 +58,8 @@ class TimedMonitor(TrainingMonitor):
         finally:
             self.spent[name] += time.process_time() - start
 
-    def check_step(self, datapoint: dict, loss: torch.Tensor) -> bool:
-        return self._timed("check_step", lambda: super(TimedMonitor, self).check_step(datapoint, loss))
+    def check_step(self, datapoint: dict, loss: torch.Tensor, scaler: Optional[torch.amp.GradScaler] = None) -> bool:
+        return self._timed("check_step", lambda: super(TimedMonitor, self).check_step(datapoint, loss, scaler))
 
     def after_step(self) -> None:
         self._timed("after_step", super().after_step)

@@ -23,7 +23,8 @@ MAX_MB_PER_DATAPOINT = 256.0
 class FrameCaptureDebugger(CaptureDebugger):
     """A ``CaptureDebugger`` that files each state under the frame it was offered in, and keeps only frames
     0, N, 2N, ... (``every_n_frames``), at most ``max_frames`` of them and at most ``max_mb_per_datapoint`` of
-    states per datapoint: a frame that would start past the limit is dropped, with every later one.
+    states per datapoint: a frame whose states do not all fit under the limit is dropped whole, with every
+    later one.
 
     The model announces each frame at a capture point, ``capture_debug_state(*frame_state, t)`` (the
     ``PromptableVideoSegmenter`` offers ``('video', 'frame_index')``); the states offered after it are kept as
@@ -61,6 +62,8 @@ class FrameCaptureDebugger(CaptureDebugger):
         self._kept: list[int] = []
         self._dropped: list[int] = []
         self._bytes = 0.0  # per datapoint, of the states kept
+        self._frame_bytes = 0.0  # ... of them, of the frame in hand
+        self._full = False  # a frame did not fit: it and every later one are dropped
 
     def _on_capture(self, component: str, state: str, data: Any, metadata: Optional[dict]) -> None:
         if (component, state) == self.frame_state:
@@ -73,12 +76,29 @@ class FrameCaptureDebugger(CaptureDebugger):
         if frame % self.every_n_frames or frame in self._dropped or not self.wants(component, state):
             return
         if frame not in self._kept:
-            if len(self._kept) >= self.max_frames or self._bytes >= self.max_bytes:
+            if len(self._kept) >= self.max_frames or self._full:
                 self._dropped.append(frame)
                 return
             self._kept.append(frame)
-        self._bytes += _bytes_per_datapoint(data, (metadata or {}).get("batch_dim", 0))
+            self._frame_bytes = 0.0
+        size = _bytes_per_datapoint(data, (metadata or {}).get("batch_dim", 0))
+        if self._bytes + size > self.max_bytes:
+            self._drop_frame(frame)
+            return
+        self._bytes += size
+        self._frame_bytes += size
         super()._on_capture(f"{component}{FRAME_SUFFIX.format(frame)}", state, data, metadata)
+
+    def _drop_frame(self, frame: int) -> None:
+        """The frame in hand does not fit under the limit: forget the states it already gave, and take no more
+        frames."""
+        suffix = FRAME_SUFFIX.format(frame)
+        self._captured = {component: states for component, states in self._captured.items()
+                          if not component.endswith(suffix)}
+        self._bytes -= self._frame_bytes
+        self._kept.remove(frame)
+        self._dropped.append(frame)
+        self._full = True
 
     def wants(self, component: str, state: str) -> bool:
         """Whether ``component.state`` passes the filters, a frame's component (``x_frame_4``) judged as ``x``."""

@@ -29,9 +29,10 @@ class MaskDebugger(BaseDebugger):
 
     Output ``{'kind': 'mask', 'label_mask', 'predicted_mask': (B, S, H, W) uint8, 'probability': (B, S, H, W)
     float16, 'iou', 'dice': (B,), 'mask_iou': (B, S), 'num_classes', 'point': (B, N, 2), 'predicted_iou': (B,),
-    'mask_predicted_iou': (B, S)}``: S masks per datapoint (a clip's frames; one for an image), values 0/1, or
-    class indices with 255 where the label is ignored; ``probability`` is the predicted pixels' probability
-    (sigmoid, or the winning class's softmax). A datapoint whose inputs ``collate_prompted_masks`` found broken
+    'mask_predicted_iou': (B, S), 'mask_step'}``: S masks per datapoint (a clip's frames; one for an image), values
+    0/1, or class indices with 255 where the label is ignored; ``probability`` is the predicted pixels' probability
+    (sigmoid, or the winning class's softmax); ``mask_step`` the stride the maps were kept at (1: every pixel;
+    the points stay in the image's pixels). A datapoint whose inputs ``collate_prompted_masks`` found broken
     (``meta_info['input_error']``) gets an error record saying what is wrong, in place of its masks.
     """
 
@@ -46,14 +47,15 @@ class MaskDebugger(BaseDebugger):
         target = label(datapoint["labels"], self.label_key, self, "debugger")
         predicted, labelled, counted = predicted_and_target(logits, target, self.ignore_index)
         overlaps = mask_overlaps(predicted, labelled, counted)
+        step = self._step(predicted.shape[-2:])
         output: dict[str, Any] = {
             "kind": KIND_MASK,
-            "label_mask": self._strided(_class_map(labelled, counted)),
-            "predicted_mask": self._strided(_class_map(predicted, None)),
-            "probability": self._strided(_probability(logits.detach().float(), predicted.shape[-2:],
-                                                      predicted.shape[2] > 1)).half(),
+            "label_mask": _strided(_class_map(labelled, counted), step),
+            "predicted_mask": _strided(_class_map(predicted, None), step),
+            "probability": _strided(_probability(logits.detach().float(), predicted.shape[-2:],
+                                                 predicted.shape[2] > 1), step).half(),
             "iou": overlaps["iou"].nanmean(dim=1), "dice": overlaps["dice"].nanmean(dim=1),
-            "mask_iou": overlaps["iou"], "num_classes": int(predicted.shape[2]),
+            "mask_iou": overlaps["iou"], "num_classes": int(predicted.shape[2]), "mask_step": step,
         }
         point = datapoint["inputs"].get(self.point_key) if self.point_key else None
         if isinstance(point, torch.Tensor):
@@ -64,9 +66,13 @@ class MaskDebugger(BaseDebugger):
             output["predicted_iou"] = output["mask_predicted_iou"].mean(dim=1)
         return _with_input_errors(output, datapoint["meta_info"].get(INPUT_ERROR_KEY))
 
-    def _strided(self, maps: torch.Tensor) -> torch.Tensor:
-        step = max(1, math.ceil(max(maps.shape[-2:]) / self.max_side))
-        return maps[..., ::step, ::step].contiguous() if step > 1 else maps
+    def _step(self, size: torch.Size) -> int:
+        """The stride that keeps a map of ``size`` within ``max_side`` pixels a side."""
+        return max(1, math.ceil(max(size) / self.max_side))
+
+
+def _strided(maps: torch.Tensor, step: int) -> torch.Tensor:
+    return maps[..., ::step, ::step].contiguous() if step > 1 else maps
 
 
 def _class_map(masks: torch.Tensor, counted: Optional[torch.Tensor]) -> torch.Tensor:

@@ -137,6 +137,7 @@ class TrainingMonitor:
         self._reported: set[tuple[str, int]] = set()  # (layer, grad state) already in the log
         self._overflow_logged = False
         self.nonfinite_steps = 0  # in this epoch
+        self.scaler_skipped_steps = 0  # in this epoch: a gradient scaler's overflow steps
         self.first_nonfinite: Optional[NonFiniteStep] = None
         self._buffers: list[torch.Tensor] = []  # before this step's forward pass, to undo a skipped step
         self._hooks = [model.register_forward_pre_hook(self._save_buffers)] if settings.on_nonfinite == "skip_step" \
@@ -198,12 +199,18 @@ class TrainingMonitor:
 
     # ------------------------------------------------------------------ the loop
     def begin_epoch(self, epoch: int) -> None:
-        self.epoch, self.batch_in_epoch, self.nonfinite_steps = epoch, 0, 0
+        self.epoch, self.batch_in_epoch, self.nonfinite_steps, self.scaler_skipped_steps = epoch, 0, 0, 0
 
-    def check_step(self, datapoint: dict[str, Any], loss: torch.Tensor) -> bool:
+    def check_step(self, datapoint: dict[str, Any], loss: torch.Tensor,
+                   scaler: Optional[torch.amp.GradScaler] = None) -> bool:
         """Between ``loss.backward()`` and ``optimizer.step()``: check this step, start its row when it is
         monitored; return whether the optimizer should step (False to skip a non-finite step's update).
-        Raises ``NonFiniteTrainingError`` when it must stop the run."""
+        Raises ``NonFiniteTrainingError`` when it must stop the run.
+
+        With mixed precision, ``scaler`` is the ``GradScaler`` whose ``unscale_(optimizer)`` was called first (the
+        gradients are then the true ones): a finite loss with NaN/Inf gradients is the scaler's overflow, which
+        ``scaler.step`` skips and ``scaler.update`` answers by halving the scale, by design; it is counted, not
+        reported, unless the scale is already below 1 (the gradients overflow unscaled)."""
         present = [p.grad is not None for p in self.layers.params]
         grads = [p.grad for p, has in zip(self.layers.params, present) if has]
         norms = tensor_norms(grads)
@@ -214,6 +221,11 @@ class TrainingMonitor:
             checked = distributed.mean_across_ranks(checked)
         loss_value, grad_total = checked.tolist()  # the one fetch from the device of a step
         nonfinite = not math.isfinite(loss_value) or (not math.isfinite(grad_total) and self._gradient_nonfinite())
+        if nonfinite and math.isfinite(loss_value) and _scaler_overflow(scaler):
+            self.scaler_skipped_steps += 1
+            if self._file is not None:
+                self._losses.append(loss_value)  # the step has no row: its gradients are the scaler's overflow
+            return True  # scaler.step skips it
         if self._file is not None:
             self._losses.append(loss_value)
             if nonfinite or self.step % self.settings.every_n_steps == 0:
@@ -235,6 +247,9 @@ class TrainingMonitor:
         if self.nonfinite_steps:
             self._log.warning(f"Training monitor: {self.nonfinite_steps} step(s) of epoch {self.epoch} had a "
                               "NaN/Inf loss or gradient")
+        if self.scaler_skipped_steps:
+            self._log.info(f"Training monitor: the gradient scaler skipped {self.scaler_skipped_steps} overflowing "
+                           f"step(s) of epoch {self.epoch} (by design: it then lowers its scale)")
         if self._file is None:
             return
         bins = self.settings.histogram_bins
@@ -381,6 +396,12 @@ class TrainingMonitor:
         self._log.warning(f"Training monitor: {message}. {ending} (on_nonfinite = {action!r}); later non-finite "
                           "steps are counted per epoch")
         return action == "warn"
+
+
+def _scaler_overflow(scaler: Optional[torch.amp.GradScaler]) -> bool:
+    """Whether non-finite gradients are what an enabled gradient scaler makes on purpose (an overflow at a scale
+    of 1 or more, which it skips and halves), not a NaN/Inf of the training itself."""
+    return scaler is not None and scaler.is_enabled() and scaler.get_scale() >= 1.0
 
 
 def _stacked(norms: list[torch.Tensor], device: torch.device) -> torch.Tensor:

@@ -3,15 +3,17 @@
 Two kinds of model are read:
 
 - **masks** (a promptable segmenter, a binary one): logits ``(B, ..., h, w)`` against label masks of the same
-  shape in {0, 1}, one mask per leading position (a clip's frames, say); a pixel is predicted when its logit is
+  shape in {0, 1} (or without the logits' one channel: ``(B, H, W)`` for ``(B, 1, h, w)``), one mask per leading
+  position (a clip's frames, say); a pixel is predicted when its logit is
   above 0. A datapoint's score is the mean over its masks.
 - **classes** (FCN, U-Net, SegFormer): logits ``(B, K, h, w)`` against a ``(B, H, W)`` (or ``(B, 1, H, W)``) map
   of class indices; a pixel's prediction is its argmax. A datapoint's score is the mean over the classes present
   in its label or its prediction (per-image mIoU); pixels labelled ``ignore_index`` count for nothing.
 
 Logits at a coarser resolution than the label are upsampled bilinearly to it first (SegFormer predicts at 1/4).
-A datapoint whose inputs were found broken (``labels['valid']`` False, see ``data.datasets.prompted_masks``) or
-whose label mask is empty scores NaN: it has no score, and the failure analysis counts it as failing.
+A datapoint whose inputs were found broken (``labels['valid']`` False, see ``data.datasets.prompted_masks``), or
+whose label and prediction are both empty, scores NaN: it has no score, and the failure analysis counts it as
+failing (an empty label with a predicted mask scores 0).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def predicted_and_target(logits: torch.Tensor, target: torch.Tensor,
     """The predicted and labelled masks as ``(B, S, C, H, W)`` booleans (S: masks per datapoint, C: classes) at the
     label's resolution, and where pixels count, ``(B, S, 1, H, W)``."""
     logits = logits.detach().float()
-    if target.ndim == logits.ndim - 1 or (target.ndim == logits.ndim and target.shape[1] == 1 < logits.shape[1]):
+    if logits.ndim == 4 and logits.shape[1] > 1 and (target.ndim == 3 or (target.ndim == 4 and target.shape[1] == 1)):
         classes = logits.shape[1]  # a class map: one-hot both sides
         target = target.reshape(target.shape[0], *target.shape[-2:]).long()
         logits = _resized(logits, target.shape[-2:])
@@ -41,6 +43,8 @@ def predicted_and_target(logits: torch.Tensor, target: torch.Tensor,
         predicted = F.one_hot(logits.argmax(dim=1), classes).permute(0, 3, 1, 2).bool()
         labelled = F.one_hot(target.clamp(0, classes - 1), classes).permute(0, 3, 1, 2).bool() & counted[:, None]
         return predicted[:, None], labelled[:, None], counted[:, None, None]
+    if target.ndim == logits.ndim - 1 and logits.shape[-3] == 1:  # (B, 1, h, w) logits, a (B, H, W) mask
+        target = target.unsqueeze(-3)
     if target.shape[:-2] != logits.shape[:-2]:
         raise ValueError(f"mask logits of shape {tuple(logits.shape)} and a label of shape {tuple(target.shape)}: "
                          "give one label mask per predicted mask (same leading dimensions), or a (B, H, W) class "

@@ -110,7 +110,7 @@ def _before_after(result: Verification) -> str:
 def _changes(comparison: Comparison) -> list[str]:
     """The finding's and the control's change in failure rate, each with its interval."""
     return [f"{comparison.finding.change:+.2f} {comparison.finding_interval}",
-            f"{comparison.control.change:+.2f} {comparison.control_interval}"]
+            f"{comparison.control_change:+.2f} {comparison.control_interval}"]
 
 
 def _table(title: str, header: list[str], rows: list[list[Any]]) -> list[str]:

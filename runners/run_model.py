@@ -2,10 +2,10 @@
 
 A run folder is data: reading it never runs code. Rebuilding the model imports the config file that the run's
 ``run_info.json`` names, which runs that file and the model's code. So it happens only when the user passes
-the trust flag (``--trust-configs``, the viewer's), never for a config file inside the run folder, and only when
-the file still describes the run: its model, metric, dataset and dataloader entries must be those
-``run_info.json`` recorded (an edited config would rebuild another model than the one whose failures were
-found). The checkpoint is the analysed epoch's own (``epoch_N/checkpoint.pt``; an evaluator's
+the trust flag (``--trust-configs``, the viewer's), never for a config file inside a run folder (this run's or
+another's: any folder holding a run_info.json), and only when the file still describes the run: its model,
+metric, dataset and dataloader entries must be those ``run_info.json`` recorded (an edited config would rebuild
+another model than the one whose failures were found). The checkpoint is the analysed epoch's own (``epoch_N/checkpoint.pt``; an evaluator's
 ``config['checkpoint']``).
 """
 
@@ -114,10 +114,24 @@ def _trusted_config_path(run_dir: str, info: dict[str, Any], trust_configs: bool
     if not os.path.isfile(path):
         raise ConfigError(f"config file {path} of {run_dir} no longer exists: restore it to rebuild the run's model")
     real, run = os.path.realpath(path), os.path.realpath(run_dir)
-    if os.path.commonpath([real, run]) == run:
-        raise ConfigError(f"config file {path} lies inside the run folder {run_dir}: a run folder is data, and "
+    folder = run if os.path.commonpath([real, run]) == run else _enclosing_run(real)
+    if folder is not None:
+        raise ConfigError(f"config file {path} lies inside the run folder {folder}: a run folder is data, and "
                           "Lantern imports no file found in one. Move the config into the project (e.g. configs/)")
     return path
+
+
+def _enclosing_run(path: str) -> Optional[str]:
+    """The nearest folder above ``path`` that is a Lantern run (it holds a run_info.json), if any: another run's
+    folder is data as much as this one's."""
+    folder = os.path.dirname(path)
+    while True:
+        if os.path.isfile(os.path.join(folder, RUN_INFO_FILE)):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
 def _load(path: str) -> dict[str, Any]:

@@ -101,7 +101,7 @@ class Verification:
                 "control_idx": self.control_idx, "reference_idx": self.reference_idx,
                 "finding_counts": vars(c.finding), "control_counts": vars(c.control),
                 "change": c.finding.change, "change_interval": [c.finding_interval.low, c.finding_interval.high],
-                "control_change": c.control.change,
+                "control_change": c.control_change,
                 "control_change_interval": [c.control_interval.low, c.control_interval.high],
                 "effect": c.effect, "effect_interval": [c.effect_interval.low, c.effect_interval.high]}
 

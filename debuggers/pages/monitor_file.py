@@ -10,7 +10,8 @@ r"""The training monitor's file: an append-only log of frames that a kill leaves
 
 Each frame goes to the disk in one ``write`` on a descriptor opened with ``O_APPEND``. A process killed
 mid-write leaves at most a torn last frame, whose length or CRC does not check out: a reader stops before
-it, and the writer of the resumed run cuts it off before appending. fsync policy: the file is fsynced at
+it, and the writer of the resumed run cuts it off before appending (a file killed within its magic holds no
+frame yet: it is read as empty and written anew). fsync policy: the file is fsynced at
 each epoch's end, after a non-finite step's record and on close (a SIGKILL loses nothing written, as the
 page cache keeps it; a power loss loses at most the frames since the last fsync).
 
@@ -167,8 +168,8 @@ def read_frames(path: str, start: int = len(MAGIC), max_bytes: int = MAX_READ_BY
     (a link, a FIFO, another magic); ``FileNotFoundError`` when absent."""
     fd = open_regular(path, "training monitor file")
     try:
-        if os.pread(fd, len(MAGIC), 0) != MAGIC:
-            raise MonitorFileError(f"{path} does not start as a Lantern training monitor file; remove it")
+        if not _started(fd, f"{path} does not start as a Lantern training monitor file; remove it"):
+            return FrameRead()
         size = os.fstat(fd).st_size
         stop = min(size, start + max_bytes)
         read = FrameRead(end=start)
@@ -184,6 +185,17 @@ def read_frames(path: str, start: int = len(MAGIC), max_bytes: int = MAX_READ_BY
         return read
     finally:
         os.close(fd)
+
+
+def _started(fd: int, foreign: str) -> bool:
+    """Whether the file holds the whole magic; False for a file cut within it (a kill while it was created: 0
+    to 7 bytes of it), which holds no frame yet; ``MonitorFileError(foreign)`` for any other start."""
+    head = os.pread(fd, len(MAGIC), 0)
+    if head == MAGIC:
+        return True
+    if MAGIC.startswith(head):
+        return False
+    raise MonitorFileError(foreign)
 
 
 class MonitorFileWriter:
@@ -203,11 +215,11 @@ class MonitorFileWriter:
         """The frames to keep; the file is truncated after them (to the magic alone when none is kept)."""
         fd = open_regular(self.path, "training monitor file")
         try:
-            if os.pread(fd, len(MAGIC), 0) != MAGIC:
-                raise MonitorFileError(f"{self.path} is not a Lantern training monitor file; move it out of the work "
-                                       "dir (the monitor writes its own there)")
-            kept, end = [], len(MAGIC)
-            for item in iter_frames(fd, end, os.fstat(fd).st_size):
+            kept: list[Frame] = []
+            started = _started(fd, f"{self.path} is not a Lantern training monitor file; move it out of the work "
+                                   "dir (the monitor writes its own there)")
+            end = len(MAGIC) if started else 0  # a file cut within its magic is started anew
+            for item in iter_frames(fd, end, os.fstat(fd).st_size) if started else ():
                 if isinstance(item, Stopped) or not keep(item):
                     break
                 kept.append(item)

@@ -4,9 +4,9 @@ Frames (``monitor_file``), by their field ``kind``:
 
 - ``layout``: the layers (modules with parameters of their own, in ``named_modules`` order), their types and
   parameter counts, and the settings; written when the file is created, and again if the layers change.
-- ``step``: a monitored step: its ``loss`` and arrays ``lr`` (G,) per parameter group, ``grad_norm``,
-  ``weight_norm``, ``update_ratio`` (L,) and ``grad_state`` (L,) (``GRAD_STATES``); ``losses`` holds the
-  loss of every step from ``first_step`` to this one.
+- ``step``: a monitored step: its ``loss`` and arrays ``lr`` (G,) per parameter group (as many in every row),
+  ``grad_norm``, ``weight_norm``, ``update_ratio`` (L,) and ``grad_state`` (L,) (``GRAD_STATES``); ``losses``
+  holds the loss of every step from ``first_step`` to this one.
 - ``epoch``: an epoch's end: ``step`` the steps done so far, ``losses`` from ``first_step``, ``nonfinite_steps``,
   and per layer the weight and gradient histograms (``weight_counts`` (L, bins) over ``weight_range`` (L, 2),
   ``weight_nonfinite`` (L,), the same for ``grad_``; the gradients of the epoch's last step).
@@ -163,7 +163,8 @@ def _parse_step(frame: Frame, log: TrainingLog, rows: list, loss_parts: list) ->
     if not (_ints(fields, "epoch", "step", "first_step") and all(arrays.get(n, np.zeros((0, 0))).shape == (layers,)
                                                                 for n in names)
             and _vector(arrays.get("lr")) and _vector(arrays.get("losses"))
-            and fields["step"] - fields["first_step"] + 1 == len(arrays["losses"])):
+            and fields["step"] - fields["first_step"] + 1 == len(arrays["losses"])
+            and (not rows or len(arrays["lr"]) == len(rows[0][2]))):  # one optimizer: as many groups in each row
         return False
     rows.append((fields["step"], fields["epoch"], arrays["lr"], *(arrays[n] for n in names)))
     loss_parts.append((fields["first_step"], arrays["losses"]))
@@ -216,11 +217,9 @@ def _fill_rows(log: TrainingLog, rows: list[tuple]) -> None:
         log.grad_norm, log.weight_norm, log.update_ratio = (np.zeros((0, layers), np.float32) for _ in range(3))
         log.grad_state = np.zeros((0, layers), np.uint8)
         return
-    groups = max(len(row[2]) for row in rows)
     log.steps = np.array([row[0] for row in rows], np.int64)
     log.epochs = np.array([row[1] for row in rows], np.int64)
-    log.lr = np.array([np.pad(row[2].astype(np.float64), (0, groups - len(row[2])), constant_values=np.nan)
-                       for row in rows])
+    log.lr = np.stack([row[2].astype(np.float64) for row in rows])
     log.grad_norm, log.weight_norm, log.update_ratio, log.grad_state = (np.stack([row[i] for row in rows])
                                                                         for i in range(3, 7))
 

@@ -227,15 +227,24 @@ class BaseTrainer(BaseRunner):
         self._optimizer_step(dp, loss)
         return float(distributed.mean_across_ranks(loss.detach()))
 
-    def _optimizer_step(self, dp: dict[str, Any], loss: torch.Tensor) -> None:
+    def _optimizer_step(self, dp: dict[str, Any], loss: torch.Tensor,
+                        scaler: torch.amp.GradScaler | None = None) -> None:
         """``optimizer.step()``, checked by the training monitor when there is one (it may skip a non-finite
-        step's update, or stop the run)."""
-        if self.training_monitor is None:
-            self.optimizer.step()
-            return
-        if self.training_monitor.check_step(dp, loss):
-            self.optimizer.step()
-        self.training_monitor.after_step()
+        step's update, or stop the run). A subclass training in mixed precision passes its ``GradScaler`` (after
+        ``scaler.scale(loss).backward()``): the gradients are unscaled before the monitor reads them, the step
+        is the scaler's, and its overflow steps are no NaN for the monitor."""
+        if scaler is not None:
+            scaler.unscale_(self.optimizer)
+        monitor = self.training_monitor
+        if monitor is None or monitor.check_step(dp, loss, scaler):
+            if scaler is not None:
+                scaler.step(self.optimizer)  # skips a step whose gradients overflowed
+            else:
+                self.optimizer.step()
+        if scaler is not None:
+            scaler.update()
+        if monitor is not None:
+            monitor.after_step()
 
     def _val_epoch_(self) -> None:
         self.stage = f"epoch {self.cum_epochs} validation"

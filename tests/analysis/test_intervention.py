@@ -71,13 +71,23 @@ def test_verdicts_at_the_clear_cases():
     assert compare(OutcomeCounts(0, 0, 3, 3), OutcomeCounts(0, 0, 1, 5)).verdict == INCONCLUSIVE  # 6 datapoints
 
 
+def test_a_small_sure_effect_on_a_large_finding_leaves_its_failures_in_place():
+    """2,000 datapoints, 1,000 failing; the patch fixes 60 of them and none of the control's: a sure effect, but
+    3 points of failure rate (94% of the failures stay), within the 10 points under which the verdict is
+    'leaves the finding's failures in place'. Both rules hold; the one that says how much is removed wins."""
+    comparison = compare(OutcomeCounts(1000, 0, 60, 940), OutcomeCounts(1000, 0, 0, 1000))
+    assert comparison.finding_interval.high < 0 and comparison.effect_interval.high < 0
+    assert comparison.verdict == CORRELATIONAL, comparison
+
+
 def test_extreme_counts_keep_an_honest_interval():
-    """39 of 39 fixed: a plain bootstrap says [-1, -1]; the Dirichlet posterior leaves room for a few that stay (as
-    the exact Clopper-Pearson interval of 39/39 does: the share fixed may be as low as 0.91)."""
+    """39 of 39 fixed: a plain bootstrap says [-1, -1]; the posterior of the share fixed leaves room for a few that
+    stay, as the exact Clopper-Pearson interval of 39/39 does (the share fixed may be as low as 0.91)."""
     comparison = compare(OutcomeCounts(0, 0, 39, 0), OutcomeCounts(0, 0, 0, 39))
     assert comparison.finding.change == -1.0
     clopper_pearson_low = beta.ppf(0.025, 39, 1)
-    assert comparison.finding_interval.low < -clopper_pearson_low < comparison.finding_interval.high < -0.8
+    assert comparison.finding_interval.low < comparison.finding_interval.high < -0.8
+    assert comparison.finding_interval.high == pytest.approx(-clopper_pearson_low, abs=0.01)
 
 
 def test_the_effect_interval_covers_no_effect_about_95_percent_of_the_time():
@@ -91,6 +101,27 @@ def test_the_effect_interval_covers_no_effect_about_95_percent_of_the_time():
         interval = compare(finding, control, seed=seed).effect_interval
         covered += interval.low <= 0 <= interval.high
     assert 0.92 <= covered / runs <= 0.99, covered / runs
+
+
+def test_a_patch_that_fixes_any_failure_is_not_confirmed_when_few_failures_lie_outside_the_finding():
+    """The usual finding holds most of the epoch's failures, so the matched control gets fewer failing datapoints
+    than the finding (all there are outside). A patch that fixes half of any failures, wherever they are, then
+    lowers the finding's failure rate more than the control's only because the finding holds more failures: that
+    is no evidence about the finding, and must not read as confirmed (simulated: 80 failing and 20 passing in
+    the finding, 3 failing and 20 passing in the control)."""
+    rng = np.random.default_rng(11)
+    verdicts = []
+    for seed in range(200):
+        fixed_finding, fixed_control = rng.binomial(80, 0.5), rng.binomial(3, 0.5)
+        finding = OutcomeCounts(20, 0, fixed_finding, 80 - fixed_finding)
+        control = OutcomeCounts(20, 0, fixed_control, 3 - fixed_control)
+        verdicts.append(compare(finding, control, seed=seed).verdict)
+    assert verdicts.count(CONFIRMED) <= 10, verdicts.count(CONFIRMED)
+
+
+def test_a_patch_that_fixes_the_findings_failures_alone_is_confirmed_with_few_failures_outside():
+    confirmed = compare(OutcomeCounts(20, 0, 70, 10), OutcomeCounts(20, 0, 0, 12))
+    assert confirmed.verdict == CONFIRMED, confirmed
 
 
 @pytest.fixture

@@ -53,6 +53,17 @@ def test_the_frame_and_memory_limits_drop_later_frames_the_same_at_any_batch_siz
     assert kept[1] == kept[4] == {"every_n_frames": 2, "kept": [0, 2, 4], "dropped": [6]}
 
 
+def test_the_memory_limit_is_never_exceeded_a_frame_that_does_not_fit_is_dropped_whole(tmp_path):
+    """Room for two and a half frames: the third frame does not fit, so it is dropped (with its state already
+    taken) and every later one; a frame larger than the whole limit leaves no frame at all."""
+    limit_mb = 2.5 * 256 / 2**20
+    output = captured(tmp_path / "a", 2, every_n_frames=2, max_frames=8, max_mb_per_datapoint=limit_mb)[1]["frames"]
+    assert output["frames"] == {"every_n_frames": 2, "kept": [0, 2], "dropped": [4, 6]}
+    assert sorted(output["states"]) == ["setup", "step_frame_0", "step_frame_2"]
+    none = captured(tmp_path / "b", 2, every_n_frames=1, max_frames=8, max_mb_per_datapoint=100 / 2**20)[0]
+    assert none["frames"]["frames"]["kept"] == [] and sorted(none["frames"]["states"]) == ["setup"]
+
+
 @pytest.mark.parametrize("args, words", [
     ({"max_frames": MAX_FRAMES + 1}, f"to {MAX_FRAMES}"), ({"every_n_frames": 0}, "every_n_frames"),
     ({"max_mb_per_datapoint": 10_000}, "up to 256"), ({"frame_state": "video"}, "frame_state"),

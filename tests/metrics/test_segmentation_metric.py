@@ -132,3 +132,15 @@ def test_sound_datapoints_pass_unchanged():
     batch = collate_prompted_masks([dataset[i] for i in range(4)])
     assert batch["labels"]["valid"].all() and batch["meta_info"]["input_error"] == [""] * 4
     assert torch.equal(batch["labels"]["mask"][2], dataset[2]["labels"]["mask"])
+
+
+def test_one_channel_logits_against_a_label_without_its_channel_are_binary_masks():
+    """(B, 1, H, W) mask logits against a (B, H, W) 0/1 mask (a binary U-Net's usual label): one mask, not a class
+    map of one class, which every pixel would win (IoU 1 whatever the model predicts)."""
+    torch.manual_seed(5)
+    logits, labels = torch.randn(3, 1, 8, 8), (torch.rand(3, 8, 8) > 0.6).float()
+    scores = SegmentationMetric()({"masks": logits}, {"mask": labels})
+    for b in range(3):
+        iou, dice = numpy_iou_dice(logits[b, 0].numpy() > 0, labels[b].numpy() > 0.5)
+        assert scores["iou"][b].item() == pytest.approx(iou)
+        assert scores["dice"][b].item() == pytest.approx(dice)

@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator
 
 import pytest
-import torch
 
 from analysis.failures import resolve_epoch_dir
 from runners.config_file import load_config
 from runners.trainers import BaseTrainer
+from tests.runs import one_thread as one_torch_thread
 from utils.builders import build_from_config
 
 PLANTED_UNITS_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "planted_units_small_config.py")
-
-
-@contextlib.contextmanager
-def one_torch_thread() -> Iterator[None]:
-    """One thread: on a busy 2-core machine, two OpenMP threads per process spin against each other (4x slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

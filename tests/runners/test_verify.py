@@ -200,6 +200,29 @@ def test_a_config_changed_since_the_run_or_lying_in_the_run_folder_is_refused(co
         assert message in capsys.readouterr().err
 
 
+def test_a_config_in_another_run_folder_or_linked_into_one_is_never_imported(copied_run, run, tmp_path, capsys):
+    """A run folder is data, whoever made it: run_info.json naming a config file that lies in another run's
+    folder (a sibling in the same logs), or a link from the project into a run folder, imports nothing."""
+    work_dir, _ = copied_run
+    sibling = tmp_path / "sibling"
+    shutil.copytree(run["work_dir"], sibling)
+    marker = tmp_path / "imported"
+    planted = sibling / "epoch_cfg" / "config.py"
+    planted.parent.mkdir()
+    planted.write_text(open(PLANTED_UNITS_CONFIG).read() + f"\nopen({str(marker)!r}, 'w').close()\n")
+    linked = tmp_path / "configs" / "linked.py"
+    linked.parent.mkdir()
+    os.symlink(os.path.join(work_dir, "config.py"), linked)
+    shutil.copy(PLANTED_UNITS_CONFIG, os.path.join(work_dir, "config.py"))
+    info_path = os.path.join(work_dir, "run_info.json")
+    info = json.load(open(info_path))
+    for path in (planted, linked):
+        json.dump({**info, "config_filepath": str(path)}, open(info_path, "w"))
+        assert analyze_main(["--run", work_dir, "--verify", "--trust-configs"]) == 2
+        assert "run folder" in capsys.readouterr().err, path
+    assert not marker.exists()
+
+
 def test_an_unknown_finding_key_lists_the_known_ones(run, capsys):
     assert analyze_main(["--run", run["work_dir"], "--verify", "slices-99", "--trust-configs"]) == 2
     error = capsys.readouterr().err

@@ -1,13 +1,15 @@
 """Verifications started from the Failures tab: a rerun of the model (``runners.verify``) in a background thread.
 
 A verification takes seconds to minutes; the server must keep answering meanwhile, so each runs in a thread of its
-own and the tab polls its status. One at a time per run (a second click while one runs is refused, saying which);
-a running one is cancelled between batches. It imports the run's config file, so it needs the viewer's
+own and the tab polls its status. One at a time in the viewer, whatever the run (each rebuilds a model and uses
+every core: a second click while one runs is refused, saying which); a running one is cancelled between batches,
+and once asked to stop it no longer holds the viewer's turn. It imports the run's config file, so it needs the viewer's
 ``--trust-configs``; without it a click says so. The last ``MAX_KEPT`` results are kept by run, epoch and finding.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -61,10 +63,11 @@ class VerifyJobs:
                                 "trust).")
         finding = _finding_name(findings, key)
         with self._lock:
-            current = self._latest.get(run)
-            if current is not None and current.running:
-                raise VerifyRefused(f"A verification of this run is running ({current.key}: {current.finding}); "
-                                    "cancel it or wait for it to end.")
+            busy = next((job for job in self._latest.values() if job.running and not job.cancel.is_set()), None)
+            if busy is not None:
+                which = "this run" if busy.run == run else os.path.basename(os.path.normpath(busy.run))
+                raise VerifyRefused(f"A verification of {which} is running ({busy.key}: {busy.finding}); cancel it "
+                                    "or wait for it to end: one runs at a time, each uses every core.")
             job = VerifyJob(run, epoch, key, finding)
             self._latest[run] = job
         threading.Thread(target=self._verify, args=(job, epoch_dir, findings), daemon=True,

@@ -121,3 +121,20 @@ def test_states_table_flags_nan_and_constant_states():
     table = states_table({"c": {"bad": {"data": np.array([1.0, np.nan])}, "flat": {"data": np.ones(4)}}})
     notes = dict(zip(table.data[0].cells.values[0], table.data[0].cells.values[1]))
     assert "NaN" in notes["c.bad"] and "no variance" in notes["c.flat"]
+
+
+def test_the_prompt_is_drawn_where_it_lies_when_the_masks_are_strided():
+    """A label larger than ``max_side`` is kept strided (every 4th pixel here): the prompt, given in the image's
+    pixels, is drawn on the strided panel's pixel that holds it, not at its unstrided coordinates."""
+    torch.manual_seed(0)
+    model = PromptableSegmenter().eval()
+    batch = collate_prompted_masks([PromptedShapesDataset(2, split="val")[i] for i in range(2)])
+    with torch.no_grad():
+        outputs = model(batch["inputs"])
+    output = MaskDebugger(max_side=8)({**batch, "outputs": outputs}, model)
+    assert output["label_mask"].shape[-2:] == (8, 8)
+    star = next(trace for trace in mask_figures({key: value[0] if isinstance(value, torch.Tensor) else value
+                                                 for key, value in output.items()})[0].data
+                if trace.name == "prompt point")
+    x, y = batch["inputs"]["point"][0].tolist()
+    assert (round(star.x[0]), round(star.y[0])) == (int(x) // 4, int(y) // 4)

@@ -93,6 +93,19 @@ def test_a_write_cut_at_any_byte_leaves_the_earlier_frames_and_the_next_writer_c
         assert [f.fields["step"] for f in read_frames(str(path)).frames] == [0, 0, 2], cut
 
 
+def test_a_kill_while_the_file_is_created_leaves_a_file_the_next_writer_starts_anew(tmp_path):
+    """A kill between creating the file and writing its magic (or mid-magic) leaves 0 to 7 bytes of it: a run
+    resumed after that starts the file anew, and a reader of it finds no frame yet, not a foreign file."""
+    path = tmp_path / "m.bin"
+    for cut in range(len(MAGIC)):
+        path.write_bytes(MAGIC[:cut])
+        read = read_frames(str(path))
+        assert read.frames == [] and read.problem is None, cut
+        writer = write(path, [(layout(), None)])
+        assert writer.kept == [], cut
+        assert [f.fields["kind"] for f in read_frames(str(path)).frames] == [KIND_LAYOUT], cut
+
+
 def test_a_flipped_byte_in_the_last_frame_is_caught_by_its_crc(tmp_path):
     path = tmp_path / "m.bin"
     write(path, [(layout(), None), step_row(0)])
@@ -172,6 +185,20 @@ def test_fields_of_the_wrong_type_skip_their_frame_and_are_counted(tmp_path):
     log = read_training_log(crafted(tmp_path / "m.bin", frames))
     assert log.steps.tolist() == [3] and log.events == []
     assert any("7 frame(s)" in problem for problem in log.problems), log.problems
+
+
+def test_a_row_with_another_count_of_learning_rates_is_skipped_not_padded_into_every_row(tmp_path):
+    """Every row of a run holds one learning rate per parameter group of its one optimizer. A crafted row with
+    800 kB of them among thousands of small rows must not make every row that wide (rows x its width: gigabytes
+    from a few megabytes of file): it is skipped and counted."""
+    fields, arrays = step_row(0)
+    wide = encode_frame({**fields, "step": 1, "first_step": 1}, {**arrays, "lr": np.zeros(100_000)})
+    frames = [encode_frame(layout())[FRAME_HEAD.size:], encode_frame(fields, arrays)[FRAME_HEAD.size:],
+              wide[FRAME_HEAD.size:]]
+    frames += [encode_frame(*step_row(s))[FRAME_HEAD.size:] for s in range(2, 50)]
+    log = read_training_log(crafted(tmp_path / "m.bin", frames))
+    assert log.lr.shape == (49, 2) and 1 not in log.steps.tolist()
+    assert any("1 frame(s)" in problem for problem in log.problems), log.problems
 
 
 def test_the_reader_stops_at_its_byte_cap_and_says_so(tmp_path):

@@ -87,10 +87,13 @@ def mask_overlay_figure(output: dict[str, Any], image: Optional[np.ndarray] = No
                                  name=PROBABILITY, legendgroup=PROBABILITY, showlegend=s == 0, showscale=False,
                                  hovertemplate="probability %{z:.2f}<extra></extra>"), 1, s + 1)
         if len(points) and s == 0:  # the prompt is given on the first frame
-            fig.add_trace(go.Scatter(x=points[:, 0] - 0.5, y=points[:, 1] - 0.5, mode="markers", name=PROMPT,
+            at = points / int(output.get("mask_step", 1)) - 0.5  # a panel pixel is centred on its index
+            fig.add_trace(go.Scatter(x=at[:, 0], y=at[:, 1], mode="markers", name=PROMPT,
                                      legendgroup=PROMPT, marker={"symbol": "star", "size": 14, "color": "white",
                                                                  "line": {"color": "black", "width": 1.5}},
-                                     hovertemplate="prompt (%{x:.1f}, %{y:.1f})<extra></extra>"), 1, s + 1)
+                                     customdata=points,
+                                     hovertemplate="prompt (%{customdata[0]:.1f}, %{customdata[1]:.1f})"
+                                                   "<extra></extra>"), 1, s + 1)
     _show(fig, VIEWS["errors"])
     fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, constrain="domain")
     fig.update_yaxes(autorange="reversed", showticklabels=False, showgrid=False, zeroline=False, constrain="domain")

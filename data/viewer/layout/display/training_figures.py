@@ -5,8 +5,9 @@ a layer's weight and gradient histograms per epoch.
 Spikes (``analysis.training_spikes``) are marked: the loss's with red triangles, the total gradient norm's with
 dotted orange lines on the gradient heatmap; the first non-finite step with a dashed red line on every figure
 over steps. Long runs are thinned for drawing: at most ``MAX_POINTS`` losses
-(each bucket of steps keeps its lowest and highest loss, so a spike is never thinned away) and at most
-``MAX_CELLS`` heatmap cells (evenly spaced steps).
+(each bucket of steps keeps its lowest and highest loss, so a spike is never thinned away), at most
+``MAX_CELLS`` heatmap cells (evenly spaced steps; one per layer for a model of more layers) and the learning
+rates of ``MAX_LR_GROUPS`` parameter groups.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from debuggers.pages.training_log import GRAD_FROZEN, GRAD_MISSING, GRAD_OK, GRA
 
 MAX_POINTS = 20_000
 MAX_CELLS = 150_000  # of a heatmap (layers x steps): a few MB of JSON for the browser
-MIN_COLUMNS = 50
+MAX_LR_GROUPS = 8  # parameter groups whose learning rate is drawn
 MAX_MARKED = 50  # spike lines drawn on a heatmap
 SPIKE_COLOUR = "#ff7f0e"
 LAYER_PX = 16  # a heatmap row
@@ -48,21 +49,23 @@ def loss_figure(log: TrainingLog) -> go.Figure:
         fig.add_trace(go.Scatter(x=steps[bad], y=np.full(int(bad.sum()), top), mode="markers", name="non-finite loss",
                                  marker={"symbol": "x", "size": 8, "color": NONFINITE_COLOUR},
                                  hovertemplate="step %{x}: loss is NaN/Inf<extra></extra>"))
-    for group in range(log.lr.shape[1] if log.lr.ndim == 2 else 0):
+    groups = log.lr.shape[1] if log.lr.ndim == 2 else 0
+    for group in range(min(groups, MAX_LR_GROUPS)):
         fig.add_trace(go.Scatter(x=log.steps, y=log.lr[:, group], mode="lines", name=f"learning rate (group {group})",
                                  line={"dash": "dot", "width": 1}), secondary_y=True)
     fig.update_xaxes(title_text="step")
     fig.update_yaxes(title_text="loss", secondary_y=False)
     fig.update_yaxes(title_text="learning rate", secondary_y=True, showgrid=False)
     _mark_first_nonfinite(fig, log)
-    return _finish(fig, f"loss ({spiked.sum()} spike(s)) and learning rate", 360,
+    shown = f" (the first {MAX_LR_GROUPS} of {groups} parameter groups)" if groups > MAX_LR_GROUPS else ""
+    return _finish(fig, f"loss ({spiked.sum()} spike(s)) and learning rate{shown}", 360,
                    {**AXIS_TITLES, "r": 70, "autoexpand": True})
 
 
 def norm_heatmap(log: TrainingLog, quantity: str) -> go.Figure:
     """log10 of ``grad_norm`` or ``update_ratio`` per layer (rows) over monitored steps (columns); a layer whose
     gradient is zero, missing or frozen at a step is a gap, and a non-finite norm a red cross."""
-    rows = thin_rows(len(log.steps), max(MIN_COLUMNS, MAX_CELLS // max(len(log.layers), 1)))
+    rows = thin_rows(len(log.steps), max(1, MAX_CELLS // max(len(log.layers), 1)))
     values = getattr(log, quantity)[rows].astype(np.float64)
     states = log.grad_state[rows]
     steps = log.steps[rows]
