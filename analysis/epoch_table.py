@@ -34,6 +34,7 @@ from typing import Any, Union
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from debuggers.pages.errors import DebugDataError
@@ -43,7 +44,9 @@ from utils.errors import LanternUserError
 
 EPOCH_TABLE_FILE = "epoch_table.parquet"
 ROLES_KEY = b"lantern.roles"
-ROLE_LISTS = ("scores", "meta", "summaries")  # roles that list column names; "higher_is_better" maps them to bools
+ROLE_LISTS = ("scores", "meta", "summaries", "outcome", "input_region")  # roles that list column names
+ROLE_MAPS = {"higher_is_better": bool, "layers": str}  # roles that map a name to a bool (a score's direction) or a
+# string (a debugger's layer)
 # A page's rows are spread over the whole file; fetching them decodes only the row groups and data pages
 # that hold them, so both are kept small (measured in benchmarks/epoch_table.py, docs/benchmarks.md).
 ROW_GROUP_SIZE = 16_384  # DuckDB's unit of skipping by min/max (and of parallel reading)
@@ -106,11 +109,15 @@ class EpochTable:
         self._lock = threading.Lock()
         schema = _checked_schema(fd, path)
         self._types = {field.name: field.type for field in schema}
-        self.roles = _read_roles(schema, path)
+        self.roles, self.unknown_roles = _read_roles(schema, path)
 
     def columns(self) -> list[tuple[str, str]]:
         """``(name, type)`` of every scalar column (the ones a table shows, filters and sorts)."""
         return [(name, _type_name(kind)) for name, kind in self._types.items() if not _is_list(kind)]
+
+    def arrow_types(self) -> dict[str, pa.DataType]:
+        """Every column's Arrow type, list columns included."""
+        return dict(self._types)
 
     def has_column(self, name: str) -> bool:
         """Whether the table has ``name``, list columns (``probabilities``) included."""
@@ -158,6 +165,18 @@ class EpochTable:
         selected = ", ".join(self._column(name, scalar_only=False) for name in columns)
         table = self._arrow(f"SELECT {selected} FROM read_parquet($path){condition} ORDER BY idx", params)
         return {name: _numpy_column(table.column(i)) for i, name in enumerate(columns)}
+
+    def label_confidence(self) -> dict[str, np.ndarray] | None:
+        """Per row, in idx order: ``idx``, ``confidence`` (the probability of its label; NaN for a label that is no
+        class) and ``correct`` (prediction = label), reading one number of each probability list; None for a table
+        without labels, predictions and probabilities."""
+        if not all(name in self._types for name in ("label", "prediction", "probabilities")):
+            return None
+        table = self._arrow("SELECT idx, CASE WHEN label >= 0 THEN list_extract(probabilities, TRY_CAST(label AS "
+                            "BIGINT) + 1) END AS confidence, coalesce(prediction = label, false) AS correct "
+                            "FROM read_parquet($path) ORDER BY idx", {})
+        return {"idx": table.column(0).to_numpy(), "confidence": _numpy_column(table.column(1)).astype(np.float64),
+                "correct": table.column(2).to_numpy(zero_copy_only=False).astype(bool)}
 
     # ----------------------------------------------------------------- SQL glue
     def _column(self, name: Any, scalar_only: bool = True) -> str:
@@ -274,22 +293,25 @@ def _claimed_values(metadata: pq.FileMetaData, schema: pa.Schema) -> int:
     return max(chunks, metadata.num_rows * width)
 
 
-def _read_roles(schema: pa.Schema, path: str) -> dict[str, Any]:
+def _read_roles(schema: pa.Schema, path: str) -> tuple[dict[str, Any], list[str]]:
     """The column roles written with the table ({} for a table written without them), checked: every reader
-    (viewer, analysis, export) uses them as lists of column names and a ``{name: bool}`` direction."""
+    (viewer, analysis, export) uses them as lists of column names and maps of a name to a bool or a string; and the
+    keys that are no role Lantern writes (the analysis refuses a table with those, the viewer's table ignores them)."""
     try:
         roles = json.loads((schema.metadata or {}).get(ROLES_KEY, b"{}"))
     except (ValueError, RecursionError) as exc:
         raise EpochTableError(f"{path} has damaged metadata ({exc}); validate the epoch again") from None
     roles = roles if isinstance(roles, dict) else {}
-    names = [key for key in ROLE_LISTS if not isinstance(roles.get(key, []), list)
-             or not all(isinstance(name, str) for name in roles.get(key, []))]
-    directions = roles.get("higher_is_better", {})
-    if names or not isinstance(directions, dict) or not all(type(v) is bool for v in directions.values()):
+    bad = [key for key in ROLE_LISTS if not isinstance(roles.get(key, []), list)
+           or not all(isinstance(name, str) for name in roles.get(key, []))]
+    bad += [key for key, kind in ROLE_MAPS.items() if not isinstance(roles.get(key, {}), dict)
+            or not all(type(value) is kind for value in roles.get(key, {}).values())]
+    if bad:
         raise EpochTableError(f"{path} has malformed column roles (metadata {ROLES_KEY.decode()}: "
-                              f"{', '.join(names) or 'higher_is_better'} is not what Lantern writes); it was damaged "
+                              f"{', '.join(bad)} is not what Lantern writes); it was damaged "
                               "or written by another tool: validate the epoch again to rewrite it")
-    return {key: roles[key] for key in (*ROLE_LISTS, "higher_is_better") if key in roles}
+    known = (*ROLE_LISTS, *ROLE_MAPS)
+    return {key: roles[key] for key in known if key in roles}, sorted(str(key) for key in roles if key not in known)
 
 
 def _is_list(kind: pa.DataType) -> bool:
@@ -325,6 +347,12 @@ def _numpy_column(column: pa.ChunkedArray) -> np.ndarray:
     if _is_list(column.type):
         flat = column.combine_chunks()
         width = column.type.list_size if pa.types.is_fixed_size_list(column.type) else None
+        if width is None:
+            lengths = np.unique(pc.list_value_length(flat).fill_null(-1).to_numpy())
+            if len(lengths) > 1 or (len(lengths) and lengths[0] < 0):
+                raise EpochTableError(f"list column of type {column.type} holds lists of different lengths or missing "
+                                      "lists, where one list of the same length per datapoint is expected")
+            width = int(lengths[0]) if len(lengths) else 0
         values = flat.flatten().to_numpy(zero_copy_only=False)
-        return values.reshape(len(flat), width if width is not None else -1)
+        return values.reshape(len(flat), width)
     return column.to_numpy()
