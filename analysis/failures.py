@@ -127,7 +127,8 @@ def analyze_table(table: EpochTable, internals: Optional[CapturedInternals] = No
     vocabulary = MetaVocabulary(columns.meta, min_size)
     findings.meta = FamilyFindings(find_slices(columns.meta, failed, idx, min_size, top,
                                                exclusive=columns.label_copies),
-                                   *_top(separating_quantities(columns.meta, failed), top))
+                                   *_top(separating_quantities({name: values for name, values in columns.meta.items()
+                                                                if name not in columns.label_copies}, failed), top))
     findings.internals = FamilyFindings(find_slices(columns.internals, failed, idx, min_size, top,
                                                     families=columns.families, family="internals"),
                                         *_top(separating_quantities(columns.internals, failed, columns.families), top))

@@ -8,8 +8,10 @@ k-means with a few clusters would split the space into broad regions. The space 
 first 16 principal components; above 20,000 datapoints, a random 20,000 are clustered and every other one joins the
 cluster of its nearest clustered neighbour.
 
-A cluster is a subgroup when it fails significantly more than the rest of its space: one-sided Fisher exact test
-(``scipy.stats.hypergeom``) at 0.05 over the number of clusters found in all spaces. Each is described by the meta
+A cluster is a subgroup when it fails far more than the rest of its space: significantly (one-sided Fisher exact
+test, ``scipy.stats.hypergeom``, at 0.05 over the number of clusters found in all spaces), and by at least 1.5 times
+the rest's failure rate even at the one-sided Clopper-Pearson lower bound of its own (``scipy.stats.beta``, same
+level): under random failures, a cluster of 19 that happens to fail 11 times is no subgroup. Each is described by the meta
 conditions that best match it (``analysis/meta_terms.py``) or "no meta column describes it", with its most typical
 failing datapoints (HDBSCAN's strongest members) as examples.
 """
@@ -17,7 +19,7 @@ failing datapoints (HDBSCAN's strongest members) as examples.
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import hypergeom
+from scipy.stats import beta, hypergeom
 from sklearn.cluster import HDBSCAN
 from sklearn.decomposition import PCA
 from sklearn.neighbors import KNeighborsClassifier
@@ -31,6 +33,7 @@ DIMENSIONS = 16
 CLUSTERED_ROWS = 20_000
 MIN_SAMPLES = 5
 EXAMPLES = 5
+FAR_MORE = 1.5  # a subgroup's failure rate, even at its lower confidence bound, over the rest's
 
 
 def find_subgroups(internals: CapturedInternals, table_idx: np.ndarray, failed: np.ndarray,
@@ -63,7 +66,9 @@ def find_subgroups(internals: CapturedInternals, table_idx: np.ndarray, failed: 
                 name, size, inside, inside / size, rest_failures / max(rest, 1), table_idx[rows[member]],
                 vocabulary.best_match(group), table_idx[rows[typical]].tolist(),
                 Target(debugger=name, layer=layers.get(name)))))
-    kept = [found for p_value, found in candidates if p_value < ALPHA / max(len(candidates), 1)]
+    level = ALPHA / max(len(candidates), 1)
+    kept = [found for p_value, found in candidates if p_value < level and
+            beta.ppf(level, found.failures, found.size - found.failures + 1) >= FAR_MORE * found.rest_failure_rate]
     for found in kept:
         found.target.conditions = list(found.meta_match.conditions) if found.meta_match else []
     return sorted(kept, key=lambda found: -found.failure_rate)

@@ -76,8 +76,9 @@ def train(config: dict[str, Any]) -> float:
     return time.perf_counter() - start
 
 
-def evaluate(benchmark: Benchmark, findings: Findings) -> dict[str, Any]:
-    """Each cause's ranks for every finder, the label precisions and the distractors seen, on one trained run."""
+def evaluate(benchmark: Benchmark, findings: Findings, baselines: bool = True) -> dict[str, Any]:
+    """Each cause's ranks for every finder (``baselines=False``: Lantern's and plain cleanlab's only), the label
+    precisions and the distractors seen, on one trained run."""
     epoch_dir = resolve_epoch_dir(benchmark.config["work_dir"], None)
     table = EpochTable(os.path.join(epoch_dir, EPOCH_TABLE_FILE))
     values = table.values([name for name, _ in table.columns()] + ["probabilities"])
@@ -86,8 +87,8 @@ def evaluate(benchmark: Benchmark, findings: Findings) -> dict[str, Any]:
     skipped = {"idx", "label", "prediction", "prediction_name", "logsumexp", *table.roles.get("scores", [])}
     table_columns = {name: column for name, column in values.items() if name not in skipped and column.ndim == 1}
     min_size = max(10, int(np.ceil(0.01 * len(idx))))
-    sliceline = sliceline_slices(table_columns, failed, min_size)
-    spaces = read_internals(epoch_dir).vectors
+    sliceline = sliceline_slices(table_columns, failed, min_size) if baselines else []
+    spaces = read_internals(epoch_dir).vectors if baselines else {}
     domino = []
     if spaces:
         space_idx, vectors = max(spaces.values(), key=lambda pair: len(pair[0]))

@@ -13,7 +13,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, Optional
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
 from analysis.failures import FailureDefinition, Findings, analyze_table, resolve_epoch_dir
@@ -38,18 +38,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         epoch_dir = resolve_epoch_dir(args.run, args.epoch)
-        path = os.path.join(epoch_dir, EPOCH_TABLE_FILE)
-        signature = table_signature(path)
-        findings = analyze_table(EpochTable(path), read_internals(epoch_dir),
-                                 FailureDefinition(args.failure_metric, args.worst_fraction), args.min_size, args.top,
-                                 epoch_dir)
-        if args.save:
-            save_findings(epoch_dir, findings, signature)
+        findings = analyze_and_save(epoch_dir, FailureDefinition(args.failure_metric, args.worst_fraction),
+                                    args.min_size, args.top, save=args.save)
     except LanternUserError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     print(json.dumps(findings.to_dict(), indent=1) if args.json else format_findings(findings))
     return 0
+
+
+def analyze_and_save(epoch_dir: str, failure: Optional[FailureDefinition] = None, min_size: Optional[int] = None,
+                     top: int = 10, save: bool = True) -> Findings:
+    """The findings of ``epoch_dir`` (a folder holding an epoch table), stored there as ``findings.json`` with the
+    table's signature when ``save`` (the viewer reads them only while the table is that one)."""
+    path = os.path.join(epoch_dir, EPOCH_TABLE_FILE)
+    signature = table_signature(path)
+    findings = analyze_table(EpochTable(path), read_internals(epoch_dir), failure or FailureDefinition(), min_size,
+                             top, epoch_dir)
+    if save:
+        save_findings(epoch_dir, findings, signature)
+    return findings
 
 
 def format_findings(findings: Findings) -> str:
