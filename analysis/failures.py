@@ -40,7 +40,7 @@ from analysis.findings import DeadUnit, FamilyFindings, Findings
 from analysis.internals import CapturedInternals, read_internals
 from analysis.label_noise import class_name, suspected_label_errors
 from analysis.meta_terms import MetaVocabulary
-from analysis.outcomes import measured_restatements, output_features
+from analysis.outcomes import measured_restatements
 from analysis.separators import separating_quantities
 from analysis.slices import find_slices
 from analysis.subgroups import find_subgroups, reduced_space
@@ -69,7 +69,7 @@ class FailureDefinition:
         if not 0 < self.worst_fraction < 1:
             raise AnalysisError(f"worst_fraction must be between 0 and 1, got {self.worst_fraction}")
         _check_score(table, metric)
-        scores = table.values([metric])[metric].astype(np.float64)
+        scores = values[metric].astype(np.float64)
         higher_is_better = table.roles.get("higher_is_better", {}).get(metric, True)
         failed, cut, ties = worst_rows(-scores if higher_is_better else scores, self.worst_fraction)
         op = ("<" if higher_is_better else ">") + ("=" if ties else "")
@@ -116,7 +116,7 @@ def analyze_table(table: EpochTable, internals: Optional[CapturedInternals] = No
     where ``epoch_dir`` is in a trainer's run)."""
     check_table(table)
     names = [name for name, _ in table.columns()]
-    values = table.values(names + [name for name in LIST_COLUMNS if table.has_column(name)])
+    values = table.arrays(names + [name for name in LIST_COLUMNS if table.has_column(name)])
     failed, definition = (failure or FailureDefinition()).failed(table, values)
     n = len(failed)
     min_size = min_size or max(10, math.ceil(0.01 * n))
@@ -159,9 +159,8 @@ def _columns(table: EpochTable, values: dict[str, np.ndarray], failed: np.ndarra
     columns = split_columns({name: values[name] for name in values if name not in LIST_COLUMNS}, table.roles,
                             declared)
     if "probabilities" in values:
-        features = output_features(values["probabilities"], values.get("label"), values.get("logsumexp"))
-        measured = measured_restatements({**columns.meta, **columns.internals}, features, values.get("label"),
-                                         failed)
+        measured = measured_restatements({**columns.meta, **columns.internals}, values["probabilities"],
+                                         values.get("label"), values.get("logsumexp"), failed)
         for restatement in measured:
             columns.meta.pop(restatement.column, None)
             columns.internals.pop(restatement.column, None)

@@ -21,8 +21,8 @@ So each suspect is kept as label noise unless:
 
 The rest are ranked by how little their neighbourhood fails (the binomial p-value, highest first: least like a
 member of a failing group), then by self-confidence (the probability the model gives the stated label, lowest
-first), with the neighbourhood-failing ones that form no group last; without a feature space, by self-confidence. Each carries its confidence over the epochs (the
-data map) where the run has several.
+first), with the neighbourhood-failing ones that form no group last; without a feature space, by self-confidence.
+Each carries its confidence over the epochs (the data map) where the run has several.
 """
 
 from __future__ import annotations
@@ -81,9 +81,8 @@ def suspected_label_errors(values: dict[str, np.ndarray], failed: np.ndarray,
             remaining &= ~members
     # least like a neighbourhood of failures first (cleanlab's order among equals), the neighbourhood-failing last
     order = np.lexsort((-neighbours[1][remaining], coherent[remaining]))
-    issues = [_issue(row, values, history, neighbours[0][k])
-              for k, row in zip(np.flatnonzero(remaining)[order], rows[remaining][order])]
-    return issues[:top], groups
+    chosen = zip(np.flatnonzero(remaining)[order][:top], rows[remaining][order][:top])
+    return [_issue(row, values, history, neighbours[0][k]) for k, row in chosen], groups
 
 
 def _explains(group: np.ndarray, suspect: np.ndarray) -> bool:
@@ -108,7 +107,10 @@ def _suspects(values: dict[str, np.ndarray]) -> np.ndarray:
     if usable.sum() < 2 * probabilities.shape[1]:
         return np.zeros(0, dtype=np.int64)
     rows = np.flatnonzero(usable)
-    ranked = find_label_issues(labels[rows].astype(np.int64), probabilities[rows].astype(np.float64), n_jobs=1,
+    everything = len(rows) == len(labels)  # no copy of a million rows of probabilities when all are usable
+    # float32 as stored: cleanlab takes a third of the memory it needs for float64, with the same issues
+    ranked = find_label_issues(labels.astype(np.int64) if everything else labels[rows].astype(np.int64),
+                               probabilities if everything else probabilities[rows], n_jobs=1,
                                return_indices_ranked_by="self_confidence")
     return rows[np.asarray(ranked, dtype=np.int64)]
 

@@ -57,16 +57,20 @@ def output_features(probabilities: np.ndarray, label: Optional[np.ndarray],
     return np.column_stack(features)
 
 
-def measured_restatements(columns: dict[str, np.ndarray], features: np.ndarray, label: Optional[np.ndarray],
-                          failed: np.ndarray, seed: int = 0) -> list[Restatement]:
-    """The columns of ``columns`` that the output ``features`` predict (module docstring), with the evidence."""
-    usable = np.flatnonzero(np.isfinite(features).all(axis=1))
+def measured_restatements(columns: dict[str, np.ndarray], probabilities: np.ndarray, label: Optional[np.ndarray],
+                          logsumexp: Optional[np.ndarray], failed: np.ndarray, seed: int = 0) -> list[Restatement]:
+    """The columns of ``columns`` that the model's output predicts (module docstring), with the evidence; measured
+    on a sample of SAMPLE_ROWS rows with finite probabilities."""
+    usable = np.flatnonzero(np.isfinite(probabilities).all(axis=1))
     if len(usable) > SAMPLE_ROWS:
         usable = np.sort(np.random.default_rng(seed).choice(usable, SAMPLE_ROWS, replace=False))
+    if label is not None:
+        usable = usable[(label[usable] >= 0) & (label[usable] < probabilities.shape[1])]
     groups = _groups(usable, label, failed)
     if not groups:
         return []
-    space = features[usable]
+    space = output_features(probabilities[usable], None if label is None else label[usable],
+                            None if logsumexp is None else logsumexp[usable])
     space = (space - space.mean(axis=0)) / np.maximum(space.std(axis=0), 1e-12)
     position = {row: k for k, row in enumerate(usable)}
     fitted = [_Group(np.array([position[r] for r in rows]), space) for rows in groups]

@@ -2,7 +2,9 @@
 
 Every numeric column (flags as 0/1) is given a two-sided Mann-Whitney U test (``scipy.stats.mannwhitneyu``) between
 failures and passes over its finite values, and its AUROC (U over the number of failure-pass pairs, as
-``sklearn.metrics.roc_auc_score``), reported as max(auc, 1 - auc) with the direction.
+``sklearn.metrics.roc_auc_score``), reported as max(auc, 1 - auc) with the direction. Above 100,000 datapoints
+both are computed on a random 100,000 (the slice search's sample size): the AUROC's standard error is then
+below 0.002.
 
 A family of per-unit columns (``energy.c0`` ... ``energy.c63``) is one quantity: its p-value is its best unit's
 times the units tested (Bonferroni within the family), it is listed once, by its best unit's AUROC, with its best
@@ -19,18 +21,20 @@ import numpy as np
 from scipy.stats import mannwhitneyu
 
 from analysis.findings import Separator, UnitScore
-from analysis.slices import ALPHA
+from analysis.slices import ALPHA, SEARCH_ROWS
 
 MIN_ROWS = 10
 UNITS_SHOWN = 3
 
 
 def separating_quantities(columns: dict[str, np.ndarray], failed: np.ndarray,
-                          families: Optional[dict[str, str]] = None) -> tuple[list[Separator], int]:
+                          families: Optional[dict[str, str]] = None, seed: int = 0) -> tuple[list[Separator], int]:
     """The significant quantities, strongest first, and how many quantities (families count once) were tested."""
     tested: dict[str, list[tuple[float, UnitScore, str, int]]] = {}
+    sample = slice(None) if len(failed) <= SEARCH_ROWS else \
+        np.sort(np.random.default_rng(seed).choice(len(failed), SEARCH_ROWS, replace=False))
     for name, values in columns.items():
-        result = _test(values, failed)
+        result = _test(values[sample], failed[sample])
         if result is not None:
             tested.setdefault((families or {}).get(name, name), []).append((result[0], UnitScore(name, result[1]),
                                                                            result[2], result[3]))

@@ -11,9 +11,9 @@ cluster of its nearest clustered neighbour.
 A cluster is a subgroup when it fails far more than the rest of its space: significantly (one-sided Fisher exact
 test, ``scipy.stats.hypergeom``, at 0.05 over the number of clusters found in all spaces), and by at least 1.5 times
 the rest's failure rate even at the one-sided Clopper-Pearson lower bound of its own (``scipy.stats.beta``, same
-level): under random failures, a cluster of 19 that happens to fail 11 times is no subgroup. Each is described by the meta
-conditions that best match it (``analysis/meta_terms.py``) or "no meta column describes it", with its most typical
-failing datapoints (HDBSCAN's strongest members) as examples.
+level): under random failures, a cluster of 19 that happens to fail 11 times is no subgroup. Each is described by the
+meta conditions that best match it (``analysis/meta_terms.py``) or "no meta column describes it", with its most
+typical failing datapoints (HDBSCAN's strongest members) as examples.
 """
 
 from __future__ import annotations

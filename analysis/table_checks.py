@@ -60,7 +60,7 @@ def _check_classes(table: EpochTable, types: dict[str, pa.DataType], where: str)
             raise AnalysisError(f"{where}: column {name!r} is {types[name]}, not class numbers")
     if "label" not in types:
         return
-    values = table.values(["idx", "label"])
+    values = table.arrays(["idx", "label"])
     labels = values["label"].astype(np.float64)
     bad = ~np.isfinite(labels) | (labels != np.round(labels))
     if bad.any():
