@@ -3,8 +3,10 @@ match their datapoints, a group found by several families reported once, and wha
 
 - An internal slice, separating quantity or subgroup gets its best meta match (``analysis/meta_terms.py``); a
   separating quantity stands for its failure side: as many datapoints as fail, at its most failure-like values.
-- An internal slice or a subgroup whose datapoints are those of a reported meta slice (Jaccard >= 0.5) is that
-  slice seen inside the model: it is listed under the meta slice (``inside_model``), not again on its own.
+- An internal slice or a subgroup whose datapoints are those of a reported meta slice (Jaccard >= 0.5), or mostly
+  inside it (80%) and failing no more than the rest of it, is that slice seen inside the model: it is listed under
+  the meta slice (``inside_model``), not again on its own. One mostly inside it that fails more than the rest of it
+  is a group of its own (the failing third of site C), listed with its meta match.
 - A slice of missing values that a NaN origin accounts for (Jaccard >= 0.8) names that module.
 - Targets (``findings.Target``): a meta finding's conditions; an internal one's debugger, layer (the table's
   ``layers`` role), units (the numbers that end its columns' names) and meta conditions; ``region='cam'`` when its
@@ -21,8 +23,10 @@ import numpy as np
 from analysis.findings import Condition, Findings, Slice, Target
 from analysis.meta_terms import MetaVocabulary
 from analysis.separators import failing_side
+from analysis.slices import ALPHA, fails_more
 
 SAME_GROUP = 0.5
+MOSTLY_INSIDE = 0.8
 SAME_AS_NAN = 0.8
 _UNIT_NUMBER = re.compile(r"(\d+)$")
 
@@ -51,7 +55,7 @@ def explain(findings: Findings, values: dict[str, np.ndarray], failed: np.ndarra
         columns = [unit.column for unit in separator.units] or [separator.column]
         separator.target = _internal_target(columns, layers, regions, separator.meta_match)
     _link_nan_origins(findings, idx)
-    _fold_into_meta(findings, idx)
+    _fold_into_meta(findings, idx, failed)
 
 
 def rows_of(table_idx: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -78,10 +82,16 @@ def _link_nan_origins(findings: Findings, idx: np.ndarray) -> None:
             found.target.layer = best.module
 
 
-def _fold_into_meta(findings: Findings, idx: np.ndarray) -> None:
-    """Internal slices and subgroups with the datapoints of a meta slice go under it, not in their own lists."""
+def _fold_into_meta(findings: Findings, idx: np.ndarray, failed: np.ndarray) -> None:
+    """Internal slices and subgroups that restate a meta slice go under it, not in their own lists: those with its
+    datapoints (Jaccard >= SAME_GROUP), and those mostly inside it (MOSTLY_INSIDE of their datapoints) that fail no
+    more than the rest of it (one-sided Fisher exact test at 0.05 over the findings tested): a piece of one
+    cause, cut out by noise in a summary, is that cause again."""
+    candidates = [*findings.internals.slices, *findings.subgroups]
+    level = ALPHA / max(len(candidates), 1)
+
     def folded(found_idx: np.ndarray, description: str) -> bool:
-        match = _same_group(findings.meta.slices, found_idx)
+        match = _restated(findings.meta.slices, found_idx, idx, failed, level)
         if match is not None:
             match.inside_model.append(description)
         return match is not None
@@ -90,9 +100,21 @@ def _fold_into_meta(findings: Findings, idx: np.ndarray) -> None:
                           if not folded(g.idx, f"a subgroup of {g.size} in {g.debugger}")]
 
 
-def _same_group(slices: list[Slice], idx: np.ndarray) -> Optional[Slice]:
-    best = max(slices, key=lambda found: _jaccard(found.idx, idx), default=None)
-    return best if best is not None and _jaccard(best.idx, idx) >= SAME_GROUP else None
+def _restated(slices: list[Slice], found_idx: np.ndarray, idx: np.ndarray, failed: np.ndarray,
+              level: float) -> Optional[Slice]:
+    """The meta slice that ``found_idx`` restates, if any."""
+    for meta in sorted(slices, key=lambda found: -_jaccard(found.idx, found_idx)):
+        if _jaccard(meta.idx, found_idx) >= SAME_GROUP:
+            return meta
+        shared = np.intersect1d(meta.idx, found_idx, assume_unique=True)
+        if len(shared) < MOSTLY_INSIDE * len(found_idx):
+            continue
+        inside, rest = rows_of(idx, shared), rows_of(idx, meta.idx)
+        rest &= ~inside
+        if not fails_more(int((inside & failed).sum()), int(inside.sum()), int((rest & failed).sum()),
+                          int(rest.sum()), level):
+            return meta
+    return None
 
 
 def _jaccard(a: np.ndarray, b: np.ndarray) -> float:

@@ -383,4 +383,7 @@ def _build(kind: Any, data: Any, where: str) -> Any:
     elif kind is int and type(data) is int or kind is str and isinstance(data, str) \
             or kind is bool and type(data) is bool:
         return data
-    raise FindingsFileError(f"{where} is not a {getattr(kind, '__name__', kind)}")
+    raise FindingsFileError(f"{where} is not {_KIND_NAMES.get(kind, getattr(kind, '__name__', str(kind)))}")
+
+
+_KIND_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}

@@ -13,8 +13,9 @@ and by the mean of the 10 nearest neighbours in that feature space (leave-one-ou
 
 - a number restates when the better of the two leaves at most 10% of its variance (R^2 >= 0.9) and at most 20% of
   what the groups' means leave;
-- a category (a string, a flag, a whole number with few values) when the neighbours' majority gives it on at least
-  95% of rows and fixes at least 80% of the errors of each group's most common value.
+- a category (a string, a flag, a whole number with few values) when the neighbours' majority, or the predicted
+  class (the column's most common value for each), gives it on at least 95% of rows and fixes at least 80% of the
+  errors of each group's most common value.
 
 A real cause does not pass: ``occluded`` or a contradicting marker makes the model fail, but among the failures
 (or among the passes) of one class, the output does not tell which datapoints carry it. The prediction itself, a
@@ -73,7 +74,8 @@ def measured_restatements(columns: dict[str, np.ndarray], probabilities: np.ndar
                             None if logsumexp is None else logsumexp[usable])
     space = (space - space.mean(axis=0)) / np.maximum(space.std(axis=0), 1e-12)
     position = {row: k for k, row in enumerate(usable)}
-    fitted = [_Group(np.array([position[r] for r in rows]), space) for rows in groups]
+    predicted = np.argmax(probabilities[usable], axis=1)
+    fitted = [_Group(np.array([position[r] for r in rows]), space, predicted) for rows in groups]
     found = []
     for name, values in columns.items():
         why = _restates(values[usable], fitted)
@@ -90,10 +92,11 @@ def _groups(rows: np.ndarray, label: Optional[np.ndarray], failed: np.ndarray) -
 
 
 class _Group:
-    """One (label, outcome) group of the sample: its rows' neighbours and an orthonormal basis of its features."""
+    """One (label, outcome) group of the sample: its rows' neighbours, an orthonormal basis of its features and its
+    rows' predicted classes."""
 
-    def __init__(self, positions: np.ndarray, space: np.ndarray) -> None:
-        self.positions = positions
+    def __init__(self, positions: np.ndarray, space: np.ndarray, predicted: np.ndarray) -> None:
+        self.positions, self.predicted = positions, predicted[positions]
         points = space[positions]
         neighbours = NearestNeighbors(n_neighbors=NEIGHBOURS + 1).fit(points).kneighbors(points)[1]
         self.neighbours = neighbours[:, 1:]  # leave one out: a row is not its own neighbour
@@ -150,7 +153,9 @@ def _category_restates(values: np.ndarray, groups: list[_Group]) -> Optional[str
         counts = np.bincount(codes)
         votes = np.zeros((len(x), len(counts)), dtype=np.int64)
         np.add.at(votes, (np.repeat(np.arange(len(x)), NEIGHBOURS), codes[group.neighbours].ravel()), 1)
-        right += int((votes.argmax(axis=1) == codes).sum())
+        by_class = np.zeros((group.predicted.max() + 1, len(counts)), dtype=np.int64)
+        np.add.at(by_class, (group.predicted, codes), 1)  # the column's values for each predicted class
+        right += max(int((votes.argmax(axis=1) == codes).sum()), int(by_class.max(axis=1).sum()))
         majority += int(counts.max())
         rows += len(x)
     if rows == 0 or majority == rows:

@@ -11,30 +11,14 @@ import re
 import numpy as np
 import pytest
 
-from analysis.epoch_table import EpochTable, write_epoch_table
+from analysis.epoch_table import EpochTable
 from analysis.failures import AnalysisError, FailureDefinition, analyze_table
 from analysis.findings import NaNOrigin
 from analysis.internals import CapturedInternals
+from tests.analysis.tables import classified, write_table
 
 NULL_SEEDS = 20
 NULL_ROWS = 1000
-
-
-def write_table(path, columns: dict[str, np.ndarray], meta: list[str], scores: dict[str, bool],
-                summaries: tuple[str, ...] = ()) -> EpochTable:
-    """An epoch table at ``path`` with ``columns`` (meta info ``meta``, debugger summaries ``summaries``; score
-    columns with higher_is_better)."""
-    write_epoch_table(str(path), columns, {"scores": list(scores), "higher_is_better": scores, "meta": meta,
-                                           "summaries": list(summaries)})
-    return EpochTable(str(path))
-
-
-def classified(rng: np.random.Generator, failed: np.ndarray, classes: int = 4) -> dict[str, np.ndarray]:
-    """Labels and predictions that disagree exactly where ``failed``, with the accuracy score."""
-    label = rng.integers(0, classes, len(failed))
-    prediction = np.where(failed, (label + rng.integers(1, classes, len(failed))) % classes, label)
-    return {"idx": np.arange(len(failed)), "label": label, "prediction": prediction,
-            "accuracy": (~failed).astype(np.float64)}
 
 
 @pytest.mark.parametrize("seed", range(NULL_SEEDS))
