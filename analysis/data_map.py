@@ -31,7 +31,7 @@ from analysis.findings import DataMap
 MIN_EPOCHS = 3
 CONFIDENCE_CUT, VARIABILITY_CUT = 0.5, 0.2
 KINDS = ("easy", "ambiguous", "hard to learn")
-POINTS = 5000  # datapoints drawn in the chart: every failure first (up to half), then a random sample
+POINTS = 3000  # datapoints drawn in the chart (SVG markers): every failure first (up to half), then a random sample
 
 
 @dataclass

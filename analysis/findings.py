@@ -6,7 +6,8 @@ region a cam points at): ``python -m runners.analyze --verify`` and the Failures
 
 ``Findings.to_dict()`` is JSON-able and ``Findings.from_dict()`` reads it back, checking every field's type: the
 background analysis stores an epoch's findings as ``epoch_N/findings.json`` (``save_findings``) and the viewer reads
-them (``load_findings``) with the run-file guards, as data. A list of datapoint idx is written as the list itself or,
+them (``load_findings``) with the run-file guards, as data, while the epoch's table and debug outputs are as they
+were when the analysis began (``epoch_signature``). A list of datapoint idx is written as the list itself or,
 where shorter, as a bitmap (``{"start": first idx, "bits": base64}``).
 """
 
@@ -24,6 +25,8 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
+from analysis.epoch_table import EPOCH_TABLE_FILE
+from debuggers.pages.reader import DEBUGGER_DIR
 from debuggers.pages.run_files import RunFileError, read_run_json
 from utils.atomic_files import atomic_write_json
 
@@ -265,29 +268,37 @@ class Findings:
         return _build(cls, data, "findings")
 
 
-def save_findings(epoch_dir: str, findings: Findings, table_signature: list) -> None:
-    """``findings`` as ``epoch_dir/findings.json``, atomically, with the signature (size, mtime) of the table they
-    were computed from: findings of a table since rewritten are not read back."""
+def save_findings(epoch_dir: str, findings: Findings, signature: list) -> None:
+    """``findings`` as ``epoch_dir/findings.json``, atomically, with the ``epoch_signature`` its inputs had when the
+    analysis began: findings of an epoch whose table or debug outputs changed since are not read back."""
     atomic_write_json(os.path.join(epoch_dir, FINDINGS_FILE),
-                      {"format": FORMAT, "table": list(table_signature), "findings": findings.to_dict()}, indent=None)
+                      {"format": FORMAT, "inputs": signature, "findings": findings.to_dict()}, indent=None)
 
 
-def load_findings(epoch_dir: str, table_signature: list) -> Optional[Findings]:
-    """The stored findings of ``epoch_dir`` when they are of this table version, else None (none stored, stale, or
-    of another format). ``RunFileError`` when the file is not one Lantern wrote."""
+def load_findings(epoch_dir: str) -> Optional[Findings]:
+    """The stored findings of ``epoch_dir`` when its inputs are as they were then, else None (none stored, stale,
+    or of another format). ``RunFileError`` when the file is not one Lantern wrote."""
     try:
         stored = read_run_json(os.path.join(epoch_dir, FINDINGS_FILE), "findings file", MAX_FINDINGS_BYTES)
     except FileNotFoundError:
         return None
-    if not isinstance(stored, dict) or stored.get("format") != FORMAT or stored.get("table") != list(table_signature):
+    if not isinstance(stored, dict) or stored.get("format") != FORMAT or \
+            stored.get("inputs") != epoch_signature(epoch_dir):
         return None
     return Findings.from_dict(stored.get("findings"))
 
 
-def table_signature(path: str) -> list:
-    """The epoch table's size and modification time: changes whenever the table is rewritten."""
-    status = os.stat(path)
-    return [status.st_size, status.st_mtime_ns]
+def epoch_signature(epoch_dir: str) -> list:
+    """What the findings of ``epoch_dir`` are computed from, as it is now: the epoch table's size and modification
+    time, and those of each file of its debug outputs (names, not contents: a rewrite changes them)."""
+    table = os.stat(os.path.join(epoch_dir, EPOCH_TABLE_FILE))
+    debugger = os.path.join(epoch_dir, DEBUGGER_DIR)
+    files = []
+    if os.path.isdir(debugger) and not os.path.islink(debugger):
+        for name in sorted(os.listdir(debugger)):
+            status = os.lstat(os.path.join(debugger, name))
+            files.append([name, status.st_size, status.st_mtime_ns])
+    return [table.st_size, table.st_mtime_ns, files]
 
 
 def missing(values: np.ndarray) -> np.ndarray:

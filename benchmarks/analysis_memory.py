@@ -31,7 +31,7 @@ import numpy as np
 
 from analysis import failures
 from analysis.epoch_table import EpochTable, write_epoch_table
-from analysis.findings import load_findings, save_findings, table_signature
+from analysis.findings import epoch_signature, load_findings, save_findings
 from analysis.slices import candidate_conditions
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -79,7 +79,7 @@ def measure(path: str, part: str) -> dict[str, Any]:
     if part == "stored":
         from runners.eval_viewer.layout import failures as layout  # here: the other parts never load Dash
 
-        findings = load_findings(folder, table_signature(path))
+        findings = load_findings(folder)
         layout.findings_view(findings)
         for figure in (layout.separators_figure, layout.data_map_figure, layout.confusion_figure):
             figure(findings)
@@ -98,7 +98,7 @@ def measure(path: str, part: str) -> dict[str, Any]:
             tracemalloc.stop()
 
     failures.find_slices = traced
-    signature = table_signature(path)
+    signature = epoch_signature(folder)
     findings = failures.analyze_table(table)
     save_findings(folder, findings, signature)
     return {"peak_rss_mb": _peak_rss_mb(), "seconds": time.perf_counter() - start, **search,

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
 from analysis.failures import FailureDefinition, Findings, analyze_table, resolve_epoch_dir
-from analysis.findings import FamilyFindings, save_findings, table_signature
+from analysis.findings import FamilyFindings, epoch_signature, save_findings
 from analysis.internals import read_internals
 from utils.errors import LanternUserError
 
@@ -49,10 +49,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def analyze_and_save(epoch_dir: str, failure: Optional[FailureDefinition] = None, min_size: Optional[int] = None,
                      top: int = 10, save: bool = True) -> Findings:
-    """The findings of ``epoch_dir`` (a folder holding an epoch table), stored there as ``findings.json`` with the
-    table's signature when ``save`` (the viewer reads them only while the table is that one)."""
+    """The findings of ``epoch_dir`` (a folder holding an epoch table), stored there as ``findings.json`` when
+    ``save`` (the viewer reads them only while the epoch's table and debug outputs are as they were)."""
     path = os.path.join(epoch_dir, EPOCH_TABLE_FILE)
-    signature = table_signature(path)
+    signature = epoch_signature(epoch_dir)
     findings = analyze_table(EpochTable(path), read_internals(epoch_dir), failure or FailureDefinition(), min_size,
                              top, epoch_dir)
     if save:

@@ -10,11 +10,13 @@ import re
 
 import numpy as np
 import pytest
+from scipy.stats import hypergeom
 
 from analysis.epoch_table import EpochTable
 from analysis.failures import AnalysisError, FailureDefinition, analyze_table
 from analysis.findings import NaNOrigin
 from analysis.internals import CapturedInternals
+from analysis.slices import fails_more
 from tests.analysis.tables import classified, write_table
 
 NULL_SEEDS = 20
@@ -174,3 +176,17 @@ def test_units_missing_on_the_same_rows_are_one_finding_that_names_the_nan_origi
     assert sorted(internal[0].conditions[0].same_on) == sorted(f"probe.c{j}" for j in range(1, 30))
     assert np.array_equal(internal[0].idx, np.flatnonzero(overflowed))
     assert any(re.fullmatch(r"blur >= 0\.[78]\d*", s.description) for s in findings.meta.slices)
+
+
+def test_the_fisher_test_decides_as_scipys_exact_tail_does():
+    """``fails_more`` bounds the hypergeometric tail and sums it exactly only where the bounds straddle the level:
+    its decisions are those of ``scipy.stats.hypergeom.sf`` on groups small and large, strong and weak."""
+    rng = np.random.default_rng(12)
+    size, rest = rng.integers(10, 20_000, 3000), rng.integers(10, 200_000, 3000)
+    rate = rng.uniform(0, 0.5, 3000)
+    failures = rng.binomial(size, np.minimum(1, rate * rng.uniform(0.5, 3, 3000)))
+    rest_failures = rng.binomial(rest, rate)
+    alpha = 10 ** rng.uniform(-12, -1, 3000)
+    exact = hypergeom.sf(failures - 1, size + rest, failures + rest_failures, size) < alpha
+    assert np.array_equal(fails_more(failures, size, rest_failures, rest, alpha), exact)
+    assert 0.2 < exact.mean() < 0.8  # both decisions are exercised

@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from analysis.failures import analyze
-from analysis.findings import FINDINGS_FILE, load_findings, table_signature
+from analysis.findings import FINDINGS_FILE, epoch_signature, load_findings
 from runners import findings_worker
 from runners.eval_viewer.backend.findings import epoch_findings
 from runners.findings_worker import BackgroundFindings
@@ -38,7 +38,7 @@ def epoch_copy(run: str, tmp_path, epoch: int = 2) -> str:
 def test_the_trainer_stores_every_validation_epochs_findings(run):
     for epoch in range(3):
         epoch_dir = os.path.join(run, f"epoch_{epoch}")
-        stored = load_findings(epoch_dir, table_signature(os.path.join(epoch_dir, "epoch_table.parquet")))
+        stored = load_findings(epoch_dir)
         assert stored is not None and stored.to_dict() == analyze(run, epoch).to_dict()
     log = open(os.path.join(run, "train.log")).read()
     assert log.count("findings of") == 3 and log.count("stored") >= 3
@@ -61,7 +61,7 @@ def test_an_epoch_is_analysed_in_a_thread_or_apart_and_its_findings_stored(run, 
     with caplog.at_level(logging.INFO, "test-findings"):
         worker.submit(epoch_dir)
         worker.close()
-    stored = load_findings(epoch_dir, table_signature(os.path.join(epoch_dir, "epoch_table.parquet")))
+    stored = load_findings(epoch_dir)
     assert stored is not None and stored.to_dict() == analyze(epoch_dir).to_dict()
     assert f"findings of {epoch_dir} stored" in caplog.text
 
@@ -96,7 +96,7 @@ def test_the_tab_computes_findings_that_are_missing_damaged_or_stale_and_says_wh
     assert "could not be read" in epoch_findings(epoch_dir).notes[0]
     shutil.copy(os.path.join(run, "epoch_2", FINDINGS_FILE), os.path.join(epoch_dir, FINDINGS_FILE))
     os.utime(os.path.join(epoch_dir, "epoch_table.parquet"), ns=(1, 1))  # as if rewritten since
-    assert "of an earlier version of the epoch table" in epoch_findings(epoch_dir).notes[0]
+    assert "of an earlier version of the epoch's table" in epoch_findings(epoch_dir).notes[0]
     shutil.copy(os.path.join(run, "epoch_2", "epoch_table.parquet"), os.path.join(epoch_dir, "epoch_table.parquet"))
     os.utime(os.path.join(epoch_dir, "epoch_table.parquet"),
              ns=(0, os.stat(os.path.join(run, "epoch_2", "epoch_table.parquet")).st_mtime_ns))
@@ -108,7 +108,7 @@ def test_a_crafted_findings_file_is_refused_field_by_field(run, tmp_path):
     epoch_dir = epoch_copy(run, tmp_path)
     with open(os.path.join(run, "epoch_2", FINDINGS_FILE)) as f:
         stored = json.load(f)
-    stored["table"] = table_signature(os.path.join(epoch_dir, "epoch_table.parquet"))
+    stored["inputs"] = epoch_signature(epoch_dir)
     stored["findings"]["failures"] = "many"
     with open(os.path.join(epoch_dir, FINDINGS_FILE), "w") as f:
         json.dump(stored, f)

@@ -12,7 +12,7 @@ import os
 
 from analysis.epoch_table import EPOCH_TABLE_FILE
 from analysis.failures import analyze
-from analysis.findings import FINDINGS_FILE, Findings, load_findings, table_signature
+from analysis.findings import FINDINGS_FILE, Findings, load_findings
 from debuggers.pages.run_files import RunFileError
 
 
@@ -23,13 +23,13 @@ def epoch_findings(epoch_dir: str) -> Findings:
     why = "none were stored for this epoch (a run from before, or its background analysis did not finish)"
     if os.path.isfile(path):
         try:
-            stored = load_findings(epoch_dir, table_signature(path))
+            stored = load_findings(epoch_dir)
         except (RunFileError, OSError) as exc:
             stored, why = None, f"its stored {FINDINGS_FILE} could not be read ({exc})"
         if stored is not None:
             return stored
         if os.path.lexists(os.path.join(epoch_dir, FINDINGS_FILE)) and why.startswith("none"):
-            why = f"its stored {FINDINGS_FILE} is of an earlier version of the epoch table or of Lantern"
+            why = f"its stored {FINDINGS_FILE} is of an earlier version of the epoch's table, debug outputs or Lantern"
     findings = analyze(epoch_dir)
     findings.notes.insert(0, f"These findings were computed now: {why}.")
     return findings

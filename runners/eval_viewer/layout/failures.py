@@ -149,7 +149,7 @@ def data_map_figure(findings: Findings) -> dict:
     for kind, colour in KIND_COLOURS.items():
         for failed in (False, True):
             chosen = [i for i, (k, f) in enumerate(zip(points["kind"], points["failed"])) if k == kind and f == failed]
-            traces.append({"type": "scattergl", "mode": "markers", "name": f"{kind}{', fails' if failed else ''}",
+            traces.append({"type": "scatter", "mode": "markers", "name": f"{kind}{', fails' if failed else ''}",
                            "x": [points["variability"][i] for i in chosen],
                            "y": [points["confidence"][i] for i in chosen],
                            "customdata": [points["idx"][i] for i in chosen],
