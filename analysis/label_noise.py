@@ -27,6 +27,7 @@ Each carries its confidence over the epochs (the data map) where the run has sev
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Optional
 
 import numpy as np
@@ -38,6 +39,8 @@ from analysis.data_map import History
 from analysis.findings import LabelIssue, SuspectGroup, Target
 from analysis.meta_terms import MetaVocabulary
 
+# cleanlab says so for every small class; the suspects are as many as it finds, which the report shows
+warnings.filterwarnings("ignore", message="May not flag all label issues", category=UserWarning)
 NEIGHBOURS = 10
 COHERENT_P = 0.01
 NOT_ALONE_P = 0.05  # a suspect in an explaining group whose neighbours pass stays a label suspect
