@@ -93,6 +93,8 @@ def evaluate(benchmark: Benchmark, findings: Findings, baselines: bool = True) -
     if spaces:
         space_idx, vectors = max(spaces.values(), key=lambda pair: len(pair[0]))
         rows = np.searchsorted(idx, space_idx)
+        usable = np.isfinite(vectors).all(axis=1) & np.isfinite(values["probabilities"][rows]).all(axis=1)
+        rows, vectors = rows[usable], vectors[usable]  # Domino models finite embeddings and probabilities only
         domino = [FoundGroup(g.description, g.columns, rows[g.rows]) for g in
                   domino_slices(vectors, values["label"][rows], values["probabilities"][rows], failed[rows])]
     failed_idx = set(idx[failed].tolist())
