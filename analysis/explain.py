@@ -20,12 +20,13 @@ from typing import Optional
 
 import numpy as np
 
-from analysis.findings import Condition, Findings, Slice, Target
+from analysis.findings import Condition, Findings, MetaMatch, Slice, Target
 from analysis.meta_terms import MetaVocabulary
 from analysis.separators import failing_side
 from analysis.slices import ALPHA, fails_more
 
 SAME_GROUP = 0.5
+EXAMPLES = 5
 MOSTLY_INSIDE = 0.8
 SAME_AS_NAN = 0.8
 _UNIT_NUMBER = re.compile(r"(\d+)$")
@@ -49,6 +50,7 @@ def explain(findings: Findings, values: dict[str, np.ndarray], failed: np.ndarra
         found.meta_match = vocabulary.best_match(rows_of(idx, found.idx))
         columns = [name for c in found.conditions for name in (c.column, *c.same_on)]
         found.target = _internal_target(columns, layers, regions, found.meta_match)
+        found.examples = _typical(found, values, failed)
     for separator in findings.internals.separators:
         column = separator.units[0].column if separator.units else separator.column
         separator.meta_match = vocabulary.best_match(failing_side(values[column], separator.direction, share))
@@ -65,7 +67,19 @@ def rows_of(table_idx: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return mask
 
 
-def _internal_target(columns: list[str], layers: dict[str, str], regions: set[str], match) -> Target:
+def _typical(found: Slice, values: dict[str, np.ndarray], failed: np.ndarray) -> list[int]:
+    """The slice's EXAMPLES failing datapoints furthest past its first condition's threshold (the first ones, for a
+    condition without one): what to open when no meta column describes it."""
+    rows = np.flatnonzero(rows_of(values["idx"], found.idx) & failed)
+    condition = found.conditions[0]
+    if condition.op in ("<", ">="):
+        distance = values[condition.column][rows].astype(np.float64) - condition.value
+        rows = rows[np.argsort(distance if condition.op == "<" else -distance, kind="stable")]
+    return values["idx"][rows[:EXAMPLES]].tolist()
+
+
+def _internal_target(columns: list[str], layers: dict[str, str], regions: set[str],
+                     match: Optional[MetaMatch]) -> Target:
     debugger = columns[0].split(".", 1)[0]
     units = sorted({int(m.group(1)) for column in columns if (m := _UNIT_NUMBER.search(column.split(".", 1)[-1]))})
     return Target(conditions=list(match.conditions) if match else [], debugger=debugger, layer=layers.get(debugger),

@@ -70,7 +70,7 @@ def suspected_label_errors(values: dict[str, np.ndarray], failed: np.ndarray,
         inside = remaining & mask[rows] & ((neighbours[1] < NOT_ALONE_P) if kind == "internal slice" else True)
         if inside.sum() >= MIN_GROUP and _explains(mask, suspect):
             groups.append(_group(description, f"{int(inside.sum())} suspects lie in this {kind}", rows[inside],
-                                 values, vocabulary, Target()))
+                                 values, vocabulary))
             remaining &= ~inside
     coherent = remaining & (neighbours[1] < COHERENT_P)
     label, prediction = values["label"], values["prediction"]
@@ -80,7 +80,7 @@ def suspected_label_errors(values: dict[str, np.ndarray], failed: np.ndarray,
             names = (class_name(values, cell[0], "label"), class_name(values, cell[1], "prediction"))
             groups.append(_group(f"label {names[0]}, predicted {names[1]}",
                                  f"{int(members.sum())} suspects whose nearest neighbours with the same prediction "
-                                 "fail too", rows[members], values, vocabulary, Target()))
+                                 "fail too", rows[members], values, vocabulary))
             remaining &= ~members
     # least like a neighbourhood of failures first (cleanlab's order among equals), the neighbourhood-failing last
     order = np.lexsort((-neighbours[1][remaining], coherent[remaining]))
@@ -143,13 +143,15 @@ def _neighbours_failing(rows: np.ndarray, values: dict[str, np.ndarray], failed:
 
 
 def _group(description: str, why: str, rows: np.ndarray, values: dict[str, np.ndarray],
-           vocabulary: MetaVocabulary, target: Target) -> SuspectGroup:
+           vocabulary: MetaVocabulary) -> SuspectGroup:
+    """The suspects ``rows`` as a systematic group, described in meta terms; its examples are its most confidently
+    contradicted suspects (``rows`` are in cleanlab's order)."""
     mask = np.zeros(len(values["idx"]), dtype=bool)
     mask[rows] = True
     match = vocabulary.best_match(mask)
-    target.conditions = list(match.conditions) if match else []
-    return SuspectGroup(description, why, len(rows), values["idx"][rows], match,
-                        values["idx"][rows[:EXAMPLES]].tolist(), target)
+    return SuspectGroup(description, why, len(rows), np.sort(values["idx"][rows]), match,
+                        values["idx"][rows[:EXAMPLES]].tolist(), Target(conditions=list(match.conditions) if match
+                                                                       else []))
 
 
 def _issue(row: int, values: dict[str, np.ndarray], history: Optional[History], neighbours: float) -> LabelIssue:

@@ -8,18 +8,22 @@ a time, keeping the best ``beam`` slices per level whose rows are not nearly (Ja
 better one, so copies of one signal do not fill it; a child must score higher than its parent.
 
 Significance (why random failures give no slice): a slice is a finding only when it fails significantly
-more than the rest, by a one-sided Fisher exact test (``scipy.stats.hypergeom``) at alpha = 0.05 / m,
-Bonferroni-corrected for the m tests the search makes; both rates are uncertain, so a slice of 90% of the
-datapoints against a lucky rest of 100 rows is not one, nor is a group of 5 that all fail. Ranking (which
-description wins): the one-sided Clopper-Pearson lower bound of the slice's failure rate at the same level
+more than the rest, by a one-sided Fisher exact test at its share of alpha = 0.05 (weighted Bonferroni,
+``condition_weights``: every family of columns gets an equal share, a family of per-unit columns counting as
+one column, split among its columns and their conditions, then among the tests the search makes with each
+condition). The test is decided from bounds on the hypergeometric tail, with ``scipy.stats.hypergeom`` summing
+it only where the bounds straddle the level. Both rates are uncertain, so a slice of 90% of the datapoints
+against a lucky rest of 100 rows is not one, nor is a group of 5 that all fail. Ranking (which description
+wins): the one-sided Clopper-Pearson lower bound of the slice's failure rate at the same level
 (``scipy.stats.beta``) minus the rest's rate, so a group of 200 with 60% failures ranks above a group of 12
 that all fail. Slices smaller than ``min_size`` are never considered. A longer conjunction must earn every
 condition: it must rank above its parent and fail significantly more (same test and level) than the rows
 that dropping any one of its conditions would add, so a noise condition is never appended. The report is a
 sequential covering: going down the ranking, a slice is kept only when its datapoints that no kept slice
-holds number at least ``min_size`` and fail significantly more than everything outside the kept slices and
-it; so each group of failures is reported once, by its best description, and a broad slice that only
-contains a better one is dropped.
+holds number at least ``min_size``, hold at least half of its failures, and fail significantly more than
+everything outside the kept slices and it; so each group of failures is reported once, by its best
+description (others naming the same failures become its ``also``), and a broad slice that only contains a
+better one is dropped.
 
 Memory (a table of 100k rows and 600 summary columns gives about 5,500 conditions): each condition's rows are
 kept packed, 8 a byte, and counted with ``np.bitwise_count`` a chunk of conditions (CHUNK_BYTES) at a time;

@@ -109,7 +109,8 @@ def _words(found: Any) -> str:
     """A slice's other descriptions, its meta match, what the model shows of it, its NaN origin."""
     parts = [f"also: {'; '.join(found.also)}"] if found.also else []
     if found.family == "internals":
-        parts.append(found.meta_match.describe() if found.meta_match else "no meta column describes it")
+        parts.append(found.meta_match.describe() if found.meta_match else
+                     f"no meta column describes it; examples {' '.join(map(str, found.examples))}")
     parts += [f"inside the model: {'; '.join(found.inside_model)}"] if found.inside_model else []
     parts += [f"NaN first appears in {found.nan_origin}"] if found.nan_origin else []
     return " | ".join(parts)

@@ -79,3 +79,22 @@ def test_near_identical_units_merge_into_the_first_and_distinct_ones_stay():
     kept, same_as = merge_near_identical(columns, {name: "e.c*" for name in columns})
     assert list(kept) == ["e.c0", "e.c3"] and same_as == {"e.c0": ["e.c1", "e.c2"]}
     assert unit_family("layer3_energy.c12") == "layer3_energy.c*" and unit_family("gradcam.spread") is None
+
+
+def test_an_internal_slice_no_meta_column_describes_shows_its_most_typical_failures(tmp_path):
+    """5% of the datapoints (an input artifact, no meta column) drive a probe low and fail 90%: the slice on the
+    probe says "no meta column describes it" and names the failing datapoints furthest past its threshold."""
+    rng = np.random.default_rng(8)
+    rows = 2000
+    marked = rng.random(rows) < 0.05
+    failed = rng.random(rows) < np.where(marked, 0.9, 0.08)
+    probe = (rng.normal(size=rows) - 3 * marked).astype(np.float32)
+    meta = {"site": rng.choice(["a", "b", "c"], rows).astype(object), "dose": rng.random(rows)}
+    columns = classified(rng, failed) | meta | {"probe.low": probe}
+    findings = analyze_table(write_table(tmp_path / "epoch_table.parquet", columns, list(meta), {"accuracy": True},
+                                         ("probe.low",)))
+    (found,) = findings.internals.slices
+    assert found.meta_match is None and found.conditions[0].op == "<" and not findings.meta.slices
+    inside = np.isin(np.arange(rows), found.idx) & failed
+    expected = np.flatnonzero(inside)[np.argsort(probe[inside], kind="stable")][:5]
+    assert found.examples == expected.tolist() and found.target.debugger == "probe"

@@ -101,7 +101,9 @@ def findings_view(findings: Findings) -> tuple[list[Any], list[Any]]:
 def _slice_detail(found: Slice) -> str:
     parts = [f"{found.size} datapoints, {found.failure_rate:.0%} fail (rest {found.rest_failure_rate:.0%})"]
     parts += [f"also: {'; '.join(found.also)}"] if found.also else []
-    parts += [_match(found.meta_match)] if found.family == "internals" else []
+    if found.family == "internals":
+        parts.append(_match(found.meta_match) if found.meta_match else
+                     f"{_match(None)}; examples: {', '.join(f'#{i}' for i in found.examples)}")
     parts += [f"inside the model: {'; '.join(found.inside_model)}"] if found.inside_model else []
     parts += [f"NaN first appears in {found.nan_origin}"] if found.nan_origin else []
     return "; ".join(parts)
