@@ -8,7 +8,7 @@ cause with many correlated descriptions): ``stored``, whose last epoch's finding
 them (``runners.analyze.analyze_and_save``), and ``computed``, without them (a run from before, or an analysis
 that did not finish). The viewer is served on 127.0.0.1; each round opens each run (alternating the order) on the
 Datapoint tab, clicks the Failures tab and takes, in the browser's clock, the time from the click to the first
-finding and the meta chart on screen. A fresh viewer serves each round, so no round finds the findings already
+finding and the charts on screen. A fresh viewer serves each round, so no round finds the findings already
 in the viewer's memory. Target (issue 26): at most 1 s with stored findings.
 """
 
@@ -29,7 +29,8 @@ from runners.eval_viewer.layout import failures as layout
 from runners.eval_viewer.layout import ids
 
 DRAWN = f"""() => document.querySelector('#{layout.PANEL} .finding-button')
-    && document.querySelector('#{layout.SEPARATORS_CHART} .barlayer')"""
+    && document.querySelector('#{layout.SEPARATORS_CHART} .main-svg')
+    && document.querySelector('#{layout.CONFUSION_CHART} .heatmaplayer')"""
 
 
 def write_run(folder: str, rows: int) -> str:
