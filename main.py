@@ -2,7 +2,8 @@
 
 The config module's ``config['runner']`` (``BaseTrainer`` or ``BaseEvaluator``)
 is built with the config and run. Under ``torchrun`` every process runs this
-same command; the runner joins the process group itself.
+same command; the runner joins the process group itself. Whatever stops a run is
+said on stderr and at the end of its log, with the exit code (runners/run_stop.py).
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import argparse
 import os
 import sys
 
-from runners.base_runner import BaseRunner
-from runners.config_file import load_config
+from runners.config_file import load_config, viewer_log_dir
+from runners.run_stop import Terminated, raise_on_sigterm, report_stop
 from utils import distributed
-from utils.errors import ConfigError, LanternUserError, user_message
+from utils.errors import ConfigError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config: dict = {}
     runner = None
+    raise_on_sigterm()
     try:
         config = load_config(args.config_filepath)
         runner_cls = config.get("runner")
@@ -33,17 +35,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         runner = runner_cls(config)
         runner.run()
-    except LanternUserError as exc:
-        message = user_message(exc)
-        rank = f" (rank {os.environ.get('RANK')})" if distributed.env_world_size() > 1 else ""
-        print(f"error{rank}: {message}", file=sys.stderr)
-        if isinstance(config.get("runner"), type) and issubclass(config["runner"], BaseRunner):
-            config["runner"].log_stop(config, message, runner.launch if isinstance(runner, BaseRunner) else None)
-        return 2
+    except (Exception, KeyboardInterrupt, SystemExit, Terminated) as exc:  # every stop is said, in the log too
+        return report_stop(exc, config, runner)
     distributed.shutdown()
     if os.environ.get("RANK", "0") == "0":
         print(f"Results are in {os.path.abspath(config['work_dir'])}\n"
-              f"Look at them: python -m runners.eval_viewer --log-dirs {config['work_dir']}")
+              f"Look at them: python -m runners.eval_viewer --log-dirs {viewer_log_dir(config)}")
     return 0
 
 

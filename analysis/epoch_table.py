@@ -47,6 +47,7 @@ ROLES_KEY = b"lantern.roles"
 ROLE_LISTS = ("scores", "meta", "summaries", "outcome", "input_region")  # roles that list column names
 ROLE_MAPS = {"higher_is_better": bool, "layers": str}  # roles that map a name to a bool (a score's direction) or a
 # string (a debugger's layer)
+FAILURE_DEFINITION_ROLE = "failure_definition"  # the run's config['failure_definition']: {'metric', 'worst_fraction'}
 # A page's rows are spread over the whole file; fetching them decodes only the row groups and data pages
 # that hold them, so both are kept small (measured in benchmarks/epoch_table.py, docs/benchmarks.md).
 ROW_GROUP_SIZE = 16_384  # DuckDB's unit of skipping by min/max (and of parallel reading)
@@ -330,8 +331,17 @@ def _read_roles(schema: pa.Schema, path: str) -> tuple[dict[str, Any], list[str]
         raise EpochTableError(f"{path} has malformed column roles (metadata {ROLES_KEY.decode()}: "
                               f"{', '.join(bad)} is not what Lantern writes); it was damaged "
                               "or written by another tool: validate the epoch again to rewrite it")
-    known = (*ROLE_LISTS, *ROLE_MAPS)
-    return {key: roles[key] for key in known if key in roles}, sorted(str(key) for key in roles if key not in known)
+    known = (*ROLE_LISTS, *ROLE_MAPS, FAILURE_DEFINITION_ROLE)
+    kept = {key: roles[key] for key in (*ROLE_LISTS, *ROLE_MAPS) if key in roles}
+    failure = roles.get(FAILURE_DEFINITION_ROLE)
+    if isinstance(failure, dict) and isinstance(failure.get("metric"), str) \
+            and _is_share(failure.get("worst_fraction")):
+        kept[FAILURE_DEFINITION_ROLE] = failure  # anything else is not what Lantern writes: the default applies
+    return kept, sorted(str(key) for key in roles if key not in known)
+
+
+def _is_share(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1
 
 
 def _is_list(kind: pa.DataType) -> bool:

@@ -16,9 +16,9 @@ the run's earlier epoch tables) and returns ``Findings`` (``analysis/findings.py
   the run's validation epochs (``analysis/data_map.py``);
 - NaN origins, dead units, the confusion matrix.
 
-The failure definition is configurable: by default a wrong prediction when the table has labels and predictions,
-otherwise the worst ``worst_fraction`` of a score column (any score: an IoU, a loss), so nothing here assumes a
-classifier.
+The failure definition is configurable: by default the one the run named (``config['failure_definition']``, kept
+in the table's roles), else a wrong prediction when the table has labels and predictions, otherwise the worst
+``worst_fraction`` of a score column (any score: an IoU, a loss), so nothing here assumes a classifier.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from sklearn.metrics import confusion_matrix
 
 from analysis.columns import UNIT, Columns, split_columns
 from analysis.data_map import data_map, read_history
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from analysis.epoch_table import EPOCH_TABLE_FILE, FAILURE_DEFINITION_ROLE, EpochTable
 from analysis.explain import explain, rows_of
-from analysis.findings import DeadUnit, FamilyFindings, Findings
+from analysis.findings import DeadUnit, FamilyFindings, Findings, epoch_signature, save_findings
 from analysis.internals import CapturedInternals, read_internals
 from analysis.label_noise import class_name, suspected_label_errors
 from analysis.meta_terms import MetaVocabulary
@@ -55,21 +55,26 @@ LIST_COLUMNS = ("probabilities",)
 class FailureDefinition:
     """Which datapoints count as failures.
 
-    ``metric=None``: a wrong prediction (``label != prediction``). Otherwise the worst ``worst_fraction``
-    of that score column (its direction from the table's roles; a missing score counts as a failure).
+    ``metric=None``: the definition the run named (the table's ``failure_definition`` role), else a wrong
+    prediction (``label != prediction``). Otherwise the worst ``worst_fraction`` of that score column (its direction
+    from the table's roles; a missing score counts as a failure).
     """
 
     metric: Optional[str] = None
     worst_fraction: float = 0.1
 
     def failed(self, table: EpochTable, values: dict[str, np.ndarray]) -> tuple[np.ndarray, str]:
+        named = table.roles.get(FAILURE_DEFINITION_ROLE)
+        if self.metric is None and isinstance(named, dict) and isinstance(named.get("metric"), str):
+            failed, definition = FailureDefinition(named["metric"], named["worst_fraction"]).failed(table, values)
+            return failed, f"{definition} (the run's failure_definition)"
         if self.metric is None and "label" in values and "prediction" in values:
             return values["label"] != values["prediction"], "wrong prediction (label != prediction)"
         metric = self.metric or _default_metric(table)
         if not 0 < self.worst_fraction < 1:
             raise AnalysisError(f"worst_fraction must be between 0 and 1, got {self.worst_fraction}")
         _check_score(table, metric)
-        scores = values[metric].astype(np.float64)
+        scores = (values[metric] if metric in values else table.values([metric])[metric]).astype(np.float64)
         higher_is_better = table.roles.get("higher_is_better", {}).get(metric, True)
         failed, cut, ties = worst_rows(-scores if higher_is_better else scores, self.worst_fraction)
         op = ("<" if higher_is_better else ">") + ("=" if ties else "")
@@ -99,14 +104,21 @@ def worst_rows(badness: np.ndarray, fraction: float) -> tuple[np.ndarray, Option
 
 
 def analyze(run: str, epoch: Optional[int] = None, failure: Optional[FailureDefinition] = None,
-            min_size: Optional[int] = None, top: int = 10) -> Findings:
+            min_size: Optional[int] = None, top: int = 10, save: bool = False) -> Findings:
     """Findings for ``run`` (a trainer work dir, an evaluator work dir, or an ``epoch_N`` folder).
 
-    ``epoch=None`` picks the last epoch with a table, preferring one whose debug outputs were captured.
+    ``epoch=None`` picks the last epoch with a table, preferring one whose debug outputs were captured. ``save``:
+    store them in the epoch's folder (``findings.json``, with the signature its inputs had before the analysis
+    began: the viewer reads them only while the epoch's table and debug outputs are as they were).
     """
     epoch_dir = resolve_epoch_dir(run, epoch)
+    signature = epoch_signature(epoch_dir)
     table = EpochTable(os.path.join(epoch_dir, EPOCH_TABLE_FILE))
-    return analyze_table(table, read_internals(epoch_dir), failure or FailureDefinition(), min_size, top, epoch_dir)
+    findings = analyze_table(table, read_internals(epoch_dir), failure or FailureDefinition(), min_size, top,
+                             epoch_dir)
+    if save:
+        save_findings(epoch_dir, findings, signature)
+    return findings
 
 
 def analyze_table(table: EpochTable, internals: Optional[CapturedInternals] = None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from analysis.epoch_table import ROLE_LISTS, ROLE_MAPS, EpochTable
+from analysis.epoch_table import FAILURE_DEFINITION_ROLE, ROLE_LISTS, ROLE_MAPS, EpochTable
 from utils.errors import LanternUserError
 
 LIST_COLUMNS = ("probabilities",)
@@ -28,8 +28,8 @@ def check_table(table: EpochTable) -> None:
     where = f"the epoch table {table.path}"
     if table.unknown_roles:
         raise AnalysisError(f"{where} declares roles Lantern does not know ({', '.join(table.unknown_roles)}); "
-                            f"known: {', '.join((*ROLE_LISTS, *ROLE_MAPS))}: rewrite it with Lantern (validate the "
-                            "epoch again) or remove those roles")
+                            f"known: {', '.join((*ROLE_LISTS, *ROLE_MAPS, FAILURE_DEFINITION_ROLE))}: rewrite it "
+                            "with Lantern (validate the epoch again) or remove those roles")
     for role in (*ROLE_LISTS, "higher_is_better"):
         absent = [name for name in table.roles.get(role, []) if name not in types]
         if absent:

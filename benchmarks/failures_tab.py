@@ -5,7 +5,7 @@ against computed when the tab is opened.
 
 Two copies of one run of two epochs (``benchmarks.analysis_memory.write_table``: 55 summary columns, a site, one
 cause with many correlated descriptions): ``stored``, whose last epoch's findings were stored as the trainer stores
-them (``runners.analyze.analyze_and_save``), and ``computed``, without them (a run from before, or an analysis
+them (``analysis.failures.analyze(..., save=True)``), and ``computed``, without them (a run from before, or an analysis
 that did not finish). The viewer is served on 127.0.0.1; each round opens each run (alternating the order) on the
 Datapoint tab, clicks the Failures tab and takes, in the browser's clock, the time from the click to the first
 finding and the charts on screen. A fresh viewer serves each round, so no round finds the findings already
@@ -22,9 +22,9 @@ import statistics
 import tempfile
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from analysis.failures import analyze
 from benchmarks.analysis_memory import write_table
 from benchmarks.viewer_browser import CHROMIUM, CHROMIUM_ARGS, SHOWN, serve
-from runners.analyze import analyze_and_save
 from runners.eval_viewer.layout import failures as layout
 from runners.eval_viewer.layout import ids
 
@@ -74,7 +74,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         stored = write_run(folder, args.rows)
         computed = shutil.copytree(stored, os.path.join(folder, "computed"))
-        analyze_and_save(os.path.join(stored, "epoch_1"))
+        analyze(os.path.join(stored, "epoch_1"), save=True)
         times: dict[str, list[float]] = {"stored": [], "computed": []}
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

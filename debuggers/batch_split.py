@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from debuggers.outputs import PerDatapoint, is_shared_record
+from debuggers.outputs import AloneOutputs, PerDatapoint, is_shared_record
 from debuggers.pages.batch_values import Rows
-from debuggers.pages.values import join_path, page_key, to_page_value
+from debuggers.pages.values import check_value_nodes, join_path, page_key, to_page_value
 
 _NUMERIC_KINDS = "biufc"  # 1-d rows of these become Python numbers, as a 0-d tensor's .item() would
 
@@ -50,7 +50,10 @@ def split_batch_value(output: Any, batch_size: int, path: str = "") -> tuple[lis
     if is_shared_record(output):
         value = to_page_value(output)
         return [value] * batch_size, value
-    return _split(output, batch_size, path)
+    check_value_nodes(output, path)  # its plain lists and dicts, before the split: a big one is refused at once
+    rows, batch_value = _split(output, batch_size, path)
+    check_value_nodes(batch_value, path)  # each datapoint's part, as its record header will list it
+    return rows, batch_value
 
 
 def _split(value: Any, batch_size: int, path: str) -> tuple[list[Any], Any]:
@@ -68,7 +71,8 @@ def _split(value: Any, batch_size: int, path: str) -> tuple[list[Any], Any]:
             raise BatchContractError(
                 f"output{_show(path)} is a PerDatapoint list of {len(value)} entries for a batch of {batch_size}"
             )
-        rows = [to_page_value(item, join_path(path, i)) for i, item in enumerate(value)]
+        alone = isinstance(value, AloneOutputs)  # each entry is a whole output
+        rows = [to_page_value(item, path if alone else join_path(path, i)) for i, item in enumerate(value)]
         return rows, Rows(rows)
     if isinstance(value, dict) and value:
         keys = [page_key(key, path) for key in value]

@@ -1,5 +1,5 @@
-"""``python -m debuggers.convert_pages DEBUGGER_DIR``: the command's first name, kept because run notes and
-earlier messages cite it; the conversion is ``debuggers.pages.convert``."""
+"""``python -m debuggers.convert_pages DEBUGGER_DIR [--trust-pickles]``: the command's first name, kept because run
+notes and earlier messages cite it; the conversion is ``debuggers.pages.convert``."""
 
 import sys
 

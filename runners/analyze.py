@@ -1,24 +1,27 @@
 """Print why a run's datapoints fail: meta causes first, then what the model does, subgroups, label suspects.
 
     python -m runners.analyze --run logs/examples/planted_failures_trainer [--epoch N] [--json] [--save]
+    python -m runners.analyze --run RUN --verify [KEY ...] --trust-configs
 
 The same findings as ``analysis.failures.analyze`` (for notebooks) and the viewer's Failures tab. ``--save``
 stores them in the epoch's folder (``findings.json``), as the trainer does after each validation epoch, so the
-viewer shows them at once. A run or table it cannot analyse gives one line on stderr and exit status 2.
+viewer shows them at once. ``--verify`` confirms findings by intervention on the epoch's own model
+(``runners/verify.py``): it rebuilds the model from the config file the run names, so it needs
+``--trust-configs``. A run or table it cannot analyse gives one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from typing import Any, Optional
+from typing import Any
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
-from analysis.failures import FailureDefinition, Findings, analyze_table, resolve_epoch_dir
-from analysis.findings import FamilyFindings, epoch_signature, save_findings
-from analysis.internals import read_internals
+from analysis.failures import FailureDefinition, Findings, analyze, resolve_epoch_dir
+from analysis.findings import FamilyFindings
+from analysis.intervention import Comparison
+from runners.run_model import TRUST_FLAG
+from runners.verify import Result, Verification, verify_findings
 from utils.errors import LanternUserError
 
 
@@ -35,29 +38,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
     parser.add_argument("--save", action="store_true", help="store the findings in the epoch's folder "
                                                             "(findings.json) for the viewer")
+    parser.add_argument("--verify", nargs="*", metavar="KEY", default=None,
+                        help="confirm findings by intervention on the epoch's model: the findings named "
+                             "(meta.slices-0, internals.separators-2, subgroups-0, nan_origins-0, ...), or every one "
+                             "but label suspects, dead units and restatements")
+    parser.add_argument(TRUST_FLAG, action="store_true", dest="trust_configs",
+                        help="let --verify import the config file the run names (runs its code: only for runs you "
+                             "trust)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of --verify's random control sets (default 0)")
     args = parser.parse_args(argv)
+    failure = FailureDefinition(args.failure_metric, args.worst_fraction)
     try:
-        epoch_dir = resolve_epoch_dir(args.run, args.epoch)
-        findings = analyze_and_save(epoch_dir, FailureDefinition(args.failure_metric, args.worst_fraction),
-                                    args.min_size, args.top, save=args.save)
+        findings = analyze(args.run, args.epoch, failure, args.min_size, args.top, save=args.save)
+        verified = None if args.verify is None else verify_findings(
+            resolve_epoch_dir(args.run, args.epoch), findings.to_dict(), args.verify or None, args.trust_configs,
+            failure, args.seed)
     except LanternUserError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    print(json.dumps(findings.to_dict(), indent=1) if args.json else format_findings(findings))
+    if args.json:
+        data = findings.to_dict() | ({} if verified is None else {"verifications": [r.to_dict() for r in verified]})
+        print(json.dumps(data, indent=1, default=_plain))
+    else:
+        print(format_findings(findings) + ("" if verified is None else "\n" + format_verifications(verified)))
     return 0
-
-
-def analyze_and_save(epoch_dir: str, failure: Optional[FailureDefinition] = None, min_size: Optional[int] = None,
-                     top: int = 10, save: bool = True) -> Findings:
-    """The findings of ``epoch_dir`` (a folder holding an epoch table), stored there as ``findings.json`` when
-    ``save`` (the viewer reads them only while the epoch's table and debug outputs are as they were)."""
-    path = os.path.join(epoch_dir, EPOCH_TABLE_FILE)
-    signature = epoch_signature(epoch_dir)
-    findings = analyze_table(EpochTable(path), read_internals(epoch_dir), failure or FailureDefinition(), min_size,
-                             top, epoch_dir)
-    if save:
-        save_findings(epoch_dir, findings, signature)
-    return findings
 
 
 def format_findings(findings: Findings) -> str:
@@ -127,6 +131,38 @@ def _share(value: Any, digits: int = 0) -> str:
     if value is None:
         return "-"
     return f"{value:.{digits}f}" if digits else f"{value:.0%}"
+
+
+def format_verifications(results: list[Result]) -> str:
+    """What each intervention did to its finding's failures, against the matched random set."""
+    done = [r for r in results if isinstance(r, Verification)]
+    lines = _table("Verified by intervention (the finding's datapoints rerun with the patch, against as many failing "
+                   "and passing ones drawn at random elsewhere; 95% intervals)",
+                   ["key", "finding", "intervention", "failing before → after", "change", "control change",
+                    "verdict"],
+                   [[r.key, r.finding, r.intervention, _before_after(r), *_changes(r.comparison), r.verdict]
+                    for r in done])
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for r in done:
+        reasons.setdefault((r.verdict, r.comparison.reason), []).append(r.key)
+    lines += [f"{', '.join(keys)}: {verdict}: {reason}" for (verdict, reason), keys in reasons.items()]
+    lines += [f"{r.key} ({r.finding}): not verifiable: {r.reason}" for r in results if not isinstance(r, Verification)]
+    return "\n".join(lines)
+
+
+def _before_after(result: Verification) -> str:
+    counts = result.comparison.finding
+    return f"{counts.failures_before} → {counts.failures_after} of {counts.size}"
+
+
+def _changes(comparison: Comparison) -> list[str]:
+    """The finding's and the control's change in failure rate, each with its interval."""
+    return [f"{comparison.finding.change:+.2f} {comparison.finding_interval}",
+            f"{comparison.control.change:+.2f} {comparison.control_interval}"]
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else str(value)
 
 
 def _table(title: str, header: list[str], rows: list[list[Any]]) -> list[str]:

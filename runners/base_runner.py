@@ -27,19 +27,28 @@ from tqdm import tqdm
 
 from analysis.epoch_rows import EpochRows, gather_epoch_columns
 from analysis.epoch_table import write_epoch_table
-from debuggers.model_report import MODEL_REPORT_FILE, build_model_report, write_model_report
+from debuggers.model_report import MODEL_REPORT_FILE, build_model_report, refresh_conv_filters, write_model_report
+from debuggers.pages.watchdog import DEFAULT_STALL_TIMEOUT_S
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from runners.config_file import config_differences, describe_config
 from runners.config_keys import check_config_keys
 from runners.datapoint_capture import DATAPOINTS_DIR, CaptureLimits, DatapointCapture, capture_is_complete
+from runners.failure_definition import FAILURE_DEFINITION_ROLE, checked_failure_definition
 from runners.findings_worker import BackgroundFindings
-from runners.metric_contract import check_buffer, checked_summary
+from runners.metric_contract import check_buffer, check_scores, checked_summary
 from runners.unique_idx import SeenIdx, merge_rank_buffers
 from runners.work_dir_guard import LOCK_FILE, WorkDirWatch, lock_work_dir, recorded_launch, release_work_dir
 from utils import distributed
 from utils.atomic_files import TEMP_MARKER, atomic_write_json, read_json
 from utils.builders import build_from_config
-from utils.errors import ConfigError, DatasetContractError, ModelContractError, WorkDirError
+from utils.errors import (
+    ConfigError,
+    DatasetContractError,
+    ModelContractError,
+    UserCodeError,
+    WorkDirError,
+    describe_exception,
+)
 from utils.folder_glob import glob_in
 from utils.ops import apply_tensor_op, describe_value, idx_list
 from utils.run_logging import append_to_log, get_run_logger
@@ -47,10 +56,11 @@ from utils.run_logging import append_to_log, get_run_logger
 RUN_INFO_FILE = "run_info.json"
 _STALE_TEMP = re.compile(rf"\..+{re.escape(TEMP_MARKER)}[\d-]+")  # utils.atomic_files.temporary_path
 # moving a run or its config file, changing how long ranks wait for each other, what is captured of each
-# datapoint, the debug disk budget or the capture policies keeps it the same run: they change what is
-# captured, not what is trained
+# datapoint, the debug disk budget, the capture policies, the training monitor or what counts as a failure keeps it
+# the same run: they change what is captured and how it is read, not what is trained (a run the monitor stopped at
+# a NaN resumes with it set to go on)
 UNIDENTIFYING_KEYS = ("work_dir", "config_filepath", "distributed_timeout_s", "datapoint_capture",
-                      "debug_disk_budget_gb", "failure_analysis")
+                      "debug_disk_budget_gb", "training_monitor", "failure_definition", "failure_analysis")
 UNIDENTIFYING_DEBUGGER_ARGS = ("keep", "summaries_every_epoch")  # SequentialDebugger's capture policies
 
 
@@ -82,6 +92,7 @@ class BaseRunner:
         self.debugger: Optional[SequentialDebugger] = None
         self.capture_limits = CaptureLimits.from_config(config.get("datapoint_capture"))
         self.datapoint_capture: Optional[DatapointCapture] = None
+        self._capture_stuck = False  # a capture's writer hung: no more captures in this run
         self._work_dir_watch: Optional[WorkDirWatch] = None  # rank 0, once the work dir exists
         # dataset[0] of the evaluated dataset as collated at start-up, until the debugger's start-up (the model
         # report) has used it: a user's __getitem__ may be slow (a big image, network storage)
@@ -89,6 +100,8 @@ class BaseRunner:
         self.rank, self.world_size = 0, 1
         self.launch: Optional[str] = None  # this launch's id, once recorded in run_info.json (see log_stop)
         self._seen_idx = SeenIdx(0)  # meta_info['idx'] of this evaluation pass (runners/unique_idx.py)
+        self._metric_checked = False  # on the first batch this process scores, see _check_metric
+        self.stage = "start-up"  # then "epoch N training", ...: said when the run stops (main.py)
         self.failure_analysis = config.get("failure_analysis", True)
         if not isinstance(self.failure_analysis, bool):
             raise ConfigError(f"config['failure_analysis'] must be True (analyse each validation epoch's failures in "
@@ -100,26 +113,38 @@ class BaseRunner:
         return self.rank == 0
 
     @classmethod
-    def log_stop(cls, config: dict[str, Any], message: str, launch: Optional[str]) -> None:
+    def log_stop(cls, config: dict[str, Any], message: str, launch: Optional[str], stage: str = "start-up",
+                 exit_code: int = 2, traceback_text: str = "") -> Optional[str]:
         """Append why this process stops to the log of the run in ``config['work_dir']``: a run started under
         nohup or slurm is read from its log, which would otherwise just end. ``launch``: the launch id this
-        process recorded in the run's ``run_info.json``, None if it never got so far.
+        process recorded in the run's ``run_info.json``, None if it never got so far. Returns the log's path
+        if it got the stop.
 
-        Only a run whose ``run_info.json`` still records this launch gets "stopped" (at ERROR). A launch refused
-        before it recorded one says so at WARNING in the log of the run it found, which it left as it was (that
-        run may be going on). A work dir whose ``run_info.json`` records another launch (deleted and reused
-        while this one ran), or none at all (another tool's folder), gets nothing: its log is not this run's."""
+        Only a run whose ``run_info.json`` still records this launch gets "stopped during <stage>" (at ERROR), as
+        its last line, after ``traceback_text``. A launch refused before it recorded one says so at WARNING in
+        the log of the run it found, which it left as it was (that run may be going on). A work dir whose
+        ``run_info.json`` records another launch (deleted and reused while this one ran), or none at all
+        (another tool's folder), gets nothing: its log is not this run's."""
         work_dir = str(config.get("work_dir") or "")
         info_path = os.path.join(work_dir, RUN_INFO_FILE)
         if not work_dir or not os.path.isfile(info_path):
-            return
+            return None
         rank, pid = int(os.environ.get("RANK", "0")), os.getpid()
         if launch is None:
             append_to_log(work_dir, cls.LOG_FILE, rank, logging.WARNING, f"another launch (process {pid}) into "
-                          f"this work dir was refused and changed nothing here (exit code 2): {message}")
-        elif recorded_launch(info_path) == launch:
-            append_to_log(work_dir, cls.LOG_FILE, rank, logging.ERROR, f"process {pid} stopped (exit code 2): "
-                          f"{message}")
+                          f"this work dir was refused and changed nothing here (exit code {exit_code}): {message}")
+            return None
+        if recorded_launch(info_path) != launch:
+            return None
+        if traceback_text:
+            append_to_log(work_dir, cls.LOG_FILE, rank, logging.ERROR, f"what stopped process {pid}:\n"
+                          f"{traceback_text.rstrip()}")
+        return append_to_log(work_dir, cls.LOG_FILE, rank, logging.ERROR,
+                             f"process {pid} stopped during {stage} (exit code {exit_code}): {message}")
+
+    def resume_advice(self) -> str:
+        """What running the same command again does, for a stop message."""
+        return "once fixed, run the same command again"
 
     # ----------------------------------------------------------- initialisation
     def _init_device_(self) -> None:
@@ -197,6 +222,7 @@ class BaseRunner:
 
     def _init_metric_(self) -> None:
         self.metric = build_from_config(self.config["metric"], "config['metric']")
+        self.failure_definition = checked_failure_definition(self.config.get("failure_definition"), self.metric)
 
     def _init_debugger(self) -> None:
         """Build the debugger once the model exists; unknown layer names stop the run here."""
@@ -231,6 +257,17 @@ class BaseRunner:
             write_model_report(path, build_model_report(self.eval_model, inputs))
         except Exception as exc:  # the report only informs; the run must not stop for it
             self.logger.warning(f"model report not written ({type(exc).__name__}: {exc})")
+
+    def _refresh_model_report(self, taken_at: str) -> None:
+        """The model report's conv filters as the weights are now (rank 0, where a report was written); never
+        fatal."""
+        path = os.path.join(self.work_dir, MODEL_REPORT_FILE)
+        if not self.is_main or not os.path.isfile(path):
+            return
+        try:
+            refresh_conv_filters(path, self.eval_model, taken_at)
+        except Exception as exc:  # the report only informs; the run must not stop for it
+            self.logger.warning(f"model report's conv filters not refreshed ({type(exc).__name__}: {exc})")
 
     def _build_dataloader(self, dataset_key: str, dataloader_key: str, sampler: Any) -> DataLoader:
         dataset = build_from_config(self.config[dataset_key], f"config['{dataset_key}']")
@@ -268,6 +305,8 @@ class BaseRunner:
         with self.debugger.watch_forward() if debugging else contextlib.nullcontext():  # hooks run in there
             dp["outputs"] = self._forward(self.eval_model, dp["inputs"])
         scores = self.metric(dp["outputs"], dp["labels"])
+        if first_batch:
+            check_scores(scores, self.metric)
         if self.debugger is not None and first_batch:  # a wrong keep score name stops the run here
             self.debugger.capture_policy.check_scores(scores, len(idx))
         self.metric.add_to_buffer(idx, scores)
@@ -275,6 +314,14 @@ class BaseRunner:
         if debugging:
             dp["scores"] = scores  # the capture policy decides whose outputs to keep from them
             dp["debug"] = self.debugger(dp, self.eval_model)
+
+    def _check_metric(self, outputs: dict, labels: Any) -> None:
+        """Score the first batch this process meets (a trainer's first training batch, before its first step) and
+        check the scores' contract: a metric returning strings stops the run here, naming the score, not after a
+        whole epoch inside Lantern's code."""
+        with torch.no_grad():
+            check_scores(self.metric(apply_tensor_op(torch.Tensor.detach, outputs), labels), self.metric)
+        self._metric_checked = True
 
     def _forward(self, model: torch.nn.Module, inputs: Any) -> dict:
         """``model(inputs)``, checked against the contract the criterion, metric and debuggers rely on."""
@@ -309,20 +356,24 @@ class BaseRunner:
         class_names = getattr(dataset, "class_names", None) or getattr(dataset, "CLASS_NAMES", None)
         gathered = gather_epoch_columns(scores, self.epoch_rows, summaries, class_names, self.is_main)
         if gathered is not None:
+            if self.failure_definition is not None:
+                gathered[1][FAILURE_DEFINITION_ROLE] = self.failure_definition
             write_run_file(path, lambda: write_epoch_table(path, *gathered))
 
     def _start_datapoint_capture(self, once: bool) -> None:
         """Record what the viewer shows of each datapoint evaluated next (runners.datapoint_capture);
         ``once``: keep a capture this run already completed (a trainer's validation set)."""
         folder = os.path.join(self.work_dir, DATAPOINTS_DIR)
-        if self.capture_limits is None or (once and capture_is_complete(folder)):
+        if self.capture_limits is None or self._capture_stuck or (once and capture_is_complete(folder)):
             return
+        stall_timeout_s = self.debugger.stall_timeout_s if self.debugger is not None else DEFAULT_STALL_TIMEOUT_S
         self.datapoint_capture = DatapointCapture(folder, self.capture_limits, self.logger, self.rank,
-                                                  self.world_size)
+                                                  self.world_size, stall_timeout_s)
 
     def _finish_datapoint_capture(self) -> None:
         if self.datapoint_capture is not None:
             self.datapoint_capture.finish()
+            self._capture_stuck = self.datapoint_capture.stuck
             self.datapoint_capture = None
 
     def _start_debug_capture(self, debugger_dir: str, full_outputs: bool = True) -> None:
@@ -446,10 +497,13 @@ def _check_first_datapoint(loader: DataLoader, dataset_key: str) -> Any:
     dataset = loader.dataset
     if loader.batch_sampler is None or isinstance(dataset, IterableDataset) or len(dataset) == 0:
         return None  # no batches of datapoints to check, or no datapoint 0
+    where = f"config['{dataset_key}'] ({type(dataset).__name__}), dataset[0]"
     try:
         return loader.collate_fn([dataset[0]])
     except DatasetContractError as exc:
-        raise DatasetContractError(f"config['{dataset_key}'] ({type(dataset).__name__}), dataset[0]: {exc}") from None
+        raise DatasetContractError(f"{where}: {exc}") from None
+    except Exception as exc:  # the project's __getitem__ or collate_fn: one line here, the traceback in the log
+        raise UserCodeError(f"{where}: {describe_exception(exc)}") from exc
 
 
 def _another_run(work_dir: str, previous: dict, identity: dict, shown: int = 3) -> str:

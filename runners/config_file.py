@@ -7,7 +7,13 @@ import os
 import sys
 from typing import Any
 
-from runners.import_path import LANTERN_ROOT, ProjectImportError, project_config_module
+from runners.import_path import (
+    LANTERN_ROOT,
+    ProjectImportError,
+    enclosing_packages,
+    explain_import_error,
+    project_config_module,
+)
 from utils.errors import ConfigError
 
 
@@ -31,7 +37,13 @@ def load_config(path: str) -> dict[str, Any]:
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as exc:
+        explained = explain_import_error(exc, path)
+        if explained is None:
+            raise
+        raise ConfigError(f"config file {path!r}: {explained}") from exc
     config = getattr(module, "config", None)
     if not isinstance(config, dict):
         raise ConfigError(
@@ -49,14 +61,35 @@ def default_work_dir(config_path: str) -> str:
 
     Lantern's ``configs/examples/x.py`` → ``logs/examples/x``. A project's config is prefixed with the
     project's folder name: ``myproj/configs/exp/a.py`` → ``logs/myproj/exp/a``, ``myproj/config.py`` →
-    ``logs/myproj/config``.
+    ``logs/myproj/config``. ``logs/`` is the ``results_folder``.
     """
+    return os.path.join(results_folder(), *_run_names(config_path))
+
+
+def results_folder() -> str:
+    """``logs`` under the folder you run from, or, where that folder is part of a Python package (it holds
+    ``__init__.py``), ``logs`` beside the outermost package: results never go among a project's modules."""
+    parent, packages = enclosing_packages(os.getcwd())
+    return os.path.join(parent, "logs") if packages else "logs"
+
+
+def viewer_log_dir(config: dict[str, Any]) -> str:
+    """What to give the viewer's ``--log-dirs`` after a run: for a default work dir, its project's folder in the
+    results folder (``logs/myproj``: every config of the project, to compare), else the work dir itself."""
+    path = config.get("config_filepath")
+    if path and config["work_dir"] == default_work_dir(path):
+        return os.path.join(results_folder(), _run_names(path)[0])
+    return str(config["work_dir"])
+
+
+def _run_names(config_path: str) -> list[str]:
+    """The folder names of a config's default work dir under the results folder (see ``default_work_dir``)."""
     parts = os.path.abspath(os.path.splitext(config_path)[0]).split(os.sep)
     if "configs" in parts:
         at = len(parts) - 1 - parts[::-1].index("configs")
         in_lantern = os.path.realpath(os.sep.join(parts[:at]) or os.sep) == os.path.realpath(LANTERN_ROOT)
-        return os.path.join("logs", *([] if in_lantern else parts[at - 1:at]), *parts[at + 1:])
-    return os.path.join("logs", *[part for part in parts[-2:] if part])
+        return [*([] if in_lantern else parts[at - 1:at]), *parts[at + 1:]]
+    return [part for part in parts[-2:] if part]
 
 
 def describe_config(value: Any) -> Any:

@@ -11,8 +11,12 @@ Capture is bounded: an array over ``max_value_kb`` is downsampled (images by
 area averaging, other arrays by striding) or, when it has no two dimensions to
 shrink, replaced by a note; strings are cut; values a page cannot hold are kept
 as their ``repr``; once ``max_total_mb`` are captured the rest of the datapoints
-are not. A capture that fails (full disk, stalled writer) is logged and the run
-goes on: the viewer then says the datapoint's inputs are unavailable.
+are not; a part a page cannot hold (a list of a million numbers in ``meta_info``)
+becomes a note. A capture that fails (full disk, stalled writer) is logged and the run
+goes on: the viewer then says the datapoint's inputs are unavailable. A writer that
+makes no progress for ``stall_timeout_s`` (the debugger config's, else
+``DEFAULT_STALL_TIMEOUT_S``) is ``stuck``: the runner then captures nothing more in
+this run, rather than wait on the hung disk again at every epoch.
 
 Config (optional): ``'datapoint_capture': {'max_value_kb': 256, 'max_total_mb': 256}``,
 or ``'datapoint_capture': False`` to capture nothing.
@@ -33,7 +37,8 @@ import torch.nn.functional as F
 
 from debuggers.pages.file_format import INDEX_GLOB
 from debuggers.pages.index import read_index
-from debuggers.pages.values import to_page_value
+from debuggers.pages.values import UnsupportedOutputError, to_page_value
+from debuggers.pages.watchdog import DEFAULT_STALL_TIMEOUT_S
 from debuggers.pages.writer import PageWriter
 from utils.config_values import is_positive_number
 from utils.errors import ConfigError
@@ -72,7 +77,7 @@ class DatapointCapture:
     """Writes each datapoint's bounded ``{'inputs', 'labels', 'meta_info'}`` for one pass over a dataset."""
 
     def __init__(self, folder: str, limits: CaptureLimits, logger: logging.Logger, rank: int = 0,
-                 world_size: int = 1, stall_timeout_s: float = 60.0) -> None:
+                 world_size: int = 1, stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S) -> None:
         self.folder = folder
         self.limits = limits
         self._log = logger
@@ -100,7 +105,7 @@ class DatapointCapture:
                                f"{self.limits.max_total_bytes / 2**20:g} MB (config['datapoint_capture']"
                                "['max_total_mb']) is reached; the viewer says so for the other datapoints")
                 break
-            rows.append(to_page_value(_row(shrunk, row, len(idx))))
+            rows.append(_page_row(_row(shrunk, row, len(idx))))
         if rows:
             self._guard(f"datapoints {idx[0]}..{idx[len(rows) - 1]}",
                         partial(self._writer.add_converted, idx[:len(rows)], rows))
@@ -118,14 +123,21 @@ class DatapointCapture:
     def close(self) -> None:
         self._writer.close()
 
+    @property
+    def stuck(self) -> bool:
+        """The writer made no progress for ``stall_timeout_s`` and has not since: the disk seems to hang."""
+        return self._writer.stuck
+
     def _guard(self, what: str, action: Callable[[], Any]) -> bool:
         try:
             action()
             return True
         except Exception as exc:  # capturing inputs only helps the viewer: the run goes on without it
             self._failed = True
+            later = " and captures nothing more in this run (it does not wait on this disk again)" if self.stuck \
+                else ""
             self._log.warning(f"Datapoint capture in {self.folder} failed at {what} ({type(exc).__name__}: {exc}); "
-                              "the run goes on, and the viewer says which inputs are unavailable")
+                              f"the run goes on{later}, and the viewer says which inputs are unavailable")
             return False
 
 
@@ -141,6 +153,17 @@ def capture_is_complete(folder: str) -> bool:
 
 
 # ------------------------------------------------------------------ values
+def _page_row(item: dict[str, Any]) -> dict[str, Any]:
+    """A datapoint's ``{'inputs', 'labels', 'meta_info'}`` as page values; a part a page cannot hold is a note."""
+    row = {}
+    for key, value in item.items():
+        try:
+            row[key] = to_page_value(value, key)
+        except UnsupportedOutputError as exc:
+            row[key] = f"<not captured: {exc}>"
+    return row
+
+
 def _row(value: Any, row: int, batch_size: int) -> Any:
     """Datapoint ``row`` of a collated value: tensors and lists with the batch first are split, others shared."""
     if isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim > 0 and value.shape[0] == batch_size:

@@ -90,9 +90,9 @@ class BackgroundFindings:
             self._analyse_apart(epoch_dir)
             return
         try:
-            from runners.analyze import analyze_and_save  # here: training starts without the analysis's libraries
+            from analysis.failures import analyze  # here: training starts without the analysis's libraries
 
-            analyze_and_save(epoch_dir)
+            analyze(epoch_dir, save=True)
         except Exception as exc:  # the findings are a by-product of validation: they never stop training
             self.log.warning(f"the failure analysis of {epoch_dir} stopped ({type(exc).__name__}: {exc}); the "
                              "Failures tab computes its findings when opened")

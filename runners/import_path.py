@@ -9,10 +9,14 @@ project's modules. Python keeps one module per name, so two rules decide who get
 - The current folder never stands in for an installed package: ``python -m`` puts it first on the import path,
   so ``cd RUN && python -m runners.analyze --run .`` would import a ``numpy.py`` lying in the run folder.
   ``put_current_folder_last`` moves it after the installed packages (its modules still import by other names).
-- A project's modules are found from its config file's folder (``project_config_module``). A folder that is
-  a package (it holds ``__init__.py``) is imported as that package, so ``from .models import MyNet`` never
-  meets Lantern's ``models``. Any other folder is appended to the import path, after Lantern's packages; a
-  module there named like one of them could never be imported, so it is refused, naming what to rename.
+- A project's modules are found from its config file (``project_config_module``). A config folder that is a
+  package (it holds ``__init__.py``) is imported as that package, so ``from .models import MyNet`` never meets
+  Lantern's ``models``. A plain config folder is appended to the import path, after Lantern's packages; a module
+  there named like one of them could never be imported, so it is refused, naming what to rename. Then come the
+  project folder that holds the config's ``configs/`` folder (``root/configs/exp.py`` imports ``root``'s
+  packages from anywhere) and the folder you run from (``python -m`` has it too), also after Lantern's packages:
+  a module there named like one of Lantern's is explained when an import of it fails (``explain_import_error``),
+  not refused, as a project root often holds a ``configs/`` or ``data/`` folder of its own.
 
 This module imports nothing of Lantern: it must work before any Lantern package can be trusted to import.
 """
@@ -24,6 +28,8 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+import traceback
+from typing import Optional
 
 LANTERN_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG_MODULE_PREFIX = "lantern_config_"
@@ -69,16 +75,17 @@ def project_config_module(config_path: str) -> str:
 
     A config inside a package (``myproj/__init__.py`` beside it) is named ``myproj.config`` and the package
     is imported from that folder; a config in a plain folder is named ``lantern_config_<stem>`` and its
-    folder is appended to ``sys.path``.
+    folder is appended to ``sys.path``, followed by the other ``project_folders``.
     """
     path = os.path.realpath(config_path)
     stem = os.path.splitext(os.path.basename(path))[0]
-    parent, packages = _enclosing_packages(os.path.dirname(path))
+    parent, packages = enclosing_packages(os.path.dirname(path))
     if not packages:
-        folder = os.path.dirname(path)
-        check_no_clash(folder)
+        check_no_clash(os.path.dirname(path))
+    for folder in project_folders(path):
         if folder not in sys.path:
             sys.path.append(folder)
+    if not packages:
         return CONFIG_MODULE_PREFIX + stem
     top = os.path.join(parent, packages[0])
     if packages[0] in lantern_packages() and parent != LANTERN_ROOT:
@@ -106,7 +113,52 @@ def check_no_clash(folder: str) -> None:
         "See docs/your_project.md")
 
 
-def _enclosing_packages(folder: str) -> tuple[str, list[str]]:
+def project_folders(config_path: str) -> list[str]:
+    """Where a config's imports find the project's modules, after Lantern's packages: the config's folder if it is
+    not a package, the project root above its ``configs/`` folder (above the packages holding that folder, if
+    any), and the current folder; Lantern's root is left out (it is first already)."""
+    config_folder = os.path.dirname(os.path.realpath(config_path))
+    folders = [] if enclosing_packages(config_folder)[1] else [config_folder]
+    parts = config_folder.split(os.sep)
+    if "configs" in parts:
+        at = len(parts) - 1 - parts[::-1].index("configs")
+        folders.append(enclosing_packages(os.sep.join(parts[:at]) or os.sep)[0])
+    folders.append(os.path.realpath(os.getcwd()))
+    found: list[str] = []
+    for folder in folders:
+        if folder not in found and not _same_folder(folder, LANTERN_ROOT):
+            found.append(folder)
+    return found
+
+
+def explain_import_error(exc: ImportError, config_path: str) -> Optional[str]:
+    """Why the config's imports failed, where Lantern can tell, else None: a module of the project named like one
+    of Lantern's packages (Python imports Lantern's), or a module found nowhere (where Lantern looked)."""
+    top = (exc.name or "").split(".")[0]
+    if not top:
+        return None
+    folders = project_folders(config_path)
+    if top in lantern_packages():
+        shadowed = [found for found in (_module_file(folder, top) for folder in folders) if found]
+        if not shadowed:
+            return None
+        return (f"{exc}{_raised_at(exc)}: {shadowed[0]} is named like Lantern's package '{top}', and Python imports "
+                "Lantern's (its packages come first on the import path, or Lantern could not run). Rename yours "
+                f"(e.g. {top} -> my_{top}) and the imports that name it. See docs/your_project.md")
+    if not isinstance(exc, ModuleNotFoundError) or importlib.util.find_spec(top) is not None:
+        return None
+    return (f"{exc}{_raised_at(exc)}. The project's modules are imported from {', '.join(folders)} (the config's "
+            "folder, the project folder holding configs/, the folder you run from) and PYTHONPATH: run from the "
+            f"folder that holds '{top}', or install it if it is a package. See docs/your_project.md")
+
+
+def _raised_at(exc: BaseException) -> str:
+    """`` (at file:line)``: the import statement that failed, the last frame outside importlib's machinery."""
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if not frame.filename.startswith("<")]
+    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+
+
+def enclosing_packages(folder: str) -> tuple[str, list[str]]:
     """The folder above the outermost package holding ``folder``, and the package names down to it."""
     packages: list[str] = []
     while os.path.isfile(os.path.join(folder, "__init__.py")):
@@ -149,6 +201,13 @@ def _spec_location(spec: importlib.machinery.ModuleSpec) -> str:
     if spec.origin and spec.origin != "namespace":
         return spec.origin
     return next(iter(spec.submodule_search_locations or []), "")
+
+
+def _same_folder(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _is_inside(path: str, folder: str) -> bool:

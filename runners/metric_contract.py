@@ -1,5 +1,9 @@
-"""What the runner reads of a metric besides its per-batch scores, checked once per evaluation pass.
+"""What the runner reads of a metric, checked before it could cost an epoch or break Lantern's own code.
 
+``metric(outputs, labels)`` must give a dict of numbers per score name (a tensor, an array or a list, one number
+per datapoint): checked on the first batch a process scores (a trainer's first training batch, before its first
+step) and on the first batch of every evaluation pass. A metric returning formatted strings stopped the run after
+a whole training epoch, inside the capture policy or ``summarize``.
 ``metric.buffer`` must be a dict keyed by datapoint idx: the runner gathers it from every rank for ``summarize``
 (an idx that two ranks scored is refused, ``runners.unique_idx``). What ``reset_buffer`` leaves in it is
 summarized with the pass: a buffer kept across passes, each overwriting the same idx, is fine; the runner checks
@@ -12,15 +16,45 @@ count as 1/0 (a metric may return a boolean tensor per datapoint, ``tolist()`` g
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
+import torch
 
 from utils.errors import MetricContractError
 from utils.ops import describe_value
 
 _FIX = ("see metrics/classification_metric.py and docs/guide.md (\"To score datapoints differently\") for what "
         "a metric gives")
+
+
+def check_scores(scores: Any, metric: Any) -> None:
+    """Refuse what ``metric(outputs, labels)`` returned for a batch unless every score is made of numbers."""
+    where = f"config['metric'] ({type(metric).__name__})"
+    if not isinstance(scores, dict):
+        raise MetricContractError(f"{where} returned {describe_value(scores)} for a batch, not a dict {{score name: "
+                                  f"one number per datapoint}}; {_FIX}")
+    for key, values in scores.items():
+        found = _not_a_number(values)
+        if found is not None:
+            raise MetricContractError(
+                f"{where} returned scores[{key!r}] holding {describe_value(found[0])}, which is not a number: a "
+                "metric returns one number per datapoint for each score, as a tensor (e.g. (predicted == "
+                f"target).float()), an array or a list, never formatted strings; {_FIX}")
+
+
+def _not_a_number(values: Any) -> Optional[tuple[Any]]:
+    """``(the first value in values that is not a number,)``, or None if all are (None counts as a missing
+    number)."""
+    if isinstance(values, torch.Tensor):
+        return (values,) if values.is_complex() else None
+    if isinstance(values, np.ndarray):
+        return None if values.dtype.kind in "biuf" else (values.flat[0] if values.size else values,)
+    if values is None or isinstance(values, (numbers.Real, np.bool_)):
+        return None
+    if isinstance(values, (list, tuple)):
+        return next((found for found in map(_not_a_number, values) if found is not None), None)
+    return (values,)
 
 
 def check_buffer(metric: Any) -> None:

@@ -7,6 +7,11 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
 
 from runners.config_file import load_config
 from runners.trainers import BaseTrainer
@@ -61,6 +66,21 @@ def run_main(config_path, timeout=240, cwd=REPO_ROOT, **kwargs):
                            str(config_path)], cwd=cwd, capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
+def start_main(config_path, started, timeout=200) -> subprocess.Popen:
+    """``python main.py --config-filepath ...`` started in a real subprocess, returned once the file ``started``
+    exists (the config's code creates it at the moment the test waits for); an error if the process ends first or
+    ``timeout`` passes."""
+    process = subprocess.Popen([sys.executable, "main.py", "--config-filepath", str(config_path)], cwd=REPO_ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(started):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError(f"main.py did not get to {started}: {process.communicate()}")
+        time.sleep(0.1)
+    return process
+
+
 def run_torchrun(config_path, nproc=2, timeout=180):
     """``torchrun --standalone --nproc_per_node=N main.py ...`` with one thread per process.
 
@@ -77,6 +97,18 @@ def run_torchrun(config_path, nproc=2, timeout=180):
         output, _ = process.communicate()
         raise AssertionError(f"torchrun did not finish within {timeout} s (a hang?); its output:\n{output}") from None
     return subprocess.CompletedProcess(command, process.returncode, output, "")
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """One intra-op thread inside: on a busy 2-core machine, two OpenMP threads per process spin against each
+    other (a run that takes 40 s of CPU took 10 minutes with two)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def train(config_path):

@@ -159,12 +159,12 @@ config["metric"]["class"] = KeepingMetric
 
 
 
-def _stops_in_log(log_path, rank: int = 0) -> list[str]:
+def _stops_in_log(log_path, rank: int = 0, stage: str = "start-up") -> list[str]:
     """The messages of the log's "process N stopped" lines, and asserts the log holds no traceback."""
     with open(log_path, encoding="utf-8") as log:
         text = log.read()
     assert "Traceback" not in text, text
-    stop = re.compile(rf"\d\d:\d\d:\d\d \[rank {rank}\] ERROR process \d+ stopped \(exit code 2\): (.*)")
+    stop = re.compile(rf"\d\d:\d\d:\d\d \[rank {rank}\] ERROR process \d+ stopped during {stage} \(exit code 2\): (.*)")
     return [match.group(1) for match in map(stop.fullmatch, text.splitlines()) if match]
 
 

@@ -3,7 +3,9 @@
 Every component of a run (dataset, model, optimizer, metric, debugger) is named
 in the config this way, so a config file is plain data that can be read, copied
 and diffed. Building is recursive: an argument that is itself a config entry is
-built first.
+built first, except the arguments a class names in ``UNBUILT_ARGS``, which it is
+given as written and builds itself (``SequentialDebugger`` builds its debuggers,
+some once the model is known).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 import torch
 
-from utils.errors import ConfigError
+from utils.errors import ConfigEntryError, ConfigError, LanternUserError, describe_exception
 
 CONFIG_KEYS = {"class", "args"}
 
@@ -39,8 +41,14 @@ def build_from_config(config: Any, where: str = "config", **overrides: Any) -> A
     if isinstance(config, dict):
         return {k: build_from_config(v, f"{where}['{k}']") for k, v in config.items()}
     if isinstance(config, (list, tuple)):
-        return type(config)(build_from_config(v, f"{where}[{i}]") for i, v in enumerate(config))
+        return type(config)(build_from_config(v, f"{where}[{i}]{_named(v)}") for i, v in enumerate(config))
     return config
+
+
+def _named(value: Any) -> str:
+    """`` ('fm')`` for a list entry that names itself (a debugger entry's ``name``): an error then says which."""
+    name = value.get("name") if isinstance(value, dict) else None
+    return f" ({name!r})" if isinstance(name, str) else ""
 
 
 def _build_entry(entry: dict, where: str, overrides: dict) -> Any:
@@ -56,10 +64,17 @@ def _build_entry(entry: dict, where: str, overrides: dict) -> Any:
     args = entry.get("args", {}) or {}
     if not isinstance(args, dict):
         raise ConfigError(f"{where}['args'] must be a dict of keyword arguments, got {type(args).__name__}")
-    kwargs = {k: build_from_config(_copy_arg(v), f"{where}['args']['{k}']") for k, v in args.items()}
+    unbuilt = getattr(cls, "UNBUILT_ARGS", ())  # config entries the class builds itself, when it knows how
+    kwargs = {k: _copy_arg(v) if k in unbuilt else build_from_config(_copy_arg(v), f"{where}['args']['{k}']")
+              for k, v in args.items()}
     kwargs.update(overrides)
     check_arguments(cls, kwargs, where)
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except LanternUserError:
+        raise  # says what to fix already (a nested entry, a debugger's own argument check)
+    except Exception as exc:
+        raise ConfigEntryError(f"{where} ({_name(cls)}): {describe_exception(exc)}") from exc
 
 
 def _copy_arg(value: Any) -> Any:

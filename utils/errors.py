@@ -9,6 +9,16 @@ class ConfigError(LanternUserError, ValueError):
     """A config entry is malformed; the message says which one and how to fix it."""
 
 
+class UserCodeError(LanternUserError):
+    """The project's own code raised where Lantern calls it to set a run up (a config entry's class, a dataset's
+    ``dataset[0]``): the message names the place and the error in one line; the traceback, that of
+    ``__cause__``, goes to the run's log."""
+
+
+class ConfigEntryError(ConfigError, UserCodeError):
+    """Building a config entry raised: ``config['optimizer'] (Adam): TypeError: ...``."""
+
+
 class WorkDirError(LanternUserError):
     """The work dir cannot be used for this run."""
 
@@ -40,3 +50,10 @@ def user_message(exc: LanternUserError) -> str:
         return message
     marker = f"{type(exc).__name__}: "
     return message[message.rfind(marker) + len(marker):].strip()
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``Type: message`` in one line: the message's first line (the rest is in the traceback)."""
+    lines = str(exc).strip().splitlines()
+    more = " ..." if len(lines) > 1 else ""
+    return f"{type(exc).__name__}: {lines[0]}{more}" if lines else type(exc).__name__

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Optional
 
 
 def get_run_logger(work_dir: str, file_name: str, rank: int = 0) -> logging.Logger:
@@ -23,18 +24,21 @@ def get_run_logger(work_dir: str, file_name: str, rank: int = 0) -> logging.Logg
     return logger
 
 
-def append_to_log(work_dir: str, file_name: str, rank: int, level: int, message: str) -> None:
-    """Add one line, formatted as the run's logger does, to the rank's log file if the run has one, and to
-    nothing else: what the caller also prints would reach the console twice. A log that cannot be written
-    is left as it is (the caller has said it elsewhere; a full disk must not end in a traceback)."""
+def append_to_log(work_dir: str, file_name: str, rank: int, level: int, message: str) -> Optional[str]:
+    """Add one record, formatted as the run's logger does, to the rank's log file if the run has one, and to
+    nothing else: what the caller also prints would reach the console twice. Returns the log's path if it was
+    written. A log that cannot be written is left as it is (the caller says it elsewhere; a full disk must not
+    end in a traceback)."""
     path = _log_path(work_dir, file_name, rank)
     record = logging.makeLogRecord({"msg": message, "levelno": level, "levelname": logging.getLevelName(level)})
     try:
         if os.path.isfile(path):
             with open(path, "a", encoding="utf-8") as log:
                 log.write(_formatter(rank).format(record) + "\n")
+            return path
     except OSError:
         pass
+    return None
 
 
 def _log_path(work_dir: str, file_name: str, rank: int) -> str:

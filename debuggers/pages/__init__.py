@@ -10,7 +10,8 @@ A trainer's ``epoch_N/debugger/`` (an evaluator's ``debugger/``) holds, per rank
 
 A page is a pickle whose records each set ``page[idx] = outputs`` and carry a JSON header listing every array's
 offset, dtype and shape. Lantern's reader never unpickles: it finds the idx's row in ``locations.bin`` (binary
-search), parses that record's small header and reads each array's bytes with ``os.preadv``. A page is written
+search), parses that record's small header (bounded: ``encoding.MAX_HEADER_NODES``) and reads each array's bytes
+with ``os.preadv``. A page is written
 under a temporary name and renamed when sealed, so it is complete or absent, even after SIGKILL; a crafted
 page runs no code, and its reads are bounded by its own bytes. Byte-level layout: ``file_format``.
 
@@ -28,8 +29,9 @@ The modules, in the order data flows through them:
   capture, never the run.
 - ``reader``: ``load_debug_outputs(epoch_dir)`` (re-exported at the seed's place,
   ``runners.eval_viewer.backend.initialization``); ``run_files``: a run folder's other files, read as data.
-- ``budget``: ``debug_disk_budget_gb``, removing the oldest epochs' pages; ``legacy`` and ``convert``: format-1
-  pages, read safely and rewritten once.
+- ``budget``: ``debug_disk_budget_gb``, removing the oldest epochs' pages; ``legacy``, ``pickle_pages`` and
+  ``convert``: format-1 pages (read safely) and Pylon's joblib pickles (never opened, unless the user trusts
+  them: ``--trust-pickles``), rewritten once.
 
 This package imports no debugger: the debuggers and ``SequentialDebugger`` import it.
 """

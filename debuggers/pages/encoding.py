@@ -22,6 +22,12 @@ stretches' offsets: the batch's records are a cached block with those fields pat
 NumPy. The batch is checked against the plan column by column (``_columns``: one list
 comprehension per node of the structure), or, given its batch value (the batch arrays
 before the split, ``debuggers.pages.batch_values``), with one walk for the whole batch.
+
+A header is bounded (``MAX_HEADER_BYTES``, ``MAX_HEADER_NODES``): its JSON is parsed whole, and a crafted header
+of many tiny values (``[[],[],...]``) cost the reader 37 times its size in memory and seconds per MB. The
+encoder refuses a record whose header would pass either bound (``HeaderTooLargeError``), so the reader, which
+refuses them too, never meets one Lantern wrote; one output is bounded earlier, as it is converted
+(``debuggers.pages.values.MAX_OUTPUT_NODES``).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import functools
 import json
 import math
 import pickle
+import re
 import struct
 import threading
 from collections.abc import Hashable
@@ -38,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from debuggers.pages.batch_values import Rows
-from debuggers.pages.values import UnsupportedOutputError
+from debuggers.pages.values import MAX_OUTPUT_NODES, UnsupportedOutputError
 
 _FROMBUFFER = b"cnumpy._core.numeric\n_frombuffer\n"
 _DTYPE = b"cnumpy\ndtype\n"
@@ -60,6 +67,37 @@ _FLOAT_WIDTH = 24  # the longest float repr, '-2.2250738585072014e-308'
 _INT_WIDTH = 11  # the longest int32, '-2147483648'
 _TEXT_FORMATS = {np.ndarray: f"%{_OFFSET_WIDTH}d", float: f"%-{_FLOAT_WIDTH}s", int: f"%-{_INT_WIDTH}s"}
 MIN_BATCH_RECORDS = 8  # fewer records are encoded one by one: NumPy's per-call cost would exceed the gain
+# A record's header, at most (Lantern's own are a few KB): its bytes, and its JSON values and containers as
+# ``header_nodes`` counts them; a record of four outputs of the most one output may hold fits.
+MAX_HEADER_BYTES = 64 * 2**20
+MAX_HEADER_NODES = 4 * MAX_OUTPUT_NODES
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+
+
+class HeaderTooLargeError(UnsupportedOutputError):
+    """A record's header would pass ``MAX_HEADER_BYTES`` or ``MAX_HEADER_NODES``: the reader would refuse it."""
+
+
+def header_nodes(header: bytes) -> int:
+    """At most how many JSON values and containers ``header`` holds: its ``[``, ``{`` and ``,`` bytes, those inside
+    strings left out (looked for only when the plain count is over the bound: a string's commas are no values).
+    Counted before parsing, at C speed."""
+    count = header.count(b"[") + header.count(b"{") + header.count(b",")
+    if count > MAX_HEADER_NODES:
+        header = _JSON_STRING.sub(b'""', header)
+        count = header.count(b"[") + header.count(b"{") + header.count(b",")
+    return count
+
+
+def check_header(nodes: int, nbytes: int, which: str) -> None:
+    """Refuse the record of datapoint(s) ``which`` ('idx=3', 'idx=8..15') when its header is over a bound."""
+    if nodes > MAX_HEADER_NODES or nbytes > MAX_HEADER_BYTES:
+        raise HeaderTooLargeError(
+            f"the outputs of datapoint {which} would need a record header of {nodes} JSON values and containers "
+            f"({nbytes} bytes), over what a page's reader accepts ({MAX_HEADER_NODES} values, {MAX_HEADER_BYTES} "
+            "bytes): its outputs hold too many numbers, strings or items in Python lists, tuples and dicts. "
+            "Return big outputs as arrays or tensors (e.g. np.asarray(values) or torch.tensor(values)), not as "
+            "Python containers")
 
 
 class RecordEncoder:
@@ -81,11 +119,23 @@ class RecordEncoder:
         try:
             signature = _signature(value, leaves)
         except _NoPlan:
-            self.int(idx)
-            header, length = self.header(self.value(value))
-            return start, header, length
+            return (start, *self._walked_record(idx, value))
         header, length = _plan(signature, value).emit(self, idx, leaves)
         return start, header, length
+
+    def _walked_record(self, idx: int, value: Any) -> tuple[int, int]:
+        """``record`` by the walk alone; a record refused on the way leaves the encoder as it was."""
+        small, kept, buffers, flushed = self.small, len(self.small), len(self.buffers), self.flushed
+        try:
+            self.int(idx)
+            text = self.value(value)
+            header = text.encode()
+            check_header(header_nodes(header), len(header), f"idx={idx}")
+        except BaseException:
+            del small[kept:], self.buffers[buffers:]
+            self.small, self.flushed = small, flushed
+            raise
+        return self.header(text)
 
     def records(self, indices: list[int], values: list[Any], limit: int | None, batch_value: Any = None,
                 ) -> tuple[int, np.ndarray, int] | None:
@@ -241,6 +291,7 @@ class _RecordPlan:
         self.arrays_only = all(kind is np.ndarray for kind in self.kinds)
         self._record_pieces()
         self.header_parts = text.split(_SLOT)  # the header's text before, between and after the slots
+        self.header_nodes = header_nodes("".join(self.header_parts).encode())  # numbers hold no '[', '{' or ','
         self.header = self.header_parts[0].replace("%", "%%") + "".join(
             _TEXT_FORMATS[kind] + part.replace("%", "%%") for kind, part in zip(self.kinds, self.header_parts[1:]))
         self._batch_layout: _BatchLayout | None = None
@@ -283,6 +334,8 @@ class _RecordPlan:
         else:
             out[1::2], texts, shift = self._slots(body, leaves)
         header = (self.header % tuple(texts)).encode()
+        if self.header_nodes > MAX_HEADER_NODES or len(header) > MAX_HEADER_BYTES:
+            check_header(self.header_nodes, len(header), f"idx={idx}")
         small = encoder.small
         small += idx_opcode
         small += out[0]
@@ -379,6 +432,7 @@ class _BatchLayout:
                 header += b" " * _WIDTHS[kind]
             header += part.encode()
         self.header_length = len(header)
+        self.header_nodes = header_nodes(bytes(header))
         template += b"X" + _U32.pack(len(header))
         self.header_offset = len(template)  # from the record's start
         self.stretch_texts = [self.header_offset + at for at in self.stretch_texts]
@@ -400,6 +454,8 @@ class _BatchLayout:
         """``RecordEncoder.records`` for this plan; None when an idx or int is outside int32's range (their
         opcodes would be wider), a stretch would reach 2 GiB, or the page would outgrow the offsets' width."""
         count, start = len(indices), encoder.position
+        if self.header_nodes > MAX_HEADER_NODES or self.header_length > MAX_HEADER_BYTES:
+            check_header(self.header_nodes, self.header_length, f"idx={indices[0]}..{indices[-1]}")
         if limit is not None:
             count = min(count, max(1, -(-(limit - start - self._stretch_bytes) // self.record_bytes)))
         if start + self._stretch_bytes + len(self.array_bytes) * _MAX_PAD + count * self.record_bytes >= _MAX_OFFSET \

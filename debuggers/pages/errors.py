@@ -17,8 +17,16 @@ class UnsafePageError(DebugDataError):
     """A (previous-format) page holds something Lantern never writes; nothing from it was executed."""
 
 
-class LegacyPagesError(DebugDataError):
+class PagesToConvertError(DebugDataError):
+    """The folder holds pages of another format, which ``python -m debuggers.pages.convert`` rewrites once."""
+
+
+class LegacyPagesError(PagesToConvertError):
     """The folder holds pages of Lantern's previous format, which must be converted once."""
+
+
+class PicklePagesError(PagesToConvertError):
+    """The folder holds Pylon's joblib pickles, which Lantern opens only to convert them, when told to trust them."""
 
 
 class DebugOutputsNotFoundError(DebugDataError, FileNotFoundError):

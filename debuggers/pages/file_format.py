@@ -47,7 +47,10 @@ code, and the work of a read is bounded by the bytes the file really holds: a re
 arrays must lie between its ``start`` and its header without overlapping (a batch's
 records each read their own rows of its stretches), so one datapoint costs its own bytes
 at most, and the reads of a whole page are counted against its size (``ReadBudget``), so
-location rows or headers pointing at the same bytes again and again are refused.
+location rows or headers pointing at the same bytes again and again are refused. A header
+is parsed only within bounds (``MAX_HEADER_BYTES``, and ``MAX_HEADER_NODES`` values and
+containers, counted in its bytes first): a crafted header of many tiny values
+(``[[],[],...]``) would cost tens of times its size in memory; the writer never writes one.
 
 A stretch of 2 MiB or more that starts a 4 KiB block in memory and in the file (the
 copies of ``AttentionDebugger``, made in ``BufferPool`` buffers) is written with
@@ -83,10 +86,13 @@ from debuggers.pages.encoding import (
     DIRECT_ALIGN,
     DIRECT_MIN_BYTES,
     HEADER_OPCODE_BYTES,
+    MAX_HEADER_BYTES,
+    MAX_HEADER_NODES,
     MIN_BATCH_RECORDS,
     U64,
     RecordEncoder,
     array_address,
+    header_nodes,
     outline_groups,
 )
 from debuggers.pages.errors import CorruptPageError, DebugDataError, PageWriteError, UnsafePageError
@@ -592,10 +598,17 @@ def read_record(fd: int, file_size: int, location: np.void, path: str, budget: R
             and header + length + 2 + _TRAILER.size <= file_size):
         raise CorruptPageError(f"debug page {path} is truncated or not a Lantern page: it has no record at bytes "
                                f"{start}..{header + length} for datapoint {int(location['idx'])}; rerun the epoch")
+    if length > MAX_HEADER_BYTES:
+        raise _oversized_header(path, location, f"{length} bytes long (at most {MAX_HEADER_BYTES})")
     if budget is not None:
         budget.spend(length)
+    text = pread_exact(fd, length, header, path).tobytes()
+    nodes = header_nodes(text)
+    if nodes > MAX_HEADER_NODES:
+        raise _oversized_header(path, location, f"made of {nodes} JSON values and containers (at most "
+                                                f"{MAX_HEADER_NODES})")
     try:
-        tree = json.loads(pread_exact(fd, length, header, path).tobytes())
+        tree = json.loads(text)
         reader = _RecordReader(fd, path, start, header - HEADER_OPCODE_BYTES, budget)
         value = reader.value(tree)
         reader.check_disjoint()
@@ -606,6 +619,13 @@ def read_record(fd: int, file_size: int, location: np.void, path: str, budget: R
         raise CorruptPageError(f"debug page {path} is damaged or not a Lantern page: the record of datapoint "
                                f"{int(location['idx'])} is malformed ({type(exc).__name__}: {exc}); rerun the epoch "
                                "to regenerate it") from None
+
+
+def _oversized_header(path: str, location: np.void, what: str) -> CorruptPageError:
+    """A header over a bound: parsing it would cost tens of times its size in memory, and seconds per MB."""
+    return CorruptPageError(f"debug page {path} is not a page Lantern wrote: the record of datapoint "
+                            f"{int(location['idx'])} has a header {what}, which Lantern never writes; it was not "
+                            "read. Delete the page and rerun the epoch to regenerate it")
 
 
 def is_page_format_2(fd: int) -> bool:

@@ -5,7 +5,9 @@
 looking up an idx finds its record through the locations file and reads that
 record alone (``debuggers.pages.file_format``). The same call works on a trainer's
 ``epoch_N`` folder and an evaluator's work dir; any other path raises an error
-saying what was expected.
+saying what was expected. A ``debugger/`` folder without an index raises an error
+saying what it holds: Pylon's joblib pickles (never opened: see
+``debuggers.pages.pickle_pages``), Lantern pages whose index is gone, or nothing.
 """
 
 from __future__ import annotations
@@ -18,12 +20,21 @@ from typing import Any
 import numpy as np
 
 from debuggers.pages.errors import CorruptPageError, DebugDataError, DebugOutputsNotFoundError
-from debuggers.pages.file_format import INDEX_GLOB, ReadBudget, open_regular, page_file_name, read_record
+from debuggers.pages.file_format import (
+    INDEX_GLOB,
+    PAGE_GLOB,
+    ReadBudget,
+    open_regular,
+    page_file_name,
+    read_record,
+)
 from debuggers.pages.index import RankIndex, read_index
+from debuggers.pages.pickle_pages import page_kind, pickle_pages_error
 from debuggers.pages.run_files import refuse_link, removal_reason
 from utils.folder_glob import glob_in
 
 DEBUGGER_DIR = "debugger"
+CONVERTING = ".converting"  # ``debuggers.pages.convert`` writes the converted folder beside the old one, then swaps
 
 
 class DebugOutputs(Mapping):
@@ -39,6 +50,8 @@ class DebugOutputs(Mapping):
         self.debugger_dir = refuse_link(debugger_dir, "debug page folder")  # its pages are refused one by one
         self._ranks = [RankIndex(debugger_dir, read_index(path))
                        for path in glob_in(debugger_dir, INDEX_GLOB)]
+        if not self._ranks:
+            raise _without_index(debugger_dir)
         world_sizes = {rank.world_size for rank in self._ranks}
         if len(world_sizes) > 1:
             raise CorruptPageError(f"the indexes in {debugger_dir} disagree on the number of ranks "
@@ -112,6 +125,18 @@ class DebugOutputs(Mapping):
         return isinstance(idx, int) and not isinstance(idx, bool) and self._find(idx) is not None
 
 
+def _without_index(folder: str) -> DebugDataError:
+    """What a page folder without any index holds, and what to do."""
+    kinds = set()
+    for path in glob_in(folder, PAGE_GLOB):
+        kinds.add(page_kind(path))
+        if "pickle" in kinds:
+            return pickle_pages_error(folder)
+    holds = "Lantern pages but" if "lantern" in kinds else "no page and"
+    return CorruptPageError(f"{folder} holds {holds} no index.json: the run stopped before writing one (see its log), "
+                            "or the index was deleted; rerun the epoch to write its pages again")
+
+
 def _open_listed_page(path: str) -> int:
     """A read-only fd of a page that an index or locations file lists."""
     try:
@@ -153,6 +178,9 @@ def _what_it_is(path: str) -> str:
                      and os.path.isdir(os.path.join(path, name, DEBUGGER_DIR))), key=lambda n: int(n[6:]))
     if epochs:
         return f"it is a trainer work dir; pass one of its epoch folders with debug outputs: {', '.join(epochs)}"
+    if os.path.isdir(os.path.join(path, DEBUGGER_DIR + CONVERTING)):
+        return (f"a conversion of its '{DEBUGGER_DIR}/' folder was cut short; finish it with: python -m "
+                f"debuggers.pages.convert {os.path.join(path, DEBUGGER_DIR)}")
     removed = removal_reason(path)
     if removed:
         return (f"its debug outputs were {removed} (config['debug_disk_budget_gb']); its scores and summaries "

@@ -8,6 +8,11 @@ the whole batch array alive, and is counted once for all its rows.
 
 Tensors are converted whole (one batch at a time, by ``debuggers.batch_split``),
 never row by row: one ``.numpy()`` per batch instead of one per datapoint.
+
+A page lists every number, string and container item of a datapoint's outputs in its record's
+JSON header, which a reader parses whole: one output may hold ``MAX_OUTPUT_NODES`` of them
+(``value_nodes``), as many as Python lists and dicts of outputs hold in practice; a bigger one
+(a list of 500,000 numbers) is refused as it is converted, with the fix: an array or tensor.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import torch
 from debuggers.pages.batch_values import Rows
 
 MAX_DEPTH = 64  # deeper outputs are almost certainly reference cycles
+MAX_OUTPUT_NODES = 2**16  # JSON values and containers one output's part of a record header may list
 SMALL_VALUE_BYTES = 16  # what a number or an empty container is counted as
 _WIDENED = {torch.bfloat16: torch.float32, torch.complex32: torch.complex64}
 _NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
@@ -118,37 +124,103 @@ def page_key(key: Any, path: str) -> str | int:
                        "dict keys must be str or int: convert the key with str(key)")
 
 
-def to_page_value(obj: Any, path: str = "", _depth: int = 0) -> Any:
-    """Convert one debugger output to what a page holds.
+def to_page_value(obj: Any, path: str = "", max_nodes: int = MAX_OUTPUT_NODES) -> Any:
+    """Convert one debugger output to what a page holds, of ``max_nodes`` header values at most (``value_nodes``).
 
     Raises ``UnsupportedOutputError`` naming the path inside the output (``'stats.hist[2]'``).
     """
+    if type(obj) in (str, int, float, bool, type(None)):
+        return obj
+    return _convert(obj, path, 0, [max_nodes, max_nodes])
+
+
+def check_value_nodes(value: Any, path: str, max_nodes: int = MAX_OUTPUT_NODES) -> None:
+    """Refuse a page value (or batch value) whose record header would list more than ``max_nodes`` values."""
+    if value_nodes(value, max_nodes) > max_nodes:
+        raise _too_many_nodes(path, max_nodes)
+
+
+def _too_many_nodes(path: str, max_nodes: int) -> UnsupportedOutputError:
+    return _unsupported(path, f"holds too many numbers, strings and items in Python lists, tuples and dicts: a page "
+                        f"lists each in the record's header, at most {max_nodes} for one output",
+                        "return it as an array or tensor instead (e.g. np.asarray(values) or torch.tensor(values)), "
+                        "or return less")
+
+
+def _own_nodes(item: Any) -> int:
+    """What a dict, list, tuple or array adds to its record header's count (``value_nodes``), its items apart."""
+    if isinstance(item, dict):
+        return 2 + 3 * len(item)  # {"d":[[key,value],...]}
+    if isinstance(item, (list, tuple)):
+        return 2 + len(item)  # [...] or {"t":[...]}
+    return 5 + item.ndim  # {"a":[offset,dtype,[shape]]}
+
+
+def _spend(budget: list[int], nodes: int, path: str) -> None:
+    """Count ``nodes`` (``_own_nodes``) against ``budget`` ([header values left, the bound])."""
+    budget[0] -= nodes
+    if budget[0] < 0:
+        raise _too_many_nodes(path, budget[1])
+
+
+def _convert(obj: Any, path: str, _depth: int, budget: list[int]) -> Any:
+    """``to_page_value``'s walk, counting the header values as it goes (``_spend``)."""
     if type(obj) in (str, int, float, bool, type(None)):
         return obj
     if _depth > MAX_DEPTH:
         raise _unsupported(path, f"is nested more than {MAX_DEPTH} levels deep (a reference cycle?)",
                            "return a flatter structure")
     if isinstance(obj, np.ndarray):
+        _spend(budget, 5 + obj.ndim, path)
         return _ndarray_to_array(obj, path)
     if isinstance(obj, torch.Size):
         return [int(d) for d in obj]
     if isinstance(obj, torch.Tensor):
-        return to_page_value(obj.item(), path, _depth) if obj.dim() == 0 else tensor_to_array(obj, path)
+        if obj.dim() == 0:
+            return _convert(obj.item(), path, _depth, budget)
+        _spend(budget, 5 + obj.dim(), path)
+        return tensor_to_array(obj, path)
     if isinstance(obj, np.generic):
-        return to_page_value(obj.item(), path, _depth + 1)
+        return _convert(obj.item(), path, _depth + 1, budget)
     if isinstance(obj, LEAF_TYPES):
         return _exact(obj)
     if isinstance(obj, dict):
+        _spend(budget, 2 + 3 * len(obj), path)
         converted = {}
         for key, value in obj.items():
             key = page_key(key, path)
-            converted[key] = to_page_value(value, join_path(path, key), _depth + 1)
+            converted[key] = _convert(value, join_path(path, key), _depth + 1, budget)
         return converted
     if isinstance(obj, (list, tuple)):
-        values = [to_page_value(v, join_path(path, i), _depth + 1) for i, v in enumerate(obj)]
+        _spend(budget, 2 + len(obj), path)
+        values = [_convert(v, join_path(path, i), _depth + 1, budget) for i, v in enumerate(obj)]
         return values if isinstance(obj, list) else tuple(values)
     raise _unsupported(path, f"is a {type(obj).__module__}.{type(obj).__qualname__}, which a debug page cannot hold",
                        f"return {_SUPPORTED} (convert other objects first, e.g. str(obj) or torch.as_tensor(obj))")
+
+
+def value_nodes(value: Any, limit: int) -> int:
+    """About how many JSON values and containers the record header of a page value (or batch value: a datapoint's
+    part of it) lists, as ``debuggers.pages.encoding.header_nodes`` counts them (its '[', '{' and ','; a string's
+    or a number's own text adds none, bytes and complex numbers 3); the count stops once past ``limit``. Only
+    plain dicts, lists and tuples are walked (a ``PerDatapoint`` list of a batch output is not one datapoint's)."""
+    count, pending = 0, [value]
+    while pending and count <= limit:
+        item = pending.pop()
+        kind = type(item)
+        if kind is dict or kind is list or kind is tuple or kind is np.ndarray:
+            count += _own_nodes(item)
+            if count <= limit and kind is not np.ndarray:
+                pending += item.values() if kind is dict else item
+        elif kind is Rows:  # one entry per datapoint: the largest counts
+            entries = item.entries
+            if type(entries) is np.ndarray:
+                count += _own_nodes(entries) - 1 if entries.ndim > 1 else 0  # a row of it
+            else:
+                count += max([value_nodes(entry, limit - count) for entry in entries], default=0)
+        elif kind is bytes or kind is complex:  # {"b":[offset,n]}, {"c":[re,im]}
+            count += 3
+    return count
 
 
 def _owner(array: np.ndarray) -> tuple[Any, int]:

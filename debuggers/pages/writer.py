@@ -14,7 +14,10 @@ memory stays bounded whatever the page size and the epoch's size.
 
 Nothing hangs: every wait wakes every ``_POLL_S`` seconds to check that the worker
 is alive and has not failed, and gives up with ``TimeoutError`` after
-``stall_timeout_s`` without progress. A failure in the worker is kept in
+``stall_timeout_s`` without progress. The writer is then ``stuck`` until its worker
+moves again: later waits, and ``start_epoch``, give up at once instead of waiting
+``stall_timeout_s`` again on a disk known to hang, and ``close`` does not wait for
+the worker. A failure in the worker is kept in
 ``error``; the worker then discards what is queued (so callers never block) and the
 next ``add`` or ``flush`` raises ``PageWriterError`` chaining it.
 """
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from debuggers.pages.batch_values import take_rows
+from debuggers.pages.encoding import MAX_HEADER_NODES
 from debuggers.pages.errors import PageWriteError
 from debuggers.pages.file_format import PageFile, index_file_name, is_own_file, locations_file_name, page_file_name
 from debuggers.pages.index import INDEX_VERSION, LocationsFile, sort_locations, write_index
@@ -127,6 +131,7 @@ class PageWriter:
         self._in_flight = 0
         self._held: dict[int, list] = {}  # id(owner) -> [owner, nbytes, queued items holding it]
         self._progress = 0  # bumped by the worker on every step; waits use it to detect a stall
+        self._stuck_at: int | None = None  # ``_progress`` when a wait last gave up on the worker
         self._epoch: _Epoch | None = None
         self._thread: threading.Thread | None = None
         self._fatal: BaseException | None = None
@@ -142,9 +147,18 @@ class PageWriter:
     def in_flight_bytes(self) -> int:
         return self._in_flight
 
+    @property
+    def stuck(self) -> bool:
+        """A wait gave up on the worker after ``stall_timeout_s``, and it has made no progress since."""
+        return self._stuck_at == self._progress and self._thread is not None and self._thread.is_alive()
+
     def start_epoch(self, output_dir: str) -> None:
         """Open ``output_dir`` for a new epoch, deleting this rank's leftovers of a crashed attempt."""
         self._check_open("start_epoch()")
+        if self.stuck:
+            raise PageWriterError(f"the debug page writer is still stuck writing {self._epoch.output_dir} (no "
+                                  f"progress for {self.stall_timeout_s:g} s or more: the disk seems to hang), so "
+                                  f"nothing is written to {output_dir}. Check the disk, or raise stall_timeout_s")
         self._close_previous_epoch()
         try:
             self._clear_folder(output_dir)
@@ -169,7 +183,7 @@ class PageWriter:
             raise TypeError(f"outputs of datapoint idx={idx} must be a dict {{debugger_name: output}}, "
                             f"got a {type(outputs).__name__}")
         try:
-            value = to_page_value(outputs)
+            value = to_page_value(outputs, max_nodes=MAX_HEADER_NODES)  # a whole record, not one output
         except UnsupportedOutputError as exc:
             raise UnsupportedOutputError(f"datapoint idx={idx}: {exc}") from None
         self.add_converted([idx], [value])
@@ -218,7 +232,7 @@ class PageWriter:
             self._closed = True
             self._queue.clear()
             self._cond.notify_all()
-        if self._thread is not None:
+        if self._thread is not None and not self.stuck:
             self._thread.join(_JOIN_TIMEOUT_S)
 
     def __enter__(self) -> PageWriter:
@@ -299,20 +313,22 @@ class PageWriter:
             self._raise_if_failed(epoch, "write the last page")
 
     def _wait_for(self, ready: Callable[[], bool], epoch: _Epoch | None, what: str) -> None:
-        """Wait (lock held) until ``ready()``; raise instead of hanging on a failed, dead or stuck worker."""
+        """Wait (lock held) until ``ready()``; raise instead of hanging on a failed, dead or stuck worker (at once
+        when it is known to be stuck: ``stuck``)."""
         progress, since = self._progress, time.monotonic()
         while not ready():
             if epoch is not None:
                 self._raise_if_failed(epoch, what)
             else:
                 self._check_worker(what)
+            if progress == self._stuck_at or time.monotonic() - since > self.stall_timeout_s:
+                self._stuck_at = progress
+                raise TimeoutError(f"the debug page writer made no progress for {self.stall_timeout_s:g} s or more "
+                                   f"while waiting to {what}: the disk under {self._epoch.output_dir} seems stuck "
+                                   "(hung network filesystem?). Check the disk, or raise stall_timeout_s.")
             self._cond.wait(_POLL_S)
             if self._progress != progress:
                 progress, since = self._progress, time.monotonic()
-            elif time.monotonic() - since > self.stall_timeout_s:
-                raise TimeoutError(f"the debug page writer made no progress for {self.stall_timeout_s:.0f} s while "
-                                   f"waiting to {what}: the disk under {self._epoch.output_dir} seems stuck "
-                                   "(hung network filesystem?). Check the disk, or raise stall_timeout_s.")
 
     def _check_worker(self, what: str) -> None:
         if self._thread is None or not self._thread.is_alive():

@@ -56,6 +56,7 @@ class BaseEvaluator(BaseRunner):
 
     def run(self) -> None:
         self._init_components_()
+        self.stage = "evaluation"
         debugger_dir = os.path.join(self.work_dir, "debugger")
         try:
             if self.debugger is not None:

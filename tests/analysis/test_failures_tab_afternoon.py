@@ -18,12 +18,11 @@ from analysis.epoch_table import EPOCH_TABLE_FILE
 from analysis.failures import analyze
 from runners.eval_viewer.layout import failures as failures_layout
 from runners.eval_viewer.layout import ids
-from tests.e2e.conftest import serve_viewer
+from tests.e2e.conftest import SLOW_WAIT_MS, expect, serve_viewer
 from tests.e2e.viewer_page import column, pick, wait_caption, wait_settled
 from tests.reliability.crafted_index import damage_debug_files
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
-SLOW_MS = 120_000  # the tab analyses an epoch on first show: slow on a busy machine
 
 
 @pytest.fixture(scope="module")
@@ -54,15 +53,9 @@ def unfinished(runs, tmp_path_factory):
         yield url, live, other
 
 
-def expect(locator):
-    from playwright.sync_api import expect as playwright_expect  # imported once the browser is known to be there
-
-    return playwright_expect(locator)
-
-
 def open_run(new_page, url: str, run: str, tab: str = ""):
     page = new_page(f"{url}/?run={run}" + (f"&tab={tab}" if tab else ""))
-    page.set_default_timeout(SLOW_MS)
+    page.set_default_timeout(SLOW_WAIT_MS)  # the tab analyses an epoch on first show: slow on a busy machine
     wait_caption(page, "datapoints")
     return page
 
@@ -71,10 +64,12 @@ def narrow_to_first_slice(page) -> int:
     """Show the Failures tab and click its first slice; the slice's size."""
     page.click(f"#{failures_layout.TAB_FAILURES}")
     first = page.locator(f"#{failures_layout.PANEL} .finding-button").first
-    expect(first).to_contain_text("datapoints")
+    counted = re.compile(r"(\d[\d,]*)\s+datapoints")
+    expect(first, SLOW_WAIT_MS).to_contain_text(counted)  # the count itself, not a placeholder that says datapoints
     text = first.inner_text()
-    assert re.search(r"(\d+) datapoints", text), text
-    size = int(re.search(r"(\d+) datapoints", text).group(1))
+    found = counted.search(text)
+    assert found, f"the first finding's button says {text!r}, with no count of datapoints"
+    size = int(found.group(1).replace(",", ""))
     first.click()
     wait_caption(page, f"{size} of")
     assert "narrowed" in page.locator(f"#{ids.TABLE_CAPTION}").inner_text()
@@ -104,7 +99,7 @@ def test_the_tab_says_what_the_analysis_left_out(runs, viewer_url, new_page):
     page = open_run(new_page, viewer_url, damaged)
     page.click(f"#{failures_layout.TAB_FAILURES}")
     # the findings stored after validation are of the debug outputs before the damage: the tab computes them anew
-    expect(page.locator(f"#{failures_layout.PANEL} .failures-note")).to_have_text(
+    expect(page.locator(f"#{failures_layout.PANEL} .failures-note"), SLOW_WAIT_MS).to_have_text(
         [re.compile("These findings were computed now: its stored findings.json is of an earlier version"), note])
     assert "were skipped" in note and "rerun the epoch" in note
 
@@ -136,7 +131,7 @@ def test_a_reload_on_the_failures_tab_reopens_it_with_its_findings(runs, viewer_
     findings = analyze(work_dir)
     page = open_run(new_page, viewer_url, work_dir, tab=failures_layout.TAB_FAILURES)
     assert page.locator(f"#{ids.TABS} .tab--selected").inner_text() == "Failures"
-    expect(page.locator(f"#{failures_layout.PANEL} .finding-button b")).to_have_text(
+    expect(page.locator(f"#{failures_layout.PANEL} .finding-button b"), SLOW_WAIT_MS).to_have_text(
         [s.description for s in findings.meta.slices])
     narrow_to_first_slice(page)  # the first page's findings are live buttons
 
@@ -189,7 +184,7 @@ def test_a_finding_answered_after_a_run_switch_narrows_neither_run(runs, unfinis
     page = open_run(new_page, url, work_dir)
     page.click(f"#{failures_layout.TAB_FAILURES}")
     first = page.locator(f"#{failures_layout.PANEL} .finding-button").first
-    expect(first).to_contain_text("datapoints")
+    expect(first, SLOW_WAIT_MS).to_contain_text("datapoints")
     held = held_finding_answer(page)
     first.click()
     page.click(f"#{ids.TAB_DATAPOINT}")  # the findings are not drawn again, so nothing supersedes the answer

@@ -20,7 +20,7 @@ from benchmarks.planted_benchmarks import planted
 from data.datasets.synthetic_shapes import Planted
 from runners.eval_viewer.layout import failures as failures_layout
 from runners.eval_viewer.layout import ids
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, browser_or_skip, serve_viewer
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, SLOW_WAIT_MS, browser_or_skip, serve_viewer
 from tests.e2e.viewer_page import column, wait_caption
 from utils.builders import build_from_config
 
@@ -151,7 +151,7 @@ def test_every_planted_cause_is_three_clicks_from_opening_the_viewer(planted_run
     with serve_viewer([os.path.dirname(planted_run["work_dir"])]) as url, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1500, "height": 1000})
-        page.set_default_timeout(4 * WAIT_MS)  # the tab analyses the epoch on first show: slow on a busy machine
+        page.set_default_timeout(SLOW_WAIT_MS)  # the tab analyses the epoch on first show: slow on a busy machine
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         for walk in WALKS:
             rank = ranks[walk.cause]

@@ -13,7 +13,7 @@ from debuggers.utils import require_layer
 
 def captum_gradcam(model: torch.nn.Module, layer_name: str, inputs: dict, targets: torch.Tensor,
                    input_key: str = "image", output_key: str = "logits") -> tuple[torch.Tensor, torch.Tensor]:
-    """captum's LayerGradCam of ``layer_name``: (cam upsampled to the image and divided by its max, raw max)."""
+    """captum's LayerGradCam of ``layer_name``: (cam upsampled to the image and divided by its max, that max)."""
     def logits_of(image: torch.Tensor) -> torch.Tensor:
         output = model({**inputs, input_key: image})
         return output[output_key] if output_key is not None else output
@@ -23,7 +23,7 @@ def captum_gradcam(model: torch.nn.Module, layer_name: str, inputs: dict, target
         image, target=targets, relu_attributions=True).detach()[:, 0]
     cam = F.interpolate(raw[:, None], size=image.shape[-2:], mode="bilinear", align_corners=False)[:, 0]
     peak = cam.amax(dim=(1, 2), keepdim=True)
-    return torch.where(peak > 0, cam / peak, 0.0), raw.amax(dim=(1, 2))
+    return torch.where(peak > 0, cam / peak, 0.0), peak.flatten()
 
 
 def assert_gradcam_matches_captum(batched: dict, model: torch.nn.Module, layer_name: str, images: torch.Tensor,

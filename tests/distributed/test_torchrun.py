@@ -206,6 +206,34 @@ def test_an_idx_repeated_on_each_rank_stops_each_rank_in_one_line_in_its_log_too
         message = f"meta_info['idx']={rank} came twice in one evaluation pass; meta_info['idx'] must be unique"
         assert f"error (rank {rank}): {message}" in result.stdout
         with open(tmp_path / "repeat" / log) as f:
-            stops = [line for line in f.read().splitlines() if " stopped (exit code 2): " in line]
+            stops = [line for line in f.read().splitlines()
+                     if " stopped during epoch 0 validation (exit code 2): " in line]
         assert len(stops) == 1 and f"[rank {rank}] ERROR process " in stops[0] and message in stops[0], stops
 
+
+
+RAISES_ON_RANK_1 = """
+class RaisesOnRank1(SyntheticShapesDataset):
+    def __getitem__(self, idx):
+        if os.environ.get("RANK") == "1" and idx > 2:
+            raise ValueError("planted failure on rank 1")
+        return super().__getitem__(idx)
+
+
+config["train_dataset"]["class"] = RaisesOnRank1
+"""
+
+
+@pytest.mark.timeout(120)
+def test_an_error_on_one_rank_ends_every_rank_s_log_with_its_stop(tmp_path):
+    """Rank 1's dataset raises mid-epoch: its log ends with that error and its traceback; rank 0, whose collective
+    then fails (or whom torchrun ends), says so at the end of its own log. Before, both logs just ended."""
+    result = run_torchrun(config_file(tmp_path, "raises", RAISES_ON_RANK_1, epochs=1, train_size=32), timeout=90)
+    assert result.returncode != 0
+    for rank, log in ((0, "train.log"), (1, "train_rank1.log")):
+        with open(tmp_path / "raises" / log) as f:
+            text = f.read()
+        last = text.splitlines()[-1]
+        assert f"[rank {rank}] ERROR process " in last and " stopped during epoch 0 training (exit code " in last, last
+    assert "ValueError: planted failure on rank 1. Lantern did not catch this error" in last
+    assert 'raise ValueError("planted failure on rank 1")' in text  # the traceback

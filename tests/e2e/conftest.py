@@ -1,9 +1,17 @@
-"""A real viewer (Dash on 127.0.0.1, a free port) and a real headless Chromium driving it."""
+"""A real viewer (Dash on 127.0.0.1, a free port) and a real headless Chromium driving it.
+
+Waiting: a browser test waits for one of the app's own ready signals (the table's caption naming the epoch, a
+drawn figure, Dash's callback queue empty: ``viewer_page.py``), never for a fixed time, and waits up to
+``WAIT_MS`` (``SLOW_WAIT_MS`` for what the viewer computes on first show, such as the Failures tab's analysis).
+Pages from ``new_page`` wait ``WAIT_MS`` by default; use ``expect`` below rather than playwright's own, whose
+assertions give up after 5 s (which failed the suite on a loaded machine).
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+from typing import Any
 
 import pytest
 
@@ -14,7 +22,10 @@ __all__ = ["serve_viewer"]  # the viewer served in a thread (its URL has no trai
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-WAIT_MS = 30_000
+# Generous: the suite must pass on a loaded 2-core laptop, where one callback can take tens of seconds. These are
+# ways out of a wait that will never end, not how long a test takes.
+WAIT_MS = 60_000
+SLOW_WAIT_MS = 180_000
 # Trace types plotly did not draw as asked: an unregistered type silently falls back to a scatter.
 UNDRAWN_TRACES = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(plot => (plot.data || [])
     .map((trace, i) => [trace.type || 'scatter', ((plot._fullData || [])[i] || {}).type])
@@ -42,6 +53,15 @@ def browser_or_skip() -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"{reason}, which CI must provide")
     pytest.skip(reason)
+
+
+def expect(actual: Any, timeout_ms: int = WAIT_MS) -> Any:
+    """playwright's ``expect(actual)`` whose assertions retry for up to ``timeout_ms`` (imported here, once a test
+    knows it has a browser)."""
+    from playwright.sync_api import expect as playwright_expect
+
+    playwright_expect.set_options(timeout=timeout_ms)
+    return playwright_expect(actual)
 
 
 @pytest.fixture(scope="module")

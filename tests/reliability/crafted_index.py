@@ -1,10 +1,21 @@
-"""Debug indexes and locations damaged the way a crafted run folder could damage them (shared by the viewer,
-export and analysis tests)."""
+"""Debug indexes and locations damaged the way a crafted run folder could damage them, and a pickle that runs code
+(shared by the page, viewer, export and analysis tests)."""
 
 from __future__ import annotations
 
 import json
 import os
+
+
+class TouchMarker:
+    """Unpickling this runs ``touch <marker>``: what a malicious page would do."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
 
 INDEX_DAMAGES = ("no_complete", "page_as_int", "datapoints_a_string")
 LOCATION_DAMAGES = ("locations_truncated", "locations_a_fifo", "datapoints_beyond_int64", "world_size_beyond_any_name")

@@ -7,12 +7,13 @@ import json
 import os
 import threading
 
+import joblib
 import numpy as np
 import pytest
 
 from debuggers.pages.writer import PageWriter
 from runners.eval_viewer.export import main
-from tests.reliability.crafted_index import INDEX_DAMAGES, damage_index
+from tests.reliability.crafted_index import INDEX_DAMAGES, TouchMarker, damage_index
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -53,6 +54,18 @@ def test_a_malformed_index_becomes_an_alert_in_the_report(tmp_path, capsys, dama
     assert code == 0, err
     assert "Datapoint 0" in page and "Datapoint 1" in page
     assert page.count('<div class="alert">the debug outputs in ') == 2
+
+
+def test_a_folder_of_pylon_pickles_is_an_alert_saying_how_to_convert_it_and_is_never_opened(tmp_path, capsys):
+    debugger_dir = tmp_path / "run" / "debugger"
+    debugger_dir.mkdir(parents=True)
+    marker = tmp_path / "ran"
+    joblib.dump({0: {"x": TouchMarker(str(marker))}, 1: {"x": 1}}, debugger_dir / "page_0.pkl")
+    code, page, err = export(str(tmp_path / "run"), tmp_path, capsys, 0, 1)
+    assert code == 0, err
+    assert page.count("is a folder of Pylon/joblib pickles") == 2
+    assert page.count(f"python -m debuggers.pages.convert {debugger_dir} --trust-pickles") == 2
+    assert not marker.exists()
 
 
 def _in_thread(call, fifo, seconds=30):

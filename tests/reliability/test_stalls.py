@@ -120,6 +120,38 @@ def test_a_hung_page_write_is_logged_early_capture_stops_for_that_epoch_and_trai
     assert not read_index(str(tmp_path / "run" / "epoch_1" / "debugger" / "index.json"))["complete"]
 
 
+HUNG_CAPTURE_DISK = """
+from debuggers.pages import file_format as page_format
+
+_append = page_format._append
+
+
+def append_on_a_hung_disk(file, buffers):
+    if STALL and "datapoints" in file.name:
+        threading.Event().wait()  # the disk under the captured inputs never answers
+    return _append(file, buffers)
+
+
+page_format._append = append_on_a_hung_disk
+"""
+
+
+def test_a_hung_datapoint_capture_follows_stall_timeout_s_and_is_not_retried_at_later_epochs(tmp_path):
+    """The capture of the viewer's inputs waits ``stall_timeout_s`` (4 s here), not a fixed minute, once; its
+    writer is then stuck, and the later epochs capture nothing rather than wait on the hung disk again. The
+    debug pages, on another folder, are written every epoch."""
+    path = write_config(tmp_path / "run.py", tmp_path / "run", epochs=3, checkpoint_method="all", train_size=16,
+                        val_size=8, val_batch=4, extra="WAIT_IN_DEBUGGER = False\n" + COMMON + HUNG_CAPTURE_DISK)
+    result = stalled_run(path)
+    assert result.returncode == 0, result.stderr
+    assert completed_epochs(tmp_path) == 3
+    failures = [line for line in log_of(tmp_path).splitlines() if "Datapoint capture in" in line]
+    assert len(failures) == 1, failures
+    assert "made no progress for 4 s or more" in failures[0] and "captures nothing more in this run" in failures[0]
+    for epoch in range(3):
+        assert read_index(str(tmp_path / "run" / f"epoch_{epoch}" / "debugger" / "index.json"))["complete"]
+
+
 FORWARD_HOOK_WAITS = """
 import threading
 

@@ -24,7 +24,7 @@ from runners.trainers import BaseTrainer
 from tests.reliability.viewer_server import call_callback, viewer_process
 from tests.runs import write_config
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(400)
 
 EPOCH = "epoch_1"
 LIMITS = """

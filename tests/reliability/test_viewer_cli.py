@@ -11,10 +11,10 @@ import urllib.request
 import pytest
 
 from runners.eval_viewer.__main__ import is_loopback
-from tests.reliability.viewer_server import viewer_process
+from tests.reliability.viewer_server import HTTP_WAIT_S, START_WAIT_S, viewer_process
 from tests.runs import REPO_ROOT
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(600)
 
 
 def test_port_zero_prints_the_real_address_and_a_network_host_is_warned_about(tmp_path):
@@ -22,10 +22,11 @@ def test_port_zero_prints_the_real_address_and_a_network_host_is_warned_about(tm
         port = int(re.search(r":(\d+)$", url).group(1))
         assert port != 0
         assert "warning: --host 0.0.0.0 listens beyond this machine" in output and "no login" in output
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as response:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=HTTP_WAIT_S) as response:
             assert response.status == 200 and "Lantern eval viewer" in response.read().decode()
         taken = subprocess.run([sys.executable, "-m", "runners.eval_viewer", "--log-dirs", str(tmp_path),
-                                "--port", str(port)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+                                "--port", str(port)], cwd=REPO_ROOT, capture_output=True, text=True,
+                               timeout=START_WAIT_S)
     assert taken.returncode == 2
     assert "open http" not in taken.stdout
     assert f"cannot listen on 127.0.0.1:{port}" in taken.stderr and "--port 0" in taken.stderr

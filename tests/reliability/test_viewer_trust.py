@@ -8,9 +8,12 @@ import os
 import shutil
 import threading
 
+import joblib
 import pytest
 
+from debuggers.pages import encoding
 from debuggers.pages.budget import REMOVED_MARKER
+from debuggers.pages.writer import PageWriter
 from runners.config_file import load_config
 from runners.eval_viewer.backend.datapoint import load_datapoint
 from runners.eval_viewer.backend.runs import MAX_RUN_INFO_BYTES
@@ -18,11 +21,17 @@ from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.layout import ids
 from runners.trainers import BaseTrainer
-from tests.reliability.crafted_index import INDEX_DAMAGES, LOCATION_DAMAGES, damage_debug_files, damage_index
-from tests.reliability.viewer_server import call_callback, serve_viewer
+from tests.reliability.crafted_index import (
+    INDEX_DAMAGES,
+    LOCATION_DAMAGES,
+    TouchMarker,
+    damage_debug_files,
+    damage_index,
+)
+from tests.reliability.viewer_server import HTTP_WAIT_S, call_callback, serve_viewer
 from tests.runs import write_config
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(400)
 
 DEBUGGER = """
 from configs.examples.custom_debugger_trainer import ChannelEnergyDebugger
@@ -49,10 +58,10 @@ def _copy(trained_run, logs, name):
     return target
 
 
-def _datapoint(url, run_path, idx=0, timeout=30):
+def _datapoint(url, run_path, idx=0):
     return call_callback(url, f"{ids.DATAPOINT_PANEL}.children", {
         f"{ids.SELECTED}.data": idx, f"{ids.RUN_SELECT}.value": run_path, f"{ids.EPOCH_SELECT}.value": EPOCH,
-        f"{ids.TABS}.value": ids.TAB_DATAPOINT}, timeout=timeout)
+        f"{ids.TABS}.value": ids.TAB_DATAPOINT})
 
 
 def _table(url, run_path):
@@ -70,15 +79,17 @@ def test_a_page_that_blocks_forever_does_not_block_other_runs(trained_run, tmp_p
     fifo = os.path.join(stuck, EPOCH, "debugger", "page_999.pkl")
     os.mkfifo(fifo)
     with serve_viewer([logs]) as url:
-        blocked = threading.Thread(target=lambda: _datapoint(url, stuck, timeout=60), daemon=True)
+        blocked = threading.Thread(target=lambda: _datapoint(url, stuck), daemon=True)
         blocked.start()
-        blocked.join(2)  # the stuck request is now inside the epoch's build (or refused the FIFO already)
-        status, body = _datapoint(url, good, idx=3, timeout=20)
+        # a head start (the request for the good run does not depend on it): the stuck request is then inside the
+        # epoch's build, or has refused the FIFO already (pages are opened non-blocking)
+        blocked.join(2)
+        status, body = _datapoint(url, good, idx=3)
         assert status == 200 and "layer3_energy" in body
         release = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK) if blocked.is_alive() else None
         if release is not None:
             os.close(release)
-        blocked.join(30)
+        blocked.join(HTTP_WAIT_S)
         assert not blocked.is_alive()
 
 
@@ -107,7 +118,7 @@ def test_a_malformed_index_or_bad_unindexed_page_is_shown_in_place(trained_run, 
         assert status == 200 and "layer3_energy" in body
 
 
-def _within_seconds(call, fifos=(), seconds=30):
+def _within_seconds(call, fifos=(), seconds=HTTP_WAIT_S):
     """``call()`` run in a thread: its value, or a failure when it is still blocked after ``seconds`` (a FIFO
     blocks whoever opens it for reading until a writer comes: the FIFOs are then opened to release it)."""
     outcome = {}
@@ -227,6 +238,53 @@ def test_a_malformed_scores_file_is_shown_in_place(trained_run, tmp_path, damage
         status, body = _table(url, bad)
         assert status == 200, body
         assert json.loads(body)["response"][ids.TABLE]["getRowsResponse"]["rowCount"] == 8  # the captured idx
+
+
+def test_a_page_whose_header_is_too_big_to_parse_is_shown_in_place(trained_run, tmp_path, monkeypatch):
+    """A valid page whose record header is 400,000 empty lists held the viewer for minutes and took gigabytes:
+    that datapoint's debug outputs now say the page is refused, and the others still show."""
+    logs = str(tmp_path / "logs")
+    bad = _copy(trained_run, logs, "bad")
+    debugger_dir = os.path.join(bad, EPOCH, "debugger")
+    shutil.rmtree(debugger_dir)
+    monkeypatch.setattr(encoding, "MAX_HEADER_NODES", 10**9)  # written by another tool, or an older Lantern
+    with PageWriter(2**30) as writer:
+        writer.start_epoch(debugger_dir)
+        writer.add_converted(list(range(8)), [{"layer3_energy": [[] for _ in range(400_000)] if idx == 0 else
+                                               [float(idx)]} for idx in range(8)])
+        writer.flush()
+    monkeypatch.undo()
+    with serve_viewer([logs]) as url:
+        status, body = _datapoint(url, bad)
+        assert status == 200, body
+        assert "Debug Outputs" in body and "has a header made of" in body and "rerun the epoch" in body
+        status, body = _datapoint(url, bad, idx=3)
+        assert status == 200 and "layer3_energy" in body and "has a header made of" not in body
+        status, body = _table(url, bad)
+        assert status == 200, body
+        assert json.loads(body)["response"][ids.TABLE]["getRowsResponse"]["rowCount"] == 8
+
+
+def test_a_folder_of_pylon_pickles_is_never_opened_and_says_how_to_convert_it(trained_run, tmp_path):
+    logs = str(tmp_path / "logs")
+    pylon = _copy(trained_run, logs, "pylon")
+    debugger_dir = os.path.join(pylon, EPOCH, "debugger")
+    shutil.rmtree(debugger_dir)
+    os.mkdir(debugger_dir)
+    marker = tmp_path / "ran"
+    joblib.dump({idx: {"layer3_energy": TouchMarker(str(marker))} for idx in range(8)},
+                os.path.join(debugger_dir, "page_0.pkl"))
+    with serve_viewer([logs]) as url:
+        status, body = _datapoint(url, pylon)
+        assert status == 200, body
+        shown = str(json.loads(body))
+        assert "Debug Outputs" in shown and "is a folder of Pylon/joblib pickles" in shown
+        assert f"python -m debuggers.pages.convert {debugger_dir} --trust-pickles" in shown
+        assert "Rerun this epoch" not in shown
+        status, body = _table(url, pylon)
+        assert status == 200, body
+        assert json.loads(body)["response"][ids.TABLE]["getRowsResponse"]["rowCount"] == 8
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize("damage", LOCATION_DAMAGES)

@@ -24,6 +24,11 @@ from werkzeug.serving import make_server
 from runners.eval_viewer.app import create_app
 from tests.runs import REPO_ROOT
 
+# How long a test waits for the viewer's answer over HTTP, or for a viewer process to print its address: generous
+# ways out for a loaded 2-core machine (tests/e2e/conftest.py has the browser's), not how long a test takes.
+HTTP_WAIT_S = 120
+START_WAIT_S = 180
+
 
 @contextmanager
 def serve_viewer(log_dirs: list[str], **options: Any) -> Iterator[str]:
@@ -35,10 +40,10 @@ def serve_viewer(log_dirs: list[str], **options: Any) -> Iterator[str]:
         yield f"http://127.0.0.1:{server.server_port}"
     finally:
         server.shutdown()
-        thread.join(timeout=10)
+        thread.join(timeout=HTTP_WAIT_S)
 
 
-def call_callback(url: str, output: str, values: dict[str, Any], timeout: float = 30) -> tuple[int, str]:
+def call_callback(url: str, output: str, values: dict[str, Any], timeout: float = HTTP_WAIT_S) -> tuple[int, str]:
     """POST the callback updating ``output`` (``'<id>.<property>'``) with inputs and states from
     ``values`` (``{'<id>.<property>': value}``, others None); returns the HTTP status and the body."""
     with urllib.request.urlopen(f"{url}/_dash-dependencies", timeout=timeout) as response:
@@ -67,7 +72,7 @@ def _outputs(spec: str) -> list[str]:
 
 
 @contextmanager
-def viewer_process(args: list[str], cwd: str, timeout: float = 60) -> Iterator[tuple[str, str]]:
+def viewer_process(args: list[str], cwd: str, timeout: float = START_WAIT_S) -> Iterator[tuple[str, str]]:
     """``python -m runners.eval_viewer --port 0 ARGS`` in a real process started in ``cwd`` (the repo on its
     path); yields the address it printed and its output up to there, and stops it afterwards."""
     env = dict(os.environ, PYTHONPATH=REPO_ROOT)

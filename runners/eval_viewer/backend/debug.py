@@ -15,6 +15,7 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Any, Optional
 
+from debuggers.pages.errors import PagesToConvertError
 from debuggers.pages.file_format import INDEX_GLOB, CorruptPageError, UnsafePageError
 from debuggers.pages.reader import DEBUGGER_DIR, DebugOutputs
 from utils.folder_glob import glob_in
@@ -73,6 +74,8 @@ def open_pages(folder: str) -> Optional[EpochDebug]:
         return None
     try:
         return EpochDebug(DebugOutputs(folder))
+    except PagesToConvertError as exc:  # pages of another format: the error says how to convert them
+        raise EpochDebugError(f"the debug outputs in {folder} cannot be opened: {exc}") from exc
     except Exception as exc:  # the folder is data from anyone: any failure is shown, never a server error
         raise EpochDebugError(f"the debug outputs in {folder} cannot be opened ({type(exc).__name__}: {exc}); "
                               "scores and other epochs still show. Rerun this epoch to rewrite its pages") from exc

@@ -17,6 +17,7 @@ from analysis.failures import Findings
 from debuggers.pages.errors import DebugDataError
 from debuggers.pages.reader import DEBUGGER_DIR
 from runners.eval_viewer.backend.cache import BoundedCache
+from runners.eval_viewer.backend.calibration import Calibration, calibration_points
 from runners.eval_viewer.backend.datasets import (
     DatasetUnavailable,
     build_run_dataset,
@@ -50,6 +51,7 @@ class ViewerBackend:
         self._scores: BoundedCache[Scores] = BoundedCache(max_scores)
         self._tables: BoundedCache[Table] = BoundedCache(max_scores)
         self._class_names: BoundedCache[dict] = BoundedCache(max_scores)
+        self._calibration: BoundedCache[Calibration] = BoundedCache(max_scores)
         self._aggregated: BoundedCache[dict] = BoundedCache(4096)  # small: one dict of means per epoch
         self._findings: BoundedCache[Findings] = BoundedCache(max_debug_epochs)
         self.discovery = discover_runs(self._given_dirs)
@@ -112,6 +114,11 @@ class ViewerBackend:
         table = self.table(epoch)
         # keyed by the table itself (not its id, which a later table could reuse once this one is evicted)
         return self._class_names.get(table, lambda: class_names(table))
+
+    def calibration(self, epoch: Epoch) -> Calibration:
+        """Each score the model predicts for itself beside the true one over the epoch (``calibration_points``)."""
+        table = self.table(epoch)
+        return self._calibration.get(table, lambda: calibration_points(table))
 
     def debug_indices(self, epoch: Epoch) -> set[int]:
         """Datapoints with debug outputs at ``epoch`` (empty when it has none or its index cannot be read)."""

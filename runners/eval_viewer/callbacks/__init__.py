@@ -15,9 +15,12 @@ from runners.eval_viewer.callbacks import (
     scores,
     selection,
     table,
+    training,
+    verify,
 )
 
 
 def register_callbacks(app: Dash, backend: ViewerBackend) -> None:
-    for module in (runs, table, scores, selection, datapoint, compare, model_report, failures, export):
+    for module in (runs, table, scores, selection, datapoint, compare, model_report, failures, verify, training,
+                   export):
         module.register(app, backend)

@@ -20,6 +20,7 @@ from dash import dcc, html
 from analysis.findings import Findings, MetaMatch, Slice
 from data.viewer.layout.display.elements import alert
 from runners.eval_viewer.layout.ids import TAB_FAILURES
+from runners.eval_viewer.layout.verify import separator_buttons, verify_button, verify_panel
 
 NO_EPOCH = "Choose a run and an epoch to see why its datapoints fail."
 PANEL = "failures-panel"  # the summary and the meta family's slices
@@ -44,6 +45,7 @@ def failures_tab(content: tuple = EMPTY_CONTENT) -> dcc.Tab:
     return dcc.Tab(label="Failures", value=TAB_FAILURES, id=TAB_FAILURES, children=html.Div([
         html.Div([html.Button("Show all datapoints", id=SHOW_ALL, className="small-button"),
                   html.Span(id=FILTER_NOTE, className="hint")], className="navigation"),
+        verify_panel(),
         dcc.Loading(html.Div(above, id=PANEL)),
         html.H5("Meta info: separating quantities (AUROC, failures vs passes; click a bar)"),
         dcc.Graph(id=SEPARATORS_CHART, figure=separators, config={"displaylogo": False}),
@@ -64,6 +66,7 @@ def findings_view(findings: Findings) -> tuple[list[Any], list[Any]]:
         *[alert(note, "warning", "failures-note") for note in findings.notes],
         _section("Meta info: slices that fail more than the rest (what the data says)", [
             _finding(f"slice-{i}", s.description, _slice_detail(s)) for i, s in enumerate(findings.meta.slices)]),
+        separator_buttons(findings),
     ]
     below = [
         _section("What the model does: slices on the debuggers' summaries", [
@@ -179,5 +182,7 @@ def _section(title: str, items: list) -> html.Div:
 
 
 def _finding(key: str, title: str, detail: str) -> html.Li:
-    return html.Li(html.Button([html.B(title), html.Span(f"  {detail}")], id={"type": FINDING, "index": key},
-                               className="finding-button", style=FINDING_STYLE))
+    """The finding's button (it narrows the table) and, for a finding an intervention can test, its verify button."""
+    return html.Li([html.Button([html.B(title), html.Span(f"  {detail}")], id={"type": FINDING, "index": key},
+                                className="finding-button", style=FINDING_STYLE), verify_button(key)],
+                   style={"display": "flex", "alignItems": "center"})

@@ -1,4 +1,5 @@
-"""The tabs on the right: the open datapoint, the epoch and run comparisons, the model report."""
+"""The tabs on the right: the open datapoint, the epoch and run comparisons, the model report, the failures and the
+training."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from runners.eval_viewer.callbacks.components import NOTHING_OPEN
 from runners.eval_viewer.callbacks.datapoint import build_panel, shown_debuggers
 from runners.eval_viewer.callbacks.failures import findings_content
 from runners.eval_viewer.callbacks.model_report import render_model_report
+from runners.eval_viewer.callbacks.training import training_content
 from runners.eval_viewer.layout import ids
 from runners.eval_viewer.layout.failures import failures_tab
 from runners.eval_viewer.layout.first_view import FirstView
+from runners.eval_viewer.layout.training import training_tab
 
 
 def _tab(label: str, value: str, children: list) -> dcc.Tab:
@@ -66,4 +69,5 @@ def datapoint_tabs(backend: ViewerBackend, first: FirstView, run_options: list[d
         _tab("Model report", ids.TAB_MODEL_REPORT, [html.Div(report, id=ids.MODEL_REPORT_PANEL)]),
         failures_tab(findings_content(backend, first.run, first.epoch)) if first.tab == ids.TAB_FAILURES
         else failures_tab(),
+        training_tab(training_content(backend, first.run, None) if first.tab == ids.TAB_TRAINING else None),
     ])

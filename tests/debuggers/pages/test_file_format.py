@@ -44,19 +44,10 @@ from debuggers.pages.file_format import (
 from debuggers.pages.index import read_index, write_index
 from debuggers.pages.values import UnsupportedOutputError, held_storage, to_page_value
 from tests.debuggers.library import page_table, resident_blocks
+from tests.reliability.crafted_index import TouchMarker
 from utils.atomic_files import temporary_path
 
 pytestmark = pytest.mark.timeout(30)
-
-
-class TouchMarker:
-    """Unpickling this runs ``touch <marker>``: what a malicious page would do."""
-
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return os.system, (f"touch {self.marker}",)
 
 
 class Crafted:

@@ -299,6 +299,48 @@ def test_stuck_disk_raises_timeout_instead_of_hanging(tmp_path, make_writer, mon
     release.set()
 
 
+def test_a_writer_known_to_be_stuck_gives_up_at_once_until_its_disk_answers_again(tmp_path, make_writer,
+                                                                                   monkeypatch):
+    """After one wait of ``stall_timeout_s``, the writer is stuck: the next waits and epochs give up at once
+    (a hung disk is not waited on again at every epoch), and closing does not wait for the stuck thread. Once
+    the disk answers, the writer works again."""
+    release = threading.Event()
+    monkeypatch.setattr(page_format, "_append", lambda file, buffers, append=page_format._append:
+                        release.wait(60) and append(file, buffers))
+    writer = make_writer(1024, stall_timeout_s=2.0)
+    writer.start_epoch(str(tmp_path / "epoch_0"))
+    writer.add(0, {"x": torch.zeros(1024)})  # fills a page: the worker is now stuck writing it
+    with pytest.raises(TimeoutError, match="made no progress for 2 s or more"):
+        writer.flush()
+    assert writer.stuck
+    writer.stall_timeout_s = 3600.0  # a second wait would now hold the test until its timeout
+    with pytest.raises(TimeoutError, match="seems stuck"):
+        writer.flush()
+    with pytest.raises(PageWriterError, match=f"still stuck writing {tmp_path / 'epoch_0'}.*nothing is written to "
+                                              f"{tmp_path / 'epoch_1'}"):
+        writer.start_epoch(str(tmp_path / "epoch_1"))
+    release.set()
+    wait_until(lambda: not writer.stuck)
+    writer.start_epoch(str(tmp_path / "epoch_1"))
+    writer.add(5, {"x": np.arange(3)})
+    writer.flush()
+    assert DebugOutputs(str(tmp_path / "epoch_1"))[5]["x"].tolist() == [0, 1, 2]
+
+
+def test_closing_a_stuck_writer_does_not_wait_for_its_thread(tmp_path, make_writer, monkeypatch):
+    release = threading.Event()
+    monkeypatch.setattr(page_format, "_append", lambda file, buffers: release.wait(60))
+    writer = make_writer(1024, stall_timeout_s=1.0)
+    writer.start_epoch(str(tmp_path))
+    writer.add(0, {"x": torch.zeros(1024)})
+    with pytest.raises(TimeoutError):
+        writer.flush()
+    started = time.monotonic()
+    writer.close()
+    assert time.monotonic() - started < 5  # the thread would hold close() for its 10 s join
+    release.set()
+
+
 def test_misuse_gets_clear_errors(tmp_path, make_writer):
     writer = make_writer(MB)
     with pytest.raises(RuntimeError, match="before start_epoch"):

@@ -59,7 +59,8 @@ def test_report_holds_plotly_once_and_one_section_per_idx(run_dir, tmp_path):
     assert "<h2>Model</h2>" in page and "epoch_1" in page
     rows = EpochTable(os.path.join(run_dir, "epoch_1", EPOCH_TABLE_FILE)).page(where=[("idx", "in", [3, 7, 12])])
     wrong = sum(row["label"] != row["prediction"] for row in rows)
-    assert page.count('"type":"image"') == 3 + wrong  # each CAM over its input image, two where the model is wrong
+    # each CAM over its input image (two where the model is wrong), and the model's first conv filters in RGB
+    assert page.count('"type":"image"') == 3 + wrong + 1
     for row in rows:  # Grad-CAM titled by role and class name, as in the viewer
         titles = [f"label: {row['label_name']}", f"prediction: {row['prediction_name']}"] \
             if row["label"] != row["prediction"] else [f"label and prediction: {row['label_name']}"]
@@ -94,12 +95,12 @@ def test_without_captured_inputs_or_the_config_file_there_is_no_overlay(run_dir,
     moved = shutil.copytree(run_dir, tmp_path / "moved")
     shutil.rmtree(moved / "datapoints")
     code, page = export(str(moved), tmp_path / "r.html", "--idx", "2")
-    assert code == 0 and '"type":"image"' not in page and "--trust-configs" in page
+    assert code == 0 and page.count('"type":"image"') == 1 and "--trust-configs" in page  # the model's RGB filters
     info = json.loads((moved / "run_info.json").read_text())
     info["config_filepath"] = str(tmp_path / "deleted.py")
     (moved / "run_info.json").write_text(json.dumps(info))
     code, page = export(str(moved), tmp_path / "r.html", "--idx", "2", "--trust-configs")
-    assert code == 0 and '"type":"image"' not in page and "input images unavailable" in page
+    assert code == 0 and page.count('"type":"image"') == 1 and "input images unavailable" in page
 
 
 def test_evaluator_style_folder_and_notebook_helper(tmp_path):
