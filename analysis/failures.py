@@ -171,8 +171,11 @@ def _columns(table: EpochTable, values: dict[str, np.ndarray], failed: np.ndarra
     columns = split_columns({name: values[name] for name in values if name not in LIST_COLUMNS}, table.roles,
                             declared)
     if "probabilities" in values:
-        measured = measured_restatements({**columns.meta, **columns.internals}, values["probabilities"],
-                                         values.get("label"), values.get("logsumexp"), failed)
+        hooked = set(table.roles.get("layers", {}))  # a layer's activations come before the output: never measured
+        candidates = {**columns.meta, **{name: column for name, column in columns.internals.items()
+                                         if name.split(".", 1)[0] not in hooked}}
+        measured = measured_restatements(candidates, values["probabilities"], values.get("label"),
+                                         values.get("logsumexp"), failed)
         for restatement in measured:
             columns.meta.pop(restatement.column, None)
             columns.internals.pop(restatement.column, None)

@@ -20,6 +20,12 @@ and by the mean of the 10 nearest neighbours in that feature space (leave-one-ou
 A real cause does not pass: ``occluded`` or a contradicting marker makes the model fail, but among the failures
 (or among the passes) of one class, the output does not tell which datapoints carry it. The prediction itself, a
 copy of it, or a debugger's target score, does pass.
+
+A measure cannot tell which way the dependence runs: a unit that drives the output (a channel that fires on an
+artifact and flips the prediction) is as predictable from the output as a quantity computed from it. So the
+summaries of a debugger that hooks a layer (the table's ``layers`` role) are never measured: a layer's
+activations come before the output; such a debugger declares its outcome keys (Grad-CAM does). Meta info and the
+summaries of debuggers that hook no layer are measured.
 """
 
 from __future__ import annotations

@@ -109,3 +109,28 @@ def test_no_column_of_a_random_table_is_taken_for_a_restatement(tmp_path, seed):
                "logsumexp": logsumexp.astype(np.float32), "accuracy": (~failed).astype(float), **meta}
     findings = analyze_table(write_table(tmp_path / "epoch_table.parquet", columns, list(meta), {"accuracy": True}))
     assert findings.restatements == []
+
+
+@pytest.mark.parametrize("hooks_a_layer", [True, False])
+def test_a_unit_that_drives_the_output_is_no_restatement_when_its_debugger_hooks_a_layer(tmp_path, hooks_a_layer):
+    """A unit that fires on an artifact and flips the prediction: the output predicts its energy as well as it
+    would a score computed from the output. Its debugger hooks a layer (the ``layers`` role), so its summary came
+    before the output: an internal finding. Without that role it cannot be told from a restatement."""
+    rng = np.random.default_rng(5)
+    rows = 2000
+    fired = rng.random(rows) < 0.2
+    energy = np.where(fired, rng.uniform(5, 9, rows), rng.uniform(0, 0.5, rows))
+    label = rng.integers(0, CLASSES, rows)
+    prediction = np.where(fired, (label + 1) % CLASSES, label)
+    probabilities, logsumexp = probabilities_of(rng, label, prediction, CLASSES, np.where(fired, energy, 2.0))
+    columns = {"idx": np.arange(rows), "label": label, "prediction": prediction, "probabilities": probabilities,
+               "logsumexp": logsumexp.astype(np.float32), "accuracy": (label == prediction).astype(float),
+               "dose": rng.random(rows), "trigger.c3": energy.astype(np.float32),
+               "trigger.c4": rng.random(rows).astype(np.float32)}
+    layers = {"layers": {"trigger": "backbone.layer2.trigger"}} if hooks_a_layer else {}
+    findings = analyze_table(write_table(tmp_path / "epoch_table.parquet", columns, ["dose"], {"accuracy": True},
+                                         ("trigger.c3", "trigger.c4"), **layers))
+    restated = [r.column for r in findings.restatements]
+    assert restated == ([] if hooks_a_layer else ["trigger.c3"])
+    if hooks_a_layer:
+        assert findings.internals.separators[0].units[0].column == "trigger.c3"
