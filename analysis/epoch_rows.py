@@ -16,19 +16,21 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from debuggers.summaries import DebuggerSummaries
 from metrics.classification_metric import predicted_classes
 from utils import distributed
 from utils.column_chunks import ColumnChunks
 from utils.ops import idx_list
 
-RESERVED = ("idx", "label", "prediction", "label_name", "prediction_name", "probabilities")
+RESERVED = ("idx", "label", "prediction", "label_name", "prediction_name", "probabilities", "logsumexp")
 
 
 class EpochRows(ColumnChunks):
     """What the eval step knows of each datapoint besides its scores.
 
     For a classification metric (one with ``output_key`` and ``label_key``, like ``ClassificationMetric``)
-    the model's logits give ``prediction`` and ``probabilities``, and the label ``label``; every other
+    the model's logits give ``prediction``, ``probabilities`` and ``logsumexp`` (with the probabilities, the logits
+    themselves: the failure analysis tells columns that restate them), and the label ``label``; every other
     one-value-per-datapoint label is ``label.<key>``. Scalar meta-info fields (numbers, flags, strings)
     are kept; nested ones are not.
     """
@@ -48,6 +50,7 @@ class EpochRows(ColumnChunks):
         if isinstance(logits, torch.Tensor) and logits.shape[:1] == (len(idx),) and logits.ndim == 2:
             logits = logits.detach().float()
             self.add("probabilities", idx, logits.softmax(dim=1).cpu().numpy())
+            self.add("logsumexp", idx, logits.logsumexp(dim=1).cpu().numpy())
             self.add("prediction", idx, _predictions(logits))
         for key, value in datapoint.get("labels", {}).items():
             column = _scalar_column(value, len(idx))
@@ -61,7 +64,7 @@ class EpochRows(ColumnChunks):
                 self.add(f"meta:{key}", idx, column)
 
 
-def gather_epoch_columns(scores: dict, rows: EpochRows, summaries: Optional[ColumnChunks],
+def gather_epoch_columns(scores: dict, rows: EpochRows, summaries: Optional[DebuggerSummaries],
                          class_names: Optional[Sequence[str]], is_main: bool
                          ) -> Optional[tuple[dict[str, np.ndarray], dict[str, Any]]]:
     """Every rank's rows joined with the scores on rank 0: ``(columns, roles)``; None on the other ranks.
@@ -88,6 +91,7 @@ def gather_epoch_columns(scores: dict, rows: EpochRows, summaries: Optional[Colu
                 columns[f"{name}_name"] = _class_names(columns[name], class_names)
     if "probabilities" in rows_by_name:
         columns["probabilities"] = rows_by_name.pop("probabilities").astype(np.float32)
+        columns["logsumexp"] = rows_by_name.pop("logsumexp").astype(np.float32)
     for name, values in scores["per_datapoint"].items():
         columns[name] = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
     meta_names = [n for part in gathered for n in part["meta"]]
@@ -100,6 +104,10 @@ def gather_epoch_columns(scores: dict, rows: EpochRows, summaries: Optional[Colu
         if name not in columns:
             columns[name] = values
             roles["summaries"].append(name)
+    if summaries is not None:
+        for role, names in summaries.column_roles().items():
+            roles[role] = [name for name in names if name in roles["summaries"]]
+        roles["layers"] = dict(summaries.layers)
     return columns, roles
 
 

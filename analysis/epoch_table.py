@@ -34,6 +34,7 @@ from typing import Any, Union
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from debuggers.pages.errors import DebugDataError
@@ -43,7 +44,9 @@ from utils.errors import LanternUserError
 
 EPOCH_TABLE_FILE = "epoch_table.parquet"
 ROLES_KEY = b"lantern.roles"
-ROLE_LISTS = ("scores", "meta", "summaries")  # roles that list column names; "higher_is_better" maps them to bools
+ROLE_LISTS = ("scores", "meta", "summaries", "outcome", "input_region")  # roles that list column names
+ROLE_MAPS = {"higher_is_better": bool, "layers": str}  # roles that map a name to a bool (a score's direction) or a
+# string (a debugger's layer)
 FAILURE_DEFINITION_ROLE = "failure_definition"  # the run's config['failure_definition']: {'metric', 'worst_fraction'}
 # A page's rows are spread over the whole file; fetching them decodes only the row groups and data pages
 # that hold them, so both are kept small (measured in benchmarks/epoch_table.py, docs/benchmarks.md).
@@ -108,11 +111,15 @@ class EpochTable:
         self._lock = threading.Lock()
         schema = _checked_schema(fd, path)
         self._types = {field.name: field.type for field in schema}
-        self.roles = _read_roles(schema, path)
+        self.roles, self.unknown_roles = _read_roles(schema, path)
 
     def columns(self) -> list[tuple[str, str]]:
         """``(name, type)`` of every scalar column (the ones a table shows, filters and sorts)."""
         return [(name, _type_name(kind)) for name, kind in self._types.items() if not _is_list(kind)]
+
+    def arrow_types(self) -> dict[str, pa.DataType]:
+        """Every column's Arrow type, list columns included."""
+        return dict(self._types)
 
     def has_column(self, name: str) -> bool:
         """Whether the table has ``name``, list columns (``probabilities``) included."""
@@ -160,6 +167,38 @@ class EpochTable:
         selected = ", ".join(self._column(name, scalar_only=False) for name in columns)
         table = self._arrow(f"SELECT {selected} FROM read_parquet($path){condition} ORDER BY idx", params)
         return {name: _numpy_column(table.column(i)) for i, name in enumerate(columns)}
+
+    def arrays(self, columns: Sequence[str]) -> dict[str, np.ndarray]:
+        """Whole columns as NumPy arrays in idx order, read straight from the file one column at a time: no query
+        and no copy of the whole table, so the analysis holds a million rows of every column at little more than
+        their own size (``values`` sorts them in DuckDB first, which takes several times that)."""
+        for name in columns:
+            self._column(name, scalar_only=False)
+        try:
+            file = pq.ParquetFile(self._source)
+            idx = file.read(columns=["idx"]).column(0).to_numpy()
+            order = None if bool(np.all(idx[1:] > idx[:-1])) else np.argsort(idx, kind="stable")
+            arrays = {}
+            for name in columns:
+                column = idx if name == "idx" else _owned_column(file.read(columns=[name]).column(0))
+                arrays[name] = column if order is None else column[order]
+                pa.default_memory_pool().release_unused()  # the column's decoded pages, back to the system
+        except (OSError, pa.ArrowException) as exc:
+            raise EpochTableError(f"{self.path} cannot be read ({exc}); validate the epoch again to rewrite it") \
+                from exc
+        return arrays
+
+    def label_confidence(self) -> dict[str, np.ndarray] | None:
+        """Per row, in idx order: ``idx``, ``confidence`` (the probability of its label; NaN for a label that is no
+        class) and ``correct`` (prediction = label), reading one number of each probability list; None for a table
+        without labels, predictions and probabilities."""
+        if not all(name in self._types for name in ("label", "prediction", "probabilities")):
+            return None
+        table = self._arrow("SELECT idx, CASE WHEN label >= 0 THEN list_extract(probabilities, TRY_CAST(label AS "
+                            "BIGINT) + 1) END AS confidence, coalesce(prediction = label, false) AS correct "
+                            "FROM read_parquet($path) ORDER BY idx", {})
+        return {"idx": table.column(0).to_numpy(), "confidence": _numpy_column(table.column(1)).astype(np.float64),
+                "correct": table.column(2).to_numpy(zero_copy_only=False).astype(bool)}
 
     # ----------------------------------------------------------------- SQL glue
     def _column(self, name: Any, scalar_only: bool = True) -> str:
@@ -279,27 +318,30 @@ def _claimed_values(metadata: pq.FileMetaData, schema: pa.Schema) -> int:
     return max(chunks, metadata.num_rows * width)
 
 
-def _read_roles(schema: pa.Schema, path: str) -> dict[str, Any]:
+def _read_roles(schema: pa.Schema, path: str) -> tuple[dict[str, Any], list[str]]:
     """The column roles written with the table ({} for a table written without them), checked: every reader
-    (viewer, analysis, export) uses them as lists of column names and a ``{name: bool}`` direction."""
+    (viewer, analysis, export) uses them as lists of column names and maps of a name to a bool or a string; and the
+    keys that are no role Lantern writes (the analysis refuses a table with those, the viewer's table ignores them)."""
     try:
         roles = json.loads((schema.metadata or {}).get(ROLES_KEY, b"{}"))
     except (ValueError, RecursionError) as exc:
         raise EpochTableError(f"{path} has damaged metadata ({exc}); validate the epoch again") from None
     roles = roles if isinstance(roles, dict) else {}
-    names = [key for key in ROLE_LISTS if not isinstance(roles.get(key, []), list)
-             or not all(isinstance(name, str) for name in roles.get(key, []))]
-    directions = roles.get("higher_is_better", {})
-    if names or not isinstance(directions, dict) or not all(type(v) is bool for v in directions.values()):
+    bad = [key for key in ROLE_LISTS if not isinstance(roles.get(key, []), list)
+           or not all(isinstance(name, str) for name in roles.get(key, []))]
+    bad += [key for key, kind in ROLE_MAPS.items() if not isinstance(roles.get(key, {}), dict)
+            or not all(type(value) is kind for value in roles.get(key, {}).values())]
+    if bad:
         raise EpochTableError(f"{path} has malformed column roles (metadata {ROLES_KEY.decode()}: "
-                              f"{', '.join(names) or 'higher_is_better'} is not what Lantern writes); it was damaged "
+                              f"{', '.join(bad)} is not what Lantern writes); it was damaged "
                               "or written by another tool: validate the epoch again to rewrite it")
-    kept = {key: roles[key] for key in (*ROLE_LISTS, "higher_is_better") if key in roles}
+    known = (*ROLE_LISTS, *ROLE_MAPS, FAILURE_DEFINITION_ROLE)
+    kept = {key: roles[key] for key in (*ROLE_LISTS, *ROLE_MAPS) if key in roles}
     failure = roles.get(FAILURE_DEFINITION_ROLE)
     if isinstance(failure, dict) and isinstance(failure.get("metric"), str) \
             and _is_share(failure.get("worst_fraction")):
         kept[FAILURE_DEFINITION_ROLE] = failure  # anything else is not what Lantern writes: the default applies
-    return kept
+    return kept, sorted(str(key) for key in roles if key not in known)
 
 
 def _is_share(value: Any) -> bool:
@@ -339,6 +381,38 @@ def _numpy_column(column: pa.ChunkedArray) -> np.ndarray:
     if _is_list(column.type):
         flat = column.combine_chunks()
         width = column.type.list_size if pa.types.is_fixed_size_list(column.type) else None
+        if width is None:
+            lengths = np.unique(pc.list_value_length(flat).fill_null(-1).to_numpy())
+            if len(lengths) > 1 or (len(lengths) and lengths[0] < 0):
+                raise EpochTableError(f"list column of type {column.type} holds lists of different lengths or missing "
+                                      "lists, where one list of the same length per datapoint is expected")
+            width = int(lengths[0]) if len(lengths) else 0
         values = flat.flatten().to_numpy(zero_copy_only=False)
-        return values.reshape(len(flat), width if width is not None else -1)
+        return values.reshape(len(flat), width)
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        return _strings(column)
     return column.to_numpy()
+
+
+def _owned_column(column: pa.ChunkedArray) -> np.ndarray:
+    """``_numpy_column`` as an array that owns its memory, filled chunk by chunk: Arrow's decoded pages can go back
+    to the system at once, and a list column never exists twice (combined chunks and their copy)."""
+    if pa.types.is_fixed_size_list(column.type) and column.null_count == 0:
+        width = column.type.list_size
+        owned = np.empty((len(column), width), dtype=column.type.value_type.to_pandas_dtype())
+        start = 0
+        for chunk in column.chunks:
+            owned[start:start + len(chunk)] = chunk.flatten().to_numpy(zero_copy_only=False).reshape(-1, width)
+            start += len(chunk)
+        return owned
+    values = _numpy_column(column)
+    return values if values.flags.owndata else values.copy()
+
+
+def _strings(column: pa.ChunkedArray) -> np.ndarray:
+    """An object array in which equal strings are one Python object (a million rows of a few categories take 8 MB
+    of pointers, not 60 MB of strings); None where null."""
+    encoded = column.dictionary_encode().combine_chunks()
+    names = np.array(encoded.dictionary.to_pylist() + [None], dtype=object)
+    codes = encoded.indices.fill_null(len(names) - 1).to_numpy()
+    return names[codes]

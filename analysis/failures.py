@@ -1,52 +1,54 @@
 """Why do they fail: ranked findings about one epoch's failing datapoints.
 
-``analyze(run, epoch=None)`` (a notebook's entry point; ``python -m runners.analyze`` prints the same)
-reads the epoch table (and, for captured epochs, the debug pages) and returns ``Findings``:
+``analyze(run, epoch=None)`` (a notebook's entry point; ``python -m runners.analyze`` prints the same, and the
+trainer stores it after each validation epoch) reads the epoch table (and, for captured epochs, the debug pages and
+the run's earlier epoch tables) and returns ``Findings`` (``analysis/findings.py``):
 
-- slices: groups described by conditions over meta info, labels, predictions and debugger summaries
-  that fail more than the rest (``analysis/slices.py`` states the scoring rule);
-- separating quantities: numeric columns whose values differ between failures and passes (two-sided
-  Mann-Whitney U, ``scipy.stats.mannwhitneyu``, p < 0.05 / columns tested), by AUROC (U over the pairs),
-  reported as max(auc, 1 - auc) with its direction;
-- embedding clusters and NaN origins from the captured outputs (``analysis/internals.py``);
-- suspected label errors: cleanlab's ``find_label_issues`` on the validation probabilities, which are
-  out-of-sample for the validation set, ranked by self-confidence, those no failure slice explains first;
-- dead units: per-unit summary columns that are the same for every datapoint while a sibling unit varies
-  (a dead channel's energy is 0);
-- the confusion matrix.
+- two families ranked apart (``analysis/columns.py``): **meta info** (what the data says: what a user can change)
+  and **internals** (the debuggers' summaries: what the model does), each with its slices (``analysis/slices.py``)
+  and separating quantities (``analysis/separators.py``); a family of per-unit columns counts once;
+- restatements of the failure (the model's output under another name, ``analysis/outcomes.py``), listed apart,
+  never a slice or a separating quantity;
+- subgroups: dense groups in a captured feature space that fail far more (``analysis/subgroups.py``);
+- every internal finding described in meta terms (``analysis/meta_terms.py``, ``analysis/explain.py``), and a group
+  that several families find, reported once;
+- suspected label errors told apart from systematic subgroups (``analysis/label_noise.py``), with the data map of
+  the run's validation epochs (``analysis/data_map.py``);
+- NaN origins, dead units, the confusion matrix.
 
 The failure definition is configurable: by default the one the run named (``config['failure_definition']``, kept
 in the table's roles), else a wrong prediction when the table has labels and predictions, otherwise the worst
-``worst_fraction`` of a score column.
+``worst_fraction`` of a score column (any score: an IoU, a loss), so nothing here assumes a classifier.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
-from cleanlab.filter import find_label_issues
-from scipy.stats import mannwhitneyu
 from sklearn.metrics import confusion_matrix
 
+from analysis.columns import UNIT, Columns, split_columns
+from analysis.data_map import data_map, read_history
 from analysis.epoch_table import EPOCH_TABLE_FILE, FAILURE_DEFINITION_ROLE, EpochTable
-from analysis.internals import CapturedInternals, EmbeddingCluster, NaNOrigin, embedding_clusters, read_internals
-from analysis.slices import ALPHA, Slice, find_slices
-from utils.errors import LanternUserError
+from analysis.explain import explain, rows_of
+from analysis.findings import DeadUnit, FamilyFindings, Findings, epoch_signature, save_findings
+from analysis.internals import CapturedInternals, read_internals
+from analysis.label_noise import class_name, suspected_label_errors
+from analysis.meta_terms import MetaVocabulary
+from analysis.outcomes import measured_restatements
+from analysis.separators import separating_quantities
+from analysis.slices import find_slices
+from analysis.subgroups import find_subgroups, reduced_space
+from analysis.table_checks import AnalysisError, check_table
 
-NOT_SLICED = ("idx", "label", "prediction", "probabilities")
-MIN_SEPARATOR_ROWS = 10
+__all__ = ["AnalysisError", "FailureDefinition", "Findings", "analyze", "analyze_table", "resolve_epoch_dir"]
 
-_UNIT = re.compile(r"\d+$")  # the number that ends a per-unit column's name
-
-
-class AnalysisError(LanternUserError):
-    """The run, epoch or failure definition cannot be analysed as asked."""
+LIST_COLUMNS = ("probabilities",)
 
 
 @dataclass
@@ -72,7 +74,7 @@ class FailureDefinition:
         if not 0 < self.worst_fraction < 1:
             raise AnalysisError(f"worst_fraction must be between 0 and 1, got {self.worst_fraction}")
         _check_score(table, metric)
-        scores = table.values([metric])[metric].astype(np.float64)
+        scores = (values[metric] if metric in values else table.values([metric])[metric]).astype(np.float64)
         higher_is_better = table.roles.get("higher_is_better", {}).get(metric, True)
         failed, cut, ties = worst_rows(-scores if higher_is_better else scores, self.worst_fraction)
         op = ("<" if higher_is_better else ">") + ("=" if ties else "")
@@ -101,141 +103,110 @@ def worst_rows(badness: np.ndarray, fraction: float) -> tuple[np.ndarray, Option
     return failed, cut, True
 
 
-@dataclass
-class Separator:
-    column: str
-    auroc: float  # max(auc, 1 - auc): 0.5 separates nothing, 1.0 perfectly
-    direction: str  # 'higher in failures' or 'lower in failures'
-    rows: int
-
-
-@dataclass
-class LabelIssue:
-    idx: int
-    label: Any
-    suggested: Any
-    self_confidence: float
-
-
-@dataclass
-class DeadUnit:
-    column: str
-    value: float
-
-
-@dataclass
-class Findings:
-    table_path: str
-    failure_definition: str
-    datapoints: int
-    failures: int
-    slices: list[Slice] = field(default_factory=list)
-    separators: list[Separator] = field(default_factory=list)
-    separators_tested: int = 0  # numeric columns given a Mann-Whitney test (the Bonferroni divisor)
-    clusters: list[EmbeddingCluster] = field(default_factory=list)
-    label_issues: list[LabelIssue] = field(default_factory=list)
-    nan_origins: list[NaNOrigin] = field(default_factory=list)
-    dead_units: list[DeadUnit] = field(default_factory=list)
-    confusion: Optional[dict[str, Any]] = None  # {'classes': [...], 'matrix': [[...]]}, rows are labels
-    notes: list[str] = field(default_factory=list)  # what was left out, and why (unreadable, or clusters under keep)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able data (slice descriptions included)."""
-        data = dataclasses.asdict(self)
-        for plain, found in zip(data["slices"], self.slices):
-            plain["description"] = found.description
-        return data
-
-
 def analyze(run: str, epoch: Optional[int] = None, failure: Optional[FailureDefinition] = None,
-            min_size: Optional[int] = None, top: int = 10) -> Findings:
+            min_size: Optional[int] = None, top: int = 10, save: bool = False) -> Findings:
     """Findings for ``run`` (a trainer work dir, an evaluator work dir, or an ``epoch_N`` folder).
 
-    ``epoch=None`` picks the last epoch with a table, preferring one whose debug outputs were captured.
+    ``epoch=None`` picks the last epoch with a table, preferring one whose debug outputs were captured. ``save``:
+    store them in the epoch's folder (``findings.json``, with the signature its inputs had before the analysis
+    began: the viewer reads them only while the epoch's table and debug outputs are as they were).
     """
     epoch_dir = resolve_epoch_dir(run, epoch)
+    signature = epoch_signature(epoch_dir)
     table = EpochTable(os.path.join(epoch_dir, EPOCH_TABLE_FILE))
-    internals = read_internals(epoch_dir)
-    return analyze_table(table, internals, failure or FailureDefinition(), min_size, top)
+    findings = analyze_table(table, read_internals(epoch_dir), failure or FailureDefinition(), min_size, top,
+                             epoch_dir)
+    if save:
+        save_findings(epoch_dir, findings, signature)
+    return findings
 
 
 def analyze_table(table: EpochTable, internals: Optional[CapturedInternals] = None,
                   failure: Optional[FailureDefinition] = None, min_size: Optional[int] = None,
-                  top: int = 10) -> Findings:
-    """Findings for one epoch table (and the captured internals of its epoch, if any)."""
+                  top: int = 10, epoch_dir: Optional[str] = None) -> Findings:
+    """Findings for one epoch table (and the captured internals of its epoch, and the run's earlier epoch tables
+    where ``epoch_dir`` is in a trainer's run)."""
+    check_table(table)
     names = [name for name, _ in table.columns()]
-    values = table.values(names + (["probabilities"] if table.has_column("probabilities") else []))
+    values = table.arrays(names + [name for name in LIST_COLUMNS if table.has_column(name)])
     failed, definition = (failure or FailureDefinition()).failed(table, values)
     n = len(failed)
     min_size = min_size or max(10, math.ceil(0.01 * n))
-    sliced = {name: values[name] for name in names if name not in NOT_SLICED and _is_sliceable(table, name)}
     findings = Findings(table.path, definition, n, int(failed.sum()))
-    findings.slices = find_slices(sliced, failed, values["idx"], min_size, top=top,
-                                  exclusive=_class_columns(sliced, values))
-    separators, findings.separators_tested = separating_quantities(sliced, failed)
-    findings.separators = separators[:top]
-    explained = {i for found in findings.slices for i in found.idx}
-    findings.label_issues = suspected_label_errors(values, explained)[:top]
-    findings.dead_units = dead_units(values, table.roles.get("summaries", []))
-    findings.confusion = confusion(values)
+    columns = _columns(table, values, failed)
+    findings.restatements = columns.restatements
+    idx, layers = values["idx"], table.roles.get("layers", {})
+    vocabulary = MetaVocabulary(columns.meta, min_size)
+    findings.meta = FamilyFindings(find_slices(columns.meta, failed, idx, min_size, top,
+                                               exclusive=columns.label_copies),
+                                   *_top(separating_quantities({name: values for name, values in columns.meta.items()
+                                                                if name not in columns.label_copies}, failed), top))
+    findings.internals = FamilyFindings(find_slices(columns.internals, failed, idx, min_size, top,
+                                                    families=columns.families, family="internals"),
+                                        *_top(separating_quantities(columns.internals, failed, columns.families), top))
+    for found in findings.internals.slices:
+        for condition in found.conditions:
+            condition.same_on += columns.same_as.get(condition.column, [])
+    space = None
     if internals is not None:
         findings.notes += [internals.problem] if internals.problem else []
-        findings.clusters = embedding_clusters(internals, values["idx"], failed, sliced, min_size,
-                                               notes=findings.notes)[:top]
+        findings.subgroups = find_subgroups(internals, idx, failed, vocabulary, min_size, layers,
+                                            findings.notes)[:top]
         findings.nan_origins = internals.nan_origins[:top]
+        space = _suspects_space(internals, idx)
+    explain(findings, values, failed, vocabulary, layers, set(table.roles.get("input_region", [])))
+    history = read_history(epoch_dir, idx, findings.notes) if epoch_dir else None
+    findings.data_map = data_map(history, idx, failed) if history is not None else None
+    findings.label_issues, findings.suspect_groups = suspected_label_errors(
+        values, failed, _explaining(findings, idx, columns), space, vocabulary, history, top)
+    findings.dead_units = dead_units(values, table.roles.get("summaries", []))
+    findings.confusion = confusion(values)
     return findings
 
 
-def separating_quantities(columns: dict[str, np.ndarray], failed: np.ndarray) -> tuple[list[Separator], int]:
-    """AUROC of every numeric column between failures and passes, strongest first, and how many were tested.
-
-    A column is kept only when its two-sided Mann-Whitney U test (``scipy.stats.mannwhitneyu``, whose U over
-    the pairs is the AUROC) gives p < 0.05 / (columns tested): under random failures none is listed.
-    """
-    tested = []
-    for name, values in columns.items():
-        if values.dtype == object:
-            continue
-        numbers = values.astype(np.float64)
-        usable = np.isfinite(numbers)
-        labels = failed[usable]
-        if usable.sum() < MIN_SEPARATOR_ROWS or labels.all() or not labels.any() or np.ptp(numbers[usable]) == 0:
-            continue
-        test = mannwhitneyu(numbers[usable][labels], numbers[usable][~labels])
-        auc = float(test.statistic) / (labels.sum() * (~labels).sum())
-        tested.append((float(test.pvalue), Separator(name, max(auc, 1 - auc), "higher in failures" if auc >= 0.5
-                                                      else "lower in failures", int(usable.sum()))))
-    found = [separator for p, separator in tested if p < ALPHA / len(tested)]
-    return sorted(found, key=lambda separator: -separator.auroc), len(tested)
+def _columns(table: EpochTable, values: dict[str, np.ndarray], failed: np.ndarray) -> Columns:
+    """The analysed columns by family, with the restatements of the failure (declared and measured) left out."""
+    declared = {name: f"declared an outcome by debugger '{name.split('.', 1)[0]}'"
+                for name in table.roles.get("outcome", [])}
+    columns = split_columns({name: values[name] for name in values if name not in LIST_COLUMNS}, table.roles,
+                            declared)
+    if "probabilities" in values:
+        hooked = set(table.roles.get("layers", {}))  # a layer's activations come before the output: never measured
+        candidates = {**columns.meta, **{name: column for name, column in columns.internals.items()
+                                         if name.split(".", 1)[0] not in hooked}}
+        measured = measured_restatements(candidates, values["probabilities"], values.get("label"),
+                                         values.get("logsumexp"), failed)
+        for restatement in measured:
+            columns.meta.pop(restatement.column, None)
+            columns.internals.pop(restatement.column, None)
+        columns.restatements += measured
+    return columns
 
 
-def suspected_label_errors(values: dict[str, np.ndarray], explained: frozenset[int] | set[int] = frozenset()
-                           ) -> list[LabelIssue]:
-    """Datapoints whose label the model's probabilities contradict (cleanlab), most suspicious first.
+def _top(found: tuple[list, int], top: int) -> tuple[list, int]:
+    return found[0][:top], found[1]
 
-    Datapoints in ``explained`` (the reported failure slices) come after the others: a slice already says
-    why the model contradicts them (a shortcut, a hard group), while a wrong label is an isolated failure.
-    """
-    if "probabilities" not in values or "label" not in values:
-        return []
-    probabilities, labels = values["probabilities"].astype(np.float64), values["label"]
-    usable = np.isfinite(probabilities).all(axis=1) & (labels >= 0) & (labels < probabilities.shape[1])
-    if usable.sum() < 2 * probabilities.shape[1]:
-        return []
-    rows = np.flatnonzero(usable)
-    ranked = find_label_issues(labels[rows].astype(int), probabilities[rows], n_jobs=1,
-                               return_indices_ranked_by="self_confidence")
-    names = values.get("label_name"), values.get("prediction_name")
-    issues = []
-    ranked = sorted(ranked, key=lambda position: int(values["idx"][rows[position]]) in explained)  # stable
-    for position in ranked:
-        row = rows[position]
-        label = names[0][row] if names[0] is not None else int(labels[row])
-        best = int(np.argmax(probabilities[row]))
-        suggested = _class_name(values, best) if names[1] is not None else best
-        issues.append(LabelIssue(int(values["idx"][row]), label, suggested,
-                                 float(probabilities[row, int(labels[row])])))
-    return issues
+
+def _suspects_space(internals: CapturedInternals, table_idx: np.ndarray) -> Optional[np.ndarray]:
+    """The captured feature space with the most datapoints, reduced, one row per table row (NaN: not captured)."""
+    if not internals.vectors:
+        return None
+    idx, vectors = max(internals.vectors.values(), key=lambda pair: len(pair[0]))
+    usable = np.isfinite(vectors).all(axis=1)
+    space = np.full((len(table_idx), min(16, vectors.shape[1])), np.nan, dtype=np.float32)
+    if usable.sum() > space.shape[1]:
+        space[np.searchsorted(table_idx, idx[usable])] = reduced_space(vectors[usable])
+    return space
+
+
+def _explaining(findings: Findings, idx: np.ndarray, columns: Columns) -> list[tuple[str, str, np.ndarray]]:
+    """The reported groups that may explain label suspects: slices not on the label alone, and subgroups."""
+    groups = [(s.description, "slice", rows_of(idx, s.idx)) for s in findings.meta.slices
+              if not all(c.column in columns.label_copies for c in s.conditions)]
+    groups += [(s.description, "internal slice", rows_of(idx, s.idx)) for s in findings.internals.slices]
+    groups += [(f"subgroup of {g.debugger}: {g.description}", "subgroup", rows_of(idx, g.idx))
+               for g in findings.subgroups]
+    return groups
 
 
 def dead_units(values: dict[str, np.ndarray], summaries: list[str]) -> list[DeadUnit]:
@@ -246,14 +217,14 @@ def dead_units(values: dict[str, np.ndarray], summaries: list[str]) -> list[Dead
     constant, varying = {}, set()
     for name in summaries:
         column = values.get(name)
-        if column is None or column.dtype == object or not _UNIT.search(name):
+        if column is None or column.dtype == object or not UNIT.search(name):
             continue
         finite = column[np.isfinite(column)]
         if len(finite) >= max(2, len(column) // 2) and np.ptp(finite) == 0:
             constant[name] = float(finite[0])
         else:
-            varying.add(_UNIT.sub("", name))
-    dead = [DeadUnit(name, value) for name, value in constant.items() if _UNIT.sub("", name) in varying]
+            varying.add(UNIT.sub("", name))
+    dead = [DeadUnit(name, value) for name, value in constant.items() if UNIT.sub("", name) in varying]
     return sorted(dead, key=lambda unit: (unit.value != 0, unit.column))
 
 
@@ -264,7 +235,7 @@ def confusion(values: dict[str, np.ndarray]) -> Optional[dict[str, Any]]:
     labels, predictions = values["label"][predicted], values["prediction"][predicted].astype(np.int64)
     classes = sorted(set(labels.tolist()) | set(predictions.tolist()))
     matrix = confusion_matrix(labels, predictions, labels=classes)
-    return {"classes": [_class_name(values, c) for c in classes], "class_ids": classes,
+    return {"classes": [class_name(values, c) for c in classes], "class_ids": classes,
             "matrix": matrix.tolist()}
 
 
@@ -317,26 +288,3 @@ def _check_score(table: EpochTable, metric: str) -> None:
     if metric not in scores:
         raise AnalysisError(f"{metric!r} is not a score column of {table.path}; its score columns: "
                             f"{', '.join(scores) or 'none'} (pass one of them to --failure-metric)")
-
-
-def _is_sliceable(table: EpochTable, name: str) -> bool:
-    """Meta info, labels, predictions and summaries; never a score, which restates the failure."""
-    return name not in table.roles.get("scores", [])
-
-
-def _class_columns(sliced: dict[str, np.ndarray], values: dict[str, np.ndarray]) -> frozenset[str]:
-    """Columns that name the label or the prediction (a meta field copying the label included)."""
-    names = {"label", "label_name", "prediction", "prediction_name"}
-    copies = {name for name, column in sliced.items() if any(
-        key in values and column.dtype == values[key].dtype and np.array_equal(column, values[key])
-        for key in ("label", "label_name"))}
-    return frozenset(names | copies)
-
-
-def _class_name(values: dict[str, np.ndarray], class_id: int) -> Any:
-    for ids, names in (("label", "label_name"), ("prediction", "prediction_name")):
-        if names in values:
-            match = np.flatnonzero(values[ids] == class_id)
-            if len(match):
-                return values[names][match[0]]
-    return int(class_id)

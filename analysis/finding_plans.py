@@ -1,29 +1,31 @@
 """From a finding, as ``Findings.to_dict()`` writes it, to an intervention plan: the one place that reads findings.
 
-``finding_entries(findings)`` names each finding ``<list>-<position>`` (``slices-0``, ``nan_origins-0``);
+``finding_entries(findings)`` names each finding ``<list>-<position>`` (``meta.slices-0``, ``nan_origins-0``);
 ``plan_for_finding(key, finding, facts)`` turns one into an ``InterventionPlan`` or says why it cannot be tested
 (``NotVerifiable``). The fields it reads, each optional:
 
-- ``idx``: the finding's datapoints. Without it, a finding with a ``column`` and a ``direction`` (a separating
-  quantity) stands for the datapoints whose value is more failure-like than that of 90% of the passing ones
-  (``failure_side``): all of a group the quantity marks, so that none of it is left to the control.
+- ``idx``: the finding's datapoints (a list, or ``analysis.findings``' bitmap of a large group). Without it, a
+  finding with a ``column`` (a family's: its best unit) and a ``direction`` (a separating quantity) stands for
+  the datapoints whose value is more failure-like than that of 90% of the passing ones (``failure_side``): all
+  of a group the quantity marks, so that none of it is left to the control.
 - ``description``, else ``module``, ``column`` or ``debugger``: the finding's name in the report.
 - ``region``: ``{"input": key, "box": [top, left, bottom, right]}`` (pixels, end excluded): that input region
   is masked.
 - ``module``: a module where NaN/Inf first appears: its NaN/Inf values are patched.
-- the columns it names: ``conditions[*].column`` (a slice), ``column``, ``columns``, ``units`` (a family of unit
-  columns). A debugger summary column ``<debugger>.<key>`` of a debugger that hooks one layer names a unit of
-  that layer when its key is ``c5``, ``ch5``, ``channel5`` or ``unit5`` (``layer3_energy.c5``: unit 5 along the
-  layer's unit dim, ``runners.verify.channel_dim``). Several units of one debugger are patched together; an
+- the columns it names: ``conditions[*].column`` and ``conditions[*].same_on`` (a slice), ``column``, ``columns``,
+  ``units`` (a family of unit columns, by name or as ``{'column', 'auroc'}``). A debugger summary column
+  ``<debugger>.<key>`` of a debugger that hooks one layer names a unit of that layer when its key is ``c5``,
+  ``ch5``, ``channel5`` or ``unit5`` (``layer3_energy.c5``: unit 5 along the layer's unit dim,
+  ``runners.verify.channel_dim``). Several units of one debugger are patched together; an
   ``is null`` condition on one patches the layer's NaN/Inf values. A statistic of a whole layer
   (``layer3_stats.sparsity``) or of something else than units (``entropy_head3``, Grad-CAM's ``centroid_x``)
   names no unit: patching a whole layer to its mean removes all it carries, which tests nothing.
 - otherwise, where the run captured Grad-CAM: the region where the finding's failing datapoints put more cam
   mass than passing datapoints do (``cam_region``) is masked.
 
-Lists never verifiable: ``label_issues`` (a wrong label is tested by relabelling, not by patching the model)
-and ``dead_units`` (a unit with one value for every datapoint: its mean is that value, so patching it changes
-nothing).
+Lists never verifiable: ``label_issues`` (a wrong label is tested by relabelling, not by patching the model),
+``dead_units`` (a unit with one value for every datapoint: its mean is that value, so patching it changes
+nothing) and ``restatements`` (no cause, no datapoints).
 """
 
 from __future__ import annotations
@@ -35,12 +37,15 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
+from analysis.findings import FindingsFileError, decode_idx
 from analysis.intervention import InputMask, InterventionPlan, NotVerifiable, UnitPatch
 
 NOT_VERIFIABLE = {
     "label_issues": "a suspected label error is tested by relabelling the datapoint, not by patching the model",
     "dead_units": "a dead unit has one value for every datapoint, which is its mean: patching it changes nothing",
+    "restatements": "a column that restates the failure is no cause: there is nothing to intervene on",
 }
+FAMILIES = ("meta", "internals")  # Findings.to_dict()'s families of slices and separating quantities
 SEPARATOR_SHARE = 0.1  # a separating quantity stands for the datapoints more failure-like than 90% of passes
 MIN_CAM_GAIN = 0.2  # the finding's failures must put this much more (mean, normalised) cam mass somewhere
 MIN_CAMS = 5  # failing datapoints with a cam needed to find a region
@@ -64,8 +69,12 @@ class RunFacts:
 
 
 def finding_entries(findings: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """``(key, finding)`` for every finding of every list of ``findings`` (``Findings.to_dict()``)."""
-    return [(f"{name}-{position}", entry) for name, entries in findings.items() if isinstance(entries, list)
+    """``(key, finding)`` for every finding of every list of ``findings`` (``Findings.to_dict()``), a family's lists
+    named by family (``meta.slices-0``, ``internals.separators-1``, ``subgroups-0``)."""
+    lists = {name: entries for name, entries in findings.items() if isinstance(entries, list)}
+    lists |= {f"{family}.{name}": entries for family in FAMILIES if isinstance(findings.get(family), dict)
+              for name, entries in findings[family].items() if isinstance(entries, list)}
+    return [(f"{name}-{position}", entry) for name, entries in lists.items()
             for position, entry in enumerate(entries) if isinstance(entry, dict)]
 
 
@@ -101,11 +110,21 @@ def finding_name(finding: dict[str, Any]) -> str:
 
 
 def _datapoints(finding: dict[str, Any], facts: RunFacts) -> Optional[np.ndarray]:
-    if isinstance(finding.get("idx"), list):
-        return np.unique(np.asarray(finding["idx"], dtype=np.int64))
-    if finding.get("column") and str(finding.get("direction", "")).endswith("in failures"):
-        return failure_side(facts.table_idx, facts.column(finding["column"]), facts.failed, finding["direction"])
+    if "idx" in finding:
+        try:
+            return np.unique(decode_idx(finding["idx"], "the finding's idx"))
+        except FindingsFileError:
+            return None
+    column = _unit_columns(finding)[:1] or [finding.get("column")]  # a family of units: its best unit
+    if column[0] and str(finding.get("direction", "")).endswith("in failures"):
+        return failure_side(facts.table_idx, facts.column(column[0]), facts.failed, finding["direction"])
     return None
+
+
+def _unit_columns(finding: dict[str, Any]) -> list[str]:
+    """The unit columns a family's finding lists (``units``: column names, or ``{'column', 'auroc'}`` entries)."""
+    units = finding.get("units") or []
+    return [u.get("column") if isinstance(u, dict) else u for u in units if isinstance(u, (dict, str))]
 
 
 def failure_side(idx: np.ndarray, values: np.ndarray, failed: np.ndarray, direction: str,
@@ -144,9 +163,11 @@ def _nan_module(finding: dict[str, Any]) -> Optional[Target]:
 def _units(finding: dict[str, Any], facts: RunFacts) -> Optional[Target]:
     """The units the finding's summary columns name: those of the first debugger that hooks one layer."""
     conditions = [c for c in finding.get("conditions") or [] if isinstance(c, dict)]
-    named = [c.get("column") for c in conditions] + [finding.get("column")] \
-        + list(finding.get("columns") or []) + list(finding.get("units") or [])
+    alike = [name for c in conditions for name in (c.get("same_on") or []) if isinstance(name, str)]
+    named = [c.get("column") for c in conditions] + alike + [finding.get("column")] \
+        + list(finding.get("columns") or []) + _unit_columns(finding)
     nulls = {c.get("column") for c in conditions if c.get("op") == "is null"}
+    nulls |= {name for c in conditions if c.get("op") == "is null" for name in (c.get("same_on") or [])}
     families: dict[str, list[str]] = {}
     for column in dict.fromkeys(c for c in named if isinstance(c, str) and c in facts.summaries):
         debugger = _debugger_of(column, facts.layers)

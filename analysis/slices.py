@@ -8,18 +8,22 @@ a time, keeping the best ``beam`` slices per level whose rows are not nearly (Ja
 better one, so copies of one signal do not fill it; a child must score higher than its parent.
 
 Significance (why random failures give no slice): a slice is a finding only when it fails significantly
-more than the rest, by a one-sided Fisher exact test (``scipy.stats.hypergeom``) at alpha = 0.05 / m,
-Bonferroni-corrected for the m tests the search makes; both rates are uncertain, so a slice of 90% of the
-datapoints against a lucky rest of 100 rows is not one, nor is a group of 5 that all fail. Ranking (which
-description wins): the one-sided Clopper-Pearson lower bound of the slice's failure rate at the same level
+more than the rest, by a one-sided Fisher exact test at its share of alpha = 0.05 (weighted Bonferroni,
+``condition_weights``: every family of columns gets an equal share, a family of per-unit columns counting as
+one column, split among its columns and their conditions, then among the tests the search makes with each
+condition). The test is decided from bounds on the hypergeometric tail, with ``scipy.stats.hypergeom`` summing
+it only where the bounds straddle the level. Both rates are uncertain, so a slice of 90% of the datapoints
+against a lucky rest of 100 rows is not one, nor is a group of 5 that all fail. Ranking (which description
+wins): the one-sided Clopper-Pearson lower bound of the slice's failure rate at the same level
 (``scipy.stats.beta``) minus the rest's rate, so a group of 200 with 60% failures ranks above a group of 12
 that all fail. Slices smaller than ``min_size`` are never considered. A longer conjunction must earn every
 condition: it must rank above its parent and fail significantly more (same test and level) than the rows
 that dropping any one of its conditions would add, so a noise condition is never appended. The report is a
 sequential covering: going down the ranking, a slice is kept only when its datapoints that no kept slice
-holds number at least ``min_size`` and fail significantly more than everything outside the kept slices and
-it; so each group of failures is reported once, by its best description, and a broad slice that only
-contains a better one is dropped.
+holds number at least ``min_size``, hold at least half of its failures, and fail significantly more than
+everything outside the kept slices and it; so each group of failures is reported once, by its best
+description (others naming the same failures become its ``also``), and a broad slice that only contains a
+better one is dropped.
 
 Memory (a table of 100k rows and 600 summary columns gives about 5,500 conditions): each condition's rows are
 kept packed, 8 a byte, and counted with ``np.bitwise_count`` a chunk of conditions (CHUNK_BYTES) at a time;
@@ -29,12 +33,14 @@ takes about rows x conditions / 8 bytes, never a bool mask per condition, let al
 
 from __future__ import annotations
 
-import math
 from collections import Counter
-from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
+from scipy.special import gammaln
 from scipy.stats import beta, hypergeom
+
+from analysis.findings import Condition, Slice, missing
 
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 MAX_CATEGORIES = 12  # a whole-number column with at most this many values gets no thresholds
@@ -44,69 +50,54 @@ SEARCH_ROWS = 100_000  # larger tables are searched on a random sample; reported
 CHUNK_BYTES = 2**20  # packed masks counted at once: bounds the search's temporaries
 
 
-@dataclass
-class Condition:
-    column: str
-    op: str  # '=', '<', '>=' or 'is null'
-    value: object
-
-    def describe(self) -> str:
-        if self.op == "is null":
-            return f"{self.column} is null"
-        value = self.value
-        shown = f"{value:.12g}" if isinstance(value, float) else str(value)
-        return f"{self.column} {self.op} {shown}"
-
-    def mask(self, values: np.ndarray) -> np.ndarray:
-        if self.op == "is null":
-            return _missing(values)
-        if self.op == "=":
-            return np.asarray(values == self.value, dtype=bool)
-        numbers = values.astype(np.float64)
-        with np.errstate(invalid="ignore"):
-            return numbers < self.value if self.op == "<" else numbers >= self.value
-
-
-@dataclass
-class Slice:
-    conditions: list[Condition]
-    size: int
-    failures: int
-    failure_rate: float
-    rest_failure_rate: float
-    score: float
-    idx: list[int] = field(repr=False)
-
-    @property
-    def description(self) -> str:
-        return " and ".join(condition.describe() for condition in self.conditions)
-
-
-def candidate_conditions(columns: dict[str, np.ndarray], min_size: int) -> list[Condition]:
+def candidate_conditions(columns: dict[str, np.ndarray], min_size: int,
+                         families: Optional[dict[str, str]] = None) -> list[Condition]:
     """Every condition over ``columns`` that holds for at least ``min_size`` rows.
 
-    ``is null`` for missing values; ``= value`` (the value itself, not its text) for strings, flags and the
-    frequent values of whole-number columns (an integer ID with many values, or integers stored as floats
-    because some are missing); ``<`` and ``>=`` at the quantiles for numbers with more than MAX_CATEGORIES
-    values.
+    ``is null`` for missing values (once per family of units whose columns miss the same rows: 64 channels all
+    null on the NaN datapoints are one condition, its ``same_on`` naming the others); ``= value`` (the value
+    itself, not its text) for strings, flags and the frequent values of whole-number columns (an integer ID with
+    many values, or integers stored as floats because some are missing); ``<`` and ``>=`` at the quantiles for
+    numbers with more than MAX_CATEGORIES values.
     """
     conditions = []
+    null_masks: dict[tuple[str, bytes], Condition] = {}
     for name, values in columns.items():
-        missing = _missing(values)
-        if missing.sum() >= min_size:
-            conditions.append(Condition(name, "is null", None))
+        absent = missing(values)
+        if absent.sum() >= min_size:
+            key = ((families or {}).get(name, name), np.packbits(absent).tobytes())
+            if key in null_masks:
+                null_masks[key].same_on.append(name)
+            else:
+                null_masks[key] = Condition(name, "is null")
+                conditions.append(null_masks[key])
         if values.dtype == object or values.dtype.kind == "b":
-            conditions += _equal_conditions(name, values[~missing].tolist(), min_size)
+            conditions += _equal_conditions(name, values[~absent].tolist(), min_size)
             continue
-        numbers = values[np.isfinite(values)].astype(np.float64)
+        numbers = values[np.isfinite(values)]
         if len(numbers) == 0:
             continue
         if values.dtype.kind in "iu" or np.array_equal(numbers, np.round(numbers)):
             conditions += _equal_conditions(name, numbers.astype(np.int64).tolist(), min_size)
             if len(np.unique(numbers)) <= MAX_CATEGORIES:
                 continue
-        conditions += [Condition(name, op, t) for t in thresholds(numbers) for op in ("<", ">=")]
+        if len(numbers) > SEARCH_ROWS:  # quantiles of a sample: the same cuts once rounded, without a full sort
+            numbers = np.random.default_rng(0).choice(numbers, SEARCH_ROWS, replace=False)
+        conditions += [Condition(name, op, t) for t in thresholds(numbers.astype(np.float64)) for op in ("<", ">=")]
     return conditions
+
+
+def condition_weights(conditions: list[Condition], families: Optional[dict[str, str]] = None) -> np.ndarray:
+    """Each condition's share of the significance level (weighted Bonferroni; the shares sum to 1): every family of
+    columns gets an equal share, split equally among its columns and then among each column's conditions. A family
+    of 64 per-unit columns counts once, as one column with many values does, so neither dilutes the others' tests.
+    """
+    family_of = families or {}
+    per_column = Counter(condition.column for condition in conditions)
+    columns_per_family = Counter(family_of.get(column, column) for column in per_column)
+    share = np.array([1.0 / (columns_per_family[family_of.get(c.column, c.column)] * per_column[c.column])
+                      for c in conditions])
+    return share / max(len(columns_per_family), 1)
 
 
 def thresholds(numbers: np.ndarray) -> list[float]:
@@ -135,13 +126,15 @@ def _equal_conditions(name: str, present: list, min_size: int) -> list[Condition
 
 def find_slices(columns: dict[str, np.ndarray], failed: np.ndarray, idx: np.ndarray, min_size: int,
                 top: int = 10, beam: int = 12, max_conditions: int = 3, seed: int = 0,
-                exclusive: frozenset[str] = frozenset()) -> list[Slice]:
+                exclusive: frozenset[str] = frozenset(), families: Optional[dict[str, str]] = None,
+                family: str = "meta") -> list[Slice]:
     """The ``top`` significant slices by score (see the module docstring), best first.
 
-    At most one of the ``exclusive`` columns appears in a slice: ``label = a and prediction = b`` is a cell
-    of the confusion matrix, which fails by definition.
+    At most one of the ``exclusive`` columns appears in a slice (a label and its copies). ``families`` maps a
+    column to its family of units (``condition_weights``); ``family`` names the kind of column searched ('meta' or
+    'internals'), which the slices carry.
     """
-    conditions = candidate_conditions(columns, min_size)
+    conditions = candidate_conditions(columns, min_size, families)
     if not conditions or failed.all() or not failed.any():
         return []
     search = np.arange(len(failed))
@@ -151,8 +144,9 @@ def find_slices(columns: dict[str, np.ndarray], failed: np.ndarray, idx: np.ndar
     search_failed = failed[search]
     scale = len(search) / len(failed)
     # each child of d conditions: one test against the rest, one against the rows each condition leaves out
-    tested = len(conditions) * (1 + beam * sum(1 + depth for depth in range(2, max_conditions + 1)))
-    score = _Scorer(search_failed, tested, max(1, int(min_size * scale)))
+    per_condition = 1 + beam * sum(1 + depth for depth in range(2, max_conditions + 1))
+    alpha = ALPHA * condition_weights(conditions, families) / per_condition
+    score = _Scorer(search_failed, alpha, max(1, int(min_size * scale)))
 
     level = [(i,) for i in range(len(conditions))]
     alone = score.counts(bits)
@@ -168,7 +162,10 @@ def find_slices(columns: dict[str, np.ndarray], failed: np.ndarray, idx: np.ndar
         if not level:
             break
     ranked = sorted(found.items(), key=lambda item: -item[1])
-    return _report(ranked, conditions, columns, failed, idx, top, score.alpha, min_size)
+    slices = _report(ranked, conditions, columns, failed, idx, top, alpha, min_size)
+    for found_slice in slices:
+        found_slice.family = family
+    return slices
 
 
 def _condition_bits(conditions: list[Condition], columns: dict[str, np.ndarray], search: np.ndarray) -> np.ndarray:
@@ -247,12 +244,13 @@ def _extend(best: list, bits: np.ndarray, alone: tuple[np.ndarray, np.ndarray], 
 
 class _Scorer:
     """The ranking score of each row of a (k, words) packed mask matrix, and whether it fails significantly more
-    than the rest (one-sided Fisher exact test at the Bonferroni-corrected level)."""
+    than the rest (one-sided Fisher exact test at each condition's share of the level, ``alpha``: the level of a
+    child is that of the condition it adds)."""
 
-    def __init__(self, failed: np.ndarray, tested: int, min_size: int) -> None:
+    def __init__(self, failed: np.ndarray, alpha: np.ndarray, min_size: int) -> None:
         self.failed, self.min_size = _pack(failed), min_size
         self.total_failures, self.n = int(failed.sum()), len(failed)
-        self.alpha = ALPHA / max(tested, 1)
+        self.alpha = alpha
 
     def counts(self, bits: np.ndarray, within: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(failures, size) of each row of ``bits`` (inside the packed mask ``within``), counted CHUNK_BYTES of
@@ -290,19 +288,48 @@ def fails_more(failures: np.ndarray, size: np.ndarray, other_failures: np.ndarra
                alpha: float) -> np.ndarray:
     """One-sided Fisher exact test (``scipy.stats.hypergeom``) that a group fails more than another, disjoint
     one: p < ``alpha``. Never true against an empty group."""
-    p_value = hypergeom.sf(np.asarray(failures) - 1, np.asarray(size) + other_size, np.asarray(failures) +
-                           other_failures, size)
-    return np.nan_to_num(p_value, nan=1.0) < alpha
+    k, n, rest_k, rest_n = (np.asarray(a, dtype=np.float64) for a in
+                            np.broadcast_arrays(failures, size, other_failures, other_size))
+    alpha = np.broadcast_to(np.asarray(alpha, dtype=np.float64), k.shape)
+    population, failing = n + rest_n, k + rest_k
+    result = np.zeros(k.shape, dtype=bool)
+    # a group failing no more often than the other has p >= ~0.5; for the others, the p-value (the tail of the
+    # hypergeometric from k up) lies between pmf(k) and pmf(k) / (1 - r), r the ratio pmf(k + 1) / pmf(k) (the
+    # terms shrink faster past k): only groups whose bounds straddle alpha need the exact sum (scipy's is slow)
+    worse = k * np.maximum(rest_n, 1) > rest_k * np.maximum(n, 1)
+    if not worse.any():
+        return result
+    k, n, population, failing, alpha = k[worse], n[worse], population[worse], failing[worse], alpha[worse]
+    log_pmf = (_log_choose(failing, k) + _log_choose(population - failing, n - k) - _log_choose(population, n))
+    ratio = (failing - k) * (n - k) / ((k + 1) * (population - failing - n + k + 1))
+    with np.errstate(divide="ignore"):
+        upper = log_pmf - np.log1p(-np.minimum(ratio, 1.0))
+    decided = np.where(upper < np.log(alpha), True, False)
+    unsure = (log_pmf < np.log(alpha)) & ~decided
+    if unsure.any():
+        p_value = hypergeom.sf(k[unsure] - 1, population[unsure], failing[unsure], n[unsure])
+        decided[unsure] = np.nan_to_num(p_value, nan=1.0) < alpha[unsure]
+    result[worse] = decided
+    return result
+
+
+def _log_choose(n: np.ndarray, k: np.ndarray) -> np.ndarray:
+    return gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
 
 
 def _report(ranked: list, conditions: list[Condition], columns: dict[str, np.ndarray], failed: np.ndarray,
-            idx: np.ndarray, top: int, alpha: float, min_size: int) -> list[Slice]:
+            idx: np.ndarray, top: int, alpha: np.ndarray, min_size: int) -> list[Slice]:
     """Exact figures on every row for the best slices, each adding failures the better ones do not explain.
 
     Sequential covering: a slice is kept only when its datapoints outside the slices kept before it are at
-    least ``min_size`` and fail significantly more than everything outside them all.
+    least ``min_size``, hold at least half of its failures, and fail significantly more than everything outside
+    them all (at the level of its strictest condition): on a million rows, a slice that adds a sliver of new
+    failures to one already kept is the same group in other words, however significant the sliver. A slice left
+    out that names the same failures as a kept one in other words (half its
+    failures shared both ways, no column in common) is kept as that slice's ``also``: one group, one entry.
     """
     reported: list[Slice] = []
+    kept_failures: list[np.ndarray] = []
     covered = np.zeros(len(failed), dtype=bool)
     for members, search_score in ranked:
         if len(reported) == top:
@@ -310,23 +337,34 @@ def _report(ranked: list, conditions: list[Condition], columns: dict[str, np.nda
         chosen = [conditions[i] for i in members]
         mask = np.logical_and.reduce([c.mask(columns[c.column]) for c in chosen])
         new, outside = mask & ~covered, ~(mask | covered)
-        if new.sum() < min_size or not outside.any():
-            continue
-        if not fails_more(*_counts(new, failed), *_counts(outside, failed), alpha):
+        level = float(alpha[list(members)].min())
+        mostly_new = 2 * int((new & failed).sum()) >= int((mask & failed).sum())
+        if new.sum() < min_size or not mostly_new or not outside.any() or \
+                not fails_more(*_counts(new, failed), *_counts(outside, failed), level):
+            _fold_restatement(chosen, mask & failed, reported, kept_failures)
             continue
         size, inside = int(mask.sum()), int((mask & failed).sum())
         rest = max(len(failed) - size, 1)
         reported.append(Slice(chosen, size, inside, inside / size, float((failed.sum() - inside) / rest),
-                              float(search_score), idx[mask].tolist()))
+                              float(search_score), idx[mask]))
+        kept_failures.append(mask & failed)
         covered |= mask
     return reported
 
 
-def _missing(values: np.ndarray) -> np.ndarray:
-    """None or NaN (the table's null)."""
-    if values.dtype == object:
-        return np.array([v is None or (isinstance(v, float) and math.isnan(v)) for v in values], dtype=bool)
-    return np.isnan(values) if values.dtype.kind == "f" else np.zeros(len(values), dtype=bool)
+def _fold_restatement(chosen: list[Condition], failing: np.ndarray, reported: list[Slice],
+                      kept_failures: list[np.ndarray], most: int = 3) -> None:
+    """Note ``chosen`` as another description of the kept slice whose failures it shares (at least half of each
+    one's), when it uses none of that slice's columns: a sub-slice is not a restatement."""
+    failures = int(failing.sum())
+    for kept, kept_failing in zip(reported, kept_failures):
+        shared = int((failing & kept_failing).sum())
+        disjoint = not {c.column for c in chosen} & {c.column for c in kept.conditions}
+        if disjoint and 2 * shared >= failures and 2 * shared >= kept.failures and len(kept.also) < most:
+            description = " and ".join(condition.describe() for condition in chosen)
+            if description not in kept.also:
+                kept.also.append(description)
+            return
 
 
 def _plain(value: object) -> object:

@@ -4,12 +4,14 @@
 
 Writes an epoch table like that of a run with ``ActivationStatsDebugger`` on many layers (its 11 float32
 summaries per layer, ``nonfinite_ratio`` 0 throughout), a site and a scale as meta info, 10-class labels,
-predictions and probabilities, failures planted on one layer's ``std`` at one site. Then, each in a fresh
-process: reading the table's values alone (what the data itself takes), and ``analysis.failures.analyze_table``
-(the whole analysis: slices, separating quantities, label errors, dead units). Prints each process's peak
-resident memory (``ru_maxrss``), the slice search's own peak (``tracemalloc`` around ``find_slices``, which
-sees NumPy's allocations) and how many conditions it searched. Figures: docs/benchmarks.md, "Failure
-discovery".
+predictions and probabilities, failures planted at one site on a hidden difficulty that every layer's statistics
+follow (one cause with many correlated descriptions). Then, each in a fresh process: reading the table's values
+alone (what the data itself takes), ``analysis.failures.analyze_table`` (the whole analysis, its findings stored
+beside the table), and reading the stored findings back into the Failures tab's content (what the viewer does).
+Prints each process's peak resident memory (``ru_maxrss``) and time, the slice search's own peak (``tracemalloc``
+around ``find_slices``, which sees NumPy's allocations), how many conditions it searched, and the slices: one cause
+must be one slice, its other descriptions under it. ``--rows 1000000 --columns 55`` is the issue's case (target:
+at most 1 GB and 2 minutes on a quiet machine). Figures: docs/benchmarks.md, "Failure discovery".
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np
 
 from analysis import failures
 from analysis.epoch_table import EpochTable, write_epoch_table
+from analysis.findings import epoch_signature, load_findings, save_findings
 from analysis.slices import candidate_conditions
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -64,28 +67,44 @@ def write_table(path: str, rows: int, columns: int, seed: int = 0) -> None:
 
 
 def measure(path: str, part: str) -> dict[str, Any]:
-    """Peak RSS of this process after ``part``: 'load' (the values alone) or 'analyze' (the whole analysis)."""
+    """Peak RSS of this process after ``part``: 'load' (the values alone), 'analyze' (the whole analysis, its
+    findings stored beside the table) or 'stored' (reading the stored findings back and building the Failures
+    tab's content from them, what the viewer does)."""
     table = EpochTable(path)
     start = time.perf_counter()
     if part == "load":
-        table.values([name for name, _ in table.columns()] + ["probabilities"])
+        table.arrays([name for name, _ in table.columns()] + ["probabilities"])
         return {"peak_rss_mb": _peak_rss_mb(), "seconds": time.perf_counter() - start}
-    search: dict[str, Any] = {}
+    folder = os.path.dirname(path)
+    if part == "stored":
+        from runners.eval_viewer.layout import failures as layout  # here: the other parts never load Dash
+
+        findings = load_findings(folder)
+        layout.findings_view(findings)
+        for figure in (layout.separators_figure, layout.data_map_figure, layout.confusion_figure):
+            figure(findings)
+        return {"peak_rss_mb": _peak_rss_mb(), "seconds": time.perf_counter() - start}
+    search: dict[str, Any] = {"conditions": 0, "find_slices_peak_mb": 0.0}
     find_slices = failures.find_slices
 
     def traced(columns: dict[str, np.ndarray], *args: Any, **kwargs: Any) -> Any:
-        search["conditions"] = len(candidate_conditions(columns, args[2]))
+        search["conditions"] += len(candidate_conditions(columns, args[2], kwargs.get("families")))
         tracemalloc.start()
         try:
             return find_slices(columns, *args, **kwargs)
         finally:
-            search["find_slices_peak_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
+            search["find_slices_peak_mb"] = max(search["find_slices_peak_mb"],
+                                                tracemalloc.get_traced_memory()[1] / 2**20)
             tracemalloc.stop()
 
     failures.find_slices = traced
+    signature = epoch_signature(folder)
     findings = failures.analyze_table(table)
+    save_findings(folder, findings, signature)
     return {"peak_rss_mb": _peak_rss_mb(), "seconds": time.perf_counter() - start, **search,
-            "slices": [found.description for found in findings.slices[:3]]}
+            "meta": [(s.description, s.also) for s in findings.meta.slices],
+            "internals": [s.description for s in findings.internals.slices],
+            "inside": [s.inside_model for s in findings.meta.slices]}
 
 
 def _peak_rss_mb() -> float:
@@ -110,18 +129,22 @@ def main() -> None:
 
 
 def report(rows: int, columns: int) -> None:
-    """Write a table of ``rows`` x ``columns`` summaries and print what reading it and analysing it take."""
+    """Write a table of ``rows`` x ``columns`` summaries and print what reading it, analysing it and drawing its
+    stored findings take."""
     with tempfile.TemporaryDirectory() as scratch:
         path = os.path.join(scratch, "epoch_table.parquet")
         write_table(path, rows, columns)
         size = os.path.getsize(path) / 2**20
-        load, analysis = child(path, "load"), child(path, "analyze")
+        load, analysis, stored = child(path, "load"), child(path, "analyze"), child(path, "stored")
     print(f"\nepoch table: {rows} rows x {columns} summary columns ({size:.0f} MB on disk)")
     print(f"reading its values alone:   peak RSS {load['peak_rss_mb']:6.0f} MB ({load['seconds']:.1f} s)")
     print(f"the whole analysis:         peak RSS {analysis['peak_rss_mb']:6.0f} MB ({analysis['seconds']:.1f} s)")
     print(f"slice search (find_slices): tracemalloc peak {analysis['find_slices_peak_mb']:.0f} MB over "
           f"{analysis['conditions']} conditions")
-    print(f"top slices: {analysis['slices']}")
+    print(f"Failures tab from the stored findings: {stored['seconds']:.2f} s (read and laid out)")
+    print(f"meta slices (with their other descriptions): {analysis['meta']}")
+    print(f"internal slices left (those restating a meta slice are under it): {analysis['internals']}")
+    print(f"inside the model, under each meta slice: {analysis['inside']}")
 
 
 if __name__ == "__main__":

@@ -50,6 +50,12 @@ class BaseDebugger(ABC):
     def release(self) -> None:  # noqa: B027 - an optional hook, a no-op by default
         """Capture has stopped (the epoch is over): let go of what is kept from batch to batch (buffers)."""
 
+    summary_roles: dict[str, str] = {}
+    """What some ``summary`` keys are, for the failure analysis: ``'outcome'`` for a quantity computed from the
+    model's output for the target or predicted class (a target score, a confidence, a predicted class), which
+    restates a failure rather than explaining it and is never offered as a cause; ``'input_region'`` for where in
+    the input the debugger's map points (intervening on such a finding masks that region)."""
+
     def summary(self, output: Any) -> dict[str, float]:
         """A few floats that sum up one datapoint's output, for the epoch table and the failure analysis.
 

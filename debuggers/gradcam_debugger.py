@@ -169,6 +169,10 @@ class GradCAMDebugger(BaseDebugger):
             records[i] = {"cam": cam[row], "target_class": int(other[i]), "target_score": score, "raw_max": peak}
         return PerDatapoint(records)
 
+    summary_roles = {"target_score": "outcome", "target_class": "outcome", "raw_max": "outcome",
+                     **{key: "input_region" for key in ("centroid_x", "centroid_y", "centre_fraction", "spread",
+                                                        "entropy")}}
+
     def summary(self, output: dict[str, Any]) -> dict[str, float]:
         """The target's score and class, the cam's raw maximum, and where its mass lies (``spatial``)."""
         scores = {key: float(output[key]) for key in ("target_score", "raw_max", "target_class")}

@@ -30,8 +30,18 @@ class DebuggerSummaries(ColumnChunks):
         super().__init__()
         self.summarising = {name: d for name, d in debuggers.items()
                             if type(d).summary is not BaseDebugger.summary}
+        self.layers = {name: layer for name, d in debuggers.items()
+                       if isinstance(layer := getattr(d, "layer_name", None) or getattr(d, "target_layer", None), str)}
         self.log = log
         self._failed: set[str] = set()
+
+    def column_roles(self) -> dict[str, list[str]]:
+        """The columns each role lists (``BaseDebugger.summary_roles``: 'outcome', 'input_region')."""
+        roles: dict[str, list[str]] = {}
+        for name, debugger in self.summarising.items():
+            for key, role in debugger.summary_roles.items():
+                roles.setdefault(role, []).append(f"{name}.{key}")
+        return roles
 
     def reset(self) -> None:
         self.chunks, self._failed = {}, set()

@@ -1,11 +1,13 @@
-"""Print why a run's datapoints fail: ranked slices, separating quantities, clusters, label errors.
+"""Print why a run's datapoints fail: meta causes first, then what the model does, subgroups, label suspects.
 
-    python -m runners.analyze --run logs/examples/planted_failures_trainer [--epoch N] [--json]
+    python -m runners.analyze --run logs/examples/planted_failures_trainer [--epoch N] [--json] [--save]
     python -m runners.analyze --run RUN --verify [KEY ...] --trust-configs
 
-The same findings as ``analysis.failures.analyze`` (for notebooks) and the viewer's Failures tab. ``--verify``
-confirms findings by intervention on the epoch's own model (``runners/verify.py``): it rebuilds the model from
-the config file the run names, so it needs ``--trust-configs``.
+The same findings as ``analysis.failures.analyze`` (for notebooks) and the viewer's Failures tab. ``--save``
+stores them in the epoch's folder (``findings.json``), as the trainer does after each validation epoch, so the
+viewer shows them at once. ``--verify`` confirms findings by intervention on the epoch's own model
+(``runners/verify.py``): it rebuilds the model from the config file the run names, so it needs
+``--trust-configs``. A run or table it cannot analyse gives one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 from typing import Any
 
 from analysis.failures import FailureDefinition, Findings, analyze, resolve_epoch_dir
+from analysis.findings import FamilyFindings
 from analysis.intervention import Comparison
 from runners.run_model import TRUST_FLAG
 from runners.verify import Result, Verification, verify_findings
@@ -33,9 +36,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-size", type=int, default=None, help="smallest slice (default: 1%% of rows, >= 10)")
     parser.add_argument("--top", type=int, default=10, help="findings per list (default 10)")
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    parser.add_argument("--save", action="store_true", help="store the findings in the epoch's folder "
+                                                            "(findings.json) for the viewer")
     parser.add_argument("--verify", nargs="*", metavar="KEY", default=None,
-                        help="confirm findings by intervention on the epoch's model: the findings named (slices-0, "
-                             "separators-2, nan_origins-0, ...), or every one but label suspects and dead units")
+                        help="confirm findings by intervention on the epoch's model: the findings named "
+                             "(meta.slices-0, internals.separators-2, subgroups-0, nan_origins-0, ...), or every one "
+                             "but label suspects, dead units and restatements")
     parser.add_argument(TRUST_FLAG, action="store_true", dest="trust_configs",
                         help="let --verify import the config file the run names (runs its code: only for runs you "
                              "trust)")
@@ -43,12 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     failure = FailureDefinition(args.failure_metric, args.worst_fraction)
     try:
-        findings = analyze(args.run, args.epoch, failure, args.min_size, args.top)
+        findings = analyze(args.run, args.epoch, failure, args.min_size, args.top, save=args.save)
         verified = None if args.verify is None else verify_findings(
             resolve_epoch_dir(args.run, args.epoch), findings.to_dict(), args.verify or None, args.trust_configs,
             failure, args.seed)
     except LanternUserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     if args.json:
         data = findings.to_dict() | ({} if verified is None else {"verifications": [r.to_dict() for r in verified]})
@@ -63,26 +69,68 @@ def format_findings(findings: Findings) -> str:
     lines = [f"{findings.table_path}",
              f"failures: {findings.failures} of {findings.datapoints} datapoints ({findings.failure_definition})"]
     lines += [f"note: {note}" for note in findings.notes]
-    lines += _table("Slices that fail more than the rest", ["#", "slice", "size", "fail inside", "fail outside"],
-                    [[i + 1, s.description, s.size, f"{s.failure_rate:.0%}", f"{s.rest_failure_rate:.0%}"]
-                     for i, s in enumerate(findings.slices)])
-    tested = findings.separators_tested
-    lines += _table(f"Separating quantities (AUROC failures vs passes; Mann-Whitney p < 0.05/{tested}, {tested} "
-                    "numeric columns tested)", ["#", "column", "AUROC", "direction"],
-                    [[i + 1, s.column, f"{s.auroc:.3f}", s.direction] for i, s in enumerate(findings.separators)])
-    lines += _table("Failure clusters in captured feature spaces",
-                    ["#", "debugger", "size", "fail rate", "described by"],
-                    [[i + 1, c.debugger, c.size, f"{c.failure_rate:.0%}", c.description]
-                     for i, c in enumerate(findings.clusters)])
-    lines += _table("Suspected label errors (cleanlab; those no slice explains first, each part by self-confidence)",
-                    ["#", "idx", "label", "model says", "p(label)"],
-                    [[i + 1, e.idx, e.label, e.suggested, f"{e.self_confidence:.3f}"]
-                     for i, e in enumerate(findings.label_issues)])
+    lines += _family("Meta info (what the data says)", findings.meta)
+    lines += _family("Internals (what the model does)", findings.internals)
+    lines += _table("Subgroups in captured feature spaces", ["#", "space", "size", "fail", "rest", "described by",
+                                                             "typical idx"],
+                    [[i + 1, g.debugger, g.size, f"{g.failure_rate:.0%}", f"{g.rest_failure_rate:.0%}", g.description,
+                      " ".join(map(str, g.examples))] for i, g in enumerate(findings.subgroups)])
+    lines += _table("Systematic subgroups among the suspected label errors (not label noise)",
+                    ["#", "group", "suspects", "why", "meta description"],
+                    [[i + 1, g.description, g.size, g.why, g.meta_match.describe() if g.meta_match else "none"]
+                     for i, g in enumerate(findings.suspect_groups)])
+    lines += _table("Suspected label errors (cleanlab; not in a systematic subgroup, by self-confidence)",
+                    ["#", "idx", "label", "model says", "p(label)", "over epochs", "neighbours failing"],
+                    [[i + 1, e.idx, e.label, e.suggested, f"{e.self_confidence:.3f}", _share(e.mean_confidence, 3),
+                      _share(e.neighbours_failing)] for i, e in enumerate(findings.label_issues)])
+    if findings.data_map is not None:
+        counts, failing = findings.data_map.counts, findings.data_map.failures
+        lines += ["", f"Data map over validation epochs {findings.data_map.epochs}: " + ", ".join(
+            f"{kind} {counts[kind]} ({failing[kind]} fail)" for kind in counts)]
+    lines += _table("Restate the failure (computed from the model's output: never a cause)", ["column", "why"],
+                    [[r.column, r.why] for r in findings.restatements])
     lines += _table("Where NaN/Inf first appears", ["#", "module", "type", "datapoints"],
                     [[i + 1, o.module, o.module_type, o.count] for i, o in enumerate(findings.nan_origins)])
     lines += _table("Dead units (a summary with one value for every datapoint)", ["#", "column", "value"],
                     [[i + 1, d.column, f"{d.value:g}"] for i, d in enumerate(findings.dead_units)])
     return "\n".join(lines)
+
+
+def _family(title: str, family: FamilyFindings) -> list[str]:
+    lines = _table(f"{title}: slices that fail more than the rest",
+                   ["#", "slice", "size", "fail inside", "fail outside", "also / in meta terms"],
+                   [[i + 1, s.description, s.size, f"{s.failure_rate:.0%}", f"{s.rest_failure_rate:.0%}", _words(s)]
+                    for i, s in enumerate(family.slices)])
+    tested = family.separators_tested
+    return lines + _table(f"{title}: separating quantities (AUROC failures vs passes; Mann-Whitney p < 0.05/{tested}, "
+                          f"{tested} quantities tested, a family of units counting once)",
+                          ["#", "quantity", "AUROC", "direction", "best units / in meta terms"],
+                          [[i + 1, s.column, f"{s.auroc:.3f}", s.direction, _units(s)]
+                           for i, s in enumerate(family.separators)])
+
+
+def _words(found: Any) -> str:
+    """A slice's other descriptions, its meta match, what the model shows of it, its NaN origin."""
+    parts = [f"also: {'; '.join(found.also)}"] if found.also else []
+    if found.family == "internals":
+        parts.append(found.meta_match.describe() if found.meta_match else
+                     f"no meta column describes it; examples {' '.join(map(str, found.examples))}")
+    parts += [f"inside the model: {'; '.join(found.inside_model)}"] if found.inside_model else []
+    parts += [f"NaN first appears in {found.nan_origin}"] if found.nan_origin else []
+    return " | ".join(parts)
+
+
+def _units(separator: Any) -> str:
+    parts = [", ".join(f"{u.column} {u.auroc:.3f}" for u in separator.units)] if separator.units else []
+    if separator.target.debugger is not None:
+        parts.append(separator.meta_match.describe() if separator.meta_match else "no meta column describes it")
+    return " | ".join(parts)
+
+
+def _share(value: Any, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}" if digits else f"{value:.0%}"
 
 
 def format_verifications(results: list[Result]) -> str:
@@ -113,6 +161,10 @@ def _changes(comparison: Comparison) -> list[str]:
             f"{comparison.control_change:+.2f} {comparison.control_interval}"]
 
 
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else str(value)
+
+
 def _table(title: str, header: list[str], rows: list[list[Any]]) -> list[str]:
     if not rows:
         return ["", f"{title}: none"]
@@ -120,10 +172,6 @@ def _table(title: str, header: list[str], rows: list[list[Any]]) -> list[str]:
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     return ["", title] + ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
                           for row in cells]
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") else str(value)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from runners.config_file import config_differences, describe_config
 from runners.config_keys import check_config_keys
 from runners.datapoint_capture import DATAPOINTS_DIR, CaptureLimits, DatapointCapture, capture_is_complete
 from runners.failure_definition import FAILURE_DEFINITION_ROLE, checked_failure_definition
+from runners.findings_worker import BackgroundFindings
 from runners.metric_contract import check_buffer, check_scores, checked_summary
 from runners.unique_idx import SeenIdx, merge_rank_buffers
 from runners.work_dir_guard import LOCK_FILE, WorkDirWatch, lock_work_dir, recorded_launch, release_work_dir
@@ -59,7 +60,7 @@ _STALE_TEMP = re.compile(rf"\..+{re.escape(TEMP_MARKER)}[\d-]+")  # utils.atomic
 # the same run: they change what is captured and how it is read, not what is trained (a run the monitor stopped at
 # a NaN resumes with it set to go on)
 UNIDENTIFYING_KEYS = ("work_dir", "config_filepath", "distributed_timeout_s", "datapoint_capture",
-                      "debug_disk_budget_gb", "training_monitor", "failure_definition")
+                      "debug_disk_budget_gb", "training_monitor", "failure_definition", "failure_analysis")
 UNIDENTIFYING_DEBUGGER_ARGS = ("keep", "summaries_every_epoch")  # SequentialDebugger's capture policies
 
 
@@ -101,6 +102,11 @@ class BaseRunner:
         self._seen_idx = SeenIdx(0)  # meta_info['idx'] of this evaluation pass (runners/unique_idx.py)
         self._metric_checked = False  # on the first batch this process scores, see _check_metric
         self.stage = "start-up"  # then "epoch N training", ...: said when the run stops (main.py)
+        self.failure_analysis = config.get("failure_analysis", True)
+        if not isinstance(self.failure_analysis, bool):
+            raise ConfigError(f"config['failure_analysis'] must be True (analyse each validation epoch's failures in "
+                              f"the background, for the viewer's Failures tab) or False, got {self.failure_analysis!r}")
+        self._findings: Optional[BackgroundFindings] = None  # rank 0, from the first analysed epoch
 
     @property
     def is_main(self) -> bool:
@@ -398,7 +404,18 @@ class BaseRunner:
         if self._work_dir_watch is not None:
             self._work_dir_watch.check(about_to)
 
+    def _store_findings(self, epoch_dir: str) -> None:
+        """Rank 0: analyse the failures of the epoch in ``epoch_dir`` off the training thread and store them there
+        for the viewer (runners/findings_worker.py), unless ``config['failure_analysis']`` is False."""
+        if not self.is_main or not self.failure_analysis:
+            return
+        if self._findings is None:
+            self._findings = BackgroundFindings(self.logger)
+        self._findings.submit(epoch_dir)
+
     def _close(self) -> None:
+        if self._findings is not None:
+            self._findings.close()
         release_work_dir(self.work_dir)
         if self.datapoint_capture is not None:
             self.datapoint_capture.close()

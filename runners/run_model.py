@@ -5,8 +5,8 @@ A run folder is data: reading it never runs code. Rebuilding the model imports t
 the trust flag (``--trust-configs``, the viewer's), never for a config file inside a run folder (this run's or
 another's: any folder holding a run_info.json), and only when the file still describes the run: its model,
 metric, dataset and dataloader entries must be those ``run_info.json`` recorded (an edited config would rebuild
-another model than the one whose failures were found). The checkpoint is the analysed epoch's own (``epoch_N/checkpoint.pt``; an evaluator's
-``config['checkpoint']``).
+another model than the one whose failures were found). The checkpoint is the analysed epoch's own
+(``epoch_N/checkpoint.pt``; an evaluator's ``config['checkpoint']``).
 """
 
 from __future__ import annotations

@@ -69,6 +69,7 @@ class BaseEvaluator(BaseRunner):
                 write_scores(os.path.join(self.work_dir, SCORES_FILE), scores)
             if self.debugger is not None:
                 self._finish_debug_capture(debugger_dir)
+            self._store_findings(self.work_dir)
         finally:
             self._close()
         summary = ", ".join(f"{k} {v:.4f}" for k, v in scores["aggregated"].items())

@@ -276,6 +276,7 @@ class BaseTrainer(BaseRunner):
             self._finish_debug_capture(self._epoch_path(epoch, "debugger"))
         summary = ", ".join(f"{k} {v:.4f}" for k, v in self.val_scores["aggregated"].items())
         self.logger.info(f"epoch {epoch}: validation {summary}")
+        self._store_findings(self._epoch_path(epoch))
 
     # ----------------------------------------------------------- checkpoints
     def _save_checkpoint_(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.failure_discovery import planted_config
+from benchmarks.planted_benchmarks import planted
 from runners.trainers import BaseTrainer
 from tests.e2e.conftest import browser, new_page  # noqa: F401 (the viewer's browser fixtures, for the tab's tests)
 
@@ -16,7 +16,7 @@ def planted_run(tmp_path_factory):
 
     One thread: on a busy 2-core machine, two OpenMP threads per process spin against each other.
     """
-    config = planted_config(str(tmp_path_factory.mktemp("planted") / "logs" / "planted"), small=True)
+    config = planted(str(tmp_path_factory.mktemp("planted") / "logs" / "planted"), small=True).config
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -13,8 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from analysis.internals import CapturedInternals, embedding_clusters
+from analysis.internals import CapturedInternals
+from analysis.meta_terms import MetaVocabulary
 from analysis.slices import candidate_conditions, find_slices
+from analysis.subgroups import find_subgroups
 
 ROWS, COLUMNS, MIN_SIZE = 20_000, 150, 200
 
@@ -51,13 +53,16 @@ def test_the_slice_search_holds_under_half_a_byte_per_row_and_condition():
     assert peak < conditions * ROWS / 2, f"{peak / 2**20:.0f} MB for {conditions} conditions x {ROWS} rows"
 
 
-def test_describing_a_failure_cluster_copies_no_column():
-    """Each cluster's description reads the columns at its rows; it cut a copy of the whole table to the captured
-    rows, once per cluster."""
+def test_finding_and_describing_subgroups_copies_no_column():
+    """Each subgroup is described from the meta conditions' packed rows, never from the table's columns (the old
+    clusters' description cut a copy of the whole table to the captured rows, once per cluster): what it takes is
+    HDBSCAN's own working memory, below one copy of the table."""
     columns, failed, difficulty = wide_table()
-    vectors = np.stack([difficulty, np.random.default_rng(1).normal(size=ROWS)], axis=1)
+    hard = (columns["site"] == "C") & (difficulty > 0.8)  # a blob of its own in the feature space
+    vectors = np.random.default_rng(1).normal(size=(ROWS, 2)) + 8 * hard[:, None]
     internals = CapturedInternals({"features": (np.arange(ROWS), vectors)}, [])
-    clusters, peak = traced_peak(lambda: embedding_clusters(internals, np.arange(ROWS), failed, columns, MIN_SIZE))
+    vocabulary = MetaVocabulary({"site": columns["site"]}, MIN_SIZE)
+    found, peak = traced_peak(lambda: find_subgroups(internals, np.arange(ROWS), failed, vocabulary, MIN_SIZE, {}, []))
     table = sum(values.nbytes for values in columns.values())
-    assert clusters
-    assert peak < table / 2, f"{peak / 2**20:.0f} MB for a table of {table / 2**20:.0f} MB"
+    assert found
+    assert peak < table, f"{peak / 2**20:.0f} MB for a table of {table / 2**20:.0f} MB"

@@ -10,31 +10,21 @@ import re
 
 import numpy as np
 import pytest
+from scipy.stats import hypergeom
 
-from analysis.epoch_table import EpochTable, write_epoch_table
+from analysis.epoch_table import EpochTable
 from analysis.failures import AnalysisError, FailureDefinition, analyze_table
+from analysis.findings import NaNOrigin
 from analysis.internals import CapturedInternals
+from analysis.slices import fails_more
+from tests.analysis.tables import classified, write_table
 
 NULL_SEEDS = 20
 NULL_ROWS = 1000
 
 
-def write_table(path, columns: dict[str, np.ndarray], meta: list[str], scores: dict[str, bool]) -> EpochTable:
-    """An epoch table at ``path`` with ``columns`` (meta info ``meta``; score columns with higher_is_better)."""
-    write_epoch_table(str(path), columns, {"scores": list(scores), "higher_is_better": scores, "meta": meta})
-    return EpochTable(str(path))
-
-
-def classified(rng: np.random.Generator, failed: np.ndarray, classes: int = 4) -> dict[str, np.ndarray]:
-    """Labels and predictions that disagree exactly where ``failed``, with the accuracy score."""
-    label = rng.integers(0, classes, len(failed))
-    prediction = np.where(failed, (label + rng.integers(1, classes, len(failed))) % classes, label)
-    return {"idx": np.arange(len(failed)), "label": label, "prediction": prediction,
-            "accuracy": (~failed).astype(np.float64)}
-
-
 @pytest.mark.parametrize("seed", range(NULL_SEEDS))
-def test_random_failures_give_no_slice_no_separating_quantity_and_no_cluster(tmp_path, seed):
+def test_random_failures_give_no_slice_no_separating_quantity_and_no_subgroup(tmp_path, seed):
     """30% of the datapoints fail at random; 20 Gaussian columns, 3 categorical ones, a flag and a captured
     feature space carry no information, so every finding would be a false one."""
     rng = np.random.default_rng(seed)
@@ -47,10 +37,11 @@ def test_random_failures_give_no_slice_no_separating_quantity_and_no_cluster(tmp
     space = CapturedInternals({"pooled": (np.arange(NULL_ROWS), rng.normal(size=(NULL_ROWS, 8)))}, [])
     findings = analyze_table(table, space)
     assert findings.failures == failed.sum()
-    assert findings.slices == [], [s.description for s in findings.slices]
-    assert findings.separators == [], [(s.column, s.auroc) for s in findings.separators]
-    assert findings.separators_tested == 21  # the 20 Gaussian columns and the flag
-    assert findings.clusters == [], [(c.size, c.failure_rate) for c in findings.clusters]
+    assert findings.meta.slices == [], [s.description for s in findings.meta.slices]
+    assert findings.meta.separators == [], [(s.column, s.auroc) for s in findings.meta.separators]
+    assert findings.meta.separators_tested == 21  # the 20 Gaussian columns and the flag
+    assert findings.subgroups == [], [(g.size, g.failure_rate) for g in findings.subgroups]
+    assert findings.restatements == []
 
 
 def test_a_planted_cause_is_reported_alone_never_with_a_noise_condition(tmp_path):
@@ -64,17 +55,19 @@ def test_a_planted_cause_is_reported_alone_never_with_a_noise_condition(tmp_path
     failed = rng.random(rows) < np.where(hard, 0.75, 0.08)
     meta = {"site": site, "blur": blur} | {f"z{j}": rng.normal(size=rows) for j in range(8)}
     columns = classified(rng, failed) | meta | {"probe.act": rng.normal(size=rows) + 1.2 * hard}
-    findings = analyze_table(write_table(tmp_path / "epoch_table.parquet", columns, list(meta), {"accuracy": True}))
-    described = [s.description for s in findings.slices]
+    findings = analyze_table(write_table(tmp_path / "epoch_table.parquet", columns, list(meta), {"accuracy": True},
+                                         ("probe.act",)))
+    described = [s.description for s in findings.meta.slices]
     assert described[0] == "site = C", described
     assert described[1].startswith("blur >= 0.") and float(described[1].split()[-1]) >= 0.85, described
-    assert not any(c.column.startswith("z") for s in findings.slices for c in s.conditions), described
-    for found in findings.slices:
+    assert not any(c.column.startswith("z") for s in findings.meta.slices for c in s.conditions), described
+    for found in findings.meta.slices:
         members = np.isin(np.arange(rows), found.idx)
         assert found.size == members.sum() and found.failure_rate == pytest.approx(failed[members].mean())
         assert found.rest_failure_rate == pytest.approx(failed[~members].mean())
-    assert [s.column for s in findings.separators[:2]] == ["probe.act", "blur"]
-    assert not any(s.column.startswith("z") for s in findings.separators)
+    assert [s.column for s in findings.meta.separators[:1]] == ["blur"]
+    assert [s.column for s in findings.internals.separators] == ["probe.act"]
+    assert not any(s.column.startswith("z") for s in findings.meta.separators)
 
 
 def score_table(folder, score: np.ndarray, higher_is_better: bool) -> EpochTable:
@@ -155,16 +148,17 @@ def test_a_cause_in_one_column_is_described_by_its_own_value(tmp_path, kind, exp
     failed = rng.random(500) < np.where(cause, 0.9, 0.1)
     table = write_table(tmp_path / "epoch_table.parquet", classified(rng, failed) | {"x": column}, ["x"],
                         {"accuracy": True})
-    described = [s.description for s in analyze_table(table).slices]
+    found = analyze_table(table).meta.slices
+    described = [s.description for s in found]
     assert described and re.fullmatch(expected, described[0]), described
-    members = np.isin(np.arange(500), analyze_table(table).slices[0].idx)
+    members = np.isin(np.arange(500), found[0].idx)
     assert (members == cause).mean() > 0.95
 
 
-def test_a_cause_is_not_crowded_out_by_copies_of_another(tmp_path):
-    """30 debugger summaries are NaN on the same rows (where a layer overflowed: 90% fail); blur >= 0.8 is a
-    second, independent cause. The 30 identical ``is null`` conditions are one slice to the beam, so blur
-    keeps its place (the planted example's 69 summaries NaN on the NaN origin's rows pushed out its marker)."""
+def test_units_missing_on_the_same_rows_are_one_finding_that_names_the_nan_origin(tmp_path):
+    """30 channel summaries are NaN on the same rows (where a layer overflowed: 90% fail); blur >= 0.8 is a
+    second, independent cause. The family's 30 identical ``is null`` conditions are one condition, reported once with
+    the module where NaN first appeared on those rows; blur is named in the meta family."""
     rng = np.random.default_rng(5)
     rows = 1000
     overflowed, blurred = rng.random(rows) < 0.25, rng.random(rows) >= 0.8
@@ -172,7 +166,27 @@ def test_a_cause_is_not_crowded_out_by_copies_of_another(tmp_path):
     summaries = {f"probe.c{j}": np.where(overflowed, np.nan, rng.normal(size=rows)) for j in range(30)}
     meta = {"blur": np.where(blurred, rng.uniform(0.8, 1, rows), rng.uniform(0, 0.8, rows))}
     table = write_table(tmp_path / "epoch_table.parquet", classified(rng, failed) | meta | summaries, list(meta),
-                        {"accuracy": True})
-    described = [s.description for s in analyze_table(table).slices]
-    assert re.fullmatch(r"probe\.c\d+ is null", described[0]), described
-    assert any(re.fullmatch(r"blur >= 0\.[78]\d*", d) for d in described), described
+                        {"accuracy": True}, tuple(summaries))
+    origin = NaNOrigin("backbone.layer2.overflow", "OverflowGate", int(overflowed.sum()),
+                       np.flatnonzero(overflowed))
+    findings = analyze_table(table, CapturedInternals({}, [origin]))
+    internal = findings.internals.slices
+    assert [s.description for s in internal] == ["probe.c0 is null (and 29 other units alike)"], internal
+    assert internal[0].nan_origin == "backbone.layer2.overflow" and internal[0].target.layer == origin.module
+    assert sorted(internal[0].conditions[0].same_on) == sorted(f"probe.c{j}" for j in range(1, 30))
+    assert np.array_equal(internal[0].idx, np.flatnonzero(overflowed))
+    assert any(re.fullmatch(r"blur >= 0\.[78]\d*", s.description) for s in findings.meta.slices)
+
+
+def test_the_fisher_test_decides_as_scipys_exact_tail_does():
+    """``fails_more`` bounds the hypergeometric tail and sums it exactly only where the bounds straddle the level:
+    its decisions are those of ``scipy.stats.hypergeom.sf`` on groups small and large, strong and weak."""
+    rng = np.random.default_rng(12)
+    size, rest = rng.integers(10, 20_000, 3000), rng.integers(10, 200_000, 3000)
+    rate = rng.uniform(0, 0.5, 3000)
+    failures = rng.binomial(size, np.minimum(1, rate * rng.uniform(0.5, 3, 3000)))
+    rest_failures = rng.binomial(rest, rate)
+    alpha = 10 ** rng.uniform(-12, -1, 3000)
+    exact = hypergeom.sf(failures - 1, size + rest, failures + rest_failures, size) < alpha
+    assert np.array_equal(fails_more(failures, size, rest_failures, rest, alpha), exact)
+    assert 0.2 < exact.mean() < 0.8  # both decisions are exercised

@@ -1,7 +1,7 @@
 """The Failures tab in a real headless Chromium, on the small planted run: it shows the findings ``analyze``
-returns; every planted cause is reached in at most 3 clicks from opening the viewer (the tab, the finding,
-one of its datapoints), which shows that datapoint's Debug Outputs; a clicked finding narrows both the
-datapoint table and the score grid."""
+returns (the ones the trainer stored), the data map included; every planted cause is reached in at most 3 clicks
+from opening the viewer (the tab, the finding, one of its datapoints), which shows that datapoint's Debug Outputs; a
+clicked finding narrows both the datapoint table and the score grid."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis.failures import Findings, analyze
-from benchmarks.failure_discovery import discovery_ranks
+from benchmarks.failure_discovery import evaluate
+from benchmarks.planted_benchmarks import planted
 from data.datasets.synthetic_shapes import Planted
 from runners.eval_viewer.layout import failures as failures_layout
 from runners.eval_viewer.layout import ids
@@ -33,19 +34,20 @@ GRID_IDX = """() => {
 
 @dataclass
 class Walk:
-    cause: str  # a key of ``discovery_ranks``
+    cause: str  # a cause of ``benchmarks.planted_benchmarks.planted``, or 'separator' for its separating quantity
     finding: str  # the finding list's id prefix in the tab (``failures_layout.FINDING``)
     planted: Callable[[Planted], bool]  # the datapoint to open: one that carries the cause
     shown: str  # what its Debug Outputs must show
 
 
 WALKS = [
-    Walk("shortcut marker: slice", "slice", lambda p: p.marker_class is not None, "layer4_output"),
-    Walk("hard slice: slice", "slice", lambda p: p.hard, "layer4_output"),
-    Walk("hard slice: separating quantity", "separator", lambda p: p.hard, "layer4_output"),
-    Walk("label noise: label-error list", "labels", lambda p: p.label_flipped, "layer4_output"),
-    Walk("NaN: NaN origin", "nan", lambda p: p.saturated, "backbone.layer2"),
-    Walk("dead channel: dead units", "dead", lambda p: True, "layer3_energy"),
+    Walk("shortcut marker", "slice", lambda p: p.marker_class is not None, "layer4_output"),
+    Walk("small, low-contrast shapes", "slice", lambda p: p.hard, "layer4_output"),
+    Walk("separator", "separator", lambda p: p.hard, "layer4_output"),
+    Walk("label noise", "labels", lambda p: p.label_flipped, "layer4_output"),
+    Walk("NaN", "nan", lambda p: p.saturated, "backbone.layer2"),
+    Walk("dead channel", "dead", lambda p: True, "layer3_energy"),
+    Walk("hard to learn", "map", lambda p: True, "layer4_output"),
 ]
 
 
@@ -84,22 +86,32 @@ def assert_the_tab_shows(page, findings: Findings) -> None:
     test_planted_discovery.py)."""
     page.locator(f"#{failures_layout.PANEL} button").first.wait_for()
     titles = page.locator(f"#{failures_layout.PANEL} button b").all_inner_texts()
-    assert titles == [s.description for s in findings.slices]
+    assert titles == [s.description for s in findings.meta.slices]
     columns, aurocs = page.evaluate(SEPARATORS)
-    assert columns[::-1] == [s.column for s in findings.separators]
-    assert aurocs[::-1] == pytest.approx([s.auroc for s in findings.separators])
+    assert columns[::-1] == [s.column for s in findings.meta.separators]
+    assert aurocs[::-1] == pytest.approx([s.auroc for s in findings.meta.separators])
     more = page.locator(f"#{failures_layout.MORE}").inner_text()
-    shown = [c.description for c in findings.clusters] + [f"#{e.idx} {e.label}" for e in findings.label_issues[:5]]
+    shown = [s.description for s in findings.internals.slices] + [s.column for s in findings.internals.separators]
+    shown += [g.description for g in [*findings.subgroups, *findings.suspect_groups]]
+    shown += [f"#{e.idx} {e.label}" for e in findings.label_issues[:5]] + [r.column for r in findings.restatements]
     shown += [o.module for o in findings.nan_origins] + [d.column for d in findings.dead_units]
     assert all(text in more for text in shown), (shown, more)
+    kinds = page.evaluate(f"() => document.querySelector('#{failures_layout.DATA_MAP_CHART} .js-plotly-plot')"
+                          "._fullData.map(trace => [trace.name, trace.x.length])")
+    drawn, points = dict(kinds), findings.data_map.points
+    assert sum(drawn.values()) == len(points["idx"])
+    assert drawn["hard to learn, fails"] == sum(k == "hard to learn" and f for k, f in zip(points["kind"],
+                                                                                          points["failed"]))
 
 
 def chosen_idx(findings: Findings, walk: Walk, rank: int) -> list[int]:
-    lists = {"slice": findings.slices, "nan": findings.nan_origins}
+    lists = {"slice": findings.meta.slices, "nan": findings.nan_origins}
     if walk.finding == "labels":
         return [issue.idx for issue in findings.label_issues]
+    if walk.finding == "map":
+        return findings.data_map.hard.tolist()
     if walk.finding == "separator":  # the failing side's most extreme tenth of the quantity
-        found = findings.separators[rank]
+        found = findings.meta.separators[rank]
         table = pq.read_table(findings.table_path, columns=["idx", found.column]).to_pydict()
         values = np.array(table[found.column], dtype=np.float64)
         lower = found.direction == "lower in failures"
@@ -113,11 +125,20 @@ def chosen_idx(findings: Findings, walk: Walk, rank: int) -> list[int]:
     return list(lists[walk.finding][rank].idx)
 
 
+def ranks_of(findings: Findings, config: dict) -> dict[str, int]:
+    """Each walk's rank (1-based) in its list."""
+    result = evaluate(planted(config["work_dir"], small=True), findings, baselines=False)
+    ranks = {r.cause: int(r.lantern_named.split("#")[1]) for r in result["ranks"] if r.lantern_named}
+    ranks |= {cause: rank for cause, rank in result["other"].items()}
+    ranks["separator"] = next(i for i, s in enumerate(findings.meta.separators, 1) if s.column in ("scale", "contrast"))
+    return ranks | {"label noise": 1, "hard to learn": 1}
+
+
 @pytest.fixture(scope="module")
 def planted_findings(planted_run):
     findings = analyze(planted_run["work_dir"])
     dataset = build_from_config(planted_run["val_dataset"], "config['val_dataset']")
-    return findings, discovery_ranks(findings, planted_run), dataset
+    return findings, ranks_of(findings, planted_run), dataset
 
 
 def test_every_planted_cause_is_three_clicks_from_opening_the_viewer(planted_run, planted_findings):
@@ -135,7 +156,7 @@ def test_every_planted_cause_is_three_clicks_from_opening_the_viewer(planted_run
         for walk in WALKS:
             rank = ranks[walk.cause]
             assert rank is not None and rank <= 3, f"{walk.cause} ranks {rank}"
-            key = f"{walk.finding}-{0 if walk.finding == 'labels' else rank - 1}"
+            key = {"labels": "labels-0", "map": "map-hard"}.get(walk.finding, f"{walk.finding}-{rank - 1}")
             expected = chosen_idx(findings, walk, rank - 1)
             clicks = Clicks()
             page.goto(url, wait_until="networkidle")  # opening the viewer; clicks wait for its first callbacks
@@ -146,7 +167,7 @@ def test_every_planted_cause_is_three_clicks_from_opening_the_viewer(planted_run
                 assert_the_tab_shows(page, findings)
             if walk.finding == "separator":  # its bar; the strongest is drawn on top, the data runs bottom-up
                 bars = page.locator(f"#{failures_layout.SEPARATORS_CHART} .barlayer .point")
-                clicks.on_bar(page, bars.nth(len(findings.separators) - rank))
+                clicks.on_bar(page, bars.nth(len(findings.meta.separators) - rank))
             else:
                 clicks.on(finding_button(page, key))
             page.wait_for_selector(f"#{failures_layout.FILTER_NOTE}:has-text('filtered to {len(expected)} datapoints')")

@@ -137,6 +137,7 @@ def test_the_current_analysis_names_the_planted_thin_parts(tmp_path):
         outside = len(failing - cause.idx) / (400 - len(cause.idx))
         assert inside > 1.2 * outside, (cause.name, inside, outside)
     thin = causes["thin"]
-    top = [found for found in findings.slices[:3] if {c.column for c in found.conditions} & set(thin.meta_columns)]
-    assert top, [found.description for found in findings.slices]
+    top = [found for found in findings.meta.slices[:3]
+           if {c.column for c in found.conditions} & set(thin.meta_columns)]
+    assert top, [found.description for found in findings.meta.slices]
     assert len(thin.idx & set(top[0].idx)) >= 0.8 * len(top[0].idx)  # the slice is the planted thin targets

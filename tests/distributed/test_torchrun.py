@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from analysis.findings import load_findings
 from debuggers.pages.file_format import PAGE_GLOB, load_page
 from debuggers.pages.index import read_index
 from runners.config_file import load_config
@@ -150,6 +151,9 @@ def test_training_with_2_processes_debugs_every_idx_once_and_validates_its_check
         epoch_dir = os.path.join(work_dir, f"epoch_{epoch}")
         outputs = assert_every_idx_once(os.path.join(epoch_dir, "debugger"), world_size=2)
         torch.load(os.path.join(epoch_dir, "checkpoint.pt"), weights_only=True)
+        stored = load_findings(epoch_dir)
+        assert stored is not None and stored.datapoints == VAL_SIZE  # by rank 0, from every rank's rows
+    assert open(os.path.join(work_dir, "train.log")).read().count("findings of") == 2  # once an epoch, not a rank
     # Every rank validated exactly the model rank 0 saved (BatchNorm statistics included).
     checkpoint = os.path.join(work_dir, "epoch_1", "checkpoint.pt")
     evaluation = load_config(evaluator_file(tmp_path, "check", checkpoint=checkpoint))

@@ -14,7 +14,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from analysis.epoch_table import EPOCH_TABLE_FILE
-from analysis.failures import Findings, analyze
+from analysis.failures import Findings
 from debuggers.pages.errors import DebugDataError
 from debuggers.pages.reader import DEBUGGER_DIR
 from runners.eval_viewer.backend.cache import BoundedCache
@@ -26,6 +26,7 @@ from runners.eval_viewer.backend.datasets import (
     config_signature,
 )
 from runners.eval_viewer.backend.debug import EpochDebug, EpochDebugError, index_signature, open_pages
+from runners.eval_viewer.backend.findings import epoch_findings
 from runners.eval_viewer.backend.runs import Discovery, Epoch, Run, discover_runs, list_epochs
 from runners.eval_viewer.backend.saved_views import SavedViews
 from runners.eval_viewer.backend.scores import Scores, ScoresError, read_scores
@@ -154,12 +155,12 @@ class ViewerBackend:
         return self._aggregated.get(key, lambda: dict(read_scores(epoch.scores_path).aggregated))
 
     def findings(self, epoch: Epoch) -> Findings:
-        """Why the epoch's datapoints fail (``analysis.failures.analyze``, seconds on a large epoch): computed once
-        per version of its epoch table, so a run still training is analysed again. ``AnalysisError`` or
-        ``EpochTableError`` when it cannot be."""
+        """Why the epoch's datapoints fail: the findings stored after its validation, else computed now
+        (``backend/findings.py``; seconds on a large epoch); once per version of its epoch table, so a run still
+        training is analysed again. ``AnalysisError`` or ``EpochTableError`` when it cannot be."""
         path = os.path.join(epoch.dir, EPOCH_TABLE_FILE)
         key = _file_signature(path) if os.path.isfile(path) else (epoch.dir, None)
-        return self._findings.get(key, lambda: analyze(epoch.dir))
+        return self._findings.get(key, lambda: epoch_findings(epoch.dir))
 
     def debug(self, epoch: Epoch) -> Optional[EpochDebug]:
         """The epoch's debug outputs (index only; pages open on lookup), None without any.

@@ -1,7 +1,8 @@
 """The Failures tab: findings of the chosen epoch, and clicks on them narrowing the datapoint table.
 
-The findings of an epoch are computed once (when the tab is first shown for it) and kept by the backend
-(``ViewerBackend.findings``); a first page on this tab comes with them (``layout/panels.py``).
+The findings of an epoch are those the trainer stored after validating it (``backend/findings.py``), else computed
+when the tab is first shown for it; the backend keeps them (``ViewerBackend.findings``); a first page on this tab
+comes with them (``layout/panels.py``).
 A click writes its datapoints' idx, with the run and epoch they were found in, to ``ids.TABLE_IDX_FILTER``
 (``narrowing``; None for all). The table narrows only the epoch the narrowing names (``narrowed_idx``): an
 answer that comes back after the user switched narrows nothing and is dropped. The narrowing ends when the run
@@ -13,10 +14,12 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import numpy as np
-from dash import ALL, Dash, Input, Output, State, ctx, html, no_update
+from dash import ALL, Dash, Input, Output, State, ctx, no_update
 
 from analysis.epoch_table import EpochTable, EpochTableError
-from analysis.failures import AnalysisError, DeadUnit, Findings
+from analysis.failures import AnalysisError, Findings
+from analysis.findings import DeadUnit
+from data.viewer.layout.display.elements import alert
 from runners.eval_viewer.backend.runs import Epoch
 from runners.eval_viewer.backend.scores import ScoresError
 from runners.eval_viewer.backend.viewer import ViewerBackend
@@ -80,26 +83,30 @@ def chosen_epoch(backend: ViewerBackend, run_path: Optional[str], epoch_key: Opt
 
 
 def findings_content(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> tuple:
-    """What the tab shows for a run and epoch: the findings above the charts, those below, and the two charts."""
+    """What the tab shows for a run and epoch: the findings above the meta chart, those below, and the three
+    charts (meta separating quantities, data map, confusion matrix). A table the analysis cannot read gives its
+    message in place of the findings."""
     epoch = chosen_epoch(backend, run_path, epoch_key)
     if epoch is None:
-        return layout.NO_EPOCH, [], {}, {}
+        return layout.EMPTY_CONTENT
     try:
         findings = backend.findings(epoch)
     except FINDINGS_ERRORS as exc:
-        return html.P(str(exc), className="error"), [], {}, {}
+        return alert(str(exc), "danger", "failures-error"), [], {}, {}, {}
     above, below = layout.findings_view(findings)
-    return above, below, layout.separators_figure(findings), layout.confusion_figure(findings)
+    return (above, below, layout.separators_figure(findings), layout.data_map_figure(findings),
+            layout.confusion_figure(findings))
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
     @app.callback(Output(layout.PANEL, "children"), Output(layout.MORE, "children"),
-                  Output(layout.SEPARATORS_CHART, "figure"), Output(layout.CONFUSION_CHART, "figure"),
+                  Output(layout.SEPARATORS_CHART, "figure"), Output(layout.DATA_MAP_CHART, "figure"),
+                  Output(layout.CONFUSION_CHART, "figure"),
                   Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"), Input(ids.TABS, "value"),
                   prevent_initial_call=True)  # a first page on this tab comes with its findings (layout/panels.py)
     def show_findings(run_path: Optional[str], epoch_key: Optional[str], tab: Optional[str]) -> tuple:
         if tab != layout.TAB_FAILURES:
-            return no_update, no_update, no_update, no_update
+            return (no_update,) * 5
         return findings_content(backend, run_path, epoch_key)
 
     @app.callback(Output(ids.TABLE_IDX_FILTER, "data"), Output(layout.FILTER_NOTE, "children"),
@@ -147,22 +154,29 @@ def chosen_datapoints(findings: Findings, trigger: Any, separator: Optional[dict
     """The idx a click on a finding stands for, and what it is."""
     if trigger == layout.SEPARATORS_CHART:
         column = ((separator or {}).get("points") or [{}])[0].get("customdata")
-        found = next((s for s in findings.separators if s.column == column), None)
+        found = next((s for s in findings.meta.separators if s.column == column), None)
         return None if found is None else separator_side(findings, found.column, found.direction)
     if trigger == layout.CONFUSION_CHART:
         point = ((cell or {}).get("points") or [{}])[0]
         return confusion_cell(findings, point.get("y"), point.get("x"))
     kind, _, position = str((trigger or {}).get("index", "")).partition("-")
-    lists = {"slice": findings.slices, "cluster": findings.clusters, "nan": findings.nan_origins}
     if kind == "labels":
         return [issue.idx for issue in findings.label_issues], "suspected label errors"
-    if kind == "dead" and position.isdigit() and int(position) < len(findings.dead_units):
-        return dead_unit(findings, findings.dead_units[int(position)])
-    if kind in lists and position.isdigit() and int(position) < len(lists[kind]):
-        found = lists[kind][int(position)]
-        what = getattr(found, "description", None) or getattr(found, "module", "")
-        return list(found.idx), str(what)
-    return None
+    if kind == "map" and findings.data_map is not None and position in ("ambiguous", "hard"):
+        chosen = findings.data_map.ambiguous if position == "ambiguous" else findings.data_map.hard
+        return chosen.tolist(), f"{position} datapoints of the data map"
+    lists = {"slice": findings.meta.slices, "islice": findings.internals.slices, "subgroup": findings.subgroups,
+             "suspects": findings.suspect_groups, "nan": findings.nan_origins, "dead": findings.dead_units,
+             "iseparator": findings.internals.separators}
+    if kind not in lists or not position.isdigit() or int(position) >= len(lists[kind]):
+        return None
+    found = lists[kind][int(position)]
+    if kind == "dead":
+        return dead_unit(findings, found)
+    if kind == "iseparator":
+        return separator_side(findings, found.units[0].column if found.units else found.column, found.direction)
+    what = getattr(found, "description", None) or getattr(found, "module", "")
+    return found.idx.tolist(), str(what)
 
 
 def separator_side(findings: Findings, column: str, direction: str) -> tuple[list[int], str]:

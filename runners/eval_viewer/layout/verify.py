@@ -10,12 +10,14 @@ from dash import dcc, html
 from analysis.failures import Findings
 from runners.eval_viewer.backend.verify_jobs import CANCELLED, FAILED, VerifyJob
 
-VERIFY = "failures-verify"  # pattern-matching id type: {'type': VERIFY, 'index': '<list>-<position>'}, to_dict() names
+VERIFY = "failures-verify"  # pattern-matching id type: {'type': VERIFY, 'index': '<list>-<position>'}, keys of
+# analysis.finding_plans.finding_entries ('meta.slices-0', 'subgroups-1')
 VERIFY_STATUS = "failures-verify-status"
 VERIFY_POLL = "failures-verify-poll"
 VERIFY_CANCEL = "failures-verify-cancel"
 POLL_MS = 1000
-LISTS = {"slice": "slices", "cluster": "clusters", "nan": "nan_origins"}  # the tab's finding keys -> to_dict() lists
+LISTS = {"slice": "meta.slices", "islice": "internals.slices", "iseparator": "internals.separators",
+         "subgroup": "subgroups", "suspects": "suspect_groups", "nan": "nan_origins"}  # the tab's keys -> to_dict()'s
 HOW = ("Reruns the epoch's model on the finding's datapoints with what it names (a unit, a NaN module, an input "
        "region) set to its mean over passing datapoints, and on as many failing and passing ones drawn at random")
 VERDICT_COLOURS = {"confirmed": "#2b8a3e", "correlational": "#666", "inconclusive": "#b35c00"}
@@ -40,11 +42,11 @@ def verify_button(key: str) -> Optional[html.Button]:
 
 
 def separator_buttons(findings: Findings) -> html.Div:
-    """One verify button per separating quantity (the chart's bars cannot hold one)."""
-    if not findings.separators:
+    """One verify button per meta separating quantity (the chart's bars cannot hold one)."""
+    if not findings.meta.separators:
         return html.Div()
     return html.Div([html.Span("Verify a separating quantity: ", className="hint"),
-                     *[_button(s.column, f"separators-{i}") for i, s in enumerate(findings.separators)]])
+                     *[_button(s.column, f"meta.separators-{i}") for i, s in enumerate(findings.meta.separators)]])
 
 
 def status_view(job: Optional[VerifyJob], results: list[VerifyJob], refusal: Optional[str] = None) -> list[Any]:

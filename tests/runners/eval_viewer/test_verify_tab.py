@@ -84,8 +84,8 @@ def test_the_tab_verifies_a_finding_and_shows_its_verdict(planted_units_run):
     from playwright.sync_api import sync_playwright
 
     findings = analyze(planted_units_run["work_dir"])
-    assert findings.separators, "the run has no separating quantity to verify"
-    key = "separators-0"
+    assert findings.internals.separators, "the run has no separating quantity to verify"
+    key = "internals.separators-0"
     [expected] = verify_findings(planted_units_run["epoch_dir"], findings.to_dict(), [key], trust_configs=True)
     logs = os.path.dirname(planted_units_run["work_dir"])
     errors = []

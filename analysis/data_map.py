@@ -1,0 +1,100 @@
+"""Each datapoint's history over the run's validation epochs: a data map (dataset cartography, Swayamdipta et al.
+2020) and forgetting events (Toneva et al. 2019), from the epoch tables every validation epoch writes.
+
+For each datapoint, the probability the model gives its label at each validation epoch up to the analysed one
+(the first epoch left out when there are four or more: before the model has learnt anything every datapoint looks
+uncertain): **confidence** is its mean, **variability** its standard deviation, a **forgetting event** an epoch
+where the prediction was right and is wrong at the next. The kinds of datapoint:
+
+- *easy*: confident and stable (confidence >= 0.5, variability < 0.2);
+- *ambiguous*: the model changes its mind (variability >= 0.2);
+- *hard to learn*: the model consistently gives its label a low probability (confidence < 0.5, variability < 0.2).
+  Mislabelled datapoints gather here, and so do systematic subgroups the model never learns: the suspects'
+  neighbourhoods (``analysis/label_noise.py``) tell them apart.
+
+The validation set is never trained on, so this is the map of how the model's view of unseen data settles.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable, EpochTableError
+from analysis.findings import DataMap
+
+MIN_EPOCHS = 3
+CONFIDENCE_CUT, VARIABILITY_CUT = 0.5, 0.2
+KINDS = ("easy", "ambiguous", "hard to learn")
+POINTS = 3000  # datapoints drawn in the chart (SVG markers): every failure first (up to half), then a random sample
+
+
+@dataclass
+class History:
+    epochs: list[int]
+    confidence: np.ndarray  # aligned with the analysed table's idx; NaN where a datapoint has no history
+    variability: np.ndarray
+    forgetting: np.ndarray
+
+    def kinds(self) -> np.ndarray:
+        """Each datapoint's kind (an index into KINDS)."""
+        ambiguous = self.variability >= VARIABILITY_CUT
+        hard = ~ambiguous & (self.confidence < CONFIDENCE_CUT)
+        return np.where(ambiguous, 1, np.where(hard, 2, 0))
+
+
+def read_history(epoch_dir: str, idx: np.ndarray, notes: list[str]) -> Optional[History]:
+    """The history of the datapoints ``idx`` over the epochs of ``epoch_dir``'s run up to it; None for an evaluator,
+    a run with fewer than MIN_EPOCHS epoch tables, or tables without labels and probabilities."""
+    run, name = os.path.split(os.path.normpath(epoch_dir))
+    match = re.fullmatch(r"epoch_(\d+)", name)
+    if match is None:
+        return None
+    last = int(match.group(1))
+    epochs = sorted(int(m.group(1)) for entry in os.listdir(run) if (m := re.fullmatch(r"epoch_(\d+)", entry))
+                    and int(m.group(1)) <= last and os.path.isfile(os.path.join(run, entry, EPOCH_TABLE_FILE)))
+    if len(epochs) < MIN_EPOCHS:
+        return None
+    epochs = epochs[1:] if len(epochs) > MIN_EPOCHS else epochs
+    confidence = np.full((len(epochs), len(idx)), np.nan)
+    correct = np.zeros((len(epochs), len(idx)), dtype=bool)
+    for k, epoch in enumerate(epochs):
+        try:
+            rows = EpochTable(os.path.join(run, f"epoch_{epoch}", EPOCH_TABLE_FILE)).label_confidence()
+        except EpochTableError as exc:
+            notes.append(f"the data map leaves out epoch {epoch}: {exc}")
+            continue
+        if rows is None:
+            return None
+        where = np.searchsorted(idx, rows["idx"])
+        found = (where < len(idx)) & (idx[np.minimum(where, len(idx) - 1)] == rows["idx"])
+        confidence[k, where[found]] = rows["confidence"][found]
+        correct[k, where[found]] = rows["correct"][found]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a datapoint without any history: NaN, as it should be
+        mean, spread = np.nanmean(confidence, axis=0), np.nanstd(confidence, axis=0)
+    forgetting = (correct[:-1] & ~correct[1:]).sum(axis=0)
+    return History(epochs, mean, spread, forgetting)
+
+
+def data_map(history: History, idx: np.ndarray, failed: np.ndarray, seed: int = 0) -> DataMap:
+    """Counts of each kind, failures among them, and a sample of points for the chart."""
+    kinds = history.kinds()
+    known = np.isfinite(history.confidence)
+    counts = {kind: int(((kinds == k) & known).sum()) for k, kind in enumerate(KINDS)}
+    failures = {kind: int(((kinds == k) & known & failed).sum()) for k, kind in enumerate(KINDS)}
+    rng = np.random.default_rng(seed)
+    failing, passing = np.flatnonzero(known & failed), np.flatnonzero(known & ~failed)
+    failing = rng.choice(failing, min(len(failing), POINTS // 2), replace=False) if len(failing) else failing
+    passing = rng.choice(passing, min(len(passing), POINTS - len(failing)), replace=False) if len(passing) else passing
+    shown = np.sort(np.concatenate([failing, passing]).astype(np.int64))
+    points = {"idx": idx[shown].tolist(), "confidence": np.round(history.confidence[shown], 4).tolist(),
+              "variability": np.round(history.variability[shown], 4).tolist(),
+              "forgetting": history.forgetting[shown].tolist(), "kind": [KINDS[k] for k in kinds[shown]],
+              "failed": failed[shown].tolist()}
+    return DataMap(history.epochs, counts, failures, points, idx[known & (kinds == 1)], idx[known & (kinds == 2)])

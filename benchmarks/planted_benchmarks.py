@@ -1,0 +1,196 @@
+"""The planted benchmarks of ``benchmarks.failure_discovery``: each a small training run whose causes of failure
+are known, with the ground truth to score any failure finder against.
+
+- ``planted``: the repo's example (``configs/examples/planted_failures_trainer.py``): a corner-marker shortcut,
+  uniform label noise, a small low-contrast slice, NaN, a dead channel.
+- ``sites``: ``PlantedShapesDataset`` with a conjunction of two meta values (``site`` and ``device``), a smooth
+  threshold on ``exposure``, labels swapped inside one class pair, a rare stripe artifact no meta field records,
+  and four pure-noise meta fields.
+- ``shortcuts``: a frame shortcut learnt in training and contradicted in validation (``framed``), circles drawn
+  as outlines (no meta field: a confident confusion of one class pair that is not label noise), uniform label
+  noise, the same noise fields.
+
+Each has a ``held_out`` variant (other seeds, other sites, classes and shares) to look at only once the method is
+settled: a method tuned on the others must still hold on it. Every run is small: 28-pixel images, a narrow CNN,
+a few epochs on one thread.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+
+from configs.examples.cnn_trainer import config as cnn_config
+from configs.examples.planted_failures_trainer import ChannelEnergy
+from configs.examples.planted_failures_trainer import config as planted_example
+from data.datasets.planted_shapes import PlantedShapesDataset
+from debuggers.activation_stats_debugger import ActivationStatsDebugger
+from debuggers.gradcam_debugger import GradCAMDebugger
+from debuggers.layer_output_debugger import LayerOutputDebugger
+from debuggers.wrappers.sequential_debugger import SequentialDebugger
+from models import SmallCNN
+from utils.builders import build_from_config
+
+NOISE_FIELDS = ("operator", "lot", "temperature", "night_shift")  # PlantedShapesDataset's pure-noise meta
+
+
+@dataclass
+class Cause:
+    """One planted cause: its datapoints (dataset idx) and what may name it.
+
+    ``columns``: the meta columns that describe it (empty: only the inputs show it, so it can only be found as a
+    group); ``kind``: 'group' (a set of failing datapoints), 'labels' (mislabelled datapoints, scored by the
+    label-suspect list), 'nan' (a NaN origin in ``module``), 'dead' (the dead-unit column ``column``).
+    """
+
+    name: str
+    idx: set[int]
+    columns: tuple[str, ...] = ()
+    kind: str = "group"
+    module: str = ""
+    column: str = ""
+
+
+@dataclass
+class Benchmark:
+    name: str
+    config: dict[str, Any]
+    causes: Callable[[Any], list[Cause]]  # from the validation dataset
+    distractors: tuple[str, ...] = ()  # meta columns that carry nothing
+    notes: list[str] = field(default_factory=list)
+
+
+def _debuggers(layers: tuple[str, str] = ("backbone.layer3", "backbone.layer4")) -> dict[str, Any]:
+    """Embeddings (pooled last stage), a per-channel family, whole-layer statistics and Grad-CAM (whose target
+    score restates the outcome)."""
+    return {"class": SequentialDebugger, "args": {"page_size_mb": 8, "debuggers_config": [
+        {"name": "layer4_output", "debugger_config": {"class": LayerOutputDebugger,
+                                                      "args": {"layer_name": layers[1]}}},
+        {"name": "layer3_energy", "debugger_config": {"class": ChannelEnergy, "args": {"layer_name": layers[0]}}},
+        {"name": "layer3_stats", "debugger_config": {"class": ActivationStatsDebugger,
+                                                     "args": {"layer_name": layers[0]}}},
+        {"name": "gradcam", "debugger_config": {"class": GradCAMDebugger, "args": {"target_layer": layers[1]}}},
+    ]}}
+
+
+def _shapes_config(work_dir: str, seed: int, classes: int, train: dict[str, Any], val: dict[str, Any],
+                   epochs: int = 6) -> dict[str, Any]:
+    config = copy.deepcopy({key: value for key, value in cnn_config.items() if key != "debugger"})
+    config.update(work_dir=work_dir, seed=seed, epochs=epochs, checkpoint_method="latest")
+    config["train_dataset"] = {"class": PlantedShapesDataset, "args": {
+        "num_datapoints": 2500, "split": "train", "num_classes": classes, "seed": seed, **train}}
+    config["val_dataset"] = {"class": PlantedShapesDataset, "args": {
+        "num_datapoints": 1200, "split": "val", "num_classes": classes, "seed": seed, **val}}
+    config["model"] = {"class": SmallCNN, "args": {"num_classes": classes, "widths": (12, 24, 32, 32)}}
+    config["scheduler"] = {"class": torch.optim.lr_scheduler.CosineAnnealingLR, "args": {"T_max": epochs}}
+    config["debugger"] = _debuggers()
+    return config
+
+
+def _where(dataset: Any, test: Callable[[Any], bool]) -> set[int]:
+    return {i for i in range(len(dataset)) if test(dataset.planted(i))}
+
+
+def sites(work_dir: str, held_out: bool = False, seed: int = 0) -> Benchmark:
+    """``seed`` shifts the dataset's and the training's seeds (the same causes, other draws)."""
+    base, classes = (11, 6) if held_out else (1, 5)
+    seed += base
+    site, device = ("A", "new") if held_out else ("C", "old")
+    pair = (0, 3, 0.25) if held_out else (1, 2, 0.2)
+    dim_below = 0.3 if held_out else 0.22
+    common = {"dim_below": dim_below, "pair_flip": pair}  # the old devices of one site degrade after training
+    config = _shapes_config(work_dir, seed, classes, common,
+                            {**common, "degraded": (site, device), "artifact_prob": 0.025})
+
+    def causes(dataset: Any) -> list[Cause]:
+        return [Cause(f"conjunction site = {site} and device = {device}", _where(dataset, lambda p: p.degraded),
+                      ("site", "device")),
+                Cause(f"exposure < {dim_below}", _where(dataset, lambda p: p.dim), ("exposure",)),
+                Cause("stripe artifact (no meta column)", _where(dataset, lambda p: p.artifact)),
+                Cause(f"labels of classes {pair[0]} and {pair[1]} swapped", _where(dataset, lambda p: p.mislabelled),
+                      kind="labels")]
+    return Benchmark("sites" + (" (held out)" if held_out else ""), config, causes, NOISE_FIELDS)
+
+
+def shortcuts(work_dir: str, held_out: bool = False, seed: int = 0) -> Benchmark:
+    base, classes = (12, 6) if held_out else (2, 5)
+    seed += base
+    noise = 0.05 if held_out else 0.04
+    config = _shapes_config(work_dir, seed, classes, {"frame_prob": 0.85, "label_noise": noise},
+                            {"frame_prob": 0.1 if held_out else 0.12, "frame_agrees": False,
+                             "outline_prob": 0.45 if held_out else 0.4, "label_noise": noise})
+
+    def causes(dataset: Any) -> list[Cause]:
+        return [Cause("frame naming another class", _where(dataset, lambda p: p.frame_class is not None), ("framed",)),
+                Cause("circles drawn as outlines (no meta column)", _where(dataset, lambda p: p.outline)),
+                Cause("uniform label noise", _where(dataset, lambda p: p.mislabelled), kind="labels")]
+    return Benchmark("shortcuts" + (" (held out)" if held_out else ""), config, causes, NOISE_FIELDS)
+
+
+def planted(work_dir: str, held_out: bool = False, seed: int = 0, small: bool = False) -> Benchmark:
+    """The repo's planted example (``small``: the tests' version); held out: other seeds."""
+    config = copy.deepcopy(planted_example)
+    config["work_dir"] = work_dir
+    seed += 5 if held_out else 0
+    config["seed"] = seed
+    for key in ("train_dataset", "val_dataset"):
+        config[key]["args"]["seed"] = seed
+    if small:
+        for key, size in (("train_dataset", 1500), ("val_dataset", 600)):
+            config[key]["args"].update(num_datapoints=size, num_classes=4, resolution=24)
+        config["train_dataset"]["args"]["marker_prob"] = 0.7  # the narrow CNN leans on a weaker shortcut
+        config["model"]["args"].update(num_classes=4, widths=(8, 16, 16, 16))
+        config["train_dataloader"]["args"]["batch_size"] = 16
+        config["epochs"] = 5
+        config["scheduler"]["args"]["T_max"] = 5
+    nan_layer = config["model"]["args"]["nan_layer"]
+    dead_layer, dead_channel = config["model"]["args"]["dead_channel"]
+    energy = next(entry["name"] for entry in config["debugger"]["args"]["debuggers_config"]
+                  if entry["debugger_config"]["args"].get("layer_name") == dead_layer)
+
+    def causes(dataset: Any) -> list[Cause]:
+        return [Cause("shortcut marker", _where(dataset, lambda p: p.marker_class is not None), ("marker",)),
+                Cause("small, low-contrast shapes", _where(dataset, lambda p: p.hard), ("scale", "contrast")),
+                Cause("label noise", _where(dataset, lambda p: p.label_flipped), kind="labels"),
+                Cause("NaN", _where(dataset, lambda p: p.saturated), kind="nan", module=nan_layer),
+                Cause("dead channel", set(), kind="dead", column=f"{energy}.c{dead_channel}")]
+    return Benchmark("planted" + (" (held out)" if held_out else ""), config, causes)
+
+
+BENCHMARKS: dict[str, Callable[..., Benchmark]] = {"planted": planted, "sites": sites, "shortcuts": shortcuts}
+
+
+def validation_dataset(config: dict[str, Any]) -> Any:
+    return build_from_config(config["val_dataset"], "config['val_dataset']")
+
+
+def cause_rows(benchmark: Benchmark) -> list[Cause]:
+    return benchmark.causes(validation_dataset(benchmark.config))
+
+
+def failing_causes(causes: list[Cause], failed_idx: set[int], datapoints: int, ratio: float = 1.5) -> list[str]:
+    """The causes whose datapoints fail at least ``ratio`` times the rest (the issue's bar for "must be found")."""
+    kept = []
+    for cause in causes:
+        if cause.kind != "group" or not cause.idx:
+            continue
+        inside = len(cause.idx & failed_idx) / len(cause.idx)
+        rest = len(failed_idx - cause.idx) / max(datapoints - len(cause.idx), 1)
+        if inside >= ratio * rest:
+            kept.append(cause.name)
+    return kept
+
+
+def default_example(work_dir: str) -> dict[str, Any]:
+    """The README's default example (``configs/examples/cnn_trainer.py``), whose real mark is ``occluded``."""
+    config = copy.deepcopy(cnn_config)
+    config["work_dir"] = work_dir
+    return config
+
+
+def optional(value: Optional[int]) -> str:
+    return "-" if value is None else str(value)
