@@ -10,7 +10,9 @@ from runners.eval_viewer.callbacks import (
     datapoint,
     export,
     failures,
+    gallery,
     model_report,
+    pictures,
     runs,
     scores,
     selection,
@@ -19,5 +21,6 @@ from runners.eval_viewer.callbacks import (
 
 
 def register_callbacks(app: Dash, backend: ViewerBackend) -> None:
-    for module in (runs, table, scores, selection, datapoint, compare, model_report, failures, export):
+    for module in (runs, table, scores, selection, datapoint, compare, model_report, failures, export, pictures,
+                   gallery):
         module.register(app, backend)

@@ -16,9 +16,11 @@ from dash import Dash, Input, Output, State, no_update
 from runners.eval_viewer.backend.runs import Epoch
 from runners.eval_viewer.backend.scores import ScoresError, default_metric
 from runners.eval_viewer.backend.table import TABLE_ERRORS
+from runners.eval_viewer.backend.thumbnails import has_pictures
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.components import HIDDEN_COLUMNS, debug_hint, epoch_badges
 from runners.eval_viewer.callbacks.failures import narrowed_idx
+from runners.eval_viewer.callbacks.pictures import thumbnail_column
 from runners.eval_viewer.layout import ids
 
 DEBUG_MARK = "✓"
@@ -120,9 +122,11 @@ def epoch_view(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optio
         version: Optional[str] = backend.version(epoch)
     except ScoresError:
         version = None  # removed while listed: the score views say so when they redraw
+    columns = column_defs(backend, epoch, chosen, sort)
+    if columns and has_pictures(backend, run):  # after '#': each row's input image
+        columns.insert(1, thumbnail_column(run.path, version))
     return EpochView(metrics, chosen, epoch_badges(backend, epoch) + debug_hint(epochs, epoch),
-                     _query(run_path, epoch_key, chosen, version, idx_filter),
-                     column_defs(backend, epoch, chosen, sort))
+                     _query(run_path, epoch_key, chosen, version, idx_filter), columns)
 
 
 def _query(run_path: Optional[str], epoch_key: Optional[str], metric: Optional[str], version: Optional[str],

@@ -34,7 +34,8 @@ TAB_COMPARE_EPOCHS = "tab-compare-epochs"
 TAB_COMPARE_RUNS = "tab-compare-runs"
 TAB_MODEL_REPORT = "tab-model-report"
 TAB_FAILURES = "tab-failures"
-TAB_VALUES = (TAB_DATAPOINT, TAB_COMPARE_EPOCHS, TAB_COMPARE_RUNS, TAB_MODEL_REPORT, TAB_FAILURES)
+TAB_GALLERY = "tab-gallery"
+TAB_VALUES = (TAB_DATAPOINT, TAB_GALLERY, TAB_COMPARE_EPOCHS, TAB_COMPARE_RUNS, TAB_MODEL_REPORT, TAB_FAILURES)
 
 DATAPOINT_PANEL = "datapoint-panel"
 DEBUGGER_PICK = "debugger-pick"  # the debuggers whose outputs the Datapoint tab draws

@@ -9,10 +9,12 @@ from runners.eval_viewer.callbacks.compare import epochs_to_compare, other_run_o
 from runners.eval_viewer.callbacks.components import NOTHING_OPEN
 from runners.eval_viewer.callbacks.datapoint import build_panel, shown_debuggers
 from runners.eval_viewer.callbacks.failures import findings_content
+from runners.eval_viewer.callbacks.gallery import first_gallery
 from runners.eval_viewer.callbacks.model_report import render_model_report
 from runners.eval_viewer.layout import ids
 from runners.eval_viewer.layout.failures import failures_tab
 from runners.eval_viewer.layout.first_view import FirstView
+from runners.eval_viewer.layout.gallery import gallery_tab
 
 
 def _tab(label: str, value: str, children: list) -> dcc.Tab:
@@ -46,6 +48,7 @@ def datapoint_tabs(backend: ViewerBackend, first: FirstView, run_options: list[d
         _tab("Datapoint", ids.TAB_DATAPOINT, [
             dcc.Checklist(id=ids.DEBUGGER_PICK, options=debuggers, value=shown, inline=True, className="debugger-pick"),
             html.Div(panel, id=ids.DATAPOINT_PANEL)]),
+        gallery_tab(*first_gallery(backend, first)),
         _tab("Compare epochs", ids.TAB_COMPARE_EPOCHS, [
             html.Label("Epochs side by side (those with debug outputs are preselected)"),
             dcc.Dropdown(id=ids.COMPARE_EPOCHS_SELECT, options=epoch_options, value=compared, multi=True),
