@@ -205,15 +205,22 @@ def table_rows(backend: ViewerBackend, query: dict, request: dict, start: int,
     epoch, table = table_of(backend, query.get("run"), query.get("epoch"))
     if table is None:
         return [], 0, 0, ""
-    where = where_of(request.get("filterModel") or {}, backend.class_names(epoch))
-    if query.get("idx") is not None:
-        where.append(("idx", "in", list(query["idx"])))
+    where = table_where(backend, epoch, query, request.get("filterModel"))
     order_by, descending = _order_of(request.get("sortModel") or [])
     rows = table.page(where=where, order_by=order_by, descending=descending, offset=start, limit=max(end - start, 0))
     debug = backend.debug_indices(epoch)
     for row in rows:
         row["debug"] = DEBUG_MARK if row["idx"] in debug else ""
     return rows, table.count(where), table.count(), epoch.label
+
+
+def table_where(backend: ViewerBackend, epoch: Epoch, query: dict, filter_model: Optional[dict]) -> list[tuple]:
+    """The table's rows as ``(column, op, value)`` triples: its filters (AG Grid's filter model) and the idx a
+    Failures finding narrows it to; what the rows, the score grid, the gallery and the export all show."""
+    where = where_of(filter_model or {}, backend.class_names(epoch))
+    if query.get("idx") is not None:
+        where.append(("idx", "in", list(query["idx"])))
+    return where
 
 
 def _order_of(sort_model: list[dict]) -> tuple[Optional[str], bool]:
