@@ -13,6 +13,7 @@ from runners.eval_viewer.callbacks import (
     gallery,
     model_report,
     pictures,
+    run_diff,
     runs,
     scores,
     selection,
@@ -22,5 +23,5 @@ from runners.eval_viewer.callbacks import (
 
 def register_callbacks(app: Dash, backend: ViewerBackend) -> None:
     for module in (runs, table, scores, selection, datapoint, compare, model_report, failures, export, pictures,
-                   gallery):
+                   gallery, run_diff):
         module.register(app, backend)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
 from dash import Dash, Input, Output, State, html, no_update
 
 from data.viewer.layout.display.display_compare import CompareColumn, display_compare
@@ -18,12 +19,11 @@ from data.viewer.layout.display.display_datapoint import debug_body, display_sum
 from data.viewer.layout.display.display_debug_outputs import figure_context
 from data.viewer.layout.display.display_inputs import display_inputs
 from data.viewer.layout.display.display_labels import class_badges
+from runners.datapoint_capture import ITEM_KEYS
 from runners.eval_viewer.backend.datapoint import load_datapoint, load_item
 from runners.eval_viewer.backend.runs import Epoch, Run
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.components import (
-    column,
-    datapoint_title,
     default_epoch,
     epoch_option,
     message,
@@ -49,16 +49,34 @@ def epoch_columns(backend: ViewerBackend, run: Run, epochs: list[Epoch], idx: in
 
 
 def run_columns(backend: ViewerBackend, sides: list[tuple[Run, Epoch]], idx: int) -> html.Div:
-    """The datapoint ``idx`` in each (run, epoch): inputs, labels and meta info side by side, then the
-    Debug Outputs as aligned rows."""
-    summaries, columns = [], []
-    for run, epoch in sides:
-        datapoint = load_datapoint(backend, run, epoch, idx)
-        columns.append(_compare_column(datapoint, f"{run.name} · {epoch.label}"))
-        body = message(datapoint["missing"], "secondary") if datapoint.get("missing") else \
-            display_summary(datapoint)
-        summaries.append(column([datapoint_title(run, epoch, idx), body], len(sides)))
-    return html.Div([html.Div(summaries, className="compare-row"), section("Debug Outputs", display_compare(columns))])
+    """The datapoint ``idx`` in each (run, epoch): its inputs, labels and meta info once (again for a side whose
+    captured datapoint differs: another validation set), then each side's badges and Debug Outputs as aligned
+    rows."""
+    datapoints = [load_datapoint(backend, run, epoch, idx) for run, epoch in sides]
+    columns = [_compare_column(datapoint, f"{run.name} · {epoch.label}")
+               for (run, epoch), datapoint in zip(sides, datapoints)]
+    present = [(side, datapoint) for side, datapoint in zip(sides, datapoints) if not datapoint.get("missing")]
+    shown = [(side, datapoint) for i, (side, datapoint) in enumerate(present)
+             if i == 0 or not same_item(datapoint, present[0][1])]
+    title = html.H5(f"datapoint {idx} · " + " and ".join(f"{run.name} · {epoch.label}" for run, epoch in sides),
+                    className="datapoint-title")
+    summaries = [html.Div([html.H6(f"as {run.name} captured it"), display_summary(datapoint)])
+                 if len(shown) > 1 else display_summary(datapoint) for (run, _), datapoint in shown]
+    return html.Div([title, *summaries, section("Debug Outputs", display_compare(columns))])
+
+
+def same_item(first: dict, second: dict) -> bool:
+    """Whether two sides captured the same inputs, labels and meta info (the same validation set)."""
+    return all(_same(first.get(part), second.get(part)) for part in ITEM_KEYS)
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[key], b[key]) for key in a)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.array_equal(a, b, equal_nan=a.dtype.kind
+                                                                                              in "fc")
+    return type(a) is type(b) and a == b
 
 
 def _compare_column(datapoint: dict, title: str) -> CompareColumn:
@@ -105,12 +123,12 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         return other_run_options(options, run_path)
 
     @app.callback(Output(ids.COMPARE_RUN_EPOCH_SELECT, "options"), Output(ids.COMPARE_RUN_EPOCH_SELECT, "value"),
-                  Input(ids.COMPARE_RUN_SELECT, "value"), State(ids.EPOCH_SELECT, "value"), prevent_initial_call=True)
-    def other_run_epochs(other_path: Optional[str], epoch_key: Optional[str]) -> tuple:
+                  Input(ids.COMPARE_RUN_SELECT, "value"), State(ids.EPOCH_SELECT, "value"),
+                  State(ids.RUN_SELECT, "value"), prevent_initial_call=True)
+    def other_run_epochs(other_path: Optional[str], epoch_key: Optional[str], run_path: Optional[str]) -> tuple:
         other = backend.run(other_path)
         epochs = backend.epochs(other) if other else []
-        keys = {e.key for e in epochs}
-        return [epoch_option(e) for e in epochs], epoch_key if epoch_key in keys else default_epoch(epochs)
+        return [epoch_option(e) for e in epochs], second_epoch(epochs, epoch_key, other_path == run_path)
 
     @app.callback(Output(ids.COMPARE_RUNS_PANEL, "children"), Input(ids.COMPARE_RUNS_SHOWN, "data"),
                   Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"),
@@ -140,8 +158,22 @@ def epochs_to_compare(backend: ViewerBackend, run_path: Optional[str], epoch_key
 
 
 def other_run_options(options: Optional[list], run_path: Optional[str]) -> list:
-    """The runs to compare the chosen one with: every other run."""
-    return [option for option in options or [] if option["value"] != run_path]
+    """The runs to compare the chosen one with: every run, the chosen one first (another of its epochs)."""
+    own = [{**option, "label": f"this run: {option['label']}"} for option in options or []
+           if option["value"] == run_path]
+    return own + [option for option in options or [] if option["value"] != run_path]
+
+
+def second_epoch(epochs: list[Epoch], epoch_key: Optional[str], same_run: bool) -> Optional[str]:
+    """The epoch of the second side first chosen: the same epoch in another run (where it has it); in the same
+    run, the epoch before the chosen one (the one after for the first epoch)."""
+    keys = [e.key for e in epochs]
+    if not same_run:
+        return epoch_key if epoch_key in keys else default_epoch(epochs)
+    if epoch_key not in keys or len(keys) < 2:
+        return default_epoch(epochs)
+    at = keys.index(epoch_key)
+    return keys[at - 1] if at > 0 else keys[1]
 
 
 def _side(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> Optional[tuple[Run, Epoch]]:

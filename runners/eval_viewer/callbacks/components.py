@@ -109,6 +109,3 @@ def _format(value: object) -> str:
 def datapoint_title(run: Run, epoch: Epoch, idx: int) -> html.H5:
     return html.H5(f"datapoint {idx} · {run.name} · {epoch.label}", className="datapoint-title")
 
-
-def column(children: list, count: int) -> html.Div:
-    return html.Div(children, className="compare-column", style={"width": f"{100 / max(count, 1):.2f}%"})

@@ -8,6 +8,7 @@ so nothing typed in the page reaches a query as text.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -229,12 +230,13 @@ def _order_of(sort_model: list[dict]) -> tuple[Optional[str], bool]:
     return sort_model[0]["colId"], sort_model[0].get("sort") == "desc"
 
 
-def where_of(filter_model: dict, class_names: dict[int, str]) -> list[tuple[str, str, Any]]:
-    """AG Grid's filter model as ``(column, op, value)`` triples; class names in label columns become ids."""
+def where_of(filter_model: dict, class_names: dict[int, str],
+             label_columns: Sequence[str] = LABEL_COLUMNS) -> list[tuple[str, str, Any]]:
+    """AG Grid's filter model as ``(column, op, value)`` triples; class names in ``label_columns`` become ids."""
     where: list[tuple[str, str, Any]] = []
     for column, condition in filter_model.items():
         kind, value = condition.get("type"), condition.get("filter")
-        if column in LABEL_COLUMNS:
+        if column in label_columns:
             where.append((column, "in", _matching_classes(str(value or ""), class_names)))
         elif condition.get("filterType") == "text":
             where.append((column, "=", _typed_text(str(value or ""))))

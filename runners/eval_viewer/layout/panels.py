@@ -15,6 +15,7 @@ from runners.eval_viewer.layout import ids
 from runners.eval_viewer.layout.failures import failures_tab
 from runners.eval_viewer.layout.first_view import FirstView
 from runners.eval_viewer.layout.gallery import gallery_tab
+from runners.eval_viewer.layout.run_diff import run_diff_section
 
 
 def _tab(label: str, value: str, children: list) -> dcc.Tab:
@@ -63,6 +64,7 @@ def datapoint_tabs(backend: ViewerBackend, first: FirstView, run_options: list[d
                 html.Div([html.Label("Its epoch"), dcc.Dropdown(id=ids.COMPARE_RUN_EPOCH_SELECT)],
                          className="control", style={"width": "30%"}),
             ], className="controls"),
+            run_diff_section(),
             dcc.Store(id=ids.COMPARE_RUNS_SHOWN),
             html.Div(NOTHING_OPEN, id=ids.COMPARE_RUNS_PANEL),
         ]),

@@ -1,0 +1,159 @@
+"""Run against run (``layout/run_diff.py``): the joined table of the two epochs Compare runs shows.
+
+The browser writes the two sides and the metric into ``SHOWN`` only while the tab is shown and when they change,
+so a hidden comparison costs nothing; the server then joins them (once per pair of tables, ``RunDiffs``) and
+sends the summary and the columns. Rows are served a block at a time, filtered and sorted on the server like
+the datapoint table's: AG Grid's filter model becomes ``(column, op, value)`` triples checked against the
+joined table's own columns, values bound as parameters. A malformed request is answered with a message.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+from dash import Dash, Input, Output, State
+
+from runners.eval_viewer.backend.run_diff import CLASS_COLUMNS, RIGHT_TO_WRONG, WRONG_TO_RIGHT, RunDiff, RunDiffs, Side
+from runners.eval_viewer.backend.table import TABLE_ERRORS
+from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.table import where_of
+from runners.eval_viewer.layout import ids, run_diff
+from utils.errors import LanternUserError
+
+MAX_ROWS_PER_REQUEST = 1000  # AG Grid asks for 100; a larger ask is refused, not served
+
+_WHILE_SHOWN = """function(tab, run, epoch, other, otherEpoch, metric, previous) {
+    if (tab !== 'TAB') { return window.dash_clientside.no_update; }
+    const shown = {first: {run: run, epoch: epoch}, second: {run: other, epoch: otherEpoch}, metric: metric};
+    return JSON.stringify(shown) === JSON.stringify(previous) ? window.dash_clientside.no_update : shown;
+}""".replace("TAB", ids.TAB_COMPARE_RUNS)
+
+_RESET = """function(query) {
+    // New sides: their filters go, then the rows are asked again (as the datapoint table does on a switch).
+    try {
+        const api = dash_ag_grid.getApi('TABLE');
+        api.setFilterModel(null);
+        api.purgeInfiniteCache();
+    } catch (error) { /* not drawn yet: it asks for its rows when it is */ }
+    return window.dash_clientside.no_update;
+}""".replace("TABLE", run_diff.TABLE)
+
+_FLIPS = """function(all, toWrong, toRight) {
+    const trigger = ((window.dash_clientside.callback_context.triggered[0] || {}).prop_id || '').split('.')[0];
+    const change = FLIPS[trigger];
+    try {
+        dash_ag_grid.getApi('TABLE').setFilterModel(
+            change ? {change: {filterType: 'text', type: 'equals', filter: change}} : null);
+    } catch (error) { /* not drawn */ }
+    return window.dash_clientside.no_update;
+}""".replace("TABLE", run_diff.TABLE).replace("FLIPS", json.dumps({run_diff.SHOW_TO_WRONG: RIGHT_TO_WRONG,
+                                                                        run_diff.SHOW_TO_RIGHT: WRONG_TO_RIGHT}))
+
+_OPEN = """function(cell) {
+    const id = String((cell || {}).rowId);
+    return /^[0-9]+$/.test(id) ? [parseInt(id), null] : [window.dash_clientside.no_update,
+                                                          window.dash_clientside.no_update];
+}"""
+
+
+class BadRequest(LanternUserError):
+    """A rows request the joined table cannot answer (malformed paging, sort or filter)."""
+
+
+def register(app: Dash, backend: ViewerBackend) -> None:
+    diffs = RunDiffs(backend)
+    app.clientside_callback(_WHILE_SHOWN, Output(run_diff.SHOWN, "data"), Input(ids.TABS, "value"),
+                            Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"),
+                            Input(ids.COMPARE_RUN_SELECT, "value"), Input(ids.COMPARE_RUN_EPOCH_SELECT, "value"),
+                            Input(ids.METRIC_SELECT, "value"), State(run_diff.SHOWN, "data"),
+                            prevent_initial_call=True)
+    app.clientside_callback(_RESET, Output(run_diff.TABLE, "id"), Input(run_diff.QUERY, "data"),
+                            prevent_initial_call=True)
+    app.clientside_callback(_FLIPS, Output(run_diff.SHOW_ALL, "id"), Input(run_diff.SHOW_ALL, "n_clicks"),
+                            Input(run_diff.SHOW_TO_WRONG, "n_clicks"), Input(run_diff.SHOW_TO_RIGHT, "n_clicks"),
+                            prevent_initial_call=True)
+    app.clientside_callback(_OPEN, Output(ids.SELECTED, "data", allow_duplicate=True),
+                            Output(ids.SELECTED_ROW, "data", allow_duplicate=True),
+                            Input(run_diff.TABLE, "cellClicked"), prevent_initial_call=True)
+
+    @app.callback(Output(run_diff.QUERY, "data"), Output(run_diff.TABLE, "columnDefs"),
+                  Output(run_diff.SUMMARY, "children"), Output(run_diff.SUMMARY, "color"),
+                  Input(run_diff.SHOWN, "data"), prevent_initial_call=True)
+    def join(shown: Optional[dict]) -> tuple:
+        """The two sides joined: the query the rows are served for, the columns, the summary line."""
+        sides = _sides(backend, shown or {})
+        if sides is None:
+            return None, [], run_diff.CHOOSE, "light"
+        try:
+            diff = diffs.diff(*sides, (shown or {}).get("metric"))
+        except TABLE_ERRORS + (LanternUserError,) as exc:
+            return None, [], str(exc), "warning"
+        query = {"first": shown["first"], "second": shown["second"], "metric": diff.metric}
+        classes = {**backend.class_names(sides[1].epoch), **backend.class_names(sides[0].epoch)}
+        return query, run_diff.diff_columns(diff, classes), run_diff.summary(diff), "info"
+
+    @app.callback(Output(run_diff.TABLE, "getRowsResponse"), Output(run_diff.CAPTION, "children"),
+                  Input(run_diff.TABLE, "getRowsRequest"), State(run_diff.QUERY, "data"), prevent_initial_call=True)
+    def serve_rows(request: Any, query: Optional[dict]) -> tuple:
+        sides = _sides(backend, query or {})
+        if not request or sides is None:
+            return {"rowData": [], "rowCount": 0}, ""
+        try:
+            diff = diffs.diff(*sides, query.get("metric"))
+            rows, count = diff_rows(diff, request, {**backend.class_names(sides[1].epoch),
+                                                    **backend.class_names(sides[0].epoch)})
+        except TABLE_ERRORS + (LanternUserError,) as exc:
+            return {"rowData": [], "rowCount": 0}, str(exc)
+        return {"rowData": rows, "rowCount": count}, _caption(diff, count, request)
+
+
+def diff_rows(diff: RunDiff, request: Any, class_names: dict[int, str]) -> tuple[list[dict], int]:
+    """Rows ``startRow .. endRow`` of the joined table under the request's filters and sort, and how many match."""
+    start, end, order_by, descending, filter_model = _parsed(request)
+    try:
+        where = where_of(filter_model, class_names, CLASS_COLUMNS)
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise BadRequest(f"the table's filters cannot be read ({type(exc).__name__}); clear them") from exc
+    rows = diff.table.page(where=where, order_by=order_by, descending=descending, offset=start, limit=end - start)
+    return [{key: value for key, value in row.items() if key != "label_differs"} for row in rows], \
+        diff.table.count(where)
+
+
+def _parsed(request: Any) -> tuple[int, int, Optional[str], bool, dict]:
+    """Paging, sort and filters of an AG Grid rows request, checked; ``BadRequest`` says what is malformed."""
+    if not isinstance(request, dict):
+        raise BadRequest("a rows request must be an object with startRow, endRow, sortModel and filterModel")
+    start, end = request.get("startRow", 0), request.get("endRow", 100)
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (start, end)) or not 0 <= start <= end \
+            or end - start > MAX_ROWS_PER_REQUEST:
+        raise BadRequest(f"rows {start!r}..{end!r} cannot be served: ask for at most {MAX_ROWS_PER_REQUEST} rows "
+                         "by non-negative whole numbers")
+    sort_model, filter_model = request.get("sortModel") or [], request.get("filterModel") or {}
+    sort = sort_model[0] if isinstance(sort_model, list) and sort_model else {}
+    if not isinstance(sort, dict) or not isinstance(filter_model, dict) or \
+            not all(isinstance(condition, dict) for condition in filter_model.values()):
+        raise BadRequest("the table's sort or filters are malformed; clear them")
+    return start, end, sort.get("colId"), sort.get("sort") == "desc", filter_model
+
+
+def _sides(backend: ViewerBackend, shown: dict) -> Optional[tuple[Side, Side]]:
+    """The two (run, epoch) sides ``shown`` names, None until both are chosen and exist."""
+    sides = []
+    for part in ("first", "second"):
+        chosen = shown.get(part) if isinstance(shown.get(part), dict) else {}
+        run = backend.run(chosen.get("run") if isinstance(chosen.get("run"), str) else None)
+        epoch = backend.epoch(run, chosen.get("epoch")) if run else None
+        if epoch is None:
+            return None
+        sides.append(Side(run, epoch))
+    return sides[0], sides[1]
+
+
+def _caption(diff: RunDiff, count: int, request: dict) -> str:
+    total = diff.table.count()
+    sort = (request.get("sortModel") or [{}])[0]
+    order = f", sorted by {run_diff.column_title(sort['colId'], diff.metric)} " \
+            f"({'highest' if sort.get('sort') == 'desc' else 'lowest'} first)" if sort.get("colId") else ""
+    matching = f"{count} of {total} datapoints match the filters" if count < total else f"{total} datapoints"
+    return f"{matching}{order}; click one to open it in both below."
