@@ -14,10 +14,9 @@ from typing import Any, Optional
 
 from dash import ALL, Dash, Input, Output, State, no_update
 
-from runners.eval_viewer.backend.table import TABLE_ERRORS
+from runners.eval_viewer.backend.table import HIDDEN_COLUMNS, TABLE_ERRORS
 from runners.eval_viewer.backend.thumbnails import overlay_names
 from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks.components import HIDDEN_COLUMNS
 from runners.eval_viewer.callbacks.table import table_of, table_rows
 from runners.eval_viewer.layout import gallery, ids
 from runners.eval_viewer.layout.first_view import FirstView

@@ -28,7 +28,8 @@ def datapoint_navigation() -> html.Div:
         html.Button("◀ previous (k)", id=ids.PREV_BUTTON, className="small-button", title="previous row (k)"),
         html.Button("next (j) ▶", id=ids.NEXT_BUTTON, className="small-button", title="next row (j)"),
         html.Button("Export filtered rows as HTML", id=ids.EXPORT_BUTTON, className="small-button",
-                    title="a self-contained HTML report of the table's filtered datapoints (at most 50)"),
+                    title="a self-contained HTML report of the table's filtered datapoints, in its order, "
+                          "saying which filters and sort chose them"),
         html.Span(id=ids.NAVIGATION_NOTE, className="hint"),
         dcc.Download(id=ids.EXPORT_DOWNLOAD),
     ], className="navigation")

@@ -33,13 +33,18 @@ BOTTOM = 6  # room below the maps for the colour bar's lowest label
 def picture_component(figure: go.Figure, class_name: str) -> html.Figure:
     """A picture figure (``is_picture``) as one image: a mosaic of maps (``layout.meta['tiles']``) or panels of a
     heatmap over an image, with one colour bar; its colour range on hover."""
-    meta = figure.layout.meta if isinstance(figure.layout.meta, dict) else {}
-    svg, span = _mosaic(figure) if "tiles" in meta else _panels(figure)
+    source, span = picture_source(figure)
     title = str(figure.layout.title.text or "")
-    image = html.Img(src="data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode("ascii"), alt=title,
-                     title=span, className="picture")
+    image = html.Img(src=source, alt=title, title=span, className="picture")
     return html.Figure([html.Figcaption(title, className="figure-title", style=FIGURE_TITLE), image],
                        className=f"{class_name} picture-figure")
+
+
+def picture_source(figure: go.Figure) -> tuple[str, str]:
+    """A picture figure as an ``<img>`` source (an SVG data URI) and its colour range in words."""
+    meta = figure.layout.meta if isinstance(figure.layout.meta, dict) else {}
+    svg, span = _mosaic(figure) if "tiles" in meta else _panels(figure)
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode("ascii"), span
 
 
 def colours(z: np.ndarray, colorscale: Any, low: float, high: float) -> np.ndarray:
