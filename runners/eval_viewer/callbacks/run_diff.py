@@ -130,7 +130,7 @@ def _parsed(request: Any) -> tuple[int, int, Optional[str], bool, dict]:
         raise BadRequest(f"rows {start!r}..{end!r} cannot be served: ask for at most {MAX_ROWS_PER_REQUEST} rows "
                          "by non-negative whole numbers")
     sort_model, filter_model = request.get("sortModel") or [], request.get("filterModel") or {}
-    sort = sort_model[0] if isinstance(sort_model, list) and sort_model else {}
+    sort = (sort_model or [{}])[0] if isinstance(sort_model, list) else None
     if not isinstance(sort, dict) or not isinstance(filter_model, dict) or \
             not all(isinstance(condition, dict) for condition in filter_model.values()):
         raise BadRequest("the table's sort or filters are malformed; clear them")
