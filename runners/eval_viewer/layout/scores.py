@@ -25,6 +25,7 @@ def datapoint_table(columns: list[dict], open_idx: Optional[int]) -> dag.AgGrid:
     ``callbacks/selection.py`` keeps up with the open datapoint however it was opened)."""
     return dag.AgGrid(
         id=ids.TABLE, rowModelType="infinite", columnDefs=columns, getRowId="'' + params.data.idx",
+        filterModel={},  # as the grid reports it when it mounts: the score grid (which follows it) is not redrawn
         defaultColDef={"sortable": True, "filter": True, "floatingFilter": True, "resizable": True,
                        "minWidth": 90, "flex": 1, "filterParams": {"maxNumConditions": 1, "buttons": ["reset"]}},
         rowClassRules={OPEN_ROW_CLASS: "params.data && params.data.idx === params.context.open"},
