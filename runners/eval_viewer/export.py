@@ -43,7 +43,7 @@ from data.viewer.layout.display.figures import (
     model_report_figures,
 )
 from data.viewer.layout.display.overlays import picture_png
-from data.viewer.layout.display.pictures import picture_source
+from data.viewer.layout.display.pictures import picture_svg
 from data.viewer.layout.display.values import describe_value, first_image, is_table, table_text, token_strings
 from debuggers.model_report import MODEL_REPORT_FILE
 from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
@@ -135,7 +135,7 @@ def write_html(path: str, title: str, sections: Iterable[Section], note: str = "
             elif isinstance(item, Picture):
                 caption = html.escape(item.caption)
                 parts.append(f'<figure><figcaption>{caption}</figcaption><img class="input" '
-                             f'src="{html.escape(item.source)}" alt="{caption}"></figure>')
+                             f'src="{html.escape(item.source)}" alt="{caption}" loading="lazy"></figure>')
             elif isinstance(item, Note):
                 parts.append(f'<p class="note">{html.escape(item)}</p>')
             elif isinstance(item, Rows):
@@ -165,8 +165,10 @@ def _figure_html(figure: go.Figure) -> str:
     """A figure as the Datapoint tab draws it: a picture as an image, a table as text, a chart drawn in view."""
     title = html.escape(str(figure.layout.title.text or ""))
     if is_picture(figure):
-        source, span = picture_source(figure)
-        return f'<figure><figcaption>{title}</figcaption><img src="{source}" alt="{title}" title="{span}"></figure>'
+        svg, span = picture_svg(figure)  # as text, not base64 again: its maps are base64 PNGs already
+        source = html.escape("data:image/svg+xml;charset=utf-8," + svg.replace("%", "%25").replace("#", "%23"))
+        return f'<figure><figcaption>{title}</figcaption><img src="{source}" alt="{title}" title="{span}" ' \
+               'loading="lazy"></figure>'
     if is_table(figure):
         return f'<figure><figcaption>{title}</figcaption><pre class="figure-table">' \
                f'{html.escape(table_text(figure))}</pre></figure>'

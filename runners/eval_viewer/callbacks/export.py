@@ -18,9 +18,10 @@ from runners.eval_viewer.export import Selection, export_report
 from runners.eval_viewer.layout import ids
 from utils.errors import LanternUserError
 
-# Each datapoint costs the report its figures (~10-30 kB as images) and the export ~30 ms: 2000 make a report of
-# ~50 MB written in about a minute. A larger filtered set is cut to its first rows, and the caption says so.
-MAX_EXPORT = 2000
+# Each datapoint costs the report ~27 kB (the default example's figures, maps as images) and the export the drawing
+# of its figures (0.15-0.65 s, benchmarks/export_report.py): 500 make a ~14 MB report that opens in seconds, written
+# in one to five minutes. A larger filtered set is cut to its first rows, and the caption says so.
+MAX_EXPORT = 500
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 import os
 import re
 import shutil
+from urllib.parse import unquote
 
 import numpy as np
 import plotly.graph_objects as go
@@ -60,8 +60,9 @@ def export(run_dir, out, *args):
 
 def _pictures(page: str) -> dict[str, str]:
     """The report's pictures by caption: ``{title: svg}`` (maps drawn as images, as the Datapoint tab draws them)."""
-    found = re.findall(r'<figure><figcaption>([^<]*)</figcaption><img src="data:image/svg\+xml;base64,([^"]+)"', page)
-    return {html.unescape(title): base64.b64decode(svg).decode() for title, svg in found}
+    found = re.findall(r'<figure><figcaption>([^<]*)</figcaption><img src="data:image/svg\+xml;charset=utf-8,([^"]+)"',
+                       page)
+    return {html.unescape(title): unquote(html.unescape(svg)) for title, svg in found}
 
 
 def test_report_draws_maps_as_images_one_section_per_idx_and_plotly_once(run_dir, tmp_path):

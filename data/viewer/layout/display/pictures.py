@@ -42,9 +42,14 @@ def picture_component(figure: go.Figure, class_name: str) -> html.Figure:
 
 def picture_source(figure: go.Figure) -> tuple[str, str]:
     """A picture figure as an ``<img>`` source (an SVG data URI) and its colour range in words."""
-    meta = figure.layout.meta if isinstance(figure.layout.meta, dict) else {}
-    svg, span = _mosaic(figure) if "tiles" in meta else _panels(figure)
+    svg, span = picture_svg(figure)
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode("ascii"), span
+
+
+def picture_svg(figure: go.Figure) -> tuple[str, str]:
+    """A picture figure as one SVG document (its maps as PNGs) and its colour range in words."""
+    meta = figure.layout.meta if isinstance(figure.layout.meta, dict) else {}
+    return _mosaic(figure) if "tiles" in meta else _panels(figure)
 
 
 def colours(z: np.ndarray, colorscale: Any, low: float, high: float) -> np.ndarray:
