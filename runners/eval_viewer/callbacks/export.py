@@ -69,8 +69,8 @@ def describe_selection(backend: ViewerBackend, epoch: Any, query: dict, request:
     where = f" where {' and '.join(filters)}" if filters else " (no filter)"
     run = backend.run(query.get("run"))
     record = {"run": run.name if run else None, "epoch": epoch.key, "filter_model": filter_model,
-              "narrowed_to_idx": narrowed, "sort_model": request.get("sortModel") or [], "datapoints": count,
-              "of": total}
+              "narrowed_to_idx": narrowed, "datapoints": count, "of": total,
+              "sort": {"column": sort["colId"], "order": sort.get("sort")} if sort.get("colId") else None}
     return Selection(f"{count} of {total} datapoints of {epoch.label}{where}{order}.", record)
 
 
