@@ -17,11 +17,14 @@ from dash import ALL, Dash, Input, Output, State, no_update
 from runners.eval_viewer.backend.table import HIDDEN_COLUMNS, TABLE_ERRORS
 from runners.eval_viewer.backend.thumbnails import overlay_names
 from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.grid_requests import BadRequest, rows_request
 from runners.eval_viewer.callbacks.table import table_of, table_rows
 from runners.eval_viewer.layout import gallery, ids
 from runners.eval_viewer.layout.first_view import FirstView
 from runners.eval_viewer.layout.gallery import GalleryView
+from runners.eval_viewer.layout.pictures import picture_address
 
+MAX_PAGE = 2**31 // gallery.PAGE_SIZE  # past any epoch's rows: a page asked beyond it is this one (shown: the last)
 _WHILE_SHOWN = """function(tab, request, query, previous) {
     // The table's query, filters and sort, while the Gallery tab is shown and when they change; a new view of
     // the rows starts on the gallery's first page.
@@ -91,17 +94,18 @@ def gallery_view(backend: ViewerBackend, shown: dict, overlay: Optional[str], pa
                  selected: Optional[int]) -> GalleryView:
     """Page ``page`` of the table's rows (``shown``: its query, filter model and sort model) as tiles, with
     ``overlay`` drawn over their pictures where the epoch's debug outputs offer it."""
-    query = shown.get("query") or {}
+    query = shown.get("query") if isinstance(shown.get("query"), dict) else {}
+    request = {"filterModel": shown.get("filterModel") or {}, "sortModel": shown.get("sortModel") or []}
     try:
-        epoch, table = table_of(backend, query.get("run"), query.get("epoch"))
-    except TABLE_ERRORS as exc:
+        rows_request(request)
+        epoch, table = table_of(backend, _text(query.get("run")), _text(query.get("epoch")))
+    except TABLE_ERRORS + (BadRequest,) as exc:
         return GalleryView(caption=str(exc))
     if table is None:
         return GalleryView()
     offered = overlay_names(backend, epoch)
     overlay = overlay if overlay in offered else gallery.NO_OVERLAY
-    request = {"filterModel": shown.get("filterModel") or {}, "sortModel": shown.get("sortModel") or []}
-    page = max(1, page if isinstance(page, int) and not isinstance(page, bool) else 1)
+    page = min(max(1, page if isinstance(page, int) and not isinstance(page, bool) else 1), MAX_PAGE)
     try:
         rows, count, total, label = table_rows(backend, query, request, (page - 1) * gallery.PAGE_SIZE,
                                                page * gallery.PAGE_SIZE)
@@ -113,13 +117,18 @@ def gallery_view(backend: ViewerBackend, shown: dict, overlay: Optional[str], pa
         return GalleryView(caption=f"the gallery cannot show these rows: {exc}")
     sort = (request["sortModel"] or [{}])[0]
     classes = backend.class_names(epoch)
-    tiles = [gallery.tile(row, gallery.picture_address(query["run"], epoch.key, row["idx"], overlay,
+    tiles = [gallery.tile(row, picture_address(query["run"], epoch.key, row["idx"], overlay,
                                                        query.get("version")),
                           query.get("metric"), classes, row["idx"] == selected) for row in rows]
     return GalleryView(
         tiles, _caption(label, count, total, page, sort, overlay), max(1, math.ceil(count / gallery.PAGE_SIZE)),
         [{"label": "nothing", "value": gallery.NO_OVERLAY}, *({"label": name, "value": name} for name in offered)],
         overlay, sort_options(table), sort.get("colId"), "asc" if sort.get("sort") == "asc" else "desc")
+
+
+def _text(value: Any) -> Optional[str]:
+    """A run path or epoch key as the browser sent it, when it is text (it is then looked up, never used as is)."""
+    return value if isinstance(value, str) else None
 
 
 def sort_options(table: Any) -> list[dict]:

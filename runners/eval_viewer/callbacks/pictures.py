@@ -1,7 +1,8 @@
 """The pictures the page loads by address: table thumbnails and gallery tiles (``backend/thumbnails.py``).
 
 A Flask route rather than a Dash callback: the browser asks for an image only when its row or tile is on
-screen (AG Grid draws only the visible rows; tiles are ``loading="lazy"``), several at once, and keeps it
+screen (AG Grid draws only the visible rows; a tile gets its address once in view, ``assets/pictures.js``),
+several at once, and keeps it
 (the address holds the epoch's version). The rows request never waits for a picture.
 
     GET <prefix>lantern-picture?run=<run path>&idx=<n>[&epoch=<key>&overlay=<name>]&v=<version>
@@ -13,20 +14,16 @@ else is a 404 whose plain-text body says what was wrong.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping
-from typing import Optional
 
 import flask
 from dash import Dash
 
 from runners.eval_viewer.backend.thumbnails import PictureUnavailable, Thumbnails
 from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.layout.pictures import PICTURE_PATH
 
-PICTURE_PATH = "lantern-picture"
-THUMBNAIL_COLUMN = "picture"
-THUMBNAIL_RENDERER = "LanternThumbnail"  # assets/pictures.js
 _IDX = re.compile(r"[0-9]{1,18}")  # ASCII digits only: '²' is a digit to str.isdigit, not to int()
 _CACHED = "private, max-age=86400"  # the address changes with the epoch's version
 
@@ -68,17 +65,3 @@ def _missing(reason: str) -> flask.Response:
     response = flask.Response(reason, status=404, mimetype="text/plain")
     response.headers["X-Content-Type-Options"] = "nosniff"  # never read as markup, whatever the reason quotes
     return response
-
-
-def thumbnail_column(run_path: str, version: Optional[str]) -> dict:
-    """The table's thumbnail column: each visible row's picture, asked for by ``assets/pictures.js``."""
-    return {"headerName": "", "colId": THUMBNAIL_COLUMN, "cellRenderer": THUMBNAIL_RENDERER,
-            "cellRendererParams": {"path": PICTURE_PATH, "run": run_path, "version": version_tag(version)},
-            "sortable": False, "filter": False, "resizable": False, "suppressHeaderMenuButton": True,
-            "width": 40, "minWidth": 40, "maxWidth": 40, "cellClass": "thumbnail-cell"}
-
-
-def version_tag(version: Optional[str]) -> str:
-    """A short tag of the epoch's version for a picture's address: a rewritten epoch gets new addresses, so the
-    browser does not show pictures it kept of the old one."""
-    return hashlib.sha1((version or "").encode()).hexdigest()[:12]

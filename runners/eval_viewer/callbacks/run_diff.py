@@ -17,11 +17,10 @@ from dash import Dash, Input, Output, State
 from runners.eval_viewer.backend.run_diff import CLASS_COLUMNS, RIGHT_TO_WRONG, WRONG_TO_RIGHT, RunDiff, RunDiffs, Side
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.grid_requests import BadRequest, rows_request
 from runners.eval_viewer.callbacks.table import where_of
 from runners.eval_viewer.layout import ids, run_diff
 from utils.errors import LanternUserError
-
-MAX_ROWS_PER_REQUEST = 1000  # AG Grid asks for 100; a larger ask is refused, not served
 
 _WHILE_SHOWN = """function(tab, run, epoch, other, otherEpoch, metric, previous) {
     if (tab !== 'TAB') { return window.dash_clientside.no_update; }
@@ -37,7 +36,7 @@ _RESET = """function(query) {
         api.purgeInfiniteCache();
     } catch (error) { /* not drawn yet: it asks for its rows when it is */ }
     return window.dash_clientside.no_update;
-}""".replace("TABLE", run_diff.TABLE)
+}"""
 
 _FLIPS = """function(all, toWrong, toRight) {
     const trigger = ((window.dash_clientside.callback_context.triggered[0] || {}).prop_id || '').split('.')[0];
@@ -47,18 +46,13 @@ _FLIPS = """function(all, toWrong, toRight) {
             change ? {change: {filterType: 'text', type: 'equals', filter: change}} : null);
     } catch (error) { /* not drawn */ }
     return window.dash_clientside.no_update;
-}""".replace("TABLE", run_diff.TABLE).replace("FLIPS", json.dumps({run_diff.SHOW_TO_WRONG: RIGHT_TO_WRONG,
-                                                                        run_diff.SHOW_TO_RIGHT: WRONG_TO_RIGHT}))
+}"""
 
 _OPEN = """function(cell) {
     const id = String((cell || {}).rowId);
     return /^[0-9]+$/.test(id) ? [parseInt(id), null] : [window.dash_clientside.no_update,
                                                           window.dash_clientside.no_update];
 }"""
-
-
-class BadRequest(LanternUserError):
-    """A rows request the joined table cannot answer (malformed paging, sort or filter)."""
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
@@ -68,9 +62,11 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                             Input(ids.COMPARE_RUN_SELECT, "value"), Input(ids.COMPARE_RUN_EPOCH_SELECT, "value"),
                             Input(ids.METRIC_SELECT, "value"), State(run_diff.SHOWN, "data"),
                             prevent_initial_call=True)
-    app.clientside_callback(_RESET, Output(run_diff.TABLE, "id"), Input(run_diff.QUERY, "data"),
-                            prevent_initial_call=True)
-    app.clientside_callback(_FLIPS, Output(run_diff.SHOW_ALL, "id"), Input(run_diff.SHOW_ALL, "n_clicks"),
+    app.clientside_callback(_RESET.replace("TABLE", run_diff.TABLE), Output(run_diff.TABLE, "id"),
+                            Input(run_diff.QUERY, "data"), prevent_initial_call=True)
+    flips = json.dumps({run_diff.SHOW_TO_WRONG: RIGHT_TO_WRONG, run_diff.SHOW_TO_RIGHT: WRONG_TO_RIGHT})
+    app.clientside_callback(_FLIPS.replace("TABLE", run_diff.TABLE).replace("FLIPS", flips),
+                            Output(run_diff.SHOW_ALL, "id"), Input(run_diff.SHOW_ALL, "n_clicks"),
                             Input(run_diff.SHOW_TO_WRONG, "n_clicks"), Input(run_diff.SHOW_TO_RIGHT, "n_clicks"),
                             prevent_initial_call=True)
     app.clientside_callback(_OPEN, Output(ids.SELECTED, "data", allow_duplicate=True),
@@ -110,31 +106,15 @@ def register(app: Dash, backend: ViewerBackend) -> None:
 
 def diff_rows(diff: RunDiff, request: Any, class_names: dict[int, str]) -> tuple[list[dict], int]:
     """Rows ``startRow .. endRow`` of the joined table under the request's filters and sort, and how many match."""
-    start, end, order_by, descending, filter_model = _parsed(request)
+    asked = rows_request(request)
     try:
-        where = where_of(filter_model, class_names, CLASS_COLUMNS)
+        where = where_of(asked.filter_model, class_names, CLASS_COLUMNS)
     except (AttributeError, TypeError, ValueError) as exc:
         raise BadRequest(f"the table's filters cannot be read ({type(exc).__name__}); clear them") from exc
-    rows = diff.table.page(where=where, order_by=order_by, descending=descending, offset=start, limit=end - start)
+    rows = diff.table.page(where=where, order_by=asked.sort, descending=asked.descending, offset=asked.start,
+                           limit=asked.end - asked.start)
     return [{key: value for key, value in row.items() if key != "label_differs"} for row in rows], \
         diff.table.count(where)
-
-
-def _parsed(request: Any) -> tuple[int, int, Optional[str], bool, dict]:
-    """Paging, sort and filters of an AG Grid rows request, checked; ``BadRequest`` says what is malformed."""
-    if not isinstance(request, dict):
-        raise BadRequest("a rows request must be an object with startRow, endRow, sortModel and filterModel")
-    start, end = request.get("startRow", 0), request.get("endRow", 100)
-    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (start, end)) or not 0 <= start <= end \
-            or end - start > MAX_ROWS_PER_REQUEST:
-        raise BadRequest(f"rows {start!r}..{end!r} cannot be served: ask for at most {MAX_ROWS_PER_REQUEST} rows "
-                         "by non-negative whole numbers")
-    sort_model, filter_model = request.get("sortModel") or [], request.get("filterModel") or {}
-    sort = (sort_model or [{}])[0] if isinstance(sort_model, list) else None
-    if not isinstance(sort, dict) or not isinstance(filter_model, dict) or \
-            not all(isinstance(condition, dict) for condition in filter_model.values()):
-        raise BadRequest("the table's sort or filters are malformed; clear them")
-    return start, end, sort.get("colId"), sort.get("sort") == "desc", filter_model
 
 
 def _sides(backend: ViewerBackend, shown: dict) -> Optional[tuple[Side, Side]]:

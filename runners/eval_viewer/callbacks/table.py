@@ -21,8 +21,8 @@ from runners.eval_viewer.backend.thumbnails import has_pictures
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.components import HIDDEN_COLUMNS, debug_hint, epoch_badges
 from runners.eval_viewer.callbacks.failures import narrowed_idx
-from runners.eval_viewer.callbacks.pictures import thumbnail_column
 from runners.eval_viewer.layout import ids
+from runners.eval_viewer.layout.pictures import thumbnail_column
 
 DEBUG_MARK = "✓"
 LABEL_COLUMNS = ("label", "prediction")

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Optional
-from urllib.parse import urlencode
 
-import dash
 import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from data.viewer.layout.display.display_labels import class_text
-from runners.eval_viewer.callbacks.pictures import PICTURE_PATH, version_tag
 from runners.eval_viewer.layout.ids import TAB_GALLERY
 
 OVERLAY = "gallery-overlay"  # which debug output is drawn over the images ('' for none)
@@ -68,14 +65,6 @@ def gallery_tab(view: GalleryView, shown: Optional[dict]) -> dcc.Tab:
         dcc.Store(id=SHOWN, **({} if shown is None else {"data": shown})),  # no data=None: it would fire
         html.Div(view.tiles, id=TILES, className="gallery-tiles"),
     ], className="tab-body"))
-
-
-def picture_address(run_path: str, epoch_key: str, idx: int, overlay: str, version: Optional[str]) -> str:
-    """Where a tile's picture is served (``callbacks/pictures.py``); every value in the query string."""
-    query = {"run": run_path, "epoch": epoch_key, "idx": str(idx), "v": version_tag(version)}
-    if overlay:
-        query["overlay"] = overlay
-    return f"{dash.get_relative_path('/' + PICTURE_PATH)}?{urlencode(query)}"
 
 
 def tile(row: dict, address: str, metric: Optional[str], class_names: dict[int, str], is_open: bool) -> html.Div:
