@@ -9,7 +9,9 @@ driven by Chromium through playwright; every time is taken in the browser's own 
 from the user's action to what the user waits for being on screen.
 
 - page load: navigation start to the table's first rows and the score grid drawn
-  (``performance.now()`` when both are there); target ≤ 1.5 s (default example).
+  (``performance.now()`` when both are there); target ≤ 1.5 s (default example). The table has its thumbnail
+  column (the example captures its inputs); the thumbnails are asked once the rows are shown, so they are not
+  part of the page load: navigation start to every drawn row's thumbnail decoded is reported beside it.
 - click → Debug Outputs drawn: a click on the next table row (``j``) to its title and its Debug Outputs
   figures on screen drawn (maps drawn as pictures decoded, plotly graphs drawn; the viewer draws a graph below
   the fold when it is scrolled to); targets ≤ 300 ms median (default), ≤ 600 ms (all debuggers).
@@ -104,10 +106,15 @@ def serve(log_dirs: list[str]):
     return server, f"http://127.0.0.1:{server.server_port}/"
 
 
-def page_load_ms(browser, url: str) -> float:
+THUMBNAILS = f"""() => {{ const pictures = [...document.querySelectorAll('#{ids.TABLE} img.thumbnail')];
+    return pictures.length > 0 && pictures.every(img => img.complete && img.naturalWidth > 0); }}"""
+
+
+def page_load_ms(browser, url: str, wait_for: str = SHOWN) -> float:
+    """Navigation start to ``wait_for`` holding (by default: the table's rows and the grid drawn)."""
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
     page.goto(url)
-    page.wait_for_function(SHOWN, timeout=60_000)
+    page.wait_for_function(wait_for, timeout=60_000)
     elapsed = page.evaluate("performance.now()")
     page.close()
     return elapsed
@@ -239,6 +246,10 @@ def main() -> None:
                     if name == "default example":
                         for what, times in page_loads_ms(browser, urls, args.loads).items():
                             report(f"page load to interactive, {what}", times, 1500)
+                        thumbnails = [page_load_ms(browser, next(iter(urls.values())), THUMBNAILS)
+                                      for _ in range(args.loads)]
+                        print(f"{'  then the visible rows thumbnails drawn':<52} median "
+                              f"{statistics.median(thumbnails):7.0f} ms (from navigation start; n={args.loads})")
                     for what, times in clicks_ms(browser, urls, args.clicks).items():
                         report(f"click → Debug Outputs drawn, {what}", times, target)
             server, url = serve(list(large))
