@@ -13,7 +13,8 @@
 
     const components = (window.dashAgGridComponentFunctions = window.dashAgGridComponentFunctions || {});
     components.LanternThumbnail = function (props) {
-        if (!props.data || props.data.idx === undefined || props.data.idx === null) { return null; }
+        // rows of another epoch version (the old run's, still shown while the new one's rows come): no picture
+        if (!props.data || props.data.idx === null || props.data.picture_version !== props.version) { return null; }
         const query = new URLSearchParams({ run: props.run, idx: String(props.data.idx), v: props.version });
         return React.createElement("img", {
             src: `${prefix()}${props.path}?${query.toString()}`, alt: "", className: "thumbnail",

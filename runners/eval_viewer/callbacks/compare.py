@@ -62,7 +62,8 @@ def run_columns(backend: ViewerBackend, sides: list[tuple[Run, Epoch]], idx: int
                     className="datapoint-title")
     summaries = [html.Div([html.H6(f"as {run.name} captured it"), display_summary(datapoint)])
                  if len(shown) > 1 else display_summary(datapoint) for (run, _), datapoint in shown]
-    return html.Div([title, *summaries, section("Debug Outputs", display_compare(columns))])
+    missing = [message(datapoint["missing"], "secondary") for datapoint in datapoints if datapoint.get("missing")]
+    return html.Div([title, *missing, *summaries, section("Debug Outputs", display_compare(columns))])
 
 
 def same_item(first: dict, second: dict) -> bool:

@@ -22,7 +22,7 @@ from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.components import HIDDEN_COLUMNS, debug_hint, epoch_badges
 from runners.eval_viewer.callbacks.failures import narrowed_idx
 from runners.eval_viewer.layout import ids
-from runners.eval_viewer.layout.pictures import thumbnail_column
+from runners.eval_viewer.layout.pictures import PICTURE_VERSION, thumbnail_column, version_tag
 
 DEBUG_MARK = "✓"
 LABEL_COLUMNS = ("label", "prediction")
@@ -209,9 +209,10 @@ def table_rows(backend: ViewerBackend, query: dict, request: dict, start: int,
     where = table_where(backend, epoch, query, request.get("filterModel"))
     order_by, descending = _order_of(request.get("sortModel") or [])
     rows = table.page(where=where, order_by=order_by, descending=descending, offset=start, limit=max(end - start, 0))
-    debug = backend.debug_indices(epoch)
+    debug, pictures = backend.debug_indices(epoch), version_tag(query.get("version"))
     for row in rows:
         row["debug"] = DEBUG_MARK if row["idx"] in debug else ""
+        row[PICTURE_VERSION] = pictures  # its thumbnail is drawn only by columns of the same epoch version
     return rows, table.count(where), table.count(), epoch.label
 
 

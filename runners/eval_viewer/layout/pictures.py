@@ -16,6 +16,9 @@ import dash
 PICTURE_PATH = "lantern-picture"
 THUMBNAIL_COLUMN = "picture"
 THUMBNAIL_RENDERER = "LanternThumbnail"  # assets/pictures.js
+# A row's field holding the version tag of the epoch it is of: the renderer draws a thumbnail only where it is the
+# column's (a run switch gives the columns of the new run while the old run's rows are still shown).
+PICTURE_VERSION = "picture_version"
 
 
 def picture_address(run_path: str, epoch_key: str, idx: int, overlay: str, version: Optional[str]) -> str:
