@@ -18,9 +18,10 @@ from runners.eval_viewer.export import Selection, export_report
 from runners.eval_viewer.layout import ids
 from utils.errors import LanternUserError
 
-# Each datapoint costs the report ~27 kB (the default example's figures, maps as images) and the export the drawing
-# of its figures (0.15-0.65 s, benchmarks/export_report.py): 500 make a ~14 MB report that opens in seconds, written
-# in one to five minutes. A larger filtered set is cut to its first rows, and the caption says so.
+# Each datapoint costs the report ~26 kB (the default example's figures, maps as images) and the export the drawing
+# of its figures (0.13 s at load 8 to 0.65 s at load 14, benchmarks/export_report.py): 500 make a ~13 MB report
+# that opens in seconds, written in one to five minutes. A larger filtered set is cut to its first rows, and the
+# caption says so.
 MAX_EXPORT = 500
 
 
