@@ -71,6 +71,8 @@ def test_patch_attention_and_feature_maps_offer_overlays_and_odd_outputs_offer_n
     outputs = {"attn": {"kind": "attention", "attention": attention, "grid": None},
                "fm": {"kind": "feature_map", "feature_map": RNG.random((4, 3, 3))},
                "custom": {"energy": RNG.random(4)}, "crafted": {"kind": "cam", "cam": "not an array"},
+               "crafted_states": {"kind": "captured_states", "states": ["not", "a", "dict"]},
+               "crafted_state": {"kind": "captured_states", "states": {"decoder": 7}},
                "error": {"kind": "error", "message": "boom"}}
     assert overlay_choices(outputs) == ["attn", "fm"]
     np.testing.assert_allclose(find_overlay(outputs, "attn").values, attention[:, 0, 1:].mean(axis=0).reshape(2, 2))

@@ -56,8 +56,8 @@ def _overlays(outputs: Mapping[str, Any]) -> Iterator[Overlay]:
             continue
         kind = output.get("kind")
         if kind == kinds.KIND_CAPTURED_STATES:
-            for component, states in (output.get("states") or {}).items():
-                for state, record in (states or {}).items():
+            for component, states in _items(output.get("states")):
+                for state, record in _items(states):
                     values = _map_of(record.get("data") if isinstance(record, dict) else None)
                     if values is not None:
                         yield _scaled(f"{name} › {component}.{state}", values)
@@ -65,6 +65,11 @@ def _overlays(outputs: Mapping[str, Any]) -> Iterator[Overlay]:
         values = _output_map(kind, output)
         if values is not None:
             yield Overlay(name, values) if kind == kinds.KIND_CAM else _scaled(name, values)
+
+
+def _items(mapping: Any) -> list[tuple[Any, Any]]:
+    """A dict's items; nothing for anything else (a crafted page's states may be anything)."""
+    return list(mapping.items()) if isinstance(mapping, dict) else []
 
 
 def _output_map(kind: Any, output: dict[str, Any]) -> Optional[np.ndarray]:
@@ -80,7 +85,7 @@ def _output_map(kind: Any, output: dict[str, Any]) -> Optional[np.ndarray]:
             return _map_of(output.get("feature_map"))
         if kind == kinds.KIND_LAYER_OUTPUT:
             return _map_of(output.get("output"))
-    except (TypeError, ValueError):  # an odd output (a crafted page) offers no overlay, it never fails the tile
+    except (TypeError, ValueError, IndexError, KeyError):  # an odd output (a crafted page) offers no overlay
         return None
     return None
 
