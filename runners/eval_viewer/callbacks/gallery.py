@@ -76,7 +76,8 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                             prevent_initial_call=True)
 
     @app.callback(Output(gallery.TILES, "children"), Output(gallery.CAPTION, "children"),
-                  Output(gallery.PAGE, "max_value"), Output(gallery.OVERLAY, "options"),
+                  Output(gallery.PAGE, "max_value"), Output(gallery.PAGE, "active_page", allow_duplicate=True),
+                  Output(gallery.OVERLAY, "options"),
                   Output(gallery.OVERLAY, "value"), Output(gallery.SORT, "options"), Output(gallery.SORT, "value"),
                   Output(gallery.ORDER, "value"),
                   Input(gallery.SHOWN, "data"), Input(gallery.OVERLAY, "value"), Input(gallery.PAGE, "active_page"),
@@ -84,10 +85,10 @@ def register(app: Dash, backend: ViewerBackend) -> None:
     def show_gallery(shown: Optional[dict], overlay: Optional[str], page: Optional[int],
                      selected: Optional[int]) -> tuple:
         if not shown:
-            return (no_update,) * 8
+            return (no_update,) * 9
         view = gallery_view(backend, shown, overlay, page, selected)
-        return (view.tiles, view.caption, view.pages, view.overlays, view.overlay, view.sort_options, view.sort,
-                view.order)
+        return (view.tiles, view.caption, view.pages, view.page, view.overlays, view.overlay, view.sort_options,
+                view.sort, view.order)
 
 
 def gallery_view(backend: ViewerBackend, shown: dict, overlay: Optional[str], page: Optional[int],
@@ -117,12 +118,11 @@ def gallery_view(backend: ViewerBackend, shown: dict, overlay: Optional[str], pa
         return GalleryView(caption=f"the gallery cannot show these rows: {exc}")
     sort = (request["sortModel"] or [{}])[0]
     classes = backend.class_names(epoch)
-    tiles = [gallery.tile(row, picture_address(query["run"], epoch.key, row["idx"], overlay,
-                                                       query.get("version")),
+    tiles = [gallery.tile(row, picture_address(query["run"], epoch.key, row["idx"], overlay, query.get("version")),
                           query.get("metric"), classes, row["idx"] == selected) for row in rows]
     return GalleryView(
         tiles, _caption(label, count, total, page, sort, overlay), max(1, math.ceil(count / gallery.PAGE_SIZE)),
-        [{"label": "nothing", "value": gallery.NO_OVERLAY}, *({"label": name, "value": name} for name in offered)],
+        page, [{"label": "nothing", "value": gallery.NO_OVERLAY}, *({"label": n, "value": n} for n in offered)],
         overlay, sort_options(table), sort.get("colId"), "asc" if sort.get("sort") == "asc" else "desc")
 
 

@@ -36,6 +36,7 @@ class GalleryView:
     tiles: list = field(default_factory=list)
     caption: str = NOTHING
     pages: int = 1
+    page: int = 1
     overlays: list[dict] = field(default_factory=lambda: [{"label": "nothing", "value": NO_OVERLAY}])
     overlay: str = NO_OVERLAY
     sort_options: list[dict] = field(default_factory=list)
@@ -60,7 +61,7 @@ def gallery_tab(view: GalleryView, shown: Optional[dict]) -> dcc.Tab:
     return dcc.Tab(label="Gallery", value=TAB_GALLERY, id=TAB_GALLERY, children=html.Div([
         controls,
         html.Div([html.Span(view.caption, id=CAPTION, className="hint"),
-                  dbc.Pagination(id=PAGE, max_value=view.pages, active_page=1, fully_expanded=False, size="sm",
+                  dbc.Pagination(id=PAGE, max_value=view.pages, active_page=view.page, fully_expanded=False, size="sm",
                                  previous_next=True, class_name="gallery-pages")], className="gallery-caption-row"),
         dcc.Store(id=SHOWN, **({} if shown is None else {"data": shown})),  # no data=None: it would fire
         html.Div(view.tiles, id=TILES, className="gallery-tiles"),
