@@ -101,10 +101,11 @@ class RunDiff:
         for change in CHANGES[4:]:
             if self.counts.get(change):
                 parts.append(f"{self.counts[change]} {change}")
+        line = "; ".join(parts) + "."
         if self.labels_differ:
-            parts.append(f"{self.labels_differ} datapoints have different labels on the two sides: are they the "
-                         "same validation set?")
-        return "; ".join(parts) + "."
+            line += f" {self.labels_differ} datapoints have different labels on the two sides: are they the same " \
+                    "validation set?"
+        return line
 
 
 class RunDiffs:
