@@ -31,7 +31,8 @@ def picture_address(run_path: str, epoch_key: str, idx: int, overlay: str, versi
 
 def thumbnail_column(run_path: str, version: Optional[str]) -> dict:
     """The table's thumbnail column: each visible row's picture, asked for by ``assets/pictures.js``."""
-    return {"headerName": "", "colId": THUMBNAIL_COLUMN, "cellRenderer": THUMBNAIL_RENDERER,
+    return {"headerName": "", "headerTooltip": "the input image", "colId": THUMBNAIL_COLUMN,
+            "cellRenderer": THUMBNAIL_RENDERER,
             "cellRendererParams": {"path": PICTURE_PATH, "run": run_path, "version": version_tag(version)},
             "sortable": False, "filter": False, "resizable": False, "suppressHeaderMenuButton": True,
             "width": 40, "minWidth": 40, "maxWidth": 40, "cellClass": "thumbnail-cell"}
