@@ -44,12 +44,14 @@ from utils.errors import LanternUserError
 EPOCH_TABLE_FILE = "epoch_table.parquet"
 ROLES_KEY = b"lantern.roles"
 ROLE_LISTS = ("scores", "meta", "summaries")  # roles that list column names; "higher_is_better" maps them to bools
+FAILURE_DEFINITION_ROLE = "failure_definition"  # the run's config['failure_definition']: {'metric', 'worst_fraction'}
 # A page's rows are spread over the whole file; fetching them decodes only the row groups and data pages
 # that hold them, so both are kept small (measured in benchmarks/epoch_table.py, docs/benchmarks.md).
 ROW_GROUP_SIZE = 16_384  # DuckDB's unit of skipping by min/max (and of parallel reading)
 DATA_PAGE_BYTES = 8_192  # the unit a reader decompresses
 OPERATORS = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">=",
-             "in": "IN", "not in": "NOT IN", "is null": "IS NULL", "is not null": "IS NOT NULL"}
+             "in": "IN", "not in": "NOT IN", "is null": "IS NULL", "is not null": "IS NOT NULL",
+             "differs from": "IS DISTINCT FROM"}  # its value is another column: (label, 'differs from', prediction)
 # Every row holds a distinct idx (Lantern's tables spend about 4 bytes a row on it) and Lantern's sparsest
 # column (all null) still takes about 1/200 byte a value: a file claiming more is not one Lantern wrote.
 MIN_BYTES_PER_ROW = 1
@@ -182,6 +184,9 @@ class EpochTable:
             if op in ("is null", "is not null"):
                 clauses.append(f"{column} {OPERATORS[op]}")
                 continue
+            if op == "differs from" and len(condition) == 3:  # a value, and another value or none
+                clauses.append(f"({column} IS NOT NULL AND {column} IS DISTINCT FROM {self._column(condition[2])})")
+                continue
             if len(condition) != 3:
                 raise EpochTableError(f"filter {condition!r} needs a value for {op!r}")
             value = condition[2]
@@ -289,7 +294,16 @@ def _read_roles(schema: pa.Schema, path: str) -> dict[str, Any]:
         raise EpochTableError(f"{path} has malformed column roles (metadata {ROLES_KEY.decode()}: "
                               f"{', '.join(names) or 'higher_is_better'} is not what Lantern writes); it was damaged "
                               "or written by another tool: validate the epoch again to rewrite it")
-    return {key: roles[key] for key in (*ROLE_LISTS, "higher_is_better") if key in roles}
+    kept = {key: roles[key] for key in (*ROLE_LISTS, "higher_is_better") if key in roles}
+    failure = roles.get(FAILURE_DEFINITION_ROLE)
+    if isinstance(failure, dict) and isinstance(failure.get("metric"), str) \
+            and _is_share(failure.get("worst_fraction")):
+        kept[FAILURE_DEFINITION_ROLE] = failure  # anything else is not what Lantern writes: the default applies
+    return kept
+
+
+def _is_share(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1
 
 
 def _is_list(kind: pa.DataType) -> bool:

@@ -15,8 +15,9 @@ reads the epoch table (and, for captured epochs, the debug pages) and returns ``
   (a dead channel's energy is 0);
 - the confusion matrix.
 
-The failure definition is configurable: by default a wrong prediction when the table has labels and
-predictions, otherwise the worst ``worst_fraction`` of a score column.
+The failure definition is configurable: by default the one the run named (``config['failure_definition']``, kept
+in the table's roles), else a wrong prediction when the table has labels and predictions, otherwise the worst
+``worst_fraction`` of a score column.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from cleanlab.filter import find_label_issues
 from scipy.stats import mannwhitneyu
 from sklearn.metrics import confusion_matrix
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from analysis.epoch_table import EPOCH_TABLE_FILE, FAILURE_DEFINITION_ROLE, EpochTable
 from analysis.internals import CapturedInternals, EmbeddingCluster, NaNOrigin, embedding_clusters, read_internals
 from analysis.slices import ALPHA, Slice, find_slices
 from utils.errors import LanternUserError
@@ -52,14 +53,19 @@ class AnalysisError(LanternUserError):
 class FailureDefinition:
     """Which datapoints count as failures.
 
-    ``metric=None``: a wrong prediction (``label != prediction``). Otherwise the worst ``worst_fraction``
-    of that score column (its direction from the table's roles; a missing score counts as a failure).
+    ``metric=None``: the definition the run named (the table's ``failure_definition`` role), else a wrong
+    prediction (``label != prediction``). Otherwise the worst ``worst_fraction`` of that score column (its direction
+    from the table's roles; a missing score counts as a failure).
     """
 
     metric: Optional[str] = None
     worst_fraction: float = 0.1
 
     def failed(self, table: EpochTable, values: dict[str, np.ndarray]) -> tuple[np.ndarray, str]:
+        named = table.roles.get(FAILURE_DEFINITION_ROLE)
+        if self.metric is None and isinstance(named, dict) and isinstance(named.get("metric"), str):
+            failed, definition = FailureDefinition(named["metric"], named["worst_fraction"]).failed(table, values)
+            return failed, f"{definition} (the run's failure_definition)"
         if self.metric is None and "label" in values and "prediction" in values:
             return values["label"] != values["prediction"], "wrong prediction (label != prediction)"
         metric = self.metric or _default_metric(table)

@@ -15,11 +15,18 @@ from the user's action to what the user waits for being on screen.
 - click → Debug Outputs drawn: a click on the next table row (``j``) to its title and its Debug Outputs
   figures on screen drawn (maps drawn as pictures decoded, plotly graphs drawn; the viewer draws a graph below
   the fold when it is scrolled to); targets ≤ 300 ms median (default), ≤ 600 ms (all debuggers).
+- j → next datapoint drawn: the same, by the key ``j``; target ≤ 300 ms (default example).
+- Compare epochs drawn: with a datapoint open, a click on the tab to its columns drawn (≤ 1.5 s).
+- Failures tab: a click on the tab to its findings listed, the epoch's analysis kept by the server (≤ 1 s).
 - switching epoch or run: choosing the other epoch of a run, or the other run, to the table showing its
   rows; target ≤ 1 s on a 1M-datapoint run, the same as on a 10k-datapoint one (both measured, interleaved).
+- 20 parallel clients on a 20k-datapoint run: each opens 5 random datapoints as a page does (the layout for the
+  address, the table's first rows, the thumbnails of the 15 rows it shows, one after another, and the datapoint's
+  panel) over HTTP, all at once; no error, p95 ≤ 2 s. The run's inputs are captured (random 16 x 16 images), so
+  its table has the thumbnail column.
 
-    python -m benchmarks.viewer_browser [--quick] [--clicks 20] [--loads 5] [--rows 1000000] [--switches 6]
-        [--baseline DIR]
+    python -m benchmarks.viewer_browser [--quick] [--clicks 20] [--loads 5] [--compares 5] [--rows 1000000]
+        [--switches 6] [--clients 20] [--only load click j compare failures switch parallel] [--baseline DIR]
 
 ``--baseline DIR`` also serves the viewer of another checkout (e.g. ``main`` before a change) over the same
 examples and interleaves its page loads and clicks with this checkout's (side by side under the same load); both
@@ -34,14 +41,18 @@ import os
 import statistics
 import tempfile
 import threading
+import time
 from contextlib import ExitStack
 
 import numpy as np
+import torch
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, write_epoch_table
 from runners.config_file import load_config
+from runners.datapoint_capture import DATAPOINTS_DIR, CaptureLimits, DatapointCapture
 from runners.eval_viewer.app import create_app
 from runners.eval_viewer.layout import ids
+from runners.eval_viewer.layout.pictures import PICTURE_PATH, version_tag
 from runners.trainers import BaseTrainer
 from tests.reliability.viewer_server import viewer_process
 
@@ -67,8 +78,9 @@ def train_example(name: str, folder: str, quick: bool) -> str:
     return config["work_dir"]
 
 
-def write_large_run(folder: str, rows: int) -> str:
-    """Two epochs of ``rows`` datapoints: epoch table and scores file, as a trainer writes them."""
+def write_large_run(folder: str, rows: int, pictures: bool = False) -> str:
+    """Two epochs of ``rows`` datapoints: epoch table and scores file, as a trainer writes them; with ``pictures``
+    their inputs too (random 16 x 16 images, captured as a run captures them)."""
     run = os.path.join(folder, f"synthetic_{rows}")
     os.makedirs(run)
     with open(os.path.join(run, "run_info.json"), "w") as f:
@@ -92,7 +104,21 @@ def write_large_run(folder: str, rows: int) -> str:
                   "datapoint_idx": list(range(rows)), "higher_is_better": roles["higher_is_better"]}
         with open(os.path.join(epoch_dir, "validation_scores.json"), "w") as f:
             json.dump(scores, f)
+    if pictures:
+        capture_images(run, rows, rng)
     return run
+
+
+def capture_images(run: str, rows: int, rng: np.random.Generator, batch: int = 500) -> None:
+    """Random 16 x 16 RGB inputs of idx 0..rows-1, written to the run's captured datapoints by the run's own capture."""
+    import logging
+
+    capture = DatapointCapture(os.path.join(run, DATAPOINTS_DIR), CaptureLimits(), logging.getLogger(__name__))
+    for start in range(0, rows, batch):
+        idx = torch.arange(start, min(start + batch, rows))
+        capture.add_batch({"inputs": {"image": torch.as_tensor(rng.random((len(idx), 3, 16, 16)), dtype=torch.float32)},
+                           "labels": {"class": idx % 6}, "meta_info": {"idx": idx}})
+    capture.finish()
 
 
 def serve(log_dirs: list[str]):
@@ -129,28 +155,31 @@ def page_loads_ms(browser, urls: dict[str, str], loads: int) -> dict[str, list[f
     return times
 
 
-def clicks_ms(browser, urls: dict[str, str], clicks: int, blocks: int = 3) -> dict[str, list[float]]:
+def clicks_ms(browser, urls: dict[str, str], clicks: int, blocks: int = 3, key: bool = True) -> dict[str, list[float]]:
     """``clicks`` of each URL (``click_ms``), in ``blocks`` interleaved blocks (the order alternates)."""
     times: dict[str, list[float]] = {name: [] for name in urls}
     for block in range(blocks):
         for name in (list(urls) if block % 2 == 0 else list(urls)[::-1]):
-            times[name] += click_ms(browser, urls[name], clicks // blocks + (block < clicks % blocks))
+            times[name] += click_ms(browser, urls[name], clicks // blocks + (block < clicks % blocks), key)
     return times
 
 
-def click_ms(browser, url: str, clicks: int) -> list[float]:
-    """Open the first row, then ``j`` through the table; each time from the key press (in the page's clock)
-    to the new datapoint's title and every Debug Outputs figure drawn."""
+def click_ms(browser, url: str, clicks: int, key: bool = True) -> list[float]:
+    """Open the first row, then the next row each time, by ``j`` (``key``) or a click on it; each time from the key
+    press or click (in the page's clock) to the new datapoint's title and every Debug Outputs figure drawn."""
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
     page.goto(url)
     page.wait_for_function(SHOWN, timeout=60_000)
     page.locator(FIRST_IDX).click()
     page.wait_for_selector(f"#{ids.DATAPOINT_PANEL} .section-debug-outputs .debugger-block", timeout=60_000)
     times = []
-    for _ in range(clicks):
+    for row in range(1, clicks + 1):
         before = page.locator(f"#{ids.DATAPOINT_PANEL} .datapoint-title").inner_text()
+        target = page.locator(f"#{ids.TABLE} .ag-center-cols-container .ag-row[row-index='{row}'] [col-id='idx']")
+        if not key:
+            target.scroll_into_view_if_needed()
         start = page.evaluate("performance.now()")
-        page.keyboard.press("j")
+        page.keyboard.press("j") if key else target.click()
         page.wait_for_function(
             """([panel, before]) => {
                 const title = document.querySelector('#' + panel + ' .datapoint-title');
@@ -206,10 +235,127 @@ def _choose(page, dropdown: str, option: str, caption: str) -> float:
     return page.evaluate("performance.now()") - start
 
 
+def compare_ms(browser, url: str, times: int) -> list[float]:
+    """With a datapoint open, a click on Compare epochs to its columns drawn for that datapoint (status line empty,
+    its plotly graphs drawn); then back to the Datapoint tab and ``j``, so each comparison is of a new datapoint."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    page.goto(url)
+    page.wait_for_function(SHOWN, timeout=60_000)
+    page.locator(FIRST_IDX).click()
+    found = []
+    for _ in range(times):
+        title = page.locator(f"#{ids.DATAPOINT_PANEL} .datapoint-title")
+        title.wait_for(timeout=60_000)
+        idx = title.inner_text().split()[1]
+        start = page.evaluate("performance.now()")
+        page.click(f"#{ids.TAB_COMPARE_EPOCHS}")
+        page.wait_for_function(
+            """([panel, status, idx]) => {
+                const title = document.querySelector('#' + panel + ' .datapoint-title');
+                return title && title.innerText.startsWith('datapoint ' + idx + ' ')
+                    && document.getElementById(status).innerText === ''
+                    && [...document.querySelectorAll('#' + panel + ' .dash-graph')]
+                        .every(g => g.querySelector('.main-svg'));
+            }""", arg=[ids.COMPARE_EPOCHS_PANEL, ids.COMPARE_EPOCHS_STATUS, idx], timeout=60_000)
+        found.append(page.evaluate("performance.now()") - start)
+        page.click(f"#{ids.TAB_DATAPOINT}")
+        page.keyboard.press("j")
+        page.wait_for_function(f"() => !document.querySelector('#{ids.DATAPOINT_PANEL} .datapoint-title')"
+                               f".innerText.startsWith('datapoint {idx} ')", timeout=60_000)
+    page.close()
+    return found
+
+
+def failures_ms(browser, url: str, times: int) -> list[float]:
+    """A fresh page each time: a click on the Failures tab to its findings listed (the analysis of the epoch is
+    computed once by the server and kept: the first time, untimed, warms it)."""
+    found = []
+    for attempt in range(times + 1):
+        page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        page.goto(url)
+        page.wait_for_function(SHOWN, timeout=60_000)
+        start = page.evaluate("performance.now()")
+        page.click("#tab-failures")
+        page.locator("#failures-panel .finding-button, #failures-panel .hint").first.wait_for(timeout=300_000)
+        if attempt:
+            found.append(page.evaluate("performance.now()") - start)
+        page.close()
+    return found
+
+
+def parallel_open_ms(url: str, run: str, rows: int, clients: int, opens: int) -> tuple[list[float], int]:
+    """``clients`` threads, each opening ``opens`` random datapoints of ``run`` as a page does (the layout built for
+    the address, the table's first rows, the datapoint's panel), all at once; the time of each open and the
+    number of failed requests."""
+    import random
+    import urllib.request
+
+    from tests.reliability.viewer_server import call_callback
+
+    times: list[float] = []
+    errors = [0]
+    lock = threading.Lock()
+    query = {"run": run, "epoch": "epoch_1", "metric": "cross_entropy", "version": None, "idx": None}
+    tag = version_tag(None)
+
+    def client(seed: int) -> None:
+        generator = random.Random(seed)
+        for _ in range(opens):
+            idx = generator.randrange(rows)
+            start = time.perf_counter()
+            request = urllib.request.Request(f"{url}_dash-layout",
+                                             headers={"Referer": f"{url}?run={run}&epoch=epoch_1&idx={idx}"})
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    response.read()
+                status, body = call_callback(url.rstrip("/"), f"{ids.TABLE}.getRowsResponse", {
+                    f"{ids.TABLE}.getRowsRequest": {"startRow": 0, "endRow": 100}, f"{ids.TABLE_QUERY}.data": query},
+                    timeout=60)
+                statuses = [status, *thumbnail_statuses(url, run, body, tag)]
+                statuses.append(call_callback(url.rstrip("/"), f"{ids.DATAPOINT_PANEL}.children", {
+                    f"{ids.SELECTED}.data": idx, f"{ids.RUN_SELECT}.value": run,
+                    f"{ids.EPOCH_SELECT}.value": "epoch_1", f"{ids.TABS}.value": ids.TAB_DATAPOINT}, timeout=60)[0])
+            except OSError:
+                statuses = [0]
+            with lock:
+                times.append((time.perf_counter() - start) * 1000)
+                errors[0] += sum(status != 200 for status in statuses)
+
+    threads = [threading.Thread(target=client, args=(seed,)) for seed in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return times, errors[0]
+
+
+def thumbnail_statuses(url: str, run: str, rows_answer: str, tag: str, shown: int = 15) -> list[int]:
+    """The statuses of the thumbnails of the first ``shown`` rows of a rows answer, fetched one after another (a
+    page asks for the rows it draws)."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    rows = json.loads(rows_answer)["response"][ids.TABLE]["getRowsResponse"]["rowData"]
+    statuses = []
+    for row in rows[:shown]:
+        address = f"{url}{PICTURE_PATH}?" + urllib.parse.urlencode({"run": run, "idx": row["idx"], "v": tag})
+        try:
+            with urllib.request.urlopen(address, timeout=60) as response:
+                response.read()
+                statuses.append(response.status)
+        except urllib.error.HTTPError as exc:
+            statuses.append(exc.code)
+    return statuses
+
+
 def report(what: str, times: list[float], target: float) -> None:
     median = statistics.median(times)
     print(f"{what:<52} median {median:7.0f} ms  max {max(times):7.0f} ms  target ≤ {target:.0f} ms  "
           f"(n={len(times)}) {'ok' if median <= target else 'MISSED'}")
+
+
+MEASURES = ("load", "click", "j", "compare", "failures", "switch", "parallel")
 
 
 def main() -> None:
@@ -217,46 +363,73 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="shrink the examples' datasets (a smoke run)")
     parser.add_argument("--clicks", type=int, default=20)
     parser.add_argument("--loads", type=int, default=5)
+    parser.add_argument("--compares", type=int, default=5)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--small-rows", type=int, default=10_000)
     parser.add_argument("--switches", type=int, default=6)
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--client-rows", type=int, default=20_000)
+    parser.add_argument("--only", nargs="+", choices=MEASURES, default=list(MEASURES), help="what to measure")
     parser.add_argument("--baseline", help="another checkout whose viewer's page loads and clicks are measured "
                                            "alongside")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
-    with tempfile.TemporaryDirectory() as folder:
-        default = train_example("cnn_trainer", folder, args.quick)
-        everything = train_example("all_debuggers_trainer", folder, args.quick)
-        large = {write_large_run(folder, rows): rows for rows in (args.rows, args.small_rows)}
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            for name, run, target in (("default example", default, 300), ("all-debuggers example", everything, 600)):
-                with ExitStack() as stack:
-                    if args.baseline:  # both viewers in processes of their own, alike
-                        urls = {f"{name}, {label}": stack.enter_context(
-                            viewer_process(["--log-dirs", run], cwd=root))[0] + "/"
-                            for label, root in (("this checkout", REPO_ROOT), ("baseline", args.baseline))}
-                    else:
-                        server, url = serve([run])
-                        stack.callback(server.shutdown)
-                        urls = {name: url}
-                    for warm_up in urls.values():  # Python imports, the first dataset and page reads
-                        page_load_ms(browser, warm_up)
-                    if name == "default example":
-                        for what, times in page_loads_ms(browser, urls, args.loads).items():
-                            report(f"page load to interactive, {what}", times, 1500)
-                        thumbnails = [page_load_ms(browser, next(iter(urls.values())), THUMBNAILS)
-                                      for _ in range(args.loads)]
-                        print(f"{'  then the visible rows thumbnails drawn':<52} median "
-                              f"{statistics.median(thumbnails):7.0f} ms (from navigation start; n={args.loads})")
-                    for what, times in clicks_ms(browser, urls, args.clicks).items():
-                        report(f"click → Debug Outputs drawn, {what}", times, target)
+    with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        if {"load", "click", "j", "compare", "failures"} & set(args.only):
+            examples(browser, folder, args)
+        if "switch" in args.only:
+            large = {write_large_run(folder, rows): rows for rows in (args.rows, args.small_rows)}
             server, url = serve(list(large))
             for what, times in switch_ms(browser, url, large, args.switches).items():
                 report(what, times, 1000)
             server.shutdown()
-            browser.close()
+        if "parallel" in args.only:
+            run = write_large_run(folder, args.client_rows, pictures=True)
+            server, url = serve([run])
+            times, errors = parallel_open_ms(url, run, args.client_rows, args.clients, 5)
+            p95 = float(np.percentile(times, 95))
+            print(f"{args.clients} parallel clients, {args.client_rows:,}-datapoint run: {len(times)} opens, "
+                  f"{errors} failed requests, median {statistics.median(times):.0f} ms, p95 {p95:.0f} ms "
+                  f"(target: no error, p95 ≤ 2000 ms) {'ok' if not errors and p95 <= 2000 else 'MISSED'}")
+            server.shutdown()
+        browser.close()
+
+
+def examples(browser, folder: str, args: argparse.Namespace) -> None:
+    """Page load, click and j → Debug Outputs drawn, Compare epochs and the Failures tab on the two examples."""
+    default = train_example("cnn_trainer", folder, args.quick)
+    everything = train_example("all_debuggers_trainer", folder, args.quick)
+    for name, run, target in (("default example", default, 300), ("all-debuggers example", everything, 600)):
+        with ExitStack() as stack:
+            if args.baseline:  # both viewers in processes of their own, alike
+                urls = {f"{name}, {label}": stack.enter_context(
+                    viewer_process(["--log-dirs", run], cwd=root))[0] + "/"
+                    for label, root in (("this checkout", REPO_ROOT), ("baseline", args.baseline))}
+            else:
+                server, url = serve([run])
+                stack.callback(server.shutdown)
+                urls = {name: url}
+            for warm_up in urls.values():  # Python imports, the first dataset and page reads
+                page_load_ms(browser, warm_up)
+            if name == "default example" and "load" in args.only:
+                for what, times in page_loads_ms(browser, urls, args.loads).items():
+                    report(f"page load to interactive, {what}", times, 1500)
+                thumbnails = [page_load_ms(browser, next(iter(urls.values())), THUMBNAILS) for _ in range(args.loads)]
+                print(f"{'  then the visible rows thumbnails drawn':<52} median "
+                      f"{statistics.median(thumbnails):7.0f} ms (from navigation start; n={args.loads})")
+            if "click" in args.only:
+                for what, times in clicks_ms(browser, urls, args.clicks, key=False).items():
+                    report(f"click → Debug Outputs drawn, {what}", times, target)
+            if "j" in args.only:
+                for what, times in clicks_ms(browser, urls, args.clicks).items():
+                    report(f"j → next datapoint drawn, {what}", times, 300 if name == "default example" else 600)
+            this = next(iter(urls.values()))
+            if "compare" in args.only:
+                report(f"Compare epochs drawn, {name}", compare_ms(browser, this, args.compares), 1500)
+            if "failures" in args.only and name == "default example":
+                report(f"Failures tab, {name} (findings kept)", failures_ms(browser, this, args.compares), 1000)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from debuggers.batch_mode import BATCHED
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import KIND_STATISTICS
 from debuggers.tensor_utils import per_datapoint, require_tensor, to_numpy
@@ -23,6 +24,8 @@ class ActivationStatsDebugger(ForwardDebugger):
     The histogram spans each datapoint's own finite [min, max] (like
     ``numpy.histogram``), so its edges differ per datapoint.
     """
+
+    batch_mode = BATCHED  # outputs with the batch first (debuggers/batch_mode.py)
 
     def __init__(self, layer_name: str, histogram_bins: int = 32) -> None:
         super().__init__(layer_name)

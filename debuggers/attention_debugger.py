@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from debuggers.base_debugger import Removable
+from debuggers.batch_mode import BATCHED
 from debuggers.capture import listen
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import KIND_ATTENTION, PerDatapoint
@@ -81,6 +82,8 @@ class AttentionDebugger(ForwardDebugger):
     cropped (heads, nq, nk) per datapoint)``, 'entropy_per_head': (B, heads)`` (mean over real
     queries of -sum p log p, in nats)``, 'max_attention': (B,), 'grid': [h, w] or None}``.
     """
+
+    batch_mode = BATCHED  # outputs with the batch first (debuggers/batch_mode.py)
 
     def __init__(self, layer_name: str, state: str = "attention_weights", mask_key: str = "attention_mask") -> None:
         super().__init__(layer_name)

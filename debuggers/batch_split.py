@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from debuggers.outputs import PerDatapoint, is_shared_record
+from debuggers.outputs import AloneOutputs, PerDatapoint, is_shared_record
 from debuggers.pages.batch_values import Rows
 from debuggers.pages.values import check_value_nodes, join_path, page_key, to_page_value
 
@@ -71,7 +71,8 @@ def _split(value: Any, batch_size: int, path: str) -> tuple[list[Any], Any]:
             raise BatchContractError(
                 f"output{_show(path)} is a PerDatapoint list of {len(value)} entries for a batch of {batch_size}"
             )
-        rows = [to_page_value(item, join_path(path, i)) for i, item in enumerate(value)]
+        alone = isinstance(value, AloneOutputs)  # each entry is a whole output
+        rows = [to_page_value(item, path if alone else join_path(path, i)) for i, item in enumerate(value)]
         return rows, Rows(rows)
     if isinstance(value, dict) and value:
         keys = [page_key(key, path) for key in value]

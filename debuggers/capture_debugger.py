@@ -11,7 +11,8 @@ import numpy as np
 import torch
 
 from debuggers.base_debugger import BaseDebugger, Removable
-from debuggers.capture import listen
+from debuggers.batch_mode import BATCHED
+from debuggers.capture import excluded_families, listen, state_family
 from debuggers.outputs import (
     KIND_ATTENTION,
     KIND_CAPTURED_STATES,
@@ -25,10 +26,7 @@ from debuggers.tensor_utils import batch_size_of, to_numpy
 from utils.errors import ConfigError
 
 MAX_SUMMARY_STATES = 8  # captured arrays with a norm column in the summary
-# (flag, word in the state name, kind): the guide's capture_* switches and the kind they give a state
-_STATE_FAMILIES = (("capture_attention", "attention", KIND_ATTENTION),
-                   ("capture_embeddings", "embedding", KIND_EMBEDDING),
-                   ("capture_position_encoding", "position", KIND_POSITION_ENCODING))
+_KIND_OF_FAMILY = {"attention": KIND_ATTENTION, "embedding": KIND_EMBEDDING, "position": KIND_POSITION_ENCODING}
 
 
 class CaptureDebugger(BaseDebugger):
@@ -37,10 +35,11 @@ class CaptureDebugger(BaseDebugger):
     Args:
         components, states: fnmatch patterns (``'blocks.*.attn'``, ``'attention_*'``); None keeps all.
         capture_attention, capture_embeddings, capture_position_encoding: False drops the
-            states whose name contains 'attention', 'embedding' or 'position'.
+            states of that family: a state's family is the first of 'attention', 'position' and
+            'embedding' its name holds (``debuggers.capture.state_family``).
 
-    Each state gets a kind from its name (or ``metadata['kind']``): attention,
-    embedding, position_encoding, else tensor. Data is copied at capture time, every
+    Each state gets a kind from its family (or ``metadata['kind']``): attention,
+    position_encoding, embedding, else tensor. Data is copied at capture time, every
     tensor and array inside dicts, lists and tuples too (in-place changes later in the
     forward do not leak in). Each tensor is split per datapoint along its batch
     dimension: 0 by the batch contract, or ``metadata['batch_dim']`` declared by the
@@ -60,14 +59,17 @@ class CaptureDebugger(BaseDebugger):
     'unsplit', 'shared'}}}}``.
     """
 
+    batch_mode = BATCHED  # outputs with the batch first (debuggers/batch_mode.py)
+
     def __init__(self, components: Optional[Sequence[str]] = None, states: Optional[Sequence[str]] = None,
                  capture_attention: bool = True, capture_embeddings: bool = True,
                  capture_position_encoding: bool = True) -> None:
         self.components = _patterns(components, "components")
         self.states = _patterns(states, "states")
-        flags = {"capture_attention": capture_attention, "capture_embeddings": capture_embeddings,
-                 "capture_position_encoding": capture_position_encoding}
-        self.excluded_words = [word for flag, word, _ in _STATE_FAMILIES if not flags[flag]]
+        self.excluded = excluded_families({"capture_attention": capture_attention,
+                                              "capture_embeddings": capture_embeddings,
+                                              "capture_position_encoding": capture_position_encoding},
+                                             "CaptureDebugger")
         self._captured: dict[str, dict[str, tuple[Any, dict]]] = {}
 
     def attach(self, model: torch.nn.Module) -> list[Removable]:
@@ -76,7 +78,7 @@ class CaptureDebugger(BaseDebugger):
     def wants(self, component: str, state: str) -> bool:
         """Whether ``component.state`` passes the filters."""
         return (_matches(component, self.components) and _matches(state, self.states)
-                and not any(word in state for word in self.excluded_words))
+                and state_family(state) not in self.excluded)
 
     def _on_capture(self, component: str, state: str, data: Any, metadata: Optional[dict]) -> None:
         if self.wants(component, state):
@@ -85,7 +87,7 @@ class CaptureDebugger(BaseDebugger):
     def __call__(self, datapoint: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
         if not self._captured:
             return not_run_output(f"no capture point matched (components={self.components}, states={self.states}, "
-                                  f"excluded words={self.excluded_words}) in this forward pass")
+                                  f"families switched off={self.excluded}) in this forward pass")
         batch = batch_size_of(datapoint)
         return {"kind": KIND_CAPTURED_STATES, "states": {
             component: {state: _record(state, data, metadata, batch) for state, (data, metadata) in states.items()}
@@ -119,7 +121,7 @@ def state_kind(state: str, metadata: dict) -> str:
     """A state's kind: ``metadata['kind']`` if given, else from the words in its name."""
     if isinstance(metadata.get("kind"), str):
         return metadata["kind"]
-    return next((kind for _, word, kind in _STATE_FAMILIES if word in state), KIND_TENSOR)
+    return _KIND_OF_FAMILY.get(state_family(state), KIND_TENSOR)
 
 
 def _record(state: str, data: Any, metadata: dict, batch: int) -> dict[str, Any]:
@@ -131,7 +133,7 @@ def _record(state: str, data: Any, metadata: dict, batch: int) -> dict[str, Any]
                          "dimension (int >= 0) of the batch in the data, e.g. 1 for (L, B, E), or None for none")
     unsplit: list[str] = []
     data = _batch_first(data, batch_dim, batch, "", unsplit)
-    metadata = {key: _plain(value) for key, value in metadata.items()}
+    metadata = {key: plain(value) for key, value in metadata.items()}
     return {"kind": state_kind(state, metadata), "data": data, "metadata": metadata, "unsplit": unsplit,
             "shared": batch_dim is None}
 
@@ -154,12 +156,12 @@ def _batch_first(value: Any, dim: Optional[int], batch: int, path: str, unsplit:
     return value[None].expand(batch, *value.shape) if is_tensor else np.broadcast_to(value, (batch, *value.shape))
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """Metadata a page can hold: numbers, strings, None and lists of them; anything else as text."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, torch.Tensor) and value.numel() <= 16:
         return value.tolist()
     return str(value)

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from debuggers.batch_mode import BATCHED
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import KIND_FEATURE_MAP
 from debuggers.tensor_utils import per_datapoint, require_tensor, to_numpy
@@ -25,6 +26,8 @@ class FeatureMapDebugger(ForwardDebugger):
     'channel_indices': (B, C'), 'stats': {'mean', 'std', 'min', 'max': (B,)}, 'shape': [C, H, W]}``.
     Statistics cover the whole map (every channel); ``std`` is the population std.
     """
+
+    batch_mode = BATCHED  # outputs with the batch first (debuggers/batch_mode.py)
 
     def __init__(self, layer_name: str, max_channels: int | None = None) -> None:
         super().__init__(layer_name)

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from debuggers.base_debugger import BaseDebugger, Removable
+from debuggers.batch_mode import BATCHED
 from debuggers.model_runs import eval_mode, output_tensor
 from debuggers.outputs import KIND_CAM, PerDatapoint
 from debuggers.tensor_utils import describe
@@ -64,6 +65,8 @@ class GradCAMDebugger(BaseDebugger):
     """
 
     runs_model = True
+    batch_mode = BATCHED  # outputs with the batch first (debuggers/batch_mode.py)
+    LOGITS_NDIM = 2  # (B, K) logits; a segmentation model's are (B, K, h, w)
 
     def __init__(self, target_layer: str, target: Target = "predicted", output_key: Optional[str] = "logits",
                  input_key: str = "image", label_key: str = "class") -> None:
@@ -107,14 +110,7 @@ class GradCAMDebugger(BaseDebugger):
         return _detached(output)
 
     def __call__(self, datapoint: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
-        eval_pass, self._eval_pass = self._eval_pass, None
-        if eval_pass is not None and eval_pass.serves(datapoint):
-            activations, logits = eval_pass.kept[-1], eval_pass.logits
-        elif torch.is_inference_mode_enabled():
-            raise RuntimeError("GradCAMDebugger needs gradients, which torch.inference_mode() forbids: run the "
-                               "evaluation loop under torch.no_grad() instead")
-        else:  # called on its own, or the model ran differently: run it again
-            activations, logits = self._forward(datapoint, model)
+        activations, logits = self._activations_and_logits(datapoint, model)
         targets = self._targets(datapoint, logits)
         predicted = logits.detach().argmax(dim=1)
         labels = self._labels(datapoint, logits, required=False)
@@ -178,6 +174,22 @@ class GradCAMDebugger(BaseDebugger):
         scores = {key: float(output[key]) for key in ("target_score", "raw_max", "target_class")}
         return {**scores, **{key: float(value) for key, value in output["spatial"].items()}}
 
+    def _activations_and_logits(self, datapoint: dict[str, Any],
+                                model: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+        """The target layer's activations A and the logits, with the graph between them: the evaluation loop's own
+        forward pass where it ran on these inputs, else a forward pass of its own."""
+        eval_pass, self._eval_pass = self._eval_pass, None
+        if eval_pass is not None and eval_pass.serves(datapoint, self.LOGITS_NDIM):
+            return eval_pass.kept[-1], eval_pass.logits
+        if torch.is_inference_mode_enabled():
+            raise RuntimeError(f"{type(self).__name__} needs gradients, which torch.inference_mode() forbids: run "
+                               "the evaluation loop under torch.no_grad() instead")
+        return self._forward(datapoint, model)  # called on its own, or the model ran differently: run it again
+
+    def _logits(self, outputs: Any) -> torch.Tensor:
+        """The logits Grad-CAM explains, from the model's outputs (a clear error when they are not there)."""
+        return output_tensor(outputs, self.output_key, type(self).__name__)
+
     def _forward(self, datapoint: dict[str, Any], model: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
         """Rerun the model (grad enabled by the caller); return the target layer's activations and the logits."""
         layer = require_layer(model, self.target_layer)
@@ -185,7 +197,7 @@ class GradCAMDebugger(BaseDebugger):
         handle = layer.register_forward_hook(lambda module, args, output: start_graph(output, kept))
         try:
             with eval_mode(model), torch.no_grad():  # grad mode is back as it was after the block
-                logits = output_tensor(model(datapoint["inputs"]), self.output_key, "GradCAMDebugger")
+                logits = self._logits(model(datapoint["inputs"]))
         finally:
             handle.remove()
         if not kept:
@@ -267,10 +279,12 @@ class _EvalPass:
     kept: list[Any] = field(default_factory=list)
     logits: Any = None
 
-    def serves(self, datapoint: dict[str, Any]) -> bool:
-        """Whether this pass ran on ``datapoint``'s inputs and left what Grad-CAM needs."""
+    def serves(self, datapoint: dict[str, Any], logits_ndim: int = 2) -> bool:
+        """Whether this pass ran on ``datapoint``'s inputs and left what Grad-CAM needs (logits of ``logits_ndim``
+        dimensions)."""
         return (self.inputs is datapoint.get("inputs") and bool(self.kept) and isinstance(self.kept[-1], torch.Tensor)
-                and isinstance(self.logits, torch.Tensor) and self.logits.ndim == 2 and self.logits.requires_grad)
+                and isinstance(self.logits, torch.Tensor) and self.logits.ndim == logits_ndim
+                and self.logits.requires_grad)
 
 
 def _detached(output: Any) -> Any:

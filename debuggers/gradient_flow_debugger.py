@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad_and_value, vmap
 
 from debuggers.base_debugger import BaseDebugger
+from debuggers.batch_mode import BATCHED
 from debuggers.model_runs import eval_mode, output_tensor
 from debuggers.outputs import KIND_GRADIENT_FLOW, ROOT_MODULE_NAME
 from debuggers.tensor_utils import batch_size_of, select_datapoint, to_numpy
@@ -59,6 +60,7 @@ class GradientFlowDebugger(BaseDebugger):
     """
 
     runs_model = True
+    batch_mode = BATCHED  # outputs with the batch first (debuggers/batch_mode.py)
 
     def __init__(self, loss_fn: Optional[LossFn] = None, layer_types: Optional[Sequence[LayerType]] = None) -> None:
         if loss_fn is not None and not callable(loss_fn):

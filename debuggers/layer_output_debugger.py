@@ -8,6 +8,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from debuggers.batch_mode import BATCHED
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import KIND_LAYER_OUTPUT
 from debuggers.tensor_utils import require_tensor, to_numpy
@@ -27,6 +28,8 @@ class LayerOutputDebugger(ForwardDebugger):
     Output ``{'kind': 'layer_output', 'layer_name', 'output', 'original_shape'
     (one datapoint's shape), 'downsample_factor'}``.
     """
+
+    batch_mode = BATCHED  # outputs with the batch first (debuggers/batch_mode.py)
 
     def __init__(self, layer_name: str, downsample_factor: int = 4) -> None:
         super().__init__(layer_name)

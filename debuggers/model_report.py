@@ -1,12 +1,14 @@
-"""The run-level model report: parameters per layer and FLOPs of one forward pass.
+"""The run-level model report: parameters per layer, FLOPs, shapes and dtypes of one forward pass, conv filters.
 
 Written once per run as ``work_dir/model_report.json`` (when a debugger is
 configured) so that the viewer can show where a model's size and compute go
-next to the per-datapoint debug outputs.
+next to the per-datapoint debug outputs; its conv filters are rewritten at each
+checkpoint epoch (``refresh_conv_filters``), so the viewer shows the trained ones.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import torch
@@ -18,10 +20,15 @@ from debuggers.tensor_utils import iter_tensors
 from utils.atomic_files import atomic_write_json
 
 MODEL_REPORT_FILE = "model_report.json"
+MAX_FILTER_LAYERS = 4  # the first Conv2d layers whose filters the report keeps
+MAX_FILTERS = 16  # per layer, as the PyTorch chapter's 4 x 4 grid
 
 
 def build_model_report(model: torch.nn.Module, example_inputs: Any) -> dict[str, Any]:
-    """Parameter counts per layer and in total, and FLOPs of ``model(example_inputs)`` per module.
+    """Parameter counts per layer and in total, FLOPs of ``model(example_inputs)`` per module, the input and output
+    shapes and dtypes of every module in that forward pass (``module_shapes``, in the order the modules finish; the
+    module a failing forward stopped in as ``failed_module``, with its inputs' shapes), and the first conv layers'
+    filters (``conv_filters``).
 
     FLOPs are counted by ``torch.utils.flop_counter.FlopCounterMode`` (matmuls and
     convolutions; element-wise ops count zero) for the example batch, in eval mode
@@ -44,11 +51,92 @@ def build_model_report(model: torch.nn.Module, example_inputs: Any) -> dict[str,
         "input_shapes": [list(t.shape) for t in iter_tensors(example_inputs)],
         "batch_size": next((int(t.shape[0]) for t in iter_tensors(example_inputs) if t.ndim), None),
     }
-    report.update(_count_flops(model, example_inputs))
+    recorder = ShapeRecorder(model)
+    with recorder:
+        report.update(_count_flops(model, example_inputs))
+    report["module_shapes"] = recorder.modules()
+    if recorder.failed is not None:
+        report["failed_module"] = recorder.failed
     counted = report["total_flops"] is not None
+    shapes = {entry["name"]: entry for entry in report["module_shapes"]}
     for layer in layers:  # layers of element-wise ops only (norms, activations) count 0
         layer["flops"] = report["module_flops"].get(layer["name"], 0) if counted else None
+        ran = shapes.get(layer["name"], {})
+        layer["output_shape"] = (ran.get("output_shapes") or [None])[0]
+        layer["output_dtype"] = (ran.get("output_dtypes") or [None])[0]
+    report.update(conv_filters(model, "start-up"))
     return report
+
+
+class ShapeRecorder:
+    """While entered, hooks every module of ``model`` and records, for its first call, the shapes of its input
+    tensors (positional and keyword) and the shapes and dtypes of its output tensors; ``calls`` counts all of them.
+    ``failed``: the innermost module a raising forward was inside, with its inputs (where a shape mismatch is)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+        self._entries: dict[str, dict[str, Any]] = {}
+        self._inside: list[tuple[str, torch.nn.Module, list[list[int]]]] = []
+        self._handles: list[Any] = []
+        self.failed: dict[str, Any] | None = None
+
+    def __enter__(self) -> ShapeRecorder:
+        for name, module in self.model.named_modules():
+            name = name or ROOT_MODULE_NAME
+            self._handles.append(module.register_forward_pre_hook(
+                lambda m, args, kwargs, name=name: self._enter(name, m, (args, kwargs)), with_kwargs=True))
+            self._handles.append(module.register_forward_hook(lambda m, args, output, name=name: self._leave(
+                name, m, output)))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self._handles:
+            handle.remove()
+        if self._inside:  # the forward raised inside these modules
+            name, module, inputs = self._inside[-1]
+            self.failed = {"name": name, "type": type(module).__name__, "module": module.extra_repr(),
+                           "input_shapes": inputs}
+
+    def _enter(self, name: str, module: torch.nn.Module, inputs: Any) -> None:
+        self._inside.append((name, module, [list(t.shape) for t in iter_tensors(inputs)]))
+
+    def _leave(self, name: str, module: torch.nn.Module, output: Any) -> None:
+        _, _, inputs = self._inside.pop()
+        entry = self._entries.get(name)
+        if entry is None:
+            tensors = list(iter_tensors(output))
+            self._entries[name] = {"name": name, "type": type(module).__name__, "input_shapes": inputs,
+                                   "output_shapes": [list(t.shape) for t in tensors],
+                                   "output_dtypes": [str(t.dtype).removeprefix("torch.") for t in tensors],
+                                   "calls": 1}
+        else:
+            entry["calls"] += 1
+
+    def modules(self) -> list[dict[str, Any]]:
+        """Every module that ran, in the order their first calls finished."""
+        return list(self._entries.values())
+
+
+def conv_filters(model: torch.nn.Module, taken_at: str) -> dict[str, Any]:
+    """``{'conv_filters': [...], 'conv_filters_at': taken_at}``: the first ``MAX_FILTERS`` filters of the first
+    ``MAX_FILTER_LAYERS`` ``Conv2d`` layers, as the PyTorch chapter draws them: (n, 3, kh, kw) where the layer
+    reads 3 channels (an RGB picture each), else input channel 0, (n, kh, kw)."""
+    layers = []
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Conv2d) and len(layers) < MAX_FILTER_LAYERS:
+            weight = module.weight.detach()[:MAX_FILTERS].float().cpu()
+            rgb = weight.shape[1] == 3
+            layers.append({"layer": name, "weight_shape": list(module.weight.shape), "rgb": rgb,
+                           "filters": (weight if rgb else weight[:, 0]).tolist()})
+    return {"conv_filters": layers, "conv_filters_at": taken_at}
+
+
+def refresh_conv_filters(path: str, model: torch.nn.Module, taken_at: str) -> None:
+    """Rewrite the conv filters of the report at ``path`` (the run's own) with ``model``'s, e.g. after an epoch."""
+    with open(path) as f:
+        report = json.load(f)
+    report.update(conv_filters(model, taken_at))
+    write_model_report(path, report)
 
 
 def _layer_entry(name: str, module: torch.nn.Module) -> dict[str, Any]:

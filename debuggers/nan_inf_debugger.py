@@ -11,6 +11,7 @@ import torch
 
 from debuggers.base_debugger import BaseDebugger, Removable
 from debuggers.batch_dims import BatchDims, check_declared, describe_unknown
+from debuggers.batch_mode import BATCHED
 from debuggers.outputs import KIND_NAN_ORIGIN, ROOT_MODULE_NAME, PerDatapoint, not_run_output
 from debuggers.tensor_utils import batch_size_of, iter_tensors, to_numpy
 
@@ -48,6 +49,8 @@ class NaNInfDebugger(BaseDebugger):
     'bad_modules': PerDatapoint[[names in order]], 'modules_checked': int,
     'batch_dim_unknown': [why, for each non-finite output that could not be split per datapoint]}``.
     """
+
+    batch_mode = BATCHED  # outputs with the batch first (debuggers/batch_mode.py)
 
     def __init__(self, batch_dims: Optional[Mapping[str, int]] = None) -> None:
         self.batch_dims = check_declared(batch_dims, "NaNInfDebugger")

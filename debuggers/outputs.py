@@ -23,6 +23,7 @@ KIND_CAM = "cam"
 KIND_NAN_ORIGIN = "nan_origin"
 KIND_GRADIENT_FLOW = "gradient_flow"
 KIND_CAPTURED_STATES = "captured_states"
+KIND_MASK = "mask"
 # Kinds of the states inside a captured_states output (chosen from the state's name).
 KIND_EMBEDDING = "embedding"
 KIND_POSITION_ENCODING = "position_encoding"
@@ -52,6 +53,9 @@ KIND_FIELDS: dict[str, str] = {
                         "bool, frozen (L,) bool",
     KIND_CAPTURED_STATES: "states {component: {state: {kind, data, metadata, unsplit, shared}}}, each state's kind "
                           "one of attention, embedding, position_encoding, tensor; shared: declared without a batch",
+    KIND_MASK: "label_mask and predicted_mask (S,H,W) uint8 (0/1 masks, or class indices with 255 ignored), "
+               "probability (S,H,W) float16, point (N,2) (x, y) pixels or absent, iou, dice, mask_iou (S,), "
+               "num_classes; predicted_iou and mask_predicted_iou (S,) for a model that predicts its IoU",
     KIND_EMBEDDING: "data (C,H,W) or (N,D) tokens (metadata['grid'] gives the token grid)",
     KIND_POSITION_ENCODING: "data (N,D) or (C,H,W) encodings (metadata['grid'] gives the token grid)",
     KIND_TENSOR: "data: any array captured by a capture point",
@@ -79,3 +83,8 @@ def is_shared_record(output: Any) -> bool:
 
 class PerDatapoint(list):
     """A list with one entry per datapoint of the batch (plain lists are shared)."""
+
+
+class AloneOutputs(PerDatapoint):
+    """Each datapoint's whole output, from a debugger run on each datapoint alone (``debuggers/batch_mode.py``):
+    a message about one names the path inside the output, as the debugger returned it."""

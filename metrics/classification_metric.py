@@ -13,15 +13,15 @@ Lists in ``per_datapoint`` follow ``datapoint_idx``, which is sorted.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 
 import torch
 import torch.nn.functional as F
 
+from metrics.buffered_scores import BufferedScores
 from utils.keyed import label, model_output
 
 
-class ClassificationMetric:
+class ClassificationMetric(BufferedScores):
     """Accuracy (0/1 per datapoint), cross-entropy and confidence of the true class.
 
     Logits that are not all finite predict nothing: every score of that datapoint is NaN (argmax would say
@@ -48,14 +48,6 @@ class ClassificationMetric:
             "true_class_confidence": probs.gather(1, target[:, None])[:, 0],
             "predicted_class": _nan_where_not(finite, predicted.float()),
         }
-
-    def reset_buffer(self) -> None:
-        self.buffer = {}
-
-    def add_to_buffer(self, idx: Iterable[int], scores: dict[str, torch.Tensor]) -> None:
-        columns = {name: values.tolist() for name, values in scores.items()}
-        for row, i in enumerate(idx):
-            self.buffer[int(i)] = {name: values[row] for name, values in columns.items()}
 
     def summarize(self, buffer: dict[int, dict[str, float]] | None = None) -> dict:
         """Scores file content for ``buffer`` (default: this metric's own buffer)."""

@@ -1,6 +1,8 @@
 """Reference models for exercising Lantern's debuggers."""
 
 from models.attention_classifier import AttentionClassifier
+from models.promptable_segmenter import PromptableSegmenter
+from models.promptable_video_segmenter import PromptableVideoSegmenter
 from models.small_cnn import SmallCNN
 
-__all__ = ["AttentionClassifier", "SmallCNN"]
+__all__ = ["AttentionClassifier", "PromptableSegmenter", "PromptableVideoSegmenter", "SmallCNN"]

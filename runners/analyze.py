@@ -1,8 +1,11 @@
 """Print why a run's datapoints fail: ranked slices, separating quantities, clusters, label errors.
 
     python -m runners.analyze --run logs/examples/planted_failures_trainer [--epoch N] [--json]
+    python -m runners.analyze --run RUN --verify [KEY ...] --trust-configs
 
-The same findings as ``analysis.failures.analyze`` (for notebooks) and the viewer's Failures tab.
+The same findings as ``analysis.failures.analyze`` (for notebooks) and the viewer's Failures tab. ``--verify``
+confirms findings by intervention on the epoch's own model (``runners/verify.py``): it rebuilds the model from
+the config file the run names, so it needs ``--trust-configs``.
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ import json
 import sys
 from typing import Any
 
-from analysis.failures import FailureDefinition, Findings, analyze
+from analysis.failures import FailureDefinition, Findings, analyze, resolve_epoch_dir
+from analysis.intervention import Comparison
+from runners.run_model import TRUST_FLAG
+from runners.verify import Result, Verification, verify_findings
 from utils.errors import LanternUserError
 
 
@@ -27,14 +33,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-size", type=int, default=None, help="smallest slice (default: 1%% of rows, >= 10)")
     parser.add_argument("--top", type=int, default=10, help="findings per list (default 10)")
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    parser.add_argument("--verify", nargs="*", metavar="KEY", default=None,
+                        help="confirm findings by intervention on the epoch's model: the findings named (slices-0, "
+                             "separators-2, nan_origins-0, ...), or every one but label suspects and dead units")
+    parser.add_argument(TRUST_FLAG, action="store_true", dest="trust_configs",
+                        help="let --verify import the config file the run names (runs its code: only for runs you "
+                             "trust)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of --verify's random control sets (default 0)")
     args = parser.parse_args(argv)
+    failure = FailureDefinition(args.failure_metric, args.worst_fraction)
     try:
-        findings = analyze(args.run, args.epoch, FailureDefinition(args.failure_metric, args.worst_fraction),
-                           args.min_size, args.top)
+        findings = analyze(args.run, args.epoch, failure, args.min_size, args.top)
+        verified = None if args.verify is None else verify_findings(
+            resolve_epoch_dir(args.run, args.epoch), findings.to_dict(), args.verify or None, args.trust_configs,
+            failure, args.seed)
     except LanternUserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(findings.to_dict(), indent=1, default=_plain) if args.json else format_findings(findings))
+    if args.json:
+        data = findings.to_dict() | ({} if verified is None else {"verifications": [r.to_dict() for r in verified]})
+        print(json.dumps(data, indent=1, default=_plain))
+    else:
+        print(format_findings(findings) + ("" if verified is None else "\n" + format_verifications(verified)))
     return 0
 
 
@@ -63,6 +83,34 @@ def format_findings(findings: Findings) -> str:
     lines += _table("Dead units (a summary with one value for every datapoint)", ["#", "column", "value"],
                     [[i + 1, d.column, f"{d.value:g}"] for i, d in enumerate(findings.dead_units)])
     return "\n".join(lines)
+
+
+def format_verifications(results: list[Result]) -> str:
+    """What each intervention did to its finding's failures, against the matched random set."""
+    done = [r for r in results if isinstance(r, Verification)]
+    lines = _table("Verified by intervention (the finding's datapoints rerun with the patch, against as many failing "
+                   "and passing ones drawn at random elsewhere; 95% intervals)",
+                   ["key", "finding", "intervention", "failing before → after", "change", "control change",
+                    "verdict"],
+                   [[r.key, r.finding, r.intervention, _before_after(r), *_changes(r.comparison), r.verdict]
+                    for r in done])
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for r in done:
+        reasons.setdefault((r.verdict, r.comparison.reason), []).append(r.key)
+    lines += [f"{', '.join(keys)}: {verdict}: {reason}" for (verdict, reason), keys in reasons.items()]
+    lines += [f"{r.key} ({r.finding}): not verifiable: {r.reason}" for r in results if not isinstance(r, Verification)]
+    return "\n".join(lines)
+
+
+def _before_after(result: Verification) -> str:
+    counts = result.comparison.finding
+    return f"{counts.failures_before} → {counts.failures_after} of {counts.size}"
+
+
+def _changes(comparison: Comparison) -> list[str]:
+    """The finding's and the control's change in failure rate, each with its interval."""
+    return [f"{comparison.finding.change:+.2f} {comparison.finding_interval}",
+            f"{comparison.control.change:+.2f} {comparison.control_interval}"]
 
 
 def _table(title: str, header: list[str], rows: list[list[Any]]) -> list[str]:

@@ -27,12 +27,13 @@ from tqdm import tqdm
 
 from analysis.epoch_rows import EpochRows, gather_epoch_columns
 from analysis.epoch_table import write_epoch_table
-from debuggers.model_report import MODEL_REPORT_FILE, build_model_report, write_model_report
+from debuggers.model_report import MODEL_REPORT_FILE, build_model_report, refresh_conv_filters, write_model_report
 from debuggers.pages.watchdog import DEFAULT_STALL_TIMEOUT_S
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from runners.config_file import config_differences, describe_config
 from runners.config_keys import check_config_keys
 from runners.datapoint_capture import DATAPOINTS_DIR, CaptureLimits, DatapointCapture, capture_is_complete
+from runners.failure_definition import FAILURE_DEFINITION_ROLE, checked_failure_definition
 from runners.metric_contract import check_buffer, check_scores, checked_summary
 from runners.unique_idx import SeenIdx, merge_rank_buffers
 from runners.work_dir_guard import LOCK_FILE, WorkDirWatch, lock_work_dir, recorded_launch, release_work_dir
@@ -54,10 +55,11 @@ from utils.run_logging import append_to_log, get_run_logger
 RUN_INFO_FILE = "run_info.json"
 _STALE_TEMP = re.compile(rf"\..+{re.escape(TEMP_MARKER)}[\d-]+")  # utils.atomic_files.temporary_path
 # moving a run or its config file, changing how long ranks wait for each other, what is captured of each
-# datapoint, the debug disk budget or the capture policies keeps it the same run: they change what is
-# captured, not what is trained
+# datapoint, the debug disk budget, the capture policies, the training monitor or what counts as a failure keeps it
+# the same run: they change what is captured and how it is read, not what is trained (a run the monitor stopped at
+# a NaN resumes with it set to go on)
 UNIDENTIFYING_KEYS = ("work_dir", "config_filepath", "distributed_timeout_s", "datapoint_capture",
-                      "debug_disk_budget_gb")
+                      "debug_disk_budget_gb", "training_monitor", "failure_definition")
 UNIDENTIFYING_DEBUGGER_ARGS = ("keep", "summaries_every_epoch")  # SequentialDebugger's capture policies
 
 
@@ -214,6 +216,7 @@ class BaseRunner:
 
     def _init_metric_(self) -> None:
         self.metric = build_from_config(self.config["metric"], "config['metric']")
+        self.failure_definition = checked_failure_definition(self.config.get("failure_definition"), self.metric)
 
     def _init_debugger(self) -> None:
         """Build the debugger once the model exists; unknown layer names stop the run here."""
@@ -248,6 +251,17 @@ class BaseRunner:
             write_model_report(path, build_model_report(self.eval_model, inputs))
         except Exception as exc:  # the report only informs; the run must not stop for it
             self.logger.warning(f"model report not written ({type(exc).__name__}: {exc})")
+
+    def _refresh_model_report(self, taken_at: str) -> None:
+        """The model report's conv filters as the weights are now (rank 0, where a report was written); never
+        fatal."""
+        path = os.path.join(self.work_dir, MODEL_REPORT_FILE)
+        if not self.is_main or not os.path.isfile(path):
+            return
+        try:
+            refresh_conv_filters(path, self.eval_model, taken_at)
+        except Exception as exc:  # the report only informs; the run must not stop for it
+            self.logger.warning(f"model report's conv filters not refreshed ({type(exc).__name__}: {exc})")
 
     def _build_dataloader(self, dataset_key: str, dataloader_key: str, sampler: Any) -> DataLoader:
         dataset = build_from_config(self.config[dataset_key], f"config['{dataset_key}']")
@@ -336,6 +350,8 @@ class BaseRunner:
         class_names = getattr(dataset, "class_names", None) or getattr(dataset, "CLASS_NAMES", None)
         gathered = gather_epoch_columns(scores, self.epoch_rows, summaries, class_names, self.is_main)
         if gathered is not None:
+            if self.failure_definition is not None:
+                gathered[1][FAILURE_DEFINITION_ROLE] = self.failure_definition
             write_run_file(path, lambda: write_epoch_table(path, *gathered))
 
     def _start_datapoint_capture(self, once: bool) -> None:

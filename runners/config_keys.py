@@ -9,9 +9,9 @@ from typing import Any
 from utils.errors import ConfigError
 
 COMMON_KEYS = ("runner", "work_dir", "config_filepath", "seed", "device", "distributed_timeout_s",
-               "datapoint_capture", "model", "metric", "debugger")
+               "datapoint_capture", "model", "metric", "debugger", "failure_definition")
 TRAINER_KEYS = ("epochs", "checkpoint_method", "best_metric", "train_dataset", "train_dataloader", "val_dataset",
-                "val_dataloader", "criterion", "optimizer", "scheduler", "debug_disk_budget_gb")
+                "val_dataloader", "criterion", "optimizer", "scheduler", "debug_disk_budget_gb", "training_monitor")
 EVALUATOR_KEYS = ("checkpoint", "eval_dataset", "eval_dataloader")
 RUNNER_KEYS = {"BaseTrainer": TRAINER_KEYS, "BaseEvaluator": EVALUATOR_KEYS}
 

@@ -8,6 +8,10 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
 
 from runners.config_file import load_config
 from runners.trainers import BaseTrainer
@@ -93,6 +97,18 @@ def run_torchrun(config_path, nproc=2, timeout=180):
         output, _ = process.communicate()
         raise AssertionError(f"torchrun did not finish within {timeout} s (a hang?); its output:\n{output}") from None
     return subprocess.CompletedProcess(command, process.returncode, output, "")
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """One intra-op thread inside: on a busy 2-core machine, two OpenMP threads per process spin against each
+    other (a run that takes 40 s of CPU took 10 minutes with two)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def train(config_path):

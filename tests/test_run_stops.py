@@ -102,7 +102,7 @@ class NeedsAProbe(BaseDebugger):
 
 config["debugger"] = {"class": SequentialDebugger, "args": {"debuggers_config": [
     {"name": "fm", "debugger_config": {"class": NeedsAProbe, "args": {}}}]}}
-""", "config['debugger']['args']['debuggers_config'][0] ('fm')['debugger_config'] (NeedsAProbe): "
+""", "debuggers_config[0] ('fm')['debugger_config'] (NeedsAProbe): "
     "FileNotFoundError: probe.json is missing"),
     ("""
 class Broken(SyntheticShapesDataset):

@@ -3,7 +3,9 @@
 Every component of a run (dataset, model, optimizer, metric, debugger) is named
 in the config this way, so a config file is plain data that can be read, copied
 and diffed. Building is recursive: an argument that is itself a config entry is
-built first.
+built first, except the arguments a class names in ``UNBUILT_ARGS``, which it is
+given as written and builds itself (``SequentialDebugger`` builds its debuggers,
+some once the model is known).
 """
 
 from __future__ import annotations
@@ -62,7 +64,9 @@ def _build_entry(entry: dict, where: str, overrides: dict) -> Any:
     args = entry.get("args", {}) or {}
     if not isinstance(args, dict):
         raise ConfigError(f"{where}['args'] must be a dict of keyword arguments, got {type(args).__name__}")
-    kwargs = {k: build_from_config(_copy_arg(v), f"{where}['args']['{k}']") for k, v in args.items()}
+    unbuilt = getattr(cls, "UNBUILT_ARGS", ())  # config entries the class builds itself, when it knows how
+    kwargs = {k: _copy_arg(v) if k in unbuilt else build_from_config(_copy_arg(v), f"{where}['args']['{k}']")
+              for k, v in args.items()}
     kwargs.update(overrides)
     check_arguments(cls, kwargs, where)
     try:

@@ -1,6 +1,6 @@
 """Default example: a small CNN on synthetic shapes, with feature maps, statistics and Grad-CAM
 captured for every validation datapoint at every second epoch (epochs 1, 3 and 5), so the viewer can
-compare a datapoint across epochs.
+compare a datapoint across epochs, and the training monitored (the viewer's Training tab).
 
     python main.py --config-filepath configs/examples/cnn_trainer.py
 """
@@ -35,6 +35,9 @@ config = {
     "metric": {"class": ClassificationMetric, "args": {}},
     "optimizer": {"class": torch.optim.Adam, "args": {"lr": 2e-3}},
     "scheduler": {"class": torch.optim.lr_scheduler.CosineAnnealingLR, "args": {"T_max": EPOCHS}},
+    # loss, learning rate and per-layer gradient norms every 10 steps, NaN/Inf checked every step: the viewer's
+    # Training tab (docs/training_monitor.md)
+    "training_monitor": True,
     "debugger": {
         "class": SequentialDebugger,
         "args": {

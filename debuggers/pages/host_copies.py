@@ -42,7 +42,7 @@ def _copied(value: Any, pending: dict[torch.device, torch.cuda.Event]) -> Any:
         if all(new is old for new, old in zip(items, value)):
             return value
         if isinstance(value, PerDatapoint):
-            return PerDatapoint(items)
+            return type(value)(items)
         return items if isinstance(value, list) else tuple(items)
     return value
 

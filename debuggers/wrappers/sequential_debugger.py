@@ -21,12 +21,20 @@ import tempfile
 from contextlib import AbstractContextManager
 from typing import Any, Optional
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
 from debuggers.base_debugger import BaseDebugger, Removable
+from debuggers.batch_mode import (
+    PER_DATAPOINT,
+    DatapointFailure,
+    batch_mode_check,
+    calls_alone,
+    declared_mode,
+    python_float_at,
+)
 from debuggers.batch_split import BatchContractError, split_batch_value
+from debuggers.datapoint_slices import datapoint_slice
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import PerDatapoint, error_output, is_shared_record
 from debuggers.pages.file_format import INDEX_GLOB, LOCATIONS_GLOB, PAGE_GLOB
@@ -37,6 +45,7 @@ from debuggers.pages.watchdog import DEFAULT_STALL_TIMEOUT_S, StallWatchdog
 from debuggers.pages.writer import PageWriter
 from debuggers.summaries import DebuggerSummaries
 from debuggers.utils import UnknownLayerError, require_layer
+from debuggers.wrappers.layer_sets import check_layer_set, expand_layer_set
 from utils.builders import build_from_config
 from utils.config_values import is_positive_number
 from utils.errors import ConfigError
@@ -45,7 +54,7 @@ from utils.ops import idx_list
 
 logger = logging.getLogger("lantern.debugger")
 WRITER_THREAD = "lantern-page-writer"  # the PageWriter's thread: its stack explains a stalled write
-ENTRY_KEYS = {"name", "debugger_config", "keep"}
+ENTRY_KEYS = {"name", "debugger_config", "keep", "layers"}
 
 
 class DebuggerError(RuntimeError):
@@ -56,7 +65,9 @@ class SequentialDebugger(BaseDebugger):
     """Runs several named debuggers and writes their outputs in bounded pages.
 
     Args:
-        debuggers_config: ``[{'name': str, 'debugger_config': {'class': ..., 'args': {...}}}, ...]``.
+        debuggers_config: ``[{'name': str, 'debugger_config': {'class': ..., 'args': {...}}}, ...]``; an entry
+            with ``'layers': {'type': ..., 'name': ...}`` is a debugger on every module of a type or name pattern
+            (``debuggers/wrappers/layer_sets.py``), made once the model is known.
         page_size_mb: a page is written once its outputs reach this many megabytes.
         model: register hooks on this model at once (the runners call ``register_hooks``).
         strict: raise when a debugger fails, instead of recording its error and going on.
@@ -73,24 +84,21 @@ class SequentialDebugger(BaseDebugger):
             copy into the page cache, where the disk takes them fast; False: everything through the page cache.
     """
 
+    UNBUILT_ARGS = ("debuggers_config",)  # built here (utils/builders.py): a 'layers' entry needs the model
+
     def __init__(self, debuggers_config: list[dict[str, Any]], page_size_mb: float = 100,
                  model: Optional[torch.nn.Module] = None, strict: bool = False,
                  stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S, keep: Any = "all",
                  summaries_every_epoch: bool = False, direct_io: bool = True) -> None:
         self.page_size = _page_size_bytes(page_size_mb)
         self.strict = strict
-        self.debuggers: dict[str, BaseDebugger] = _build_debuggers(debuggers_config)
-        self.capture_policy = build_capture_policy(keep, {entry["name"]: entry.get("keep")
-                                                          for entry in debuggers_config})
+        self._config, self._keep, self._log = debuggers_config, keep, logger
+        self._use(*_build_debuggers(debuggers_config)[:2])
         for name, flag in (("summaries_every_epoch", summaries_every_epoch), ("direct_io", direct_io)):
             if not isinstance(flag, bool):
                 raise ConfigError(f"{name} must be True or False, got {flag!r}")
         self.summaries_every_epoch = summaries_every_epoch
         self.full_outputs = True
-        self.forward_debuggers: dict[str, list[ForwardDebugger]] = {}
-        for debugger in self.debuggers.values():
-            if isinstance(debugger, ForwardDebugger):
-                self.forward_debuggers.setdefault(debugger.layer_name, []).append(debugger)
         rank, world_size = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
         self._writer = PageWriter(self.page_size, rank=rank, world_size=world_size,
                                   stall_timeout_s=_stall_timeout(stall_timeout_s), direct_io=direct_io)
@@ -102,8 +110,6 @@ class SequentialDebugger(BaseDebugger):
         self._checked_numbers: set[str] = set()
         self._epoch_open = False
         self.write_error: Optional[BaseException] = None
-        self._log = logger
-        self.summaries = DebuggerSummaries(self.debuggers, logger)
         self._watchdog = StallWatchdog(self._writer.stall_timeout_s, logger)
         self._output_dir: Optional[str] = None
         if model is not None:
@@ -114,23 +120,39 @@ class SequentialDebugger(BaseDebugger):
         """Remember ``model``; an unknown layer name raises here, with the closest names.
 
         Failures reported later go to ``logger`` (the run's) instead of ``lantern.debugger``, so they reach
-        the run's log file.
+        the run's log file. Entries with ``'layers'`` become one debugger per matching module here.
         """
-        for name, debugger in self.debuggers.items():
+        debuggers, keeps, notes = _build_debuggers(self._config, model, self.debuggers)
+        for name, debugger in debuggers.items():
             for layer_name in debugger.layer_names():
                 try:
                     require_layer(model, layer_name)
                 except UnknownLayerError as exc:
                     raise UnknownLayerError(f"debugger '{name}': {exc}") from None
         if logger is not None:
-            for layer_name, debuggers in self.forward_debuggers.items():
-                logger.info(f"{len(debuggers)} forward debugger(s) on layer '{layer_name}'")
-        if logger is not None:
-            self._log = self.summaries.log = self._watchdog.logger = logger
+            self._log = self._watchdog.logger = logger
         was_enabled = self.enabled
         self.enabled = False
+        if notes:
+            self._use(debuggers, keeps)
+        for note in notes:
+            self._log.info(note)
+        if logger is not None:
+            for layer_name, on_layer in self.forward_debuggers.items():
+                logger.info(f"{len(on_layer)} forward debugger(s) on layer '{layer_name}'")
+        self.summaries.log = self._log
         self._model = model
         self.enabled = was_enabled
+
+    def _use(self, debuggers: dict[str, BaseDebugger], keeps: dict[str, Any]) -> None:
+        """Run these debuggers (``keeps``: each one's own capture policy, None for the default)."""
+        self.debuggers = debuggers
+        self.capture_policy = build_capture_policy(self._keep, keeps)
+        self.forward_debuggers: dict[str, list[ForwardDebugger]] = {}
+        for debugger in debuggers.values():
+            if isinstance(debugger, ForwardDebugger):
+                self.forward_debuggers.setdefault(debugger.layer_name, []).append(debugger)
+        self.summaries = DebuggerSummaries(debuggers, self._log)
 
     @property
     def stall_timeout_s(self) -> float:
@@ -176,17 +198,18 @@ class SequentialDebugger(BaseDebugger):
             return {}
         model = self._model if model is None else model
         idx = idx_list(datapoint["meta_info"]["idx"] if idx is None else idx)
-        outputs = {name: self._run(name, d, datapoint, model) for name, d in self.debuggers.items()
+        outputs = {name: self._run(name, d, datapoint, model, len(idx)) for name, d in self.debuggers.items()
                    if not d.runs_model}
         active = {name: d for name, d in self.debuggers.items() if d.runs_model}
         if active:
             self._detach()
-            outputs.update({name: self._run(name, d, datapoint, model) for name, d in active.items()})
+            outputs.update({name: self._run(name, d, datapoint, model, len(idx)) for name, d in active.items()})
             self._attach()
         else:
             for debugger in self.debuggers.values():
                 debugger.clear()
-        outputs = {name: outputs[name] for name in self.debuggers}
+        outputs = {name: self._datapoint_records(name, outputs[name], idx) for name in self.debuggers}
+        self._log_batch_modes()
         if len(idx) > 1:
             self._warn_whole_batch_numbers(outputs)
         self._buffer_batch(idx, outputs, datapoint.get("scores"))
@@ -198,22 +221,52 @@ class SequentialDebugger(BaseDebugger):
         return self._watchdog.watch(f"the model's forward pass with the hooks of forward debuggers {names}",
                                     interrupt=True)
 
-    def _run(self, name: str, debugger: BaseDebugger, datapoint: dict, model: torch.nn.Module) -> Any:
+    def _run(self, name: str, debugger: BaseDebugger, datapoint: dict, model: torch.nn.Module,
+             batch_size: int) -> Any:
+        """The debugger's output for the batch: batched, or per datapoint where it is not batch-first
+        (``debuggers/batch_mode.py``; a ``ForwardDebugger`` does that in its hook)."""
         with self._watchdog.watch(f"debugger '{name}' (its call on a batch)", interrupt=True):
             try:
-                return debugger(datapoint, model)
+                if isinstance(debugger, ForwardDebugger) or not calls_alone(debugger):
+                    return debugger(datapoint, model)
+                return batch_mode_check(debugger).run(
+                    lambda: debugger(datapoint, model),
+                    lambda i: debugger(datapoint_slice(datapoint, i, batch_size), model), batch_size)
             except Exception as exc:
                 return self._record_failure(name, exc)
 
-    def _record_failure(self, name: str, exc: Exception) -> dict:
+    def _record_failure(self, name: str, exc: Exception, datapoint: Optional[int] = None, hint: str = "") -> dict:
+        """The error record of a debugger that raised on the batch, or on ``datapoint`` alone (``hint``: what to
+        do)."""
+        where = "" if datapoint is None else f" on datapoint {datapoint}"
         if self.strict:
-            raise DebuggerError(f"debugger '{name}' failed: {type(exc).__name__}: {exc}") from exc
+            raise DebuggerError(f"debugger '{name}' failed{where}: {type(exc).__name__}: {exc}") from exc
         if name not in self._failed:
             self._failed.add(name)
-            self._log.warning(f"debugger '{name}' failed ({type(exc).__name__}: {exc}); its error is recorded "
-                              "as its output and the run goes on (set strict=True to stop instead)",
+            self._log.warning(f"debugger '{name}' failed{where} ({type(exc).__name__}: {exc}); its error is "
+                              "recorded as its output and the run goes on (set strict=True to stop instead)",
                               exc_info=exc)
-        return error_output(exc)
+        record = error_output(exc)
+        if datapoint is not None:
+            record["message"] = f"on datapoint {datapoint} alone: {record['message']}" + (f" ({hint})" if hint else "")
+        return record
+
+    def _datapoint_records(self, name: str, output: Any, idx: list[int]) -> Any:
+        """A per-datapoint output with each datapoint's failure as its own error record, naming the datapoint."""
+        if not isinstance(output, PerDatapoint) or not any(isinstance(v, DatapointFailure) for v in output):
+            return output
+        return type(output)(self._record_failure(name, v.error, idx[v.position], v.hint)
+                            if isinstance(v, DatapointFailure) else v for v in output)
+
+    def _log_batch_modes(self) -> None:
+        """Once per debugger and run: whether it was found to run batched or per datapoint, and why."""
+        for name, debugger in self.debuggers.items():
+            check = batch_mode_check(debugger)
+            news = check.take_news()
+            if news is not None:
+                log = self._log.warning if check.mode == PER_DATAPOINT else self._log.info
+                log(f"debugger '{name}' {news}. Declaring batch_mode = '{check.mode}' on {type(debugger).__name__} "
+                    "skips this check")
 
     def _warn_whole_batch_numbers(self, outputs: dict[str, Any]) -> None:
         """Once per debugger: a Python float is one value for the whole batch, stored for each datapoint."""
@@ -221,7 +274,7 @@ class SequentialDebugger(BaseDebugger):
             if name in self._checked_numbers or is_shared_record(output):
                 continue
             self._checked_numbers.add(name)
-            where = _python_float_at(output, "")
+            where = python_float_at(output, "")
             if where is not None:
                 self._log.warning(
                     f"debugger '{name}' returned a Python number at '{where or 'its output'}' (from .item() or "
@@ -366,42 +419,48 @@ def _stall_timeout(value: Any) -> float:
     return float(value)
 
 
-def _build_debuggers(debuggers_config: Any) -> dict[str, BaseDebugger]:
-    """The named debuggers; an empty list (every entry commented out) is a debugger that does nothing."""
+def _build_debuggers(debuggers_config: Any, model: Optional[torch.nn.Module] = None,
+                     built: Optional[dict[str, BaseDebugger]] = None,
+                     ) -> tuple[dict[str, BaseDebugger], dict[str, Any], list[str]]:
+    """The named debuggers, each one's own ``keep``, and a line to log per ``'layers'`` entry. Entries with
+    ``'layers'`` are checked, and made only with ``model``; ``built``: debuggers already made, kept as they are.
+    An empty list (every entry commented out) is a debugger that does nothing."""
     if not isinstance(debuggers_config, (list, tuple)):
         raise ConfigError("debuggers_config must be a list of {'name': ..., 'debugger_config': ...} "
                           f"(an empty list switches them all off), got {type(debuggers_config).__name__}")
-    debuggers: dict[str, BaseDebugger] = {}
+    entries, notes = [], []
     for i, entry in enumerate(debuggers_config):
         where = f"debuggers_config[{i}]"
         if not isinstance(entry, dict) or not {"name", "debugger_config"} <= set(entry) <= ENTRY_KEYS:
             raise ConfigError(f"{where} must be a dict with exactly 'name' and 'debugger_config' (and optionally "
-                              f"'keep', its capture policy), got {entry!r}")
+                              f"'keep', its capture policy, and 'layers', the modules it hooks), got {entry!r}")
         name = entry["name"]
         if not isinstance(name, str) or not name:
             raise ConfigError(f"{where}['name'] must be a non-empty string, got {name!r}")
+        where = f"{where} ('{name}')"
+        if "layers" not in entry:
+            entries.append((where, entry))
+        elif model is None:
+            check_layer_set(entry, where)
+        else:
+            expanded, note = expand_layer_set(entry, model, where)
+            entries += [(where, one) for one in expanded]
+            notes.append(note)
+    debuggers: dict[str, BaseDebugger] = {}
+    for where, entry in entries:
+        name = entry["name"]
         if name in debuggers:
             raise ConfigError(f"{where}: duplicate debugger name '{name}'; every debugger needs its own name, "
                               "it is the key of its outputs")
-        debugger = build_from_config(entry["debugger_config"], f"{where}['debugger_config']")
+        debugger = (built or {}).get(name)
+        if debugger is None:
+            debugger = build_from_config(entry["debugger_config"], f"{where}['debugger_config']")
         if not isinstance(debugger, BaseDebugger):
             raise ConfigError(f"{where} built a {type(debugger).__name__}, which is not a BaseDebugger; "
                               "subclass debuggers.base_debugger.BaseDebugger or ForwardDebugger")
+        declared_mode(debugger)  # a misspelt batch_mode stops the run here
         debuggers[name] = debugger
-    return debuggers
-
-
-def _python_float_at(value: Any, path: str) -> Optional[str]:
-    """The path of the first Python/NumPy float scalar inside ``value`` (dicts, lists, tuples), or None."""
-    if isinstance(value, (float, np.floating)):
-        return path
-    if isinstance(value, dict):
-        children = [(f"{path}.{key}" if path else str(key), item) for key, item in value.items()]
-    elif isinstance(value, (list, tuple)) and not isinstance(value, PerDatapoint):
-        children = [(f"{path}[{i}]", item) for i, item in enumerate(value)]
-    else:
-        return None
-    return next((found for child, item in children if (found := _python_float_at(item, child)) is not None), None)
+    return debuggers, {entry["name"]: entry.get("keep") for _, entry in entries}, notes
 
 
 def _move_pages(source: str, output_dir: str) -> None:

@@ -31,6 +31,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--trust-configs", action="store_true",
                         help="import the config file a run names to rebuild its dataset when the run did not "
                              "capture its inputs (runs code: only for runs you trust)")
+    parser.add_argument("--views-file", default=None,
+                        help="where the runs' named views are kept (default: ~/.config/lantern/viewer_views.json)")
     return parser.parse_args(argv)
 
 
@@ -51,7 +53,7 @@ def network_warning(host: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    app = create_app(args.log_dirs, trust_configs=args.trust_configs)
+    app = create_app(args.log_dirs, trust_configs=args.trust_configs, views_file=args.views_file)
     for problem in app.viewer_backend.discovery.problems:
         print(f"warning: {problem}", flush=True)
     if not is_loopback(args.host):

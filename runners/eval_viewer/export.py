@@ -37,19 +37,23 @@ from plotly.offline import get_plotlyjs, get_plotlyjs_version
 from data.viewer.layout.display.display_labels import class_text
 from data.viewer.layout.display.figures import (
     SHARED,
-    figures_for_output,
+    attention_across_layers_figure,
     is_picture,
     is_shared,
     model_report_figures,
 )
+from data.viewer.layout.display.output_figures import output_figures
 from data.viewer.layout.display.overlays import picture_png
 from data.viewer.layout.display.pictures import picture_svg
 from data.viewer.layout.display.values import describe_value, first_image, is_table, table_text, token_strings
+from debuggers.capture_debugger import plain, state_kind
 from debuggers.model_report import MODEL_REPORT_FILE
-from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
+from debuggers.outputs import KIND_CAPTURED_STATES, KIND_ERROR, KIND_NOT_RUN, KIND_TENSOR
 from debuggers.pages.file_format import CorruptPageError, UnsafePageError
 from debuggers.pages.reader import DEBUGGER_DIR
 from debuggers.pages.run_files import refuse_link
+from debuggers.pages.values import to_page_value
+from runners.eval_viewer.backend.calibration import Calibration
 from runners.eval_viewer.backend.datapoint import load_item
 from runners.eval_viewer.backend.debug import EpochDebug, EpochDebugError, open_epoch_debug
 from runners.eval_viewer.backend.runs import read_model_report
@@ -205,11 +209,12 @@ def _cell(value: Any) -> str:
 
 def datapoint_items(outputs: Mapping[str, Any], image: Optional[np.ndarray] = None,
                     class_names: Optional[dict[int, str]] = None,
-                    shared: Optional[dict[str, go.Figure]] = None, tokens: Optional[list[str]] = None) -> list[Item]:
+                    shared: Optional[dict[str, go.Figure]] = None, tokens: Optional[list[str]] = None,
+                    inputs: Optional[dict[str, Any]] = None, calibration: Optional[Calibration] = None) -> list[Item]:
     """Each debugger's figures, titled with its name (classes by ``class_names``, attention axes by the
-    datapoint's ``tokens``, as in the viewer); errors and skipped layers as alerts. With ``shared``, a figure
-    of a state the same for every datapoint (a position encoding) goes there once, by title, and the
-    datapoint gets a note instead of another copy."""
+    datapoint's ``tokens``, a clip's frames from its ``inputs``, the epoch's ``calibration`` pairs, as in the
+    viewer); errors and skipped layers as alerts. With ``shared``, a figure of a state the same for every datapoint
+    (a position encoding) goes there once, by title, and the datapoint gets a note instead of another copy."""
     items: list[Item] = []
     for name, output in outputs.items():
         kind = output.get("kind") if isinstance(output, dict) else None
@@ -218,7 +223,7 @@ def datapoint_items(outputs: Mapping[str, Any], image: Optional[np.ndarray] = No
             items.append(f"{name}: {detail}{output.get('message')}")
             continue
         try:
-            figures = figures_for_output(output, image, class_names, tokens)
+            figures = output_figures(output, image, class_names, tokens, inputs, calibration)
         except Exception as exc:  # one odd output (a crafted page) must not cost the rest of the report
             items.append(f"{name}: this output cannot be drawn ({type(exc).__name__}: {exc})")
             continue
@@ -229,22 +234,108 @@ def datapoint_items(outputs: Mapping[str, Any], image: Optional[np.ndarray] = No
                 continue
             shared.setdefault(fig.layout.title.text, fig)
             items.append(Note(f"{fig.layout.title.text}: drawn once, under '{SHARED_SECTION}'"))
-    return items
+    across = attention_across_layers_figure(dict(outputs))
+    return items if across is None else [across, *items]
 
 
-def visualize_debug_states(debug_outputs: Mapping[str, Any], save_path: Optional[str] = None,
-                           image: Optional[np.ndarray] = None) -> list[go.Figure]:
-    """Figures of one datapoint's debug outputs (``{debugger_name: output}``, or one output), for notebooks.
+def visualize_debug_states(debug_states: Mapping[str, Any], save_path: Optional[str] = None,
+                           create_summary: bool = False, image: Optional[np.ndarray] = None,
+                           datapoint: int = 0) -> list[go.Figure]:
+    """Figures of debug states, for notebooks and scripts (the SAM2 guide's ``visualize_debug_states``).
 
-    With ``save_path`` (a ``.html`` file, or a folder that gets ``debug_states.html``)
-    the figures are also written as a self-contained HTML page.
+    ``debug_states`` is either the guide's states, ``{component: {state: {'data', 'metadata'}}}`` as
+    ``get_debug_states()`` gives them (datapoint ``datapoint`` of each is drawn, along its batch dimension:
+    0, or ``metadata['batch_dim']``; a state declared without one, ``batch_dim`` None, is drawn whole), or
+    one datapoint's debug outputs ``{debugger_name: output}`` as ``load_debug_outputs`` gives them, or one
+    output. States are drawn by kind as ``CaptureDebugger``'s are (attention, embeddings, position encodings,
+    other tensors), a state's ``'gradient'`` beside it. ``create_summary``: first, a table of every array
+    (shape, dtype, range, mean, std, NaN and Inf counts). ``save_path`` (a ``.html`` file, or a folder that
+    gets ``debug_states.html``): the same as one self-contained HTML page.
     """
-    outputs = {"output": debug_outputs} if "kind" in debug_outputs else debug_outputs
-    items = datapoint_items(outputs, image)
+    if is_guide_states(debug_states):
+        outputs = {"debug states": states_of_datapoint(debug_states, datapoint)}
+    else:  # page values already, unless given straight from a debugger
+        outputs = to_page_value({"output": debug_states} if "kind" in debug_states else debug_states)
+    items: list[Item] = [summary_table(outputs)] if create_summary else []
+    items += datapoint_items(outputs, image)
     if save_path is not None:
         path = save_path if save_path.endswith(".html") else os.path.join(save_path, "debug_states.html")
         write_html(path, "Lantern debug outputs", [("debug outputs", items)])
     return [item for item in items if isinstance(item, go.Figure)]
+
+
+def is_guide_states(value: Any) -> bool:
+    """Whether ``value`` is ``{component: {state: {'data': ...}}}``, as the guide's ``get_debug_states`` gives."""
+    return isinstance(value, Mapping) and bool(value) and all(
+        isinstance(states, Mapping) and states and all(isinstance(r, Mapping) and "data" in r for r in states.values())
+        for states in value.values())
+
+
+def states_of_datapoint(states: Mapping[str, Mapping[str, Mapping[str, Any]]], datapoint: int) -> dict[str, Any]:
+    """The guide's states as one datapoint's ``captured_states`` output (``CaptureDebugger``'s records)."""
+    drawn: dict[str, dict[str, Any]] = {}
+    for component, records in states.items():
+        for state, record in records.items():
+            metadata = dict(record.get("metadata") or {})
+            batch_dim = metadata.get("batch_dim", 0)
+            parts = [(state, record["data"], state_kind(state, metadata))]
+            if record.get("gradient") is not None:
+                parts.append((f"{state}.gradient", record["gradient"], KIND_TENSOR))
+            for name, data, kind in parts:
+                drawn.setdefault(component, {})[name] = {
+                    "kind": kind, "data": to_page_value(_row(data, batch_dim, datapoint, f"{component}.{name}")),
+                    "metadata": {key: plain(value) for key, value in metadata.items()},
+                    "unsplit": [], "shared": batch_dim is None}
+    return {"kind": KIND_CAPTURED_STATES, "states": drawn}
+
+
+def _row(data: Any, batch_dim: Optional[int], datapoint: int, where: str) -> Any:
+    """Datapoint ``datapoint`` of a tensor or array along ``batch_dim`` (a size-1 dimension is every datapoint's)."""
+    if batch_dim is None or not hasattr(data, "shape") or len(data.shape) <= batch_dim:
+        return data
+    size = data.shape[batch_dim]
+    if size != 1 and datapoint >= size:
+        raise ExportError(f"state {where} has {size} datapoint(s) along its batch dimension {batch_dim}; "
+                          f"there is no datapoint {datapoint}")
+    index = [slice(None)] * batch_dim + [0 if size == 1 else datapoint]
+    return data[tuple(index)]
+
+
+def summary_table(outputs: Mapping[str, Any]) -> go.Figure:
+    """One row per array in ``outputs`` (page values): where it is, shape, dtype, min, max, mean, std, NaN and Inf
+    counts; a captured state is named ``component.state``."""
+    rows = [_array_row(path, array) for name, output in outputs.items() for path, array in _arrays(output, name)]
+    columns = ["array", "shape", "dtype", "min", "max", "mean", "std", "NaN", "Inf"]
+    table = go.Figure(go.Table(header={"values": columns, "align": "left"},
+                               cells={"values": [[row[k] for row in rows] for k in columns], "align": "left"}))
+    return table.update_layout(title_text=f"summary: {len(rows)} array(s)", height=120 + 26 * max(len(rows), 1))
+
+
+def _arrays(value: Any, path: str) -> Iterable[tuple[str, np.ndarray]]:
+    if isinstance(value, np.ndarray):
+        yield path, value
+    elif isinstance(value, Mapping) and value.get("kind") == KIND_CAPTURED_STATES:
+        for component, states in value.get("states", {}).items():
+            for state, record in states.items():
+                yield from _arrays(record.get("data"), f"{path}.{component}.{state}")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _arrays(item, f"{path}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _arrays(item, f"{path}[{i}]")
+
+
+def _array_row(path: str, array: np.ndarray) -> dict[str, Any]:
+    row: dict[str, Any] = {"array": path, "shape": str(array.shape), "dtype": str(array.dtype)}
+    numeric = array.dtype.kind in "biuf" and array.size > 0
+    values = array.astype(np.float64) if numeric else None
+    finite = values[np.isfinite(values)] if numeric else None
+    for key, reduce in (("min", np.min), ("max", np.max), ("mean", np.mean), ("std", np.std)):
+        row[key] = f"{reduce(finite):.4g}" if numeric and finite.size else ""
+    row["NaN"] = int(np.isnan(values).sum()) if numeric else ""
+    row["Inf"] = int(np.isinf(values).sum()) if numeric else ""
+    return row
 
 
 # ------------------------------------------------------------------- runs
@@ -300,8 +391,8 @@ def _summary(datapoint: Optional[dict[str, Any]], row: Optional[dict[str, Any]])
 
 
 def _datapoint_section(outputs: Union[EpochDebug, EpochDebugError], idx: int, datapoint: Optional[dict[str, Any]],
-                       row: Optional[dict[str, Any]], classes: dict[int, str],
-                       shared: dict[str, go.Figure]) -> list[Item]:
+                       row: Optional[dict[str, Any]], classes: dict[int, str], shared: dict[str, go.Figure],
+                       calibration: Optional[Calibration] = None) -> list[Item]:
     if isinstance(outputs, EpochDebugError):
         return [*_summary(datapoint, row), str(outputs)]
     try:
@@ -313,7 +404,8 @@ def _datapoint_section(outputs: Union[EpochDebug, EpochDebugError], idx: int, da
         return [f"no debug outputs for idx {idx}; this epoch has idx {min(indices)}..{max(indices)} "
                 f"({len(indices)} datapoints)"]
     return _summary(datapoint, row) + datapoint_items(debug_outputs, _image_of(datapoint), classes, shared,
-                                                      token_strings(datapoint or {}))
+                                                      token_strings(datapoint or {}), (datapoint or {}).get("inputs"),
+                                                      calibration)
 
 
 @dataclass
@@ -326,12 +418,14 @@ class TableRows:
     problems: list[Item] = field(default_factory=list)
     epoch_label: Optional[str] = None
     run_name: Optional[str] = None
+    calibration: Optional[Calibration] = None
 
 
 def table_rows(backend: ViewerBackend, run_dir: str, epoch_dir: str, indices: list[int]) -> TableRows:
-    """Each datapoint's row of the epoch's table, read as the viewer reads it (``backend.table``): ``label`` and
-    ``prediction`` as the viewer shows them (``ring (4)``), so no column repeats another (``label_name``,
-    ``predicted_class``); a note instead when the epoch has no readable table (the report is useful without)."""
+    """Each datapoint's row of the epoch's table and the epoch's calibration pairs, read as the viewer reads them
+    (``backend.table``, ``backend.calibration``): ``label`` and ``prediction`` as the viewer shows them
+    (``ring (4)``), so no column repeats another (``label_name``, ``predicted_class``); a note instead when the epoch
+    has no readable table (the report is useful without)."""
     run = backend.run(os.path.abspath(run_dir))
     epoch = next((e for e in backend.epochs(run) if os.path.abspath(e.dir) == os.path.abspath(epoch_dir)),
                  None) if run else None
@@ -343,6 +437,7 @@ def table_rows(backend: ViewerBackend, run_dir: str, epoch_dir: str, indices: li
         table = backend.table(epoch)
         rows = table.page(where=[("idx", "in", indices)], order_by="idx", descending=False, limit=len(indices))
         found.class_names = backend.class_names(epoch)
+        found.calibration = backend.calibration(epoch)
     except TABLE_ERRORS as exc:
         found.problems.append(Note(f"scores unavailable: {exc}"))
         return found
@@ -372,7 +467,8 @@ def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[in
                                *_model_section(run_dir)]
     shared: dict[str, go.Figure] = {}
     drawn = [(f"Datapoint {idx}", _datapoint_section(outputs, idx, datapoints.get(idx), found.rows.get(idx),
-                                                     found.class_names, shared)) for idx in indices]
+                                                     found.class_names, shared, found.calibration))
+             for idx in indices]
     sections += [*([(SHARED_SECTION, list(shared.values()))] if shared else []), *drawn]
     run_name = found.run_name or os.path.basename(os.path.abspath(run_dir))
     epoch_name = found.epoch_label or os.path.basename(os.path.abspath(epoch_dir))

@@ -6,6 +6,7 @@ Work dir layout::
     work_dir/datapoints/              each validation datapoint's inputs, labels, meta info (for the viewer)
     work_dir/progress.json            epochs completed so far, best epoch
     work_dir/train.log
+    work_dir/training_monitor.bin     with config['training_monitor'] (debuggers/training_monitor.py)
     work_dir/epoch_N/training_losses.pt
     work_dir/epoch_N/validation_scores.json
     work_dir/epoch_N/epoch_table.parquet  one row per validation datapoint (analysis/epoch_table.py)
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sized
 from typing import Any
 
 import torch
@@ -30,6 +32,7 @@ from tqdm import tqdm
 
 from analysis.epoch_table import EPOCH_TABLE_FILE
 from debuggers.pages.budget import checked_budget, finish_interrupted_removals, keep_under_budget
+from debuggers.training_monitor import MonitorSettings, TrainingMonitor
 from runners.base_runner import BaseRunner, seed_everything, write_run_file, write_scores
 from runners.checkpoints import load_checkpoint_file, load_model_state
 from runners.config_keys import TRAINER_KEYS
@@ -58,6 +61,8 @@ class BaseTrainer(BaseRunner):
             raise ConfigError(f"config['epochs'] must be a positive int, got {epochs!r}")
         self.tot_epochs = epochs
         self.debug_budget = checked_budget(config.get("debug_disk_budget_gb"))
+        self.monitor_settings = MonitorSettings.from_config(config.get("training_monitor"))
+        self.training_monitor: TrainingMonitor | None = None
 
     # ----------------------------------------------------------- initialisation
     def _init_components_(self) -> None:
@@ -74,6 +79,7 @@ class BaseTrainer(BaseRunner):
         self._init_scheduler_()
         self._load_checkpoint_()
         self._init_debugger()
+        self._init_training_monitor()
 
     def _init_state_(self) -> None:
         self.cum_epochs = 0
@@ -98,6 +104,18 @@ class BaseTrainer(BaseRunner):
                 f"config['checkpoint_method'] must be 'latest', 'all' or a positive int N (every N epochs), "
                 f"got {method!r}"
             )
+
+    def _init_training_monitor(self) -> None:
+        """The checks of ``config['training_monitor']`` while training (debuggers/training_monitor.py)."""
+        if self.monitor_settings is None:
+            return
+        steps = len(self.train_dataloader) if isinstance(self.train_dataloader.dataset, Sized) else None
+        self.training_monitor = TrainingMonitor(self.eval_model, self.optimizer, self.monitor_settings, self.work_dir,
+                                                self.logger, self.rank, self.world_size, self.cum_epochs, steps)
+        total = steps * self.tot_epochs if steps is not None else None
+        if total is not None and self.monitor_settings.every_n_steps > total:
+            self.logger.warning(f"config['training_monitor']['every_n_steps'] = {self.monitor_settings.every_n_steps} "
+                                f"is more than this run's {total} training steps: only step 0 gets a row")
 
     def _init_dataloaders_(self) -> None:
         self.train_dataloader = self._build_dataloader("train_dataset", "train_dataloader", self._train_sampler)
@@ -179,11 +197,15 @@ class BaseTrainer(BaseRunner):
         else:
             sampler.generator.manual_seed(epoch_seed)
         self.model.train()
+        if self.training_monitor is not None:
+            self.training_monitor.begin_epoch(epoch)
         losses = []
         bar = tqdm(self.train_dataloader, desc=f"train {epoch}", leave=False, disable=not self.is_main)
         for dp in bar:
             losses.append(self._train_step(dp))
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
+        if self.training_monitor is not None:
+            self.training_monitor.end_epoch()
         if self.scheduler is not None:
             self.scheduler.step()
         epoch_dir = self._epoch_path(epoch)
@@ -202,8 +224,18 @@ class BaseTrainer(BaseRunner):
             self._check_metric(outputs, dp["labels"])
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        self.optimizer.step()
+        self._optimizer_step(dp, loss)
         return float(distributed.mean_across_ranks(loss.detach()))
+
+    def _optimizer_step(self, dp: dict[str, Any], loss: torch.Tensor) -> None:
+        """``optimizer.step()``, checked by the training monitor when there is one (it may skip a non-finite
+        step's update, or stop the run)."""
+        if self.training_monitor is None:
+            self.optimizer.step()
+            return
+        if self.training_monitor.check_step(dp, loss):
+            self.optimizer.step()
+        self.training_monitor.after_step()
 
     def _val_epoch_(self) -> None:
         self.stage = f"epoch {self.cum_epochs} validation"
@@ -260,6 +292,7 @@ class BaseTrainer(BaseRunner):
             }))
             self._prune_checkpoints(epoch)
             self._keep_debug_budget(completed_epochs=epoch + 1)
+            self._refresh_model_report(f"epoch {epoch}")
         distributed.barrier("waiting for rank 0 to save the checkpoint")
 
     def resume_advice(self) -> str:
@@ -294,6 +327,11 @@ class BaseTrainer(BaseRunner):
             return
         if self.best_score is None or (score > self.best_score if higher else score < self.best_score):
             self.best_epoch, self.best_score = epoch, score
+
+    def _close(self) -> None:
+        if self.training_monitor is not None:
+            self.training_monitor.close()
+        super()._close()
 
     def _prune_checkpoints(self, latest: int) -> None:
         keep = set(self.checkpoint_indices) | {latest, self.best_epoch}

@@ -64,8 +64,12 @@ def narrow_to_first_slice(page) -> int:
     """Show the Failures tab and click its first slice; the slice's size."""
     page.click(f"#{failures_layout.TAB_FAILURES}")
     first = page.locator(f"#{failures_layout.PANEL} .finding-button").first
-    expect(first, SLOW_WAIT_MS).to_contain_text("datapoints")
-    size = int(re.search(r"(\d+) datapoints", first.inner_text()).group(1))
+    counted = re.compile(r"(\d[\d,]*)\s+datapoints")
+    expect(first, SLOW_WAIT_MS).to_contain_text(counted)  # the count itself, not a placeholder that says datapoints
+    text = first.inner_text()
+    found = counted.search(text)
+    assert found, f"the first finding's button says {text!r}, with no count of datapoints"
+    size = int(found.group(1).replace(",", ""))
     first.click()
     wait_caption(page, f"{size} of")
     assert "narrowed" in page.locator(f"#{ids.TABLE_CAPTION}").inner_text()

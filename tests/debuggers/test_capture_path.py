@@ -21,7 +21,9 @@ pytestmark = pytest.mark.timeout(60)
 
 
 class Returns(BaseDebugger):
-    """Returns ``make(batch_size)`` for every batch."""
+    """Returns ``make(batch_size)`` for every batch: row i is position i of the batch, by declaration."""
+
+    batch_mode = "batched"
 
     def __init__(self, make) -> None:
         self.make = make

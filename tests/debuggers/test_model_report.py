@@ -29,11 +29,13 @@ def test_parameters_and_flops_match_hand_counts():
     report = build_model_report(model, {"image": torch.randn(1, 3, 16, 16)})
     layers = {layer["name"]: layer for layer in report["layers"]}
     assert layers["backbone.layer1.conv"] == {"name": "backbone.layer1.conv", "type": "Conv2d", "parameters": 3 * 4 * 9,
-                                              "trainable": 3 * 4 * 9, "frozen": 0, "flops": 2 * 4 * 3 * 9 * 16 * 16}
+                                              "trainable": 3 * 4 * 9, "frozen": 0, "flops": 2 * 4 * 3 * 9 * 16 * 16,
+                                              "output_shape": [1, 4, 16, 16], "output_dtype": "float32"}
     assert layers["backbone.layer2.conv"]["flops"] == 2 * 8 * 4 * 9 * 8 * 8  # after one 2x2 pool
     assert layers["backbone.layer1.bn"]["parameters"] == 8 and layers["backbone.layer1.bn"]["flops"] == 0
     assert layers["head.fc"] == {"name": "head.fc", "type": "Linear", "parameters": 16 * 6 + 6, "trainable": 0,
-                                 "frozen": 16 * 6 + 6, "flops": 2 * 16 * 6}
+                                 "frozen": 16 * 6 + 6, "flops": 2 * 16 * 6, "output_shape": [1, 6],
+                                 "output_dtype": "float32"}
     total = sum(p.numel() for p in model.parameters())
     assert report["parameters"] == {"total": total, "trainable": total - 102, "frozen": 102}
     assert report["total_flops"] == report["module_flops"][ROOT_MODULE_NAME] == sum(
@@ -101,3 +103,88 @@ def test_attention_flops_are_counted_like_the_explicit_path(model):
     assert report["total_flops"] == reference.get_total_flops() > 0
     assert report["module_flops"]["inner"] == reference.get_total_flops()
     assert torch.backends.mha.get_fastpath_enabled()  # switched back on
+
+
+class Mixed(nn.Module):
+    """A conv, a cast to float64 and an argmax: outputs of three dtypes, and a module called twice."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.act = nn.ReLU()
+        self.fc = nn.Linear(4, 5).double()
+
+    def forward(self, inputs):
+        x = self.act(self.act(self.conv(inputs["image"])))
+        logits = self.fc(x.mean(dim=(2, 3)).double())
+        return {"logits": logits, "predicted": logits.argmax(1)}
+
+
+def test_every_module_s_shapes_and_dtypes_are_what_torch_reports():
+    model = Mixed()
+    inputs = {"image": torch.randn(2, 3, 8, 8)}
+    seen = {}
+
+    def keep(name):
+        def hook(module, args, out):
+            seen.setdefault(name, (args, out))
+        return hook
+
+    handles = [module.register_forward_hook(keep(name)) for name, module in model.named_modules()]
+    with torch.no_grad():
+        model(inputs)
+    for handle in handles:
+        handle.remove()
+    report = build_model_report(model, inputs)
+    shapes = {entry["name"]: entry for entry in report["module_shapes"]}
+    assert list(shapes) == ["conv", "act", "fc", ROOT_MODULE_NAME]  # the order they finished
+    for name, (args, out) in seen.items():
+        entry = shapes[name or ROOT_MODULE_NAME]
+        outs = list(out.values()) if isinstance(out, dict) else [out]
+        assert entry["output_shapes"] == [list(t.shape) for t in outs]
+        assert entry["output_dtypes"] == [str(t.dtype).removeprefix("torch.") for t in outs]
+        assert entry["input_shapes"] == ([[2, 3, 8, 8]] if not name else [list(a.shape) for a in args])
+    assert shapes["act"]["calls"] == 2 and shapes[ROOT_MODULE_NAME]["output_dtypes"] == ["float64", "int64"]
+    layers = {layer["name"]: layer for layer in report["layers"]}
+    assert layers["fc"]["output_shape"] == [2, 5] and layers["fc"]["output_dtype"] == "float64"
+    assert "failed_module" not in report
+
+
+def test_a_shape_mismatch_names_the_module_its_expectation_and_its_input():
+    """The PyTorch chapter's first error: 784 features into nn.Linear(512, 10)."""
+    class Mismatch(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(512, 10)  # Expects 512 features!
+
+        def forward(self, inputs):
+            return {"logits": self.linear(inputs["x"])}
+
+    report = build_model_report(Mismatch(), {"x": torch.randn(32, 784)})
+    assert report["failed_module"] == {"name": "linear", "type": "Linear", "input_shapes": [[32, 784]],
+                                       "module": "in_features=512, out_features=10, bias=True"}
+    assert "32x784 and 512x10" in report["flops_error"]
+
+
+def test_conv_filters_are_the_first_conv_layers_weights():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), *[nn.Conv2d(4, 4, 3) for _ in range(4)])
+    model.forward = lambda inputs: {"logits": nn.Sequential.forward(model, inputs["image"]).mean(dim=(2, 3))}
+    report = build_model_report(model, {"image": torch.randn(1, 3, 16, 16)})
+    convs = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Conv2d)]
+    assert [entry["layer"] for entry in report["conv_filters"]] == [name for name, _ in convs[:4]]
+    first, second = report["conv_filters"][:2]
+    assert first["rgb"] and first["weight_shape"] == [4, 3, 3, 3]
+    torch.testing.assert_close(torch.tensor(first["filters"]), convs[0][1].weight.detach())
+    assert not second["rgb"]
+    torch.testing.assert_close(torch.tensor(second["filters"]), convs[1][1].weight.detach()[:, 0])
+    assert report["conv_filters_at"] == "start-up"
+
+
+def test_the_runner_refreshes_the_filters_with_each_epoch_s_weights(tiny_config):
+    config = load_config(tiny_config(epochs=2, train_size=16, val_size=4, extra=DEBUGGER))
+    BaseTrainer(config).run()
+    report = json.loads(open(os.path.join(config["work_dir"], MODEL_REPORT_FILE)).read())
+    trained = torch.load(os.path.join(config["work_dir"], "epoch_1", "checkpoint.pt"), weights_only=True)
+    assert report["conv_filters_at"] == "epoch 1"
+    torch.testing.assert_close(torch.tensor(report["conv_filters"][0]["filters"]),
+                               trained["model_state_dict"]["backbone.layer1.conv.weight"])

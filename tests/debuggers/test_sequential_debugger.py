@@ -35,7 +35,9 @@ class Raises(BaseDebugger):
 
 
 class BatchMean(ForwardDebugger):
-    """Breaks the batch contract: one number-tensor for the whole batch."""
+    """Declared batch-first, yet breaks the batch contract: one number-tensor for the whole batch."""
+
+    batch_mode = "batched"
 
     def process_forward(self, module, input, output):
         return {"mean": output.mean()}
@@ -233,7 +235,9 @@ def test_user_input_checks_hold_under_python_O():
 
 
 class ItemMean(ForwardDebugger):
-    """A whole-batch statistic through .item(): one number for every datapoint."""
+    """Declared batch-first, yet a whole-batch statistic through .item(): one number for every datapoint."""
+
+    batch_mode = "batched"
 
     def process_forward(self, module, input, output):
         return {"stats": {"mean": output.mean().item()}, "layer": "backbone.layer1", "channels": 4}

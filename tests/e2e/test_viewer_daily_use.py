@@ -21,6 +21,7 @@ from runners.trainers import BaseTrainer
 from tests.e2e.conftest import DEBUGGER, serve_viewer
 from tests.e2e.viewer_page import (
     column,
+    compare_first_row,
     debug_figures,
     filter_box,
     filter_column,
@@ -218,11 +219,7 @@ def test_j_steps_on_right_after_ticking_a_debugger(viewer_url, new_page):
 
 def test_compare_epochs_names_the_datapoint_that_j_reached(viewer_url, new_page):
     page = new_page(viewer_url)
-    wait_caption(page, "epoch 1: 12 datapoints")
-    order = column(page, "idx")
-    open_row(page, 0)
-    page.click(f"#{ids.TAB_COMPARE_EPOCHS}")
-    wait_title(page, ids.COMPARE_EPOCHS_PANEL, f"datapoint {order[0]} · logs/small")
+    order = compare_first_row(page, "epoch 1: 12 datapoints")
     page.keyboard.press("j")
     wait_title(page, ids.COMPARE_EPOCHS_PANEL, f"datapoint {order[1]} · logs/small")
 

@@ -39,6 +39,22 @@ def viewer_url(tmp_path_factory):
         yield url, run
 
 
+def test_bootstrap_styles_the_page_from_the_viewer_itself(viewer_url, new_page):
+    """dash-bootstrap-components lays the page out (navbar, badges, alerts, cards); Bootstrap's stylesheet is served
+    by the viewer, never a CDN (machines here are offline)."""
+    page = new_page(viewer_url[0])
+    page.wait_for_function(SHOWN)
+    sheets = page.evaluate("() => [...document.styleSheets].map(sheet => sheet.href).filter(Boolean)")
+    assert all(href.startswith(viewer_url[0].rstrip("/")) for href in sheets), sheets
+    assert any("/assets/bootstrap.min.css" in href for href in sheets)
+    brand = page.locator(".navbar.bg-dark .navbar-brand")
+    assert brand.inner_text() == "Lantern eval viewer"
+    assert page.evaluate("() => getComputedStyle(document.querySelector('.navbar.bg-dark')).backgroundColor") == \
+        "rgb(33, 37, 41)"  # Bootstrap's dark
+    badge = page.locator(f"#{ids.EPOCH_BADGES} .badge").first
+    assert badge.evaluate("element => getComputedStyle(element).borderRadius") != "0px"
+
+
 def test_the_first_page_fetches_every_script_with_the_page_and_plotly_only_once_the_rows_are_asked(viewer_url,
                                                                                                   new_page):
     page = new_page(viewer_url[0])

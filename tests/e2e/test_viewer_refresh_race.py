@@ -1,7 +1,7 @@
 """Run switches and Clear filters in a real headless Chromium, with the page's refresh tick at the worst moment.
 
-The page re-reads the runs every few seconds (a ``dcc.Interval``). Dash keeps only the newest call of a
-callback: when the tick fires it again before an earlier call's answer is applied, that answer is dropped.
+The page re-reads the runs when they change on disk (``callbacks/refresh.py``). Dash keeps only the newest call
+of a callback: when the tick fires it again before an earlier call's answer is applied, that answer is dropped.
 A run switch or a Clear filters click that met a tick that way used to be lost without a word (the epoch
 stayed, the caption never named the new run's latest epoch; the filters stayed on). By chance that is about
 one run switch in sixty; here the page ticks exactly then, in both orders: while the switch's request is on its
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 SIZES = {"many": 24, "few": 12}  # two runs with the same epochs (0 and 1); their sizes tell them apart
 TICK = f"""
 window.refreshTicks = 1000;
-window.tickRefresh = () => window.dash_clientside.set_props('{ids.REFRESH}', {{n_intervals: ++window.refreshTicks}});
+window.tickRefresh = () => window.dash_clientside.set_props('{ids.REFRESH}', {{data: ++window.refreshTicks}});
 window.tickOn = null;  // 'click': with the next click; 'id.prop': when a request for that changed prop leaves
 document.addEventListener('click', () => {{
     if (window.tickOn === 'click') {{ window.tickOn = null; window.tickRefresh(); }}

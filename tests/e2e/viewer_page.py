@@ -42,6 +42,36 @@ def column(page, name: str) -> list[str]:
     return [cells[i] for i in sorted(cells)]
 
 
+def wait_rows(page, expected: set[int]) -> None:
+    """Wait until the table's rows (as its grid holds them, whatever is drawn) are the datapoints ``expected``."""
+    page.wait_for_function("""([table, expected]) => {
+        const api = dash_ag_grid.getApi(table);
+        const shown = [];
+        for (let i = 0; i < api.getDisplayedRowCount(); i++) {
+            const node = api.getDisplayedRowAtIndex(i);
+            if (!node || !node.data) { return false; }
+            shown.push(node.data.idx);
+        }
+        return JSON.stringify(shown.sort((a, b) => a - b)) === JSON.stringify(expected);
+    }""", arg=[ids.TABLE, sorted(expected)])
+
+
+def cell(page, row: int, name: str) -> str:
+    """The text of a table cell (its column scrolled into view first where it is off screen)."""
+    page.evaluate(f"dash_ag_grid.getApi('{ids.TABLE}').ensureColumnVisible({name!r})")
+    locator = page.locator(f"#{ids.TABLE} .ag-center-cols-container .ag-row[row-index='{row}'] [col-id='{name}']")
+    return locator.inner_text()
+
+
+def set_filter(page, name: str, kind: str, text: str = "") -> None:
+    """Set a column's filter through the table's own API, as its menu does (``kind``: 'blank', 'notBlank', ...)."""
+    page.evaluate("""([table, name, kind, text]) => {
+        const api = dash_ag_grid.getApi(table);
+        const filterType = api.getColumnDef(name).filter === 'agNumberColumnFilter' ? 'number' : 'text';
+        api.setFilterModel({[name]: {filterType, type: kind, filter: text || null}});
+    }""", [ids.TABLE, name, kind, text])
+
+
 def filter_box(page, name: str):
     """The filter box under the column's header."""
     return page.locator(f"#{ids.TABLE} .ag-header-row-filter input[aria-label='{name} Filter Input']:not([disabled])")
@@ -58,6 +88,16 @@ def open_row(page, row: int) -> str:
     idx = cell.inner_text().strip()
     cell.click()
     return idx
+
+
+def compare_first_row(page, caption: str) -> list[str]:
+    """Once the table's caption holds ``caption``, open its first row in Compare epochs; the table's idx in order."""
+    wait_caption(page, caption)
+    order = column(page, "idx")
+    open_row(page, 0)
+    page.click(f"#{ids.TAB_COMPARE_EPOCHS}")
+    wait_title(page, ids.COMPARE_EPOCHS_PANEL, f"datapoint {order[0]} ")
+    return order
 
 
 def wait_title(page, panel: str, text: str) -> None:
@@ -90,7 +130,7 @@ def reload_noting_asked(page) -> list[str]:
     def note(request) -> None:
         if "_dash-update-component" in request.url:
             body = json.loads(request.post_data or "{}")
-            if body.get("changedPropIds") != [f"{ids.REFRESH}.n_intervals"]:
+            if body.get("changedPropIds") != [f"{ids.REFRESH}.data"]:
                 asked.append(body.get("output", ""))
 
     page.on("request", note)

@@ -68,9 +68,11 @@ def test_the_gallery_answers_a_malformed_or_hostile_view_with_a_message(served):
     url, run = served
     query = {"run": run, "epoch": "epoch_0", "metric": "cross_entropy", "version": None, "idx": None}
     cases = [
-        ({"query": query, "filterModel": "x", "sortModel": []}, "malformed"),
-        ({"query": query, "filterModel": {}, "sortModel": {"colId": "idx"}}, "malformed"),
-        ({"query": query, "filterModel": {"idx": 3}, "sortModel": []}, "malformed"),
+        ({"query": query, "filterModel": "x", "sortModel": []}, "filter model is not an object"),
+        ({"query": query, "filterModel": {}, "sortModel": {"colId": "idx"}}, "sort model is not a list"),
+        ({"query": query, "filterModel": {"idx": 3}, "sortModel": []}, "filter model is not an object"),
+        ({"query": query, "filterModel": {"idx": {"filterType": "text", "filter": "²"}}, "sortModel": []},
+         "is not a number"),
         ({"query": query, "filterModel": {}, "sortModel": [{"colId": 'idx" DESC; --', "sort": "asc"}]},
          "no column"),
         ({"query": {"run": [run], "epoch": {"a": 1}}, "filterModel": {}, "sortModel": []}, gallery.NOTHING),
@@ -98,12 +100,12 @@ def test_run_against_run_answers_hostile_sides_and_requests_with_a_message(serve
         status, body = call_callback(url, f"{run_diff.QUERY}.data", {f"{run_diff.SHOWN}.data": shown})
         assert status == 200 and run_diff.CHOOSE in body, body
     query = {"first": {"run": run, "epoch": "epoch_0"}, "second": {"run": run, "epoch": "epoch_0"}, "metric": None}
-    for request, message in (({"startRow": "0", "endRow": 100}, "cannot be served"),
-                             ({"startRow": 0, "endRow": 100, "sortModel": {"colId": "idx"}}, "malformed"),
-                             ({"startRow": 0, "endRow": 10 ** 30}, "cannot be served"),
+    for request, message in (({"startRow": "0", "endRow": 100}, "not a row number"),
+                             ({"startRow": 0, "endRow": 100, "sortModel": {"colId": "idx"}}, "not a list"),
+                             ({"startRow": 0, "endRow": 10 ** 30}, "not a row number"),
                              ({"startRow": 0, "endRow": 100, "filterModel": {'x") OR 1=1 --': {
-                                 "filterType": "number", "type": "equals", "filter": 1}}}, "no column"),
-                             ("everything", "must be an object")):
+                                 "filterType": "text", "type": "contains", "filter": "1"}}}, "no column"),
+                             ("everything", "not an object")):
         status, body = call_callback(url, f"{run_diff.TABLE}.getRowsResponse", {
             f"{run_diff.TABLE}.getRowsRequest": request, f"{run_diff.QUERY}.data": query})
         assert status == 200 and message in body, (request, body)

@@ -1,12 +1,14 @@
-// j / k open the next / previous datapoint of the table (as the buttons do), unless the user is typing or is in an
-// open dropdown (its button, search box or options). A tick box or a button keeps the keys (a debugger just ticked
+// j / k open the next / previous datapoint of the table (as the buttons do) wherever the focus is, unless the user is
+// typing or is in an open dropdown (its button, search box or options). The keys are taken in the capture phase, before
+// the element with the focus sees them: the table (AG Grid) keeps the focus after a row is clicked and stops the keys
+// it is given. A tick box or a button keeps the keys (a debugger just ticked
 // is where the user looks next), and so does a dropdown once a choice is made: closed, it keeps the focus and, when
 // the key comes up, opens its search box with the key typed in it, so it is blurred first and the key comes up
 // elsewhere.
 const UNTYPED_INPUTS = ["checkbox", "radio", "button", "submit", "reset", "range", "color", "file", "image"];
 const CLOSED_DROPDOWN = "button.dash-dropdown[aria-expanded='false']";
 const OPEN_DROPDOWN = ".dash-dropdown-content, button.dash-dropdown[aria-expanded='true']";
-document.addEventListener("keydown", function (event) {
+window.addEventListener("keydown", function (event) {
     const target = event.target;
     const typing = target && (target.isContentEditable || ["TEXTAREA", "SELECT"].includes(target.tagName)
         || (target.tagName === "INPUT" && !UNTYPED_INPUTS.includes(target.type))
@@ -17,5 +19,6 @@ document.addEventListener("keydown", function (event) {
     if (!button) { return; }
     const dropdown = target.closest && target.closest(CLOSED_DROPDOWN);
     if (dropdown) { dropdown.blur(); }
+    event.stopPropagation();
     button.click();
-});
+}, true);

@@ -35,12 +35,14 @@ def load_datapoint(backend: ViewerBackend, run: Run, epoch: Epoch, idx: int, wit
 
 
 def _scores(backend: ViewerBackend, epoch: Epoch, idx: int) -> dict[str, Any]:
-    """``{'scores': {name: value}, 'classes': {'label', 'prediction'}, 'class_names'}`` of ``idx`` from the
-    epoch's table (class ids, and their names where the table has them), or ``{'scores': {}, 'scores_error'}``."""
+    """``{'scores': {name: value}, 'classes': {'label', 'prediction'}, 'class_names', 'calibration'}`` of ``idx``
+    from the epoch's table (class ids, and their names where the table has them; the epoch's calibration pairs,
+    ``backend.calibration``), or ``{'scores': {}, 'scores_error'}``."""
     try:
         table = backend.table(epoch)
         rows = table.page(where=[("idx", "=", idx)], limit=1)
         class_names = backend.class_names(epoch)
+        calibration = backend.calibration(epoch)
     except TABLE_ERRORS as exc:
         return {"scores": {}, "scores_error": str(exc)}
     names = table.roles.get("scores", [])
@@ -48,7 +50,7 @@ def _scores(backend: ViewerBackend, epoch: Epoch, idx: int) -> dict[str, Any]:
         return {"scores": {}, "scores_error": table.roles["problem"]}
     classes = {key: rows[0][key] for key in ("label", "prediction") if rows and rows[0].get(key) is not None}
     return {"scores": {name: rows[0].get(name) for name in names} if rows else {}, "classes": classes,
-            "class_names": class_names}
+            "class_names": class_names, "calibration": calibration}
 
 
 def missing_datapoint(backend: ViewerBackend, run: Run, epoch: Epoch, idx: int) -> Optional[str]:

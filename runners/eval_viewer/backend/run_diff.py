@@ -189,3 +189,15 @@ def _class_ids(values: np.ndarray) -> pa.Array:
     """Class ids as integers; a column with a missing one (NaN) stays float, the missing ones null."""
     values = np.asarray(values, dtype=np.float64)
     return pa.array(values, from_pandas=True) if np.isnan(values).any() else pa.array(values.astype(np.int64))
+
+
+_DIFFS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # a backend's joined tables, shared by its callers
+_DIFFS_LOCK = threading.Lock()
+
+
+def diffs_of(backend: ViewerBackend) -> RunDiffs:
+    """The joined tables kept for ``backend`` (the page's first layout and the callbacks share them)."""
+    with _DIFFS_LOCK:
+        if backend not in _DIFFS:
+            _DIFFS[backend] = RunDiffs(backend)
+        return _DIFFS[backend]

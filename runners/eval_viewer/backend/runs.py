@@ -22,6 +22,8 @@ RUN_INFO_FILE = "run_info.json"
 TRAINER_SCORES = "validation_scores.json"
 EVALUATOR_SCORES = "evaluation_scores.json"
 EVALUATION_KEY = "evaluation"
+PROGRESS_FILE = "progress.json"  # a trainer's epochs done (runners/trainers/base_trainer.py writes it)
+MAX_PROGRESS_BYTES = MIB
 MAX_SEARCH_DEPTH = 6  # a log folder deeper than this is almost certainly not a folder of runs
 MAX_RUN_INFO_BYTES = MIB  # run_info.json holds the config as written: a few KiB, a long class list included
 MAX_MODEL_REPORT_BYTES = 16 * MIB  # ~150 bytes per layer: 100,000 layers
@@ -115,6 +117,20 @@ def read_run(path: str, root: str, problems: list[str]) -> Optional[Run]:
     name = os.path.relpath(path, os.path.dirname(root))
     config = info.get("config_filepath")
     return Run(path, name, str(info.get("runner", "")), config if isinstance(config, str) else None)
+
+
+def is_finished(run: Run) -> bool:
+    """Whether the run is done writing: an evaluator's scores are there, or a trainer's ``progress.json`` counts
+    every epoch done (a run at its first epoch, or stopped, is not). A progress file that cannot be read says no."""
+    if run.is_evaluator:
+        return os.path.isfile(os.path.join(run.path, EVALUATOR_SCORES))
+    try:
+        progress = read_run_json(os.path.join(run.path, PROGRESS_FILE), "progress file", MAX_PROGRESS_BYTES)
+    except (OSError, ValueError):
+        return False
+    done, total = (progress.get(key) if isinstance(progress, dict) else None for key in ("completed_epochs",
+                                                                                          "tot_epochs"))
+    return isinstance(done, int) and isinstance(total, int) and 0 < total <= done
 
 
 def last_modified(run: Run) -> float:

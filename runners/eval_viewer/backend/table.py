@@ -28,7 +28,7 @@ from runners.eval_viewer.backend.scores import Scores, ScoresError
 Where = Sequence[tuple[str, str, Any]]
 Table = Union[EpochTable, "ScoresTable"]
 TABLE_ERRORS = (ScoresError, EpochTableError, RunFileError)  # what reading an epoch's table can raise, with a message
-OPS = ("=", "!=", "<", "<=", ">", ">=", "in")
+OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null", "differs from")
 HIDDEN_COLUMNS = ("label_name", "prediction_name", "predicted_class")  # shown through label and prediction
 
 
@@ -47,7 +47,14 @@ def class_names(table: Table) -> dict[int, str]:
             found = table.values([ids, texts])
             classes, first = np.unique(found[ids], return_index=True)  # one row per class, not per datapoint
             names.update(zip(classes.tolist(), found[texts][first].tolist()))
-    return {int(i): str(name) for i, name in names.items() if i is not None and name is not None}
+    return {int(i): str(name) for i, name in names.items() if _class_id(i) and name is not None}
+
+
+def _class_id(value: Any) -> bool:
+    """Whether a label or prediction value is a class id: a whole number (a float column holds NaN where a
+    datapoint has none, which ``int`` refuses)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and float(value).is_integer()
 
 
 class ScoresTable:
@@ -99,8 +106,9 @@ class ScoresTable:
 
     def _mask(self, where: Optional[Where]) -> np.ndarray:
         mask = np.ones(len(self._columns["idx"]), dtype=bool)
-        for column, op, value in where or []:
-            mask &= _compare(self._column(column), op, value)
+        for column, op, *value in where or []:
+            other = self._column(value[0]) if op == "differs from" else value[0] if value else None
+            mask &= _compare(self._column(column), op, other)
         return mask
 
     def _column(self, name: str) -> np.ndarray:
@@ -110,13 +118,20 @@ class ScoresTable:
 
 
 def _compare(values: np.ndarray, op: str, value: Any) -> np.ndarray:
-    if op == "in":
-        return np.isin(values, np.asarray(list(value), dtype=values.dtype))
+    """Where ``values op value`` holds; a missing value (NaN) is only ``is null``, as in SQL."""
+    missing = np.isnan(values) if values.dtype.kind == "f" else np.zeros(len(values), dtype=bool)
+    if op in ("is null", "is not null"):
+        return missing if op == "is null" else ~missing
+    if op == "differs from":  # ``value``: another column; a value differs from none (NaN != anything)
+        return ~missing & (values != value)
+    if op in ("in", "not in"):
+        inside = np.isin(values, list(value))
+        return inside if op == "in" else ~inside & ~missing
     comparisons = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater,
                    ">=": np.greater_equal}
     if op not in comparisons:
         raise EpochTableError(f"unknown filter operator '{op}'; use one of {OPS}")
-    return comparisons[op](values, value)
+    return comparisons[op](values, value) & ~missing
 
 
 def _type_of(values: np.ndarray) -> str:

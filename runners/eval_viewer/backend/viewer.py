@@ -8,6 +8,7 @@ memory stays bounded however many runs and epochs are browsed.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -17,6 +18,7 @@ from analysis.failures import Findings, analyze
 from debuggers.pages.errors import DebugDataError
 from debuggers.pages.reader import DEBUGGER_DIR
 from runners.eval_viewer.backend.cache import BoundedCache
+from runners.eval_viewer.backend.calibration import Calibration, calibration_points
 from runners.eval_viewer.backend.datasets import (
     DatasetUnavailable,
     build_run_dataset,
@@ -25,6 +27,7 @@ from runners.eval_viewer.backend.datasets import (
 )
 from runners.eval_viewer.backend.debug import EpochDebug, EpochDebugError, index_signature, open_pages
 from runners.eval_viewer.backend.runs import Discovery, Epoch, Run, discover_runs, list_epochs
+from runners.eval_viewer.backend.saved_views import SavedViews
 from runners.eval_viewer.backend.scores import Scores, ScoresError, read_scores
 from runners.eval_viewer.backend.table import TABLE_ERRORS, ScoresTable, Table, class_names, open_table
 
@@ -35,11 +38,12 @@ class ViewerBackend:
     At most ``max_debug_epochs`` epochs keep one page each in memory: four epochs side by side
     stay fast, and memory stays at a few pages whatever the runs' size. A datapoint's inputs come
     from what its run captured; ``trust_configs`` also lets the backend import the config file a
-    run names to rebuild a dataset the run did not capture (that runs code: the user's opt-in).
+    run names to rebuild a dataset the run did not capture (that runs code: the user's opt-in). Named views of a
+    run are kept in ``views_file`` (``backend/saved_views.py``).
     """
 
     def __init__(self, log_dirs: list[str], max_datasets: int = 4, max_debug_epochs: int = 4,
-                 max_scores: int = 16, trust_configs: bool = False) -> None:
+                 max_scores: int = 16, trust_configs: bool = False, views_file: Optional[str] = None) -> None:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.trust_configs = trust_configs
         self._given_dirs = list(log_dirs)
@@ -49,13 +53,20 @@ class ViewerBackend:
         self._scores: BoundedCache[Scores] = BoundedCache(max_scores)
         self._tables: BoundedCache[Table] = BoundedCache(max_scores)
         self._class_names: BoundedCache[dict] = BoundedCache(max_scores)
+        self._binary: BoundedCache[frozenset] = BoundedCache(max_scores)
+        self._calibration: BoundedCache[Calibration] = BoundedCache(max_scores)
         self._aggregated: BoundedCache[dict] = BoundedCache(4096)  # small: one dict of means per epoch
         self._findings: BoundedCache[Findings] = BoundedCache(max_debug_epochs)
+        self.views = SavedViews(views_file)
         self.discovery = discover_runs(self._given_dirs)
+        self._discovered_at = time.monotonic()
 
-    def refresh(self) -> Discovery:
-        """Look for runs again (new runs appear while the viewer is open)."""
-        self.discovery = discover_runs(self._given_dirs)
+    def refresh(self, max_age_s: float = 0.0) -> Discovery:
+        """Look for runs again (new runs appear while the viewer is open), unless the last look is younger than
+        ``max_age_s`` (many pages asking at once share one look)."""
+        if time.monotonic() - self._discovered_at >= max_age_s:
+            self.discovery = discover_runs(self._given_dirs)
+            self._discovered_at = time.monotonic()
         return self.discovery
 
     def run(self, path: Optional[str]) -> Optional[Run]:
@@ -111,6 +122,17 @@ class ViewerBackend:
         table = self.table(epoch)
         # keyed by the table itself (not its id, which a later table could reuse once this one is evicted)
         return self._class_names.get(table, lambda: class_names(table))
+
+    def binary_scores(self, epoch: Epoch) -> frozenset[str]:
+        """The epoch's scores whose every value is 0 or 1 (an accuracy): a percentile of one says nothing."""
+        table = self.table(epoch)
+        return self._binary.get(table, lambda: frozenset(
+            name for name in _metrics(table) if not table.count([(name, "not in", [0, 1]), (name, "is not null")])))
+
+    def calibration(self, epoch: Epoch) -> Calibration:
+        """Each score the model predicts for itself beside the true one over the epoch (``calibration_points``)."""
+        table = self.table(epoch)
+        return self._calibration.get(table, lambda: calibration_points(table))
 
     def debug_indices(self, epoch: Epoch) -> set[int]:
         """Datapoints with debug outputs at ``epoch`` (empty when it has none or its index cannot be read)."""

@@ -6,22 +6,30 @@ from dash import Dash
 
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks import (
+    address,
     compare,
     datapoint,
     export,
     failures,
+    filters,
     gallery,
     model_report,
+    pending,
     pictures,
+    refresh,
     run_diff,
     runs,
     scores,
     selection,
     table,
+    training,
+    verify,
 )
+
+MODULES = (runs, table, scores, selection, datapoint, compare, model_report, failures, verify, training, export,
+           pending, refresh, filters, address, pictures, gallery, run_diff)
 
 
 def register_callbacks(app: Dash, backend: ViewerBackend) -> None:
-    for module in (runs, table, scores, selection, datapoint, compare, model_report, failures, export, pictures,
-                   gallery, run_diff):
+    for module in MODULES:
         module.register(app, backend)

@@ -9,7 +9,7 @@ opening it runs none of these callbacks.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 from dash import Dash, Input, Output, State, html, no_update
@@ -23,6 +23,7 @@ from runners.datapoint_capture import ITEM_KEYS
 from runners.eval_viewer.backend.datapoint import load_datapoint, load_item
 from runners.eval_viewer.backend.runs import Epoch, Run
 from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.browser_input import BadRequest, datapoint_idx
 from runners.eval_viewer.callbacks.components import (
     default_epoch,
     epoch_option,
@@ -105,18 +106,28 @@ def register(app: Dash, backend: ViewerBackend) -> None:
     def choose_epochs(_: list, epoch_key: Optional[str], run_path: Optional[str]) -> tuple:
         return epochs_to_compare(backend, run_path, epoch_key)
 
-    @app.callback(Output(ids.COMPARE_EPOCHS_PANEL, "children"), Input(ids.COMPARE_EPOCHS_SHOWN, "data"),
-                  Input(ids.COMPARE_EPOCHS_SELECT, "value"), State(ids.TABS, "value"), State(ids.RUN_SELECT, "value"),
+    @app.callback(Output(ids.COMPARE_EPOCHS_PANEL, "children"), Output(ids.COMPARE_EPOCHS_DRAWN, "data"),
+                  Output(ids.COMPARE_EPOCHS_STATUS, "children"),
+                  Input(ids.COMPARE_EPOCHS_SHOWN, "data"), Input(ids.COMPARE_EPOCHS_SELECT, "value"),
+                  State(ids.TABS, "value"), State(ids.RUN_SELECT, "value"), State(ids.COMPARE_EPOCHS_DRAWN, "data"),
                   prevent_initial_call=True)
-    def compare_epochs(shown: Optional[dict], keys: Optional[list], tab: str, run_path: Optional[str]) -> object:
-        if tab != ids.TAB_COMPARE_EPOCHS or shown is None:
-            return no_update
-        idx = shown["idx"]
+    def compare_epochs(shown: Optional[dict], keys: Optional[list], tab: str, run_path: Optional[str],
+                       drawn: Optional[list]) -> tuple:
+        """Drawn while the tab is shown, once per datapoint, run and epochs (what it shows: ``drawn``, and a status
+        line saying "loading" until then, see callbacks/pending.py)."""
+        shown = shown if isinstance(shown, dict) else None
+        wanted = [None if shown is None else shown.get("idx"), run_path, keys]
+        if tab != ids.TAB_COMPARE_EPOCHS or shown is None or wanted == drawn:
+            return no_update, no_update, no_update
         run = backend.run(run_path)
         epochs = [e for e in backend.epochs(run) if e.key in (keys or [])] if run else []
+        try:
+            idx = datapoint_idx(shown.get("idx"))
+        except BadRequest as exc:
+            return message(str(exc), "warning"), wanted, ""
         if idx is None or not epochs:
-            return message("Click a datapoint and pick the epochs to compare.")
-        return epoch_columns(backend, run, epochs, int(idx))
+            return message("Click a datapoint and pick the epochs to compare."), wanted, ""
+        return epoch_columns(backend, run, epochs, idx), wanted, ""
 
     @app.callback(Output(ids.COMPARE_RUN_SELECT, "options"), Input(ids.RUN_SELECT, "options"),
                   Input(ids.RUN_SELECT, "value"), prevent_initial_call=True)
@@ -126,35 +137,62 @@ def register(app: Dash, backend: ViewerBackend) -> None:
     @app.callback(Output(ids.COMPARE_RUN_EPOCH_SELECT, "options"), Output(ids.COMPARE_RUN_EPOCH_SELECT, "value"),
                   Input(ids.COMPARE_RUN_SELECT, "value"), State(ids.EPOCH_SELECT, "value"),
                   State(ids.RUN_SELECT, "value"), prevent_initial_call=True)
-    def other_run_epochs(other_path: Optional[str], epoch_key: Optional[str], run_path: Optional[str]) -> tuple:
-        other = backend.run(other_path)
-        epochs = backend.epochs(other) if other else []
-        return [epoch_option(e) for e in epochs], second_epoch(epochs, epoch_key, other_path == run_path)
+    def choose_other_epoch(other_path: Optional[str], epoch_key: Optional[str], run_path: Optional[str]) -> tuple:
+        return other_run_epochs(backend, other_path, epoch_key, epoch_key, run_path)
 
-    @app.callback(Output(ids.COMPARE_RUNS_PANEL, "children"), Input(ids.COMPARE_RUNS_SHOWN, "data"),
+    @app.callback(Output(ids.COMPARE_RUNS_PANEL, "children"), Output(ids.COMPARE_RUNS_DRAWN, "data"),
+                  Output(ids.COMPARE_RUNS_STATUS, "children"),
+                  Input(ids.COMPARE_RUNS_SHOWN, "data"),
                   Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"),
                   Input(ids.COMPARE_RUN_SELECT, "value"), Input(ids.COMPARE_RUN_EPOCH_SELECT, "value"),
-                  State(ids.TABS, "value"), prevent_initial_call=True)
+                  State(ids.TABS, "value"), State(ids.COMPARE_RUNS_DRAWN, "data"), prevent_initial_call=True)
     def compare_runs(shown: Optional[dict], run_path: Optional[str], epoch_key: Optional[str],
-                     other_path: Optional[str], other_key: Optional[str], tab: str) -> object:
-        if tab != ids.TAB_COMPARE_RUNS or shown is None:
-            return no_update
-        idx = shown["idx"]
+                     other_path: Optional[str], other_key: Optional[str], tab: str, drawn: Optional[list]) -> tuple:
+        shown = shown if isinstance(shown, dict) else None
+        wanted = [None if shown is None else shown.get("idx"), run_path, epoch_key, other_path, other_key]
+        if tab != ids.TAB_COMPARE_RUNS or shown is None or wanted == drawn:
+            return no_update, no_update, no_update
         sides = [_side(backend, run_path, epoch_key), _side(backend, other_path, other_key)]
+        try:
+            idx = datapoint_idx(shown.get("idx"))
+        except BadRequest as exc:
+            return message(str(exc), "warning"), wanted, ""
         if idx is None or None in sides:
-            return message("Click a datapoint, then pick a second run and its epoch.")
-        return run_columns(backend, sides, int(idx))
+            return message("Click a datapoint, then pick a second run and its epoch."), wanted, ""
+        return run_columns(backend, sides, idx), wanted, ""
 
 
-def epochs_to_compare(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> tuple[list, list]:
-    """The run's epochs as options, and those preselected: the last ``MAX_DEFAULT_EPOCHS`` with debug outputs
-    and the chosen one."""
+def other_run_epochs(backend: ViewerBackend, other_path: Optional[str], wanted: Optional[str],
+                     epoch_key: Optional[str], run_path: Optional[str]) -> tuple[list, Any]:
+    """The second run's epochs as options, and the one chosen: ``wanted`` (an address's, else the open epoch) where
+    the run has it, else its default; the run itself compared with another of its epochs gets, unless ``wanted``
+    names one, the epoch before the open ``epoch_key`` (the one after for its first epoch)."""
+    other = backend.run(other_path)
+    epochs = backend.epochs(other) if other else []
+    keys = [e.key for e in epochs]
+    same_run = other_path == run_path
+    if wanted in keys and not (same_run and wanted == epoch_key):
+        chosen = wanted
+    elif same_run and epoch_key in keys and len(keys) > 1:
+        at = keys.index(epoch_key)
+        chosen = keys[at - 1] if at > 0 else keys[1]
+    else:
+        chosen = default_epoch(epochs)
+    return [epoch_option(e) for e in epochs], chosen
+
+
+def epochs_to_compare(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str],
+                      chosen: Optional[list[str]] = None) -> tuple[list, list]:
+    """The run's epochs as options, and those preselected: ``chosen`` (an address's) where the run has them, else
+    the last ``MAX_DEFAULT_EPOCHS`` with debug outputs and the chosen one."""
     run = backend.run(run_path)
     epochs = backend.epochs(run) if run else []
+    order = [e.key for e in epochs]
+    if chosen and set(chosen) <= set(order):
+        return [epoch_option(e) for e in epochs], sorted(set(chosen), key=order.index)
     keys = [e.key for e in epochs if e.has_debug][-MAX_DEFAULT_EPOCHS:]
     if epoch_key and epoch_key not in keys:
         keys = [*keys[1 - MAX_DEFAULT_EPOCHS:], epoch_key]
-    order = [e.key for e in epochs]
     return [epoch_option(e) for e in epochs], sorted(keys, key=order.index)
 
 
@@ -163,18 +201,6 @@ def other_run_options(options: Optional[list], run_path: Optional[str]) -> list:
     own = [{**option, "label": f"this run: {option['label']}"} for option in options or []
            if option["value"] == run_path]
     return own + [option for option in options or [] if option["value"] != run_path]
-
-
-def second_epoch(epochs: list[Epoch], epoch_key: Optional[str], same_run: bool) -> Optional[str]:
-    """The epoch of the second side first chosen: the same epoch in another run (where it has it); in the same
-    run, the epoch before the chosen one (the one after for the first epoch)."""
-    keys = [e.key for e in epochs]
-    if not same_run:
-        return epoch_key if epoch_key in keys else default_epoch(epochs)
-    if epoch_key not in keys or len(keys) < 2:
-        return default_epoch(epochs)
-    at = keys.index(epoch_key)
-    return keys[at - 1] if at > 0 else keys[1]
 
 
 def _side(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> Optional[tuple[Run, Epoch]]:

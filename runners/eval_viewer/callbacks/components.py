@@ -80,8 +80,9 @@ def percentiles(backend: ViewerBackend, epoch: Epoch, datapoint: dict) -> dict[s
     except TABLE_ERRORS:
         return {}
     columns = dict(table.columns())
+    binary = backend.binary_scores(epoch)  # a 0/1 score's place says nothing ("accuracy 0 · p83")
     found = {name: table.percentile(name, value) for name, value in datapoint.get("scores", {}).items()
-             if columns.get(name) == "float" and isinstance(value, (int, float))}
+             if columns.get(name) == "float" and isinstance(value, (int, float)) and name not in binary}
     return {name: value for name, value in found.items() if value is not None}
 
 

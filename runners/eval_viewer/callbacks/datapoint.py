@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from dash import Dash, Input, Output, State, html, no_update
@@ -24,6 +24,7 @@ from runners.eval_viewer.backend.runs import Epoch, Run
 from runners.eval_viewer.backend.scores import ScoresError
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.browser_input import BadRequest, datapoint_idx, paging
 from runners.eval_viewer.callbacks.components import (
     NOTHING_OPEN,
     datapoint_title,
@@ -128,10 +129,10 @@ class Panels:
         if wanted is None:
             return
         query, request, row, chosen = wanted
-        start = 0 if row is None else max(row - 1, 0)
+        start = 0 if not isinstance(row, int) else max(row - 1, 0)
         try:
-            rows, _, _, _ = table_rows(self.backend, query, request, start, start + 3)
-        except TABLE_ERRORS:
+            rows, _, _, _ = table_rows(self.backend, query, replace(paging(request), start=start, end=start + 3))
+        except (*TABLE_ERRORS, BadRequest):
             return
         for found in rows:
             try:
@@ -154,7 +155,8 @@ def register(app: Dash, backend: ViewerBackend) -> None:
     panels = Panels(backend)
 
     @app.callback(Output(ids.DATAPOINT_PANEL, "children"), Output(ids.DEBUGGER_PICK, "options"),
-                  Output(ids.DEBUGGER_PICK, "value"),
+                  Output(ids.DEBUGGER_PICK, "value"), Output(ids.DATAPOINT_DRAWN, "data"),
+                  Output(ids.DATAPOINT_STATUS, "children"),
                   Input(ids.SELECTED, "data"), Input(ids.EPOCH_SELECT, "value"), Input(ids.TABS, "value"),
                   Input(ids.DEBUGGER_PICK, "value"), State(ids.DEBUGGER_PICK, "options"),
                   State(ids.RUN_SELECT, "value"), State(ids.SELECTED_ROW, "data"),
@@ -164,14 +166,19 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                        request: Optional[dict]) -> tuple:
         """A run switch reaches this through the epoch (always sent on a switch), so it draws once. The tick
         boxes are sent only when they change (moving through a run's datapoints they do not). The first page
-        comes with its panel (``layout/panels.py``)."""
+        comes with its panel (``layout/panels.py``). ``DATAPOINT_DRAWN`` says what the panel shows
+        (``callbacks/pending.py``)."""
         if tab != ids.TAB_DATAPOINT:
-            return no_update, no_update, no_update
-        panel = panels.get(run_path, epoch_key, idx, chosen)
+            return no_update, no_update, no_update, no_update, no_update
+        try:
+            panel = panels.get(run_path, epoch_key, datapoint_idx(idx), chosen)
+        except BadRequest as exc:
+            return message(str(exc), "warning"), no_update, no_update, [idx, run_path, epoch_key], ""
         if query and idx is not None:
             panels.draw_ahead(query, request or {}, row, chosen)
+        drawn = [idx, run_path, epoch_key]
         if not panel.debuggers:
-            return panel.body, no_update, no_update
+            return panel.body, no_update, no_update, drawn, ""
         shown = shown_debuggers(list(panel.debuggers), chosen)
         return (panel.body, no_update if offered == list(panel.debuggers) else list(panel.debuggers),
-                no_update if shown == chosen else shown)
+                no_update if shown == chosen else shown, drawn, "")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import replace
 from typing import Any, Optional
 
 from dash import Dash, Input, Output, State, dcc, no_update
@@ -13,7 +14,9 @@ from dash import Dash, Input, Output, State, dcc, no_update
 from data.viewer.layout.display.display_labels import class_text
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks.table import LABEL_COLUMNS, table_of, table_rows, where_of
+from runners.eval_viewer.callbacks.browser_input import BadRequest, Paging, paging
+from runners.eval_viewer.callbacks.filter_text import LABEL_COLUMNS
+from runners.eval_viewer.callbacks.table import table_of, table_rows, where_of
 from runners.eval_viewer.export import Selection, export_report
 from runners.eval_viewer.layout import ids
 from utils.errors import LanternUserError
@@ -30,12 +33,13 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                   Input(ids.EXPORT_BUTTON, "n_clicks"), State(ids.TABLE_QUERY, "data"),
                   State(ids.TABLE, "getRowsRequest"), prevent_initial_call=True)
     def export_rows(_: Optional[int], query: Optional[dict], request: Optional[dict]) -> tuple:
-        query, request = query or {}, request or {}
+        query = query or {}
         try:
-            epoch, _table = table_of(backend, query.get("run"), query.get("epoch"))
-            rows, count, total, _ = table_rows(backend, query, request, 0, MAX_EXPORT)
-            selection = describe_selection(backend, epoch, query, request, count, total) if epoch else None
-        except TABLE_ERRORS as exc:
+            epoch, table = table_of(backend, query.get("run"), query.get("epoch"))
+            asked = replace(paging(request or {}), start=0, end=MAX_EXPORT)
+            rows, count, total, _ = table_rows(backend, query, asked)
+            selection = describe_selection(backend, epoch, table, query, asked, count, total) if epoch else None
+        except (*TABLE_ERRORS, BadRequest) as exc:
             return no_update, f"nothing exported: {exc}"
         if epoch is None or not rows:
             return no_update, "nothing exported: the table shows no datapoint"
@@ -54,29 +58,38 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         return download, f"{epoch.label}: exported {len(rows)} datapoints{left_out} to {name}."
 
 
-def describe_selection(backend: ViewerBackend, epoch: Any, query: dict, request: dict, count: int,
+def describe_selection(backend: ViewerBackend, epoch: Any, table: Any, query: dict, asked: Paging, count: int,
                        total: int) -> Selection:
-    """The table's filters, narrowing and sort in words (``37 of 500 datapoints of epoch 2 where cross_entropy >
-    2 and label is ring (4), sorted by cross_entropy (highest first)``) and as a record."""
+    """The table's filters, narrowing and sort in words (``37 of 500 datapoints of epoch 2 where cross_entropy > 2
+    and label is ring (4), sorted by cross_entropy (highest first)``) and as a record."""
     classes = backend.class_names(epoch)
-    filter_model = request.get("filterModel") or {}
-    filters = [_condition(column, op, value, classes) for column, op, value in where_of(filter_model, classes)]
+    filters = [_condition(*condition, classes=classes)
+               for condition in where_of(asked.filter_model, dict(table.columns()), classes)]
     narrowed = query.get("idx")
     if narrowed is not None:
         filters.append(f"idx among the {len(narrowed)} datapoints a Failures finding chose")
-    sort = (request.get("sortModel") or [{}])[0]
-    order = f", sorted by {sort['colId']} ({'highest' if sort.get('sort') == 'desc' else 'lowest'} first)" \
-        if sort.get("colId") else ", in idx order"
+    if query.get("wrong"):
+        filters.append("label differs from prediction (wrong only)")
+    order = f", sorted by {asked.sort} ({'highest' if asked.descending else 'lowest'} first)" if asked.sort \
+        else ", in idx order"
     where = f" where {' and '.join(filters)}" if filters else " (no filter)"
     run = backend.run(query.get("run"))
-    record = {"run": run.name if run else None, "epoch": epoch.key, "filter_model": filter_model,
-              "narrowed_to_idx": narrowed, "datapoints": count, "of": total,
-              "sort": {"column": sort["colId"], "order": sort.get("sort")} if sort.get("colId") else None}
+    record = {"run": run.name if run else None, "epoch": epoch.key, "filter_model": asked.filter_model,
+              "narrowed_to_idx": narrowed, "wrong_only": bool(query.get("wrong")), "datapoints": count, "of": total,
+              "sort": {"column": asked.sort, "order": "desc" if asked.descending else "asc"} if asked.sort else None}
     return Selection(f"{count} of {total} datapoints of {epoch.label}{where}{order}.", record)
 
 
-def _condition(column: str, op: str, value: Any, classes: dict[int, str]) -> str:
-    if column in LABEL_COLUMNS and op == "in":
-        return f"{column} is {' or '.join(class_text(v, classes) for v in value) or 'no class'}"
-    shown = f"{value:.4g}" if isinstance(value, float) else repr(value) if isinstance(value, str) else str(value)
-    return f"{column} {op} {shown}"
+def _condition(column: str, op: str, value: Any = None, classes: Optional[dict[int, str]] = None) -> str:
+    if op in ("is null", "is not null"):
+        return f"{column} is {'blank' if op == 'is null' else 'not blank'}"
+    if column in LABEL_COLUMNS and op in ("in", "not in"):
+        names = " or ".join(class_text(v, classes or {}) for v in value) or "no class"
+        return f"{column} is {'not ' if op == 'not in' else ''}{names}"
+    if op in ("in", "not in"):
+        return f"{column} {op} {', '.join(_shown(v) for v in value)}"
+    return f"{column} {op} {_shown(value)}"
+
+
+def _shown(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else repr(value) if isinstance(value, str) else str(value)

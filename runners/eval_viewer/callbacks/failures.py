@@ -32,9 +32,38 @@ _END_NARROWING = """function(run, epoch, _clear, narrowed) {
 }""".replace("CLEAR", ids.TABLE_CLEAR_FILTERS)
 
 
-def narrowing(run_path: Optional[str], epoch_key: Optional[str], idx: list[int]) -> dict:
-    """What ``TABLE_IDX_FILTER`` holds for a clicked finding: its idx and the run and epoch they are of."""
-    return {"run": run_path, "epoch": epoch_key, "idx": idx}
+def narrowing(run_path: Optional[str], epoch_key: Optional[str], idx: list[int], finding: str = "",
+              what: str = "") -> dict:
+    """What ``TABLE_IDX_FILTER`` holds for a clicked finding: its idx and the run and epoch they are of, and which
+    finding it is (``finding_key``, so an address can name it) and what."""
+    return {"run": run_path, "epoch": epoch_key, "idx": idx, "finding": finding, "what": what}
+
+
+def finding_key(trigger: Any, separator: Optional[dict], cell: Optional[dict]) -> str:
+    """A clicked finding as the address names it: 'slice-0', 'separator:<column>', 'confusion:<label>|<prediction>'."""
+    if trigger == layout.SEPARATORS_CHART:
+        return f"separator:{((separator or {}).get('points') or [{}])[0].get('customdata')}"
+    if trigger == layout.CONFUSION_CHART:
+        point = ((cell or {}).get("points") or [{}])[0]
+        return f"confusion:{point.get('y')}|{point.get('x')}"
+    return str((trigger or {}).get("index", ""))
+
+
+def narrowing_of(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str],
+                 key: str) -> Optional[dict]:
+    """The narrowing the address names by ``finding_key`` (a link to "wrong rings"), None when the epoch has no
+    such finding; the analysis's error when it cannot be made."""
+    epoch = chosen_epoch(backend, run_path, epoch_key)
+    if epoch is None or not key:
+        return None
+    kind, _, rest = key.partition(":")
+    label, _, prediction = rest.partition("|")
+    trigger, separator, cell = {
+        "separator": (layout.SEPARATORS_CHART, {"points": [{"customdata": rest}]}, None),
+        "confusion": (layout.CONFUSION_CHART, None, {"points": [{"y": label, "x": prediction}]}),
+    }.get(kind, ({"type": layout.FINDING, "index": key}, None, None))
+    chosen = chosen_datapoints(backend.findings(epoch), trigger, separator, cell)
+    return None if chosen is None else narrowing(run_path, epoch_key, chosen[0], key, chosen[1])
 
 
 def narrowed_idx(narrowed: Optional[dict], run_path: Optional[str], epoch_key: Optional[str]) -> Optional[list]:
@@ -93,7 +122,8 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         if chosen is None:
             return no_update, no_update
         idx, what = chosen
-        return narrowing(run_path, epoch_key, idx), f"Table filtered to {len(idx)} datapoints: {what}"
+        return (narrowing(run_path, epoch_key, idx, finding_key(trigger, separator, cell), what),
+                f"Table filtered to {len(idx)} datapoints: {what}")
 
     app.clientside_callback(  # a narrowing is of the run and epoch it was found in: it ends when either differs
         # (a refresh tick re-sending the same epoch is no switch; a late answer for the run just left is dropped as

@@ -10,6 +10,7 @@ again and so redraws the gallery. A tile's picture is loaded by the browser once
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Optional
 
 from dash import ALL, Dash, Input, Output, State, no_update
@@ -17,7 +18,7 @@ from dash import ALL, Dash, Input, Output, State, no_update
 from runners.eval_viewer.backend.table import HIDDEN_COLUMNS, TABLE_ERRORS
 from runners.eval_viewer.backend.thumbnails import overlay_names
 from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks.grid_requests import BadRequest, rows_request
+from runners.eval_viewer.callbacks.browser_input import BadRequest, Paging, paging
 from runners.eval_viewer.callbacks.table import table_of, table_rows
 from runners.eval_viewer.layout import gallery, ids
 from runners.eval_viewer.layout.first_view import FirstView
@@ -96,11 +97,10 @@ def gallery_view(backend: ViewerBackend, shown: dict, overlay: Optional[str], pa
     """Page ``page`` of the table's rows (``shown``: its query, filter model and sort model) as tiles, with
     ``overlay`` drawn over their pictures where the epoch's debug outputs offer it."""
     query = shown.get("query") if isinstance(shown.get("query"), dict) else {}
-    request = {"filterModel": shown.get("filterModel") or {}, "sortModel": shown.get("sortModel") or []}
     try:
-        rows_request(request)
+        asked = paging({"filterModel": shown.get("filterModel"), "sortModel": shown.get("sortModel")})
         epoch, table = table_of(backend, _text(query.get("run")), _text(query.get("epoch")))
-    except TABLE_ERRORS + (BadRequest,) as exc:
+    except (*TABLE_ERRORS, BadRequest) as exc:
         return GalleryView(caption=str(exc))
     if table is None:
         return GalleryView()
@@ -108,22 +108,24 @@ def gallery_view(backend: ViewerBackend, shown: dict, overlay: Optional[str], pa
     overlay = overlay if overlay in offered else gallery.NO_OVERLAY
     page = min(max(1, page if isinstance(page, int) and not isinstance(page, bool) else 1), MAX_PAGE)
     try:
-        rows, count, total, label = table_rows(backend, query, request, (page - 1) * gallery.PAGE_SIZE,
-                                               page * gallery.PAGE_SIZE)
+        rows, count, total, label = table_rows(backend, query, _page(asked, page))
         if not rows and count:  # past the last page (the rows changed meanwhile): the last page
             page = math.ceil(count / gallery.PAGE_SIZE)
-            rows, count, total, label = table_rows(backend, query, request, (page - 1) * gallery.PAGE_SIZE,
-                                                   page * gallery.PAGE_SIZE)
-    except TABLE_ERRORS as exc:
+            rows, count, total, label = table_rows(backend, query, _page(asked, page))
+    except (*TABLE_ERRORS, BadRequest) as exc:
         return GalleryView(caption=f"the gallery cannot show these rows: {exc}")
-    sort = (request["sortModel"] or [{}])[0]
     classes = backend.class_names(epoch)
     tiles = [gallery.tile(row, picture_address(query["run"], epoch.key, row["idx"], overlay, query.get("version")),
                           query.get("metric"), classes, row["idx"] == selected) for row in rows]
     return GalleryView(
-        tiles, _caption(label, count, total, page, sort, overlay), max(1, math.ceil(count / gallery.PAGE_SIZE)),
+        tiles, _caption(label, count, total, page, asked, overlay), max(1, math.ceil(count / gallery.PAGE_SIZE)),
         page, [{"label": "nothing", "value": gallery.NO_OVERLAY}, *({"label": n, "value": n} for n in offered)],
-        overlay, sort_options(table), sort.get("colId"), "asc" if sort.get("sort") == "asc" else "desc")
+        overlay, sort_options(table), asked.sort, "desc" if asked.descending else "asc")
+
+
+def _page(asked: Paging, page: int) -> Paging:
+    """The rows of gallery page ``page`` (from 1) under the table's filters and sort."""
+    return replace(asked, start=(page - 1) * gallery.PAGE_SIZE, end=page * gallery.PAGE_SIZE)
 
 
 def _text(value: Any) -> Optional[str]:
@@ -136,24 +138,23 @@ def sort_options(table: Any) -> list[dict]:
     return [{"label": name, "value": name} for name, _ in table.columns() if name not in HIDDEN_COLUMNS]
 
 
-def _caption(label: str, count: int, total: int, page: int, sort: dict, overlay: str) -> str:
+def _caption(label: str, count: int, total: int, page: int, asked: Paging, overlay: str) -> str:
     if count == 0:
         return f"{label}: no datapoint of {total} matches the table's filters; clear them to see all."
     first, last = (page - 1) * gallery.PAGE_SIZE + 1, min(page * gallery.PAGE_SIZE, count)
-    order = f", sorted by {sort['colId']} ({'highest' if sort.get('sort') == 'desc' else 'lowest'} first)" \
-        if sort.get("colId") else ""
+    order = f", sorted by {asked.sort} ({'highest' if asked.descending else 'lowest'} first)" if asked.sort else ""
     drawn = f"; {overlay} drawn over each input" if overlay else ""
     matching = f"{count} of {total} datapoints match the table's filters" if count < total else f"{total} datapoints"
     return f"{label}: {matching}{order}; {first}–{last} shown{drawn}. Click one to open it."
 
 
-def first_gallery(backend: ViewerBackend, first: FirstView) -> tuple[GalleryView, Optional[dict]]:
+def first_gallery(backend: ViewerBackend, first: FirstView, filter_model: dict) -> tuple[GalleryView, Optional[dict]]:
     """The gallery as the first page shows it, and the view of the table it is drawn for: drawn only when it is
-    the tab the page opens on (the table's query and sort, no filter, which the browser then finds unchanged);
-    else empty, with the table's sort in its controls, drawn when first shown."""
+    the tab the page opens on (the table's query, sort and ``filter_model``, the address's typed filters, which the
+    browser then finds unchanged); else empty, with the table's sort in its controls, drawn when first shown."""
     sort = next(({"colId": column["field"], "sort": column["sort"]} for column in first.view.columns
                  if column.get("sort") and column.get("field")), None)
     if first.tab != ids.TAB_GALLERY:
         return GalleryView(sort=sort and sort["colId"], order=sort["sort"] if sort else "desc"), None
-    shown = {"query": first.view.query, "filterModel": {}, "sortModel": [sort] if sort else []}
+    shown = {"query": first.view.query, "filterModel": filter_model, "sortModel": [sort] if sort else []}
     return gallery_view(backend, shown, None, 1, first.idx), shown

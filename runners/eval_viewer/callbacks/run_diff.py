@@ -14,12 +14,14 @@ from typing import Any, Optional
 
 from dash import Dash, Input, Output, State
 
-from runners.eval_viewer.backend.run_diff import CLASS_COLUMNS, RIGHT_TO_WRONG, WRONG_TO_RIGHT, RunDiff, RunDiffs, Side
+from runners.eval_viewer.backend.run_diff import CLASS_COLUMNS, RIGHT_TO_WRONG, WRONG_TO_RIGHT, RunDiff, Side, diffs_of
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks.grid_requests import BadRequest, rows_request
+from runners.eval_viewer.callbacks.browser_input import BadRequest, paging
+from runners.eval_viewer.callbacks.filter_text import LABEL_COLUMNS
 from runners.eval_viewer.callbacks.table import where_of
 from runners.eval_viewer.layout import ids, run_diff
+from runners.eval_viewer.layout.first_view import FirstView
 from utils.errors import LanternUserError
 
 _WHILE_SHOWN = """function(tab, run, epoch, other, otherEpoch, metric, previous) {
@@ -43,7 +45,7 @@ _FLIPS = """function(all, toWrong, toRight) {
     const change = FLIPS[trigger];
     try {
         dash_ag_grid.getApi('TABLE').setFilterModel(
-            change ? {change: {filterType: 'text', type: 'equals', filter: change}} : null);
+            change ? {change: {filterType: 'text', type: 'contains', filter: change}} : null);
     } catch (error) { /* not drawn */ }
     return window.dash_clientside.no_update;
 }"""
@@ -56,7 +58,7 @@ _OPEN = """function(cell) {
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
-    diffs = RunDiffs(backend)
+    diffs = diffs_of(backend)
     app.clientside_callback(_WHILE_SHOWN, Output(run_diff.SHOWN, "data"), Input(ids.TABS, "value"),
                             Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"),
                             Input(ids.COMPARE_RUN_SELECT, "value"), Input(ids.COMPARE_RUN_EPOCH_SELECT, "value"),
@@ -78,16 +80,8 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                   Input(run_diff.SHOWN, "data"), prevent_initial_call=True)
     def join(shown: Optional[dict]) -> tuple:
         """The two sides joined: the query the rows are served for, the columns, the summary line."""
-        sides = _sides(backend, shown or {})
-        if sides is None:
-            return None, [], run_diff.CHOOSE, "light"
-        try:
-            diff = diffs.diff(*sides, (shown or {}).get("metric"))
-        except TABLE_ERRORS + (LanternUserError,) as exc:
-            return None, [], str(exc), "warning"
-        query = {"first": shown["first"], "second": shown["second"], "metric": diff.metric}
-        classes = {**backend.class_names(sides[1].epoch), **backend.class_names(sides[0].epoch)}
-        return query, run_diff.diff_columns(diff, classes), run_diff.summary(diff), "info"
+        view = joined(backend, shown if isinstance(shown, dict) else {})
+        return view.query, view.columns, view.summary, view.color
 
     @app.callback(Output(run_diff.TABLE, "getRowsResponse"), Output(run_diff.CAPTION, "children"),
                   Input(run_diff.TABLE, "getRowsRequest"), State(run_diff.QUERY, "data"), prevent_initial_call=True)
@@ -99,22 +93,55 @@ def register(app: Dash, backend: ViewerBackend) -> None:
             diff = diffs.diff(*sides, query.get("metric"))
             rows, count = diff_rows(diff, request, {**backend.class_names(sides[1].epoch),
                                                     **backend.class_names(sides[0].epoch)})
-        except TABLE_ERRORS + (LanternUserError,) as exc:
+        except (*TABLE_ERRORS, LanternUserError, BadRequest) as exc:
             return {"rowData": [], "rowCount": 0}, str(exc)
         return {"rowData": rows, "rowCount": count}, _caption(diff, count, request)
 
 
+def joined(backend: ViewerBackend, shown: dict) -> run_diff.JoinView:
+    """The two sides ``shown`` names (``{'first': {'run', 'epoch'}, 'second': ..., 'metric'}``) joined: the query
+    the joined table's rows are served for, its columns and the summary line (or why there is none)."""
+    sides = _sides(backend, shown)
+    if sides is None:
+        return run_diff.JoinView()
+    try:
+        diff = diffs_of(backend).diff(*sides, shown.get("metric"))
+    except (*TABLE_ERRORS, LanternUserError, BadRequest) as exc:
+        return run_diff.JoinView(summary=str(exc), color="warning")
+    classes = {**backend.class_names(sides[1].epoch), **backend.class_names(sides[0].epoch)}
+    return run_diff.JoinView({"first": shown["first"], "second": shown["second"], "metric": diff.metric},
+                             run_diff.diff_columns(diff, classes), run_diff.summary(diff), "info", shown)
+
+
+def first_run_diff(backend: ViewerBackend, first: FirstView, other: Optional[str],
+                   other_epoch: Optional[str]) -> run_diff.JoinView:
+    """Run against run as the first page shows it: joined only when Compare runs is the tab it opens on with a
+    second run chosen (an address's), so no callback is needed for it."""
+    if first.tab != ids.TAB_COMPARE_RUNS or other is None:
+        return run_diff.JoinView()
+    return joined(backend, {"first": {"run": first.run, "epoch": first.epoch},
+                            "second": {"run": other, "epoch": other_epoch}, "metric": first.view.metric})
+
+
 def diff_rows(diff: RunDiff, request: Any, class_names: dict[int, str]) -> tuple[list[dict], int]:
     """Rows ``startRow .. endRow`` of the joined table under the request's filters and sort, and how many match."""
-    asked = rows_request(request)
-    try:
-        where = where_of(asked.filter_model, class_names, CLASS_COLUMNS)
-    except (AttributeError, TypeError, ValueError) as exc:
-        raise BadRequest(f"the table's filters cannot be read ({type(exc).__name__}); clear them") from exc
+    asked = paging(request)
+    where = diff_where(asked.filter_model, dict(diff.table.columns()), class_names)
     rows = diff.table.page(where=where, order_by=asked.sort, descending=asked.descending, offset=asked.start,
                            limit=asked.end - asked.start)
     return [{key: value for key, value in row.items() if key != "label_differs"} for row in rows], \
         diff.table.count(where)
+
+
+def diff_where(filter_model: dict, kinds: dict[str, str], class_names: dict[int, str]) -> list[tuple]:
+    """The joined table's filter boxes as ``(column, op, value)`` triples, typed as in the datapoint table
+    (``where_of``): the label and both predictions take class names, as the table's ``label`` does."""
+    where: list[tuple] = []
+    for column, condition in filter_model.items():
+        typed_as = LABEL_COLUMNS[0] if column in CLASS_COLUMNS else column
+        where += [(column, *rest) for _, *rest in where_of({typed_as: condition}, {typed_as: kinds.get(column, "")},
+                                                          class_names)]
+    return where
 
 
 def _sides(backend: ViewerBackend, shown: dict) -> Optional[tuple[Side, Side]]:

@@ -17,12 +17,13 @@ from typing import Optional
 
 import numpy as np
 import plotly.colors
-from dash import Dash, Input, Output, html
+from dash import Dash, Input, Output, State, html
 
 from analysis.epoch_table import Filter
 from runners.eval_viewer.backend.runs import Run
 from runners.eval_viewer.backend.table import TABLE_ERRORS, Table
 from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.browser_input import BadRequest, paging
 from runners.eval_viewer.callbacks.components import message
 from runners.eval_viewer.callbacks.table import table_of, table_where
 from runners.eval_viewer.layout import ids
@@ -37,10 +38,19 @@ def register(app: Dash, backend: ViewerBackend) -> None:
     def chart(run_path: Optional[str], metric: Optional[str], _: list, epoch_key: Optional[str]) -> dict:
         return history_view(backend, run_path, metric, epoch_key)
 
+    app.clientside_callback(  # the table's typed filters, passed on only when they changed: the grid sets its filter
+        # model when it mounts, and the first page comes with its grid drawn for its filters
+        """function(model, drawn) {
+            const now = model || {};
+            return JSON.stringify(now) === JSON.stringify(drawn || {}) ? window.dash_clientside.no_update : now;
+        }""", Output(ids.SCORE_GRID_FILTERS, "data"), Input(ids.TABLE, "filterModel"),
+        State(ids.SCORE_GRID_FILTERS, "data"), prevent_initial_call=True)
+
     @app.callback(Output(ids.SCORE_GRID_DATA, "data"), Output(ids.SCORES_MESSAGE, "children"),
-                  Input(ids.TABLE_QUERY, "data"), Input(ids.TABLE, "filterModel"), prevent_initial_call=True)
+                  Input(ids.TABLE_QUERY, "data"), Input(ids.SCORE_GRID_FILTERS, "data"), prevent_initial_call=True)
     def grid(query: Optional[dict], filter_model: Optional[dict]) -> tuple:
-        """Drawn for the table's query (run, epoch, metric, version, a clicked finding's idx) and filters."""
+        """Drawn for the table's query (run, epoch, metric, version, a clicked finding's idx, wrong only) and its
+        typed filters: the grid shows the datapoints the table does."""
         return grid_view(backend, query, filter_model)
 
     # Drawn in the browser by assets/score_views.js, the open datapoint's mark too (no server round trip).
@@ -80,9 +90,13 @@ def grid_view(backend: ViewerBackend, query: Optional[dict],
         return {"title": "no per-datapoint scores"}, None
     higher_is_better = backend.higher_is_better(epoch, metric)
     try:
-        return grid_data(table, metric, higher_is_better, table_where(backend, epoch, query, filter_model)), None
+        where = table_where(backend, epoch, table, query, paging({"filterModel": filter_model}).filter_model)
+    except (*TABLE_ERRORS, BadRequest):  # the table's caption says why; the grid shows what the query narrows to
+        where = table_where(backend, epoch, table, query, {})
+    try:
+        return grid_data(table, metric, higher_is_better, where), None
     except TABLE_ERRORS:
-        return grid_data(table, metric, higher_is_better, table_where(backend, epoch, query, None)), None
+        return grid_data(table, metric, higher_is_better, table_where(backend, epoch, table, query, {})), None
 
 
 def history_data(backend: ViewerBackend, run: Run, metric: str, epoch_key: Optional[str]) -> dict:

@@ -5,31 +5,17 @@
 row when it was opened), so they walk the table in its current filter and sort; past
 its first or last row they say so (``NAVIGATION_NOTE``). The open datapoint's row is marked in the table
 however it was opened. All of it runs in the browser (the grid already holds the neighbouring rows), so a key
-press costs no server round trip before the datapoint is asked for. The address bar records run, epoch,
-datapoint, tab, metric and the table's sort (``?run=...&epoch=...&idx=...&tab=...&metric=...&sort=-loss``,
-``-`` for highest first); the page is built from it (``layout/page.py``), so a link or a reload opens the same
-view."""
+press costs no server round trip before the datapoint is asked for. The address bar records the view
+(``callbacks/address.py``)."""
 
 from __future__ import annotations
+
+import json
 
 from dash import Dash, Input, Output, State
 
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.layout import ids
-
-_WRITE_URL = """function(run, epoch, idx, tab, request, metric) {
-    const params = new URLSearchParams();
-    if (run) { params.set('run', run); }
-    if (epoch) { params.set('epoch', epoch); }
-    if (idx !== null && idx !== undefined) { params.set('idx', idx); }
-    if (tab) { params.set('tab', tab); }
-    if (metric) { params.set('metric', metric); }
-    const sort = ((request || {}).sortModel || [])[0];
-    if (sort) { params.set('sort', (sort.sort === 'desc' ? '-' : '') + sort.colId); }
-    const search = '?' + params.toString();
-    if (search !== window.location.search) { window.history.replaceState(null, '', search); }
-    return window.dash_clientside.no_update;
-}"""
 
 _MARK_OPEN_ROW = """function(idx) {
     // A datapoint opened: the note of a step past the table's end goes, and its row is marked. The grid's
@@ -45,9 +31,22 @@ _MARK_OPEN_ROW = """function(idx) {
     return '';
 }""".replace("TABLE", ids.TABLE)
 
+# Whether the table's rows are not yet those asked for: a narrowing (a Failures finding) was written and the table's
+# query (what its rows are of) does not have it yet. Read from the page's state, not as a callback's State: Dash holds
+# back a callback whose State a pending callback writes, and would then apply a click on the old rows to the new ones.
+_STALE = """function tableIsStale() {
+    const props = id => ((window.dash_component_api.getLayout(id) || {}).props || {}).data;
+    const narrowed = props('NARROWING'), query = props('QUERY') || {};
+    const wanted = narrowed && narrowed.run === query.run && narrowed.epoch === query.epoch ? narrowed.idx : null;
+    return JSON.stringify(wanted || null) !== JSON.stringify(query.idx || null);
+}""".replace("NARROWING", ids.TABLE_IDX_FILTER).replace("QUERY", ids.TABLE_QUERY)
+STALE_NOTE = "The table is loading the datapoints asked for: open one once it shows them."
+
 _SELECT = """function(cell, _previous, _next, row, open) {
     const none = window.dash_clientside.no_update;
     const trigger = (window.dash_clientside.callback_context.triggered[0] || {}).prop_id || '';
+    STALE
+    if (tableIsStale()) { return [none, none, NOTE]; }
     if (trigger.startsWith('TABLE.')) {
         const id = String((cell || {}).rowId);
         return /^[0-9]+$/.test(id) ? [parseInt(id), cell.rowIndex, none] : [none, none, none];
@@ -71,19 +70,25 @@ _SELECT = """function(cell, _previous, _next, row, open) {
     api.ensureIndexVisible(target);
     const node = api.getDisplayedRowAtIndex(target);
     return node && node.data ? [node.data.idx, target, none] : [none, none, none];
-}""".replace("TABLE", ids.TABLE).replace("PREVIOUS", ids.PREV_BUTTON)
+}""".replace("STALE", _STALE).replace("NOTE", json.dumps(STALE_NOTE)).replace("TABLE", ids.TABLE) \
+    .replace("PREVIOUS", ids.PREV_BUTTON)
+
+# The table shows AG Grid's loading overlay from when a narrowing is asked for until its rows land.
+_LOADING = """function() {
+    STALE
+    let api = null;
+    try { api = dash_ag_grid.getApi('TABLE'); } catch (error) { return window.dash_clientside.no_update; }
+    api.setGridOption('loading', tableIsStale());
+    return window.dash_clientside.no_update;
+}""".replace("STALE", _STALE).replace("TABLE", ids.TABLE)
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
-    # A metric switch asks the table for rows, so the metric can be a State: as an Input, every change of the
-    # address would wait for the server's answer that sets the metric (and for what that answer waits on).
-    app.clientside_callback(_WRITE_URL, Output(ids.URL_STATE, "id"), Input(ids.RUN_SELECT, "value"),
-                            Input(ids.EPOCH_SELECT, "value"), Input(ids.SELECTED, "data"), Input(ids.TABS, "value"),
-                            Input(ids.TABLE, "getRowsRequest"), State(ids.METRIC_SELECT, "value"),
-                            prevent_initial_call=True)
     app.clientside_callback(_SELECT, Output(ids.SELECTED, "data"), Output(ids.SELECTED_ROW, "data"),
                             Output(ids.NAVIGATION_NOTE, "children"), Input(ids.TABLE, "cellClicked"),
                             Input(ids.PREV_BUTTON, "n_clicks"), Input(ids.NEXT_BUTTON, "n_clicks"),
                             State(ids.SELECTED_ROW, "data"), State(ids.SELECTED, "data"), prevent_initial_call=True)
+    app.clientside_callback(_LOADING, Output(ids.TABLE, "className"), Input(ids.TABLE_IDX_FILTER, "data"),
+                            Input(ids.TABLE, "getRowsResponse"), prevent_initial_call=True)
     app.clientside_callback(_MARK_OPEN_ROW, Output(ids.NAVIGATION_NOTE, "children", allow_duplicate=True),
                             Input(ids.SELECTED, "data"), prevent_initial_call=True)  # the first page's comes marked

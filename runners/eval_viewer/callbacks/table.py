@@ -8,7 +8,6 @@ so nothing typed in the page reaches a query as text.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -19,18 +18,18 @@ from runners.eval_viewer.backend.scores import ScoresError, default_metric
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.thumbnails import has_pictures
 from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.browser_input import BadRequest, Paging, paging
 from runners.eval_viewer.callbacks.components import HIDDEN_COLUMNS, debug_hint, epoch_badges
 from runners.eval_viewer.callbacks.failures import narrowed_idx
+from runners.eval_viewer.callbacks.filter_text import EXAMPLES, LABEL_COLUMNS, compile_filter
 from runners.eval_viewer.layout import ids
 from runners.eval_viewer.layout.pictures import PICTURE_VERSION, thumbnail_column, version_tag
 
 DEBUG_MARK = "✓"
-LABEL_COLUMNS = ("label", "prediction")
 LABEL_WIDTH = 110  # px: "triangle (2)"
 # A class id (an int, or a float in a column with NaN) shown by its name from the column's refData.
 CLASS_NAME_FORMAT = "params.value == null ? 'n/a' : (params.colDef.refData['' + params.value] || '' + params.value)"
-_NUMBER_OPS = {"equals": "=", "notEqual": "!=", "lessThan": "<", "lessThanOrEqual": "<=", "greaterThan": ">",
-               "greaterThanOrEqual": ">="}
+_NULL_OPS = {"blank": "is null", "notBlank": "is not null"}
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
@@ -38,20 +37,21 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                   Output(ids.EPOCH_BADGES, "children"), Output(ids.TABLE_QUERY, "data"),
                   Output(ids.TABLE, "columnDefs"),
                   Input(ids.EPOCH_SELECT, "value"), Input(ids.METRIC_SELECT, "value"),
-                  Input(ids.REFRESH, "n_intervals"), Input(ids.TABLE_IDX_FILTER, "data"),
+                  Input(ids.REFRESH, "data"), Input(ids.TABLE_IDX_FILTER, "data"), Input(ids.WRONG_ONLY, "value"),
                   State(ids.RUN_SELECT, "value"), State(ids.TABLE_QUERY, "data"), prevent_initial_call=True)
-    def choose_rows(epoch_key: Optional[str], metric: Optional[str], _: int, narrowed: Optional[dict],
-                    run_path: Optional[str], previous: Optional[dict]) -> tuple:
+    def choose_rows(epoch_key: Optional[str], metric: Optional[str], _: Optional[int], narrowed: Optional[dict],
+                    wrong: Optional[list], run_path: Optional[str], previous: Optional[dict]) -> tuple:
         """Everything that follows the chosen epoch, in one step: the metric, the epoch's badges, and the table's
         query (with the epoch's version) and columns. A run switch reaches it once, through the epoch
         (``refresh_epochs`` always sends the new run's epoch); the query then says to clear the filters, which
         would silently empty the next epoch's table. A refresh that finds nothing new changes nothing."""
-        view = epoch_view(backend, run_path, epoch_key, metric, narrowed_idx(narrowed, run_path, epoch_key))
+        view = epoch_view(backend, run_path, epoch_key, metric, narrowed_idx(narrowed, run_path, epoch_key),
+                          wrong=bool(wrong))
         previous = {key: value for key, value in (previous or {}).items() if key != "clear"}
         same_epoch = (previous.get("run"), previous.get("epoch")) == (run_path, epoch_key)
         if view.query == previous:
             return (no_update,) * 5
-        same_columns = same_epoch and all(previous.get(key) == view.query[key] for key in ("metric", "version"))
+        same_columns = same_epoch and all(previous.get(key) == view.query.get(key) for key in ("metric", "version"))
         return (view.metrics, view.metric, view.badges, {**view.query, "clear": not same_epoch},
                 no_update if same_columns else view.columns)
 
@@ -72,9 +72,9 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         # its answer made Dash drop it (the newer call cannot tell that the button was clicked)
         """function(clicks) {
             const api = window.dash_ag_grid && dash_ag_grid.getApi('TABLE');
-            if (api && clicks) { api.setFilterModel(null); }
+            if (api && clicks) { api.setFilterModel(null); window.dash_clientside.set_props('WRONG', {value: []}); }
             return window.dash_clientside.no_update;
-        }""".replace("TABLE", ids.TABLE),
+        }""".replace("TABLE", ids.TABLE).replace("WRONG", ids.WRONG_ONLY),
         Output(ids.TABLE_CLEAR_FILTERS, "id"), Input(ids.TABLE_CLEAR_FILTERS, "n_clicks"), prevent_initial_call=True)
 
     @app.callback(Output(ids.TABLE, "getRowsResponse"), Output(ids.TABLE_CAPTION, "children"),
@@ -83,11 +83,11 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         if not request:
             return no_update, no_update
         try:
-            rows, count, total, label = table_rows(backend, query or {}, request, request.get("startRow", 0),
-                                                   request.get("endRow", 100))
-        except TABLE_ERRORS as exc:
+            asked = paging(request)
+            rows, count, total, label = table_rows(backend, query or {}, asked)
+        except (*TABLE_ERRORS, BadRequest) as exc:
             return {"rowData": [], "rowCount": 0}, str(exc)
-        return {"rowData": rows, "rowCount": count}, caption(label, count, total, query or {}, request)
+        return {"rowData": rows, "rowCount": count}, caption(label, count, total, query or {}, asked)
 
 
 @dataclass
@@ -104,7 +104,7 @@ class EpochView:
 
 
 def epoch_view(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str], metric: Optional[str],
-               idx_filter: Optional[list] = None, sort: Optional[str] = None) -> EpochView:
+               idx_filter: Optional[list] = None, sort: Optional[str] = None, wrong: bool = False) -> EpochView:
     """The view of ``epoch_key`` of ``run_path``, keeping ``metric`` where the epoch has it (else its default:
     the loss), the table sorted by ``sort`` (``column_defs``; the first page's, from the address bar). Used for the
     first page and on every switch, so both show the same."""
@@ -112,7 +112,7 @@ def epoch_view(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optio
     epochs = backend.epochs(run) if run else []
     epoch = next((e for e in epochs if e.key == epoch_key), None)
     if epoch is None:
-        return EpochView([], None, [], _query(run_path, epoch_key, None, None, idx_filter), [])
+        return EpochView([], None, [], _query(run_path, epoch_key, None, None, idx_filter, wrong), [])
     try:
         metrics = backend.metrics(epoch)
         chosen = metric if metric in metrics else default_metric(metrics, backend.table(epoch).roles.get(
@@ -123,16 +123,19 @@ def epoch_view(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optio
         version: Optional[str] = backend.version(epoch)
     except ScoresError:
         version = None  # removed while listed: the score views say so when they redraw
+    hint = debug_hint(epochs, epoch)  # a button to the nearest epoch with debug outputs; its key is in the query,
+    # so an epoch with debug outputs written since (a run still training) brings the button without a reload
+    query = {**_query(run_path, epoch_key, chosen, version, idx_filter, wrong), "hint": [b.value for b in hint]}
     columns = column_defs(backend, epoch, chosen, sort)
     if columns and has_pictures(backend, run):  # after '#': each row's input image
         columns.insert(1, thumbnail_column(run.path, version))
-    return EpochView(metrics, chosen, epoch_badges(backend, epoch) + debug_hint(epochs, epoch),
-                     _query(run_path, epoch_key, chosen, version, idx_filter), columns)
+    return EpochView(metrics, chosen, epoch_badges(backend, epoch) + hint, query, columns)
 
 
 def _query(run_path: Optional[str], epoch_key: Optional[str], metric: Optional[str], version: Optional[str],
-           idx_filter: Optional[list]) -> dict:
-    return {"run": run_path, "epoch": epoch_key, "metric": metric, "version": version, "idx": idx_filter}
+           idx_filter: Optional[list], wrong: bool) -> dict:
+    return {"run": run_path, "epoch": epoch_key, "metric": metric, "version": version, "idx": idx_filter,
+            "wrong": wrong}
 
 
 def table_of(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> Any:
@@ -160,7 +163,7 @@ def column_defs(backend: ViewerBackend, epoch: Epoch, metric: Optional[str], sor
     columns = [{"headerName": "#", "colId": "row", "valueGetter": {"function": "params.node.rowIndex + 1"},
                 "sortable": False, "filter": False, "maxWidth": 70, "minWidth": 60}]
     for name in order:
-        column: dict[str, Any] = {"field": name, "headerName": name, **_filter_of(kinds[name], name)}
+        column: dict[str, Any] = {"field": name, "headerName": name, **typed_filter(name)}
         column["sort"] = ("desc" if descending else "asc") if name == by else None
         if name == metric or name in LABEL_COLUMNS:  # read on every row: never cut to "cro…" or "square…"
             column["minWidth"] = max(_header_width(name), LABEL_WIDTH if name in LABEL_COLUMNS else 0)
@@ -190,25 +193,21 @@ def _header_width(name: str) -> int:
     return 8 * len(name) + 56
 
 
-def _filter_of(kind: str, name: str) -> dict:
-    """Numbers filter by comparison; labels by class name or id; other text by equality (the table's
-    filters are exact comparisons, never text matched inside a query)."""
-    if name in LABEL_COLUMNS:
-        return {"filter": "agTextColumnFilter", "filterParams": {"filterOptions": ["contains"], "maxNumConditions": 1}}
-    if kind in ("string", "boolean"):
-        return {"filter": "agTextColumnFilter", "filterParams": {"filterOptions": ["equals"], "maxNumConditions": 1}}
-    return {"filter": "agNumberColumnFilter"}
+def typed_filter(name: str) -> dict:
+    """Every column's box takes typed filters (``filter_text``): a text filter whose text the server compiles."""
+    return {"filter": "agTextColumnFilter", "headerTooltip": f"{name} · filter: {EXAMPLES}",
+            "filterParams": {"filterOptions": ["contains", "blank", "notBlank"], "maxNumConditions": 1,
+                             "filterPlaceholder": "> 2, a..b, x, y", "debounceMs": 300}}
 
 
-def table_rows(backend: ViewerBackend, query: dict, request: dict, start: int,
-               end: int) -> tuple[list[dict], int, int, str]:
-    """Rows ``start .. end`` under the request's filter and sort, the filtered and total counts, the epoch's label."""
+def table_rows(backend: ViewerBackend, query: dict, asked: Paging) -> tuple[list[dict], int, int, str]:
+    """The rows ``asked`` for (under its filter and sort), the filtered and total counts, the epoch's label."""
     epoch, table = table_of(backend, query.get("run"), query.get("epoch"))
     if table is None:
         return [], 0, 0, ""
-    where = table_where(backend, epoch, query, request.get("filterModel"))
-    order_by, descending = _order_of(request.get("sortModel") or [])
-    rows = table.page(where=where, order_by=order_by, descending=descending, offset=start, limit=max(end - start, 0))
+    where = table_where(backend, epoch, table, query, asked.filter_model)
+    rows = table.page(where=where, order_by=asked.sort, descending=asked.descending, offset=asked.start,
+                      limit=max(asked.end - asked.start, 0))
     debug, pictures = backend.debug_indices(epoch), version_tag(query.get("version"))
     for row in rows:
         row["debug"] = DEBUG_MARK if row["idx"] in debug else ""
@@ -216,59 +215,43 @@ def table_rows(backend: ViewerBackend, query: dict, request: dict, start: int,
     return rows, table.count(where), table.count(), epoch.label
 
 
-def table_where(backend: ViewerBackend, epoch: Epoch, query: dict, filter_model: Optional[dict]) -> list[tuple]:
-    """The table's rows as ``(column, op, value)`` triples: its filters (AG Grid's filter model) and the idx a
-    Failures finding narrows it to; what the rows, the score grid, the gallery and the export all show."""
-    where = where_of(filter_model or {}, backend.class_names(epoch))
+def table_where(backend: ViewerBackend, epoch: Epoch, table: Any, query: dict, filter_model: dict) -> list[tuple]:
+    """The table's rows as ``(column, op, value)`` triples: what its query narrows to and its typed filters; what the
+    rows, the score grid, the gallery and the export all show."""
+    return query_filter(query, table) + where_of(filter_model, dict(table.columns()), backend.class_names(epoch))
+
+
+def where_of(filter_model: dict, kinds: dict[str, str], class_names: dict[int, str]) -> list[tuple]:
+    """The table's filter boxes (AG Grid's filter model: the text typed under each column, ``filter_text``) as
+    ``(column, op, value)`` triples; 'Blank' and 'Not blank' in a column's menu are ``is null`` / ``is not null``."""
+    where: list[tuple] = []
+    for column, condition in filter_model.items():
+        if condition.get("type") in _NULL_OPS:
+            where.append((column, _NULL_OPS[condition["type"]]))
+        else:
+            where += compile_filter(column, kinds.get(column, ""), condition.get("filter"), class_names)
+    return where
+
+
+def query_filter(query: dict, table: Any) -> list[tuple]:
+    """What the table's query narrows to besides the typed boxes: a finding's idx, the wrong datapoints."""
+    where: list[tuple] = []
     if query.get("idx") is not None:
         where.append(("idx", "in", list(query["idx"])))
+    if query.get("wrong") and {"label", "prediction"} <= set(dict(table.columns())):
+        where.append(("label", "differs from", "prediction"))
     return where
 
 
-def _order_of(sort_model: list[dict]) -> tuple[Optional[str], bool]:
-    if not sort_model:
-        return None, False
-    return sort_model[0]["colId"], sort_model[0].get("sort") == "desc"
-
-
-def where_of(filter_model: dict, class_names: dict[int, str],
-             label_columns: Sequence[str] = LABEL_COLUMNS) -> list[tuple[str, str, Any]]:
-    """AG Grid's filter model as ``(column, op, value)`` triples; class names in ``label_columns`` become ids."""
-    where: list[tuple[str, str, Any]] = []
-    for column, condition in filter_model.items():
-        kind, value = condition.get("type"), condition.get("filter")
-        if column in label_columns:
-            where.append((column, "in", _matching_classes(str(value or ""), class_names)))
-        elif condition.get("filterType") == "text":
-            where.append((column, "=", _typed_text(str(value or ""))))
-        elif kind == "inRange":
-            where += [(column, ">=", value), (column, "<=", condition.get("filterTo"))]
-        elif kind in _NUMBER_OPS and value is not None:
-            where.append((column, _NUMBER_OPS[kind], value))
-    return where
-
-
-def _matching_classes(text: str, class_names: dict[int, str]) -> list[int]:
-    """Class ids whose number is ``text`` or whose name contains it (case-insensitive)."""
-    text = text.strip().lower()
-    return [int(text)] if text.isdigit() else [i for i, name in class_names.items() if text in name.lower()]
-
-
-def _typed_text(text: str) -> object:
-    """'true' / 'false' as booleans (a boolean meta-info column), anything else as the text itself."""
-    return {"true": True, "false": False}.get(text.strip().lower(), text)
-
-
-def caption(label: str, count: int, total: int, query: dict, request: dict) -> str:
+def caption(label: str, count: int, total: int, query: dict, asked: Paging) -> str:
     """Names the epoch (so a reader, and a test, knows the table is current) and says when filters hide rows."""
     if not label:
         return ""
-    sort = (request.get("sortModel") or [{}])[0]
-    order = f", sorted by {sort['colId']} ({'highest' if sort.get('sort') == 'desc' else 'lowest'} first)" \
-        if sort.get("colId") else ""
+    order = f", sorted by {asked.sort} ({'highest' if asked.descending else 'lowest'} first)" if asked.sort else ""
     if count == total:
         return f"{label}: {total} datapoints{order}; click a row (or j/k) to open one."
-    narrowed = " (narrowed to a chosen set of datapoints)" if query.get("idx") is not None else ""
+    narrowed = (" (narrowed to a chosen set of datapoints)" if query.get("idx") is not None else "") + \
+        (" (wrong only)" if query.get("wrong") else "")
     if count == 0:
         return f"{label}: no datapoint of {total} matches these filters{narrowed}; clear them to see all."
     return f"{label}: {count} of {total} datapoints match the filters{narrowed}{order}."

@@ -14,6 +14,7 @@ from dash import dcc, html
 from analysis.failures import Findings
 from data.viewer.layout.display.elements import alert
 from runners.eval_viewer.layout.ids import TAB_FAILURES
+from runners.eval_viewer.layout.verify import separator_buttons, verify_button, verify_panel
 
 NO_EPOCH = "Choose a run and an epoch to see why its datapoints fail."
 PANEL = "failures-panel"  # the summary and the slices
@@ -35,6 +36,7 @@ def failures_tab(content: tuple = (NO_EPOCH, [], {}, {})) -> dcc.Tab:
     return dcc.Tab(label="Failures", value=TAB_FAILURES, id=TAB_FAILURES, children=html.Div([
         html.Div([html.Button("Show all datapoints", id=SHOW_ALL, className="small-button"),
                   html.Span(id=FILTER_NOTE, className="hint")], className="navigation"),
+        verify_panel(),
         dcc.Loading(html.Div(above, id=PANEL)),
         html.H4("Separating quantities (AUROC, failures vs passes; click a bar)"),
         dcc.Graph(id=SEPARATORS_CHART, figure=separators, config={"displaylogo": False}),
@@ -55,6 +57,7 @@ def findings_view(findings: Findings) -> tuple[list[Any], list[Any]]:
             _finding(f"slice-{i}", s.description, f"{s.size} datapoints, {s.failure_rate:.0%} fail "
                                                  f"(rest {s.rest_failure_rate:.0%})")
             for i, s in enumerate(findings.slices)]),
+        separator_buttons(findings),
     ]
     below = [
         _section("Failure clusters in captured feature spaces", [
@@ -87,11 +90,15 @@ def separators_figure(findings: Findings) -> dict:
 
 
 def confusion_figure(findings: Findings) -> dict:
+    """The confusion matrix; its colour scale spans the errors only (off the diagonal), so they stand out."""
     confusion = findings.confusion or {"classes": [], "matrix": []}
     names = [str(name) for name in confusion["classes"]]
+    errors = [count for i, row in enumerate(confusion["matrix"]) for j, count in enumerate(row) if i != j]
     return {
         "data": [{"type": "heatmap", "z": confusion["matrix"], "x": names, "y": names, "colorscale": "Blues",
-                  "reversescale": True, "texttemplate": "%{z}", "hovertemplate": "label %{y}, predicted %{x}: %{z}"}],
+                  "reversescale": True, "zmin": 0, "zmax": max(errors, default=0) or 1, "texttemplate": "%{z}",
+                  "colorbar": {"title": {"text": "datapoints (errors' scale)"}},
+                  "hovertemplate": "label %{y}, predicted %{x}: %{z}"}],
         "layout": {"height": 120 + 28 * len(names), "margin": {"l": 90, "r": 10, "t": 10, "b": 60},
                    "yaxis": {"autorange": "reversed"}},
     }
@@ -102,5 +109,7 @@ def _section(title: str, items: list) -> html.Div:
 
 
 def _finding(key: str, title: str, detail: str) -> html.Li:
-    return html.Li(html.Button([html.B(title), html.Span(f"  {detail}")], id={"type": FINDING, "index": key},
-                               className="finding-button", style=FINDING_STYLE))
+    """The finding's button (it narrows the table) and, for a finding an intervention can test, its verify button."""
+    return html.Li([html.Button([html.B(title), html.Span(f"  {detail}")], id={"type": FINDING, "index": key},
+                                className="finding-button", style=FINDING_STYLE), verify_button(key)],
+                   style={"display": "flex", "alignItems": "center"})

@@ -7,14 +7,15 @@ the datapoint table; a click on a row opens that datapoint in both runs below it
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from runners.eval_viewer.backend.run_diff import RIGHT_TO_WRONG, WRONG_TO_RIGHT, RunDiff
-from runners.eval_viewer.callbacks.table import CLASS_NAME_FORMAT, LABEL_WIDTH
+from runners.eval_viewer.callbacks.table import CLASS_NAME_FORMAT, LABEL_WIDTH, typed_filter
 
 SHOWN = "run-diff-shown"  # the two sides and the metric, written only while Compare runs is the tab shown
 QUERY = "run-diff-query"  # what the table's rows are of (None: nothing to compare)
@@ -28,24 +29,37 @@ CHANGE_CLASSES = {"diff-to-wrong": f"params.value === '{RIGHT_TO_WRONG}'",
                   "diff-to-right": f"params.value === '{WRONG_TO_RIGHT}'"}
 
 
-def run_diff_section() -> html.Div:
-    """The summary, the flip filters and the joined table (filled once two epochs are chosen)."""
+@dataclass
+class JoinView:
+    """What the section shows of two joined epochs: the query its rows are served for (None: nothing joined), its
+    columns, the summary line and its colour, and the sides it was joined for (``SHOWN``)."""
+
+    query: Optional[dict] = None
+    columns: list = field(default_factory=list)
+    summary: Any = CHOOSE
+    color: str = "light"
+    shown: Optional[dict] = None
+
+
+def run_diff_section(view: JoinView) -> html.Div:
+    """The summary, the flip filters and the joined table (filled once two epochs are chosen: ``view``)."""
     buttons = dbc.ButtonGroup([
         dbc.Button("all", id=SHOW_ALL, size="sm", outline=True, color="secondary"),
         dbc.Button(f"flipped {RIGHT_TO_WRONG}", id=SHOW_TO_WRONG, size="sm", outline=True, color="danger"),
         dbc.Button(f"flipped {WRONG_TO_RIGHT}", id=SHOW_TO_RIGHT, size="sm", outline=True, color="success"),
     ], size="sm")
     table = dag.AgGrid(
-        id=TABLE, rowModelType="infinite", columnDefs=[], getRowId="'' + params.data.idx",
+        id=TABLE, rowModelType="infinite", columnDefs=view.columns, getRowId="'' + params.data.idx",
         defaultColDef={"sortable": True, "filter": True, "floatingFilter": True, "resizable": True, "minWidth": 90,
                        "flex": 1, "filterParams": {"maxNumConditions": 1, "buttons": ["reset"]}},
         dashGridOptions={"cacheBlockSize": 100, "maxBlocksInCache": 10, "suppressCellFocus": True, "rowHeight": 28,
                          "headerHeight": 30},
         className="ag-theme-alpine", style={"height": "300px", "width": "100%"})
     return html.Div([
-        dbc.Alert(CHOOSE, id=SUMMARY, color="light", class_name="run-diff-summary"),
+        dbc.Alert(view.summary, id=SUMMARY, color=view.color, class_name="run-diff-summary"),
         html.Div([buttons, html.Span(id=CAPTION, className="hint")], className="navigation"),
-        table, dcc.Store(id=SHOWN), dcc.Store(id=QUERY),
+        table, dcc.Store(id=SHOWN, **({} if view.shown is None else {"data": view.shown})),
+        dcc.Store(id=QUERY, **({} if view.query is None else {"data": view.query})),
     ], className="run-diff")
 
 
@@ -58,26 +72,28 @@ def summary(diff: RunDiff) -> list:
 
 def diff_columns(diff: RunDiff, class_names: dict[int, str]) -> list[dict[str, Any]]:
     """The joined table's columns: idx, the change (coloured), the label and both predictions by class name, the
-    metric on both sides and its change, sorted by how much worse it got (the metric's direction)."""
+    metric on both sides and its change, sorted by how much worse it got (the metric's direction). Every box takes
+    typed filters, as the datapoint table's do."""
     classes = {"refData": {str(i): f"{name} ({i})" for i, name in class_names.items()},
                "valueFormatter": {"function": CLASS_NAME_FORMAT}} if class_names else {}
-    by_name = {"filter": "agTextColumnFilter", "filterParams": {"filterOptions": ["contains"], "maxNumConditions": 1},
-               "minWidth": LABEL_WIDTH, **classes}
-    number = {"filter": "agNumberColumnFilter", "valueFormatter": {"function": NUMBER}, "minWidth": 90}
-    worst_first = "asc" if diff.higher_is_better else "desc"
+    number = {"valueFormatter": {"function": NUMBER}, "minWidth": 90}
+
+    def column(name: str, header: str, tooltip: Optional[str] = None, **more: Any) -> dict[str, Any]:
+        return {"field": name, "headerName": header, **typed_filter(name),
+                **({"headerTooltip": tooltip} if tooltip else {}), **more}
+
     return [
-        {"field": "idx", "headerName": "idx", "filter": "agNumberColumnFilter", "minWidth": 80},
-        {"field": "change", "headerName": "change", "filter": "agTextColumnFilter", "minWidth": 130,
-         "filterParams": {"filterOptions": ["equals"], "maxNumConditions": 1}, "cellClassRules": CHANGE_CLASSES},
-        {"field": "label", "headerName": "label", **by_name},
+        column("idx", "idx", minWidth=80),
+        column("change", "change", minWidth=130, cellClassRules=CHANGE_CLASSES),
+        column("label", "label", minWidth=LABEL_WIDTH, **classes),
         {"headerName": "prediction", "children": [
-            {"field": "prediction_a", "headerName": "first", "headerTooltip": diff.first.name, **by_name},
-            {"field": "prediction_b", "headerName": "second", "headerTooltip": diff.second.name, **by_name}]},
+            column("prediction_a", "first", diff.first.name, minWidth=LABEL_WIDTH, **classes),
+            column("prediction_b", "second", diff.second.name, minWidth=LABEL_WIDTH, **classes)]},
         {"headerName": diff.metric, "children": [
-            {"field": "score_a", "headerName": "first", "headerTooltip": diff.first.name, **number},
-            {"field": "score_b", "headerName": "second", "headerTooltip": diff.second.name, **number},
-            {"field": "delta", "headerName": "Δ", "headerTooltip": f"{diff.metric} of the second − the first",
-             "sort": worst_first, **number}]},
+            column("score_a", "first", diff.first.name, **number),
+            column("score_b", "second", diff.second.name, **number),
+            column("delta", "Δ", f"{diff.metric} of the second − the first",
+                   sort="asc" if diff.higher_is_better else "desc", **number)]},
     ]
 
 

@@ -9,6 +9,7 @@ import torch
 
 from data.viewer.layout.display.figures import (
     MAX_PANELS,
+    attention_across_layers_figure,
     display_image,
     figures_for_output,
     grid_tile,
@@ -176,10 +177,48 @@ def test_records_give_no_figure_and_unknown_outputs_a_generic_one():
 
 
 def test_model_report_figures():
-    report = build_model_report(SmallCNN(widths=(4, 4, 4, 4)), {"image": torch.randn(1, 3, 16, 16)})
-    summary, table, bars = model_report_figures(report)
+    model = SmallCNN(widths=(4, 4, 4, 4))
+    report = build_model_report(model, {"image": torch.randn(1, 3, 16, 16)})
+    summary, table, bars, shapes, *filters = model_report_figures(report)
     assert str(report["parameters"]["total"]) in list(traces(summary, go.Table)[0].cells.values[1])
-    assert list(traces(table, go.Table)[0].cells.values[0]) == [layer["name"] for layer in report["layers"]]
+    cells = traces(table, go.Table)[0].cells.values
+    assert list(cells[0]) == [layer["name"] for layer in report["layers"]]
+    assert cells[5][0] == "[1, 4, 16, 16]" and cells[6][0] == "float32"  # backbone.layer1.conv's output
     params, flops = traces(bars, go.Bar)
     assert list(params.y) == [layer["parameters"] for layer in report["layers"]]
     assert list(flops.y) == [layer["flops"] for layer in report["layers"]]
+    assert list(traces(shapes, go.Table)[0].cells.values[0]) == [m["name"] for m in report["module_shapes"]]
+    assert len(filters) == 4
+
+
+def test_conv_filters_are_drawn_as_the_chapter_draws_them():
+    model = SmallCNN(widths=(4, 4, 4, 4))
+    report = build_model_report(model, {"image": torch.randn(1, 3, 16, 16)})
+    rgb, *channel_zero = model_report_figures(report)[4:]
+    weights = model.backbone.layer1.conv.weight.detach().numpy()  # (4, 3, 3, 3): four RGB pictures
+    scaled = np.round((weights - weights.min()) / (weights.max() - weights.min()) * 255)
+    picture = np.asarray(traces(rgb, go.Image)[0].z)
+    for i, (top, left, height, width) in enumerate(rgb.layout.meta["tiles"]):
+        np.testing.assert_array_equal(picture[top:top + height, left:left + width], scaled[i].transpose(1, 2, 0))
+    assert "RGB" in rgb.layout.title.text and "start-up" in rgb.layout.title.text
+    second = model.backbone.layer2.conv.weight.detach().numpy()[:, 0]  # input channel 0, as the chapter
+    for i in range(4):
+        np.testing.assert_allclose(grid_tile(channel_zero[0], i), second[i], rtol=1e-6)
+
+
+def test_a_malformed_filter_entry_is_named_not_drawn():
+    report = {"parameters": {}, "layers": [], "conv_filters": [{"layer": "conv1", "rgb": True, "filters": [[1, 2]]}]}
+    note = model_report_figures(report)[-1]
+    assert list(traces(note, go.Table)[0].cells.values[1]) == ["conv1", "filters of shape (1, 2)"]
+
+
+def test_one_attention_figure_across_every_captured_layer(attention_outputs):
+    figure = attention_across_layers_figure(attention_outputs)
+    states = attention_outputs["cap"]["states"]
+    expected = [attention_outputs["att"]["attention"], states["blocks.0.attn"]["attention_weights"]["data"],
+                states["blocks.1.attn"]["attention_weights"]["data"]]  # the scores before the softmax left out
+    assert [a.text for a in figure.layout.annotations] == [
+        "att: blocks.0.attn", "blocks.0.attn.attention_weights", "blocks.1.attn.attention_weights"]
+    for i, weights in enumerate(expected):
+        np.testing.assert_allclose(grid_tile(figure, i), weights.mean(axis=0), rtol=1e-6)
+    assert attention_across_layers_figure({"att": attention_outputs["att"]}) is None  # one layer: its own figure

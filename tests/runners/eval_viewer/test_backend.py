@@ -33,6 +33,7 @@ from runners.eval_viewer.backend.runs import EVALUATION_KEY, discover_runs, list
 from runners.eval_viewer.backend.scores import Scores, ScoresError, default_metric, read_scores
 from runners.eval_viewer.backend.table import ScoresTable
 from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.browser_input import paging
 from runners.eval_viewer.callbacks.compare import run_columns, same_item
 from runners.eval_viewer.callbacks.components import epoch_badges
 from runners.eval_viewer.callbacks.datapoint import render_datapoint
@@ -186,12 +187,15 @@ def test_missing_scores_rank_last_and_ties_keep_idx_order():
 def test_filters_pages_and_percentiles_of_the_table():
     losses = [0.1 * i for i in range(50)]
     table = ScoresTable(Scores({}, {"loss": losses}, list(range(100, 150)), {"loss": False}))
-    where = where_of({"idx": {"filterType": "number", "type": "equals", "filter": 123},
-                      "loss": {"filterType": "number", "type": "lessThan", "filter": 4.0}}, {})
+    kinds = dict(table.columns())
+    where = where_of({"idx": {"filterType": "text", "type": "contains", "filter": "123"},
+                      "loss": {"filterType": "text", "type": "contains", "filter": "< 4"}}, kinds, {})
     assert [row["idx"] for row in table.page(where)] == [123] and table.count(where) == 1
-    page = table.page(where_of({"loss": {"filterType": "number", "type": "inRange", "filter": 1, "filterTo": 2}}, {}),
+    page = table.page(where_of({"loss": {"filterType": "text", "type": "contains", "filter": "1..2"}}, kinds, {}),
                       order_by="loss", descending=True, offset=2, limit=3)
     assert [row["idx"] for row in page] == [118, 117, 116]
+    where = where_of({"idx": {"filterType": "text", "filter": "!= 100, 101"}, "loss": {"type": "notBlank"}}, kinds, {})
+    assert table.count(where) == 48
     assert table.percentile("loss", 0.1 * 24) == 50.0  # 25 of 50 values are at most the 25th smallest
 
 
@@ -309,8 +313,8 @@ def test_config_inside_the_log_folder_is_never_imported(trainer_copy, tmp_path):
 def test_table_rows_are_worst_first_and_mark_debug_outputs(runs):
     backend = ViewerBackend([runs["logs"]])
     query = {"run": runs["trainer"], "epoch": "epoch_1"}
-    sort = {"sortModel": [{"colId": "cross_entropy", "sort": "desc"}]}
-    rows, count, total, label = table_rows(backend, query, sort, 0, 100)
+    sort = paging({"sortModel": [{"colId": "cross_entropy", "sort": "desc"}]})
+    rows, count, total, label = table_rows(backend, query, sort)
     losses = [row["cross_entropy"] for row in rows]
     assert losses == sorted(losses, reverse=True) and (count, total, label) == (24, 24, "epoch 1")
     columns = column_defs(backend, backend.epoch(backend.run(runs["trainer"]), "epoch_1"), "cross_entropy")
@@ -320,16 +324,16 @@ def test_table_rows_are_worst_first_and_mark_debug_outputs(runs):
     names = SyntheticShapesDataset.CLASS_NAMES
     assert columns[2]["refData"] == {str(i): f"{name} ({i})" for i, name in enumerate(names) if str(i) in
                                      columns[2]["refData"]}
-    label_filter = where_of({"label": {"filterType": "text", "type": "contains", "filter": "RING"}},
+    label_filter = where_of({"label": {"filterType": "text", "type": "contains", "filter": "RING"}}, {},
                             backend.class_names(backend.epoch(backend.run(runs["trainer"]), "epoch_1")))
-    rows, count, _, _ = table_rows(backend, query, {"filterModel": {"label": {"filterType": "text",
-                                                                              "filter": "ring"}}}, 0, 100)
+    rows, count, _, _ = table_rows(backend, query, paging({"filterModel": {"label": {"filterType": "text",
+                                                                                     "filter": "ring"}}}))
     assert label_filter == [("label", "in", [names.index("ring")])]
     assert count == len(rows) > 0 and all(row["label_name"] == "ring" for row in rows)
     assert all(row["debug"] == DEBUG_MARK for row in rows)
-    rows, _, _, _ = table_rows(backend, {"run": runs["trainer"], "epoch": "epoch_0"}, sort, 0, 100)
+    rows, _, _, _ = table_rows(backend, {"run": runs["trainer"], "epoch": "epoch_0"}, sort)
     assert len(rows) == 24 and not any(row["debug"] for row in rows)
-    rows, count, _, _ = table_rows(backend, {**query, "idx": [3, 5, 99]}, sort, 0, 100)
+    rows, count, _, _ = table_rows(backend, {**query, "idx": [3, 5, 99]}, sort)
     assert sorted(row["idx"] for row in rows) == [3, 5] and count == 2
 
 
@@ -338,7 +342,7 @@ def test_unreadable_scores_file_is_explained_and_debug_outputs_still_open(traine
         with open(os.path.join(trainer_copy, "epoch_1", name), "w") as f:
             f.write("{not json")
     backend = ViewerBackend([trainer_copy])
-    rows, count, _, _ = table_rows(backend, {"run": trainer_copy, "epoch": "epoch_1"}, {}, 0, 100)
+    rows, count, _, _ = table_rows(backend, {"run": trainer_copy, "epoch": "epoch_1"}, paging({}))
     assert count == 24 and [row["idx"] for row in rows] == list(range(24))  # the captured ones can be opened
     with pytest.raises(ScoresError, match="cannot be read as JSON"):
         backend.scores(backend.epoch(backend.run(trainer_copy), "epoch_1"))

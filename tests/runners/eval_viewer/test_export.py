@@ -83,6 +83,7 @@ def test_report_draws_maps_as_images_one_section_per_idx_and_plotly_once(run_dir
         assert svg.count("<image ") == len(titles) and all(f">{title}</text>" in svg for title in titles)
     assert page.count("from layer &#x27;head.fc&#x27;, which returned Tensor(8, 6); pick a convolutional layer") == 3
     assert "features: backbone.layer4 feature map" in _pictures(page).__repr__()
+    assert [title for title in _pictures(page) if title.endswith("(RGB)")], "the model's first conv filters, a picture"
     assert page.count("<th>class</th>") == 3  # each datapoint's labels as a table, not as Python text
     assert page.count('<div class="alert">') == 3  # only the broken debugger
     assert page.count("<figcaption>input image</figcaption>") == 3

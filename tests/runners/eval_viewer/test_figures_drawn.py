@@ -367,14 +367,13 @@ def test_badges_and_grad_cam_titles_name_the_classes(run):
 @pytest.mark.parametrize("component", [alert("text", color) for color in ("info", "warning", "danger", "secondary",
                                                                           "light")]
                          + [badge("text", color) for color in ("info", "warning", "danger", "success", "secondary",
-                                                               "light")], ids=lambda component: component.className)
-def test_every_alert_and_badge_colour_is_styled(component):
-    """Alerts and badges are plain HTML (no Bootstrap bundle): a colour without its rule in viewer.css is drawn as
-    bare text."""
-    with open(f"{REPO_ROOT}/runners/eval_viewer/assets/viewer.css") as css:
-        styled = set(re.findall(r"\.((?:alert|bg)-[a-z]+) *\{", css.read()))
-    colour = next(name for name in component.className.split() if name.startswith(("alert-", "bg-")))
-    assert colour in styled
+                                                               "light")], ids=lambda component: component.color)
+def test_every_alert_and_badge_colour_is_styled_by_the_bootstrap_the_viewer_serves(component):
+    """Alerts and badges are dash-bootstrap-components; the viewer serves Bootstrap's stylesheet itself (offline): a
+    colour without its rule there is drawn as bare text."""
+    with open(f"{REPO_ROOT}/runners/eval_viewer/assets/bootstrap.min.css") as css:
+        styled = set(re.findall(r"\.((?:alert|bg)-[a-z]+)\{", css.read()))
+    assert f"{'alert' if type(component).__name__ == 'Alert' else 'bg'}-{component.color}" in styled
 
 
 def test_compare_epochs_rows_align_channels_across_the_run_s_epochs(run):

@@ -66,6 +66,24 @@ def test_a_captured_mask_tints_only_where_it_is_set_and_maps_take_their_own_rang
                                atol=1)
 
 
+def test_a_segmentation_debugger_s_masks_tint_where_any_prompt_s_mask_is_set():
+    image = RNG.random((6, 6, 3))
+    predicted = (RNG.random((2, 6, 6)) > 0.6).astype(np.uint8)  # two prompts' masks
+    label = np.full((1, 6, 6), 255, np.uint8)  # a class-index map, every pixel ignored but two
+    label[0, :2, :2] = 3
+    outputs = {"seg": {"kind": "mask", "predicted_mask": predicted, "label_mask": label}}
+    assert overlay_choices(outputs) == ["seg › predicted mask", "seg › label mask"]
+    either = predicted.max(axis=0)
+    plain = by_hand(image)
+    expected = np.where(either[..., None] == 1, np.round(plain * (1 - MASK_OPACITY) + np.array([255.0, 0, 255.0])
+                                                          * MASK_OPACITY), plain)
+    np.testing.assert_allclose(decoded(picture_png(image, find_overlay(outputs, "seg › predicted mask"), 64)),
+                               expected, atol=1)
+    drawn = decoded(picture_png(image, find_overlay(outputs, "seg › label mask"), 64))
+    np.testing.assert_allclose(drawn[2:, 2:], plain[2:, 2:], atol=1)  # ignored pixels keep the image
+    assert not np.allclose(drawn[:2, :2], plain[:2, :2], atol=1)
+
+
 def test_patch_attention_and_feature_maps_offer_overlays_and_odd_outputs_offer_none():
     attention = RNG.dirichlet(np.ones(5), size=(2, 5))  # CLS + 2 x 2 patches
     outputs = {"attn": {"kind": "attention", "attention": attention, "grid": None},

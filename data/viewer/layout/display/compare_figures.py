@@ -28,10 +28,10 @@ from data.viewer.layout.display.figures import (
     MAX_PANELS,
     Figures,
     feature_map_figures,
-    figures_for_output,
     is_picture,
     with_caption_rows,
 )
+from data.viewer.layout.display.output_figures import output_figures
 from debuggers import outputs as kinds
 
 Row = list[Optional[go.Figure]]
@@ -138,7 +138,7 @@ def _is_table(fig: go.Figure) -> bool:
 
 
 def _figures(output: Any, context: dict[str, Any]) -> Figures:
-    return [] if output is None else figures_for_output(output, **context)
+    return [] if output is None else output_figures(output, **context)
 
 
 def aligned_channels(outputs: list[Any]) -> Optional[list[int]]:

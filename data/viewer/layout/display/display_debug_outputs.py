@@ -13,7 +13,8 @@ import plotly.graph_objects as go
 from dash import html
 
 from data.viewer.layout.display.elements import alert, card
-from data.viewer.layout.display.figures import SHARED, figures_for_output, is_picture, is_shared
+from data.viewer.layout.display.figures import SHARED, attention_across_layers_figure, is_picture, is_shared
+from data.viewer.layout.display.output_figures import output_figures
 from data.viewer.layout.display.pictures import picture_component
 from data.viewer.layout.display.values import (
     describe_value,
@@ -32,8 +33,11 @@ def display_debug_outputs(debug: dict[str, Any], context: Optional[dict[str, Any
     if not debug:
         return html.Div(alert("No debug outputs were saved for this datapoint at this epoch (the epoch's "
                               "debug pages were written only in part).", color="warning"))
-    return html.Div([_debugger_block(name, output, context or {}) for name, output in debug.items()],
-                    className="debug-outputs")
+    blocks = [_debugger_block(name, output, context or {}) for name, output in debug.items()]
+    across = attention_across_layers_figure(debug)
+    if across is not None:  # several attention layers: how attention changes from layer to layer, at a glance
+        blocks.insert(0, card(html.Strong("attention across layers"), [_drawn(across)], "debugger-block"))
+    return html.Div(blocks, className="debug-outputs")
 
 
 def _debugger_block(name: str, output: Any, context: dict[str, Any]) -> html.Div:
@@ -45,7 +49,7 @@ def _output_body(name: str, output: Any, context: dict[str, Any]) -> list:
     if note is not None:
         return [note]
     try:
-        figures = figures_for_output(output, **context)
+        figures = output_figures(output, **context)
     except Exception as exc:  # drawing code must not take the whole datapoint down
         return [alert(f"Could not draw the output of '{name}': {type(exc).__name__}: {exc}. "
                       "The output is kept on disk; report this with the debugger's output format.",
@@ -78,9 +82,11 @@ def shared_title(figure: Any) -> str:
 
 
 def figure_context(datapoint: dict[str, Any]) -> dict[str, Any]:
-    """What a datapoint's figures are drawn with: its input image, the epoch's class names, its tokens."""
+    """What a datapoint's figures are drawn with: its input image (and inputs, a clip's frames), the epoch's class
+    names and calibration pairs, its tokens and idx."""
     return {"image": first_image(datapoint.get("inputs")), "class_names": datapoint.get("class_names"),
-            "tokens": token_strings(datapoint)}
+            "tokens": token_strings(datapoint), "inputs": datapoint.get("inputs"),
+            "calibration": datapoint.get("calibration")}
 
 
 def output_note(name: str, output: Any) -> Optional[html.Div]:

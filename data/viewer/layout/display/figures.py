@@ -381,7 +381,8 @@ def cam_figures(output: dict[str, Any], image: Optional[np.ndarray] = None,
     for i, (cam, target, _) in enumerate(panels):
         axes = {"xaxis": "x" if i == 0 else f"x{i + 1}", "yaxis": "y" if i == 0 else f"y{i + 1}"}
         cam = np.asarray(cam, dtype=np.float64)
-        heat = {"zmin": 0.0, "zmax": 1.0, "colorscale": "Jet", "showscale": i == len(panels) - 1, **axes}
+        heat = {"zmin": 0.0, "zmax": 1.0, "colorscale": "Jet", "showscale": i == len(panels) - 1,
+                "colorbar": {"title": {"text": "share of max", "side": "right"}}, **axes}
         if picture is not None:
             fig.add_trace(go.Image(z=picture, hoverinfo="skip", **axes))
             heat.update(_stretched_over(picture, cam))
@@ -396,8 +397,17 @@ def cam_figures(output: dict[str, Any], image: Optional[np.ndarray] = None,
         fig.layout[f"yaxis{suffix}"] = {"domain": [0, 0.92], "anchor": f"x{suffix}"}
     fig.update_layout(annotations=annotations)
     _image_axes(fig)
-    maxima = " / ".join(f"{raw_max:.3g}" for _, _, raw_max in panels)
-    return [_finish(fig, f"Grad-CAM at {output.get('target_layer', '')} (raw max {maxima})", 380)]
+    return [_finish(fig, f"Grad-CAM at {output.get('target_layer', '')} {cam_scale_note(panels)}", 380)]
+
+
+def cam_scale_note(panels: list[tuple]) -> str:
+    """What a cam's colours are: each map divided by its own maximum (the class's strongest positive evidence,
+    given to 4 significant digits); a maximum of 0 is a map with no positive evidence for its class, drawn empty."""
+    maxima = [raw_max for _, _, raw_max in panels if raw_max is not None]
+    if not maxima:
+        return ""
+    shown = " / ".join("0: no positive evidence" if not raw_max else f"{raw_max:.4g}" for raw_max in maxima)
+    return f"(each map as a share of its maximum, {shown})"
 
 
 def cam_title(output: dict[str, Any], target: int, class_names: Optional[dict[int, str]] = None) -> str:
@@ -610,24 +620,124 @@ def figures_for_output(output: Any, image: Optional[np.ndarray] = None,
 
 
 def model_report_figures(report: dict[str, Any]) -> Figures:
-    """The model report: totals, a per-layer table, and where parameters and FLOPs go."""
+    """The model report: totals (and where a failing forward stopped), a per-layer table with output shapes, where
+    parameters and FLOPs go, every module's input and output shapes, and the first conv layers' filters."""
     params = report.get("parameters", {})
     summary = [("model", report.get("model")), ("parameters", params.get("total")),
                ("trainable", params.get("trainable")), ("frozen", params.get("frozen")),
                (f"FLOPs of one forward (batch {report.get('batch_size')})", report.get("total_flops"))]
     if report.get("flops_error"):
         summary.append(("FLOPs not counted", report["flops_error"]))
+    failed = report.get("failed_module")
+    if isinstance(failed, dict):
+        summary.append(("the forward failed inside", f"{failed.get('name')} ({failed.get('type')}: "
+                                                       f"{failed.get('module')}), inputs {failed.get('input_shapes')}"))
     layers = report.get("layers", [])
+    columns = ("name", "type", "parameters", "trainable", "flops", "output_shape", "output_dtype")
     table = go.Figure(go.Table(
-        header={"values": ["layer", "type", "parameters", "trainable", "FLOPs"], "align": "left"},
-        cells={"values": [[layer.get(k) for layer in layers] for k in ("name", "type", "parameters", "trainable",
-                                                                         "flops")], "align": "left"}))
+        header={"values": ["layer", "type", "parameters", "trainable", "FLOPs", "output shape", "dtype"],
+                "align": "left"},
+        cells={"values": [[_cell(layer.get(k)) for layer in layers] for k in columns], "align": "left"}))
     bars = make_subplots(rows=1, cols=2, subplot_titles=["parameters per layer", "FLOPs per layer"])
     names = [layer.get("name") for layer in layers]
     bars.add_trace(go.Bar(x=names, y=[layer.get("parameters") for layer in layers], name="parameters"), 1, 1)
     bars.add_trace(go.Bar(x=names, y=[layer.get("flops") for layer in layers], name="FLOPs"), 1, 2)
     bars.update_layout(showlegend=False)
     bars.update_xaxes(automargin=True)  # layer names
-    return [_table(summary, f"model report: {report.get('model')}", ("", "")),
-            _finish(table, "layers", min(120 + 26 * len(layers), 700)),
-            _finish(bars, "parameters and FLOPs", 360, {"autoexpand": True})]
+    figures = [_table(summary, f"model report: {report.get('model')}", ("", "")),
+               _finish(table, "layers", min(120 + 26 * len(layers), 700)),
+               _finish(bars, "parameters and FLOPs", 360, {"autoexpand": True})]
+    shapes = report.get("module_shapes")
+    if isinstance(shapes, list) and shapes:
+        figures.append(module_shapes_figure([entry for entry in shapes if isinstance(entry, dict)]))
+    return figures + conv_filter_figures(report)
+
+
+def module_shapes_figure(modules: list[dict[str, Any]]) -> go.Figure:
+    """Every module of the report's forward pass, in the order they finished: input and output shapes, dtypes."""
+    columns = ("name", "type", "input_shapes", "output_shapes", "output_dtypes", "calls")
+    table = go.Figure(go.Table(
+        header={"values": ["module", "type", "input shapes", "output shapes", "dtypes", "calls"], "align": "left"},
+        cells={"values": [[_cell(module.get(k)) for module in modules] for k in columns], "align": "left"}))
+    return _finish(table, "input and output shapes of every module, in the order they ran",
+                   min(120 + 26 * len(modules), 700))
+
+
+def _cell(value: Any) -> Any:
+    """A table cell: numbers as they are, lists (shapes) as text, nothing for None."""
+    return "" if value is None else str(value) if isinstance(value, (list, tuple, dict)) else value
+
+
+def conv_filter_figures(report: dict[str, Any]) -> Figures:
+    """Each reported conv layer's filters as a 4-column grid, as the PyTorch chapter's ``visualize_conv_filters``
+    draws them: RGB pictures for a layer reading 3 channels (min-max scaled over the layer), else input channel
+    0 as heatmaps on one colour scale. An entry that is not such filters is named, not drawn."""
+    figures = []
+    for entry in report.get("conv_filters") or []:
+        layer = entry.get("layer") if isinstance(entry, dict) else None
+        try:
+            filters = np.asarray(entry["filters"], dtype=np.float64)[:MAX_PANELS]
+            rgb = bool(entry.get("rgb"))
+            if filters.ndim != (4 if rgb else 3) or (rgb and filters.shape[1] != 3) or not filters.size:
+                raise ValueError(f"filters of shape {filters.shape}")
+        except (KeyError, TypeError, ValueError) as exc:
+            figures.append(_table([("layer", layer), ("cannot be drawn", str(exc))], "conv filters"))
+            continue
+        title = (f"{layer} filters {entry.get('weight_shape')} at {report.get('conv_filters_at', '?')}"
+                 + (" (RGB)" if rgb else " (input channel 0)"))
+        titles = [f"filter {i}" for i in range(len(filters))]
+        figures.append(_rgb_grid(filters, titles, title) if rgb else _grid(list(filters), titles, title))
+    return figures
+
+
+def _rgb_grid(filters: np.ndarray, titles: list[str], title: str) -> go.Figure:
+    """(n, 3, kh, kw) filters tiled as one RGB picture, scaled together to [0, 255], white between them."""
+    low, high = np.nanmin(filters), np.nanmax(filters)
+    scaled = (filters - low) / (high - low) if high > low else np.zeros_like(filters)
+    channels = [_tiled(list(scaled[:, c]), titles)[0] for c in range(3)]
+    _, tiles, labels = _tiled(list(scaled[:, 0]), titles)
+    picture = np.nan_to_num(np.stack(channels, axis=-1), nan=1.0)
+    fig = go.Figure(go.Image(z=(picture * 255).round().astype(np.uint8)))
+    fig.update_layout(annotations=labels, meta={"tiles": tiles})
+    _image_axes(fig)
+    return _finish(fig, title, height=120 + 170 * math.ceil(len(filters) / 4))
+
+
+def attention_across_layers_figure(debug: dict[str, Any]) -> Optional[go.Figure]:
+    """One figure of a datapoint's attention at every captured layer, each averaged over heads (queries down, keys
+    across) on one colour scale, when it has two or more: ``AttentionDebugger`` outputs, and captured attention
+    states that are weights (in [0, 1], rows summing to 1; scores before the softmax are left out)."""
+    maps, titles = [], []
+    for name, output in debug.items():
+        kind = output.get("kind") if isinstance(output, dict) else None
+        if kind == kinds.KIND_ATTENTION:
+            maps.append(output.get("attention"))
+            titles.append(f"{name}: {output.get('layer_name', '')}")
+        elif kind == kinds.KIND_CAPTURED_STATES:
+            for component, states in (output.get("states") or {}).items():
+                for state, record in (states or {}).items():
+                    if isinstance(record, dict) and record.get("kind") == kinds.KIND_ATTENTION:
+                        maps.append(record.get("data"))
+                        titles.append(f"{component}.{state}")
+    averaged = [(_head_average(m), t) for m, t in zip(maps, titles)]
+    averaged = [(m, t) for m, t in averaged if m is not None]
+    if len(averaged) < 2:
+        return None
+    fig = _grid([m for m, _ in averaged], [t for _, t in averaged],
+                f"attention across {len(averaged)} layers, averaged over heads")
+    fig.update_layout(meta={**fig.layout.meta, "picture": False})  # read on hover
+    return fig
+
+
+def _head_average(attention: Any) -> Optional[np.ndarray]:
+    """(…, Lq, Lk) weights averaged over every leading dimension (heads); None for anything that is not weights."""
+    if not isinstance(attention, np.ndarray) or attention.ndim < 2 or attention.dtype.kind not in "fiu" \
+            or not attention.size:
+        return None
+    weights = attention.astype(np.float64).reshape(-1, *attention.shape[-2:])
+    rows = weights.sum(axis=-1)
+    finite = np.isfinite(rows)
+    if not finite.any() or np.nanmin(weights) < 0 or np.nanmax(weights) > 1 + 1e-3 \
+            or not np.allclose(rows[finite], 1, atol=2e-3):
+        return None
+    return np.nanmean(weights, axis=0)

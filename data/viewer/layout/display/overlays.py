@@ -1,5 +1,6 @@
 """Debug outputs drawn over the datapoint's input image: the maps a gallery tile overlays (Grad-CAM, patch
-attention, a feature map's energy, a captured mask), and the small pictures themselves.
+attention, a feature map's energy, a segmentation debugger's predicted or label mask, a captured mask), and the
+small pictures themselves.
 
 A map is drawn as the Datapoint tab draws Grad-CAM: stretched over the image, in its colour scale, at 45 %
 opacity (``pictures.composite``); a mask (values 0 and 1 only) is a flat tint where it is 1. Pictures are
@@ -20,6 +21,7 @@ import plotly.graph_objects as go
 from data.viewer.layout.display.figures import display_image, patch_attention
 from data.viewer.layout.display.pictures import composite
 from debuggers import outputs as kinds
+from debuggers.mask_debugger import IGNORED
 
 OPACITY = 0.45  # as Grad-CAM over the image in the Datapoint tab
 MASK_OPACITY = 0.5
@@ -62,6 +64,12 @@ def _overlays(outputs: Mapping[str, Any]) -> Iterator[Overlay]:
                     if values is not None:
                         yield _scaled(f"{name} › {component}.{state}", values)
             continue
+        if kind == kinds.KIND_MASK:
+            for field, role in (("predicted_mask", "predicted"), ("label_mask", "label")):
+                values = _mask_map(output.get(field))
+                if values is not None:
+                    yield _scaled(f"{name} › {role} mask", values)
+            continue
         values = _output_map(kind, output)
         if values is not None:
             yield Overlay(name, values) if kind == kinds.KIND_CAM else _scaled(name, values)
@@ -98,6 +106,19 @@ def _map_of(data: Any) -> Optional[np.ndarray]:
     if values.ndim == 3:
         values = np.nanmean(values, axis=0) if np.isfinite(values).any() else values[0]
     return values if values.ndim == 2 and min(values.shape) >= 2 else None
+
+
+def _mask_map(data: Any) -> Optional[np.ndarray]:
+    """A segmentation debugger's (S, H, W) masks as one map: 0/1 masks united (any prompt's), class-index masks by
+    their first, ``IGNORED`` pixels without a value."""
+    if not isinstance(data, np.ndarray) or data.dtype.kind not in "biu" or data.ndim not in (2, 3) or not data.size:
+        return None
+    values = data.astype(np.float64)
+    values[data == IGNORED] = np.nan
+    if values.ndim == 3:
+        binary = np.isin(values[np.isfinite(values)], (0.0, 1.0)).all()
+        values = np.nanmax(values, axis=0) if binary and np.isfinite(values).any() else values[0]
+    return values if min(values.shape) >= 2 else None
 
 
 def _scaled(name: str, values: np.ndarray) -> Overlay:

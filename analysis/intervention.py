@@ -1,0 +1,259 @@
+"""Confirming a finding by intervention: what is patched, on which datapoints, and how the result is judged.
+
+A finding says that some datapoints fail more than the rest and names what sets them apart: a unit of a
+layer, a module where NaN appears, or a region of the input. Only an intervention tells a cause from a
+correlate. ``runners/verify.py`` reruns the epoch's model on the finding's datapoints with the named part
+replaced by its mean over passing datapoints (``UnitPatch``, ``InputMask``), and on a random set matched to
+them (``matched_control``: as many failing and as many passing datapoints, drawn from outside the finding).
+This module holds the pure parts: the plan, the control and reference draws, the failure rule applied to the
+rerun's outputs, and the statistics.
+
+Statistics: each datapoint of a set passed or failed in the epoch and passes or fails after the intervention:
+four counts (``OutcomeCounts``). The change in failure rate is P(pass→fail) − P(fail→pass). Its 95% interval
+comes from the Dirichlet posterior of the four cells under Jeffreys' prior (counts + 0.5; ``DRAWS`` draws with
+a fixed seed), which stays honest at the extremes where a plain bootstrap collapses (39 of 39 fixed gives
+[-1, -0.93], not [-1, -1]). The effect is the finding's change minus the control's, drawn from the two
+independent posteriors. Verdicts (``judge``):
+
+- **confirmed**: the intervention lowers the finding's failure rate, and lowers it more than the control's
+  (both intervals below 0);
+- **correlational**: it leaves the finding's failures in place, or removes no more of them than of the
+  control's (the finding's change, or the effect, is above -``MIN_EFFECT`` at 95%);
+- **inconclusive**: neither can be told at this size (the effect's interval spans both).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from analysis.epoch_table import EpochTable
+from analysis.failures import AnalysisError, FailureDefinition, worst_rows
+
+CONFIRMED, CORRELATIONAL, INCONCLUSIVE = "confirmed", "correlational", "inconclusive"
+MIN_EFFECT = 0.1  # a change of failure rate under 10 points at 95% is no cause of the finding's failures
+LEVEL = 0.95
+DRAWS = 20_000
+REFERENCE_SIZE = 32  # passing datapoints whose mean replaces the patched part
+
+
+@dataclass(frozen=True)
+class UnitPatch:
+    """Replace the output of ``module`` by its element-wise mean over passing datapoints: in ``channels`` only
+    (all when None), and with ``nonfinite_only`` only where it is NaN or infinite (a NaN origin)."""
+
+    module: str
+    channels: Optional[tuple[int, ...]] = None
+    nonfinite_only: bool = False
+
+    def describe(self) -> str:
+        where = "every unit" if self.channels is None else \
+            f"unit{'s' if len(self.channels) > 1 else ''} {', '.join(map(str, self.channels[:8]))}" \
+            f"{' ...' if len(self.channels) > 8 else ''}"
+        what = "NaN/Inf values" if self.nonfinite_only else "output"
+        return f"{self.module}: {where}, {what} set to the passing mean"
+
+
+@dataclass(frozen=True, eq=False)
+class InputMask:
+    """Replace input ``input_key`` inside ``region`` (bool, the input's last two dims) by its mean over passing
+    datapoints."""
+
+    input_key: str
+    region: np.ndarray
+
+    def describe(self) -> str:
+        rows, cols = np.nonzero(self.region)
+        return (f"input '{self.input_key}': {len(rows)} pixels (rows {rows.min()}-{rows.max()}, columns "
+                f"{cols.min()}-{cols.max()}) set to the passing mean")
+
+
+Intervention = Union[UnitPatch, InputMask]
+
+
+@dataclass
+class InterventionPlan:
+    """What to do for one finding: which datapoints, and what to patch (``why``: how it was read off the finding)."""
+
+    key: str
+    finding: str
+    idx: list[int]
+    intervention: Intervention
+    why: str
+
+
+@dataclass
+class NotVerifiable:
+    """A finding no intervention can test, and why."""
+
+    key: str
+    finding: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "finding": self.finding, "verdict": None, "reason": self.reason}
+
+
+# ----------------------------------------------------------------------------------------------- the sets
+def matched_control(table_idx: np.ndarray, failed: np.ndarray, finding_idx: np.ndarray,
+                    rng: np.random.Generator) -> np.ndarray:
+    """As many failing and as many passing datapoints as the finding holds, drawn at random from outside it
+    (all there are when outside holds fewer), sorted. Matching on the outcome is what makes the comparison fair:
+    a patch that wipes out a layer fixes a share of any failures, and breaks a share of any passes."""
+    inside = np.isin(table_idx, finding_idx)
+    chosen = []
+    for outcome in (True, False):
+        wanted = int((inside & (failed == outcome)).sum())
+        pool = table_idx[~inside & (failed == outcome)]
+        chosen.append(rng.choice(pool, size=min(wanted, len(pool)), replace=False))
+    return np.sort(np.concatenate(chosen)).astype(np.int64)
+
+
+def passing_reference(table_idx: np.ndarray, failed: np.ndarray, finding_idx: np.ndarray, control_idx: np.ndarray,
+                      rng: np.random.Generator, size: int = REFERENCE_SIZE) -> np.ndarray:
+    """Up to ``size`` passing datapoints outside the finding, whose mean replaces the patched part: the control's
+    passing ones first (they are loaded anyway), then others at random."""
+    passing = table_idx[~failed & ~np.isin(table_idx, finding_idx)]
+    in_control = passing[np.isin(passing, control_idx)]
+    others = passing[~np.isin(passing, control_idx)]
+    first = rng.choice(in_control, size=min(size, len(in_control)), replace=False)
+    rest = rng.choice(others, size=min(size - len(first), len(others)), replace=False)
+    return np.sort(np.concatenate([first, rest])).astype(np.int64)
+
+
+# --------------------------------------------------------------------------------------- the failure rule
+@dataclass(frozen=True)
+class FailureRule:
+    """The epoch's failure definition (``FailureDefinition``), applied to a rerun's outputs.
+
+    ``metric=None``: a wrong prediction (no prediction, from logits that are not all finite, is wrong).
+    Otherwise a score at or beyond the epoch's cut fails (beyond it only, when ``ties_fail`` is False), as does
+    a missing score.
+    """
+
+    metric: Optional[str]
+    cut: Optional[float] = None  # in badness: the score itself when lower is better, its negation otherwise
+    ties_fail: bool = True
+    higher_is_better: bool = True
+
+    def failed(self, scores: dict[str, np.ndarray], label: Optional[np.ndarray],
+               prediction: Optional[np.ndarray]) -> np.ndarray:
+        if self.metric is None:
+            return ~(prediction == label)  # NaN (no prediction) equals nothing
+        values = np.asarray(scores[self.metric], dtype=np.float64)
+        badness = -values if self.higher_is_better else values
+        if self.cut is None:  # the epoch's failures were the datapoints without a score
+            return np.isnan(badness)
+        beyond = badness >= self.cut if self.ties_fail else badness > self.cut
+        return np.isnan(badness) | beyond
+
+
+def failure_rule(table: EpochTable, definition: FailureDefinition) -> tuple[FailureRule, np.ndarray]:
+    """The rule ``definition`` applies to ``table``, and the rows it makes fail (``definition.failed``'s)."""
+    names = [name for name, _ in table.columns()]
+    values = table.values([name for name in ("label", "prediction") if name in names])
+    failed, _ = definition.failed(table, values)
+    if definition.metric is None and "label" in values and "prediction" in values:
+        return FailureRule(None), failed
+    metric = definition.metric or (table.roles.get("scores") or [None])[0]
+    higher_is_better = table.roles.get("higher_is_better", {}).get(metric, True)
+    scores = table.values([metric])[metric].astype(np.float64)
+    _, cut, ties = worst_rows(-scores if higher_is_better else scores, definition.worst_fraction)
+    return FailureRule(metric, cut, ties, higher_is_better), failed
+
+
+# ------------------------------------------------------------------------------------------- statistics
+@dataclass
+class OutcomeCounts:
+    """A set's datapoints by their outcome in the epoch and after the intervention."""
+
+    stayed_passing: int
+    broken: int  # passed, fail after
+    fixed: int  # failed, pass after
+    stayed_failing: int
+
+    @classmethod
+    def of(cls, before: np.ndarray, after: np.ndarray) -> OutcomeCounts:
+        before, after = np.asarray(before, bool), np.asarray(after, bool)
+        return cls(int((~before & ~after).sum()), int((~before & after).sum()), int((before & ~after).sum()),
+                   int((before & after).sum()))
+
+    @property
+    def size(self) -> int:
+        return self.stayed_passing + self.broken + self.fixed + self.stayed_failing
+
+    @property
+    def failures_before(self) -> int:
+        return self.fixed + self.stayed_failing
+
+    @property
+    def failures_after(self) -> int:
+        return self.broken + self.stayed_failing
+
+    @property
+    def change(self) -> float:
+        """The change in failure rate (after minus before)."""
+        return (self.broken - self.fixed) / self.size if self.size else math.nan
+
+    def change_draws(self, rng: np.random.Generator, draws: int = DRAWS) -> np.ndarray:
+        """Draws of the change from the Dirichlet posterior of the four cells (Jeffreys' prior)."""
+        cells = np.array([self.stayed_passing, self.broken, self.fixed, self.stayed_failing], dtype=np.float64)
+        p = rng.dirichlet(cells + 0.5, size=draws)
+        return p[:, 1] - p[:, 2]
+
+
+@dataclass
+class Interval:
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        return f"[{self.low:+.2f}, {self.high:+.2f}]"
+
+
+@dataclass
+class Comparison:
+    """The finding's and the control's change in failure rate, their difference (the effect), and the verdict."""
+
+    finding: OutcomeCounts
+    control: OutcomeCounts
+    finding_interval: Interval
+    control_interval: Interval
+    effect: float
+    effect_interval: Interval
+    verdict: str
+    reason: str = field(default="")
+
+
+def compare(finding: OutcomeCounts, control: OutcomeCounts, seed: int = 0) -> Comparison:
+    """The intervention's effect on the finding against the matched control, with 95% intervals and the verdict."""
+    if not finding.size or not control.size:
+        raise AnalysisError("a finding and its control need at least one datapoint each to be compared")
+    rng = np.random.default_rng(seed)
+    found, matched = finding.change_draws(rng), control.change_draws(rng)
+    intervals = [_interval(draws) for draws in (found, matched, found - matched)]
+    verdict, reason = judge(intervals[0], intervals[2])
+    return Comparison(finding, control, intervals[0], intervals[1], finding.change - control.change, intervals[2],
+                      verdict, reason)
+
+
+def judge(finding: Interval, effect: Interval) -> tuple[str, str]:
+    """The verdict from the finding's change and the effect (finding minus control), with its reason."""
+    if finding.high < 0 and effect.high < 0:
+        return CONFIRMED, "the intervention removes failures of the finding, more than of a matched random set"
+    if finding.low > -MIN_EFFECT:
+        return CORRELATIONAL, (f"the intervention leaves the finding's failures in place (it removes less than "
+                               f"{MIN_EFFECT:.0%} of the datapoints' failures, at {LEVEL:.0%})")
+    if effect.low > -MIN_EFFECT:
+        return CORRELATIONAL, "the intervention removes no more failures here than on a matched random set"
+    return INCONCLUSIVE, (f"the interval of the effect beyond the matched random set spans both none and more than "
+                          f"{MIN_EFFECT:.0%} of failures: more datapoints (a larger epoch) would tell")
+
+
+def _interval(draws: np.ndarray) -> Interval:
+    tail = (1 - LEVEL) / 2
+    low, high = np.quantile(draws, [tail, 1 - tail])
+    return Interval(float(low), float(high))

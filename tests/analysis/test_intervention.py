@@ -1,0 +1,195 @@
+"""The pure parts of ``--verify``: matched control, failure rule, statistics and verdicts, and the adapter from a
+finding's dict to a plan (no model: tests/runners/test_verify.py reruns a real one)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import beta
+
+from analysis.epoch_table import EpochTable, write_epoch_table
+from analysis.failures import FailureDefinition
+from analysis.finding_plans import RunFacts, failure_side, finding_entries, plan_for_finding
+from analysis.intervention import (
+    CONFIRMED,
+    CORRELATIONAL,
+    INCONCLUSIVE,
+    InputMask,
+    InterventionPlan,
+    NotVerifiable,
+    OutcomeCounts,
+    UnitPatch,
+    compare,
+    failure_rule,
+    matched_control,
+    passing_reference,
+)
+
+
+def test_the_control_matches_the_findings_failing_and_passing_counts_from_outside_it():
+    rng = np.random.default_rng(0)
+    idx = np.arange(1000)
+    failed = rng.random(1000) < 0.2
+    finding = np.arange(0, 200, 2)
+    control = matched_control(idx, failed, finding, np.random.default_rng(1))
+    assert not np.isin(control, finding).any() and len(np.unique(control)) == len(control)
+    assert failed[control].sum() == failed[finding].sum()
+    assert (~failed[control]).sum() == (~failed[finding]).sum()
+    reference = passing_reference(idx, failed, finding, control, np.random.default_rng(2), size=20)
+    assert len(reference) == 20 and not failed[reference].any() and not np.isin(reference, finding).any()
+    assert np.isin(reference, control).all()  # the control's passing datapoints first: they are loaded anyway
+
+
+def test_a_control_takes_what_there_is_when_outside_holds_fewer():
+    idx = np.arange(30)
+    failed = np.zeros(30, dtype=bool)
+    failed[:12] = True  # 12 failures, 10 of them in the finding: 2 left outside
+    finding = np.arange(10)
+    control = matched_control(idx, failed, finding, np.random.default_rng(0))
+    assert sorted(control[failed[control]]) == [10, 11]
+    few = passing_reference(idx, failed, np.arange(25), control, np.random.default_rng(0), size=64)
+    assert sorted(few) == list(range(25, 30))
+
+
+def test_outcome_counts_and_the_change_in_failure_rate():
+    before = np.array([0, 0, 1, 1, 1, 0], dtype=bool)
+    after = np.array([0, 1, 0, 0, 1, 0], dtype=bool)
+    counts = OutcomeCounts.of(before, after)
+    assert (counts.stayed_passing, counts.broken, counts.fixed, counts.stayed_failing) == (2, 1, 2, 1)
+    assert (counts.failures_before, counts.failures_after, counts.size) == (3, 2, 6)
+    assert counts.change == pytest.approx((2 - 3) / 6)
+
+
+def test_verdicts_at_the_clear_cases():
+    removed = OutcomeCounts(10, 0, 80, 10)  # 80 of 90 failures gone
+    untouched = OutcomeCounts(10, 0, 0, 90)
+    assert compare(removed, untouched).verdict == CONFIRMED
+    assert compare(untouched, untouched).verdict == CORRELATIONAL
+    # a patch that removes as many failures anywhere (it wipes the layer out) confirms nothing
+    assert compare(OutcomeCounts(100, 0, 800, 100), OutcomeCounts(100, 0, 790, 110)).verdict == CORRELATIONAL
+    assert compare(removed, OutcomeCounts(10, 0, 78, 12)).verdict == INCONCLUSIVE  # at 100: 10 points not excluded
+    assert compare(OutcomeCounts(0, 0, 3, 3), OutcomeCounts(0, 0, 1, 5)).verdict == INCONCLUSIVE  # 6 datapoints
+
+
+def test_extreme_counts_keep_an_honest_interval():
+    """39 of 39 fixed: a plain bootstrap says [-1, -1]; the Dirichlet posterior leaves room for a few that stay (as
+    the exact Clopper-Pearson interval of 39/39 does: the share fixed may be as low as 0.91)."""
+    comparison = compare(OutcomeCounts(0, 0, 39, 0), OutcomeCounts(0, 0, 0, 39))
+    assert comparison.finding.change == -1.0
+    clopper_pearson_low = beta.ppf(0.025, 39, 1)
+    assert comparison.finding_interval.low < -clopper_pearson_low < comparison.finding_interval.high < -0.8
+
+
+def test_the_effect_interval_covers_no_effect_about_95_percent_of_the_time():
+    """Coverage checked by simulation: finding and control drawn from the same cell probabilities (no effect)."""
+    rng = np.random.default_rng(7)
+    cells = [0.5, 0.05, 0.15, 0.3]  # pass→pass, pass→fail, fail→pass, fail→fail
+    runs = 300
+    covered = 0
+    for seed in range(runs):
+        finding, control = (OutcomeCounts(*rng.multinomial(60, cells)) for _ in range(2))
+        interval = compare(finding, control, seed=seed).effect_interval
+        covered += interval.low <= 0 <= interval.high
+    assert 0.92 <= covered / runs <= 0.99, covered / runs
+
+
+@pytest.fixture
+def table(tmp_path):
+    rng = np.random.default_rng(3)
+    n = 200
+    label = rng.integers(0, 3, n).astype(np.int64)
+    prediction = np.where(rng.random(n) < 0.7, label, (label + 1) % 3).astype(np.float64)
+    prediction[:4] = np.nan  # no prediction: a failure
+    cross_entropy = rng.exponential(1.0, n)
+    cross_entropy[5:9] = np.nan
+    columns = {"idx": np.arange(n, dtype=np.int64), "label": label, "prediction": prediction,
+               "accuracy": (prediction == label).astype(np.float64), "cross_entropy": cross_entropy,
+               "energy.c3": rng.random(n), "stats.sparsity": rng.random(n), "site": rng.choice(["A", "B"], n)}
+    roles = {"scores": ["accuracy", "cross_entropy"], "higher_is_better": {"accuracy": True, "cross_entropy": False},
+             "meta": ["site"], "summaries": ["energy.c3", "stats.sparsity"]}
+    path = str(tmp_path / "epoch_table.parquet")
+    write_epoch_table(path, columns, roles)
+    return EpochTable(path), columns
+
+
+@pytest.mark.parametrize("definition", [FailureDefinition(), FailureDefinition("cross_entropy", 0.2),
+                                        FailureDefinition("accuracy", 0.1)])
+def test_the_failure_rule_judges_the_tables_own_rows_as_the_analysis_does(table, definition):
+    table, columns = table
+    rule, failed = failure_rule(table, definition)
+    expected, _ = definition.failed(table, {k: columns[k] for k in ("label", "prediction")})
+    assert np.array_equal(failed, expected)
+    again = rule.failed({k: columns[k] for k in ("accuracy", "cross_entropy")}, columns["label"], columns["prediction"])
+    assert np.array_equal(again, expected)
+
+
+def facts(n: int = 100, cam_region=None) -> RunFacts:
+    rng = np.random.default_rng(0)
+    values = {"energy.c7": rng.random(n), "energy.c8": rng.random(n), "stats.sparsity": rng.random(n)}
+    failed = values["energy.c7"] > 0.7
+    return RunFacts(np.arange(n), failed, frozenset({"energy.c7", "energy.c8", "stats.sparsity", "gradcam.entropy"}),
+                    {"energy": "backbone.layer3", "stats": "backbone.layer3", "gradcam": "backbone.layer4"},
+                    values.__getitem__, cam_region)
+
+
+def test_unit_columns_of_a_finding_become_a_patch_of_those_units():
+    slice_ = {"conditions": [{"column": "site", "op": "=", "value": "C"}, {"column": "energy.c7", "op": ">=",
+                                                                           "value": 0.5}],
+              "idx": [1, 2, 3], "description": "site = C and energy.c7 >= 0.5"}
+    plan = plan_for_finding("slices-0", slice_, facts())
+    assert isinstance(plan, InterventionPlan) and plan.idx == [1, 2, 3]
+    assert plan.intervention == UnitPatch("backbone.layer3", (7,))
+    family = plan_for_finding("families-0", {"units": ["energy.c8", "energy.c7"], "idx": [4]}, facts())
+    assert family.intervention == UnitPatch("backbone.layer3", (7, 8))
+    null = plan_for_finding("slices-1", {"conditions": [{"column": "energy.c8", "op": "is null", "value": None}],
+                                         "idx": [5]}, facts())
+    assert null.intervention == UnitPatch("backbone.layer3", None, nonfinite_only=True)
+    nan = plan_for_finding("nan_origins-0", {"module": "backbone.layer2.overflow", "idx": [6, 7]}, facts())
+    assert nan.intervention == UnitPatch("backbone.layer2.overflow", None, nonfinite_only=True)
+
+
+def test_a_separating_quantity_stands_for_the_rows_beyond_90_percent_of_the_passing_ones():
+    run = facts()
+    plan = plan_for_finding("separators-0", {"column": "energy.c7", "auroc": 1.0, "direction": "higher in failures"},
+                            run)
+    values = run.column("energy.c7")
+    cut = np.quantile(values[~run.failed], 0.9)
+    assert plan.idx == np.flatnonzero(values > cut).tolist()
+    assert set(plan.idx) >= set(np.flatnonzero(run.failed))  # every failure here lies beyond the passing rows
+    lower = failure_side(np.arange(4), np.array([0.0, 1, 2, np.nan]), np.array([0, 0, 1, 1], bool),
+                         "lower in failures", share=0.5)
+    assert lower.tolist() == [0]
+
+
+def test_findings_that_name_no_unit_take_the_cam_region_or_say_why_not():
+    statistic = {"column": "stats.sparsity", "direction": "higher in failures", "auroc": 0.8}
+    no_cam = plan_for_finding("separators-1", statistic, facts())
+    assert isinstance(no_cam, NotVerifiable) and "GradCAMDebugger" in no_cam.reason
+    region = np.zeros((8, 8), bool)
+    region[:2, :2] = True
+    seen = {}
+
+    def cam_region(failing, passing):
+        seen.update(failing=failing, passing=passing)
+        return InputMask("image", region), ""
+    plan = plan_for_finding("slices-2", {"description": "site = C", "idx": [70, 71, 5]}, facts(cam_region=cam_region))
+    assert plan.intervention.region is region and "Grad-CAM" in plan.why
+    run = facts()
+    assert set(seen["failing"]) == {i for i in (70, 71, 5) if run.failed[i]}
+    assert not run.failed[seen["passing"]].any() and not np.isin(seen["passing"], [70, 71, 5]).any()
+    gradcam_summary = plan_for_finding("separators-2", {"column": "gradcam.entropy", "direction": "higher in failures",
+                                                        "idx": [1]}, facts(cam_region=cam_region))
+    assert isinstance(gradcam_summary.intervention, InputMask)  # a cam statistic names no unit of the layer
+
+
+def test_an_explicit_region_labels_and_dead_units():
+    plan = plan_for_finding("groups-0", {"idx": [1], "region": {"input": "image", "box": [2, 3, 5, 7]}}, facts())
+    assert plan.intervention.input_key == "image" and plan.intervention.region.sum() == 3 * 4
+    assert plan.intervention.region[2:5, 3:7].all()
+    for key in ("label_issues-0", "dead_units-0"):
+        assert isinstance(plan_for_finding(key, {"idx": 3, "column": "energy.c7", "value": 0.0}, facts()),
+                          NotVerifiable)
+    empty = plan_for_finding("slices-3", {"idx": [], "conditions": []}, facts())
+    assert isinstance(empty, NotVerifiable) and "no datapoint" in empty.reason
+    assert [key for key, _ in finding_entries({"slices": [{}, {}], "failures": 3, "nan_origins": [{}]})] == \
+        ["slices-0", "slices-1", "nan_origins-0"]

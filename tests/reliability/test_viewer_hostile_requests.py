@@ -1,0 +1,148 @@
+"""Requests the page never sends, sent to a real viewer server: each gives a message in place, never an HTTP 500,
+and nothing in them becomes a query, a path or markup."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+
+import numpy as np
+import pytest
+
+from runners.eval_viewer.backend.saved_views import SavedViews, SavedViewsError
+from runners.eval_viewer.layout import ids
+from tests.e2e.synthetic_runs import write_table_run
+from tests.reliability.viewer_server import HTTP_WAIT_S, call_callback, serve_viewer
+
+pytestmark = pytest.mark.timeout(120)
+
+ROWS = 10
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hostile") / "logs"
+    label = np.arange(ROWS, dtype=np.float64) % 6
+    run = write_table_run(str(folder), "run", label, (np.arange(ROWS) + 1) % 6, np.linspace(0.1, 1.0, ROWS))
+    with serve_viewer([str(folder)], views_file=str(folder.parent / "views.json")) as url:
+        yield url, run
+
+
+def _rows(url: str, run: str, request: object) -> tuple[int, dict]:
+    query = {"run": run, "epoch": "epoch_0", "metric": "cross_entropy", "version": None, "idx": None}
+    status, body = call_callback(url, f"{ids.TABLE}.getRowsResponse", {
+        f"{ids.TABLE}.getRowsRequest": request, f"{ids.TABLE_QUERY}.data": query})
+    return status, (json.loads(body)["response"] if status == 200 else {"body": body})
+
+
+MALFORMED_PAGING = {
+    "sort model as a dict": {"startRow": 0, "endRow": 100, "sortModel": {"colId": "idx", "sort": "asc"}},
+    "sort model naming a number": {"startRow": 0, "endRow": 100, "sortModel": [{"colId": 5}]},
+    "string startRow": {"startRow": "0", "endRow": 100},
+    "endRow beyond int64": {"startRow": 0, "endRow": 10**30},
+    "negative startRow": {"startRow": -5, "endRow": 100},
+    "filter model as a list": {"startRow": 0, "endRow": 100, "filterModel": ["idx"]},
+    "number filter holding text": {"startRow": 0, "endRow": 100, "filterModel": {
+        "cross_entropy": {"filterType": "number", "type": "lessThan", "filter": "abc"}}},
+    "number filter holding NaN": {"startRow": 0, "endRow": 100, "filterModel": {
+        "cross_entropy": {"filterType": "number", "type": "inRange", "filter": 0, "filterTo": float("nan")}}},
+    "filter on an unknown column": {"startRow": 0, "endRow": 100, "filterModel": {
+        "x'; DROP TABLE t; --": {"filterType": "number", "type": "equals", "filter": 1}}},
+    "a request that is a list": [0, 100],
+}
+
+
+@pytest.mark.parametrize("request_body", MALFORMED_PAGING.values(), ids=MALFORMED_PAGING.keys())
+def test_a_malformed_request_for_rows_gives_a_message_in_the_caption(served, request_body):
+    url, run = served
+    status, response = _rows(url, run, request_body)
+    assert status == 200, response
+    assert response[ids.TABLE]["getRowsResponse"] == {"rowData": [], "rowCount": 0}
+    assert response[ids.TABLE_CAPTION]["children"], "no message says what was wrong"
+
+
+def test_a_superscript_digit_in_the_label_filter_matches_no_class(served):
+    url, run = served
+    status, response = _rows(url, run, {"startRow": 0, "endRow": 100, "filterModel": {
+        "label": {"filterType": "text", "type": "contains", "filter": "²"}}})
+    assert status == 200, response
+    assert response[ids.TABLE]["getRowsResponse"]["rowCount"] == 0
+
+
+@pytest.mark.parametrize("idx", [10**30, -1, "7", 1.5, True, [1], {"idx": 3}])
+def test_an_open_idx_that_is_not_a_dataset_index_gives_a_message_in_the_panel(served, idx):
+    url, run = served
+    status, body = call_callback(url, f"{ids.DATAPOINT_PANEL}.children", {
+        f"{ids.SELECTED}.data": idx, f"{ids.RUN_SELECT}.value": run, f"{ids.EPOCH_SELECT}.value": "epoch_0",
+        f"{ids.TABS}.value": ids.TAB_DATAPOINT})
+    assert status == 200, body
+    assert "is not a dataset index" in body
+
+
+@pytest.mark.parametrize("shown", [{"idx": 10**30}, {"idx": "3"}, ["idx", 3], "3"])
+def test_a_compared_idx_that_is_not_a_dataset_index_gives_a_message_or_nothing(served, shown):
+    url, run = served
+    status, body = call_callback(url, f"{ids.COMPARE_EPOCHS_PANEL}.children", {
+        f"{ids.COMPARE_EPOCHS_SHOWN}.data": shown, f"{ids.COMPARE_EPOCHS_SELECT}.value": ["epoch_0"],
+        f"{ids.TABS}.value": ids.TAB_COMPARE_EPOCHS, f"{ids.RUN_SELECT}.value": run})
+    assert status == 200, body
+    assert "is not a dataset index" in body or json.loads(body)["response"] == {}  # not a store the page writes
+
+
+@pytest.mark.parametrize("address", ["idx=%C2%B2", "narrow=..%2F..%2Fx", "narrow=confusion%3A%3Cb%3E%7C%3Ci%3E",
+                                     "f.x%27%3B%20DROP=1", "f.cross_entropy=%3E%20abc", "cmp_epochs=..%2F..",
+                                     "cmp_run=%2Fetc&cmp_epoch=..", "pin=%3Cscript%3E&hide=idx",
+                                     "idx=99999999999999999999999", "idx=-3", "idx=1e3",
+                                     "tab=%3Cscript%3E", "run=..%2F..%2F..%2Fetc&epoch=..%2F..",
+                                     "metric=%27%3B%20DROP&sort=-%22idx%22"])
+def test_a_hostile_address_builds_the_page(served, address):
+    """The page is built from its address (the layout request's Referer): what it cannot use is said or ignored."""
+    url, _ = served
+    request = urllib.request.Request(f"{url}/_dash-layout", headers={"Referer": f"{url}/?{address}"})
+    with urllib.request.urlopen(request, timeout=HTTP_WAIT_S) as response:
+        assert response.status == 200
+        layout = response.read().decode()
+    assert "<script>" not in layout
+    if address.startswith("idx="):
+        assert "is not a dataset index" in layout
+
+
+@pytest.mark.parametrize("name", ["x" * 81, "a\x00b", "", "   ", 5, None, ["a"]])
+def test_a_saved_view_name_that_is_not_one_is_refused_saying_why(served, tmp_path, name):
+    url, run = served
+    status, body = call_callback(url, f"{ids.SAVED_VIEWS}.options", {
+        f"{ids.SAVE_VIEW_ASKED}.data": {"name": name, "address": f"?run={run}"}, f"{ids.RUN_SELECT}.value": run})
+    assert status == 200, body
+    note = json.loads(body)["response"][ids.VIEW_NOTE]["children"]
+    assert note.startswith("not saved: ") and ("name" in note)
+
+
+def test_a_saved_view_keeps_only_what_an_address_holds(tmp_path):
+    views = SavedViews(str(tmp_path / "views.json"))
+    views.save("/runs/a", "../x", "?run=/runs/a&idx=3&evil=1&f.loss=%3E2&__proto__=1")
+    assert views.of_run("/runs/a") == {"../x": "run=%2Fruns%2Fa&idx=3&f.loss=%3E2"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["views.json"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link", "huge", "not_json", "wrong_shape"])
+def test_a_bad_saved_views_file_is_named_never_followed_nor_overwritten(tmp_path, kind):
+    path = tmp_path / "views.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "link":
+        (tmp_path / "elsewhere.json").write_text('{"format": "lantern-viewer-views", "views": {}}')
+        os.symlink(tmp_path / "elsewhere.json", path)
+    elif kind == "huge":
+        path.write_text('{"format": "lantern-viewer-views", "views": {}, "pad": "' + "x" * (5 << 20) + '"}')
+    elif kind == "not_json":
+        path.write_text("{not json")
+    else:
+        path.write_text('{"format": "lantern-viewer-views", "views": {"/runs/a": {"n": 5}}}')
+    views = SavedViews(str(path))
+    with pytest.raises(SavedViewsError, match="views"):
+        views.of_run("/runs/a")
+    with pytest.raises(SavedViewsError):
+        views.save("/runs/a", "n", "?run=/runs/a")
+    if kind == "link":
+        assert (tmp_path / "elsewhere.json").read_text() == '{"format": "lantern-viewer-views", "views": {}}'
