@@ -9,7 +9,9 @@ driven by Chromium through playwright; every time is taken in the browser's own 
 from the user's action to what the user waits for being on screen.
 
 - page load: navigation start to the table's first rows and the score grid drawn
-  (``performance.now()`` when both are there); target ≤ 1.5 s (default example).
+  (``performance.now()`` when both are there); target ≤ 1.5 s (default example). The table has its thumbnail
+  column (the example captures its inputs); the thumbnails are asked once the rows are shown, so they are not
+  part of the page load: navigation start to every drawn row's thumbnail decoded is reported beside it.
 - click → Debug Outputs drawn: a click on the next table row (``j``) to its title and its Debug Outputs
   figures on screen drawn (maps drawn as pictures decoded, plotly graphs drawn; the viewer draws a graph below
   the fold when it is scrolled to); targets ≤ 300 ms median (default), ≤ 600 ms (all debuggers).
@@ -19,7 +21,9 @@ from the user's action to what the user waits for being on screen.
 - switching epoch or run: choosing the other epoch of a run, or the other run, to the table showing its
   rows; target ≤ 1 s on a 1M-datapoint run, the same as on a 10k-datapoint one (both measured, interleaved).
 - 20 parallel clients on a 20k-datapoint run: each opens 5 random datapoints as a page does (the layout for the
-  address, the table's first rows, the datapoint's panel) over HTTP, all at once; no error, p95 ≤ 2 s.
+  address, the table's first rows, the thumbnails of the 15 rows it shows, one after another, and the datapoint's
+  panel) over HTTP, all at once; no error, p95 ≤ 2 s. The run's inputs are captured (random 16 x 16 images), so
+  its table has the thumbnail column.
 
     python -m benchmarks.viewer_browser [--quick] [--clicks 20] [--loads 5] [--compares 5] [--rows 1000000]
         [--switches 6] [--clients 20] [--only load click j compare failures switch parallel] [--baseline DIR]
@@ -41,11 +45,14 @@ import time
 from contextlib import ExitStack
 
 import numpy as np
+import torch
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, write_epoch_table
 from runners.config_file import load_config
+from runners.datapoint_capture import DATAPOINTS_DIR, CaptureLimits, DatapointCapture
 from runners.eval_viewer.app import create_app
 from runners.eval_viewer.layout import ids
+from runners.eval_viewer.layout.pictures import PICTURE_PATH, version_tag
 from runners.trainers import BaseTrainer
 from tests.reliability.viewer_server import viewer_process
 
@@ -71,8 +78,9 @@ def train_example(name: str, folder: str, quick: bool) -> str:
     return config["work_dir"]
 
 
-def write_large_run(folder: str, rows: int) -> str:
-    """Two epochs of ``rows`` datapoints: epoch table and scores file, as a trainer writes them."""
+def write_large_run(folder: str, rows: int, pictures: bool = False) -> str:
+    """Two epochs of ``rows`` datapoints: epoch table and scores file, as a trainer writes them; with ``pictures``
+    their inputs too (random 16 x 16 images, captured as a run captures them)."""
     run = os.path.join(folder, f"synthetic_{rows}")
     os.makedirs(run)
     with open(os.path.join(run, "run_info.json"), "w") as f:
@@ -96,7 +104,21 @@ def write_large_run(folder: str, rows: int) -> str:
                   "datapoint_idx": list(range(rows)), "higher_is_better": roles["higher_is_better"]}
         with open(os.path.join(epoch_dir, "validation_scores.json"), "w") as f:
             json.dump(scores, f)
+    if pictures:
+        capture_images(run, rows, rng)
     return run
+
+
+def capture_images(run: str, rows: int, rng: np.random.Generator, batch: int = 500) -> None:
+    """Random 16 x 16 RGB inputs of idx 0..rows-1, written to the run's captured datapoints by the run's own capture."""
+    import logging
+
+    capture = DatapointCapture(os.path.join(run, DATAPOINTS_DIR), CaptureLimits(), logging.getLogger(__name__))
+    for start in range(0, rows, batch):
+        idx = torch.arange(start, min(start + batch, rows))
+        capture.add_batch({"inputs": {"image": torch.as_tensor(rng.random((len(idx), 3, 16, 16)), dtype=torch.float32)},
+                           "labels": {"class": idx % 6}, "meta_info": {"idx": idx}})
+    capture.finish()
 
 
 def serve(log_dirs: list[str]):
@@ -110,10 +132,15 @@ def serve(log_dirs: list[str]):
     return server, f"http://127.0.0.1:{server.server_port}/"
 
 
-def page_load_ms(browser, url: str) -> float:
+THUMBNAILS = f"""() => {{ const pictures = [...document.querySelectorAll('#{ids.TABLE} img.thumbnail')];
+    return pictures.length > 0 && pictures.every(img => img.complete && img.naturalWidth > 0); }}"""
+
+
+def page_load_ms(browser, url: str, wait_for: str = SHOWN) -> float:
+    """Navigation start to ``wait_for`` holding (by default: the table's rows and the grid drawn)."""
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
     page.goto(url)
-    page.wait_for_function(SHOWN, timeout=60_000)
+    page.wait_for_function(wait_for, timeout=60_000)
     elapsed = page.evaluate("performance.now()")
     page.close()
     return elapsed
@@ -269,6 +296,7 @@ def parallel_open_ms(url: str, run: str, rows: int, clients: int, opens: int) ->
     errors = [0]
     lock = threading.Lock()
     query = {"run": run, "epoch": "epoch_1", "metric": "cross_entropy", "version": None, "idx": None}
+    tag = version_tag(None)
 
     def client(seed: int) -> None:
         generator = random.Random(seed)
@@ -280,11 +308,13 @@ def parallel_open_ms(url: str, run: str, rows: int, clients: int, opens: int) ->
             try:
                 with urllib.request.urlopen(request, timeout=60) as response:
                     response.read()
-                statuses = [call_callback(url.rstrip("/"), f"{ids.TABLE}.getRowsResponse", {
+                status, body = call_callback(url.rstrip("/"), f"{ids.TABLE}.getRowsResponse", {
                     f"{ids.TABLE}.getRowsRequest": {"startRow": 0, "endRow": 100}, f"{ids.TABLE_QUERY}.data": query},
-                    timeout=60)[0], call_callback(url.rstrip("/"), f"{ids.DATAPOINT_PANEL}.children", {
-                        f"{ids.SELECTED}.data": idx, f"{ids.RUN_SELECT}.value": run,
-                        f"{ids.EPOCH_SELECT}.value": "epoch_1", f"{ids.TABS}.value": ids.TAB_DATAPOINT}, timeout=60)[0]]
+                    timeout=60)
+                statuses = [status, *thumbnail_statuses(url, run, body, tag)]
+                statuses.append(call_callback(url.rstrip("/"), f"{ids.DATAPOINT_PANEL}.children", {
+                    f"{ids.SELECTED}.data": idx, f"{ids.RUN_SELECT}.value": run,
+                    f"{ids.EPOCH_SELECT}.value": "epoch_1", f"{ids.TABS}.value": ids.TAB_DATAPOINT}, timeout=60)[0])
             except OSError:
                 statuses = [0]
             with lock:
@@ -297,6 +327,26 @@ def parallel_open_ms(url: str, run: str, rows: int, clients: int, opens: int) ->
     for thread in threads:
         thread.join()
     return times, errors[0]
+
+
+def thumbnail_statuses(url: str, run: str, rows_answer: str, tag: str, shown: int = 15) -> list[int]:
+    """The statuses of the thumbnails of the first ``shown`` rows of a rows answer, fetched one after another (a
+    page asks for the rows it draws)."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    rows = json.loads(rows_answer)["response"][ids.TABLE]["getRowsResponse"]["rowData"]
+    statuses = []
+    for row in rows[:shown]:
+        address = f"{url}{PICTURE_PATH}?" + urllib.parse.urlencode({"run": run, "idx": row["idx"], "v": tag})
+        try:
+            with urllib.request.urlopen(address, timeout=60) as response:
+                response.read()
+                statuses.append(response.status)
+        except urllib.error.HTTPError as exc:
+            statuses.append(exc.code)
+    return statuses
 
 
 def report(what: str, times: list[float], target: float) -> None:
@@ -336,7 +386,7 @@ def main() -> None:
                 report(what, times, 1000)
             server.shutdown()
         if "parallel" in args.only:
-            run = write_large_run(folder, args.client_rows)
+            run = write_large_run(folder, args.client_rows, pictures=True)
             server, url = serve([run])
             times, errors = parallel_open_ms(url, run, args.client_rows, args.clients, 5)
             p95 = float(np.percentile(times, 95))
@@ -366,6 +416,9 @@ def examples(browser, folder: str, args: argparse.Namespace) -> None:
             if name == "default example" and "load" in args.only:
                 for what, times in page_loads_ms(browser, urls, args.loads).items():
                     report(f"page load to interactive, {what}", times, 1500)
+                thumbnails = [page_load_ms(browser, next(iter(urls.values())), THUMBNAILS) for _ in range(args.loads)]
+                print(f"{'  then the visible rows thumbnails drawn':<52} median "
+                      f"{statistics.median(thumbnails):7.0f} ms (from navigation start; n={args.loads})")
             if "click" in args.only:
                 for what, times in clicks_ms(browser, urls, args.clicks, key=False).items():
                     report(f"click → Debug Outputs drawn, {what}", times, target)

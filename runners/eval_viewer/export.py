@@ -4,31 +4,48 @@
 
 ``--run`` is a trainer work dir (the latest epoch with debug outputs is used
 unless ``--epoch`` says otherwise) or an evaluator work dir. The viewer's Export button
-writes the same report for the table's filtered rows. Pages are read as the
-viewer reads them; a page or index that cannot be read is an alert in the report.
-The input images drawn under Grad-CAM maps are the ones the run captured, as the
+writes the same report for the table's filtered rows, in its order, and the report says which filters and sort
+chose them. Pages are read as the viewer reads them; a page or index that cannot be read is an alert in the
+report. The input images drawn under Grad-CAM maps are the ones the run captured, as the
 viewer shows them; the config file ``run_info.json`` names is imported to rebuild
 missing ones only with ``--trust-configs``. Without images there is no overlay.
 A state the same for every datapoint (a position encoding) is drawn once, in its own section.
-plotly.js is embedded once, so the file opens offline.
+
+Figures are drawn as the Datapoint tab draws them, so a report of hundreds of datapoints opens in seconds: maps
+(feature maps, Grad-CAM, patch attention) as images, tables as text, and only the charts (bars, histograms,
+attention heads) as plotly graphs, each drawn when it is scrolled into view. plotly.js is embedded once (the
+viewer's own bundle of the traces it draws), so the file opens offline.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import html
+import json
 import os
 import re
 import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs, get_plotlyjs_version
 
-from data.viewer.layout.display.figures import SHARED, attention_across_layers_figure, is_shared, model_report_figures
+from data.viewer.layout.display.display_labels import class_text
+from data.viewer.layout.display.figures import (
+    SHARED,
+    attention_across_layers_figure,
+    is_picture,
+    is_shared,
+    model_report_figures,
+)
 from data.viewer.layout.display.output_figures import output_figures
-from data.viewer.layout.display.values import describe_value, token_strings
+from data.viewer.layout.display.overlays import picture_png
+from data.viewer.layout.display.pictures import picture_svg
+from data.viewer.layout.display.values import describe_value, first_image, is_table, table_text, token_strings
 from debuggers.capture_debugger import plain, state_kind
 from debuggers.model_report import MODEL_REPORT_FILE
 from debuggers.outputs import KIND_CAPTURED_STATES, KIND_ERROR, KIND_NOT_RUN, KIND_TENSOR
@@ -40,7 +57,7 @@ from runners.eval_viewer.backend.calibration import Calibration
 from runners.eval_viewer.backend.datapoint import load_item
 from runners.eval_viewer.backend.debug import EpochDebug, EpochDebugError, open_epoch_debug
 from runners.eval_viewer.backend.runs import read_model_report
-from runners.eval_viewer.backend.table import TABLE_ERRORS
+from runners.eval_viewer.backend.table import HIDDEN_COLUMNS, TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from utils.atomic_files import atomic_write
 from utils.errors import LanternUserError
@@ -55,15 +72,52 @@ class Rows(list):
     """A table: a list of ``{column: value}`` dicts, drawn as an HTML table (numbers to 4 digits)."""
 
 
+@dataclass(frozen=True)
+class Picture:
+    """An image (an ``<img>`` source: a data URI) under its caption."""
+
+    source: str
+    caption: str
+
+
+@dataclass(frozen=True)
+class Selection:
+    """How the report's datapoints were chosen (the table's filters and sort, or ``--idx``): said at the top of the
+    report, and kept in it as JSON (``<script id="lantern-selection">``) for whoever rebuilds the view."""
+
+    description: str
+    record: dict[str, Any] = field(default_factory=dict)
+
+
 SHARED_SECTION = f"States {SHARED}"  # drawn once in a report, not once per datapoint
-Item = Union[go.Figure, Note, Rows, str]  # a figure, a note, a table, or the text of an alert
+Item = Union[go.Figure, Note, Rows, Picture, str]  # a figure, a note, a table, a picture, or the text of an alert
 Section = tuple[str, list[Item]]
+INPUT_PX = 160  # the input image beside a datapoint's row
+SLIM_PLOTLY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "plotly-viewer.min.js")
 _STYLE = """body{font-family:sans-serif;margin:24px;max-width:1200px}
 h2{border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:40px}
 .alert{background:#fff3cd;border:1px solid #ffe69c;padding:8px 12px;margin:8px 0;white-space:pre-wrap}
 .note{color:#555}
+.selection{background:#eef4ff;border:1px solid #c9dafb;padding:8px 12px}
 table{border-collapse:collapse;font-size:13px;margin:8px 0}
-th,td{border:1px solid #ddd;padding:3px 8px;text-align:left}th{background:#f1f3f5}"""
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:left}th{background:#f1f3f5}
+figure{margin:8px 0 16px}figcaption{font-size:14px;color:#2a3f5f;margin:4px 0}
+figure img{max-width:100%;height:auto}figure img.input{width:160px;image-rendering:pixelated}
+pre.figure-table{font-size:12px;max-height:640px;overflow:auto}"""
+# Draws each chart when it is scrolled into view (its figure is the JSON in the script inside it): a report of
+# hundreds of datapoints opens at once and draws only what is looked at, as the viewer does (lazy_graphs.js).
+_DRAW_IN_VIEW = """<script>(function () {
+  var config = {displaylogo: false, responsive: true};
+  var inView = new IntersectionObserver(function (entries) {
+    entries.forEach(function (entry) {
+      if (!entry.isIntersecting) { return; }
+      inView.unobserve(entry.target);
+      var figure = JSON.parse(entry.target.querySelector("script").textContent);
+      Plotly.newPlot(entry.target, figure.data, figure.layout, config);
+    });
+  }, {rootMargin: "200px"});
+  document.querySelectorAll(".lazy-graph").forEach(function (node) { inView.observe(node); });
+})();</script>"""
 
 
 class ExportError(LanternUserError):
@@ -71,15 +125,21 @@ class ExportError(LanternUserError):
 
 
 # ------------------------------------------------------------------ HTML
-def write_html(path: str, title: str, sections: Iterable[Section], note: str = "") -> None:
-    """Write the sections (figures and alerts) as one HTML file holding plotly.js once; atomic."""
-    parts, first = [], True
+def write_html(path: str, title: str, sections: Iterable[Section], note: str = "",
+               selection: Optional[Selection] = None) -> None:
+    """Write the sections (figures, pictures, tables and alerts) as one HTML file; plotly.js is in it once, when
+    a chart needs it. Atomic."""
+    parts, charts = [], 0
     for heading, items in sections:
         parts.append(f'<section><h2>{html.escape(heading)}</h2>')
         for item in items:
             if isinstance(item, go.Figure):
-                parts.append(item.to_html(full_html=False, include_plotlyjs=first, default_height="auto"))
-                first = False
+                charts += not (is_picture(item) or is_table(item))
+                parts.append(_figure_html(item))
+            elif isinstance(item, Picture):
+                caption = html.escape(item.caption)
+                parts.append(f'<figure><figcaption>{caption}</figcaption><img class="input" '
+                             f'src="{html.escape(item.source)}" alt="{caption}" loading="lazy"></figure>')
             elif isinstance(item, Note):
                 parts.append(f'<p class="note">{html.escape(item)}</p>')
             elif isinstance(item, Rows):
@@ -87,9 +147,14 @@ def write_html(path: str, title: str, sections: Iterable[Section], note: str = "
             else:
                 parts.append(f'<div class="alert">{html.escape(item)}</div>')
         parts.append("</section>")
+    chosen = "" if selection is None else (
+        f"<p class='selection'>{html.escape(selection.description)}</p>"
+        f"<script type='application/json' id='lantern-selection'>"
+        f"{_script_json(json.dumps(selection.record, default=str))}</script>")
+    plotly = f"<script>{plotly_js()}</script>{_DRAW_IN_VIEW}" if charts else ""
     page = (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
-            f"<p class='note'>{html.escape(note)}</p>{''.join(parts)}</body></html>\n")
+            f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>{chosen}"
+            f"<p class='note'>{html.escape(note)}</p>{''.join(parts)}{plotly}</body></html>\n")
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
 
@@ -98,6 +163,36 @@ def write_html(path: str, title: str, sections: Iterable[Section], note: str = "
             f.write(page)
 
     atomic_write(path, write)
+
+
+def _figure_html(figure: go.Figure) -> str:
+    """A figure as the Datapoint tab draws it: a picture as an image, a table as text, a chart drawn in view."""
+    title = html.escape(str(figure.layout.title.text or ""))
+    if is_picture(figure):
+        svg, span = picture_svg(figure)  # as text, not base64 again: its maps are base64 PNGs already
+        source = html.escape("data:image/svg+xml;charset=utf-8," + svg.replace("%", "%25").replace("#", "%23"))
+        return f'<figure><figcaption>{title}</figcaption><img src="{source}" alt="{title}" title="{span}" ' \
+               'loading="lazy"></figure>'
+    if is_table(figure):
+        return f'<figure><figcaption>{title}</figcaption><pre class="figure-table">' \
+               f'{html.escape(table_text(figure))}</pre></figure>'
+    return f'<div class="lazy-graph" style="height:{figure.layout.height or 450}px">' \
+           f'<script type="application/json">{_script_json(figure.to_json())}</script></div>'
+
+
+def _script_json(text: str) -> str:
+    """JSON text made safe inside a ``<script>``: no ``</script>`` (nor any tag) in a value can end it early."""
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def plotly_js() -> str:
+    """The viewer's slim plotly.js (the traces its figures use) when it fits the installed plotly, else plotly's."""
+    from runners.eval_viewer.app import SLIM_PLOTLY_JS_VERSION  # the bundle's version, kept beside its build
+
+    if get_plotlyjs_version() == SLIM_PLOTLY_JS_VERSION and os.path.isfile(SLIM_PLOTLY):
+        with open(SLIM_PLOTLY, encoding="utf-8") as f:
+            return f.read()
+    return get_plotlyjs()
 
 
 def _html_table(rows: Rows) -> str:
@@ -276,13 +371,18 @@ def load_inputs(backend: ViewerBackend, run_dir: str, indices: list[int]) -> tup
 
 
 def _image_of(datapoint: Optional[dict[str, Any]]) -> Optional[np.ndarray]:
-    image = ((datapoint or {}).get("inputs") or {}).get("image")
-    return np.asarray(image) if image is not None else None
+    """The datapoint's input image (what Grad-CAM is drawn over), as the viewer finds it."""
+    return first_image((datapoint or {}).get("inputs"))
 
 
 def _summary(datapoint: Optional[dict[str, Any]], row: Optional[dict[str, Any]]) -> list[Item]:
-    """The datapoint's row of the epoch table (label, prediction, scores), then its labels and meta info."""
+    """The datapoint's row of the epoch table (label, prediction, scores), its input image, then its labels and
+    meta info."""
     items: list[Item] = [Rows([row])] if row else []
+    image = _image_of(datapoint)
+    if image is not None:
+        png = base64.b64encode(picture_png(image, None, INPUT_PX)).decode("ascii")
+        items.append(Picture(f"data:image/png;base64,{png}", "input image"))
     for part in ("labels", "meta_info"):
         values = (datapoint or {}).get(part)
         if values:
@@ -291,7 +391,7 @@ def _summary(datapoint: Optional[dict[str, Any]], row: Optional[dict[str, Any]])
 
 
 def _datapoint_section(outputs: Union[EpochDebug, EpochDebugError], idx: int, datapoint: Optional[dict[str, Any]],
-                       row: Optional[dict[str, Any]], shared: dict[str, go.Figure],
+                       row: Optional[dict[str, Any]], classes: dict[int, str], shared: dict[str, go.Figure],
                        calibration: Optional[Calibration] = None) -> list[Item]:
     if isinstance(outputs, EpochDebugError):
         return [*_summary(datapoint, row), str(outputs)]
@@ -303,58 +403,79 @@ def _datapoint_section(outputs: Union[EpochDebug, EpochDebugError], idx: int, da
         indices = outputs.indices  # read without error before (``export_report``)
         return [f"no debug outputs for idx {idx}; this epoch has idx {min(indices)}..{max(indices)} "
                 f"({len(indices)} datapoints)"]
-    return _summary(datapoint, row) + datapoint_items(debug_outputs, _image_of(datapoint), _class_names(row), shared,
+    return _summary(datapoint, row) + datapoint_items(debug_outputs, _image_of(datapoint), classes, shared,
                                                       token_strings(datapoint or {}), (datapoint or {}).get("inputs"),
                                                       calibration)
 
 
-def _class_names(row: Optional[dict[str, Any]]) -> dict[int, str]:
-    """The datapoint's label and prediction named as its table row names them."""
-    return {row[key]: row[f"{key}_name"] for key in ("label", "prediction")
-            if row and row.get(key) is not None and row.get(f"{key}_name") is not None}
+@dataclass
+class TableRows:
+    """The report's datapoints as the epoch's table has them: a row each (``idx``, ``label`` and ``prediction`` by
+    class name, the scores), the class names, and notes on what could not be read."""
+
+    rows: dict[int, dict[str, Any]] = field(default_factory=dict)
+    class_names: dict[int, str] = field(default_factory=dict)
+    problems: list[Item] = field(default_factory=list)
+    epoch_label: Optional[str] = None
+    run_name: Optional[str] = None
+    calibration: Optional[Calibration] = None
 
 
-def table_rows(backend: ViewerBackend, run_dir: str, epoch_dir: str,
-               indices: list[int]) -> tuple[dict[int, dict[str, Any]], list[Item], Calibration]:
-    """Each datapoint's row of the epoch's table (idx, label, prediction, scores; class names where the run
-    has them) and the epoch's calibration pairs, read as the viewer reads them (``backend.table``,
-    ``backend.calibration``), and a note instead when the epoch has no readable table (the report is useful
-    without)."""
+def table_rows(backend: ViewerBackend, run_dir: str, epoch_dir: str, indices: list[int]) -> TableRows:
+    """Each datapoint's row of the epoch's table and the epoch's calibration pairs, read as the viewer reads them
+    (``backend.table``, ``backend.calibration``): ``label`` and ``prediction`` as the viewer shows them
+    (``ring (4)``), so no column repeats another (``label_name``, ``predicted_class``); a note instead when the epoch
+    has no readable table (the report is useful without)."""
     run = backend.run(os.path.abspath(run_dir))
     epoch = next((e for e in backend.epochs(run) if os.path.abspath(e.dir) == os.path.abspath(epoch_dir)),
                  None) if run else None
     if epoch is None:
-        return {}, [Note(f"scores unavailable: {epoch_dir} is not an epoch of a run the viewer can read")], {}
+        return TableRows(problems=[Note(f"scores unavailable: {os.path.basename(epoch_dir)} is not an epoch of a run "
+                                        "the viewer can read")])
+    found = TableRows(epoch_label=epoch.label, run_name=run.name)
     try:
         table = backend.table(epoch)
         rows = table.page(where=[("idx", "in", indices)], order_by="idx", descending=False, limit=len(indices))
-        calibration = backend.calibration(epoch)
+        found.class_names = backend.class_names(epoch)
+        found.calibration = backend.calibration(epoch)
     except TABLE_ERRORS as exc:
-        return {}, [Note(f"scores unavailable: {exc}")], {}
-    wanted = ["idx", "label_name", "label", "prediction_name", "prediction", *table.roles.get("scores", [])]
-    problem = [Note(f"scores unavailable: {table.roles['problem']}")] if "problem" in table.roles else []
-    return {row["idx"]: {name: row[name] for name in wanted if name in row} for row in rows}, problem, calibration
+        found.problems.append(Note(f"scores unavailable: {exc}"))
+        return found
+    if "problem" in table.roles:
+        found.problems.append(Note(f"scores unavailable: {table.roles['problem']}"))
+    scores = [name for name in table.roles.get("scores", []) if name not in HIDDEN_COLUMNS]
+    for row in rows:
+        classes = {key: class_text(row[key], found.class_names) for key in ("label", "prediction")
+                   if row.get(key) is not None}
+        found.rows[row["idx"]] = {"idx": row["idx"], **classes, **{name: row[name] for name in scores if name in row}}
+    return found
 
 
 def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[int] = None,
-                  backend: Optional[ViewerBackend] = None) -> str:
-    """Write the HTML report of ``indices`` and return its path; what cannot be read is an alert in it.
-    ``backend`` reads the run: the viewer's own when it exports (its cached tables and datasets, its
-    ``trust_configs``); by default one that trusts no config."""
+                  backend: Optional[ViewerBackend] = None, selection: Optional[Selection] = None) -> str:
+    """Write the HTML report of ``indices`` (in that order) and return its path; what cannot be read is an alert
+    in it. ``backend`` reads the run: the viewer's own when it exports (its cached tables and datasets, its
+    ``trust_configs``); by default one that trusts no config. ``selection`` says how the datapoints were chosen
+    (default: by their idx)."""
     backend = backend or ViewerBackend([run_dir])
     epoch_dir = resolve_epoch_dir(run_dir, epoch)
     outputs = _open_outputs(epoch_dir)
     datapoints, note = load_inputs(backend, run_dir, indices)
-    rows, problems, calibration = table_rows(backend, run_dir, epoch_dir, indices)
-    summary = Rows(rows[i] for i in indices if i in rows)
-    sections: list[Section] = [("Datapoints", [*problems, *([summary] if summary else [])]),
+    found = table_rows(backend, run_dir, epoch_dir, indices)
+    summary = Rows(found.rows[i] for i in indices if i in found.rows)
+    sections: list[Section] = [("Datapoints", [*found.problems, *([summary] if summary else [])]),
                                *_model_section(run_dir)]
     shared: dict[str, go.Figure] = {}
-    drawn = [(f"Datapoint {idx}", _datapoint_section(outputs, idx, datapoints.get(idx), rows.get(idx), shared,
-                                                     calibration)) for idx in indices]
+    drawn = [(f"Datapoint {idx}", _datapoint_section(outputs, idx, datapoints.get(idx), found.rows.get(idx),
+                                                     found.class_names, shared, found.calibration))
+             for idx in indices]
     sections += [*([(SHARED_SECTION, list(shared.values()))] if shared else []), *drawn]
-    write_html(out, f"Lantern debug report: {os.path.basename(os.path.abspath(epoch_dir))}", sections,
-               note=f"run {os.path.abspath(run_dir)}, outputs from {os.path.abspath(epoch_dir)}; {note}")
+    run_name = found.run_name or os.path.basename(os.path.abspath(run_dir))
+    epoch_name = found.epoch_label or os.path.basename(os.path.abspath(epoch_dir))
+    selection = selection or Selection(f"{len(indices)} datapoints chosen by idx: {', '.join(map(str, indices))}",
+                                       {"idx": list(indices)})
+    write_html(out, f"Lantern debug report: {run_name} · {epoch_name}", sections,
+               note=f"run {run_name}, {epoch_name}; {note}", selection=selection)
     return out
 
 

@@ -99,7 +99,8 @@ def test_a_datapoint_another_run_lacks_is_named_as_missing(viewer_url, logs, new
     page.click(f"#{ids.TAB_COMPARE_RUNS}")
     pick(page, ids.COMPARE_RUN_SELECT, _run_label("logs/small"))
     page.wait_for_selector(f"#{ids.COMPARE_RUNS_PANEL} .compare-column >> nth=1")
-    other = page.locator(f"#{ids.COMPARE_RUNS_PANEL} .compare-column").nth(1).inner_text()
+    assert page.locator(f"#{ids.COMPARE_RUNS_PANEL} .compare-column").nth(1).inner_text() == "logs/small · epoch 1"
+    other = page.locator(f"#{ids.COMPARE_RUNS_PANEL}").inner_text()
     assert "logs/small has no datapoint with idx 20" in other
     assert "config changed" not in other and "written only in part" not in other
 

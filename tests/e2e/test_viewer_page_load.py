@@ -6,8 +6,6 @@ their scores, their values on hover, a click opening one, the open datapoint mar
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import plotly.colors
 import pyarrow.parquet as pq
@@ -18,7 +16,7 @@ from benchmarks.viewer_browser import SHOWN, write_large_run
 from runners.eval_viewer.app import SLIM_PLOTLY_BUNDLE
 from runners.eval_viewer.layout import ids
 from tests.e2e.conftest import serve_viewer
-from tests.e2e.viewer_page import GRID, grid_cell, wait_caption, wait_title
+from tests.e2e.viewer_page import GRID, grid_cell, reload_noting_asked, wait_caption, wait_title
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -39,26 +37,6 @@ def viewer_url(tmp_path_factory):
     run = write_large_run(str(root), 30)
     with serve_viewer([str(root)]) as url:
         yield url, run
-
-
-def reload_noting_asked(page) -> list[str]:
-    """Reload ``page``; the outputs of the callbacks the reloaded page asks the server for (filled as it asks), but
-    for those of the 5 s refresh tick (a slow machine's page load can last until the first tick).
-
-    The page's first load is waited for first: until the reloaded page comes, the old one goes on loading, and on
-    a slow machine it asks for its own rows in the meantime."""
-    page.wait_for_function(SHOWN)
-    asked: list[str] = []
-
-    def note(request) -> None:
-        if "_dash-update-component" in request.url:
-            body = json.loads(request.post_data or "{}")
-            if body.get("changedPropIds") != [f"{ids.REFRESH}.data"]:
-                asked.append(body.get("output", ""))
-
-    page.on("request", note)
-    page.reload()
-    return asked
 
 
 def test_bootstrap_styles_the_page_from_the_viewer_itself(viewer_url, new_page):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+from benchmarks.viewer_browser import SHOWN
 from runners.eval_viewer.layout import ids
 
 GRID = f"() => document.getElementById('{ids.SCORE_GRID}').scoreGrid"  # what the grid's script drew (score_views.js)
@@ -113,3 +116,23 @@ def grid_cell(page, column: int, row: int) -> tuple[float, float]:
     box, grid = canvas.bounding_box(), page.evaluate(GRID)
     return (box["x"] + grid["plot"]["left"] + grid["cell"] * (column + 0.5),
             box["y"] + grid["plot"]["top"] + grid["cell"] * (row + 0.5))
+
+
+def reload_noting_asked(page) -> list[str]:
+    """Reload ``page``; the outputs of the callbacks the reloaded page asks the server for (filled as it asks), but
+    for those of the 5 s refresh tick (a slow machine's page load can last until the first tick).
+
+    The page's first load is waited for first: until the reloaded page comes, the old one goes on loading, and on
+    a slow machine it asks for its own rows in the meantime."""
+    page.wait_for_function(SHOWN)
+    asked: list[str] = []
+
+    def note(request) -> None:
+        if "_dash-update-component" in request.url:
+            body = json.loads(request.post_data or "{}")
+            if body.get("changedPropIds") != [f"{ids.REFRESH}.data"]:
+                asked.append(body.get("output", ""))
+
+    page.on("request", note)
+    page.reload()
+    return asked

@@ -85,6 +85,8 @@ def viewer_process(args: list[str], cwd: str, timeout: float = START_WAIT_S) -> 
             line = process.stdout.readline()
             lines.append(line)
             if match := re.search(r"open (http://\S+)", line):
+                # its request log is read on (and dropped): a full pipe would stop the server mid-request
+                threading.Thread(target=process.stdout.read, daemon=True).start()
                 yield match.group(1), "".join(lines)
                 return
             if not line and process.poll() is not None:

@@ -7,7 +7,7 @@ window.lanternScoreViews = (function () {
     const PLOT_BACKGROUND = "#e5ecf6", LINE = "#636efa", MARK = "#1f2a37", MISSING = "#c8c8c8";
     const TITLE = 24;  // the title's row (.score-view-title) above the drawing
     const CHART = { height: 200, left: 50, right: 12, top: 4, bottom: 28 };
-    const GRID = { height: 300, left: 10, right: 64, top: 4, bottom: 8, bar: 10 };
+    const GRID = { height: 300, left: 10, right: 84, top: 4, bottom: 8, bar: 10, note: 18 };
     const FONT = '12px "Open Sans", verdana, arial, sans-serif';
 
     function g4(value) {  // Python's f"{value:.4g}"
@@ -180,7 +180,8 @@ window.lanternScoreViews = (function () {
                 container.scoreGrid = { idx: [], mark: null };
                 return;
             }
-            const width = Math.max(container.clientWidth, 200), height = GRID.height - TITLE;
+            const note = data.missing ? GRID.note : 0;  // a line under the grid saying what grey means
+            const width = Math.max(container.clientWidth, 200), height = GRID.height - TITLE - note;
             const cell = Math.min((width - GRID.left - GRID.right) / data.columns,
                                   (height - GRID.top - GRID.bottom) / data.rows);
             const plot = { left: GRID.left + (width - GRID.left - GRID.right - cell * data.columns) / 2, top: GRID.top,
@@ -229,6 +230,23 @@ window.lanternScoreViews = (function () {
             } else {
                 context.fillText(g4(low), bar.left + GRID.bar + 4, bar.top + bar.height / 2 + 4);
             }
+            if (data.colorbar) {  // the bar's title, along its right side: what the colours are of
+                context.save();
+                context.translate(width - 6, bar.top + bar.height / 2);
+                context.rotate(-Math.PI / 2);
+                context.textAlign = "center";
+                context.fillText(data.colorbar, 0, 0);
+                context.restore();
+            }
+            if (data.missing) {
+                const explained = document.createElement("div");
+                explained.className = "score-grid-note";
+                explained.title = data.missing;
+                const swatch = document.createElement("span");
+                swatch.className = "score-grid-swatch";
+                explained.append(swatch, data.missing);
+                container.appendChild(explained);
+            }
             const cellAt = (event) => {
                 const box = canvas.getBoundingClientRect();
                 const column = Math.floor((event.clientX - box.left - plot.left) / cell);
@@ -249,7 +267,7 @@ window.lanternScoreViews = (function () {
                     window.dash_clientside.set_props(open.row, { data: null });
                 }
             };
-            container.scoreGrid = { idx: data.idx, mark: mark, plot: plot, cell: cell };
+            container.scoreGrid = { idx: data.idx, mark: mark, plot: plot, cell: cell, colorbar: data.colorbar };
         });
     }
 

@@ -29,6 +29,7 @@ Where = Sequence[tuple[str, str, Any]]
 Table = Union[EpochTable, "ScoresTable"]
 TABLE_ERRORS = (ScoresError, EpochTableError, RunFileError)  # what reading an epoch's table can raise, with a message
 OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null", "differs from")
+HIDDEN_COLUMNS = ("label_name", "prediction_name", "predicted_class")  # shown through label and prediction
 
 
 def open_table(epoch_dir: str, scores: Callable[[], Scores]) -> Table:

@@ -12,9 +12,12 @@ from runners.eval_viewer.callbacks import (
     export,
     failures,
     filters,
+    gallery,
     model_report,
     pending,
+    pictures,
     refresh,
+    run_diff,
     runs,
     scores,
     selection,
@@ -24,7 +27,7 @@ from runners.eval_viewer.callbacks import (
 )
 
 MODULES = (runs, table, scores, selection, datapoint, compare, model_report, failures, verify, training, export,
-           pending, refresh, filters, address)
+           pending, refresh, filters, address, pictures, gallery, run_diff)
 
 
 def register_callbacks(app: Dash, backend: ViewerBackend) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import numpy as np
 from dash import Dash, Input, Output, State, html, no_update
 
 from data.viewer.layout.display.display_compare import CompareColumn, display_compare
@@ -18,13 +19,12 @@ from data.viewer.layout.display.display_datapoint import debug_body, display_sum
 from data.viewer.layout.display.display_debug_outputs import figure_context
 from data.viewer.layout.display.display_inputs import display_inputs
 from data.viewer.layout.display.display_labels import class_badges
+from runners.datapoint_capture import ITEM_KEYS
 from runners.eval_viewer.backend.datapoint import load_datapoint, load_item
 from runners.eval_viewer.backend.runs import Epoch, Run
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.browser_input import BadRequest, datapoint_idx
 from runners.eval_viewer.callbacks.components import (
-    column,
-    datapoint_title,
     default_epoch,
     epoch_option,
     message,
@@ -50,16 +50,35 @@ def epoch_columns(backend: ViewerBackend, run: Run, epochs: list[Epoch], idx: in
 
 
 def run_columns(backend: ViewerBackend, sides: list[tuple[Run, Epoch]], idx: int) -> html.Div:
-    """The datapoint ``idx`` in each (run, epoch): inputs, labels and meta info side by side, then the
-    Debug Outputs as aligned rows."""
-    summaries, columns = [], []
-    for run, epoch in sides:
-        datapoint = load_datapoint(backend, run, epoch, idx)
-        columns.append(_compare_column(datapoint, f"{run.name} · {epoch.label}"))
-        body = message(datapoint["missing"], "secondary") if datapoint.get("missing") else \
-            display_summary(datapoint)
-        summaries.append(column([datapoint_title(run, epoch, idx), body], len(sides)))
-    return html.Div([html.Div(summaries, className="compare-row"), section("Debug Outputs", display_compare(columns))])
+    """The datapoint ``idx`` in each (run, epoch): its inputs, labels and meta info once (again for a side whose
+    captured datapoint differs: another validation set), then each side's badges and Debug Outputs as aligned
+    rows."""
+    datapoints = [load_datapoint(backend, run, epoch, idx) for run, epoch in sides]
+    columns = [_compare_column(datapoint, f"{run.name} · {epoch.label}")
+               for (run, epoch), datapoint in zip(sides, datapoints)]
+    present = [(side, datapoint) for side, datapoint in zip(sides, datapoints) if not datapoint.get("missing")]
+    shown = [(side, datapoint) for i, (side, datapoint) in enumerate(present)
+             if i == 0 or not same_item(datapoint, present[0][1])]
+    title = html.H5(f"datapoint {idx} · " + " and ".join(f"{run.name} · {epoch.label}" for run, epoch in sides),
+                    className="datapoint-title")
+    summaries = [html.Div([html.H6(f"as {run.name} captured it"), display_summary(datapoint)])
+                 if len(shown) > 1 else display_summary(datapoint) for (run, _), datapoint in shown]
+    missing = [message(datapoint["missing"], "secondary") for datapoint in datapoints if datapoint.get("missing")]
+    return html.Div([title, *missing, *summaries, section("Debug Outputs", display_compare(columns))])
+
+
+def same_item(first: dict, second: dict) -> bool:
+    """Whether two sides captured the same inputs, labels and meta info (the same validation set)."""
+    return all(_same(first.get(part), second.get(part)) for part in ITEM_KEYS)
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[key], b[key]) for key in a)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.array_equal(a, b, equal_nan=a.dtype.kind
+                                                                                              in "fc")
+    return type(a) is type(b) and a == b
 
 
 def _compare_column(datapoint: dict, title: str) -> CompareColumn:
@@ -116,9 +135,10 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         return other_run_options(options, run_path)
 
     @app.callback(Output(ids.COMPARE_RUN_EPOCH_SELECT, "options"), Output(ids.COMPARE_RUN_EPOCH_SELECT, "value"),
-                  Input(ids.COMPARE_RUN_SELECT, "value"), State(ids.EPOCH_SELECT, "value"), prevent_initial_call=True)
-    def choose_other_epoch(other_path: Optional[str], epoch_key: Optional[str]) -> tuple:
-        return other_run_epochs(backend, other_path, epoch_key)
+                  Input(ids.COMPARE_RUN_SELECT, "value"), State(ids.EPOCH_SELECT, "value"),
+                  State(ids.RUN_SELECT, "value"), prevent_initial_call=True)
+    def choose_other_epoch(other_path: Optional[str], epoch_key: Optional[str], run_path: Optional[str]) -> tuple:
+        return other_run_epochs(backend, other_path, epoch_key, epoch_key, run_path)
 
     @app.callback(Output(ids.COMPARE_RUNS_PANEL, "children"), Output(ids.COMPARE_RUNS_DRAWN, "data"),
                   Output(ids.COMPARE_RUNS_STATUS, "children"),
@@ -142,12 +162,23 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         return run_columns(backend, sides, idx), wanted, ""
 
 
-def other_run_epochs(backend: ViewerBackend, other_path: Optional[str], epoch_key: Optional[str]) -> tuple[list, Any]:
-    """The second run's epochs as options, and the one chosen: ``epoch_key`` where it has it, else its default."""
+def other_run_epochs(backend: ViewerBackend, other_path: Optional[str], wanted: Optional[str],
+                     epoch_key: Optional[str], run_path: Optional[str]) -> tuple[list, Any]:
+    """The second run's epochs as options, and the one chosen: ``wanted`` (an address's, else the open epoch) where
+    the run has it, else its default; the run itself compared with another of its epochs gets, unless ``wanted``
+    names one, the epoch before the open ``epoch_key`` (the one after for its first epoch)."""
     other = backend.run(other_path)
     epochs = backend.epochs(other) if other else []
-    keys = {e.key for e in epochs}
-    return [epoch_option(e) for e in epochs], epoch_key if epoch_key in keys else default_epoch(epochs)
+    keys = [e.key for e in epochs]
+    same_run = other_path == run_path
+    if wanted in keys and not (same_run and wanted == epoch_key):
+        chosen = wanted
+    elif same_run and epoch_key in keys and len(keys) > 1:
+        at = keys.index(epoch_key)
+        chosen = keys[at - 1] if at > 0 else keys[1]
+    else:
+        chosen = default_epoch(epochs)
+    return [epoch_option(e) for e in epochs], chosen
 
 
 def epochs_to_compare(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str],
@@ -166,8 +197,10 @@ def epochs_to_compare(backend: ViewerBackend, run_path: Optional[str], epoch_key
 
 
 def other_run_options(options: Optional[list], run_path: Optional[str]) -> list:
-    """The runs to compare the chosen one with: every other run."""
-    return [option for option in options or [] if option["value"] != run_path]
+    """The runs to compare the chosen one with: every run, the chosen one first (another of its epochs)."""
+    own = [{**option, "label": f"this run: {option['label']}"} for option in options or []
+           if option["value"] == run_path]
+    return own + [option for option in options or [] if option["value"] != run_path]
 
 
 def _side(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> Optional[tuple[Run, Epoch]]:

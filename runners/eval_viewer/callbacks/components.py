@@ -9,11 +9,10 @@ from dash import html
 from data.viewer.layout.display.elements import alert, badge
 from debuggers.pages.file_format import CorruptPageError
 from runners.eval_viewer.backend.runs import Epoch, Run
-from runners.eval_viewer.backend.table import TABLE_ERRORS
+from runners.eval_viewer.backend.table import HIDDEN_COLUMNS, TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.layout import ids
 
-HIDDEN_COLUMNS = ("label_name", "prediction_name", "predicted_class")  # shown through label and prediction
 NOTHING_OPEN = "Click a datapoint in the table or the grid to open it (then j / k for the next and previous)."
 
 
@@ -110,6 +109,3 @@ def _format(value: object) -> str:
 def datapoint_title(run: Run, epoch: Epoch, idx: int) -> html.H5:
     return html.H5(f"datapoint {idx} · {run.name} · {epoch.label}", className="datapoint-title")
 
-
-def column(children: list, count: int) -> html.Div:
-    return html.Div(children, className="compare-column", style={"width": f"{100 / max(count, 1):.2f}%"})

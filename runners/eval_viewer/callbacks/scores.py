@@ -17,14 +17,15 @@ from typing import Optional
 
 import numpy as np
 import plotly.colors
-from dash import Dash, Input, Output, html
+from dash import Dash, Input, Output, State, html
 
 from analysis.epoch_table import Filter
 from runners.eval_viewer.backend.runs import Run
 from runners.eval_viewer.backend.table import TABLE_ERRORS, Table
 from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.callbacks.browser_input import BadRequest, paging
 from runners.eval_viewer.callbacks.components import message
-from runners.eval_viewer.callbacks.table import table_of
+from runners.eval_viewer.callbacks.table import table_of, table_where
 from runners.eval_viewer.layout import ids
 
 MAX_CELLS = 10_000  # at most 100 x 100 cells, whatever the number of datapoints
@@ -37,11 +38,20 @@ def register(app: Dash, backend: ViewerBackend) -> None:
     def chart(run_path: Optional[str], metric: Optional[str], _: list, epoch_key: Optional[str]) -> dict:
         return history_view(backend, run_path, metric, epoch_key)
 
+    app.clientside_callback(  # the table's typed filters, passed on only when they changed: the grid sets its filter
+        # model when it mounts, and the first page comes with its grid drawn for its filters
+        """function(model, drawn) {
+            const now = model || {};
+            return JSON.stringify(now) === JSON.stringify(drawn || {}) ? window.dash_clientside.no_update : now;
+        }""", Output(ids.SCORE_GRID_FILTERS, "data"), Input(ids.TABLE, "filterModel"),
+        State(ids.SCORE_GRID_FILTERS, "data"), prevent_initial_call=True)
+
     @app.callback(Output(ids.SCORE_GRID_DATA, "data"), Output(ids.SCORES_MESSAGE, "children"),
-                  Input(ids.TABLE_QUERY, "data"), prevent_initial_call=True)
-    def grid(query: Optional[dict]) -> tuple:
-        """Drawn for the table's query (run, epoch, metric, version, a clicked finding's idx): once per switch."""
-        return grid_view(backend, query)
+                  Input(ids.TABLE_QUERY, "data"), Input(ids.SCORE_GRID_FILTERS, "data"), prevent_initial_call=True)
+    def grid(query: Optional[dict], filter_model: Optional[dict]) -> tuple:
+        """Drawn for the table's query (run, epoch, metric, version, a clicked finding's idx, wrong only) and its
+        typed filters: the grid shows the datapoints the table does."""
+        return grid_view(backend, query, filter_model)
 
     # Drawn in the browser by assets/score_views.js, the open datapoint's mark too (no server round trip).
     app.clientside_callback("function(data) { return window.lanternScoreViews.drawChart('CHART', data); }"
@@ -63,9 +73,11 @@ def history_view(backend: ViewerBackend, run_path: Optional[str], metric: Option
     return history_data(backend, run, metric, epoch_key) if run and metric else {"title": "no scores yet"}
 
 
-def grid_view(backend: ViewerBackend, query: Optional[dict]) -> tuple[dict, Optional[html.Div]]:
-    """The score grid of the table's query and the message shown above it (the first page's, and after every
-    switch)."""
+def grid_view(backend: ViewerBackend, query: Optional[dict],
+              filter_model: Optional[dict] = None) -> tuple[dict, Optional[html.Div]]:
+    """The score grid of the datapoints the table shows (its query and filters) and the message shown above it
+    (the first page's, and after every switch or filter). Filters that name a column the epoch lacks are those of
+    the epoch before a switch, about to be cleared: the grid shows the whole epoch meanwhile."""
     query = query or {}
     run_path, epoch_key, metric = query.get("run"), query.get("epoch"), query.get("metric")
     try:
@@ -76,12 +88,15 @@ def grid_view(backend: ViewerBackend, query: Optional[dict]) -> tuple[dict, Opti
         return {"title": "no scores"}, message(table.roles["problem"], "warning")
     if table is None or metric not in dict(table.columns()):
         return {"title": "no per-datapoint scores"}, None
-    return grid_data(table, metric, backend.higher_is_better(epoch, metric), narrowed(query.get("idx"))), None
-
-
-def narrowed(idx_filter: Optional[list]) -> Optional[Filter]:
-    """The table filter for the idx a clicked finding chose (None: every datapoint)."""
-    return None if idx_filter is None else [("idx", "in", list(idx_filter))]
+    higher_is_better = backend.higher_is_better(epoch, metric)
+    try:
+        where = table_where(backend, epoch, table, query, paging({"filterModel": filter_model}).filter_model)
+    except (*TABLE_ERRORS, BadRequest):  # the table's caption says why; the grid shows what the query narrows to
+        where = table_where(backend, epoch, table, query, {})
+    try:
+        return grid_data(table, metric, higher_is_better, where), None
+    except TABLE_ERRORS:
+        return grid_data(table, metric, higher_is_better, table_where(backend, epoch, table, query, {})), None
 
 
 def history_data(backend: ViewerBackend, run: Run, metric: str, epoch_key: Optional[str]) -> dict:
@@ -123,8 +138,9 @@ def grid_data(table: Table, metric: str, higher_is_better: bool, where: Optional
     """The score grid as ``assets/score_views.js`` draws it: cells in idx order, row by row, each with its value
     (``values``, 4 significant digits, None where missing) and the idx a click opens (``idx``, -1 past the last
     datapoint); above ``MAX_CELLS`` datapoints a cell is a bin of consecutive idx (``first``..``last``) showing
-    and opening its worst. Red is bad whatever the metric's direction. ``where`` narrows the grid to some
-    datapoints (a finding's)."""
+    and opening its worst. Red is bad whatever the metric's direction; the colour bar's title says so, and a note
+    says what grey (no value) means. ``where`` narrows the grid to the datapoints the table shows (its filters,
+    a finding's)."""
     columns = table.values(["idx", metric], where=where)
     idx, values = columns["idx"], columns[metric].astype(np.float64)
     if not len(idx):
@@ -139,9 +155,12 @@ def grid_data(table: Table, metric: str, higher_is_better: bool, where: Optional
     cell_values = np.where(inside, padded.reshape(-1, bin_size)[np.arange(len(starts)), worst], np.nan)
     cell_idx = np.where(inside, idx[np.minimum(starts + worst, len(idx) - 1)], -1)
     per_cell = f", worst of {bin_size} per cell" if bin_size > 1 else ""
-    chosen = f"of {len(idx)} chosen datapoints" if where else "per datapoint"
+    chosen = (f"of the {len(idx)} datapoints the table shows" if len(idx) != 1 else "of the datapoint the table "
+              "shows") if where else "per datapoint"
     scale = plotly.colors.get_colorscale("RdYlGn" if higher_is_better else "RdYlGn_r")
     data = {"title": f"{metric} {chosen}, idx order{per_cell} (click a cell)", "metric": metric,
+            "colorbar": f"{metric} ({'higher' if higher_is_better else 'lower'} is better)",
+            "missing": missing_note(metric, int(np.isnan(values).sum()), bin_size),
             "columns": width, "rows": height, "gap": width < 60, "idx": cell_idx.tolist(),
             "values": [None if math.isnan(v) else float(f"{v:.4g}") for v in cell_values.tolist()],
             "colorscale": [[position, list(plotly.colors.unlabel_rgb(colour))] for position, colour in scale]}
@@ -149,3 +168,13 @@ def grid_data(table: Table, metric: str, higher_is_better: bool, where: Optional
         data["first"] = np.where(inside, idx[np.minimum(starts, len(idx) - 1)], -1).tolist()
         data["last"] = np.where(inside, idx[np.minimum(starts + bin_size, len(idx)) - 1], -1).tolist()
     return data
+
+
+def missing_note(metric: str, missing: int, bin_size: int) -> Optional[str]:
+    """What a grey cell means, when the grid has any: datapoints the metric gave no number."""
+    if not missing:
+        return None
+    some = f"{missing} datapoint{'s' if missing != 1 else ''} {'have' if missing != 1 else 'has'}"
+    binned = "; a cell is grey when one of its datapoints is" if bin_size > 1 else ""
+    return f"grey: {some} no {metric} (NaN: the metric gave no number for {'them' if missing != 1 else 'it'}, " \
+           f"e.g. a non-finite loss){binned}"

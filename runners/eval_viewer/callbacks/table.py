@@ -16,12 +16,14 @@ from dash import Dash, Input, Output, State, no_update
 from runners.eval_viewer.backend.runs import Epoch
 from runners.eval_viewer.backend.scores import ScoresError, default_metric
 from runners.eval_viewer.backend.table import TABLE_ERRORS
+from runners.eval_viewer.backend.thumbnails import has_pictures
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.browser_input import BadRequest, Paging, paging
 from runners.eval_viewer.callbacks.components import HIDDEN_COLUMNS, debug_hint, epoch_badges
 from runners.eval_viewer.callbacks.failures import narrowed_idx
 from runners.eval_viewer.callbacks.filter_text import EXAMPLES, LABEL_COLUMNS, compile_filter
 from runners.eval_viewer.layout import ids
+from runners.eval_viewer.layout.pictures import PICTURE_VERSION, thumbnail_column, version_tag
 
 DEBUG_MARK = "✓"
 LABEL_WIDTH = 110  # px: "triangle (2)"
@@ -124,8 +126,10 @@ def epoch_view(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optio
     hint = debug_hint(epochs, epoch)  # a button to the nearest epoch with debug outputs; its key is in the query,
     # so an epoch with debug outputs written since (a run still training) brings the button without a reload
     query = {**_query(run_path, epoch_key, chosen, version, idx_filter, wrong), "hint": [b.value for b in hint]}
-    return EpochView(metrics, chosen, epoch_badges(backend, epoch) + hint, query,
-                     column_defs(backend, epoch, chosen, sort))
+    columns = column_defs(backend, epoch, chosen, sort)
+    if columns and has_pictures(backend, run):  # after '#': each row's input image
+        columns.insert(1, thumbnail_column(run.path, version))
+    return EpochView(metrics, chosen, epoch_badges(backend, epoch) + hint, query, columns)
 
 
 def _query(run_path: Optional[str], epoch_key: Optional[str], metric: Optional[str], version: Optional[str],
@@ -159,7 +163,7 @@ def column_defs(backend: ViewerBackend, epoch: Epoch, metric: Optional[str], sor
     columns = [{"headerName": "#", "colId": "row", "valueGetter": {"function": "params.node.rowIndex + 1"},
                 "sortable": False, "filter": False, "maxWidth": 70, "minWidth": 60}]
     for name in order:
-        column: dict[str, Any] = {"field": name, "headerName": name, **_filter_of(name)}
+        column: dict[str, Any] = {"field": name, "headerName": name, **typed_filter(name)}
         column["sort"] = ("desc" if descending else "asc") if name == by else None
         if name == metric or name in LABEL_COLUMNS:  # read on every row: never cut to "cro…" or "square…"
             column["minWidth"] = max(_header_width(name), LABEL_WIDTH if name in LABEL_COLUMNS else 0)
@@ -189,7 +193,7 @@ def _header_width(name: str) -> int:
     return 8 * len(name) + 56
 
 
-def _filter_of(name: str) -> dict:
+def typed_filter(name: str) -> dict:
     """Every column's box takes typed filters (``filter_text``): a text filter whose text the server compiles."""
     return {"filter": "agTextColumnFilter", "headerTooltip": f"{name} · filter: {EXAMPLES}",
             "filterParams": {"filterOptions": ["contains", "blank", "notBlank"], "maxNumConditions": 1,
@@ -201,14 +205,20 @@ def table_rows(backend: ViewerBackend, query: dict, asked: Paging) -> tuple[list
     epoch, table = table_of(backend, query.get("run"), query.get("epoch"))
     if table is None:
         return [], 0, 0, ""
-    where = query_filter(query, table) + where_of(asked.filter_model, dict(table.columns()),
-                                                  backend.class_names(epoch))
+    where = table_where(backend, epoch, table, query, asked.filter_model)
     rows = table.page(where=where, order_by=asked.sort, descending=asked.descending, offset=asked.start,
                       limit=max(asked.end - asked.start, 0))
-    debug = backend.debug_indices(epoch)
+    debug, pictures = backend.debug_indices(epoch), version_tag(query.get("version"))
     for row in rows:
         row["debug"] = DEBUG_MARK if row["idx"] in debug else ""
+        row[PICTURE_VERSION] = pictures  # its thumbnail is drawn only by columns of the same epoch version
     return rows, table.count(where), table.count(), epoch.label
+
+
+def table_where(backend: ViewerBackend, epoch: Epoch, table: Any, query: dict, filter_model: dict) -> list[tuple]:
+    """The table's rows as ``(column, op, value)`` triples: what its query narrows to and its typed filters; what the
+    rows, the score grid, the gallery and the export all show."""
+    return query_filter(query, table) + where_of(filter_model, dict(table.columns()), backend.class_names(epoch))
 
 
 def where_of(filter_model: dict, kinds: dict[str, str], class_names: dict[int, str]) -> list[tuple]:

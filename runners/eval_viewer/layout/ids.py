@@ -15,6 +15,7 @@ SCORE_CHART = "score-chart"  # drawn by assets/score_views.js from SCORE_CHART_D
 SCORE_CHART_DATA = "score-chart-data"
 SCORE_GRID = "score-grid"  # drawn by assets/score_views.js from SCORE_GRID_DATA (and the open datapoint's mark)
 SCORE_GRID_DATA = "score-grid-data"
+SCORE_GRID_FILTERS = "score-grid-filters"  # the table's typed filters the grid is drawn for (its filter model)
 SCORES_MESSAGE = "scores-message"
 TABLE = "datapoint-table"
 TABLE_CAPTION = "table-caption"
@@ -47,7 +48,9 @@ TAB_COMPARE_RUNS = "tab-compare-runs"
 TAB_MODEL_REPORT = "tab-model-report"
 TAB_FAILURES = "tab-failures"
 TAB_TRAINING = "tab-training"
-TAB_VALUES = (TAB_DATAPOINT, TAB_COMPARE_EPOCHS, TAB_COMPARE_RUNS, TAB_MODEL_REPORT, TAB_FAILURES, TAB_TRAINING)
+TAB_GALLERY = "tab-gallery"
+TAB_VALUES = (TAB_DATAPOINT, TAB_GALLERY, TAB_COMPARE_EPOCHS, TAB_COMPARE_RUNS, TAB_MODEL_REPORT, TAB_FAILURES,
+              TAB_TRAINING)
 
 DATAPOINT_PANEL = "datapoint-panel"
 # Each panel's status line says "loading datapoint N …" while the panel shows another datapoint than the one asked

@@ -12,12 +12,17 @@ from runners.eval_viewer.callbacks.compare import epochs_to_compare, other_run_e
 from runners.eval_viewer.callbacks.components import NOTHING_OPEN
 from runners.eval_viewer.callbacks.datapoint import build_panel, shown_debuggers
 from runners.eval_viewer.callbacks.failures import findings_content
+from runners.eval_viewer.callbacks.gallery import first_gallery
 from runners.eval_viewer.callbacks.model_report import render_model_report
 from runners.eval_viewer.callbacks.pending import loading
+from runners.eval_viewer.callbacks.run_diff import first_run_diff
 from runners.eval_viewer.callbacks.training import training_content
 from runners.eval_viewer.layout import ids
 from runners.eval_viewer.layout.failures import failures_tab
 from runners.eval_viewer.layout.first_view import FirstView
+from runners.eval_viewer.layout.gallery import gallery_tab
+from runners.eval_viewer.layout.run_diff import run_diff_section
+from runners.eval_viewer.layout.scores import filter_model
 from runners.eval_viewer.layout.training import training_tab
 
 
@@ -39,7 +44,8 @@ def datapoint_navigation() -> html.Div:
         html.Button("◀ previous (k)", id=ids.PREV_BUTTON, className="small-button", title="previous row (k)"),
         html.Button("next (j) ▶", id=ids.NEXT_BUTTON, className="small-button", title="next row (j)"),
         html.Button("Export filtered rows as HTML", id=ids.EXPORT_BUTTON, className="small-button",
-                    title="a self-contained HTML report of the table's filtered datapoints (at most 50)"),
+                    title="a self-contained HTML report of the table's filtered datapoints, in its order, "
+                          "saying which filters and sort chose them"),
         html.Span(id=ids.NAVIGATION_NOTE, className="hint"),
         dcc.Download(id=ids.EXPORT_DOWNLOAD),
     ], className="navigation")
@@ -58,13 +64,15 @@ def datapoint_tabs(backend: ViewerBackend, first: FirstView, run_options: list[d
     epoch_options, compared = epochs_to_compare(backend, first.run, first.epoch, first.compare.get("epochs"))
     other_options = other_run_options(run_options, first.run)
     other = first.compare.get("run") if first.compare.get("run") in {o["value"] for o in other_options} else None
-    other_epochs, other_epoch = other_run_epochs(backend, other, first.compare.get("epoch") or first.epoch)
+    other_epochs, other_epoch = other_run_epochs(backend, other, first.compare.get("epoch") or first.epoch,
+                                                 first.epoch, first.run)
     report = render_model_report(backend, first.run) if first.tab == ids.TAB_MODEL_REPORT else None
     return dcc.Tabs(id=ids.TABS, value=first.tab, children=[
         _tab("Datapoint", ids.TAB_DATAPOINT, [
             dcc.Checklist(id=ids.DEBUGGER_PICK, options=debuggers, value=shown, inline=True, className="debugger-pick"),
             *_pending(ids.DATAPOINT_STATUS, ids.DATAPOINT_DRAWN, first.idx, drawn_for),
             html.Div(panel, id=ids.DATAPOINT_PANEL, className="datapoint-panel")]),
+        gallery_tab(*first_gallery(backend, first, filter_model(first.filters))),
         _tab("Compare epochs", ids.TAB_COMPARE_EPOCHS, [
             html.Label("Epochs side by side (those with debug outputs are preselected)"),
             dcc.Dropdown(id=ids.COMPARE_EPOCHS_SELECT, options=epoch_options, value=compared, multi=True),
@@ -81,6 +89,7 @@ def datapoint_tabs(backend: ViewerBackend, first: FirstView, run_options: list[d
                                                                 value=other_epoch)],
                          className="control", style={"width": "30%"}),
             ], className="controls"),
+            run_diff_section(first_run_diff(backend, first, other, other_epoch)),
             dcc.Store(id=ids.COMPARE_RUNS_SHOWN),
             *_pending(ids.COMPARE_RUNS_STATUS, ids.COMPARE_RUNS_DRAWN, first.idx),
             html.Div(NOTHING_OPEN, id=ids.COMPARE_RUNS_PANEL, className="compare-panel"),

@@ -71,7 +71,7 @@ def score_views(backend: ViewerBackend, page: FirstView) -> html.Div:
     data come with the page, and the page's script draws them in its first render (``assets/score_views.js``),
     without a round of callbacks."""
     first = page.view
-    grid, grid_message = grid_view(backend, first.query)
+    grid, grid_message = grid_view(backend, first.query, filter_model(page.filters))
     run_path, epoch_key, open_idx = page.run, page.epoch, page.idx
     return html.Div([
         html.Div(id=ids.SCORE_CHART, className="score-chart"),
@@ -88,6 +88,7 @@ def score_views(backend: ViewerBackend, page: FirstView) -> html.Div:
         datapoint_table(pinned_and_hidden(first.columns, page.pinned, page.hidden), open_idx, page.filters),
         html.Div(id=ids.SCORE_GRID, className="score-grid"),
         dcc.Store(id=ids.SCORE_GRID_DATA, data=grid),
+        dcc.Store(id=ids.SCORE_GRID_FILTERS, data=filter_model(page.filters)),
         dcc.Store(id=ids.TABLE_QUERY, data=first.query),
         dcc.Store(id=ids.TABLE_IDX_FILTER, **({"data": page.narrowing} if page.narrowing else {})),
     ], className="score-views")

@@ -34,7 +34,7 @@ from runners.eval_viewer.backend.scores import Scores, ScoresError, default_metr
 from runners.eval_viewer.backend.table import ScoresTable
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.browser_input import paging
-from runners.eval_viewer.callbacks.compare import run_columns
+from runners.eval_viewer.callbacks.compare import run_columns, same_item
 from runners.eval_viewer.callbacks.components import epoch_badges
 from runners.eval_viewer.callbacks.datapoint import render_datapoint
 from runners.eval_viewer.callbacks.model_report import render_model_report
@@ -369,13 +369,19 @@ def test_a_boolean_score_of_a_run_written_before_they_were_0_and_1_still_opens(t
                                 "datapoint_idx": [0, 1, 2], "higher_is_better": {"correct": True}}))
     np.testing.assert_array_equal(read_scores(str(path)).per_datapoint["correct"], [1.0, 0.0, np.nan])
 
-def test_the_same_datapoint_in_two_runs_side_by_side(runs):
+def test_the_same_datapoint_in_two_runs_shows_its_inputs_once_then_both_sides(runs):
     backend = ViewerBackend([runs["logs"]])
     sides = [(run, backend.epochs(run)[-1]) for run in (backend.run(runs["trainer"]), backend.run(runs["evaluator"]))]
-    summaries, debug = run_columns(backend, sides, 7).children
-    assert len(summaries.children) == 2
-    assert all(_sections(column) == ["Inputs", "Labels", "Meta info"] for column in summaries.children)
+    title, summary, debug = run_columns(backend, sides, 7).children  # the same validation set: its inputs once
+    assert title.children == "datapoint 7 · logs/group/trainer · epoch 1 and logs/group/evaluator · evaluation"
+    assert _sections(summary) == ["Inputs", "Labels", "Meta info"]
     assert _sections(debug) == ["Debug Outputs"] and "layer3_energy" in str(debug)
+    image = np.arange(48, dtype=np.float32).reshape(3, 4, 4)
+    item = {"inputs": {"image": image}, "labels": {"class": 1}, "meta_info": {"idx": 7, "scale": 0.5}}
+    assert same_item(item, {**item, "inputs": {"image": image.copy()}})
+    for other in ({"image": image + 1}, {"image": image[:2]}, {"image": image.tolist()}):
+        assert not same_item(item, {**item, "inputs": other})
+    assert not same_item(item, {**item, "labels": {"class": 2}})
 
 
 def test_model_report_tab(runs, trainer_copy):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
 import shutil
+from urllib.parse import unquote
 
 import numpy as np
 import plotly.graph_objects as go
@@ -19,7 +21,14 @@ from debuggers.feature_map_debugger import FeatureMapDebugger
 from models import AttentionClassifier, SmallCNN
 from runners.config_file import load_config
 from runners.eval_viewer.backend.initialization import load_debug_outputs
-from runners.eval_viewer.export import SHARED_SECTION, datapoint_items, main, resolve_epoch_dir, visualize_debug_states
+from runners.eval_viewer.export import (
+    SHARED_SECTION,
+    datapoint_items,
+    main,
+    plotly_js,
+    resolve_epoch_dir,
+    visualize_debug_states,
+)
 from runners.trainers import BaseTrainer
 from tests.debuggers.library import capture_epoch, entry
 from tests.runs import write_config
@@ -33,7 +42,6 @@ config["debugger"] = {"class": SequentialDebugger, "args": {"debuggers_config": 
     {"name": "gradcam", "debugger_config": {"class": GradCAMDebugger, "args": {"target_layer": "backbone.layer4"}}},
     {"name": "broken", "debugger_config": {"class": GradCAMDebugger, "args": {"target_layer": "head.fc"}}}]}}
 """
-PLOTLY_BANNER = re.compile(r"plotly\.js v\d")
 
 
 @pytest.fixture(scope="module")
@@ -50,35 +58,56 @@ def export(run_dir, out, *args):
     return code, out.read_text() if out.exists() else ""
 
 
-def test_report_holds_plotly_once_and_one_section_per_idx(run_dir, tmp_path):
+def _pictures(page: str) -> dict[str, str]:
+    """The report's pictures by caption: ``{title: svg}`` (maps drawn as images, as the Datapoint tab draws them)."""
+    found = re.findall(r'<figure><figcaption>([^<]*)</figcaption><img src="data:image/svg\+xml;charset=utf-8,([^"]+)"',
+                       page)
+    return {html.unescape(title): unquote(html.unescape(svg)) for title, svg in found}
+
+
+def test_report_draws_maps_as_images_one_section_per_idx_and_plotly_once(run_dir, tmp_path):
     code, page = export(run_dir, tmp_path / "report.html", "--idx", "3", "7", "12")
     assert code == 0
-    assert len(PLOTLY_BANNER.findall(page)) == 1
+    assert page.count(plotly_js()[:200]) == 1  # for the charts (the model report), drawn when scrolled to
     assert [page.count(f"<h2>Datapoint {i}</h2>") for i in (3, 7, 12)] == [1, 1, 1]
     assert page.index("Datapoint 3") < page.index("Datapoint 7") < page.index("Datapoint 12")
-    assert "<h2>Model</h2>" in page and "epoch_1" in page
+    assert "<h2>Model</h2>" in page and "<h1>Lantern debug report: run · epoch 1</h1>" in page
+    assert run_dir not in page.split("<section>")[0], "the title and notes name the run by its name, not its path"
     rows = EpochTable(os.path.join(run_dir, "epoch_1", EPOCH_TABLE_FILE)).page(where=[("idx", "in", [3, 7, 12])])
-    wrong = sum(row["label"] != row["prediction"] for row in rows)
-    # each CAM over its input image (two where the model is wrong), and the model's first conv filters in RGB
-    assert page.count('"type":"image"') == 3 + wrong + 1
-    for row in rows:  # Grad-CAM titled by role and class name, as in the viewer
-        titles = [f"label: {row['label_name']}", f"prediction: {row['prediction_name']}"] \
-            if row["label"] != row["prediction"] else [f"label and prediction: {row['label_name']}"]
-        assert all(title in page for title in titles)
+    cams = [svg for title, svg in _pictures(page).items() if title.startswith("gradcam: Grad-CAM at backbone.layer4")]
+    assert len(cams) == 3 and '"type":"image"' not in page and '"type":"heatmap"' not in page  # images, no graphs
+    for row, svg in zip(sorted(rows, key=lambda row: row["idx"]), cams):  # titled by role and class, as the viewer
+        wrong = row["label"] != row["prediction"]
+        titles = [f"label: {row['label_name']}", f"prediction: {row['prediction_name']}"] if wrong \
+            else [f"label and prediction: {row['label_name']}"]
+        assert svg.count("<image ") == len(titles) and all(f">{title}</text>" in svg for title in titles)
     assert page.count("from layer &#x27;head.fc&#x27;, which returned Tensor(8, 6); pick a convolutional layer") == 3
-    assert "features: " in page and "gradcam: Grad-CAM at backbone.layer4" in page
+    assert "features: backbone.layer4 feature map" in _pictures(page).__repr__()
+    assert [title for title in _pictures(page) if title.endswith("(RGB)")], "the model's first conv filters, a picture"
     assert page.count("<th>class</th>") == 3  # each datapoint's labels as a table, not as Python text
     assert page.count('<div class="alert">') == 3  # only the broken debugger
+    assert page.count("<figcaption>input image</figcaption>") == 3
     scores = json.loads(open(os.path.join(run_dir, "epoch_1", "validation_scores.json")).read())["per_datapoint"]
     for idx in (3, 7, 12):  # each score and prediction, readable, in the summary table and the datapoint's own
         assert page.count(f"<td>{scores['cross_entropy'][idx]:.4g}</td>") >= 2
     names = SyntheticShapesDataset.CLASS_NAMES
-    assert f"<td>{names[int(scores['predicted_class'][3])]}</td>" in page
+    predicted = int(scores["predicted_class"][3])
+    assert f"<td>{names[predicted]} ({predicted})</td>" in page
+
+
+def test_no_column_repeats_another_and_the_report_says_how_its_datapoints_were_chosen(run_dir, tmp_path):
+    code, page = export(run_dir, tmp_path / "report.html", "--idx", "12", "3")
+    header = re.search(r"<h2>Datapoints</h2><table><thead><tr>(.*?)</tr>", page).group(1)
+    assert re.findall(r"<th>([^<]*)</th>", header) == ["idx", "label", "prediction", "accuracy", "cross_entropy",
+                                                       "true_class_confidence"]
+    assert "2 datapoints chosen by idx: 12, 3" in page
+    record = re.search(r"<script type='application/json' id='lantern-selection'>(.*?)</script>", page).group(1)
+    assert json.loads(record) == {"idx": [12, 3]}
 
 
 def test_epoch_choice_and_missing_idx(run_dir, tmp_path):
     code, page = export(run_dir, tmp_path / "e0.html", "--epoch", "0", "--idx", "1", "99")
-    assert code == 0 and "epoch_0" in page
+    assert code == 0 and "<h1>Lantern debug report: run · epoch 0</h1>" in page
     assert "no debug outputs for idx 99; this epoch has idx 0..15 (16 datapoints)" in page
     assert resolve_epoch_dir(run_dir) == os.path.join(run_dir, "epoch_1")
 
@@ -95,12 +124,12 @@ def test_without_captured_inputs_or_the_config_file_there_is_no_overlay(run_dir,
     moved = shutil.copytree(run_dir, tmp_path / "moved")
     shutil.rmtree(moved / "datapoints")
     code, page = export(str(moved), tmp_path / "r.html", "--idx", "2")
-    assert code == 0 and page.count('"type":"image"') == 1 and "--trust-configs" in page  # the model's RGB filters
+    assert code == 0 and "<figcaption>input image</figcaption>" not in page and "--trust-configs" in page
     info = json.loads((moved / "run_info.json").read_text())
     info["config_filepath"] = str(tmp_path / "deleted.py")
     (moved / "run_info.json").write_text(json.dumps(info))
     code, page = export(str(moved), tmp_path / "r.html", "--idx", "2", "--trust-configs")
-    assert code == 0 and page.count('"type":"image"') == 1 and "input images unavailable" in page
+    assert code == 0 and "<figcaption>input image</figcaption>" not in page and "input images unavailable" in page
 
 
 def test_evaluator_style_folder_and_notebook_helper(tmp_path):
@@ -112,7 +141,8 @@ def test_evaluator_style_folder_and_notebook_helper(tmp_path):
     assert figures and all(isinstance(f, go.Figure) for f in figures)
     assert figures[0].layout.title.text.startswith("fm: backbone.layer4 feature map")
     page = (tmp_path / "notebook" / "debug_states.html").read_text()
-    assert len(PLOTLY_BANNER.findall(page)) == 1
+    assert list(_pictures(page)) == [figures[0].layout.title.text]  # a picture: the page needs no plotly.js
+    assert plotly_js()[:200] not in page
     assert len(load_debug_outputs(str(tmp_path / "eval"))) == 4
     assert visualize_debug_states(outputs[2]["fm"])[0].layout.title.text.startswith("output: ")
 

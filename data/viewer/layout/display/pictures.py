@@ -33,13 +33,23 @@ BOTTOM = 6  # room below the maps for the colour bar's lowest label
 def picture_component(figure: go.Figure, class_name: str) -> html.Figure:
     """A picture figure (``is_picture``) as one image: a mosaic of maps (``layout.meta['tiles']``) or panels of a
     heatmap over an image, with one colour bar; its colour range on hover."""
-    meta = figure.layout.meta if isinstance(figure.layout.meta, dict) else {}
-    svg, span = _mosaic(figure) if "tiles" in meta else _panels(figure)
+    source, span = picture_source(figure)
     title = str(figure.layout.title.text or "")
-    image = html.Img(src="data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode("ascii"), alt=title,
-                     title=span, className="picture")
+    image = html.Img(src=source, alt=title, title=span, className="picture")
     return html.Figure([html.Figcaption(title, className="figure-title", style=FIGURE_TITLE), image],
                        className=f"{class_name} picture-figure")
+
+
+def picture_source(figure: go.Figure) -> tuple[str, str]:
+    """A picture figure as an ``<img>`` source (an SVG data URI) and its colour range in words."""
+    svg, span = picture_svg(figure)
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode("ascii"), span
+
+
+def picture_svg(figure: go.Figure) -> tuple[str, str]:
+    """A picture figure as one SVG document (its maps as PNGs) and its colour range in words."""
+    meta = figure.layout.meta if isinstance(figure.layout.meta, dict) else {}
+    return _mosaic(figure) if "tiles" in meta else _panels(figure)
 
 
 def colours(z: np.ndarray, colorscale: Any, low: float, high: float) -> np.ndarray:
@@ -94,15 +104,23 @@ def _cells(pixels: int, start: Optional[float], step: Optional[float], cells: in
 
 
 def _mosaic(figure: go.Figure) -> tuple[str, str]:
-    """A ``figures._grid`` mosaic: its maps as one PNG (gaps transparent), each map's caption above it."""
+    """A ``figures._grid`` mosaic: its maps as one PNG (gaps transparent), each map's caption above it; a mosaic of
+    RGB pictures (``figures._rgb_grid``: conv filters) as they are, without a colour bar."""
     heat = figure.data[0]
-    z = np.asarray(heat.z, dtype=np.float64)
-    low, high = colour_range(heat)
-    scale = WIDTH / max(z.shape)
-    parts = [_image(0, CAPTION, z.shape[1] * scale, z.shape[0] * scale, colours(z, heat.colorscale, low, high))]
+    rgb = isinstance(heat, go.Image)
+    z = np.asarray(heat.z, dtype=np.uint8 if rgb else np.float64)
+    scale = WIDTH / max(z.shape[:2])
+    if rgb:
+        pixels, low, high = z, None, None
+    else:
+        low, high = colour_range(heat)
+        pixels = colours(z, heat.colorscale, low, high)
+    parts = [_image(0, CAPTION, z.shape[1] * scale, z.shape[0] * scale, pixels)]
     for (top, left, _, width), annotation in zip(figure.layout.meta["tiles"], figure.layout.annotations):
         parts.append(_text((left + width / 2) * scale, CAPTION + top * scale - 3, str(annotation.text), 10))
     height = CAPTION + z.shape[0] * scale
+    if rgb:
+        return _svg(z.shape[1] * scale, height + BOTTOM, parts), ""
     parts.append(_colour_bar(z.shape[1] * scale + 10, CAPTION, z.shape[0] * scale, heat.colorscale, low, high))
     return _svg(z.shape[1] * scale + BAR, height + BOTTOM, parts), f"colour scale {low:.4g} to {high:.4g}"
 

@@ -95,15 +95,19 @@ def lazy_graph(figure: go.Figure, class_name: str) -> html.Div:
 def table_component(figure: go.Figure, class_name: str) -> html.Figure:
     """The cells of a one-table figure (``figures._table``) under its title, as aligned columns of
     text: one component, where an HTML table costs the page's renderer one per cell on every click."""
+    title = html.Figcaption(str(figure.layout.title.text or ""), className="figure-title", style=FIGURE_TITLE)
+    text = html.Pre(table_text(figure), className="figure-table", style={
+        "maxHeight": f"{table_height(MAX_TABLE_ROWS)}px", "overflow": "auto", "fontSize": "12px"})
+    return html.Figure([title, text], className=f"{class_name} table-figure")
+
+
+def table_text(figure: go.Figure) -> str:
+    """The cells of a one-table figure as aligned columns of text, its header first."""
     table = figure.data[0]
     header = [str(value) for value in table.header.values or ()]
     rows = [header, *([str(value) for value in row] for row in zip(*(list(column) for column in table.cells.values)))]
     widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
-    title = html.Figcaption(str(figure.layout.title.text or ""), className="figure-title", style=FIGURE_TITLE)
-    text = html.Pre("\n".join(lines), className="figure-table", style={
-        "maxHeight": f"{table_height(MAX_TABLE_ROWS)}px", "overflow": "auto", "fontSize": "12px"})
-    return html.Figure([title, text], className=f"{class_name} table-figure")
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
 
 
 def describe_value(value: Any) -> str:

@@ -1,0 +1,101 @@
+"""The HTML export of a few hundred datapoints: its size, how long it takes to write, and to open in Chromium.
+
+The default example (``configs/examples/cnn_trainer.py``) is trained with ``--datapoints`` validation datapoints
+(its training set shrunk, so the run takes a minute), and the report of all of them is written by the export's
+command line (``python -m runners.eval_viewer.export``), in a process of its own. With ``--baseline DIR`` the
+same report is also written by another checkout (e.g. ``main`` before a change) and the two are opened
+alternately, side by side under the same load.
+
+- size: the file's bytes;
+- write: the command's wall time (Python start-up included);
+- open: navigation start to the first screen drawn, in Chromium's own clock (every picture on screen decoded,
+  every chart on screen drawn; a report that draws its charts while loading has them drawn when ``load`` fires),
+  and to the ``load`` event; the target is "in seconds" (the 250-datapoint report took 60 s before).
+
+    python -m benchmarks.export_report [--datapoints 250] [--opens 5] [--baseline DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from benchmarks.viewer_browser import CHROMIUM, CHROMIUM_ARGS, REPO_ROOT
+from runners.config_file import load_config
+from runners.trainers import BaseTrainer
+
+OPEN_WAIT_MS = 600_000  # a way out for a report that never finishes loading, not how long one takes
+FIRST_SCREEN_DRAWN = """() => {
+    const onScreen = (node) => { const box = node.getBoundingClientRect();
+                                 return box.bottom > 0 && box.top < window.innerHeight; };
+    const pictures = [...document.querySelectorAll('img')].filter(onScreen);
+    const charts = [...document.querySelectorAll('.lazy-graph, .plotly-graph-div')].filter(onScreen);
+    return document.readyState === 'complete' && pictures.every((img) => img.complete && img.naturalWidth > 0)
+        && charts.every((chart) => chart.querySelector('.main-svg'));
+}"""
+
+
+def train_example(folder: str, datapoints: int) -> str:
+    config = load_config(os.path.join(REPO_ROOT, "configs", "examples", "cnn_trainer.py"))
+    config["work_dir"] = os.path.join(folder, "cnn_trainer")
+    config["train_dataset"]["args"]["num_datapoints"] = 256
+    config["val_dataset"]["args"]["num_datapoints"] = datapoints
+    BaseTrainer(config).run()
+    return config["work_dir"]
+
+
+def write_report(root: str, run: str, datapoints: int, out: str) -> float:
+    """Seconds the checkout at ``root`` takes to write the report of idx 0..datapoints-1 of ``run``."""
+    command = [sys.executable, "-m", "runners.eval_viewer.export", "--run", run, "--out", out,
+               "--idx", *map(str, range(datapoints))]
+    start = time.perf_counter()
+    subprocess.run(command, cwd=root, env=dict(os.environ, PYTHONPATH=root), check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def open_ms(browser, path: str) -> tuple[float, float]:
+    """Milliseconds from navigation start to the first screen drawn, and to the ``load`` event."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    page.goto(f"file://{path}", timeout=OPEN_WAIT_MS)
+    page.wait_for_function(FIRST_SCREEN_DRAWN, timeout=OPEN_WAIT_MS, polling=50)
+    drawn = page.evaluate("performance.now()")
+    loaded = page.evaluate("performance.getEntriesByType('navigation')[0].loadEventEnd")
+    page.close()
+    return drawn, loaded
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--datapoints", type=int, default=250)
+    parser.add_argument("--opens", type=int, default=5)
+    parser.add_argument("--baseline", help="another checkout whose export is measured alongside")
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as folder:
+        run = train_example(folder, args.datapoints)
+        roots = {"this checkout": REPO_ROOT, **({"baseline": os.path.abspath(args.baseline)} if args.baseline else {})}
+        reports = {name: os.path.join(folder, f"report_{i}.html") for i, name in enumerate(roots)}
+        written = {name: write_report(root, run, args.datapoints, reports[name]) for name, root in roots.items()}
+        opened: dict[str, list[tuple[float, float]]] = {name: [] for name in roots}
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            for round_ in range(args.opens):
+                for name in list(roots) if round_ % 2 == 0 else list(roots)[::-1]:
+                    opened[name].append(open_ms(browser, reports[name]))
+            browser.close()
+        print(f"report of {args.datapoints} datapoints of the default example; load {os.getloadavg()[0]:.1f}")
+        for name in roots:
+            drawn = statistics.median(d for d, _ in opened[name])
+            loaded = statistics.median(loaded for _, loaded in opened[name])
+            print(f"{name:<14} {os.path.getsize(reports[name]) / 2**20:6.1f} MB  written in {written[name]:6.1f} s  "
+                  f"first screen drawn: median {drawn:8.0f} ms, load event {loaded:8.0f} ms (n={args.opens})")
+
+
+if __name__ == "__main__":
+    main()
