@@ -26,12 +26,16 @@ def sampled_colours(colorscale: str | Sequence, shares: np.ndarray) -> np.ndarra
     return np.array([plotly.colors.unlabel_rgb(c) for c in sampled]).reshape(*np.shape(shares), 3)
 
 
-def mosaic_maps(pixels: np.ndarray) -> np.ndarray:
-    """A mosaic's maps (RGBA, clear between the maps), each as its cells' colours in reading order: the maps are
-    the blocks of opaque cells, rows of maps top to bottom, maps of a row left to right."""
+def mosaic_blocks(pixels: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """Where a mosaic's maps are in its PNG (RGBA, clear between the maps): each map's first and past-last row and
+    column, rows of maps top to bottom, maps of a row left to right."""
     opaque = pixels[..., 3] == 255
-    rows, columns = _runs(opaque.any(axis=1)), _runs(opaque.any(axis=0))
-    return np.stack([pixels[r0:r1, c0:c1, :3].reshape(-1, 3) for r0, r1 in rows for c0, c1 in columns])
+    return [(r0, r1, c0, c1) for r0, r1 in _runs(opaque.any(axis=1)) for c0, c1 in _runs(opaque.any(axis=0))]
+
+
+def mosaic_maps(pixels: np.ndarray) -> np.ndarray:
+    """A mosaic's maps, each as its cells' colours in reading order (``mosaic_blocks``)."""
+    return np.stack([pixels[r0:r1, c0:c1, :3].reshape(-1, 3) for r0, r1, c0, c1 in mosaic_blocks(pixels)])
 
 
 def feature_map_colours(maps: list[np.ndarray]) -> list[np.ndarray]:
