@@ -16,7 +16,8 @@ from the user's action to what the user waits for being on screen.
   figures on screen drawn (maps drawn as pictures decoded, plotly graphs drawn; the viewer draws a graph below
   the fold when it is scrolled to); targets ≤ 300 ms median (default), ≤ 600 ms (all debuggers).
 - j → next datapoint drawn: the same, by the key ``j``; target ≤ 300 ms (default example).
-- Compare epochs drawn: with a datapoint open, a click on the tab to its columns drawn (≤ 1.5 s).
+- Compare epochs drawn: with a datapoint open, a click on the tab to its columns on screen drawn (≤ 1.5 s), and to
+  the page done with it (its last long task: until then the page is slow to scroll or click).
 - Failures tab: a click on the tab to its findings listed, the epoch's analysis kept by the server (≤ 1 s).
 - switching epoch or run: choosing the other epoch of a run, or the other run, to the table showing its
   rows; target ≤ 1 s on a 1M-datapoint run, the same as on a 10k-datapoint one (both measured, interleaved).
@@ -29,8 +30,8 @@ from the user's action to what the user waits for being on screen.
         [--switches 6] [--clients 20] [--only load click j compare failures switch parallel] [--baseline DIR]
 
 ``--baseline DIR`` also serves the viewer of another checkout (e.g. ``main`` before a change) over the same
-examples and interleaves its page loads and clicks with this checkout's (side by side under the same load); both
-are then served by processes of their own (``python -m runners.eval_viewer``), alike.
+examples and interleaves its page loads, clicks and comparisons with this checkout's (side by side under the same
+load); both are then served by processes of their own (``python -m runners.eval_viewer``), alike.
 """
 
 from __future__ import annotations
@@ -155,13 +156,27 @@ def page_loads_ms(browser, urls: dict[str, str], loads: int) -> dict[str, list[f
     return times
 
 
-def clicks_ms(browser, urls: dict[str, str], clicks: int, blocks: int = 3, key: bool = True) -> dict[str, list[float]]:
-    """``clicks`` of each URL (``click_ms``), in ``blocks`` interleaved blocks (the order alternates)."""
-    times: dict[str, list[float]] = {name: [] for name in urls}
+def interleaved(urls: dict[str, str], count: int, measure, blocks: int = 3) -> dict[str, list]:
+    """``count`` times of each URL, ``measure(url, n)`` giving ``n`` of them, in ``blocks`` interleaved blocks (the
+    order alternates), so that both viewers of a ``--baseline`` run meet the same load."""
+    times: dict[str, list] = {name: [] for name in urls}
     for block in range(blocks):
         for name in (list(urls) if block % 2 == 0 else list(urls)[::-1]):
-            times[name] += click_ms(browser, urls[name], clicks // blocks + (block < clicks % blocks), key)
+            times[name] += measure(urls[name], count // blocks + (block < count % blocks))
     return times
+
+
+# Figures on screen drawn in ``section``: the graphs on screen (the viewer draws a graph below the fold when it is
+# scrolled to; a --baseline checkout from before that draws every graph at once: the same rule), and the maps drawn
+# as pictures decoded.
+DRAWN = """section => {
+    const onScreen = (node) => node.getBoundingClientRect().top < window.innerHeight;
+    const graphs = [...section.querySelectorAll('.dash-graph, .lazy-graph')];
+    const pictures = [...section.querySelectorAll('.picture-figure img')];
+    return graphs.length + pictures.length > 0
+        && graphs.every(g => g.querySelector('.main-svg') || !onScreen(g))
+        && pictures.every(img => img.complete && img.naturalWidth > 0);
+}"""
 
 
 def click_ms(browser, url: str, clicks: int, key: bool = True) -> list[float]:
@@ -184,17 +199,8 @@ def click_ms(browser, url: str, clicks: int, key: bool = True) -> list[float]:
             """([panel, before]) => {
                 const title = document.querySelector('#' + panel + ' .datapoint-title');
                 const section = document.querySelector('#' + panel + ' .section-debug-outputs');
-                if (!title || title.innerText === before || !section) { return false; }
-                // the graphs on screen drawn (the viewer draws a graph below the fold when it is scrolled to; a
-                // --baseline checkout from before that draws every graph at once: the same rule), and the maps drawn
-                // as pictures decoded
-                const onScreen = (node) => node.getBoundingClientRect().top < window.innerHeight;
-                const graphs = [...section.querySelectorAll('.dash-graph, .lazy-graph')];
-                const pictures = [...section.querySelectorAll('.picture-figure img')];
-                return graphs.length + pictures.length > 0
-                    && graphs.every(g => g.querySelector('.main-svg') || !onScreen(g))
-                    && pictures.every(img => img.complete && img.naturalWidth > 0);
-            }""", arg=[ids.DATAPOINT_PANEL, before], timeout=60_000)
+                return title && title.innerText !== before && section && (DRAWN)(section);
+            }""".replace("DRAWN", DRAWN), arg=[ids.DATAPOINT_PANEL, before], timeout=60_000)
         times.append(page.evaluate("performance.now()") - start)
     page.close()
     return times
@@ -235,10 +241,20 @@ def _choose(page, dropdown: str, option: str, caption: str) -> float:
     return page.evaluate("performance.now()") - start
 
 
-def compare_ms(browser, url: str, times: int) -> list[float]:
+# The end of the page's last long task (a task of the main thread over 50 ms: drawing a graph, a layout), in its clock.
+LONG_TASKS = """new PerformanceObserver((list) => list.getEntries().forEach((task) => {
+    window.lanternLastLongTask = Math.max(window.lanternLastLongTask || 0, task.startTime + task.duration); }))
+    .observe({type: 'longtask'});"""
+QUIET_MS = 1000  # no long task for this long: the page has done what the click started
+
+
+def compare_ms(browser, url: str, times: int) -> list[tuple[float, float]]:
     """With a datapoint open, a click on Compare epochs to its columns drawn for that datapoint (status line empty,
-    its plotly graphs drawn); then back to the Datapoint tab and ``j``, so each comparison is of a new datapoint."""
+    its figures on screen drawn, ``DRAWN``), and to the page done with it (the end of the last long task before
+    ``QUIET_MS`` without one: until then scrolling and clicks wait, e.g. for plotly drawing graphs below the fold);
+    then back to the Datapoint tab and ``j``, so each comparison is of a new datapoint."""
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    page.add_init_script(LONG_TASKS)
     page.goto(url)
     page.wait_for_function(SHOWN, timeout=60_000)
     page.locator(FIRST_IDX).click()
@@ -254,10 +270,14 @@ def compare_ms(browser, url: str, times: int) -> list[float]:
                 const title = document.querySelector('#' + panel + ' .datapoint-title');
                 return title && title.innerText.startsWith('datapoint ' + idx + ' ')
                     && document.getElementById(status).innerText === ''
-                    && [...document.querySelectorAll('#' + panel + ' .dash-graph')]
-                        .every(g => g.querySelector('.main-svg'));
-            }""", arg=[ids.COMPARE_EPOCHS_PANEL, ids.COMPARE_EPOCHS_STATUS, idx], timeout=60_000)
-        found.append(page.evaluate("performance.now()") - start)
+                    && (DRAWN)(document.getElementById(panel));
+            }""".replace("DRAWN", DRAWN), arg=[ids.COMPARE_EPOCHS_PANEL, ids.COMPARE_EPOCHS_STATUS, idx],
+            timeout=60_000)
+        drawn = page.evaluate("performance.now()")
+        page.wait_for_function(f"() => performance.now() - Math.max(window.lanternLastLongTask || 0, {drawn}) "
+                               f"> {QUIET_MS}", timeout=60_000)
+        done = max(drawn, page.evaluate("window.lanternLastLongTask || 0"))
+        found.append((drawn - start, done - start))
         page.click(f"#{ids.TAB_DATAPOINT}")
         page.keyboard.press("j")
         page.wait_for_function(f"() => !document.querySelector('#{ids.DATAPOINT_PANEL} .datapoint-title')"
@@ -420,14 +440,17 @@ def examples(browser, folder: str, args: argparse.Namespace) -> None:
                 print(f"{'  then the visible rows thumbnails drawn':<52} median "
                       f"{statistics.median(thumbnails):7.0f} ms (from navigation start; n={args.loads})")
             if "click" in args.only:
-                for what, times in clicks_ms(browser, urls, args.clicks, key=False).items():
+                for what, times in interleaved(urls, args.clicks,
+                                               lambda url, n: click_ms(browser, url, n, key=False)).items():
                     report(f"click → Debug Outputs drawn, {what}", times, target)
             if "j" in args.only:
-                for what, times in clicks_ms(browser, urls, args.clicks).items():
+                for what, times in interleaved(urls, args.clicks, lambda url, n: click_ms(browser, url, n)).items():
                     report(f"j → next datapoint drawn, {what}", times, 300 if name == "default example" else 600)
-            this = next(iter(urls.values()))
             if "compare" in args.only:
-                report(f"Compare epochs drawn, {name}", compare_ms(browser, this, args.compares), 1500)
+                for what, times in interleaved(urls, args.compares, lambda url, n: compare_ms(browser, url, n)).items():
+                    report(f"Compare epochs drawn, {what}", [drawn for drawn, _ in times], 1500)
+                    report("  and the page done with it (no long task)", [done for _, done in times], 1500)
+            this = next(iter(urls.values()))
             if "failures" in args.only and name == "default example":
                 report(f"Failures tab, {name} (findings kept)", failures_ms(browser, this, args.compares), 1000)
 

@@ -52,7 +52,8 @@ def test_open_the_worst_datapoint_compare_epochs_and_an_epoch_without_debug_outp
     columns = page.locator(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-column")
     page.wait_for_selector(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-column >> nth=1")
     assert [t.splitlines()[0] for t in columns.all_inner_texts()] == ["epoch 1", "epoch 2"]
-    page.locator(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-figure-row >> nth=0 >> .js-plotly-plot >> nth=1").wait_for()
+    first_row = page.locator(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-figure-row").first
+    first_row.locator(":is(img.picture, .js-plotly-plot)").nth(1).wait_for()
 
     page.click(f"#{ids.TAB_DATAPOINT}")
     pick(page, ids.EPOCH_SELECT, "epoch 0")

@@ -15,7 +15,9 @@ from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
 from runners.eval_viewer.backend.datapoint import load_datapoint
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.layout import ids
-from tests.e2e.conftest import DEBUGGER
+from tests.e2e.conftest import DEBUGGER, expect
+from tests.e2e.viewer_page import wait_title
+from tests.pictures import feature_map_colours, mosaic_blocks, mosaic_maps, png_pixels
 from tests.runs import train, write_config
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -62,10 +64,6 @@ def _block(page, name: str):
     return page.locator(".debugger-block", has=page.locator(".card-header", has_text=name)).first
 
 
-def _annotations(plot) -> list[str]:
-    return [text.strip() for text in plot.locator(".annotation-text").all_text_contents()]
-
-
 def test_a_wrong_datapoint_names_its_classes_and_shows_grad_cam_for_label_and_prediction(viewer_url, logs, new_page):
     row = _wrong_row(logs / "run")
     page = new_page(_url(viewer_url, logs / "run", idx=row["idx"]))
@@ -83,37 +81,87 @@ def test_a_wrong_datapoint_names_its_classes_and_shows_grad_cam_for_label_and_pr
     assert _block(page, "gradcam").locator(".js-plotly-plot").count() == 0
 
 
-def test_compare_epochs_shows_aligned_rows_on_shared_scales_and_a_difference(viewer_url, logs, new_page):
+# A picture as the page shows it: its box on the page, and its SVG laid out off screen to read its parts' boxes (in
+# the SVG's units): texts with their font size, images with their PNG's address, and the units it spans across.
+PICTURE = """img => {
+    const bytes = Uint8Array.from(atob(img.src.split(',')[1]), (c) => c.charCodeAt(0));
+    const svg = new DOMParser().parseFromString(new TextDecoder().decode(bytes), 'image/svg+xml').documentElement;
+    const holder = document.createElement('div');
+    holder.style.cssText = 'position: absolute; left: -10000px; top: 0';
+    holder.appendChild(document.importNode(svg, true));
+    document.body.appendChild(holder);
+    const drawn = holder.firstChild, rect = (b) => [b.x, b.y, b.x + b.width, b.y + b.height];
+    const page = img.getBoundingClientRect(), cell = img.closest('.compare-cell').getBoundingClientRect();
+    const parts = {
+        texts: [...drawn.querySelectorAll('text')].map(t => ({text: t.textContent, box: rect(t.getBBox()),
+                                                             size: Number(t.getAttribute('font-size'))})),
+        images: [...drawn.querySelectorAll('image')].map(i => ({href: i.getAttribute('href'), box: rect(i.getBBox())})),
+        units: drawn.viewBox.baseVal.width, box: [page.left, page.top, page.right, page.bottom],
+        cell: [cell.left, cell.right], complete: img.complete && img.naturalWidth > 0};
+    holder.remove();
+    return parts;
+}"""
+
+
+def _row_pictures(page, name: str, count: int) -> list[dict]:
+    """The pictures of debugger ``name``'s first row in Compare epochs, once ``count`` of them are decoded."""
+    pictures = _block(page, name).locator(".compare-figure-row").first.locator("img.picture")
+    expect(pictures).to_have_count(count)
+    page.wait_for_function("row => row.every(img => img.complete && img.naturalWidth)", arg=pictures.element_handles())
+    return [pictures.nth(i).evaluate(PICTURE) for i in range(count)]
+
+
+def _texts(picture: dict) -> list[str]:
+    return [text["text"] for text in picture["texts"]]
+
+
+def _check_compared_feature_maps(page, backend, run, epochs, idx: int) -> None:
+    """The features row shows datapoint ``idx``'s captured maps, pixel for pixel: the same channels in each epoch's
+    column on one colour scale, their difference on a scale centred on 0, each colour bar titled with its unit."""
+    wait_title(page, ids.COMPARE_EPOCHS_PANEL, f"datapoint {idx} ")
+    pictures = _row_pictures(page, "features", len(epochs) + 1)
+    assert all(picture["complete"] for picture in pictures)
+    captions = [_texts(picture)[:16] for picture in pictures]
+    assert all(caption == captions[0] for caption in captions) and len(captions[0]) == 16
+    channels = [int(caption.split()[1]) for caption in captions[0]]
+    captured = [load_datapoint(backend, run, epoch, idx)["debug"]["features"] for epoch in epochs]
+    maps = [np.stack([out["feature_map"][list(out["channel_indices"]).index(c)] for c in channels]) for out in captured]
+    for picture, colours in zip(pictures, feature_map_colours(maps)):
+        (image,) = picture["images"]
+        np.testing.assert_allclose(mosaic_maps(png_pixels(image["href"])), colours, atol=1)
+    low, high = min(m.min() for m in maps), max(m.max() for m in maps)
+    bound = np.abs(maps[-1] - maps[0]).max()
+    assert _texts(pictures[0])[16:] == []  # the row's scale is shared: its bar is drawn once, in the last epoch
+    assert _texts(pictures[-2])[16:] == [f"{v:.3g}" for v in (low, (low + high) / 2, high)] + ["activation"]
+    assert _texts(pictures[-1])[16:] == [f"{v:.3g}" for v in (-bound, 0.0, bound)] + ["Δ activation"]
+
+
+def test_compare_epochs_draws_the_asked_datapoint_s_captured_maps(viewer_url, logs, new_page):
+    """Maps are pictures whose pixels are the captured arrays of the datapoint asked for, also after ``j`` moved
+    on to the next one; the other rows are text or graphs drawn when in view."""
+    backend = ViewerBackend([str(logs)])
+    run = backend.run(str(logs / "run"))
+    epochs = [epoch for epoch in backend.epochs(run) if epoch.has_debug]
     page = new_page(_url(viewer_url, logs / "run", idx=3, tab=ids.TAB_COMPARE_EPOCHS))
-    page.wait_for_selector(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-figure-row .js-plotly-plot .annotation-text")
+    _check_compared_feature_maps(page, backend, run, epochs, 3)
     headings = page.locator(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-headings").inner_text()
     assert "epoch 0" in headings and "epoch 1" in headings and "epoch 1 − epoch 0" in headings
-    plots = _block(page, "features").locator(".compare-figure-row").first.locator(".js-plotly-plot")
-    assert plots.count() == 3  # epoch 0, epoch 1, their difference
-    channels = [_annotations(plots.nth(i)) for i in range(3)]
-    assert channels[0] == channels[1] == channels[2] and len(channels[0]) == 16
-    scales = [plots.nth(i).evaluate("gd => [gd._fullData[0].zmin, gd._fullData[0].zmax]") for i in range(2)]
-    assert scales[0] == scales[1]
-    low, high = plots.nth(2).evaluate("gd => [gd._fullData[0].zmin, gd._fullData[0].zmax]")
-    assert low == -high  # the difference is centred on 0
-    means = _block(page, "stats").locator(".compare-figure-row").nth(2).locator(".js-plotly-plot")
+    assert page.locator(f"#{ids.COMPARE_EPOCHS_PANEL} .dash-graph").count() == 0  # nothing drawn by plotly at once
+    means = _block(page, "stats").locator(".compare-figure-row").nth(2).locator(".lazy-graph")
+    expect(means).to_have_count(3)  # both epochs and the difference, drawn when scrolled to
+    means.first.scroll_into_view_if_needed()
+    means.nth(1).locator(".main-svg").first.wait_for()
     ranges = [means.nth(i).evaluate("gd => gd._fullLayout.yaxis.range") for i in range(2)]
-    assert ranges[0] == ranges[1]
+    assert ranges[0] == ranges[1]  # one axis for the row
 
-
-# Per graph of a row: its plot's drawn size, how far its title runs past its right edge, its captions' and its
-# maps' boxes on the page.
-ROW_LAYOUT = """row => [...row.querySelectorAll('.js-plotly-plot')].map(gd => {
-    const box = gd.getBoundingClientRect(), xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
-    const title = gd.querySelector('.gtitle'), rect = r => [r.left, r.top, r.right, r.bottom];
-    const x = v => box.left + xa._offset + xa.l2p(v), y = v => box.top + ya._offset + ya.l2p(v);
-    return {plot: [Math.round(xa._length), Math.round(ya._length)],
-            title: title.getBoundingClientRect().right - box.right,
-            captions: [...gd.querySelectorAll('.annotation-text')].map(t => rect(t.getBoundingClientRect())),
-            maps: ((gd.layout.meta || {}).tiles || []).map(([top, left, h, w]) =>
-                [x(left - 0.5), Math.min(y(top - 0.5), y(top + h - 0.5)), x(left + w - 0.5),
-                 Math.max(y(top - 0.5), y(top + h - 0.5))])};
-})"""
+    page.click(f"#{ids.TAB_DATAPOINT}")
+    page.locator(f"#{ids.TABLE} .ag-row.open-datapoint").wait_for()  # the table knows the open row: j steps on
+    page.keyboard.press("j")
+    page.wait_for_function(f"() => !document.querySelector('#{ids.DATAPOINT_PANEL} .datapoint-title')"
+                           ".innerText.startsWith('datapoint 3 ')")
+    following = int(page.locator(f"#{ids.DATAPOINT_PANEL} .datapoint-title").inner_text().split()[1])
+    page.click(f"#{ids.TAB_COMPARE_EPOCHS}")
+    _check_compared_feature_maps(page, backend, run, epochs, following)
 
 
 def _overlap(a: list[float], b: list[float]) -> bool:
@@ -123,18 +171,29 @@ def _overlap(a: list[float], b: list[float]) -> bool:
 @pytest.mark.parametrize("width, height", [(1600, 1000), (1280, 800)])
 def test_every_column_of_compare_epochs_is_readable_at_the_usual_widths(viewer_url, logs, new_page, width, height):
     """The last epoch's column and the difference are as large as the others (their colour bars lie under the
-    maps), titles are whole and channel captions cover neither each other nor the maps."""
+    maps, the others keep the room), the maps of a row level, text no smaller than 8 px, titles whole, and
+    channel captions cover neither each other nor the maps."""
     page = new_page(_url(viewer_url, logs / "run", idx=3, tab=ids.TAB_COMPARE_EPOCHS), width, height)
-    rows = [_block(page, name).locator(".compare-figure-row").first for name in ("features", "gradcam")]
-    for row in rows:
-        row.locator(".js-plotly-plot .main-svg").nth(2).wait_for()
-        graphs = row.evaluate(ROW_LAYOUT)
-        assert len(graphs) == 3 and all(graph["plot"] == graphs[0]["plot"] for graph in graphs), graphs
-        assert all(graph["title"] <= 0 for graph in graphs), [graph["title"] for graph in graphs]
-        for graph in graphs:
-            captions = graph["captions"]
-            assert not [(a, b) for i, a in enumerate(captions) for b in captions[i + 1:] + graph["maps"]
-                        if _overlap(a, b)]
+    for name in ("features", "gradcam"):
+        pictures = _row_pictures(page, name, 3)
+        boxes = [picture["box"] for picture in pictures]
+        assert np.allclose([[box[2] - box[0], box[3] - box[1], box[1]] for box in boxes],
+                           [boxes[0][2] - boxes[0][0], boxes[0][3] - boxes[0][1], boxes[0][1]], atol=1), boxes
+        for picture in pictures:
+            assert picture["cell"][0] <= picture["box"][0] and picture["box"][2] <= picture["cell"][1] + 0.5
+            scale = (picture["box"][2] - picture["box"][0]) / picture["units"]
+            assert min(text["size"] for text in picture["texts"]) * scale >= 8, (name, scale)
+            captions = [text["box"] for text in picture["texts"] if text["text"].startswith("ch ")]
+            maps = []
+            for image in picture["images"]:
+                pixels = png_pixels(image["href"])
+                x0, y0, x1, y1 = image["box"]
+                across, down = (x1 - x0) / pixels.shape[1], (y1 - y0) / pixels.shape[0]
+                maps += [[x0 + c0 * across, y0 + r0 * down, x0 + c1 * across, y0 + r1 * down]
+                         for r0, r1, c0, c1 in (mosaic_blocks(pixels) if captions else [])]
+            assert not [(a, b) for i, a in enumerate(captions) for b in captions[i + 1:] + maps if _overlap(a, b)]
+    titles = page.locator(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-cell .figure-title")
+    assert titles.count() and not titles.evaluate_all("ts => ts.filter(t => t.scrollWidth > t.clientWidth + 1)")
 
 
 def test_statistics_are_a_text_table_of_every_statistic_and_the_input_a_plain_image(viewer_url, logs, new_page):

@@ -21,7 +21,7 @@ import torch
 
 from data.viewer.layout.display.compare_figures import aligned_channels, compare_figures
 from data.viewer.layout.display.display_compare import CompareColumn, display_compare
-from data.viewer.layout.display.display_debug_outputs import display_debug_outputs
+from data.viewer.layout.display.display_debug_outputs import display_debug_outputs, drawn_figure
 from data.viewer.layout.display.elements import alert, badge
 from data.viewer.layout.display.figures import (
     MAX_PANELS,
@@ -37,7 +37,7 @@ from data.viewer.layout.display.figures import (
     table_height,
 )
 from data.viewer.layout.display.pictures import picture_component
-from data.viewer.layout.display.values import as_image, figure_component, image_component, key_value_table
+from data.viewer.layout.display.values import as_image, image_component, key_value_table
 from debuggers.activation_stats_debugger import ActivationStatsDebugger
 from debuggers.attention_debugger import AttentionDebugger
 from debuggers.capture_debugger import CaptureDebugger
@@ -45,11 +45,13 @@ from debuggers.feature_map_debugger import FeatureMapDebugger
 from debuggers.gradcam_debugger import GradCAMDebugger
 from debuggers.gradient_flow_debugger import GradientFlowDebugger
 from models import AttentionClassifier, SmallCNN
+from runners.eval_viewer.backend.datapoint import load_datapoint
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.compare import epoch_columns
 from runners.eval_viewer.callbacks.datapoint import render_datapoint
 from runners.eval_viewer.callbacks.scores import history_data
 from tests.debuggers.library import capture_epoch, entry
+from tests.pictures import feature_map_colours, mosaic_maps, png_pixels, sampled_colours
 from tests.runs import REPO_ROOT, train, write_config
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -128,9 +130,13 @@ def test_compared_grad_cam_titles_break_after_their_role_to_fit_narrow_columns(e
     wrong = [epochs[0][0][1]["cam"], epochs[1][0][1]["cam"]]  # datapoint 1 is predicted wrong
     drawn = [[note.text for note in figures_for_output(out, class_names=NAMES)[0].layout.annotations] for out in wrong]
     (row,) = compare_figures(wrong, [{"class_names": NAMES}] * 2)
-    for fig, titles in zip(row, drawn):
-        assert [note.text for note in fig.layout.annotations] == [t.replace(": ", ":<br>") for t in titles]
+    svgs = [svg for fig in row if fig is not None for _, svg in _pictures(drawn_figure(fig, "compare-figure"))]
+    assert len(svgs) >= 2  # both columns (and their difference, where both show the same classes), each a picture
+    for svg, titles in zip(svgs, drawn):
         assert len(titles) == 2 and titles[0].startswith("label: ")
+        assert [text.text for text in svg.iter(f"{SVG}text")][:4] == \
+            [part for title in titles for part in (title.split(": ")[0] + ":", title.split(": ")[1])]
+    assert len({svg.get("viewBox") for svg in svgs}) == 1  # one size: a map is compared at the same scale
 
 def test_channels_are_aligned_where_each_column_kept_other_channels():
     fmap = np.arange(3 * 2 * 2, dtype=np.float64).reshape(3, 2, 2)
@@ -209,7 +215,7 @@ def test_figures_have_fixed_margins_and_no_per_trace_template(epochs):
 
 def test_the_viewer_draws_tables_as_text_with_the_figure_s_cells(epochs):
     output = epochs[0][0][1]["st"]
-    table = figure_component(figures_for_output(output)[0], "debug-figure")
+    table = drawn_figure(figures_for_output(output)[0], "debug-figure")
     assert type(table).__name__ == "Figure" and "table-figure" in table.className
     (text,) = [node.children for node in _walk(table) if type(node).__name__ == "Pre"]
     rows = [re.split(r"\s{2,}", line, maxsplit=1) for line in text.splitlines()]
@@ -219,8 +225,8 @@ def test_the_viewer_draws_tables_as_text_with_the_figure_s_cells(epochs):
     expected = {key: f"{value:.6g}" if isinstance(value, float) else str(value) for key, value in output.items()
                 if key not in drawn_apart}
     assert dict(rows[1:]) == expected
-    graph = figure_component(figures_for_output(output)[1], "debug-figure")
-    assert type(graph).__name__ == "Graph"
+    graph = drawn_figure(figures_for_output(output)[1], "debug-figure")
+    assert "lazy-graph" in graph.className  # a graph, drawn when it comes into view
 
 
 def test_an_input_image_is_a_png_of_its_min_max_scaled_pixels():
@@ -281,6 +287,21 @@ def _pictures(component) -> list[tuple[str, ElementTree.Element]]:
     return found
 
 
+def _lazy_figures(component) -> list[go.Figure]:
+    """The figures of the graphs the page draws when in view, in a component tree."""
+    nodes = [node for part in (component if isinstance(component, list) else [component]) for node in _walk(part)]
+    return [pio.from_json(node.to_plotly_json()["props"]["data-figure"]) for node in nodes
+            if "lazy-graph" in (getattr(node, "className", None) or "")]
+
+
+def _decoded(values) -> np.ndarray:
+    """An array as a figure's JSON holds it: plotly's typed array (``dtype``, base64 ``bdata``, ``shape``) or a list."""
+    if isinstance(values, dict):
+        flat = np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
+        return flat.reshape([int(side) for side in str(values.get("shape", flat.size)).split(",")])
+    return np.asarray(values)
+
+
 def _figure_titles(components: list) -> list[str]:
     """The title of every figure in component trees, graph (drawn at once or when in view) or picture, in order."""
     titles = []
@@ -294,18 +315,7 @@ def _figure_titles(components: list) -> list[str]:
     return titles
 
 
-def _png(href: str) -> np.ndarray:
-    return np.asarray(PIL.Image.open(io.BytesIO(base64.b64decode(href.split(",", 1)[1]))))
-
-
-def _colours(colorscale, shares: np.ndarray) -> np.ndarray:
-    """plotly's own sampling of a colour scale (its hex stops as rgb first), as an (..., 3) array."""
-    scale = [[p, c if c.startswith("rgb") else f"rgb{plotly.colors.hex_to_rgb(c)}"] for p, c in colorscale]
-    sampled = plotly.colors.sample_colorscale(scale, list(np.ravel(shares)))
-    return np.array([plotly.colors.unlabel_rgb(c) for c in sampled]).reshape(*np.shape(shares), 3)
-
-
-def test_feature_maps_are_one_picture_of_every_channel_in_the_figure_s_colours(epochs):
+def test_feature_maps_are_one_picture_of_every_channel_in_the_figure_ssampled_colours(epochs):
     (fig,) = figures_for_output(epochs[0][0][2]["fm"])
     assert is_picture(fig)
     ((title, svg),) = _pictures(display_debug_outputs({"fm": epochs[0][0][2]["fm"]}))
@@ -314,13 +324,13 @@ def test_feature_maps_are_one_picture_of_every_channel_in_the_figure_s_colours(e
     assert texts[:MAX_PANELS] == [a.text for a in fig.layout.annotations]  # each channel's caption
     z = np.asarray(fig.data[0].z, dtype=np.float64)
     low, high = np.nanmin(z), np.nanmax(z)
-    assert texts[MAX_PANELS:] == [f"{v:.3g}" for v in (high, (low + high) / 2, low)]  # the colour bar
+    assert texts[MAX_PANELS:] == [*(f"{v:.3g}" for v in (high, (low + high) / 2, low)), "activation"]  # the bar
     (image,) = svg.iter(f"{SVG}image")
-    pixels = _png(image.get("href"))
+    pixels = png_pixels(image.get("href"))
     assert pixels.shape == (*z.shape, 4)
     finite = np.isfinite(z)
     np.testing.assert_array_equal(pixels[..., 3], np.where(finite, 255, 0))  # the gaps between maps are clear
-    expected = _colours(fig.data[0].colorscale, (z[finite] - low) / (high - low))
+    expected = sampled_colours(fig.data[0].colorscale, (z[finite] - low) / (high - low))
     np.testing.assert_allclose(pixels[..., :3][finite], expected, atol=1)
     for i in range(MAX_PANELS):  # each map where the figure's tiles put it
         top, left, height, width = fig.layout.meta["tiles"][i]
@@ -337,10 +347,10 @@ def test_grad_cam_is_a_picture_of_both_maps_over_the_input_image(epochs):
     picture = display_image(images[1].numpy()).astype(np.float64)
     jet = plotly.colors.get_colorscale("Jet")
     for image, cam in zip(svg.iter(f"{SVG}image"), (out["other_target"]["cam"], out["cam"])):
-        pixels = _png(image.get("href")).astype(np.float64)
+        pixels = png_pixels(image.get("href")).astype(np.float64)
         rows = np.arange(picture.shape[0]) * cam.shape[0] // picture.shape[0]  # the cam cell over each pixel
         columns = np.arange(picture.shape[1]) * cam.shape[1] // picture.shape[1]
-        heat = _colours(jet, np.clip(np.asarray(cam)[rows[:, None], columns[None, :]], 0, 1))
+        heat = sampled_colours(jet, np.clip(np.asarray(cam)[rows[:, None], columns[None, :]], 0, 1))
         np.testing.assert_allclose(pixels, 0.55 * picture + 0.45 * heat, atol=1.01)
     assert not is_picture(attention_heads_figure(np.random.default_rng(0).random((2, 4, 4)), "attention"))
 
@@ -377,18 +387,27 @@ def test_every_alert_and_badge_colour_is_styled_by_the_bootstrap_the_viewer_serv
 
 
 def test_compare_epochs_rows_align_channels_across_the_run_s_epochs(run):
+    """Each column's picture shows the captured feature maps of the same channels on one colour scale, the
+    difference column last minus first on a scale centred on 0: checked pixel by pixel against the captured
+    arrays, coloured by plotly's own sampling of the scales."""
     backend, found = run
     epochs = [e for e in backend.epochs(found) if e.has_debug]
     assert len(epochs) >= 2
     panel = epoch_columns(backend, found, epochs, 3)
-    rows = [graph for graph in _graphs(panel) if "feature map" in str(graph.figure.layout.title.text)]
-    assert len(rows) == len(epochs)
-    titles = [[a.text for a in graph.figure.layout.annotations] for graph in rows]
-    assert all(t == titles[0] for t in titles) and len(titles[0]) == MAX_PANELS
-    assert len({(g.figure.data[0].zmin, g.figure.data[0].zmax) for g in rows}) == 1
-    differences = [g.figure for g in _graphs(panel) if g.figure.layout.title.text == "difference: last − first column"]
-    assert differences and differences[0].data[0].zmid == 0
     assert f"{epochs[-1].label} − {epochs[0].label}" in _texts(panel)
+    assert not _graphs(panel)  # maps are pictures: nothing for plotly to draw
+    pictures = [svg for title, svg in _pictures(panel) if "feature map" in title or title.startswith("difference")]
+    assert len(pictures) == len(epochs) + 2  # the feature maps' row and Grad-CAM's difference
+    captured = [load_datapoint(backend, found, epoch, 3)["debug"]["features"] for epoch in epochs]
+    captions = [[text.text for text in svg.iter(f"{SVG}text")][:MAX_PANELS] for svg in pictures[:len(epochs) + 1]]
+    assert all(caption == captions[0] for caption in captions)  # the same channels, the difference too
+    channels = [int(caption.split()[1]) for caption in captions[0]]
+    expected = feature_map_colours([np.stack([out["feature_map"][list(out["channel_indices"]).index(c)]
+                                              for c in channels]) for out in captured])
+    for svg, colours in zip(pictures, expected):
+        pixels = png_pixels(next(svg.iter(f"{SVG}image")).get("href"))
+        assert (pixels[..., 3] == 255).sum() == colours[..., 0].size  # every map cell drawn, the gaps clear
+        np.testing.assert_allclose(mosaic_maps(pixels), colours, atol=1)  # each map where its caption is
 
 
 # ------------------------------------------------------------------ attention
@@ -482,13 +501,13 @@ def test_compare_views_fold_and_mark_a_shared_state_with_its_numbers(tmp_path):
     folded = [node for node in _walk(body) if type(node).__name__ == "Details"]
     assert len(folded) == 1 and folded[0].className == "shared-outputs"
     assert SHARED in folded[0].children[0].children and "pos_embed.position_encoding" in folded[0].children[0].children
-    inside = _graphs(folded[0].children)
-    outside = [graph for graph in _graphs(body) if all(graph is not g for g in inside)]
-    assert inside and all(is_shared(graph.figure) for graph in inside)
-    assert outside and not any(is_shared(graph.figure) for graph in outside)
-    heat = next(graph.figure for graph in inside if isinstance(graph.figure.data[0], go.Heatmap))
+    inside = _lazy_figures(folded[0].children)
+    outside = [fig for fig in _lazy_figures(body) if fig.layout.title.text not in [f.layout.title.text for f in inside]]
+    assert inside and all(is_shared(fig) for fig in inside)
+    assert outside and not any(is_shared(fig) for fig in outside)
+    heat = next(fig for fig in inside if isinstance(fig.data[0], go.Heatmap))
     expected = models[0].pos_embed.encoding((4, 4), torch.device("cpu"), torch.float32)[0].numpy()
-    np.testing.assert_allclose(np.asarray(heat.data[0].z), expected, atol=1e-6)
+    np.testing.assert_allclose(_decoded(heat.data[0].z), expected, atol=1e-6)
 
 def _walk(component):
     yield component

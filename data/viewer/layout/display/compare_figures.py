@@ -9,9 +9,10 @@ up in rows, so that a row reads across like one figure:
   gradient flow), so a brighter cell or a taller bar means a larger value;
 * a difference column, last minus first, on a diverging colour scale centred on 0 (red: grew),
   where the two maps (or bar charts) have the same shape;
-* every figure of a row laid out alike for a narrow column: the same height and margins (a colour bar lies
-  under its maps, so the column that holds it is not narrower), titles wrapped to the column, captions of
-  a mosaic of maps with room above each map.
+* every figure of a row laid out alike for a narrow column: maps are drawn as pictures
+  (``data.viewer.layout.display.pictures``) of one size, their colour bar (titled with its unit) under them, captions
+  of a mosaic of maps with room above each map; graphs get the same height and margins and titles wrapped to the
+  column.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import plotly.graph_objects as go
 from data.viewer.layout.display.figures import (
     MAX_PANELS,
     Figures,
+    colour_bar,
+    colour_unit,
     feature_map_figures,
     is_picture,
     with_caption_rows,
@@ -81,11 +84,17 @@ def _mosaic(fig: go.Figure) -> bool:
 
 
 def _lay_out_row(figures: list[go.Figure], columns: int) -> None:
-    """Each figure compacted for a column 1/``columns`` of the row wide, then the graphs given the same height and
-    margins, so their plots are the same size in every column (a brighter cell or a taller bar is comparable)."""
+    """Each figure laid out for a column 1/``columns`` of the row wide: pictures framed alike (``pictures``: one
+    size, their panels as wide in every column), graphs compacted and given the same height and margins, so their
+    plots are the same size in every column (a brighter cell or a taller bar is comparable)."""
+    pictures = [fig for fig in figures if is_picture(fig)]
+    panels = max((_panel_count(fig) for fig in pictures), default=0)
+    for fig in pictures:
+        fig.update_layout(meta={**fig.layout.meta, "frame": {"width": ROW_PX // columns, "panels": panels}})
     for fig in figures:
-        _compact(fig, ROW_PX // columns)
-    graphs = [fig for fig in figures if not _is_table(fig)]
+        if not is_picture(fig):
+            _compact(fig, ROW_PX // columns)
+    graphs = [fig for fig in figures if not _is_table(fig) and not is_picture(fig)]
     if not graphs:
         return
     margin = {side: max(fig.layout.margin[side] for fig in graphs) for side in "lrtb"}
@@ -95,9 +104,9 @@ def _lay_out_row(figures: list[go.Figure], columns: int) -> None:
 
 
 def _compact(fig: go.Figure, width: int) -> None:
-    """For a column ``width`` pixels wide: the title wrapped to it and anchored at the top, no legend, titles over
-    side-by-side panels (Grad-CAM's ``prediction: ring``) on two short lines, maps no taller than they are
-    drawn and their colour bar under them. Tables stay as they are (text, as tall as their rows)."""
+    """A graph for a column ``width`` pixels wide: the title wrapped to it and anchored at the top, no legend, titles
+    over side-by-side panels on two short lines, a colour bar under the plot. Tables stay as they are (text, as tall
+    as their rows)."""
     if _is_table(fig):  # drawn as text under an HTML title, which wraps by itself
         return
     chars = max(MIN_TITLE_CHARS, (width - 2 * TITLE_PAD_PX) // CHAR_PX)
@@ -107,30 +116,18 @@ def _compact(fig: go.Figure, width: int) -> None:
     panels = [note for note in fig.layout.annotations or () if str(note.xref).endswith(" domain")]
     for note in panels:
         note.update(text=note.text.replace(": ", ":<br>"), font_size=10)
-    picture = is_picture(fig)
     colour_bar = any(isinstance(trace, go.Heatmap) and trace.showscale is not False for trace in fig.data)
-    bottom = 45 if fig.layout.xaxis.title.text else 10 if picture else 30  # room for axis titles and tick labels
-    margin = {"l": 50 if fig.layout.yaxis.title.text else 8 if picture else 30, "r": 10,
+    bottom = 45 if fig.layout.xaxis.title.text else 30  # room for axis titles and tick labels
+    margin = {"l": 50 if fig.layout.yaxis.title.text else 30, "r": 10,
               "t": TITLE_PAD_PX + TITLE_LINE_PX * len(lines) + (PANEL_TITLES_PX if panels else 0)
               + (CAPTION_PX if _mosaic(fig) else 4), "b": bottom + (COLOUR_BAR_PX if colour_bar else 0)}
-    plot = (fig.layout.height or 320) - 80
-    if picture:
-        plot = min(plot, 220, math.ceil(_drawn_height(fig, width - margin["l"] - margin["r"])))
-    fig.update_layout(height=plot + margin["t"] + margin["b"], margin=margin)
+    fig.update_layout(height=(fig.layout.height or 320) - 80 + margin["t"] + margin["b"], margin=margin)
     fig.update_traces(colorbar=COLOUR_BAR, selector={"type": "heatmap"})
-    if picture:  # maps keep their shape by shrinking the plot, never by a grey band around them
-        fig.update_yaxes(constrain="domain")
 
 
-def _drawn_height(fig: go.Figure, width: int) -> float:
-    """Pixels a picture's maps take drawn ``width`` pixels wide, with square pixels (``_grid``, ``_image_axes``):
-    a taller plot would leave a blank band between the maps and their colour bar."""
-    trace = next((t for t in fig.data if isinstance(t, go.Image)), fig.data[0])
-    rows, cols = np.shape(trace.z)[:2]
-    if isinstance(trace, go.Heatmap):  # a heatmap stretched over the input image (a Grad-CAM difference)
-        rows, cols = rows * (trace.dy or 1), cols * (trace.dx or 1)
-    across, down = fig.layout.xaxis.domain or (0, 1), fig.layout.yaxis.domain or (0, 1)
-    return width * (across[1] - across[0]) * rows / cols / (down[1] - down[0])
+def _panel_count(fig: go.Figure) -> int:
+    """Side-by-side panels of a picture (one per subplot; a mosaic is one)."""
+    return len({trace.xaxis or "x" for trace in fig.data})
 
 
 def _is_table(fig: go.Figure) -> bool:
@@ -253,8 +250,10 @@ def _heatmap_difference(last: go.Figure, heatmaps: list[tuple[go.Heatmap, go.Hea
     bound = max([float(c.max()) for c in finite] + [1e-12])
     fig = go.Figure(layout=last.layout)
     for (_, b), change in zip(heatmaps, changes):
+        unit = colour_unit(b)
         fig.add_trace(go.Heatmap(z=change, xaxis=b.xaxis, yaxis=b.yaxis, colorscale=DIFFERENCE_SCALE, zmid=0.0,
-                                 zmin=-bound, zmax=bound, hoverongaps=False, showscale=b.showscale is not False))
+                                 zmin=-bound, zmax=bound, hoverongaps=False, showscale=b.showscale is not False,
+                                 colorbar=colour_bar(f"Δ {unit}" if unit else "change")))
     fig.update_layout(title={"text": "difference: last − first column"})
     return fig
 

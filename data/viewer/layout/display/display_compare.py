@@ -2,7 +2,8 @@
 
 Each debugger gets its rows (``data.viewer.layout.display.compare_figures``): the same channels in every
 column, one colour scale and the same axes per row, and a last column with the difference
-of the last and the first column. A column without the output says why in its first row.
+of the last and the first column. Figures are drawn as the Datapoint tab draws them (``drawn_figure``): maps as
+pictures, tables as text, graphs when they come into view. A column without the output says why in its first row.
 Rows of a state the same for every datapoint (a position encoding) are folded and marked
 "shared": they are the same whichever datapoint is open, though they may change from epoch
 to epoch (hence still compared).
@@ -16,10 +17,9 @@ from typing import Any, Optional
 from dash import html
 
 from data.viewer.layout.display.compare_figures import compare_figures
-from data.viewer.layout.display.display_debug_outputs import output_note, shared_title
+from data.viewer.layout.display.display_debug_outputs import drawn_figure, output_note, shared_title
 from data.viewer.layout.display.elements import card
-from data.viewer.layout.display.figures import SHARED, is_shared
-from data.viewer.layout.display.values import figure_component
+from data.viewer.layout.display.figures import SHARED, is_picture, is_shared
 
 
 @dataclass
@@ -66,17 +66,19 @@ def _debugger_rows(name: str, columns: list[CompareColumn], width: str) -> list[
         cells = []
         for i, fig in enumerate(row):
             if fig is not None:
-                cells.append(_cell([figure_component(fig, "compare-figure")], width))
+                cells.append(_cell([drawn_figure(fig, "compare-figure")], width))
             elif number == 0 and i < len(notes) and notes[i] is not None:
                 cells.append(_cell([notes[i]], width))
             else:
                 cells.append(_cell([], width))
         compared = [fig for fig in row[:len(columns)] if fig is not None]
+        # pictures of a row have one size: aligned at their bottom, titles of different lengths keep them level
+        kind = "compare-row compare-figure-row" + (" compare-picture-row" if all(map(is_picture, compared)) else "")
         if compared and all(is_shared(fig) for fig in compared):
-            shared.append(html.Div(cells, className="compare-row compare-figure-row"))
+            shared.append(html.Div(cells, className=kind))
             titles.append(shared_title(compared[0]))
         else:
-            drawn.append(html.Div(cells, className="compare-row compare-figure-row"))
+            drawn.append(html.Div(cells, className=kind))
     if shared:
         drawn.append(html.Details([html.Summary(f"{SHARED} (in each column): {', '.join(dict.fromkeys(titles))}",
                                                 className="shared-summary"), *shared], className="shared-outputs"))

@@ -36,7 +36,8 @@ def display_debug_outputs(debug: dict[str, Any], context: Optional[dict[str, Any
     blocks = [_debugger_block(name, output, context or {}) for name, output in debug.items()]
     across = attention_across_layers_figure(debug)
     if across is not None:  # several attention layers: how attention changes from layer to layer, at a glance
-        blocks.insert(0, card(html.Strong("attention across layers"), [_drawn(across)], "debugger-block"))
+        blocks.insert(0, card(html.Strong("attention across layers"), [drawn_figure(across, "debug-figure")],
+                              "debugger-block"))
     return html.Div(blocks, className="debug-outputs")
 
 
@@ -56,24 +57,24 @@ def _output_body(name: str, output: Any, context: dict[str, Any]) -> list:
                       color="warning")]
     if not figures:
         return [html.Pre(_summary(output), className="output-summary")]
-    own = [_drawn(figure) for figure in figures if not is_shared(figure)]
+    own = [drawn_figure(figure, "debug-figure") for figure in figures if not is_shared(figure)]
     shared = [figure for figure in figures if is_shared(figure)]
     if shared:  # the same at every datapoint: folded, so it does not repeat itself datapoint after datapoint
         titles = ", ".join(shared_title(figure) for figure in shared)
         own.append(html.Details([html.Summary(f"{SHARED}: {titles}", className="shared-summary"),
-                                 *[_drawn(figure) for figure in shared]],
+                                 *[drawn_figure(figure, "debug-figure") for figure in shared]],
                                 className="shared-outputs"))
     return own
 
 
-def _drawn(figure: go.Figure) -> Any:
+def drawn_figure(figure: go.Figure, class_name: str) -> Any:
     """A table as text and a picture of maps as an image (nothing for plotly to draw on a click), any other
-    figure as a graph drawn when it comes into view."""
+    figure as a graph drawn when it comes into view; the Datapoint tab and the comparisons draw alike."""
     if is_picture(figure):
-        return picture_component(figure, "debug-figure")
+        return picture_component(figure, class_name)
     if is_table(figure):
-        return table_component(figure, "debug-figure")
-    return lazy_graph(figure, "debug-figure")
+        return table_component(figure, class_name)
+    return lazy_graph(figure, class_name)
 
 
 def shared_title(figure: Any) -> str:

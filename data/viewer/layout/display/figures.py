@@ -79,8 +79,35 @@ def _shrink(z: np.ndarray, max_side: int = MAX_SIDE) -> np.ndarray:
         return np.nanmean(blocks, axis=(1, 3))
 
 
-def _heatmap(z: np.ndarray, **kwargs: Any) -> go.Heatmap:
-    return go.Heatmap(z=_shrink(z), colorscale=kwargs.pop("colorscale", "Viridis"), **kwargs)
+def title_number(value: Any) -> str:
+    """A number as every figure title and caption gives it: 4 significant digits (``0.3730``: a float printed to
+    17 digits hides its size), an integer whole, ``n/a`` for a missing value or NaN."""
+    if isinstance(value, (bool, np.bool_)):
+        return str(value)
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "n/a" if value is None else str(value)
+    return "n/a" if math.isnan(number) else f"{number:.4g}"
+
+
+def colour_bar(unit: str) -> dict[str, Any]:
+    """A colour bar titled with what its colours measure (``activation``, ``share of max``): plotly draws it beside
+    a graph, ``pictures`` beside or under a picture."""
+    return {"title": {"text": unit, "side": "right"}}
+
+
+def colour_unit(trace: Any) -> str:
+    """What a heatmap's colours measure (its colour bar's title), '' where the figure does not say."""
+    colorbar = getattr(trace, "colorbar", None)
+    return str(colorbar.title.text or "") if colorbar is not None and colorbar.title is not None else ""
+
+
+def _heatmap(z: np.ndarray, unit: str = "value", **kwargs: Any) -> go.Heatmap:
+    return go.Heatmap(z=_shrink(z), colorscale=kwargs.pop("colorscale", "Viridis"), colorbar=colour_bar(unit),
+                      **kwargs)
 
 
 def _image_axes(fig: go.Figure) -> None:
@@ -92,15 +119,15 @@ def _image_axes(fig: go.Figure) -> None:
                                                 showticklabels=False))
 
 
-def _grid(maps: list[np.ndarray], titles: list[str], title: str) -> go.Figure:
-    """Maps tiled into one image with gaps, on one colour scale so magnitudes compare.
+def _grid(maps: list[np.ndarray], titles: list[str], title: str, unit: str = "value") -> go.Figure:
+    """Maps tiled into one image with gaps, on one colour scale (titled ``unit``) so magnitudes compare.
 
     A single heatmap trace draws in a few milliseconds, where one subplot per map
     costs hundreds. ``layout.meta['tiles']`` holds each map's ``[row, col, h, w]``
     in the mosaic (see ``grid_tile``); the mosaic is a picture (``is_picture``).
     """
     mosaic, tiles, labels = _tiled([_shrink(m) for m in maps], titles)
-    fig = go.Figure(go.Heatmap(z=mosaic, colorscale="Viridis", hoverongaps=False))
+    fig = go.Figure(go.Heatmap(z=mosaic, colorscale="Viridis", hoverongaps=False, colorbar=colour_bar(unit)))
     fig.update_layout(annotations=labels, meta={"tiles": tiles, "picture": True}, plot_bgcolor="white")
     fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, scaleanchor="y", constrain="domain")
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed", constrain="domain",
@@ -228,8 +255,8 @@ def feature_map_figures(output: dict[str, Any], channels: Optional[list[int]] = 
         chosen = f"{len(order)} channels, the same in every column"
     stats = output.get("stats", {})
     title = f"{output.get('layer_name', '')} feature map {output.get('shape', list(fmap.shape))}: " \
-            f"{chosen} (mean {_format(stats.get('mean', np.nan))})"
-    return [_grid([fmap[i] for i in order], [f"ch {int(indices[i])}" for i in order], title)]
+            f"{chosen} (mean {title_number(stats.get('mean', np.nan))})"
+    return [_grid([fmap[i] for i in order], [f"ch {int(indices[i])}" for i in order], title, "activation")]
 
 
 def statistics_figures(output: dict[str, Any]) -> Figures:
@@ -263,7 +290,7 @@ def layer_output_figures(output: dict[str, Any]) -> Figures:
     """The pooled layer output: a grid of channels for maps, a heatmap for matrices, bars for vectors."""
     title = f"{output.get('layer_name', '')} output {output.get('original_shape', '')}, " \
             f"pooled ×{output.get('downsample_factor', 1)}"
-    return array_figures(np.asarray(output["output"]), title)
+    return array_figures(np.asarray(output["output"]), title, "activation")
 
 
 def attention_figures(output: dict[str, Any], image: Optional[np.ndarray] = None,
@@ -272,7 +299,7 @@ def attention_figures(output: dict[str, Any], image: Optional[np.ndarray] = None
     input image, how much attention each patch gets; the entropy of each head beside the uniform level."""
     attention = np.asarray(output["attention"], dtype=np.float64)
     name = output.get("layer_name", "")
-    figures = [attention_heads_figure(attention, f"{name} attention (max {_format(output.get('max_attention'))})",
+    figures = [attention_heads_figure(attention, f"{name} attention (max {title_number(output.get('max_attention'))})",
                                       tokens)]
     patches = patch_attention(attention, output.get("grid"))
     if patches is not None and image is not None:
@@ -290,14 +317,14 @@ def entropy_figure(entropy: np.ndarray, keys: int, name: str) -> go.Figure:
     fig.add_hline(y=uniform, line={"dash": "dash", "color": "#e45756"}, annotation_text=f"uniform over {keys} keys",
                   annotation_position="top left")
     fig.update_yaxes(title_text="entropy (nats)", range=[0, 1.1 * max(uniform, float(np.nanmax(entropy)), 1e-3)])
-    return _finish(fig, f"{name} attention entropy per head (uniform = {uniform:.2f})", 260, AXIS_TITLES)
+    return _finish(fig, f"{name} attention entropy per head (uniform = {title_number(uniform)})", 260, AXIS_TITLES)
 
 
 def attention_heads_figure(attention: np.ndarray, title: str, tokens: Optional[list[str]] = None) -> go.Figure:
     """The heads as a grid of (query, key) maps, both axes labelled in every tile: token indices, or the
     token strings where the datapoint gives one per key and query."""
     heads = attention.reshape(-1, *attention.shape[-2:])[:MAX_HEADS]
-    fig = _grid(list(heads), [f"head {h}" for h in range(len(heads))], title)
+    fig = _grid(list(heads), [f"head {h}" for h in range(len(heads))], title, "attention weight")
     queries, keys = heads.shape[-2:]
     names = tokens if tokens is not None and len(tokens) == keys == queries else None
     tiles = fig.layout.meta["tiles"]
@@ -359,7 +386,8 @@ def _overlay(heat: np.ndarray, image: np.ndarray, title: str) -> go.Figure:
     """``heat`` (h, w) stretched over ``image``, as Grad-CAM is drawn."""
     picture = display_image(image)
     fig = go.Figure([go.Image(z=picture, hoverinfo="skip"),
-                     go.Heatmap(z=heat, colorscale="Jet", **_stretched_over(picture, heat),
+                     go.Heatmap(z=heat, colorscale="Jet", colorbar=colour_bar("attention weight"),
+                                **_stretched_over(picture, heat),
                                 hovertemplate="patch row %{y:.0f}, col %{x:.0f}: %{z:.3f}<extra></extra>")])
     _image_axes(fig)
     return _finish(fig, title, 360)
@@ -382,7 +410,7 @@ def cam_figures(output: dict[str, Any], image: Optional[np.ndarray] = None,
         axes = {"xaxis": "x" if i == 0 else f"x{i + 1}", "yaxis": "y" if i == 0 else f"y{i + 1}"}
         cam = np.asarray(cam, dtype=np.float64)
         heat = {"zmin": 0.0, "zmax": 1.0, "colorscale": "Jet", "showscale": i == len(panels) - 1,
-                "colorbar": {"title": {"text": "share of max", "side": "right"}}, **axes}
+                "colorbar": colour_bar("share of max"), **axes}
         if picture is not None:
             fig.add_trace(go.Image(z=picture, hoverinfo="skip", **axes))
             heat.update(_stretched_over(picture, cam))
@@ -406,21 +434,19 @@ def cam_scale_note(panels: list[tuple]) -> str:
     maxima = [raw_max for _, _, raw_max in panels if raw_max is not None]
     if not maxima:
         return ""
-    shown = " / ".join("0: no positive evidence" if not raw_max else f"{raw_max:.4g}" for raw_max in maxima)
+    shown = " / ".join("0: no positive evidence" if not raw_max else title_number(raw_max) for raw_max in maxima)
     return f"(each map as a share of its maximum, {shown})"
 
 
 def cam_title(output: dict[str, Any], target: int, class_names: Optional[dict[int, str]] = None) -> str:
-    """``'label: cat'``, ``'prediction: dog'``, ``'label and prediction: cat'`` or ``'class 4: ring'``."""
+    """``'label: cat'``, ``'prediction: dog'``, ``'label and prediction: cat'``, ``'class 4: ring'`` (a target that is
+    neither) or, where the run names no classes, ``'label: class 4'`` and ``'class 4'``."""
     roles = [role for role, key in (("label", "label_class"), ("prediction", "predicted_class"))
              if output.get(key) is not None and int(output[key]) == target]
-    return f"{' and '.join(roles) or f'class {target}'}: {class_name(target, class_names)}"
-
-
-def class_name(target: int, class_names: Optional[dict[int, str]] = None) -> str:
-    """A class as the epoch table names it (``'ring'``), else its index (``'class 4'``)."""
     name = (class_names or {}).get(int(target))
-    return str(name) if name is not None else f"class {target}"
+    if not roles:
+        return f"class {target}" + (f": {name}" if name is not None else "")
+    return f"{' and '.join(roles)}: {name if name is not None else f'class {target}'}"
 
 
 def nan_origin_figures(output: dict[str, Any]) -> Figures:
@@ -457,7 +483,7 @@ def gradient_flow_figures(output: dict[str, Any]) -> Figures:
     fig.update_yaxes(type="log", title_text="gradient norm", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks],
                      automargin=True)
     loss = output.get("loss")
-    return [_finish(fig, "gradient flow" + (f" (loss {_format(loss)})" if loss is not None else ""), 340,
+    return [_finish(fig, "gradient flow" + (f" (loss {title_number(loss)})" if loss is not None else ""), 340,
                     {**AXIS_TITLES, "autoexpand": True})]  # layer names and the legend: margins fit them
 
 
@@ -539,8 +565,9 @@ def embedding_figures(data: np.ndarray, metadata: dict[str, Any], title: str) ->
 
 
 # --------------------------------------------------------------- generic
-def array_figures(array: np.ndarray, title: str) -> Figures:
-    """Any array: bars (short vectors), a histogram (long ones), a heatmap, or a grid of 2-D slices."""
+def array_figures(array: np.ndarray, title: str, unit: str = "value") -> Figures:
+    """Any array: bars (short vectors), a histogram (long ones), a heatmap, or a grid of 2-D slices; ``unit`` is what
+    its values are (a colour bar's title)."""
     array = np.asarray(array)
     if array.dtype.kind not in "biuf":
         return [_table([("value", array)], title)]
@@ -553,12 +580,12 @@ def array_figures(array: np.ndarray, title: str) -> Figures:
         trace = go.Bar(y=array) if array.size <= 64 else go.Histogram(x=array[np.isfinite(array)])
         return [_finish(go.Figure(trace), f"{title} {list(array.shape)}", 260)]
     if array.ndim == 2:
-        fig = go.Figure(_heatmap(array))
+        fig = go.Figure(_heatmap(array, unit))
         fig.update_yaxes(autorange="reversed")
         return [_finish(fig, f"{title} {list(array.shape)}")]
     slices = array.reshape(-1, *array.shape[-2:])
     return [_grid(list(slices[:MAX_PANELS]), [f"[{i}]" for i in range(min(len(slices), MAX_PANELS))],
-                  f"{title} {list(array.shape)}: first {min(len(slices), MAX_PANELS)} of {len(slices)} maps")]
+                  f"{title} {list(array.shape)}: first {min(len(slices), MAX_PANELS)} of {len(slices)} maps", unit)]
 
 
 def generic_figures(value: Any, title: str = "output") -> Figures:
@@ -686,7 +713,7 @@ def conv_filter_figures(report: dict[str, Any]) -> Figures:
         title = (f"{layer} filters {entry.get('weight_shape')} at {report.get('conv_filters_at', '?')}"
                  + (" (RGB)" if rgb else " (input channel 0)"))
         titles = [f"filter {i}" for i in range(len(filters))]
-        figures.append(_rgb_grid(filters, titles, title) if rgb else _grid(list(filters), titles, title))
+        figures.append(_rgb_grid(filters, titles, title) if rgb else _grid(list(filters), titles, title, "weight"))
     return figures
 
 
@@ -724,7 +751,7 @@ def attention_across_layers_figure(debug: dict[str, Any]) -> Optional[go.Figure]
     if len(averaged) < 2:
         return None
     fig = _grid([m for m, _ in averaged], [t for _, t in averaged],
-                f"attention across {len(averaged)} layers, averaged over heads")
+                f"attention across {len(averaged)} layers, averaged over heads", "attention weight")
     fig.update_layout(meta={**fig.layout.meta, "picture": False})  # read on hover
     return fig
 

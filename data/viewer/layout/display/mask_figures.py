@@ -14,7 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from data.viewer.layout.display.figures import AXIS_TITLES, Figures, _finish, display_image
+from data.viewer.layout.display.figures import AXIS_TITLES, Figures, _finish, display_image, title_number
 from debuggers.mask_debugger import IGNORED
 
 MAX_FRAMES = 8  # panels of a clip's masks drawn side by side
@@ -100,8 +100,8 @@ def mask_overlay_figure(output: dict[str, Any], image: Optional[np.ndarray] = No
     fig.for_each_xaxis(lambda axis: axis.update(scaleanchor=axis.anchor or "y"))
     fig.update_layout(updatemenus=[_view_buttons(fig)], sliders=[_opacity_slider(overlays)],
                       legend={"orientation": "h", "y": -0.02, "yanchor": "top", "x": 0, "font": {"size": 11}})
-    iou = _format(output.get("iou"))
-    predicted = f", predicted {_format(output.get('predicted_iou'))}" if output.get("predicted_iou") is not None \
+    iou = title_number(output.get("iou"))
+    predicted = f", predicted {title_number(output.get('predicted_iou'))}" if output.get("predicted_iou") is not None \
         else ""
     figure = _finish(fig, f"masks over the input: IoU {iou}{predicted}", HEIGHT,
                      {"t": TOP, "b": BOTTOM, "l": 10, "r": 10})
@@ -153,7 +153,7 @@ def _opacity_slider(overlays: list[int]) -> dict[str, Any]:
 
 def _panel_title(output: dict[str, Any], frame: int) -> str:
     ious = np.asarray(output.get("mask_iou", []), dtype=np.float64).reshape(-1)
-    return f"frame {frame}: IoU {_format(ious[frame])}" if frame < len(ious) else f"frame {frame}"
+    return f"frame {frame}: IoU {title_number(ious[frame])}" if frame < len(ious) else f"frame {frame}"
 
 
 # ------------------------------------------------------------------ the IoU
@@ -168,9 +168,9 @@ def iou_figure(output: dict[str, Any]) -> go.Figure:
                              name="IoU predicted by the model", marker_color="#f58518"))
     fig.update_yaxes(range=[0, 1.05], title_text="IoU")
     fig.update_layout(barmode="group", legend={"orientation": "h", "y": -0.2})
-    title = f"IoU {_format(output.get('iou'))}, Dice {_format(output.get('dice'))}"
+    title = f"IoU {title_number(output.get('iou'))}, Dice {title_number(output.get('dice'))}"
     if output.get("predicted_iou") is not None:
-        title += f"; the model predicted IoU {_format(output.get('predicted_iou'))}"
+        title += f"; the model predicted IoU {title_number(output.get('predicted_iou'))}"
     return _finish(fig, title, 300, {**AXIS_TITLES, "b": 70})
 
 
@@ -198,7 +198,7 @@ def calibration_figure(true: np.ndarray, predicted: np.ndarray, idx: Optional[np
     fig.update_yaxes(range=[-0.02, 1.02], title_text="true IoU")
     fig.update_layout(legend={"orientation": "h", "y": -0.25})
     error = float(np.mean(np.abs(predicted[usable] - true[usable]))) if usable.any() else math.nan
-    return _finish(fig, f"IoU calibration over the epoch: mean |predicted - true| {_format(error)} "
+    return _finish(fig, f"IoU calibration over the epoch: mean |predicted - true| {title_number(error)} "
                         f"({int(usable.sum())} datapoints)", 380, {**AXIS_TITLES, "b": 95})
 
 
@@ -210,11 +210,3 @@ def calibration_curve(true: np.ndarray, predicted: np.ndarray,
     sums = np.bincount(which, weights=true, minlength=bins)
     held = counts > 0
     return (np.arange(bins)[held] + 0.5) / bins, sums[held] / counts[held]
-
-
-def _format(value: Any) -> str:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return "-"
-    return "-" if math.isnan(number) else f"{number:.3f}"

@@ -30,8 +30,10 @@ from data.viewer.layout.display.figures import (
     _grid,
     _image_axes,
     _table,
+    colour_bar,
     display_image,
     pca_rgb,
+    title_number,
 )
 
 SAM2_COMPONENTS = ("image_encoder", "position_encoding_sine", "prompt_encoder", "sam_mask_decoder")
@@ -159,7 +161,7 @@ def prompt_attention_figures(states: States, image: Optional[np.ndarray] = None,
         fig.add_trace(go.Image(z=_tiled_picture(picture, tile, len(maps), heads, scale), hoverinfo="skip"))
     fig.add_trace(go.Heatmap(z=heat, colorscale="Jet", zmin=0.0, zmax=float(np.nanmax(heat)), hoverongaps=False,
                              opacity=0.5 if image is not None else 1.0, x0=(scale - 1) / 2, dx=scale,
-                             y0=(scale - 1) / 2, dy=scale, colorbar={"title": {"text": "weight"}},
+                             y0=(scale - 1) / 2, dy=scale, colorbar=colour_bar("attention weight"),
                              hovertemplate="row %{y:.0f}, col %{x:.0f}: %{z:.3f}<extra></extra>"))
     annotations = [{"x": (c * tile[1] + width / 2) * scale - 0.5, "y": -1, "text": f"head {c}", "showarrow": False,
                     "yanchor": "bottom", "font": {"size": 11}, "xref": "x", "yref": "y"} for c in range(heads)]
@@ -219,7 +221,8 @@ def position_encoding_figures(states: States) -> Figures:
     titles = [f"dim {d} ({'y' if d < half else 'x'})" for d in dims]
     figures = [_grid([encoding[d] for d in dims], titles,
                      f"position_encoding_sine: {len(dims)} of {encoding.shape[0]} dimensions over the "
-                     f"{encoding.shape[1]}x{encoding.shape[2]} grid (first half rows, second half columns)")]
+                     f"{encoding.shape[1]}x{encoding.shape[2]} grid (first half rows, second half columns)",
+                     "encoding")]
     pca = go.Figure(go.Image(z=pca_rgb(encoding)))
     _image_axes(pca)
     figures.append(_finish(pca, "position_encoding_sine: top-3 principal components as RGB", 300))
@@ -268,10 +271,11 @@ def mask_decoder_figures(states: States, suffix: str = "") -> Figures:
     masks = _array(states, component, "raw_masks_output")
     ious = _array(states, component, "iou_predictions")
     if masks is not None and masks.ndim == 3:
-        captions = [f"mask {i}" + (f": predicted IoU {ious.reshape(-1)[i]:.3f}" if ious is not None and
+        captions = [f"mask {i}" + (f": predicted IoU {title_number(ious.reshape(-1)[i])}" if ious is not None and
                                    ious.size > i else "") for i in range(len(masks))]
         figures.append(_grid(list(masks), captions, f"{component}.raw_masks_output: mask logits at "
-                                                    f"{masks.shape[1]}x{masks.shape[2]}, before upsampling"))
+                                                    f"{masks.shape[1]}x{masks.shape[2]}, before upsampling",
+                             "mask logit"))
     hyper = sorted((state for state in (states.get(component) or {}) if state.startswith("hypernetwork_output_")),
                    key=lambda state: int(state.rsplit("_", 1)[1]) if state.rsplit("_", 1)[1].isdigit() else 0)
     if hyper:
@@ -326,7 +330,8 @@ def memory_attention_figures(states: States) -> Figures:
                        140 + 34 * len(frames), {"l": 80, "b": 45})]
     if spatial:
         figures.append(_grid(spatial[:4 * MAX_PANELS], captions[:4 * MAX_PANELS],
-                             "memory attention over each memory frame's grid (heads and queries averaged)"))
+                             "memory attention over each memory frame's grid (heads and queries averaged)",
+                             "attention weight"))
     return figures
 
 

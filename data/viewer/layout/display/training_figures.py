@@ -20,7 +20,14 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from analysis.training_spikes import spikes
-from data.viewer.layout.display.figures import AXIS_TITLES, COLOUR_BAR_MARGIN, FLAG_COLOURS, LOOK, MARGIN
+from data.viewer.layout.display.figures import (
+    AXIS_TITLES,
+    COLOUR_BAR_MARGIN,
+    FLAG_COLOURS,
+    LOOK,
+    MARGIN,
+    title_number,
+)
 from debuggers.pages.training_log import GRAD_FROZEN, GRAD_MISSING, GRAD_OK, GRAD_STATES, GRAD_ZERO, TrainingLog
 
 MAX_POINTS = 20_000
@@ -73,7 +80,8 @@ def norm_heatmap(log: TrainingLog, quantity: str) -> go.Figure:
         z = np.where((states == GRAD_OK) & np.isfinite(values) & (values > 0), np.log10(values), np.nan)
     hover = np.vectorize(GRAD_STATES.get)(states) if states.size else states.astype(str)
     title = {"grad_norm": "gradient norm per layer (log10)",
-             "update_ratio": f"update / weight ratio per layer (log10; {TYPICAL_UPDATE_RATIO:g} is typical)"}[quantity]
+             "update_ratio": f"update / weight ratio per layer (log10; {title_number(TYPICAL_UPDATE_RATIO)} is "
+                             "typical)"}[quantity]
     if values.size and np.isnan(values).all():
         title += ": not recorded (update_ratio is False)" if quantity == "update_ratio" else ": none finite"
     fig = go.Figure(go.Heatmap(

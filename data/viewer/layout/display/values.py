@@ -12,7 +12,7 @@ from typing import Any, Optional
 import numpy as np
 import plotly.graph_objects as go
 import torch
-from dash import dcc, html
+from dash import html
 
 from data.viewer.layout.display.figures import MAX_TABLE_ROWS, png_data_uri, table_height
 
@@ -76,13 +76,6 @@ def image_component(image: np.ndarray, title: str) -> html.Figure:
 def is_table(figure: go.Figure) -> bool:
     """Whether the figure is one table (``figures._table``)."""
     return len(figure.data) == 1 and isinstance(figure.data[0], go.Table)
-
-
-def figure_component(figure: go.Figure, class_name: str) -> Any:
-    """A figure as the page shows it: a table figure as text (the same cells, no plotly graph to draw),
-    anything else as a graph."""
-    return table_component(figure, class_name) if is_table(figure) else \
-        dcc.Graph(figure=figure, config=GRAPH_CONFIG, className=class_name)
 
 
 def lazy_graph(figure: go.Figure, class_name: str) -> html.Div:
