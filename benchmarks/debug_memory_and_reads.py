@@ -138,7 +138,7 @@ def page_limit(batches: list[WriterBatch], path: str) -> int:
 
 def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
                   clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
-    """Median seconds of writing a page of ``arrays`` arrays of ``array_kb`` KiB, nine ways, and of encoding
+    """Median seconds of writing a page of ``arrays`` arrays of ``array_kb`` KiB, ten ways, and of encoding
     them, interleaved:
 
     * ``write_page``: one page from a ``{idx: outputs}`` dict;
@@ -152,6 +152,7 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
     * ``writer, O_DIRECT``: ``writer`` with each batch array copied into a ``BufferPool`` buffer first (outside
       the timing), as ``AttentionDebugger`` hands its weights over: a mapping of its own, so the page writes it
       with ``O_DIRECT`` (``debuggers.pages.file_format``), not through the page cache;
+    * ``writer, buffers, direct_io=False``: the same buffers through the page cache (``O_DIRECT`` off);
     * ``page alone``: what that thread does for the page itself: the batches appended to a ``PageFile`` and
       written one by one, the page sealed (no thread, no index, no locations);
     * ``page alone, a part in 1 of 8``: the same, every eighth datapoint with an output part the others lack
@@ -179,6 +180,7 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
     epoch_rows = batches_of(values)
     names = itertools.count()
     writer = PageWriter(100 * MB)
+    cached_writer = PageWriter(100 * MB, direct_io=False)
     paging_writer = PageWriter(page_limit(rows, os.path.join(folder, "limit.pkl")))
 
     def fresh(write: Callable[[str], Any]) -> Callable[[], Any]:
@@ -237,6 +239,7 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
             "writer": fresh(epoch(writer, rows, 1)),
             "writer, page after page": fresh(epoch(paging_writer, epoch_rows, PAGES_IN_A_ROW)),
             "writer, O_DIRECT": fresh(epoch(writer, rows_in_buffers, 1)),
+            "writer, buffers, direct_io=False": fresh(epoch(cached_writer, rows_in_buffers, 1)),
             "page alone": fresh(page_alone),
             "page alone, a part in 1 of 8": fresh(lambda path: page_alone(path, with_a_part)),
             "encoding alone": encoding_alone,
@@ -246,6 +249,7 @@ def write_figures(folder: str, arrays: int, array_kb: int, rounds: int,
         }, rounds, between_rounds=clean, clock=clock)
     finally:
         writer.close()
+        cached_writer.close()
         paging_writer.close()
         clean()
     seconds["writer, page after page"] /= PAGES_IN_A_ROW

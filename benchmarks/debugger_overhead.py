@@ -10,20 +10,26 @@ each case's ratio to the floor (captum for Grad-CAM) in the same round, its medi
   each batch. Targets (DESIGN.md): disabled <= 1.02, capture <= 1.10.
 * **attention**: ``AttentionClassifier``, ``AttentionDebugger('blocks.1.attn')``; also with
   ``direct_io=False`` (the weights written through the page cache, not with O_DIRECT), and with
-  its summaries only (no page written: what the page writer's thread adds is the difference);
-  floor: a capture listener ``numpy.save``-ing each batch's weights. Target <= 1.10.
+  its summaries only (no page written: what the page writer's thread adds is the difference), and with the
+  ``BufferPool``'s new buffers made without ``MAP_POPULATE`` (private mappings faulted page by page) or by
+  ``mmap``'s default (shared, faulted page by page); floor: a capture listener ``numpy.save``-ing each batch's
+  weights. Target <= 1.10.
 * **Grad-CAM**: ``GradCAMDebugger('backbone.layer4')`` against captum's ``LayerGradCam``
   upsampled to the input and ``numpy.save``-d per batch. Target: <= captum.
 * **attention-threads**: where the attention capture's CPU time goes, per batch: on the
   forward thread (the forward pass with the hooks and the copy, the debugger's call: record,
   batch split, summaries, queueing) and on the other threads (row statistics, page writer).
+* **new-buffers**: what ``MAP_POPULATE`` is for, alone: ms to map a new 4 MB ``BufferPool`` buffer and fill it
+  with a copy (as a batch's attention weights are copied), populated private mapping against ``mmap``'s default
+  (shared, faulted page by page) and a private mapping faulted page by page; 6 a round (the pool's buffers of an
+  epoch), interleaved, wall and CPU time.
 * **attention-processes**: the attention cases again, each in a new process of its own that runs
   only that case, epoch after epoch, as a training run does (``--rounds`` processes per case):
   there the C heap's state is the case's own, where the side-by-side run shares one between the
   cases. Wall ms per batch and the forward thread's minor page faults per batch.
 
     python -m benchmarks.debugger_overhead [--datapoints 512] [--rounds 7] [--threads 1]
-        [--workloads features attention gradcam attention-threads attention-processes] [--cpu-time]
+        [--workloads features attention gradcam attention-threads new-buffers attention-processes] [--cpu-time]
 
 ``--cpu-time`` compares the process's CPU time (all threads, the page writer's included)
 instead of wall time: on a machine loaded by other work, wall time mostly measures the load.
@@ -32,6 +38,8 @@ instead of wall time: on a machine loaded by other work, wall time mostly measur
 from __future__ import annotations
 
 import argparse
+import contextlib
+import mmap
 import multiprocessing
 import os
 import random
@@ -51,6 +59,7 @@ from benchmarks.common import RawFeatures, floor_hook, floor_listener, interleav
 from data.datasets import SyntheticShapesDataset, collate_datapoints
 from debuggers.attention_debugger import AttentionDebugger
 from debuggers.gradcam_debugger import GradCAMDebugger
+from debuggers.pages import buffer_pool
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from models import AttentionClassifier, SmallCNN
 
@@ -138,7 +147,7 @@ class CaptumGradCamFloor:
             np.save(os.path.join(self.folder, f"batch_{k}.npy"), cam.detach().numpy())
 
 
-WORKLOADS = ["features", "attention", "gradcam", "attention-threads", "attention-processes"]
+WORKLOADS = ["features", "attention", "gradcam", "attention-threads", "new-buffers", "attention-processes"]
 
 
 def batches_of(datapoints: int, batch_size: int, resolution: int) -> list[dict]:
@@ -157,15 +166,46 @@ def measure_features(cnn: torch.nn.Module, batches: list[dict], root: str, args:
 
 
 ATTENTION_CASES = ["none", "Lantern: AttentionDebugger(blocks.1.attn)", "Lantern, direct_io=False",
+                   "Lantern, buffers: private, no MAP_POPULATE", "Lantern, buffers: mmap's default",
                    "Lantern, summaries only (no pages)", "floor: listener + numpy.save per batch"]
+
+
+def default_mapping(nbytes: int) -> np.ndarray:
+    """A buffer as ``mmap``'s default makes it: shared anonymous memory, faulted in page by page."""
+    return np.frombuffer(mmap.mmap(-1, nbytes), dtype=np.uint8)
+
+
+def private_mapping(nbytes: int) -> np.ndarray:
+    """A private anonymous mapping, faulted in page by page (``buffer_pool._mapped`` without ``MAP_POPULATE``)."""
+    return np.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE), dtype=np.uint8)
+
+
+@contextlib.contextmanager
+def buffers_made_by(make: Callable[[int], np.ndarray]):
+    """``BufferPool`` makes its new buffers with ``make`` meanwhile."""
+    populated, buffer_pool._mapped = buffer_pool._mapped, make
+    try:
+        yield
+    finally:
+        buffer_pool._mapped = populated
+
+
+def _with_buffers_made_by(make: Callable[[int], np.ndarray], run: Callable[[], Any]) -> Callable[[], Any]:
+    def case() -> Any:
+        with buffers_made_by(make):
+            return run()
+    return case
 
 
 def attention_workload(batches: list[dict], root: str) -> Workload:
     attention = Workload(AttentionClassifier().eval(), batches, os.path.join(root, "out"))
     config = {"class": AttentionDebugger, "args": {"layer_name": "blocks.1.attn"}}
-    _, lantern, page_cache, summaries, floor = ATTENTION_CASES
+    _, lantern, page_cache, unpopulated, shared, summaries, floor = ATTENTION_CASES
     attention.add_lantern(lantern, config)
     attention.add_lantern(page_cache, config, direct_io=False)
+    for name, make in ((unpopulated, private_mapping), (shared, default_mapping)):
+        attention.add_lantern(name, config)
+        attention.cases[name] = _with_buffers_made_by(make, attention.cases[name])
     attention.add_lantern(summaries, config, pages=False)
     attention.add_floor(floor, lambda f: floor_listener("blocks.1.attn", "attention_weights", f))
     return attention
@@ -268,6 +308,35 @@ def measure_attention_threads(batches: list[dict], root: str, args: argparse.Nam
         print(f"| {name:<58} | {none:>10.2f} | {lantern:>8.2f} | {lantern - none:>6.2f} |")
 
 
+def measure_new_buffers(args: argparse.Namespace, buffers: int = 6, nbytes: int = 4 * 1024 * 1024) -> None:
+    """ms per new buffer mapped and filled with a copy, each way, ``buffers`` a round, interleaved rounds."""
+    source = np.random.default_rng(0).random(nbytes // 8)
+    ways = {"MAP_POPULATE (BufferPool's)": buffer_pool._mapped, "mmap's default (shared)": default_mapping,
+            "private, faulted page by page": private_mapping}
+
+    def fill(make: Callable[[int], np.ndarray]) -> Callable[[], None]:
+        def run() -> None:
+            for _ in range(buffers):
+                buffer = make(nbytes)
+                np.copyto(buffer.view(np.float64), source)
+                del buffer
+        return run
+
+    print(f"\nNew {nbytes >> 20} MB buffers mapped and filled with a copy, ms per buffer, median of {args.rounds} "
+          f"interleaved rounds of {buffers} (quartiles); load average {os.getloadavg()[0]:.2f}")
+    print(f"| {'way':<32} | {'wall':>18} | {'CPU':>18} |")
+    print(f"| {'-' * 32} | {'-' * 17}: | {'-' * 17}: |")
+    figures = {clock: interleaved_times({way: fill(make) for way, make in ways.items()}, args.rounds, clock=clock)
+               for clock in (time.perf_counter, time.process_time)}
+    for way in ways:
+        cells = []
+        for clock in (time.perf_counter, time.process_time):
+            per_buffer = [t / buffers * 1e3 for t in figures[clock][way]]
+            q1, _, q3 = statistics.quantiles(per_buffer, n=4)
+            cells.append(f"{statistics.median(per_buffer):.2f} ({q1:.2f}–{q3:.2f})")
+        print(f"| {way:<32} | {cells[0]:>18} | {cells[1]:>18} |")
+
+
 def measure_gradcam(cnn: torch.nn.Module, batches: list[dict], root: str, args: argparse.Namespace) -> None:
     gradcam = Workload(cnn, batches, os.path.join(root, "out"))
     gradcam.add_lantern("Lantern: GradCAMDebugger(backbone.layer4)",
@@ -300,6 +369,8 @@ def main() -> None:
             measure_gradcam(cnn, batches, root, args)
         if "attention-threads" in args.workloads:
             measure_attention_threads(batches, root, args)
+        if "new-buffers" in args.workloads:
+            measure_new_buffers(args)
         if "attention-processes" in args.workloads:
             measure_attention_processes(args)
     finally:
