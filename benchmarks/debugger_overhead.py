@@ -11,17 +11,17 @@ each case's ratio to the floor (captum for Grad-CAM) in the same round, its medi
 * **attention**: ``AttentionClassifier``, ``AttentionDebugger('blocks.1.attn')``; also with
   ``direct_io=False`` (the weights written through the page cache, not with O_DIRECT), and with
   its summaries only (no page written: what the page writer's thread adds is the difference), and with the
-  ``BufferPool``'s new buffers made without ``MAP_POPULATE`` (private mappings faulted page by page) or by
-  ``mmap``'s default (shared, faulted page by page); floor: a capture listener ``numpy.save``-ing each batch's
+  ``BufferPool``'s new buffers made with ``MAP_POPULATE`` (their pages made at once) or by ``mmap``'s default
+  (shared, faulted page by page); floor: a capture listener ``numpy.save``-ing each batch's
   weights. Target <= 1.10.
 * **Grad-CAM**: ``GradCAMDebugger('backbone.layer4')`` against captum's ``LayerGradCam``
   upsampled to the input and ``numpy.save``-d per batch. Target: <= captum.
 * **attention-threads**: where the attention capture's CPU time goes, per batch: on the
   forward thread (the forward pass with the hooks and the copy, the debugger's call: record,
   batch split, summaries, queueing) and on the other threads (row statistics, page writer).
-* **new-buffers**: what ``MAP_POPULATE`` is for, alone: ms to map a new 4 MB ``BufferPool`` buffer and fill it
-  with a copy (as a batch's attention weights are copied), populated private mapping against ``mmap``'s default
-  (shared, faulted page by page) and a private mapping faulted page by page; 6 a round (the pool's buffers of an
+* **new-buffers**: the ``BufferPool``'s mapping alone: ms to map a new 4 MB buffer and fill it with a copy (as a
+  batch's attention weights are copied), its private mapping faulted page by page against ``mmap``'s default
+  (shared) and a private mapping made at once (``MAP_POPULATE``); 6 a round (the pool's buffers of an
   epoch), interleaved, wall and CPU time.
 * **attention-processes**: the attention cases again, each in a new process of its own that runs
   only that case, epoch after epoch, as a training run does (``--rounds`` processes per case):
@@ -166,7 +166,7 @@ def measure_features(cnn: torch.nn.Module, batches: list[dict], root: str, args:
 
 
 ATTENTION_CASES = ["none", "Lantern: AttentionDebugger(blocks.1.attn)", "Lantern, direct_io=False",
-                   "Lantern, buffers: private, no MAP_POPULATE", "Lantern, buffers: mmap's default",
+                   "Lantern, buffers: MAP_POPULATE", "Lantern, buffers: mmap's default",
                    "Lantern, summaries only (no pages)", "floor: listener + numpy.save per batch"]
 
 
@@ -175,9 +175,9 @@ def default_mapping(nbytes: int) -> np.ndarray:
     return np.frombuffer(mmap.mmap(-1, nbytes), dtype=np.uint8)
 
 
-def private_mapping(nbytes: int) -> np.ndarray:
-    """A private anonymous mapping, faulted in page by page (``buffer_pool._mapped`` without ``MAP_POPULATE``)."""
-    return np.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE), dtype=np.uint8)
+def populated_mapping(nbytes: int) -> np.ndarray:
+    """A private anonymous mapping whose pages are made at once (``MAP_POPULATE``), in one system call."""
+    return np.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_POPULATE), dtype=np.uint8)
 
 
 @contextlib.contextmanager
@@ -200,10 +200,10 @@ def _with_buffers_made_by(make: Callable[[int], np.ndarray], run: Callable[[], A
 def attention_workload(batches: list[dict], root: str) -> Workload:
     attention = Workload(AttentionClassifier().eval(), batches, os.path.join(root, "out"))
     config = {"class": AttentionDebugger, "args": {"layer_name": "blocks.1.attn"}}
-    _, lantern, page_cache, unpopulated, shared, summaries, floor = ATTENTION_CASES
+    _, lantern, page_cache, populated, shared, summaries, floor = ATTENTION_CASES
     attention.add_lantern(lantern, config)
     attention.add_lantern(page_cache, config, direct_io=False)
-    for name, make in ((unpopulated, private_mapping), (shared, default_mapping)):
+    for name, make in ((populated, populated_mapping), (shared, default_mapping)):
         attention.add_lantern(name, config)
         attention.cases[name] = _with_buffers_made_by(make, attention.cases[name])
     attention.add_lantern(summaries, config, pages=False)
@@ -311,8 +311,8 @@ def measure_attention_threads(batches: list[dict], root: str, args: argparse.Nam
 def measure_new_buffers(args: argparse.Namespace, buffers: int = 6, nbytes: int = 4 * 1024 * 1024) -> None:
     """ms per new buffer mapped and filled with a copy, each way, ``buffers`` a round, interleaved rounds."""
     source = np.random.default_rng(0).random(nbytes // 8)
-    ways = {"MAP_POPULATE (BufferPool's)": buffer_pool._mapped, "mmap's default (shared)": default_mapping,
-            "private, faulted page by page": private_mapping}
+    ways = {"private, faulted page by page (BufferPool's)": buffer_pool._mapped,
+            "mmap's default (shared)": default_mapping, "private, MAP_POPULATE": populated_mapping}
 
     def fill(make: Callable[[int], np.ndarray]) -> Callable[[], None]:
         def run() -> None:

@@ -121,15 +121,15 @@ class BufferPool:
 def _mapped(nbytes: int) -> np.ndarray:
     """``nbytes`` of fresh anonymous memory, unmapped when the last array over it dies.
 
-    On Linux a private mapping whose pages are made at once (``MAP_POPULATE``), in one system call: filled by
-    a copy, a new 4 MB buffer took 1.5 ms, against 1.8 ms for a private mapping faulted page by page and
-    2.7 ms for ``mmap``'s default shared one. A private mapping made just below another merges with it,
-    so the buffer starts after a page that cannot be read or written (``PROT_NONE``), which nothing merges
-    across: the buffer starts a mapping of its own, and a 4 KiB block (``O_DIRECT``)."""
-    populate = getattr(mmap, "MAP_POPULATE", 0)
-    if not populate:
+    A private mapping, faulted in page by page as the copy fills it: ``mmap``'s default shared one took 2.9 ms
+    for a new 4 MB buffer filled by a copy, against 1.6 ms (making its pages at once, ``MAP_POPULATE``, gained
+    nothing beyond noise: ``python -m benchmarks.debugger_overhead --workloads new-buffers``). A private mapping
+    made just below another merges with it, so the buffer starts after a page that cannot be read or written
+    (``PROT_NONE``), which nothing merges across: the buffer starts a mapping of its own, and a 4 KiB block
+    (``O_DIRECT``)."""
+    if not hasattr(mmap, "MAP_PRIVATE"):  # Windows
         return np.frombuffer(mmap.mmap(-1, nbytes), dtype=np.uint8)
-    memory = np.frombuffer(mmap.mmap(-1, mmap.PAGESIZE + nbytes, flags=mmap.MAP_PRIVATE | populate), dtype=np.uint8)
+    memory = np.frombuffer(mmap.mmap(-1, mmap.PAGESIZE + nbytes, flags=mmap.MAP_PRIVATE), dtype=np.uint8)
     _libc.mprotect(ctypes.c_void_p(memory.ctypes.data), ctypes.c_size_t(mmap.PAGESIZE), _PROT_NONE)
     return memory[mmap.PAGESIZE:]
 

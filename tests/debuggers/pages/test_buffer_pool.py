@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import mmap
 import os
 
 import numpy as np
@@ -14,7 +13,7 @@ from debuggers.pages.buffer_pool import POOLED_FROM_BYTES, BufferPool
 from debuggers.pages.reader import DebugOutputs
 from debuggers.pages.values import to_page_value
 from debuggers.pages.writer import PageWriter
-from tests.debuggers.library import exit_code_in_forked_child, held_by_another_thread, resident_pages, wait_until
+from tests.debuggers.library import exit_code_in_forked_child, held_by_another_thread, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 ELEMENTS = POOLED_FROM_BYTES // 4 * 2  # float32 tensors big enough to be pooled
@@ -159,11 +158,3 @@ def test_a_child_forked_while_another_thread_holds_the_pool_copies_without_waiti
         code = exit_code_in_forked_child(lambda: torch.equal(pool.copy_of(source), source), timeout_s=20)
     assert code == 0, f"the forked child hung or failed (exit code {code})"
 
-
-@pytest.mark.skipif(not hasattr(mmap, "MAP_POPULATE"), reason="MAP_POPULATE is Linux's")
-def test_a_new_buffer_is_in_ram_before_it_is_written():
-    """One system call makes a new buffer's pages, not a page fault per 4 KiB as the copy first touches them."""
-    pool = BufferPool()
-    nbytes = 4 * 1024 * 1024
-    empty = pool.empty_like(torch.empty(nbytes // 4))
-    assert resident_pages(empty.data_ptr(), nbytes).all()

@@ -13,7 +13,6 @@ import pytest
 from dash import html
 from plotly.offline import get_plotlyjs_version
 
-import runners.eval_viewer.backend.initialization as initialization
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
 from data.datasets import SyntheticShapesDataset
 from data.viewer.layout.display import display_datapoint
