@@ -12,6 +12,11 @@
         return component && component.props ? component.props.value : null;
     }
 
+    function data(id) {
+        const component = window.dash_component_api && window.dash_component_api.getLayout(id);
+        return component && component.props ? component.props.data : null;
+    }
+
     async function ask() {
         const run = shown("run-select"), epoch = shown("epoch-select");
         const key = JSON.stringify([run === undefined ? null : run, epoch === undefined ? null : epoch]);
@@ -24,9 +29,18 @@
             const answer = await fetch("_lantern/changes?" + params.toString(), {signal: abort.signal});
             if (!answer.ok) { return; }
             const now = await answer.json();
-            // A switch of run or epoch loads what it shows itself: only what changed under the same view counts.
-            const changed = now.runs !== last.runs || (key === last.key && now.epoch !== last.epoch);
-            last = {runs: now.runs, epoch: now.epoch, key: key};
+            // A switch of run or epoch loads what it shows itself: under a new view, what counts is what changed
+            // since the view was built (the server says what it built it from); until it is built, nothing.
+            let changed = now.runs !== last.runs;
+            if (key === last.key) {
+                changed = changed || now.epoch !== last.epoch;
+                last = {runs: now.runs, epoch: now.epoch, key: key};
+            } else {
+                const built = data("view-built-from");
+                const ready = built && JSON.stringify(built.key) === key;
+                changed = changed || (ready && built.epoch !== now.epoch);
+                last = {runs: now.runs, epoch: now.epoch, key: ready ? key : null};
+            }
             if (changed) { window.dash_clientside.set_props("refresh-tick", {data: Date.now()}); }
         } catch (error) {  // the viewer stopped, or the answer took too long: ask again later
         } finally {

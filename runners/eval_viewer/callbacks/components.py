@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Optional
 
 from dash import html
@@ -9,7 +10,9 @@ from dash import html
 from data.viewer.layout.display.elements import alert, badge
 from debuggers.pages.file_format import CorruptPageError
 from runners.eval_viewer.backend.runs import Epoch, Run
+from runners.eval_viewer.backend.scores import ScoresError
 from runners.eval_viewer.backend.table import HIDDEN_COLUMNS, TABLE_ERRORS
+from runners.eval_viewer.backend.training import TRAINING_LOGS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.layout import ids
 
@@ -109,3 +112,19 @@ def _format(value: object) -> str:
 def datapoint_title(run: Run, epoch: Epoch, idx: int) -> html.H5:
     return html.H5(f"datapoint {idx} · {run.name} · {epoch.label}", className="datapoint-title")
 
+
+def epoch_state(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> str:
+    """The signature of the run's epochs, the chosen epoch's files and the run's training monitor file."""
+    run = backend.run(run_path)
+    epochs = backend.epochs(run) if run else []
+    epoch = next((e for e in epochs if e.key == epoch_key), None)
+    try:
+        version = backend.version(epoch) if epoch else None
+    except ScoresError as exc:  # removed while listed: that too is a change
+        version = str(exc)
+    training = TRAINING_LOGS.version(run) if run else None  # the Training tab follows the run's monitor file
+    return digest(([epoch_option(e) for e in epochs], version, training))
+
+
+def digest(value: object) -> str:
+    return hashlib.sha1(repr(value).encode()).hexdigest()[:16]

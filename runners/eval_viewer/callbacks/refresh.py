@@ -10,16 +10,13 @@ ticks ``ids.REFRESH`` only when the answer differs: a page over runs that do not
 
 from __future__ import annotations
 
-import hashlib
 from typing import Optional
 
 import flask
 from dash import Dash
 
-from runners.eval_viewer.backend.scores import ScoresError
-from runners.eval_viewer.backend.training import TRAINING_LOGS
 from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks.components import epoch_option
+from runners.eval_viewer.callbacks.components import digest, epoch_state
 from runners.eval_viewer.layout.controls import run_options
 
 CHANGES_ROUTE = "_lantern/changes"  # under the app's routes prefix; the page asks it relative to its own address
@@ -28,23 +25,11 @@ DISCOVERY_MAX_AGE_S = 2.0  # one look at the log dirs serves every page polling 
 
 def disk_state(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> dict[str, str]:
     """Short signatures of what the page shows from disk: ``runs`` (the run list and discovery problems) and
-    ``epoch`` (the run's epochs, the chosen epoch's files and the run's training monitor file). A run or epoch the
-    viewer does not know counts as none: nothing asked here becomes a path."""
+    ``epoch`` (``epoch_state``). A run or epoch the viewer does not know counts as none: nothing asked here
+    becomes a path."""
     discovery = backend.refresh(max_age_s=DISCOVERY_MAX_AGE_S)
-    runs = (run_options(discovery), discovery.problems)
-    run = backend.run(run_path)
-    epochs = backend.epochs(run) if run else []
-    epoch = next((e for e in epochs if e.key == epoch_key), None)
-    try:
-        version = backend.version(epoch) if epoch else None
-    except ScoresError as exc:  # removed while listed: that too is a change
-        version = str(exc)
-    training = TRAINING_LOGS.version(run) if run else None  # the Training tab follows the run's monitor file
-    return {"runs": _digest(runs), "epoch": _digest(([epoch_option(e) for e in epochs], version, training))}
-
-
-def _digest(value: object) -> str:
-    return hashlib.sha1(repr(value).encode()).hexdigest()[:16]
+    return {"runs": digest((run_options(discovery), discovery.problems)),
+            "epoch": epoch_state(backend, run_path, epoch_key)}
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:

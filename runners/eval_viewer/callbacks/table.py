@@ -19,7 +19,7 @@ from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.thumbnails import has_pictures
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.browser_input import BadRequest, Paging, paging
-from runners.eval_viewer.callbacks.components import HIDDEN_COLUMNS, debug_hint, epoch_badges
+from runners.eval_viewer.callbacks.components import HIDDEN_COLUMNS, debug_hint, epoch_badges, epoch_state
 from runners.eval_viewer.callbacks.failures import narrowed_idx
 from runners.eval_viewer.callbacks.filter_text import EXAMPLES, LABEL_COLUMNS, compile_filter
 from runners.eval_viewer.layout import ids
@@ -35,7 +35,7 @@ _NULL_OPS = {"blank": "is null", "notBlank": "is not null"}
 def register(app: Dash, backend: ViewerBackend) -> None:
     @app.callback(Output(ids.METRIC_SELECT, "options"), Output(ids.METRIC_SELECT, "value"),
                   Output(ids.EPOCH_BADGES, "children"), Output(ids.TABLE_QUERY, "data"),
-                  Output(ids.TABLE, "columnDefs"),
+                  Output(ids.TABLE, "columnDefs"), Output(ids.VIEW_BUILT_FROM, "data"),
                   Input(ids.EPOCH_SELECT, "value"), Input(ids.METRIC_SELECT, "value"),
                   Input(ids.REFRESH, "data"), Input(ids.TABLE_IDX_FILTER, "data"), Input(ids.WRONG_ONLY, "value"),
                   State(ids.RUN_SELECT, "value"), State(ids.TABLE_QUERY, "data"), prevent_initial_call=True)
@@ -44,16 +44,19 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         """Everything that follows the chosen epoch, in one step: the metric, the epoch's badges, and the table's
         query (with the epoch's version) and columns. A run switch reaches it once, through the epoch
         (``refresh_epochs`` always sends the new run's epoch); the query then says to clear the filters, which
-        would silently empty the next epoch's table. A refresh that finds nothing new changes nothing."""
+        would silently empty the next epoch's table. A refresh that finds nothing new changes nothing. The disk
+        state the view is built from goes to the page (``assets/refresh.js``: a change between a switch and the
+        page's next question is a change)."""
+        built_from = {"key": [run_path, epoch_key], "epoch": epoch_state(backend, run_path, epoch_key)}
         view = epoch_view(backend, run_path, epoch_key, metric, narrowed_idx(narrowed, run_path, epoch_key),
                           wrong=bool(wrong))
         previous = {key: value for key, value in (previous or {}).items() if key != "clear"}
         same_epoch = (previous.get("run"), previous.get("epoch")) == (run_path, epoch_key)
         if view.query == previous:
-            return (no_update,) * 5
+            return (*(no_update,) * 5, built_from)
         same_columns = same_epoch and all(previous.get(key) == view.query.get(key) for key in ("metric", "version"))
         return (view.metrics, view.metric, view.badges, {**view.query, "clear": not same_epoch},
-                no_update if same_columns else view.columns)
+                no_update if same_columns else view.columns, built_from)
 
     app.clientside_callback(
         """function(query) {

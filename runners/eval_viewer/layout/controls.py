@@ -40,8 +40,9 @@ def _labelled(label: str, component: object, width: str) -> html.Div:
 def refresh_poll(first: FirstView, on_disk: dict[str, str]) -> list:
     """What ``assets/refresh.js`` asks about and ticks (``callbacks/refresh.py``): its period, and what the page
     was built from (``on_disk``: ``disk_state`` of the first run and epoch), so a change before its first question
-    is not missed. ``REFRESH`` is given no data (a Store given None sets it again when it mounts)."""
-    return [dcc.Store(id=ids.REFRESH),
+    is not missed; ``VIEW_BUILT_FROM`` says the same of each view switched to since. ``REFRESH`` is given no data
+    (a Store given None sets it again when it mounts)."""
+    return [dcc.Store(id=ids.REFRESH), dcc.Store(id=ids.VIEW_BUILT_FROM),
             html.Div(id=ids.REFRESH_POLL, hidden=True, **{
                 "data-ms": str(REFRESH_MS), "data-runs": on_disk["runs"], "data-epoch": on_disk["epoch"],
                 "data-key": json.dumps([first.run, first.epoch], separators=(",", ":"), ensure_ascii=False)})]

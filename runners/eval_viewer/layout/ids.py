@@ -10,6 +10,7 @@ NEAREST_DEBUG_EPOCH = "nearest-debug-epoch"  # button: switch to the nearest epo
 MESSAGES = "viewer-messages"
 REFRESH = "refresh-tick"  # ticked by assets/refresh.js when the runs on disk changed (callbacks/refresh.py)
 REFRESH_POLL = "refresh-poll"  # what assets/refresh.js asks about: its period and what the page was built from
+VIEW_BUILT_FROM = "view-built-from"  # the run, epoch and disk state the shown view was built from (refresh.js)
 
 SCORE_CHART = "score-chart"  # drawn by assets/score_views.js from SCORE_CHART_DATA
 SCORE_CHART_DATA = "score-chart-data"
