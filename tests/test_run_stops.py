@@ -13,7 +13,7 @@ import pytest
 
 from tests.runs import run_main, start_main, write_config
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 # raises on a datapoint of the second epoch (the first one is done once progress.json exists)
 IN_EPOCH_1 = """

@@ -100,5 +100,5 @@ def test_the_failures_tab_shows_the_message_in_place(planted_run, tmp_path, kind
     backend = ViewerBackend([str(tmp_path / "logs")])
     above, below, *charts = findings_content(backend, str(run), last)
     text = str(above.children)
-    assert "failures-error" in above.className and expected in text
+    assert "failures-error" in above.class_name and expected in text
     assert below == [] and charts == [{}, {}, {}]

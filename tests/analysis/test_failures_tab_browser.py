@@ -24,7 +24,7 @@ from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, SLOW_WAIT_MS, browser_or
 from tests.e2e.viewer_page import column, wait_caption
 from utils.builders import build_from_config
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(600), pytest.mark.slow]
 MAX_CLICKS = 3
 GRID_IDX = """() => {
     const grid = document.getElementById('GRID').scoreGrid;  // what the page's script drew: the idx of each cell

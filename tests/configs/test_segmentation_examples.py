@@ -22,6 +22,8 @@ from runners.trainers import BaseTrainer
 from tests.runs import REPO_ROOT, one_thread
 from utils.builders import build_from_config
 
+pytestmark = pytest.mark.slow  # runs in .ci/run's second command (README: the slow tests)
+
 EXAMPLES = os.path.join(REPO_ROOT, "configs", "examples")
 
 

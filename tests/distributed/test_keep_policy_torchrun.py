@@ -11,6 +11,8 @@ from runners.eval_viewer.backend.initialization import load_debug_outputs
 from tests.distributed.test_torchrun import EVALUATOR, config_file
 from tests.runs import run_torchrun
 
+pytestmark = pytest.mark.slow  # runs in .ci/run's second command (README: the slow tests)
+
 WORST_5 = 'config["debugger"]["args"]["keep"] = {"worst": 5, "by": "cross_entropy"}\n'
 
 

@@ -24,6 +24,8 @@ from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.evaluators import BaseEvaluator
 from tests.runs import run_torchrun, write_config
 
+pytestmark = pytest.mark.slow  # runs in .ci/run's second command (README: the slow tests)
+
 VAL_SIZE = 25
 
 DEBUGGER = """

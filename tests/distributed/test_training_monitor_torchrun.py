@@ -18,6 +18,8 @@ from tests.runners.test_training_monitor_runs import BATCH, NAN_ON_SATURATED
 from tests.runs import run_torchrun, write_config
 from utils.builders import build_from_config
 
+pytestmark = pytest.mark.slow  # runs in .ci/run's second command (README: the slow tests)
+
 TRAIN_SIZE = 128  # 4 steps per rank: rank 1's batch at step 1 holds a saturated image, rank 0's only at step 2
 
 

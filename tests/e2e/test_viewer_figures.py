@@ -157,8 +157,8 @@ def test_compare_epochs_draws_the_asked_datapoint_s_captured_maps(viewer_url, lo
     page.click(f"#{ids.TAB_DATAPOINT}")
     page.locator(f"#{ids.TABLE} .ag-row.open-datapoint").wait_for()  # the table knows the open row: j steps on
     page.keyboard.press("j")
-    page.wait_for_function(f"() => !document.querySelector('#{ids.DATAPOINT_PANEL} .datapoint-title')"
-                           ".innerText.startsWith('datapoint 3 ')")
+    page.wait_for_function(f"() => (title => title && !title.innerText.startsWith('datapoint 3 '))"
+                           f"(document.querySelector('#{ids.DATAPOINT_PANEL} .datapoint-title'))")
     following = int(page.locator(f"#{ids.DATAPOINT_PANEL} .datapoint-title").inner_text().split()[1])
     page.click(f"#{ids.TAB_COMPARE_EPOCHS}")
     _check_compared_feature_maps(page, backend, run, epochs, following)

@@ -32,7 +32,7 @@ from tests.e2e.viewer_page import (
 )
 from tests.runs import train, write_config
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300), pytest.mark.slow]
 
 # What the panel shows at each frame the browser paints: its title where the title is on screen, else ''.
 RECORD_FRAMES = """panel => {

@@ -32,7 +32,7 @@ from tests.runs import run_main, train, write_config
 from utils.atomic_files import read_json
 from utils.errors import CheckpointError, ConfigError, WorkDirError
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.slow]
 
 VAL_SIZE = 12
 

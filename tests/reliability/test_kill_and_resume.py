@@ -25,6 +25,8 @@ from runners.trainers import BaseTrainer
 from tests.runs import run_main, run_torchrun, write_config
 from utils.atomic_files import read_json
 
+pytestmark = pytest.mark.slow  # runs in .ci/run's second command (README: the slow tests)
+
 EPOCHS, VAL_SIZE = 2, 24
 POINTS = ["training_step", "validation", "page_write", "score_write", "checkpoint_save"]
 LEAVES_A_HALF_WRITTEN_FILE = {"page_write", "score_write", "checkpoint_save"}

@@ -21,7 +21,7 @@ from runners.config_file import load_config
 from runners.trainers import BaseTrainer
 from tests.runs import run_main, write_config
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 COMMON = """
 import os

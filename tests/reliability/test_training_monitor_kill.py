@@ -18,6 +18,8 @@ from runners.config_file import load_config
 from runners.trainers import BaseTrainer
 from tests.runs import run_main, write_config
 
+pytestmark = pytest.mark.slow  # runs in .ci/run's second command (README: the slow tests)
+
 POINTS = ["half_a_frame", "between_steps"]
 MONITOR = 'config["training_monitor"] = {"every_n_steps": 2}\n'
 

@@ -14,7 +14,7 @@ import pytest
 from runners.work_dir_guard import lock_work_dir, release_work_dir
 from tests.runs import run_main, start_main, write_config
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 WAITS = """
 import os

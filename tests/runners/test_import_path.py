@@ -8,7 +8,11 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.runs import REPO_ROOT, run_main, write_config
+
+pytestmark = pytest.mark.slow  # runs in .ci/run's second command (README: the slow tests)
 
 NET = """
 import torch

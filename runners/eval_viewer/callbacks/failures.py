@@ -11,6 +11,7 @@ or epoch really changes (not when a refresh re-sends the same epoch), and with *
 
 from __future__ import annotations
 
+import json
 from typing import Any, Optional
 
 import numpy as np
@@ -27,6 +28,7 @@ from runners.eval_viewer.layout import failures as layout
 from runners.eval_viewer.layout import ids
 
 FINDINGS_ERRORS = (AnalysisError, EpochTableError, ScoresError)
+READING = "Reading the epoch's findings…"  # the panel, from a switch of run or epoch to the server's answer
 _END_NARROWING = """function(run, epoch, _clear, narrowed) {
     const none = window.dash_clientside.no_update;
     const trigger = (window.dash_clientside.callback_context.triggered[0] || {}).prop_id || '';
@@ -139,6 +141,17 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         Output(layout.FILTER_NOTE, "children", allow_duplicate=True), Input(ids.RUN_SELECT, "value"),
         Input(ids.EPOCH_SELECT, "value"), Input(ids.TABLE_CLEAR_FILTERS, "n_clicks"),
         Input(ids.TABLE_IDX_FILTER, "data"), prevent_initial_call=True)
+
+    app.clientside_callback(  # the tab shown for another run or epoch says so at once: until the server's answer
+        # lands it would go on showing the findings of the epoch left, live buttons included
+        f"""function(run, epoch, tab) {{
+            if (tab !== '{layout.TAB_FAILURES}') {{ return window.dash_clientside.no_update; }}
+            const key = JSON.stringify([run, epoch]);
+            if (window.lanternFailuresKey === key) {{ return window.dash_clientside.no_update; }}
+            window.lanternFailuresKey = key;
+            return {json.dumps(READING)};
+        }}""", Output(layout.PANEL, "children", allow_duplicate=True), Input(ids.RUN_SELECT, "value"),
+        Input(ids.EPOCH_SELECT, "value"), Input(ids.TABS, "value"), prevent_initial_call=True)
 
     app.clientside_callback(  # a datapoint opened while the Failures tab shows: show it (in the browser: the
         # Datapoint tab's callback waits for this one, so a server round trip here would delay every click)
