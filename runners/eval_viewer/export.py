@@ -32,7 +32,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
+from plotly.offline import get_plotlyjs, get_plotlyjs_version
 
 from data.viewer.layout.display.display_labels import class_text
 from data.viewer.layout.display.figures import (
@@ -93,6 +93,7 @@ SHARED_SECTION = f"States {SHARED}"  # drawn once in a report, not once per data
 Item = Union[go.Figure, Note, Rows, Picture, str]  # a figure, a note, a table, a picture, or the text of an alert
 Section = tuple[str, list[Item]]
 INPUT_PX = 160  # the input image beside a datapoint's row
+SLIM_PLOTLY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "plotly-viewer.min.js")
 _STYLE = """body{font-family:sans-serif;margin:24px;max-width:1200px}
 h2{border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:40px}
 .alert{background:#fff3cd;border:1px solid #ffe69c;padding:8px 12px;margin:8px 0;white-space:pre-wrap}
@@ -150,7 +151,7 @@ def write_html(path: str, title: str, sections: Iterable[Section], note: str = "
         f"<p class='selection'>{html.escape(selection.description)}</p>"
         f"<script type='application/json' id='lantern-selection'>"
         f"{_script_json(json.dumps(selection.record, default=str))}</script>")
-    plotly = f"<script>{get_plotlyjs()}</script>{_DRAW_IN_VIEW}" if charts else ""
+    plotly = f"<script>{plotly_js()}</script>{_DRAW_IN_VIEW}" if charts else ""
     page = (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>{chosen}"
             f"<p class='note'>{html.escape(note)}</p>{''.join(parts)}{plotly}</body></html>\n")
@@ -182,6 +183,16 @@ def _figure_html(figure: go.Figure) -> str:
 def _script_json(text: str) -> str:
     """JSON text made safe inside a ``<script>``: no ``</script>`` (nor any tag) in a value can end it early."""
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def plotly_js() -> str:
+    """The viewer's slim plotly.js (the traces its figures use) when it fits the installed plotly, else plotly's."""
+    from runners.eval_viewer.app import SLIM_PLOTLY_JS_VERSION  # the bundle's version, kept beside its build
+
+    if get_plotlyjs_version() == SLIM_PLOTLY_JS_VERSION and os.path.isfile(SLIM_PLOTLY):
+        with open(SLIM_PLOTLY, encoding="utf-8") as f:
+            return f.read()
+    return get_plotlyjs()
 
 
 def _html_table(rows: Rows) -> str:

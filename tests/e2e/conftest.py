@@ -26,6 +26,10 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 # ways out of a wait that will never end, not how long a test takes.
 WAIT_MS = 60_000
 SLOW_WAIT_MS = 180_000
+# Trace types plotly did not draw as asked: an unregistered type silently falls back to a scatter.
+UNDRAWN_TRACES = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(plot => (plot.data || [])
+    .map((trace, i) => [trace.type || 'scatter', ((plot._fullData || [])[i] || {}).type])
+    .filter(([asked, drawn]) => drawn !== undefined && asked !== drawn).map(([asked]) => asked))"""
 
 # Debug outputs drawn as figures (a custom debugger's bars) and over the input image (Grad-CAM).
 DEBUGGER = """
@@ -97,5 +101,8 @@ def new_page(browser):
     yield make
     for page in pages:
         if not page.is_closed():
+            errors.extend(f"a figure draws a trace type the viewer's plotly bundle lacks ({kind}): add it in "
+                          "runners/eval_viewer/build_plotly_bundle.sh and rerun it"
+                          for kind in page.evaluate(UNDRAWN_TRACES))
             page.close()
     assert not errors, f"the page logged errors: {errors}"

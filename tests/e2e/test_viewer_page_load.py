@@ -9,9 +9,11 @@ import numpy as np
 import plotly.colors
 import pyarrow.parquet as pq
 import pytest
+from plotly.offline import get_plotlyjs_version
 
 from analysis.epoch_table import EPOCH_TABLE_FILE
 from benchmarks.viewer_browser import SHOWN, write_large_run
+from runners.eval_viewer.app import plotly_url
 from runners.eval_viewer.layout import ids
 from tests.e2e.conftest import serve_viewer
 from tests.e2e.viewer_page import GRID, grid_cell, reload_noting_asked, wait_caption, wait_title
@@ -54,14 +56,15 @@ def test_bootstrap_styles_the_page_from_the_viewer_itself(viewer_url, new_page):
 
 
 def test_plotly_js_comes_from_the_viewer_once_the_table_has_asked_for_its_rows(viewer_url, new_page):
-    """The first page draws no plotly graph: plotly.js (Dash's own, served by the viewer) is loaded after the
-    table's rows are asked for, ready for the first datapoint opened; every script comes from the viewer."""
+    """The first page draws no plotly graph: plotly.js (the viewer's slim bundle) is loaded after the table's rows
+    are asked for, ready for the first datapoint opened; every script comes from the viewer."""
     page = new_page(viewer_url[0])
     page.wait_for_function(SHOWN)
     page.wait_for_function(PLOTLY_LOADED)  # loaded when the browser is idle, for the first datapoint opened
     scripts = page.evaluate(SCRIPTS)
     assert all(name.startswith(viewer_url[0].rstrip("/")) for name, _ in scripts), scripts
-    (plotly_asked,) = [start for name, start in scripts if "/plotly/package_data/plotly.min.js" in name]
+    plotly = plotly_url("/", get_plotlyjs_version())  # the slim bundle, unless plotly.py expects another plotly.js
+    (plotly_asked,) = [start for name, start in scripts if plotly in name]
     assert plotly_asked > page.evaluate(FIRST_ASKED, "/_dash-update-component")
 
 

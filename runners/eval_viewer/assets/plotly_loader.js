@@ -1,9 +1,9 @@
-// plotly.js (Dash's own, 4.8 MB) is not a script of the first page, which draws no plotly graph
-// (assets/score_views.js draws the score chart and grid). It is loaded once, from the address Dash's renderer
-// gives its graphs (``window._dashPlotlyJSURL``), as soon as a graph asks for it or, once the table has its rows,
-// when the browser is idle, so that opening a datapoint finds it ready. dcc.Graph takes plotly.js from
-// ``Promise.resolve(window.Plotly || ...)``: a thenable here makes every graph wait for this one load (plotly.js
-// then replaces it with itself), instead of loading it a second time.
+// plotly.js is not a script of the first page, which draws no plotly graph (assets/score_views.js draws the score
+// chart and grid). It is loaded once, from the address the server gives (``lanternPlotlyURL``, app.py: the slim
+// bundle, 1.3 MB, or Dash's own where plotly.py expects another plotly.js), as soon as a graph asks for it or, once
+// the table has its rows, when the browser is idle, so that opening a datapoint finds it ready. dcc.Graph takes
+// plotly.js from ``Promise.resolve(window.Plotly || ...)``: a thenable here makes every graph wait for this one load
+// (plotly.js then replaces it with itself), instead of loading Dash's full bundle.
 window.lanternPlotly = (function () {
     let loading = null;
 
@@ -11,7 +11,7 @@ window.lanternPlotly = (function () {
         if (loading === null) {
             loading = new Promise(function (resolve, reject) {
                 const script = document.createElement("script");
-                script.src = window._dashPlotlyJSURL;
+                script.src = window.lanternPlotlyURL || window._dashPlotlyJSURL;
                 script.onload = function () { resolve(window.Plotly); };
                 script.onerror = function () {  // the next graph tries again
                     loading = null;

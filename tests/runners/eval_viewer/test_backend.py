@@ -13,6 +13,7 @@ import pytest
 from dash import html
 from plotly.offline import get_plotlyjs_version
 
+import runners.eval_viewer.backend.initialization as initialization
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
 from data.datasets import SyntheticShapesDataset
 from data.viewer.layout.display import display_datapoint
@@ -20,7 +21,13 @@ from data.viewer.layout.display.display_debug_outputs import display_debug_outpu
 from debuggers.pages import reader
 from runners.config_file import load_config
 from runners.eval_viewer.__main__ import parse_args
-from runners.eval_viewer.app import create_app
+from runners.eval_viewer.app import (
+    DASH_PLOTLY_BUNDLE,
+    SLIM_PLOTLY_BUNDLE,
+    SLIM_PLOTLY_JS_VERSION,
+    create_app,
+    plotly_url,
+)
 from runners.eval_viewer.backend.datapoint import load_datapoint
 from runners.eval_viewer.backend.runs import EVALUATION_KEY, discover_runs, list_epochs, read_model_report
 from runners.eval_viewer.backend.scores import Scores, ScoresError, default_metric, read_scores
@@ -129,14 +136,18 @@ def test_folder_that_is_not_a_run_is_reported_in_the_page(tmp_path):
     assert "holds no Lantern run" in page and "run_info.json" in page
 
 
-def test_the_page_s_scripts_and_plotly_js_are_served_by_the_viewer_itself(tmp_path):
-    """Dash's own page, its scripts served locally (the viewer works offline), plotly.js among them."""
+def test_the_slim_plotly_bundle_is_served_only_with_the_plotly_js_it_was_built_from(tmp_path):
+    bundle = os.path.join(os.path.dirname(initialization.__file__), "..", "assets", SLIM_PLOTLY_BUNDLE)
+    with open(bundle, encoding="utf-8") as f:
+        assert re.findall(r'version="(\d+\.\d+\.\d+)"', f.read()) == [SLIM_PLOTLY_JS_VERSION]
+    assert plotly_url("/", "0.0.1") == f"/{DASH_PLOTLY_BUNDLE}"
+    assert plotly_url("/", SLIM_PLOTLY_JS_VERSION) == f"/assets/{SLIM_PLOTLY_BUNDLE}"
     client = create_app([str(tmp_path)]).server.test_client()
     index = client.get("/").get_data(as_text=True)
-    scripts = re.findall(r'<script src="([^"]+)"', index)
-    assert scripts and not [src for src in scripts if "://" in src], scripts
-    assert client.get(f"/_dash-component-suites/plotly/package_data/plotly.min.js?v={get_plotlyjs_version()}") \
-        .status_code == 200
+    assert f'src="/assets/{SLIM_PLOTLY_BUNDLE}' not in index  # not a script of the first page: loaded when idle
+    expected = plotly_url("/", get_plotlyjs_version())
+    assert f"window.lanternPlotlyURL = {json.dumps(expected)}" in index
+    assert client.get(expected).status_code == 200
 
 
 # ----------------------------------------------------------------- epochs and scores

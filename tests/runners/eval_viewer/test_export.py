@@ -13,7 +13,6 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 import torch
-from plotly.offline import get_plotlyjs
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
 from data.datasets import SyntheticShapesDataset
@@ -26,6 +25,7 @@ from runners.eval_viewer.export import (
     SHARED_SECTION,
     datapoint_items,
     main,
+    plotly_js,
     resolve_epoch_dir,
     visualize_debug_states,
 )
@@ -68,7 +68,7 @@ def _pictures(page: str) -> dict[str, str]:
 def test_report_draws_maps_as_images_one_section_per_idx_and_plotly_once(run_dir, tmp_path):
     code, page = export(run_dir, tmp_path / "report.html", "--idx", "3", "7", "12")
     assert code == 0
-    assert page.count(get_plotlyjs()[:200]) == 1  # for the charts (the model report), drawn when scrolled to
+    assert page.count(plotly_js()[:200]) == 1  # for the charts (the model report), drawn when scrolled to
     assert [page.count(f"<h2>Datapoint {i}</h2>") for i in (3, 7, 12)] == [1, 1, 1]
     assert page.index("Datapoint 3") < page.index("Datapoint 7") < page.index("Datapoint 12")
     assert "<h2>Model</h2>" in page and "<h1>Lantern debug report: run · epoch 1</h1>" in page
@@ -142,7 +142,7 @@ def test_evaluator_style_folder_and_notebook_helper(tmp_path):
     assert figures[0].layout.title.text.startswith("fm: backbone.layer4 feature map")
     page = (tmp_path / "notebook" / "debug_states.html").read_text()
     assert list(_pictures(page)) == [figures[0].layout.title.text]  # a picture: the page needs no plotly.js
-    assert get_plotlyjs()[:200] not in page
+    assert plotly_js()[:200] not in page
     assert len(load_debug_outputs(str(tmp_path / "eval"))) == 4
     assert visualize_debug_states(outputs[2]["fm"])[0].layout.title.text.startswith("output: ")
 
