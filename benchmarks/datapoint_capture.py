@@ -25,6 +25,7 @@ from metrics import ClassificationMetric
 from models import SmallCNN
 from runners.datapoint_capture import DATAPOINTS_DIR
 from runners.evaluators import BaseEvaluator
+from runners.unique_idx import SeenIdx
 
 
 def ready_evaluator(work_dir: str, datapoints: int, resolution: int, batch_size: int) -> BaseEvaluator:
@@ -44,6 +45,7 @@ def eval_pass(evaluator: BaseEvaluator, batches: list[dict], capture: bool) -> N
     if capture:
         evaluator._start_datapoint_capture(once=False)
     evaluator.metric.reset_buffer()
+    evaluator._seen_idx = SeenIdx(len(batches) * len(batches[0]["meta_info"]["idx"]))  # a new pass, as _eval_loop
     evaluator.epoch_rows = EpochRows.for_metric(evaluator.metric)
     with torch.no_grad():
         for dp in batches:

@@ -124,7 +124,7 @@ def cold_times(run_dir: str, action: Callable[[int], object]) -> list[float]:
 
 
 def measure(run_dir: str) -> dict:
-    backend = ViewerBackend([os.path.dirname(run_dir)])
+    backend = ViewerBackend([os.path.dirname(run_dir)], trust_configs=True)  # the run is this script's own
     run = backend.run(run_dir)
     dataset_build = _seconds(lambda: backend.dataset(run))  # once per run: the config imported, the dataset built
     debug = backend.debug(backend.epoch(run, EVALUATION_KEY))

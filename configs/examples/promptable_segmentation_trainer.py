@@ -46,8 +46,10 @@ config = {
     "checkpoint_method": "latest",
     "train_dataset": {"class": PromptedShapesDataset, "args": {"num_datapoints": 2000, "split": "train", **PLANTED}},
     "train_dataloader": {"class": DataLoader, "args": {"batch_size": 16, "collate_fn": collate_prompted_masks}},
+    # 1,200: enough failures for a cause failing 3.5x the rest to pass the analysis's Bonferroni level (at 400, low
+    # contrast's slice had p = 1.7e-4 against about 1e-4)
     "val_dataset": {"class": PromptedShapesDataset, "args": {
-        "num_datapoints": 400, "split": "val", "streaked": 0.05, **PLANTED}},
+        "num_datapoints": 1200, "split": "val", "streaked": 0.05, **PLANTED}},
     "val_dataloader": {"class": DataLoader, "args": {"batch_size": 64, "collate_fn": collate_prompted_masks}},
     "model": {"class": PromptableSegmenter, "args": {"dim": 32, "num_heads": 4, "depth": 2}},
     "criterion": {"class": PromptedMaskCriterion, "args": {}},
