@@ -121,12 +121,12 @@ class BufferPool:
 def _mapped(nbytes: int) -> np.ndarray:
     """``nbytes`` of fresh anonymous memory, unmapped when the last array over it dies.
 
-    A private mapping, faulted in page by page as the copy fills it: ``mmap``'s default shared one took 2.9 ms
-    for a new 4 MB buffer filled by a copy, against 1.6 ms (making its pages at once, ``MAP_POPULATE``, gained
-    nothing beyond noise: ``python -m benchmarks.debugger_overhead --workloads new-buffers``). A private mapping
-    made just below another merges with it, so the buffer starts after a page that cannot be read or written
-    (``PROT_NONE``), which nothing merges across: the buffer starts a mapping of its own, and a 4 KiB block
-    (``O_DIRECT``)."""
+    A private mapping, faulted in page by page as the copy fills it: ``mmap``'s default shared one took 3.0 ms
+    for a new 4 MB buffer filled by a copy, against 1.7 ms (making its pages at once, ``MAP_POPULATE``, saves
+    0.1 ms of that and nothing in the capture: ``python -m benchmarks.debugger_overhead --workloads attention
+    new-buffers``). A private mapping made just below another merges with it, so the buffer starts after a page
+    that cannot be read or written (``PROT_NONE``), which nothing merges across: the buffer starts a mapping of
+    its own, and a 4 KiB block (``O_DIRECT``)."""
     if not hasattr(mmap, "MAP_PRIVATE"):  # Windows
         return np.frombuffer(mmap.mmap(-1, nbytes), dtype=np.uint8)
     memory = np.frombuffer(mmap.mmap(-1, mmap.PAGESIZE + nbytes, flags=mmap.MAP_PRIVATE), dtype=np.uint8)
