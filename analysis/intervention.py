@@ -103,17 +103,30 @@ class NotVerifiable:
 
 # ----------------------------------------------------------------------------------------------- the sets
 def matched_control(table_idx: np.ndarray, failed: np.ndarray, finding_idx: np.ndarray,
-                    rng: np.random.Generator) -> np.ndarray:
-    """As many failing and as many passing datapoints as the finding holds, drawn at random from outside it
-    (all there are when outside holds fewer), sorted. Matching on the outcome is what makes the comparison fair:
-    a patch that wipes out a layer fixes a share of any failures, and breaks a share of any passes."""
+                    rng: np.random.Generator, size: Optional[int] = None) -> np.ndarray:
+    """``size`` datapoints (default: as many as the finding) drawn at random from outside the finding, failing and
+    passing in the finding's shares (all there are when outside holds fewer), sorted. Matching on the outcome is
+    what makes the comparison fair: a patch that wipes out a layer fixes a share of any failures, and breaks a
+    share of any passes."""
     inside = np.isin(table_idx, finding_idx)
+    failing = int((inside & failed).sum())
+    total = int(inside.sum())
+    size = total if size is None else size
+    wanted = {True: round(failing * size / total) if total else 0}
+    wanted[False] = size - wanted[True]
     chosen = []
     for outcome in (True, False):
-        wanted = int((inside & (failed == outcome)).sum())
         pool = table_idx[~inside & (failed == outcome)]
-        chosen.append(rng.choice(pool, size=min(wanted, len(pool)), replace=False))
+        chosen.append(rng.choice(pool, size=min(wanted[outcome], len(pool)), replace=False))
     return np.sort(np.concatenate(chosen)).astype(np.int64)
+
+
+def control_size(finding_size: int, reference_size: int = REFERENCE_SIZE) -> int:
+    """As many as the finding, less the reference where the finding holds at least twice as many: the reference's
+    unpatched pass is then paid for by a smaller control, and a verification reruns twice the finding's datapoints
+    (issue 26: at most twice the time of evaluating them). The control is compared at the finding's composition
+    (``compare``), so its size sets only the width of its interval."""
+    return finding_size - reference_size if finding_size >= 2 * reference_size else finding_size
 
 
 def passing_reference(table_idx: np.ndarray, failed: np.ndarray, finding_idx: np.ndarray, control_idx: np.ndarray,

@@ -5,8 +5,9 @@
 Trains ``configs/examples/planted_units_trainer.py`` (or reuses the finished run in ``--work-dir``), rebuilds its
 model once (``runners.run_model.EpochModel``, timed apart), and takes as the finding 200 datapoints: the 100 with the
 highest ``unit_energy.c3`` (its planted unit: they carry the artefact, most fail) and 100 others at random, so that the
-epoch holds enough failures outside it for a control of the full 200 (the slowest case; a finding that holds most
-failures of the epoch gets a smaller control). Then, interleaved in a new random order each round (medians):
+epoch holds enough failures outside it for a full control (168: the finding's size less the reference's; the slowest
+case; a finding that holds most failures of the epoch gets a smaller control). Then, interleaved in a new random
+order each round (medians):
 
 - **evaluate**: those 200 datapoints through the run's own dataloader, model and metric, as its eval loop does
   (what a user reruns to look at them again);

@@ -3,7 +3,8 @@
 For each finding that ``analysis.finding_plans`` turns into a plan (a unit or NaN module to patch, or an input
 region to mask; ``analysis/intervention.py`` says how the result is judged):
 
-1. draw the matched control (as many failing and passing datapoints, from outside the finding) and the passing
+1. draw the matched control (the finding's failing and passing shares, from outside the finding: as many
+   datapoints, less the reference's where the finding holds twice as many, ``control_size``) and the passing
    reference (the control's passing datapoints first), with a fixed seed;
 2. run the reference through the rebuilt model unpatched: the mean of the patched module's output (a forward
    hook sums it) or of the masked input, and a check that the model reproduces the epoch (the reference passed
@@ -43,6 +44,7 @@ from analysis.intervention import (
     OutcomeCounts,
     UnitPatch,
     compare,
+    control_size,
     failure_rule,
     matched_control,
     passing_reference,
@@ -154,7 +156,7 @@ def verify_plan(model: EpochModel, plan: InterventionPlan, rule: FailureRule, fa
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     finding = np.asarray(plan.idx, dtype=np.int64)
-    control = matched_control(facts.table_idx, facts.failed, finding, rng)
+    control = matched_control(facts.table_idx, facts.failed, finding, rng, control_size(len(finding)))
     reference = passing_reference(facts.table_idx, facts.failed, finding, control, rng)
     if not len(control) or not len(reference):
         return NotVerifiable(plan.key, plan.finding, "no datapoint outside the finding to compare with, or none "

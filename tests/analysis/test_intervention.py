@@ -14,12 +14,14 @@ from analysis.intervention import (
     CONFIRMED,
     CORRELATIONAL,
     INCONCLUSIVE,
+    REFERENCE_SIZE,
     InputMask,
     InterventionPlan,
     NotVerifiable,
     OutcomeCounts,
     UnitPatch,
     compare,
+    control_size,
     failure_rule,
     matched_control,
     passing_reference,
@@ -38,6 +40,18 @@ def test_the_control_matches_the_findings_failing_and_passing_counts_from_outsid
     reference = passing_reference(idx, failed, finding, control, np.random.default_rng(2), size=20)
     assert len(reference) == 20 and not failed[reference].any() and not np.isin(reference, finding).any()
     assert np.isin(reference, control).all()  # the control's passing datapoints first: they are loaded anyway
+
+
+def test_a_smaller_control_keeps_the_finding_s_shares_and_pays_for_the_reference():
+    """A 200-datapoint finding: a control of 168 and a reference of 32 rerun as many datapoints as the finding."""
+    rng = np.random.default_rng(0)
+    idx = np.arange(2000)
+    failed = rng.random(2000) < 0.3
+    finding = np.flatnonzero(failed)[:150].tolist() + np.flatnonzero(~failed)[:50].tolist()
+    assert control_size(len(finding)) == 200 - REFERENCE_SIZE and control_size(40) == 40
+    control = matched_control(idx, failed, np.array(finding), np.random.default_rng(1), control_size(len(finding)))
+    assert len(control) == 168 and failed[control].sum() == 126  # 150 of 200 failing: 126 of 168
+    assert not np.isin(control, finding).any()
 
 
 def test_a_control_takes_what_there_is_when_outside_holds_fewer():
