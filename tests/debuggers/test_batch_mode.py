@@ -67,6 +67,14 @@ class FailsOnFive(BaseDebugger):
         return {"label_mean": float(datapoint["labels"]["class"].float().mean())}
 
 
+
+def batch_and_singles(tokens: torch.Tensor) -> tuple[list[dict], list[dict]]:
+    """``tokens`` as one batch of 4 datapoints, and as 4 batches of one."""
+    batches = [{"inputs": {"tokens": tokens}, "labels": {}, "meta_info": {"idx": torch.arange(4)}}]
+    singles = [{"inputs": {"tokens": tokens[i:i + 1]}, "labels": {}, "meta_info": {"idx": torch.tensor([i])}}
+               for i in range(4)]
+    return batches, singles
+
 def assert_same(a, b, where=""):
     if isinstance(a, dict):
         assert list(a) == list(b), where
@@ -187,9 +195,7 @@ def test_a_sequence_first_layer_is_cut_along_its_batch_dimension(tmp_path):
     torch.manual_seed(0)
     model = SequenceFirst().eval()
     tokens = torch.randn(4, 4, 8)  # L == B == 4
-    batches = [{"inputs": {"tokens": tokens}, "labels": {}, "meta_info": {"idx": torch.arange(4)}}]
-    singles = [{"inputs": {"tokens": tokens[i:i + 1]}, "labels": {}, "meta_info": {"idx": torch.tensor([i])}}
-               for i in range(4)]
+    batches, singles = batch_and_singles(tokens)
     debuggers = [entry("m", MeanOfOutput, layer_name="attention")]
     _, batched = run_batches(model, batches, tmp_path / "b4", debuggers)
     _, alone = run_batches(model, singles, tmp_path / "b1", debuggers)
@@ -294,9 +300,7 @@ def test_an_input_without_a_batch_dimension_is_given_whole_as_at_batch_1(tmp_pat
     torch.manual_seed(0)
     model = TableNet(length).eval()
     tokens = torch.randn(4, length, 4)
-    batches = [{"inputs": {"tokens": tokens}, "labels": {}, "meta_info": {"idx": torch.arange(4)}}]
-    singles = [{"inputs": {"tokens": tokens[i:i + 1]}, "labels": {}, "meta_info": {"idx": torch.tensor([i])}}
-               for i in range(4)]
+    batches, singles = batch_and_singles(tokens)
     debuggers = [entry("t", TableAware, layer_name="add")]
     _, batched = run_batches(model, batches, tmp_path / "b4", debuggers)
     _, alone = run_batches(model, singles, tmp_path / "b1", debuggers)
