@@ -67,7 +67,6 @@ class FailsOnFive(BaseDebugger):
         return {"label_mean": float(datapoint["labels"]["class"].float().mean())}
 
 
-
 def batch_and_singles(tokens: torch.Tensor) -> tuple[list[dict], list[dict]]:
     """``tokens`` as one batch of 4 datapoints, and as 4 batches of one."""
     batches = [{"inputs": {"tokens": tokens}, "labels": {}, "meta_info": {"idx": torch.arange(4)}}]
