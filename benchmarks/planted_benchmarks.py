@@ -147,6 +147,8 @@ def planted(work_dir: str, held_out: bool = False, seed: int = 0, small: bool = 
         config["train_dataloader"]["args"]["batch_size"] = 16
         config["epochs"] = 5
         config["scheduler"]["args"]["T_max"] = 5
+    else:  # at the example's 90 %, the model leaned on the marker so much that a fifth of the datapoints no cause
+        config["train_dataset"]["args"]["marker_prob"] = 0.7  # touches failed (issue 26 asks at most 15 %)
     nan_layer = config["model"]["args"]["nan_layer"]
     dead_layer, dead_channel = config["model"]["args"]["dead_channel"]
     energy = next(entry["name"] for entry in config["debugger"]["args"]["debuggers_config"]
