@@ -44,7 +44,7 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         """Everything that follows the chosen epoch, in one step: the metric, the epoch's badges, and the table's
         query (with the epoch's version) and columns. A run switch reaches it once, through the epoch
         (``refresh_epochs`` always sends the new run's epoch); the query then says to clear the filters, which
-        would silently empty the next epoch's table. A refresh that finds nothing new changes nothing. The disk
+        would silently empty the next epoch's table. A refresh that finds nothing new changes nothing shown. The disk
         state the view is built from goes to the page (``assets/refresh.js``: a change between a switch and the
         page's next question is a change)."""
         built_from = {"key": [run_path, epoch_key], "epoch": epoch_state(backend, run_path, epoch_key)}
