@@ -183,11 +183,11 @@ def populated_mapping(nbytes: int) -> np.ndarray:
 @contextlib.contextmanager
 def buffers_made_by(make: Callable[[int], np.ndarray]):
     """``BufferPool`` makes its new buffers with ``make`` meanwhile."""
-    populated, buffer_pool._mapped = buffer_pool._mapped, make
+    own, buffer_pool._mapped = buffer_pool._mapped, make
     try:
         yield
     finally:
-        buffer_pool._mapped = populated
+        buffer_pool._mapped = own
 
 
 def _with_buffers_made_by(make: Callable[[int], np.ndarray], run: Callable[[], Any]) -> Callable[[], Any]:
