@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 MAX_IDX = 2**63 - 1  # a dataset index is an int64 in every table
 MAX_ROWS_PER_REQUEST = 1000  # the grid asks for 100 at a time
+_MAX_STORED_DEPTH = 8  # the page's own stores nest 3 deep
 _DIGITS = re.compile(r"[0-9]{1,19}")  # ASCII digits only
 
 
@@ -68,6 +69,21 @@ def paging(request: Any) -> Paging:
     first = sort_model[0] if sort_model else {}
     return Paging(start, min(end, start + MAX_ROWS_PER_REQUEST), filter_model, first.get("colId"),
                   first.get("sort") == "desc")
+
+
+def storable(value: Any, depth: int = 0) -> Any:
+    """``value`` (sent by the browser) as the page may store it again: an int beyond 64 bits anywhere in it becomes
+    its quoted text, as does nesting deeper than a page writes, for Dash's JSON encoder (orjson, where installed)
+    refuses such an int with an HTTP 500."""
+    if isinstance(value, int) and not isinstance(value, bool) and not -2**63 <= value < 2**64:
+        return _shown(value)
+    if isinstance(value, (list, dict)) and depth >= _MAX_STORED_DEPTH:
+        return _shown(value)
+    if isinstance(value, list):
+        return [storable(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {k: storable(v, depth + 1) for k, v in value.items()}
+    return value
 
 
 def _shown(value: Any) -> str:

@@ -23,7 +23,7 @@ from runners.datapoint_capture import ITEM_KEYS
 from runners.eval_viewer.backend.datapoint import load_datapoint, load_item
 from runners.eval_viewer.backend.runs import Epoch, Run
 from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks.browser_input import BadRequest, datapoint_idx
+from runners.eval_viewer.callbacks.browser_input import BadRequest, datapoint_idx, storable
 from runners.eval_viewer.callbacks.components import (
     default_epoch,
     epoch_option,
@@ -116,7 +116,7 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         """Drawn while the tab is shown, once per datapoint, run and epochs (what it shows: ``drawn``, and a status
         line saying "loading" until then, see callbacks/pending.py)."""
         shown = shown if isinstance(shown, dict) else None
-        wanted = [None if shown is None else shown.get("idx"), run_path, keys]
+        wanted = storable([None if shown is None else shown.get("idx"), run_path, keys])
         if tab != ids.TAB_COMPARE_EPOCHS or shown is None or wanted == drawn:
             return no_update, no_update, no_update
         run = backend.run(run_path)
@@ -149,7 +149,7 @@ def register(app: Dash, backend: ViewerBackend) -> None:
     def compare_runs(shown: Optional[dict], run_path: Optional[str], epoch_key: Optional[str],
                      other_path: Optional[str], other_key: Optional[str], tab: str, drawn: Optional[list]) -> tuple:
         shown = shown if isinstance(shown, dict) else None
-        wanted = [None if shown is None else shown.get("idx"), run_path, epoch_key, other_path, other_key]
+        wanted = storable([None if shown is None else shown.get("idx"), run_path, epoch_key, other_path, other_key])
         if tab != ids.TAB_COMPARE_RUNS or shown is None or wanted == drawn:
             return no_update, no_update, no_update
         sides = [_side(backend, run_path, epoch_key), _side(backend, other_path, other_key)]

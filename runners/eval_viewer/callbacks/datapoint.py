@@ -24,7 +24,7 @@ from runners.eval_viewer.backend.runs import Epoch, Run
 from runners.eval_viewer.backend.scores import ScoresError
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks.browser_input import BadRequest, datapoint_idx, paging
+from runners.eval_viewer.callbacks.browser_input import BadRequest, datapoint_idx, paging, storable
 from runners.eval_viewer.callbacks.components import (
     NOTHING_OPEN,
     datapoint_title,
@@ -170,13 +170,13 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         (``callbacks/pending.py``)."""
         if tab != ids.TAB_DATAPOINT:
             return no_update, no_update, no_update, no_update, no_update
+        drawn = storable([idx, run_path, epoch_key])
         try:
             panel = panels.get(run_path, epoch_key, datapoint_idx(idx), chosen)
         except BadRequest as exc:
-            return message(str(exc), "warning"), no_update, no_update, [idx, run_path, epoch_key], ""
+            return message(str(exc), "warning"), no_update, no_update, drawn, ""
         if query and idx is not None:
             panels.draw_ahead(query, request or {}, row, chosen)
-        drawn = [idx, run_path, epoch_key]
         if not panel.debuggers:
             return panel.body, no_update, no_update, drawn, ""
         shown = shown_debuggers(list(panel.debuggers), chosen)
