@@ -6,7 +6,10 @@ its datapoints, with scores that mean the same for a flag, a category and a numb
 group the condition holds for: "98% have site = C") and **purity** (the share of the condition's datapoints that are
 in the group). The best match has the highest F1 (their harmonic mean) among the conditions that describe the group:
 coverage at least 50%, at least twice the condition's share of all datapoints, and an enrichment that is significant
-(one-sided Fisher exact test, Bonferroni over the conditions and pairs tried). None: "no meta column describes it".
+(one-sided Fisher exact test, Bonferroni over the conditions and pairs tried). A pair must also earn each of its
+conditions: inside either one's datapoints, the group is significantly more frequent where the other holds too (same
+test and level); else a distractor column that halves a condition's rows by chance could win on F1 (a group of 15
+circles described as ``label_name = circle and night_shift = True``). None: "no meta column describes it".
 """
 
 from __future__ import annotations
@@ -52,7 +55,8 @@ class MetaVocabulary:
                 continue
             both = self.bits[i] & self.bits[j]
             pair_size, pair_shared = int(np.bitwise_count(both).sum()), int(np.bitwise_count(both & packed).sum())
-            if pair_size and self._describes(np.array([pair_shared]), np.array([pair_size]), size)[0]:
+            if pair_size and self._describes(np.array([pair_shared]), np.array([pair_size]), size)[0] and all(
+                    self._earns(pair_shared, pair_size, int(shared[k]), int(self.sizes[k])) for k in (i, j)):
                 options.append((2 * pair_shared / (size + pair_size) - MIN_GAIN, (i, j), pair_shared, pair_size))
         if not options:
             return None
@@ -65,6 +69,11 @@ class MetaVocabulary:
         base = sizes / max(self.rows, 1)
         p_value = hypergeom.sf(shared - 1, self.rows, sizes, size)
         return (coverage >= MIN_COVERAGE) & (coverage >= MIN_LIFT * base) & (p_value < self.alpha)
+
+    def _earns(self, pair_shared: int, pair_size: int, shared: int, size: int) -> bool:
+        """Whether, inside one condition's ``size`` rows (``shared`` of them in the group), the group is significantly
+        more frequent in the ``pair_size`` rows where the other condition holds too (``pair_shared`` in the group)."""
+        return bool(hypergeom.sf(pair_shared - 1, size, shared, pair_size) < self.alpha)
 
     def condition_rows(self, conditions: list[Condition]) -> np.ndarray:
         """The bool mask of the rows where all of ``conditions`` (of this vocabulary) hold."""

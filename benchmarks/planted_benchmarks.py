@@ -120,7 +120,9 @@ def shortcuts(work_dir: str, held_out: bool = False, seed: int = 0) -> Benchmark
     base, classes = (12, 6) if held_out else (2, 5)
     seed += base
     noise = 0.05 if held_out else 0.04
-    config = _shapes_config(work_dir, seed, classes, {"frame_prob": 0.85, "label_noise": noise},
+    # frames on 70 % in training: at 85 %, the model leaned on them so much that a quarter of the held-out failures
+    # were datapoints no cause touches (issue 26 asks at most 15 %)
+    config = _shapes_config(work_dir, seed, classes, {"frame_prob": 0.7, "label_noise": noise},
                             {"frame_prob": 0.1 if held_out else 0.12, "frame_agrees": False,
                              "outline_prob": 0.45 if held_out else 0.4, "label_noise": noise})
 
