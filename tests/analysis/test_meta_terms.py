@@ -1,5 +1,5 @@
 """A group described in meta terms: a real conjunction is named as a pair, and a pair never borrows a distractor
-column that happens to halve a condition's rows (the failure seen on the held-out-style `shortcuts` benchmark: 15
+column that happens to halve a condition's rows (seen on the `shortcuts` benchmark at seed shift 1: 15
 suspects, all circles, described as ``label_name = circle and night_shift = True``)."""
 
 from __future__ import annotations
