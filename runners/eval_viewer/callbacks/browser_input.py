@@ -119,7 +119,12 @@ def _flag(value: Any) -> bool:
     return isinstance(value, bool)
 
 
-def _told(value: Any) -> bool:
+def _choice(value: Any) -> bool:
+    """An option's value, or the varying part of a pattern's component id."""
+    return _text(value) or _whole(value)
+
+
+def _any(value: Any) -> bool:
     """Any value: its callback checks it and says in place what is wrong with it."""
     return True
 
@@ -140,12 +145,13 @@ def _if_dict(kind: Kind) -> Kind:
 
 
 _TEXTS = _list_of(_text)
-_OPTIONS = _list_of(_record(label=_text, value=lambda value: _text(value) or _whole(value)))
+_OPTIONS = _list_of(_record(label=_text, value=_choice))
 _ROWS = {"metric": _text, "version": _text, "idx": _list_of(_whole), "wrong": _flag, "hint": _TEXTS, "clear": _flag}
 _SIDE = _if_dict(_record(epoch=_text))  # a side's run is looked up only where it is text
 _SIDES = _record(first=_SIDE, second=_SIDE, metric=_text)  # run against run: the two sides and the metric
 
-# The type of each value the page sends to a server callback, by component (a pattern's by its type) and property.
+# The type of each value the page sends to a server callback, by component (a pattern's by its type) and property;
+# ``_any`` where the callback checks the value itself and says in place what is wrong with it.
 PAGE_SENDS: dict[tuple[str, str], Kind] = {
     (ids.RUN_SELECT, "value"): _text, (ids.RUN_SELECT, "options"): _OPTIONS,
     (ids.EPOCH_SELECT, "value"): _text, (ids.EPOCH_SELECT, "options"): _OPTIONS,
@@ -154,22 +160,22 @@ PAGE_SENDS: dict[tuple[str, str], Kind] = {
     (ids.TABLE_QUERY, "data"): _record(run=_text, epoch=_text, **_ROWS),
     (ids.TABLE_IDX_FILTER, "data"): _record(run=_text, epoch=_text, idx=_list_of(_whole), finding=_text, what=_text),
     (ids.SCORE_GRID_FILTERS, "data"): _record(),  # AG Grid's filter model, checked as the table's (``paging``)
-    (ids.SELECTED, "data"): _told, (ids.SELECTED_ROW, "data"): _whole,  # the idx: ``datapoint_idx``
+    (ids.SELECTED, "data"): _any, (ids.SELECTED_ROW, "data"): _whole,  # the idx: ``datapoint_idx``
     (ids.DEBUGGER_PICK, "value"): _TEXTS, (ids.DEBUGGER_PICK, "options"): _TEXTS,
     (ids.COMPARE_EPOCHS_SELECT, "value"): _TEXTS, (ids.COMPARE_RUN_SELECT, "value"): _text,
     (ids.COMPARE_RUN_EPOCH_SELECT, "value"): _text,
-    (ids.COMPARE_EPOCHS_SHOWN, "data"): _told, (ids.COMPARE_RUNS_SHOWN, "data"): _told,  # {idx}: ``datapoint_idx``
-    (ids.COMPARE_EPOCHS_DRAWN, "data"): _list_of(_told), (ids.COMPARE_RUNS_DRAWN, "data"): _list_of(_told),
-    (ids.SAVE_VIEW_ASKED, "data"): _record(name=_told, address=_text, at=_whole),  # a name: ``SavedViews.save``
-    (gallery.SHOWN, "data"): _record(query=_if_dict(_record(**_ROWS)), filterModel=_told, sortModel=_told),
-    (gallery.OVERLAY, "value"): _text, (gallery.PAGE, "active_page"): _told,
+    (ids.COMPARE_EPOCHS_SHOWN, "data"): _any, (ids.COMPARE_RUNS_SHOWN, "data"): _any,  # {idx}: ``datapoint_idx``
+    (ids.COMPARE_EPOCHS_DRAWN, "data"): _list_of(_any), (ids.COMPARE_RUNS_DRAWN, "data"): _list_of(_any),
+    (ids.SAVE_VIEW_ASKED, "data"): _record(name=_any, address=_text, at=_whole),  # a name: ``SavedViews.save``
+    (gallery.SHOWN, "data"): _record(query=_if_dict(_record(**_ROWS)), filterModel=_any, sortModel=_any),
+    (gallery.OVERLAY, "value"): _text, (gallery.PAGE, "active_page"): _any,
     (ids.RUN_DIFF_SHOWN, "data"): _SIDES, (ids.RUN_DIFF_QUERY, "data"): _SIDES,
     (training.LAYER_SELECT, "value"): _whole, (training.TICK, "data"): _whole,
     (training.SHOWN, "data"): _record(run=_text, version=_text, layer=_whole),
 }
 # ... and by property alone, whatever the component.
 PROPERTY_SENDS: dict[str, Kind] = {
-    "n_clicks": _whole, "n_intervals": _whole, "getRowsRequest": _told,  # the grid's request for rows: ``paging``
+    "n_clicks": _whole, "n_intervals": _whole, "getRowsRequest": _any,  # the grid's request for rows: ``paging``
     "clickData": _record(points=_list_of(_record())),
 }
 UPDATE_ROUTE = "_dash-update-component"
@@ -238,7 +244,7 @@ def _same_id(sent: Any, declared: Any) -> bool:
     if not isinstance(declared, dict):
         return isinstance(sent, str) and sent == declared
     return isinstance(sent, dict) and sent.keys() == declared.keys() and all(
-        (_text(sent[key]) or _whole(sent[key])) if isinstance(value, list) else sent[key] == value
+        _choice(sent[key]) if isinstance(value, list) else sent[key] == value
         for key, value in declared.items())
 
 
@@ -264,9 +270,9 @@ def _item_sent(item: Any, component: Any, prop: str, valued: bool) -> bool:
 
 
 def _as_sent(value: Any, kind: Kind) -> bool:
-    """Whether ``value`` is of ``kind`` and, unless its callback checks it (``_told``), JSON that Dash can send
+    """Whether ``value`` is of ``kind`` and, unless its callback checks it (``_any``), JSON that Dash can send
     back: no int beyond 64 bits, no deeper nesting than the page writes (``storable``)."""
-    return value is None or kind is _told or (kind(value) and storable(value) == value)
+    return value is None or kind is _any or (kind(value) and storable(value) == value)
 
 
 def _changed_inputs(changed: Any, inputs: list) -> bool:
