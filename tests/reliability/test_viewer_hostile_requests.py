@@ -255,6 +255,13 @@ def test_a_body_not_shaped_as_dash_expects_gives_no_http_500(served, body):
         assert (response.status, response.read()) == (204, b"")
 
 
+def test_a_request_for_a_callback_that_runs_in_the_browser_gives_no_http_500(served):
+    url, run = served
+    clientside = next(c for c in dependencies(url) if c.get("clientside_function"))
+    status, body = post_callback(url, clientside, {f"{ids.RUN_SELECT}.value": run})
+    assert (status, body) == (204, "")
+
+
 @pytest.mark.parametrize("body, status", [("{not json", 400), ('{"output": 1}', 415)])
 def test_a_body_that_is_not_json_is_a_bad_request(served, body, status):
     url, _ = served
