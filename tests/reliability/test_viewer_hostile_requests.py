@@ -6,14 +6,27 @@ from __future__ import annotations
 import json
 import os
 import urllib.request
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 import pytest
 
+from runners.eval_viewer.app import create_app
 from runners.eval_viewer.backend.saved_views import SavedViews, SavedViewsError
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.callbacks.browser_input import sent_by_the_page
+from runners.eval_viewer.layout import failures, ids, training
 from tests.e2e.synthetic_runs import write_table_run
-from tests.reliability.viewer_server import HTTP_WAIT_S, call_callback, serve_viewer
+from tests.reliability.viewer_server import (
+    HTTP_WAIT_S,
+    call_callback,
+    callback_body,
+    dependencies,
+    dependency_name,
+    post_callback,
+    serve_viewer,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -146,3 +159,114 @@ def test_a_bad_saved_views_file_is_named_never_followed_nor_overwritten(tmp_path
         views.save("/runs/a", "n", "?run=/runs/a")
     if kind == "link":
         assert (tmp_path / "elsewhere.json").read_text() == '{"format": "lantern-viewer-views", "views": {}}'
+
+
+# What a hostile request puts in place of a value the page sends: an int beyond 64 bits (Dash's orjson refuses to
+# send one back), a flag, a float, long text, a list and a dict, each of them a wrong type somewhere; fewer in
+# place of one key of a dict the page writes.
+BAD_VALUES = [10**30, True, -1.5, "x" * 300, [10**30], {"idx": 10**30}]
+BAD_KEYS = [10**30, -1.5, [10**30], {"idx": 10**30}]
+
+
+def _page_values(url: str, run: str) -> dict[str, Any]:
+    """What the page itself holds (``'<id>.<property>'``: value) when opened on the Gallery, Compare runs and
+    Training tabs, with a datapoint open; then what the browser writes that no page is built with."""
+    found: dict[str, Any] = {}
+
+    def walk(node: Any) -> None:
+        if isinstance(node, list):
+            for child in node:
+                walk(child)
+        elif isinstance(node, dict):
+            props = node.get("props")
+            if isinstance(props, dict) and isinstance(props.get("id"), str):
+                found.update({f"{props['id']}.{name}": value for name, value in props.items()
+                              if f"{props['id']}.{name}" not in found})
+            for child in node.values():
+                walk(child)
+
+    for address in (f"tab={ids.TAB_GALLERY}&idx=3", f"tab={ids.TAB_TRAINING}",
+                    f"tab={ids.TAB_COMPARE_RUNS}&cmp_run={quote(run)}&cmp_epoch=epoch_0"):
+        request = urllib.request.Request(f"{url}/_dash-layout", headers={"Referer": f"{url}/?{address}"})
+        with urllib.request.urlopen(request, timeout=HTTP_WAIT_S) as response:
+            walk(json.load(response))
+    return {**found, **{  # written by the browser's scripts and by callbacks, as they write them
+        f"{ids.COMPARE_EPOCHS_SHOWN}.data": {"idx": 3}, f"{ids.COMPARE_RUNS_SHOWN}.data": {"idx": 3},
+        f"{ids.SAVE_VIEW_ASKED}.data": {"name": "mine", "address": f"?run={quote(run)}", "at": 1764000000000},
+        f"{ids.TABLE_IDX_FILTER}.data": {"run": run, "epoch": "epoch_0", "idx": [1, 2], "finding": "slice-0",
+                                         "what": "a slice"},
+        f"{ids.TABLE}.getRowsRequest": {"startRow": 0, "endRow": 100, "filterModel": {}, "sortModel": []},
+        f"{ids.SCORE_GRID_FILTERS}.data": {"label": {"filterType": "text", "type": "contains", "filter": "1"}},
+        f"{failures.CONFUSION_CHART}.clickData": {"points": [{"x": "1", "y": "2"}]},
+        f"{failures.SEPARATORS_CHART}.clickData": {"points": [{"customdata": "cross_entropy"}]},
+        f"{training.SHOWN}.data": {"run": run, "version": "1", "layer": 0}}}
+
+
+def _hostile(value: Any) -> Iterator[tuple[str, Any]]:
+    """Each bad value in place of ``value``, then, where the page writes a dict, in place of each of its keys (and
+    of its dicts' keys): ``(what was replaced, the value sent)``."""
+    for bad in BAD_VALUES:
+        yield f"={bad!r:.20}", bad
+    for key, inner in (value.items() if isinstance(value, dict) else ()):
+        for bad in BAD_KEYS:
+            yield f"[{key!r}]={bad!r:.20}", {**value, key: bad}
+        for inner_key in (inner if isinstance(inner, dict) else ()):
+            for bad in BAD_KEYS:
+                yield f"[{key!r}][{inner_key!r}]={bad!r:.20}", {**value, key: {**inner, inner_key: bad}}
+
+
+def test_no_callback_answers_a_value_of_a_type_the_page_never_sends_with_an_http_500(served):
+    """Every server callback, each of its inputs and states in turn set to values of the wrong type (the rest
+    unset but for the run): a message in place, or nothing (a 204), never an HTTP 500."""
+    url, run = served
+    page = _page_values(url, run)
+    failed = []
+    for callback in (c for c in dependencies(url) if not c.get("clientside_function")):
+        inputs = [dependency_name(d) for d in callback["inputs"]]
+        for name in (dependency_name(d) for d in callback["inputs"] + callback["state"]):
+            for replaced, value in _hostile(page.get(name)):
+                values = {f"{ids.RUN_SELECT}.value": run, name: value}
+                status, _ = post_callback(url, callback, values, changed=[name] if name in inputs else None)
+                if status == 500:
+                    failed.append(f"{callback['output'][:70]} <- {name}{replaced}")
+    assert not failed, f"{len(failed)} requests answered with an HTTP 500:\n" + "\n".join(failed)
+
+
+def test_every_request_the_page_sends_passes_the_check(served, tmp_path):
+    """The check refuses nothing the page sends: every server callback asked with what the page holds."""
+    url, run = served
+    page, callbacks = _page_values(url, run), create_app([str(tmp_path)]).callback_map
+    refused = [c["output"] for c in dependencies(url) if not c.get("clientside_function")
+               and not sent_by_the_page(callback_body(c, page), callbacks)]
+    assert not refused, f"the page's own requests refused: {refused}"
+
+
+BODIES = {"JSON null": "null", "a list": "[1]", "text": '"x"', "deep nesting": "[" * 100_000 + "]" * 100_000,
+          "no output named": "{}", "an unknown output": '{"output": "x.y", "inputs": []}',
+          "inputs not a list": json.dumps({"output": f"{ids.MODEL_REPORT_PANEL}.children", "inputs": 5})}
+
+
+@pytest.mark.parametrize("body", BODIES.values(), ids=BODIES.keys())
+def test_a_body_not_shaped_as_dash_expects_gives_no_http_500(served, body):
+    url, _ = served
+    request = urllib.request.Request(f"{url}/_dash-update-component", data=body.encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=HTTP_WAIT_S) as response:
+        assert (response.status, response.read()) == (204, b"")
+
+
+def test_a_request_for_a_callback_that_runs_in_the_browser_gives_no_http_500(served):
+    url, run = served
+    clientside = next(c for c in dependencies(url) if c.get("clientside_function"))
+    status, body = post_callback(url, clientside, {f"{ids.RUN_SELECT}.value": run})
+    assert (status, body) == (204, "")
+
+
+@pytest.mark.parametrize("body, status", [("{not json", 400), ('{"output": 1}', 415)])
+def test_a_body_that_is_not_json_is_a_bad_request(served, body, status):
+    url, _ = served
+    request = urllib.request.Request(f"{url}/_dash-update-component", data=body.encode(),
+                                     headers={"Content-Type": "application/json" if status == 400 else "text/plain"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=HTTP_WAIT_S)
+    assert refused.value.code == status

@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Optional
 
 from werkzeug.serving import make_server
 
@@ -43,27 +43,64 @@ def serve_viewer(log_dirs: list[str], **options: Any) -> Iterator[str]:
         thread.join(timeout=HTTP_WAIT_S)
 
 
+def dependencies(url: str, timeout: float = HTTP_WAIT_S) -> list[dict]:
+    """The app's callbacks as Dash's ``/_dash-dependencies`` lists them (the page's own list)."""
+    with urllib.request.urlopen(f"{url}/_dash-dependencies", timeout=timeout) as response:
+        return json.load(response)
+
+
 def call_callback(url: str, output: str, values: dict[str, Any], timeout: float = HTTP_WAIT_S) -> tuple[int, str]:
     """POST the callback updating ``output`` (``'<id>.<property>'``) with inputs and states from
     ``values`` (``{'<id>.<property>': value}``, others None); returns the HTTP status and the body."""
-    with urllib.request.urlopen(f"{url}/_dash-dependencies", timeout=timeout) as response:
-        dependencies = json.load(response)
-    callback = next(c for c in dependencies if output in _outputs(c["output"]))
+    callback = next(c for c in dependencies(url, timeout) if output in _outputs(c["output"]))
+    return post_callback(url, callback, values, timeout=timeout)
 
-    def fill(items: list[dict]) -> list[dict]:
-        return [{**item, "value": values.get(f"{item['id']}.{item['property']}")} for item in items]
 
-    outputs = [dict(zip(("id", "property"), o.rsplit(".", 1))) for o in _outputs(callback["output"])]
-    body = {"output": callback["output"], "outputs": outputs if callback["output"].startswith("..") else outputs[0],
-            "inputs": fill(callback["inputs"]), "state": fill(callback["state"]),
-            "changedPropIds": [f"{i['id']}.{i['property']}" for i in callback["inputs"]]}
-    request = urllib.request.Request(f"{url}/_dash-update-component", data=json.dumps(body).encode(),
+def post_callback(url: str, callback: dict, values: dict[str, Any], changed: Optional[list[str]] = None,
+                  timeout: float = HTTP_WAIT_S) -> tuple[int, str]:
+    """POST ``callback`` (one of ``dependencies``) as the page does (``callback_body``); returns the HTTP status and
+    the body."""
+    request = urllib.request.Request(f"{url}/_dash-update-component",
+                                     data=json.dumps(callback_body(callback, values, changed)).encode(),
                                      headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
+
+
+def callback_body(callback: dict, values: dict[str, Any], changed: Optional[list[str]] = None) -> dict:
+    """A request for ``callback`` (one of ``dependencies``) as the page sends it, with inputs and states from
+    ``values`` (by ``dependency_name``, others None; a pattern's for one component matching it) and ``changed``
+    the names of the inputs that changed (default: all)."""
+    def fill(dependency: dict) -> Any:
+        value = values.get(dependency_name(dependency))
+        if not dependency["id"].startswith("{"):
+            return {**dependency, "value": value}
+        component = {key: "0" if isinstance(part, list) else part for key, part in json.loads(dependency["id"]).items()}
+        return [{"id": component, "property": dependency["property"], "value": value}]
+
+    inputs = [fill(dependency) for dependency in callback["inputs"]]
+    named = {dependency_name(d): item for d, item in zip(callback["inputs"], inputs)}
+    outputs = [dict(zip(("id", "property"), o.rsplit(".", 1))) for o in _outputs(callback["output"])]
+    return {"output": callback["output"], "outputs": outputs if callback["output"].startswith("..") else outputs[0],
+            "inputs": inputs, "state": [fill(dependency) for dependency in callback["state"]],
+            "changedPropIds": [_prop_id(named[name]) for name in (named if changed is None else changed)]}
+
+
+def dependency_name(dependency: dict) -> str:
+    """``'<id>.<property>'`` of a callback's input or state; a pattern's id is its ``type``."""
+    component = dependency["id"]
+    return f"{json.loads(component)['type'] if component.startswith('{') else component}.{dependency['property']}"
+
+
+def _prop_id(item: Any) -> str:
+    """An input as ``changedPropIds`` names it (a pattern's first component, its id's keys sorted)."""
+    item = item[0] if isinstance(item, list) else item
+    component = item["id"]
+    text = json.dumps(component, sort_keys=True, separators=(",", ":")) if isinstance(component, dict) else component
+    return f"{text}.{item['property']}"
 
 
 def _outputs(spec: str) -> list[str]:

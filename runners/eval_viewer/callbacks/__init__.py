@@ -7,6 +7,7 @@ from dash import Dash
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks import (
     address,
+    browser_input,
     compare,
     datapoint,
     export,
@@ -31,5 +32,8 @@ MODULES = (runs, table, scores, selection, datapoint, compare, model_report, fai
 
 
 def register_callbacks(app: Dash, backend: ViewerBackend) -> None:
+    """Every callback, then the check that answers a request the page never sends with nothing, before any of them
+    runs (``browser_input.refuse_what_the_page_never_sends``)."""
     for module in MODULES:
         module.register(app, backend)
+    browser_input.refuse_what_the_page_never_sends(app)

@@ -191,7 +191,7 @@ def epochs_to_compare(backend: ViewerBackend, run_path: Optional[str], epoch_key
     if chosen and set(chosen) <= set(order):
         return [epoch_option(e) for e in epochs], sorted(set(chosen), key=order.index)
     keys = [e.key for e in epochs if e.has_debug][-MAX_DEFAULT_EPOCHS:]
-    if epoch_key and epoch_key not in keys:
+    if epoch_key in order and epoch_key not in keys:  # an epoch the run lacks (sent before a run switch) is left out
         keys = [*keys[1 - MAX_DEFAULT_EPOCHS:], epoch_key]
     return [epoch_option(e) for e in epochs], sorted(keys, key=order.index)
 

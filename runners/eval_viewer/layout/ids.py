@@ -70,4 +70,6 @@ COMPARE_EPOCHS_STATUS = "compare-epochs-status"
 COMPARE_EPOCHS_DRAWN = "compare-epochs-drawn"
 COMPARE_RUNS_STATUS = "compare-runs-status"
 COMPARE_RUNS_DRAWN = "compare-runs-drawn"
+RUN_DIFF_SHOWN = "run-diff-shown"  # the two sides and the metric, written only while Compare runs is the tab shown
+RUN_DIFF_QUERY = "run-diff-query"  # what the run-against-run table's rows are of (None: nothing to compare)
 MODEL_REPORT_PANEL = "model-report-panel"

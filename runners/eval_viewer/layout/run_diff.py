@@ -16,9 +16,9 @@ from dash import dcc, html
 
 from runners.eval_viewer.backend.run_diff import RIGHT_TO_WRONG, WRONG_TO_RIGHT, RunDiff
 from runners.eval_viewer.callbacks.table import CLASS_NAME_FORMAT, LABEL_WIDTH, typed_filter
+from runners.eval_viewer.layout.ids import RUN_DIFF_QUERY, RUN_DIFF_SHOWN
 
-SHOWN = "run-diff-shown"  # the two sides and the metric, written only while Compare runs is the tab shown
-QUERY = "run-diff-query"  # what the table's rows are of (None: nothing to compare)
+SHOWN, QUERY = RUN_DIFF_SHOWN, RUN_DIFF_QUERY  # in ids.py: callbacks/browser_input.py checks them
 SUMMARY = "run-diff-summary"
 TABLE = "run-diff-table"
 CAPTION = "run-diff-caption"
