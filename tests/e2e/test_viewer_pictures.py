@@ -89,7 +89,8 @@ def test_the_gallery_shows_the_table_s_rows_in_its_order_under_its_filters_and_o
     filter_column(page, "idx", "7")  # the table's filter: the gallery follows, from its first page
     expect(page.locator(f"#{gallery.CAPTION}")).to_contain_text(f"1 of {ROWS} datapoints match the table's filters")
     assert tiles(page) == [7]
-    page.click(f"#{ids.TABLE_CLEAR_FILTERS}")
+    page.click(f"#{ids.TABLE_CLEAR_FILTERS}")  # the gallery shows every row again (its answer also sets the order)
+    expect(page.locator(f"#{gallery.CAPTION}")).to_contain_text(f"{ROWS} datapoints, sorted by cross_entropy")
     page.click(f"#{gallery.ORDER} label:has-text('lowest first')")  # sorting the gallery sorts the table
     wait_caption(page, "sorted by cross_entropy (lowest first)")
     expect(page.locator(f"#{gallery.CAPTION}")).to_contain_text("lowest first")

@@ -31,6 +31,7 @@ from tests.reliability.viewer_server import (
 pytestmark = pytest.mark.timeout(120)
 
 ROWS = 10
+REFUSED: list[str] = []  # the requests the served viewer refused as ones the page never sends (its log)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,7 @@ def served(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hostile") / "logs"
     label = np.arange(ROWS, dtype=np.float64) % 6
     run = write_table_run(str(folder), "run", label, (np.arange(ROWS) + 1) % 6, np.linspace(0.1, 1.0, ROWS))
-    with serve_viewer([str(folder)], views_file=str(folder.parent / "views.json")) as url:
+    with serve_viewer([str(folder)], refused=REFUSED, views_file=str(folder.parent / "views.json")) as url:
         yield url, run
 
 
@@ -253,6 +254,15 @@ def test_a_body_not_shaped_as_dash_expects_gives_no_http_500(served, body):
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=HTTP_WAIT_S) as response:
         assert (response.status, response.read()) == (204, b"")
+
+
+def test_a_refused_request_is_logged_naming_its_callback(served):
+    """So a feature the check wrongly refuses shows in the viewer's log (and fails the tests, ``serve_viewer``)."""
+    url, run = served
+    before = len(REFUSED)
+    status, _ = call_callback(url, f"{ids.EPOCH_SELECT}.options", {f"{ids.RUN_SELECT}.value": ["not", "a", "run"]})
+    assert status == 204
+    assert len(REFUSED) == before + 1 and f"{ids.EPOCH_SELECT}.options" in REFUSED[-1]
 
 
 def test_a_request_for_a_callback_that_runs_in_the_browser_gives_no_http_500(served):

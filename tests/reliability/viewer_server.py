@@ -7,6 +7,7 @@ names what it wants to see (the datapoint panel, the table) and not the callback
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -22,6 +23,7 @@ from typing import Any, Optional
 from werkzeug.serving import make_server
 
 from runners.eval_viewer.app import create_app
+from runners.eval_viewer.callbacks import browser_input
 from tests.runs import REPO_ROOT
 
 # How long a test waits for the viewer's answer over HTTP, or for a viewer process to print its address: generous
@@ -31,9 +33,18 @@ START_WAIT_S = 180
 
 
 @contextmanager
-def serve_viewer(log_dirs: list[str], **options: Any) -> Iterator[str]:
-    """The viewer app over ``log_dirs`` served by werkzeug in threads; yields its base URL."""
-    server = make_server("127.0.0.1", 0, create_app(log_dirs, **options).server, threaded=True)
+def serve_viewer(log_dirs: list[str], refused: Optional[list[str]] = None, **options: Any) -> Iterator[str]:
+    """The viewer app over ``log_dirs`` served by werkzeug in threads; yields its base URL.
+
+    A callback request refused as one the page never sends (``browser_input.refuse_what_the_page_never_sends``)
+    fails the test when the server stops, naming it: the page's own requests must all pass, or a feature would
+    silently do nothing. A test that sends such requests on purpose passes ``refused``, a list that collects them
+    as they come.
+    """
+    flask_app = create_app(log_dirs, **options).server
+    refusals = _Refusals(flask_app, [] if refused is None else refused)
+    browser_input.LOG.addHandler(refusals)
+    server = make_server("127.0.0.1", 0, flask_app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -41,6 +52,22 @@ def serve_viewer(log_dirs: list[str], **options: Any) -> Iterator[str]:
     finally:
         server.shutdown()
         thread.join(timeout=HTTP_WAIT_S)
+        browser_input.LOG.removeHandler(refusals)
+    if refused is None and refusals.messages:
+        raise AssertionError("the viewer refused requests as ones the page never sends (PAGE_SENDS in "
+                             f"callbacks/browser_input.py): {refusals.messages[:5]}")
+
+
+class _Refusals(logging.Handler):
+    """The refusals of one viewer (its Flask app), whichever thread served them."""
+
+    def __init__(self, flask_app: Any, messages: list[str]) -> None:
+        super().__init__(logging.WARNING)
+        self.flask_app, self.messages = flask_app, messages
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "viewer", None) is self.flask_app:
+            self.messages.append(record.getMessage())
 
 
 def dependencies(url: str, timeout: float = HTTP_WAIT_S) -> list[dict]:

@@ -13,6 +13,7 @@ for rows, a view's name) are left to it.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -179,6 +180,7 @@ PROPERTY_SENDS: dict[str, Kind] = {
     "clickData": _record(points=_list_of(_record())),
 }
 UPDATE_ROUTE = "_dash-update-component"
+LOG = logging.getLogger(__name__)  # each refusal, with the Flask app as ``viewer``: the tests fail on one
 
 
 def page_kind(component: Any, prop: str) -> Optional[Kind]:
@@ -206,7 +208,12 @@ def refuse_what_the_page_never_sends(app: Dash) -> None:
             body = flask.request.get_json()  # not JSON: Flask's 400 (or 415), as Dash would answer
         except RecursionError:  # JSON nested deeper than Python parses
             body = None
-        return None if sent_by_the_page(body, app.callback_map) else flask.Response(status=204)
+        if sent_by_the_page(body, app.callback_map):
+            return None
+        output = body.get("output") if isinstance(body, dict) else None
+        LOG.warning("refused a callback request the page never sends (for %s): answered 204", _shown(output),
+                    extra={"viewer": app.server})  # a feature that does nothing would show here
+        return flask.Response(status=204)
 
 
 def sent_by_the_page(body: Any, callbacks: Mapping[str, dict]) -> bool:
