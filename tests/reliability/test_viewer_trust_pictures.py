@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 
 from runners.eval_viewer.export import Selection, write_html
-from runners.eval_viewer.layout import gallery, run_diff
+from runners.eval_viewer.layout import gallery, ids, run_diff
 from tests.e2e.conftest import DEBUGGER
 from tests.reliability.viewer_server import HTTP_WAIT_S, call_callback, serve_viewer
 from tests.runs import train, write_config
@@ -97,7 +97,7 @@ def test_run_against_run_answers_hostile_sides_and_requests_with_a_message(serve
     url, run = served
     for shown in ({"first": "x", "second": None}, {"first": {"run": ["x"]}, "second": {"run": {"a": 1}}},
                   {"first": {"run": run, "epoch": "../epoch_0"}, "second": {"run": run, "epoch": "epoch_0"}}):
-        status, body = call_callback(url, f"{run_diff.QUERY}.data", {f"{run_diff.SHOWN}.data": shown})
+        status, body = call_callback(url, f"{ids.RUN_DIFF_QUERY}.data", {f"{ids.RUN_DIFF_SHOWN}.data": shown})
         assert status == 200 and run_diff.CHOOSE in body, body
     query = {"first": {"run": run, "epoch": "epoch_0"}, "second": {"run": run, "epoch": "epoch_0"}, "metric": None}
     for request, message in (({"startRow": "0", "endRow": 100}, "not a row number"),
@@ -107,10 +107,10 @@ def test_run_against_run_answers_hostile_sides_and_requests_with_a_message(serve
                                  "filterType": "text", "type": "contains", "filter": "1"}}}, "no column"),
                              ("everything", "not an object")):
         status, body = call_callback(url, f"{run_diff.TABLE}.getRowsResponse", {
-            f"{run_diff.TABLE}.getRowsRequest": request, f"{run_diff.QUERY}.data": query})
+            f"{run_diff.TABLE}.getRowsRequest": request, f"{ids.RUN_DIFF_QUERY}.data": query})
         assert status == 200 and message in body, (request, body)
     status, body = call_callback(url, f"{run_diff.TABLE}.getRowsResponse", {
-        f"{run_diff.TABLE}.getRowsRequest": {"startRow": 0, "endRow": 100}, f"{run_diff.QUERY}.data": query})
+        f"{run_diff.TABLE}.getRowsRequest": {"startRow": 0, "endRow": 100}, f"{ids.RUN_DIFF_QUERY}.data": query})
     assert status == 200 and json.loads(body)["response"][run_diff.TABLE]["getRowsResponse"]["rowCount"] == 8
 
 

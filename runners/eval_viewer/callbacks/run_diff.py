@@ -59,13 +59,13 @@ _OPEN = """function(cell) {
 
 def register(app: Dash, backend: ViewerBackend) -> None:
     diffs = diffs_of(backend)
-    app.clientside_callback(_WHILE_SHOWN, Output(run_diff.SHOWN, "data"), Input(ids.TABS, "value"),
+    app.clientside_callback(_WHILE_SHOWN, Output(ids.RUN_DIFF_SHOWN, "data"), Input(ids.TABS, "value"),
                             Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"),
                             Input(ids.COMPARE_RUN_SELECT, "value"), Input(ids.COMPARE_RUN_EPOCH_SELECT, "value"),
-                            Input(ids.METRIC_SELECT, "value"), State(run_diff.SHOWN, "data"),
+                            Input(ids.METRIC_SELECT, "value"), State(ids.RUN_DIFF_SHOWN, "data"),
                             prevent_initial_call=True)
     app.clientside_callback(_RESET.replace("TABLE", run_diff.TABLE), Output(run_diff.TABLE, "id"),
-                            Input(run_diff.QUERY, "data"), prevent_initial_call=True)
+                            Input(ids.RUN_DIFF_QUERY, "data"), prevent_initial_call=True)
     flips = json.dumps({run_diff.SHOW_TO_WRONG: RIGHT_TO_WRONG, run_diff.SHOW_TO_RIGHT: WRONG_TO_RIGHT})
     app.clientside_callback(_FLIPS.replace("TABLE", run_diff.TABLE).replace("FLIPS", flips),
                             Output(run_diff.SHOW_ALL, "id"), Input(run_diff.SHOW_ALL, "n_clicks"),
@@ -75,16 +75,16 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                             Output(ids.SELECTED_ROW, "data", allow_duplicate=True),
                             Input(run_diff.TABLE, "cellClicked"), prevent_initial_call=True)
 
-    @app.callback(Output(run_diff.QUERY, "data"), Output(run_diff.TABLE, "columnDefs"),
+    @app.callback(Output(ids.RUN_DIFF_QUERY, "data"), Output(run_diff.TABLE, "columnDefs"),
                   Output(run_diff.SUMMARY, "children"), Output(run_diff.SUMMARY, "color"),
-                  Input(run_diff.SHOWN, "data"), prevent_initial_call=True)
+                  Input(ids.RUN_DIFF_SHOWN, "data"), prevent_initial_call=True)
     def join(shown: Optional[dict]) -> tuple:
         """The two sides joined: the query the rows are served for, the columns, the summary line."""
         view = joined(backend, shown if isinstance(shown, dict) else {})
         return view.query, view.columns, view.summary, view.color
 
     @app.callback(Output(run_diff.TABLE, "getRowsResponse"), Output(run_diff.CAPTION, "children"),
-                  Input(run_diff.TABLE, "getRowsRequest"), State(run_diff.QUERY, "data"), prevent_initial_call=True)
+                  Input(run_diff.TABLE, "getRowsRequest"), State(ids.RUN_DIFF_QUERY, "data"), prevent_initial_call=True)
     def serve_rows(request: Any, query: Optional[dict]) -> tuple:
         sides = _sides(backend, query or {})
         if not request or sides is None:

@@ -16,9 +16,8 @@ from dash import dcc, html
 
 from runners.eval_viewer.backend.run_diff import RIGHT_TO_WRONG, WRONG_TO_RIGHT, RunDiff
 from runners.eval_viewer.callbacks.table import CLASS_NAME_FORMAT, LABEL_WIDTH, typed_filter
-from runners.eval_viewer.layout.ids import RUN_DIFF_QUERY, RUN_DIFF_SHOWN
+from runners.eval_viewer.layout.ids import RUN_DIFF_QUERY, RUN_DIFF_SHOWN  # ids.py: browser_input checks them
 
-SHOWN, QUERY = RUN_DIFF_SHOWN, RUN_DIFF_QUERY  # in ids.py: callbacks/browser_input.py checks them
 SUMMARY = "run-diff-summary"
 TABLE = "run-diff-table"
 CAPTION = "run-diff-caption"
@@ -32,7 +31,7 @@ CHANGE_CLASSES = {"diff-to-wrong": f"params.value === '{RIGHT_TO_WRONG}'",
 @dataclass
 class JoinView:
     """What the section shows of two joined epochs: the query its rows are served for (None: nothing joined), its
-    columns, the summary line and its colour, and the sides it was joined for (``SHOWN``)."""
+    columns, the summary line and its colour, and the sides it was joined for (``RUN_DIFF_SHOWN``)."""
 
     query: Optional[dict] = None
     columns: list = field(default_factory=list)
@@ -58,8 +57,8 @@ def run_diff_section(view: JoinView) -> html.Div:
     return html.Div([
         dbc.Alert(view.summary, id=SUMMARY, color=view.color, class_name="run-diff-summary"),
         html.Div([buttons, html.Span(id=CAPTION, className="hint")], className="navigation"),
-        table, dcc.Store(id=SHOWN, **({} if view.shown is None else {"data": view.shown})),
-        dcc.Store(id=QUERY, **({} if view.query is None else {"data": view.query})),
+        table, dcc.Store(id=RUN_DIFF_SHOWN, **({} if view.shown is None else {"data": view.shown})),
+        dcc.Store(id=RUN_DIFF_QUERY, **({} if view.query is None else {"data": view.query})),
     ], className="run-diff")
 
 
