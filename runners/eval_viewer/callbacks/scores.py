@@ -177,15 +177,15 @@ def significant(values: np.ndarray, digits: int = 4) -> np.ndarray:
     an array over whole."""
     rounded = values.astype(np.float64)
     finite = np.isfinite(rounded) & (rounded != 0)
-    value = rounded[finite]
+    given = rounded[finite]
     with np.errstate(over="ignore", invalid="ignore"):  # a denormal's scale overflows: it is formatted below
-        shift = digits - 1 - np.floor(np.log10(np.abs(value)))
+        shift = digits - 1 - np.floor(np.log10(np.abs(given)))
         scale = 10.0 ** np.abs(shift)  # exact up to 10^22, the powers a score needs
-        scaled = np.where(shift >= 0, value * scale, value / scale)
+        scaled = np.where(shift >= 0, given * scale, given / scale)
         whole = np.round(scaled)
         value = np.where(shift >= 0, whole / scale, whole * scale)
         tie = ~np.isfinite(scaled) | (np.abs(np.abs(scaled - np.trunc(scaled)) - 0.5) < 1e-6)  # formatted below
-    value[tie] = [float(f"{v:.{digits}g}") for v in rounded[finite][tie].tolist()]
+    value[tie] = [float(f"{v:.{digits}g}") for v in given[tie].tolist()]
     rounded[finite] = value
     return rounded
 
