@@ -9,8 +9,8 @@ the recordings under a decaying envelope, plus noise. The meta info a lab record
 
 - ``systematic=(a, b)``: class ``a``'s decaying recordings are labelled ``b`` in training (an annotation rule
   gone wrong), rightly in validation: the model learns ``b`` for them. No meta column records the envelope;
-- ``interference_prob=p``: that share of recordings carries strong high-frequency interference (a rare variant,
-  no meta column);
+- ``interference_prob=p``: that share of recordings carries an interfering wave louder than any class's waveform,
+  at a frequency between theirs (a rare variant, no meta column);
 - ``faulty_sensor=s``: sensor ``s``'s recordings are buried in noise (meta ``sensor``);
 - ``attenuated_from=m``: a cable of ``m`` metres or more attenuates every class's signal to a sixth of its
   amplitude, under the same noise (meta ``cable_m``, a threshold);
