@@ -25,9 +25,8 @@ Systematic errors told from noise (the second table of each benchmark): a group 
 class (``kind='systematic'``) and a rare input variant (``kind='variant'``) must each be found as a group in the
 top 3 of its list, by an entry at least half of which is its own and which holds 30% of it (for every finder: a
 slice on its class alone, or a meta slice merely naming it, does not count), and stay out of the individual label
-suspects: at most
-``MAX_MEMBERS`` of its members (those not also flipped) in Lantern's top 10 and top 50 (the top 50 from an
-analysis with ``top=50``, as ``--top 50`` prints), beside plain cleanlab's count. On a benchmark holding both
+suspects: at most ``MAX_MEMBERS`` of its members (those not also flipped) in Lantern's top 10 and top 50 (the top
+50 from an analysis with ``top=50``, as ``--top 50`` prints), beside plain cleanlab's count. On a benchmark holding both
 kinds, the label suspects' precision at 10 on the random flips must reach ``FLIP_PRECISION``. A cause that holds
 for every label past a value of one column must be cut there: the first meta slice on its column within
 ``THRESHOLD_TOLERANCE`` of the column's range of the planted value, on the same side, with no label condition
