@@ -1,7 +1,7 @@
 """Does the failure analysis find causes planted on purpose, where other finders do? Each cause's rank, side by side.
 
-    python -m benchmarks.failure_discovery [--benchmarks planted sites shortcuts] [--seeds 0 1] [--held-out]
-                                           [--default-example] [--small] [--work-dir DIR]
+    python -m benchmarks.failure_discovery [--benchmarks planted sites shortcuts signals sequences] [--seeds 0 1]
+                                           [--held-out] [--default-example] [--real] [--small] [--work-dir DIR]
 
 Trains each planted benchmark of ``benchmarks/planted_benchmarks.py`` (one thread, small images, a few epochs),
 runs ``analysis.failures.analyze`` on its last epoch and, on the same table, SliceLine, a Domino-style error-aware
@@ -20,6 +20,21 @@ Targets (issue 26): every cause whose datapoints fail at least 1.5x the rest is 
 or found as a group in the top 3 of its list; no distractor meta column in any top 5; label precision at 10 at
 least plain cleanlab's. ``--default-example`` also trains ``configs/examples/cnn_trainer.py`` and prints its top
 findings: their top 3 must name ``occluded`` (its real mark), not a restatement of the failure.
+
+Systematic errors told from noise (the second table of each benchmark): a group whose training labels name another
+class (``kind='systematic'``) and a rare input variant (``kind='variant'``) must each be found as a group in the
+top 3 of its list, by an entry at least half of which is its own and which holds 30% of it (for every finder: a
+slice on its class alone, or a meta slice merely naming it, does not count), and stay out of the individual label
+suspects: at most ``MAX_MEMBERS`` of its members (those not also flipped) in Lantern's top 10 and top 50 (the top
+50 from an analysis with ``top=50``, as ``--top 50`` prints), beside plain cleanlab's count. On a benchmark holding both
+kinds, the label suspects' precision at 10 on the random flips must reach ``FLIP_PRECISION``. A cause that holds
+for every label past a value of one column must be cut there: the first meta slice on its column within
+``THRESHOLD_TOLERANCE`` of the column's range of the planted value, on the same side, with no label condition
+(SliceLine's first slice on the column beside it).
+
+``--real`` trains ``configs/examples/digits_trainer.py`` (scikit-learn's digits, nothing planted) and a weaker run
+of it on 550 of its training images, and prints each one's accuracy and the report of ``python -m runners.analyze``,
+for a person to judge by looking at the datapoints each finding names.
 """
 
 from __future__ import annotations
@@ -34,16 +49,31 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from analysis.columns import LABEL
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
 from analysis.failures import Findings, analyze, resolve_epoch_dir
 from analysis.internals import read_internals
 from benchmarks.baselines import FoundGroup, cleanlab_suspects, domino_slices, sliceline_slices
-from benchmarks.planted_benchmarks import BENCHMARKS, Benchmark, Cause, default_example, validation_dataset
+from benchmarks.planted_benchmarks import (
+    BENCHMARKS,
+    GROUP_KINDS,
+    Benchmark,
+    Cause,
+    default_example,
+    digits,
+    validation_dataset,
+)
+from runners import analyze as analyze_command
 from runners.trainers import BaseTrainer
 
 TARGET = 3
 DISTRACTOR_TOP = 5
 RATIO = 1.5  # a cause failing this many times the rest must be found
+GROUPED = ("systematic", "variant")  # found only as a group, never as label suspects
+SUSPECT_TOPS = (10, 50)
+MAX_MEMBERS = (1, 5)  # of a systematic group or a rare variant, in the label suspects' top 10 and top 50
+FLIP_PRECISION = 0.8
+THRESHOLD_TOLERANCE = 0.05  # a found threshold's distance from the planted one, as a share of the column's range
 
 
 @dataclass
@@ -57,11 +87,45 @@ class Ranks:
     sliceline: Optional[int] = None
     domino: Optional[int] = None
     must_find: bool = False
+    kind: str = "group"
+    suspects: Optional[tuple[int, ...]] = None  # a grouped kind's members among Lantern's label suspects, per top
+    cleanlab: Optional[tuple[int, ...]] = None  # among plain cleanlab's
+
+    @property
+    def named_or_grouped(self) -> bool:
+        """Named or found as a group in a top 3, or not failing enough to be asked."""
+        return not self.must_find or _in_top(self.lantern_named, self.lantern_group)
+
+    @property
+    def found(self) -> bool:
+        """In a top 3: named or found as a group; a systematic group or a rare variant as a group only."""
+        return _in_top(self.lantern_group) if self.kind in GROUPED else _in_top(self.lantern_named,
+                                                                              self.lantern_group)
+
+    @property
+    def kept_out(self) -> bool:
+        """Its members stay out of the label suspects (a group that is not label noise)."""
+        return self.suspects is None or all(n <= most for n, most in zip(self.suspects, MAX_MEMBERS))
 
     @property
     def met(self) -> bool:
-        return not self.must_find or any(rank is not None and int(rank.split("#")[1]) <= TARGET
-                                         for rank in (self.lantern_named, self.lantern_group))
+        return (not self.must_find or self.found) and self.kept_out
+
+
+def _in_top(*ranks: Optional[str]) -> bool:
+    """Whether any of the ranks ('subgroups #2') is in the top ``TARGET``."""
+    return any(rank is not None and int(rank.split("#")[1]) <= TARGET for rank in ranks)
+
+
+@dataclass
+class Threshold:
+    """Where a threshold cause was cut: by Lantern's first meta slice on its column, and by SliceLine's."""
+
+    cause: str
+    planted: str
+    lantern: Optional[str] = None  # 'meta #2: cable_m >= 33.1'
+    sliceline: Optional[str] = None
+    met: bool = False
 
 
 def train(config: dict[str, Any]) -> float:
@@ -76,9 +140,11 @@ def train(config: dict[str, Any]) -> float:
     return time.perf_counter() - start
 
 
-def evaluate(benchmark: Benchmark, findings: Findings, baselines: bool = True) -> dict[str, Any]:
+def evaluate(benchmark: Benchmark, findings: Findings, baselines: bool = True,
+             wide_suspects: Optional[list[int]] = None) -> dict[str, Any]:
     """Each cause's ranks for every finder (``baselines=False``: Lantern's and plain cleanlab's only), the label
-    precisions and the distractors seen, on one trained run."""
+    precisions, the thresholds and the distractors seen, on one trained run. ``wide_suspects``: the label suspects
+    (dataset idx, best first) of an analysis with a longer list, for the top 50; None: ``findings``' own."""
     epoch_dir = resolve_epoch_dir(benchmark.config["work_dir"], None)
     table = EpochTable(os.path.join(epoch_dir, EPOCH_TABLE_FILE))
     values = table.values([name for name, _ in table.columns()] + ["probabilities"])
@@ -99,16 +165,52 @@ def evaluate(benchmark: Benchmark, findings: Findings, baselines: bool = True) -
                   domino_slices(vectors, values["label"][rows], values["probabilities"][rows], failed[rows])]
     failed_idx = set(idx[failed].tolist())
     ranks = [_cause_ranks(cause, findings, idx, failed_idx, sliceline, domino) for cause in causes
-             if cause.kind == "group"]
+             if cause.kind in GROUP_KINDS]
     flipped = set().union(*[cause.idx for cause in causes if cause.kind == "labels"]) if \
         any(cause.kind == "labels" for cause in causes) else set()
-    plain = idx[cleanlab_suspects(values["label"], values["probabilities"])[:10]]
+    plain = idx[cleanlab_suspects(values["label"], values["probabilities"])].tolist()
+    ours = [issue.idx for issue in findings.label_issues]
+    _suspect_counts(ranks, causes, flipped, (ours, wide_suspects or ours), (plain, plain))
+    kinds = {cause.kind for cause in causes}
     return {"ranks": ranks,
-            "label precision": (_precision([issue.idx for issue in findings.label_issues[:10]], flipped),
-                                _precision(plain.tolist(), flipped)) if flipped else None,
+            "label precision": (_precision(ours[:10], flipped), _precision(plain[:10], flipped)) if flipped else None,
+            "flip target": FLIP_PRECISION if set(GROUPED) <= kinds and flipped else None,
+            "thresholds": [_threshold(cause, findings, sliceline, values) for cause in causes if cause.threshold],
             "other": _other_causes(causes, findings),
             "distractors": _distractors(findings, sliceline, benchmark.distractors),
             "failures": (int(failed.sum()), len(idx)), "outside": _outside_rate(causes, idx, failed)}
+
+
+def _suspect_counts(ranks: list[Ranks], causes: list[Cause], flipped: set[int], ours: tuple[list[int], list[int]],
+                    plain: tuple[list[int], list[int]]) -> None:
+    """Set each grouped cause's members (not also flipped) among the top 10 and top 50 label suspects, Lantern's
+    (``ours``: the lists to take each top from) and plain cleanlab's."""
+    by_name = {cause.name: cause for cause in causes}
+    for rank in ranks:
+        if rank.kind in GROUPED:
+            members = by_name[rank.cause].idx - flipped
+            rank.suspects = tuple(len(members & set(chosen[:top])) for chosen, top in zip(ours, SUSPECT_TOPS))
+            rank.cleanlab = tuple(len(members & set(chosen[:top])) for chosen, top in zip(plain, SUSPECT_TOPS))
+
+
+def _threshold(cause: Cause, findings: Findings, sliceline: list[FoundGroup], values: dict[str, np.ndarray]
+               ) -> Threshold:
+    """Lantern's first meta slice on the cause's column (met: cut on the planted side, within the tolerance, with
+    no label condition) and SliceLine's first slice on it."""
+    column, op, value = cause.threshold
+    found = Threshold(cause.name, f"{column} {op} {value:g}")
+    numbers = values[column].astype(np.float64)
+    tolerance = THRESHOLD_TOLERANCE * float(np.nanmax(numbers) - np.nanmin(numbers))
+    for rank, found_slice in enumerate(findings.meta.slices, start=1):
+        cut = next((c for c in found_slice.conditions if c.column == column), None)
+        if cut is None:
+            continue
+        found.lantern = f"meta #{rank}: {found_slice.description}"
+        labelled = any(c.column in LABEL for c in found_slice.conditions)
+        found.met = cut.op == op and abs(float(cut.value) - value) <= tolerance and not labelled
+        break
+    found.sliceline = next((g.description for g in sliceline if column in g.columns), None)
+    return found
 
 
 def _outside_rate(causes: list[Cause], idx: np.ndarray, failed: np.ndarray) -> float:
@@ -123,14 +225,17 @@ def _cause_ranks(cause: Cause, findings: Findings, idx: np.ndarray, failed_idx: 
     inside = len(cause.idx & failed_idx) / max(len(cause.idx), 1)
     rest = len(failed_idx - cause.idx) / max(len(idx) - len(cause.idx), 1)
     ratio = inside / rest if rest else float("inf")
-    result = Ranks(cause.name, ratio, must_find=ratio >= RATIO)
+    result = Ranks(cause.name, ratio, must_find=ratio >= RATIO, kind=cause.kind)
     lists = {"meta": [(s.idx, [c.column for c in s.conditions]) for s in findings.meta.slices],
              "internals": [(s.idx, [c.column for c in s.meta_match.conditions] if s.meta_match else [])
                            for s in findings.internals.slices],
              "subgroups": [(g.idx, [c.column for c in g.meta_match.conditions] if g.meta_match else [])
                            for g in findings.subgroups],
              "suspect groups": [(g.idx, []) for g in findings.suspect_groups]}
-    share = len(cause.idx) / len(idx)
+    grouped = cause.kind in GROUPED
+    # a systematic group or a rare variant counts only where an entry is at least half of it: a slice on its class
+    # alone holds it at three times its share and says nothing of it
+    share = 1.0 if grouped else len(cause.idx) / len(idx)
     for name, entries in lists.items():
         named = _first(_mostly(set(rows.tolist()), cause, share) and bool(set(columns) & set(cause.columns))
                        for rows, columns in entries) if cause.columns else None
@@ -138,8 +243,8 @@ def _cause_ranks(cause: Cause, findings: Findings, idx: np.ndarray, failed_idx: 
         result.lantern_named = result.lantern_named or (f"{name} #{named}" if named else None)
         result.lantern_group = result.lantern_group or (f"{name} #{group}" if group else None)
     result.sliceline = _first(_mostly(set(idx[g.rows].tolist()), cause, share) and
-                              (bool(set(g.columns) & set(cause.columns)) or _group(set(idx[g.rows].tolist()), cause,
-                                                                                  share)) for g in sliceline)
+                              (bool(set(g.columns) & set(cause.columns)) and not grouped
+                               or _group(set(idx[g.rows].tolist()), cause, share)) for g in sliceline)
     result.domino = _first(_group(set(idx[g.rows].tolist()), cause, share) for g in domino)
     return result
 
@@ -199,8 +304,8 @@ def report(name: str, result: dict[str, Any], seconds: tuple[float, float]) -> b
           f"{'Domino':>6s}  target")
     met = True
     for r in result["ranks"]:
-        verdict = ("ok" if r.met else "MISSED") if r.must_find else "(fails < 1.5x the rest)"
-        met &= r.met
+        verdict = ("ok" if r.named_or_grouped else "MISSED") if r.must_find else "(fails < 1.5x the rest)"
+        met &= r.named_or_grouped
         print(f"{r.cause[:44]:44s} {r.fail_ratio:6.1f}  {r.lantern_named or '-':16s} {r.lantern_group or '-':18s} "
               f"{r.sliceline or '-':>9} {r.domino or '-':>6}  {verdict}")
     for cause, rank in result["other"].items():
@@ -216,6 +321,31 @@ def report(name: str, result: dict[str, Any], seconds: tuple[float, float]) -> b
     for finder, texts in result["distractors"].items():
         met &= finder != "lantern" or not texts
         print(f"distractor columns in a top {DISTRACTOR_TOP} ({finder}): {len(texts)} {texts[:3] if texts else ''}")
+    return _report_told_apart(result) and met
+
+
+def _report_told_apart(result: dict[str, Any]) -> bool:
+    """Print the systematic groups and rare variants (found as a group? among the label suspects?), the label
+    precision on the random flips and the thresholds; whether their targets are met."""
+    grouped = [r for r in result["ranks"] if r.kind in GROUPED]
+    met = True
+    if grouped:
+        print(f"\n{'systematic group / rare variant':44s} {'kind':10s} {'Lantern group':18s} "
+              f"{'suspects top 10/50: Lantern':>28s} {'cleanlab':>9s} {'Domino':>6s}  target")
+    for r in grouped:
+        met &= r.met
+        print(f"{r.cause[:44]:44s} {r.kind:10s} {r.lantern_group or '-':18s} {_counts(r.suspects):>28s} "
+              f"{_counts(r.cleanlab):>9s} {r.domino or '-':>6}  {_verdict(r)}")
+    if result["flip target"] is not None and result["label precision"] is not None:
+        ours, plain = result["label precision"]
+        ok = ours >= result["flip target"]
+        met &= ok
+        print(f"label suspects on the random flips, precision at 10: Lantern {ours:.1f}, plain cleanlab {plain:.1f} "
+              f"(target {result['flip target']:.1f})  {'ok' if ok else 'MISSED'}")
+    for threshold in result["thresholds"]:
+        met &= threshold.met
+        print(f"threshold {threshold.planted}: Lantern {threshold.lantern or 'no slice on it'}; SliceLine "
+              f"{threshold.sliceline or '-'}  {'ok' if threshold.met else 'MISSED'}")
     return met
 
 
@@ -239,12 +369,37 @@ def default_example_report(work_dir: str) -> None:
     print(f"  top 3 name occluded: {'occluded' in named}; a restatement in a top 3: {bool(restated & set(top))}")
 
 
+def _counts(counts: Optional[tuple[int, ...]]) -> str:
+    return " / ".join(map(str, counts)) if counts else "-"
+
+
+def _verdict(ranks: Ranks) -> str:
+    """What a grouped cause missed: found as a group in a top 3, kept out of the label suspects."""
+    missed = ([] if ranks.found or not ranks.must_find else ["MISSED as a group"]) + \
+        ([] if ranks.kept_out else ["IN THE SUSPECTS"])
+    return ", ".join(missed) or ("ok" if ranks.must_find else "ok (fails < 1.5x the rest)")
+
+
+def real_data_report(work_dir: str) -> None:
+    """Train the digits example and its weaker run, and print each one's accuracy and analysis report."""
+    for weak in (False, True):
+        benchmark = digits(os.path.join(work_dir, "digits_weak" if weak else "digits"), weak)
+        seconds = train(benchmark.config)
+        findings = analyze(benchmark.config["work_dir"])
+        accuracy = 1 - findings.failures / findings.datapoints
+        print(f"\n== {benchmark.name}: accuracy {accuracy:.1%} ({findings.failures} of {findings.datapoints} fail); "
+              f"training {seconds:.0f} s\n")
+        analyze_command.main(["--run", benchmark.config["work_dir"]])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--benchmarks", nargs="+", default=["planted", "sites", "shortcuts"], choices=list(BENCHMARKS))
+    parser.add_argument("--benchmarks", nargs="+", default=list(BENCHMARKS), choices=list(BENCHMARKS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="shift every benchmark's seeds by these")
     parser.add_argument("--held-out", action="store_true", help="the held-out variants (look only at the end)")
     parser.add_argument("--default-example", action="store_true", help="also train and report cnn_trainer.py")
+    parser.add_argument("--real", action="store_true", help="also train the digits example (real data, nothing "
+                                                            "planted) strong and weak, and print their reports")
     parser.add_argument("--small", action="store_true", help="the planted benchmark's small version (the tests')")
     parser.add_argument("--work-dir", default=None, help="train here (kept); default: a temporary folder")
     args = parser.parse_args()
@@ -261,10 +416,14 @@ def main() -> None:
                 start = time.perf_counter()
                 findings = analyze(benchmark.config["work_dir"])
                 analysed = time.perf_counter() - start
-                all_met &= report(f"{benchmark.name}, seed shift {seed}", evaluate(benchmark, findings),
+                wide = [issue.idx for issue in analyze(benchmark.config["work_dir"], top=SUSPECT_TOPS[-1]).label_issues]
+                all_met &= report(f"{benchmark.name}, seed shift {seed}", evaluate(benchmark, findings,
+                                                                                   wide_suspects=wide),
                                   (trained, analysed))
         if args.default_example:
             default_example_report(os.path.join(root, "default_example"))
+        if args.real:
+            real_data_report(root)
     print(f"\nevery target met: {all_met}")
 
 

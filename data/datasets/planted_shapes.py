@@ -15,7 +15,10 @@ names one of those has been fooled by chance. The planted causes, all off by def
   label noise);
 - ``pair_flip=(a, b, p)``: labels of classes ``a`` and ``b`` swapped with probability ``p`` (an annotator who
   confuses two classes);
-- ``label_noise=p``: that share of labels replaced by another class.
+- ``label_noise=p``: that share of labels replaced by another class;
+- ``systematic=(a, b, p)``: that share of class ``a``'s shapes is painted red (``SYSTEMATIC_COLOUR``, no meta
+  field records it) and labelled ``b`` in training, rightly in validation (an annotator who called every red
+  ``a`` a ``b``): a group the model learns the wrong class for, which is not label noise.
 
 Datapoints are drawn from ``numpy.random.default_rng([seed, split, idx])`` as in ``SyntheticShapesDataset``;
 each cause draws from a stream of its own, so turning one on changes no other datapoint's draws.
@@ -57,6 +60,7 @@ ARTIFACT_AMPLITUDE = 0.7
 OUTLINE_WIDTH = 0.14  # the outline's thickness, as a share of the shape's radius
 FRAME_COLOURS = ((1.0, 0.5, 0.0), (0.0, 0.6, 0.3), (0.5, 0.0, 1.0), (0.9, 0.9, 0.9), (0.0, 0.0, 0.0),
                  (1.0, 0.0, 0.5), (0.3, 0.3, 1.0))  # one per class
+SYSTEMATIC_COLOUR = (1.0, 0.1, 0.1)  # outside the shapes' own colours, each channel in [0.4, 1]
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,7 @@ class PlantedCauses:
     outline: bool
     pair_flipped: bool
     label_flipped: bool
+    systematic: bool = False  # painted red, labelled as another class in training
 
     @property
     def mislabelled(self) -> bool:
@@ -85,16 +90,19 @@ class PlantedShapesDataset(Dataset):
                  split: str = "train", degraded: Optional[tuple[str, str]] = None, dim_below: float = 0.0,
                  artifact_prob: float = 0.0, frame_prob: float = 0.0, frame_agrees: bool = True,
                  outline_prob: float = 0.0, outline_class: int = 0,
-                 pair_flip: Optional[tuple[int, int, float]] = None, label_noise: float = 0.0) -> None:
+                 pair_flip: Optional[tuple[int, int, float]] = None, label_noise: float = 0.0,
+                 systematic: Optional[tuple[int, int, float]] = None) -> None:
         _check_args(num_datapoints, resolution, num_classes, split, len(self.CLASS_NAMES))
         for name, share in (("dim_below", dim_below), ("artifact_prob", artifact_prob), ("frame_prob", frame_prob),
                             ("outline_prob", outline_prob), ("label_noise", label_noise),
-                            ("pair_flip's probability", pair_flip[2] if pair_flip else 0.0)):
+                            ("pair_flip's probability", pair_flip[2] if pair_flip else 0.0),
+                            ("systematic's share", systematic[2] if systematic else 0.0)):
             if not 0.0 <= share <= 1.0:
                 raise ValueError(f"{name} is a share between 0 and 1, got {share}")
         if degraded is not None and (degraded[0] not in SITES or degraded[1] not in DEVICES):
             raise ValueError(f"degraded must be a (site, device) pair from {SITES} x {DEVICES}, got {degraded}")
-        for name, cls in (("outline_class", outline_class), *(("pair_flip class", c) for c in (pair_flip or ())[:2])):
+        for name, cls in (("outline_class", outline_class), *(("pair_flip class", c) for c in (pair_flip or ())[:2]),
+                          *(("systematic class", c) for c in (systematic or ())[:2])):
             if not 0 <= cls < num_classes:
                 raise ValueError(f"{name} {cls} is not a class of {num_classes}")
         self.num_datapoints, self.resolution, self.num_classes = num_datapoints, resolution, num_classes
@@ -102,7 +110,7 @@ class PlantedShapesDataset(Dataset):
         self.degraded, self.dim_below, self.artifact_prob = degraded, dim_below, artifact_prob
         self.frame_prob, self.frame_agrees = frame_prob, frame_agrees
         self.outline_prob, self.outline_class = outline_prob, outline_class
-        self.pair_flip, self.label_noise = pair_flip, label_noise
+        self.pair_flip, self.label_noise, self.systematic = pair_flip, label_noise, systematic
 
     def set_base_seed(self, seed: int) -> None:
         """Accepted for the runners' sake: datapoints never depend on it."""
@@ -157,9 +165,13 @@ class PlantedShapesDataset(Dataset):
             degraded=self.degraded is not None and (meta["site"], meta["device"]) == tuple(self.degraded),
             dim=meta["exposure"] < self.dim_below, artifact=bool(draws[2] < self.artifact_prob),
             frame_class=frame_class, outline=shape == self.outline_class and bool(draws[3] < self.outline_prob),
-            pair_flipped=pair_flipped, label_flipped=not pair_flipped and bool(draws[4] < self.label_noise))
+            pair_flipped=pair_flipped, label_flipped=not pair_flipped and bool(draws[4] < self.label_noise),
+            systematic=self.systematic is not None and shape == self.systematic[0]
+            and bool(self._rng(idx, 5).random() < self.systematic[2]))
 
     def _label(self, idx: int, shape: int, planted: PlantedCauses) -> int:
+        if planted.systematic and self.split == "train":
+            return self.systematic[1]
         if planted.pair_flipped:
             a, b, _ = self.pair_flip
             return b if shape == a else a
@@ -173,6 +185,8 @@ class PlantedShapesDataset(Dataset):
         rng, res = self._rng(idx, 4), self.resolution
         ys, xs = np.mgrid[0:res, 0:res].astype(np.float64) + 0.5
         colour = rng.uniform(0.4, 1.0, size=3)
+        if planted.systematic:
+            colour = np.array(SYSTEMATIC_COLOUR)
         contrast = float(rng.uniform(*CONTRAST_RANGE))
         if self.dim_below > 0:
             contrast *= float(np.clip(meta["exposure"] / self.dim_below, MIN_VISIBILITY, 1.0))
