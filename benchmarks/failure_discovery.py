@@ -34,11 +34,12 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from analysis.epoch_table import EpochTable
 from analysis.failures import Findings, analyze, resolve_epoch_dir
 from analysis.internals import read_internals
 from benchmarks.baselines import FoundGroup, cleanlab_suspects, domino_slices, sliceline_slices
 from benchmarks.planted_benchmarks import BENCHMARKS, Benchmark, Cause, default_example, validation_dataset
+from run_dir.names import EPOCH_TABLE_FILE
 from runners.trainers import BaseTrainer
 
 TARGET = 3
