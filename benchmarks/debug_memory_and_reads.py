@@ -322,7 +322,7 @@ def main() -> None:
         print(f"Open one datapoint ({ROW_BYTES // 1024} KiB), fresh mapping each time; median of interleaved rounds")
         for gb in epochs_gb:
             datapoints = int(gb * 2**30 / ROW_BYTES) // BATCH * BATCH
-            folder = os.path.join(root, f"epoch_{gb}")
+            folder = os.path.join(root, f"{gb}_gb")
             write_epochs(folder, datapoints, page_sizes_mb)
             figures = read_figures(folder, datapoints, page_sizes_mb, opens=40, rounds=9)
             floor_ms = figures["floor"]["ms"]
