@@ -23,7 +23,7 @@ from benchmarks.common import interleaved_medians
 from data.datasets import SyntheticShapesDataset, collate_datapoints
 from metrics import ClassificationMetric
 from models import SmallCNN
-from runners.datapoint_capture import DATAPOINTS_DIR
+from run_dir.names import DATAPOINTS_DIR
 from runners.evaluators import BaseEvaluator
 from runners.unique_idx import SeenIdx
 

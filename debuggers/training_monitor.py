@@ -10,7 +10,7 @@ Every ``every_n_steps``-th step (rank 0 only): per layer, the gradient norm, the
 update/weight ratio (‖Δw‖/‖w‖ of that optimizer step) and whether its gradient is zero, missing or frozen;
 the learning rate of each parameter group; the loss of every step since the last row. At each epoch's end:
 histograms of each layer's weights and gradients. All of it goes to ``work_dir/training_monitor.bin``
-(``debuggers/pages/monitor_file.py``, what the frames hold: ``debuggers/pages/training_log.py``), which the
+(``run_dir/monitor_file.py``, what the frames hold: ``run_dir/training_log.py``), which the
 viewer's Training tab draws while the run goes on.
 """
 
@@ -30,8 +30,10 @@ import torch
 from debuggers.layer_histograms import layer_histograms
 from debuggers.layer_norms import ModelLayers, squares_on, tensor_norms
 from debuggers.nonfinite_step import NonFiniteStep, batch_idx_of, find_forward_origin, nonfinite_gradient_layers
-from debuggers.pages.monitor_file import MONITOR_FILE, Frame, MonitorFileError, MonitorFileWriter
-from debuggers.pages.training_log import (
+from run_dir.errors import MonitorFileError
+from run_dir.monitor_file import Frame, MonitorFileWriter
+from run_dir.names import MONITOR_FILE
+from run_dir.training_log import (
     GRAD_FROZEN,
     GRAD_MISSING,
     GRAD_NONFINITE,

@@ -27,17 +27,19 @@ from tqdm import tqdm
 
 from analysis.epoch_rows import EpochRows, gather_epoch_columns
 from analysis.epoch_table import write_epoch_table
-from debuggers.model_report import MODEL_REPORT_FILE, build_model_report, refresh_conv_filters, write_model_report
+from debuggers.model_report import build_model_report, refresh_conv_filters, write_model_report
 from debuggers.pages.watchdog import DEFAULT_STALL_TIMEOUT_S
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
+from run_dir.names import DATAPOINTS_DIR, EPOCH_GLOB, LOCK_FILE, MODEL_REPORT_FILE, RUN_INFO_FILE, RUNNER_LOG
+from run_dir.run_log import append_to_log, get_run_logger
 from runners.config_file import config_differences, describe_config
 from runners.config_keys import check_config_keys
-from runners.datapoint_capture import DATAPOINTS_DIR, CaptureLimits, DatapointCapture, capture_is_complete
+from runners.datapoint_capture import CaptureLimits, DatapointCapture, capture_is_complete
 from runners.failure_definition import FAILURE_DEFINITION_ROLE, checked_failure_definition
 from runners.findings_worker import BackgroundFindings
 from runners.metric_contract import check_buffer, check_scores, checked_summary
 from runners.unique_idx import SeenIdx, merge_rank_buffers
-from runners.work_dir_guard import LOCK_FILE, WorkDirWatch, lock_work_dir, recorded_launch, release_work_dir
+from runners.work_dir_guard import WorkDirWatch, lock_work_dir, recorded_launch, release_work_dir
 from utils import distributed
 from utils.atomic_files import TEMP_MARKER, atomic_write_json, read_json
 from utils.builders import build_from_config
@@ -51,9 +53,7 @@ from utils.errors import (
 )
 from utils.folder_glob import glob_in
 from utils.ops import apply_tensor_op, describe_value, idx_list
-from utils.run_logging import append_to_log, get_run_logger
 
-RUN_INFO_FILE = "run_info.json"
 _STALE_TEMP = re.compile(rf"\..+{re.escape(TEMP_MARKER)}[\d-]+")  # utils.atomic_files.temporary_path
 # moving a run or its config file, changing how long ranks wait for each other, what is captured of each
 # datapoint, the debug disk budget, the capture policies, the training monitor or what counts as a failure keeps it
@@ -70,7 +70,7 @@ class BaseRunner:
     REQUIRED_KEYS: tuple[str, ...] = ("model", "metric")
     # top-level config keys this runner reads besides runners.config_keys.COMMON_KEYS: any other is refused
     CONFIG_KEYS: tuple[str, ...] = ()
-    LOG_FILE = "run.log"
+    LOG_FILE = RUNNER_LOG
     EVAL_DATASET_KEY: str  # the dataset evaluated: the model report is measured on its first datapoint
     # a file written once the run has finished some work (an epoch, an evaluation); until then the work dir
     # belongs to whoever runs next
@@ -468,7 +468,7 @@ def remove_run_files(work_dir: str) -> None:
 
 def remove_stale_temporaries(work_dir: str) -> None:
     """Delete the hidden temporaries of atomic writes that a killed process left in the run's folders."""
-    folders = [work_dir] + glob_in(work_dir, "epoch_*")
+    folders = [work_dir] + glob_in(work_dir, EPOCH_GLOB)
     for folder in folders:
         for name in os.listdir(folder) if os.path.isdir(folder) else []:
             if _STALE_TEMP.fullmatch(name):
@@ -554,5 +554,5 @@ def _read_run_info(path: str) -> dict:
         raise WorkDirError(f"{path} is damaged ({exc}); if this folder is a Lantern run, delete that file only "
                            "if you are sure the config is unchanged, otherwise choose another 'work_dir'") from exc
     if not isinstance(info, dict):
-        raise WorkDirError(f"{path} is not a Lantern run_info.json; choose another 'work_dir'")
+        raise WorkDirError(f"{path} is not a Lantern {RUN_INFO_FILE}; choose another 'work_dir'")
     return info

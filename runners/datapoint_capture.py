@@ -45,7 +45,6 @@ from utils.errors import ConfigError
 from utils.folder_glob import glob_in
 from utils.ops import idx_list
 
-DATAPOINTS_DIR = "datapoints"
 ITEM_KEYS = ("inputs", "labels", "meta_info")
 PAGE_SIZE_BYTES = 8 * 2**20
 MAX_REPR_CHARS = 200

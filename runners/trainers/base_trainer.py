@@ -1,20 +1,8 @@
 """``BaseTrainer``: train, validate every epoch, keep checkpoints, debug at checkpoint epochs.
 
-Work dir layout::
+Its work dir's layout: ``run_dir`` (the package's docstring).
 
-    work_dir/run_info.json            which config this run belongs to
-    work_dir/datapoints/              each validation datapoint's inputs, labels, meta info (for the viewer)
-    work_dir/progress.json            epochs completed so far, best epoch
-    work_dir/train.log
-    work_dir/training_monitor.bin     with config['training_monitor'] (debuggers/training_monitor.py)
-    work_dir/epoch_N/training_losses.pt
-    work_dir/epoch_N/validation_scores.json
-    work_dir/epoch_N/epoch_table.parquet  one row per validation datapoint (analysis/epoch_table.py)
-    work_dir/epoch_N/debugger/        at checkpoint epochs, when a debugger is configured
-    work_dir/epoch_N/debugger_removed.json  instead, once debug_disk_budget_gb removed it (debug_budget.py)
-    work_dir/epoch_N/checkpoint.pt    kept for checkpoint epochs, the latest and the best
-
-An epoch counts as done once ``progress.json`` says so; it is written last, so a
+An epoch counts as done once the progress file says so; it is written last, so a
 run killed at any point restarts from the last finished epoch and redoes the
 rest with the same per-epoch seeds.
 """
@@ -30,9 +18,18 @@ import torch
 from torch.utils.data import DistributedSampler, RandomSampler
 from tqdm import tqdm
 
-from analysis.epoch_table import EPOCH_TABLE_FILE
-from debuggers.pages.budget import checked_budget, finish_interrupted_removals, keep_under_budget
 from debuggers.training_monitor import MonitorSettings, TrainingMonitor
+from run_dir.budget import checked_budget, finish_interrupted_removals, keep_under_budget
+from run_dir.names import (
+    CHECKPOINT_FILE,
+    DEBUGGER_DIR,
+    EPOCH_TABLE_FILE,
+    PROGRESS_FILE,
+    TRAINER_LOG,
+    TRAINING_LOSSES_FILE,
+    VALIDATION_SCORES_FILE,
+    epoch_dir_name,
+)
 from runners.base_runner import BaseRunner, seed_everything, write_run_file, write_scores
 from runners.checkpoints import load_checkpoint_file, load_model_state
 from runners.config_keys import TRAINER_KEYS
@@ -42,15 +39,13 @@ from utils.builders import build_from_config
 from utils.errors import CheckpointError, ConfigError
 from utils.ops import apply_tensor_op
 
-PROGRESS_FILE = "progress.json"
-
 
 class BaseTrainer(BaseRunner):
     """Config-driven training loop with validation, checkpoints and the debugger."""
 
     REQUIRED_KEYS = ("model", "metric", "criterion", "optimizer", "train_dataset", "val_dataset", "epochs")
     CONFIG_KEYS = TRAINER_KEYS
-    LOG_FILE = "train.log"
+    LOG_FILE = TRAINER_LOG
     EVAL_DATASET_KEY = "val_dataset"
     FINISHED_WORK_FILE = PROGRESS_FILE
 
@@ -156,7 +151,7 @@ class BaseTrainer(BaseRunner):
                                   "it was edited or damaged. Restore it, or delete the work dir to start over") from exc
         if done == 0:
             return
-        path = self._epoch_path(done - 1, "checkpoint.pt")
+        path = self._epoch_path(done - 1, CHECKPOINT_FILE)
         checkpoint = load_checkpoint_file(path)
         load_model_state(self.eval_model, checkpoint["model_state_dict"], path)
         self.optimizer.load_state_dict(checkpoint["optimizer_state_dict"])
@@ -184,7 +179,7 @@ class BaseTrainer(BaseRunner):
         self.logger.info(f"Training done: results in {os.path.abspath(self.work_dir)}")
 
     def _epoch_path(self, epoch: int, *names: str) -> str:
-        return os.path.join(self.work_dir, f"epoch_{epoch}", *names)
+        return os.path.join(self.work_dir, epoch_dir_name(epoch), *names)
 
     def _train_epoch_(self) -> None:
         epoch = self.cum_epochs
@@ -212,7 +207,7 @@ class BaseTrainer(BaseRunner):
         self._check_work_dir(f"write the files of epoch {epoch}")
         write_run_file(epoch_dir, lambda: os.makedirs(epoch_dir, exist_ok=True))
         if self.is_main:
-            path = self._epoch_path(epoch, "training_losses.pt")
+            path = self._epoch_path(epoch, TRAINING_LOSSES_FILE)
             write_run_file(path, lambda: atomic_torch_save(torch.tensor(losses), path))
         self.logger.info(f"epoch {epoch}: mean training loss {sum(losses) / max(len(losses), 1):.4f}")
 
@@ -263,7 +258,7 @@ class BaseTrainer(BaseRunner):
             return
         full_outputs = self.cum_epochs in self.checkpoint_indices
         if full_outputs or self.debugger.summaries_every_epoch:
-            self._start_debug_capture(self._epoch_path(self.cum_epochs, "debugger"), full_outputs)
+            self._start_debug_capture(self._epoch_path(self.cum_epochs, DEBUGGER_DIR), full_outputs)
             self.logger.info(f"Debugger enabled for epoch {self.cum_epochs}"
                              + ("" if full_outputs else " (summaries only: not a checkpoint epoch)"))
 
@@ -271,9 +266,9 @@ class BaseTrainer(BaseRunner):
         epoch = self.cum_epochs
         self._finish_datapoint_capture()
         if self.is_main:
-            write_scores(self._epoch_path(epoch, "validation_scores.json"), self.val_scores)
+            write_scores(self._epoch_path(epoch, VALIDATION_SCORES_FILE), self.val_scores)
         if self.debugger is not None and self.debugger.enabled:
-            self._finish_debug_capture(self._epoch_path(epoch, "debugger"))
+            self._finish_debug_capture(self._epoch_path(epoch, DEBUGGER_DIR))
         summary = ", ".join(f"{k} {v:.4f}" for k, v in self.val_scores["aggregated"].items())
         self.logger.info(f"epoch {epoch}: validation {summary}")
         self._store_findings(self._epoch_path(epoch))
@@ -286,7 +281,7 @@ class BaseTrainer(BaseRunner):
         self._update_best(epoch)
         self._check_work_dir(f"save the checkpoint of epoch {epoch} and mark it done")
         if self.is_main:
-            checkpoint_path = self._epoch_path(epoch, "checkpoint.pt")
+            checkpoint_path = self._epoch_path(epoch, CHECKPOINT_FILE)
             write_run_file(checkpoint_path, lambda: atomic_torch_save({
                 "epoch": epoch,
                 "model_state_dict": self.eval_model.state_dict(),
@@ -313,8 +308,8 @@ class BaseTrainer(BaseRunner):
         return f"{done_epochs} done and saved: once fixed, the same command resumes after epoch {done - 1}"
 
     def _keep_debug_budget(self, completed_epochs: int) -> None:
-        """Rank 0: remove the oldest finished epochs' debug outputs over ``debug_disk_budget_gb`` (runners/
-        trainers/debug_budget.py), and complete a removal that a killed run left half done."""
+        """Rank 0: remove the oldest finished epochs' debug outputs over ``debug_disk_budget_gb`` (run_dir/
+        budget.py), and complete a removal that a killed run left half done."""
         if not self.is_main:
             return
         if self.debug_budget is None:
@@ -346,7 +341,7 @@ class BaseTrainer(BaseRunner):
     def _prune_checkpoints(self, latest: int) -> None:
         keep = set(self.checkpoint_indices) | {latest, self.best_epoch}
         for epoch in range(latest):
-            path = self._epoch_path(epoch, "checkpoint.pt")
+            path = self._epoch_path(epoch, CHECKPOINT_FILE)
             if epoch not in keep and os.path.exists(path):
                 os.remove(path)
 

@@ -14,20 +14,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from debuggers.pages.monitor_file import MONITOR_FILE
-from debuggers.pages.training_log import (
+from debuggers.training_monitor import (
+    MAX_EVERY_N_STEPS,
+    MonitorSettings,
+    NonFiniteTrainingError,
+    TrainingMonitor,
+)
+from run_dir.names import MONITOR_FILE
+from run_dir.training_log import (
     GRAD_FROZEN,
     GRAD_MISSING,
     GRAD_NONFINITE,
     GRAD_OK,
     GRAD_ZERO,
     read_training_log,
-)
-from debuggers.training_monitor import (
-    MAX_EVERY_N_STEPS,
-    MonitorSettings,
-    NonFiniteTrainingError,
-    TrainingMonitor,
 )
 from utils.errors import ConfigError
 

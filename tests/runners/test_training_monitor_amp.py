@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from debuggers.pages.monitor_file import MONITOR_FILE
-from debuggers.pages.training_log import read_training_log
 from debuggers.training_monitor import NonFiniteTrainingError
+from run_dir.names import MONITOR_FILE
+from run_dir.training_log import read_training_log
 from runners.trainers import BaseTrainer
 from tests.debuggers.test_training_monitor import Toy, batch, criterion, monitored
 from tests.runs import run_main, write_config

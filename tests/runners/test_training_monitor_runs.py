@@ -10,8 +10,8 @@ import os
 import torch
 from torch.utils.data import RandomSampler
 
-from debuggers.pages.monitor_file import MONITOR_FILE
-from debuggers.pages.training_log import read_training_log
+from run_dir.names import MONITOR_FILE
+from run_dir.training_log import read_training_log
 from runners.config_file import load_config
 from tests.runs import run_main, write_config
 from utils.builders import build_from_config

@@ -14,13 +14,8 @@ import time
 
 import pytest
 
-from debuggers.pages.budget import (
-    REMOVED_MARKER,
-    REMOVING,
-    checked_budget,
-    folder_bytes,
-    keep_under_budget,
-)
+from run_dir.budget import checked_budget, folder_bytes, keep_under_budget
+from run_dir.names import REMOVED_MARKER, REMOVING_DIR
 from runners.base_runner import remove_stale_temporaries
 from runners.config_file import load_config
 from tests.runs import REPO_ROOT, run_main, train
@@ -89,7 +84,7 @@ def test_a_budget_smaller_than_one_epoch_keeps_the_latest_and_says_so(tiny_confi
 def test_a_kill_in_the_middle_of_a_removal_is_completed_on_resume(tiny_config):
     config_path = _config(tiny_config, budget_gb=1e-9, page_mb=0.0005, epochs=3, val_size=40)
     work_dir = load_config(config_path)["work_dir"]
-    removing = os.path.join(work_dir, "epoch_0", REMOVING)
+    removing = os.path.join(work_dir, "epoch_0", REMOVING_DIR)
     process = subprocess.Popen([sys.executable, "-c", SLOW_DISK_MAIN.format(root=REPO_ROOT, config=config_path)],
                                cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
