@@ -15,10 +15,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from analysis.epoch_table import EPOCH_TABLE_FILE
 from runners.base_runner import BaseRunner, write_scores
 from runners.checkpoints import load_checkpoint_file, load_model_state
 from runners.config_keys import EVALUATOR_KEYS
+from runners.hooks import EvalPass
 from utils.atomic_files import read_json
 from utils.errors import CheckpointError
 
@@ -44,6 +44,7 @@ class BaseEvaluator(BaseRunner):
         self._init_model_()
         self._load_checkpoint_()
         self._init_debugger()
+        self._init_hooks_()
 
     def _load_checkpoint_(self) -> None:
         source = self.config.get("checkpoint")
@@ -56,20 +57,15 @@ class BaseEvaluator(BaseRunner):
 
     def run(self) -> None:
         self._init_components_()
-        self.stage = "evaluation"
-        debugger_dir = os.path.join(self.work_dir, "debugger")
         try:
-            if self.debugger is not None:
-                self._start_debug_capture(debugger_dir)
-            self._start_datapoint_capture(once=False)
-            scores = self._eval_loop(self.eval_dataloader, "eval", os.path.join(self.work_dir, EPOCH_TABLE_FILE))
-            self._finish_datapoint_capture()
+            self._before_run()
+            self.stage = "evaluation"
+            eval_pass = EvalPass(self.work_dir, self.eval_dataloader.dataset)
+            scores = self._eval_loop(self.eval_dataloader, "eval", eval_pass)
             self._check_work_dir("write the evaluation scores")
             if self.is_main:
                 write_scores(os.path.join(self.work_dir, SCORES_FILE), scores)
-            if self.debugger is not None:
-                self._finish_debug_capture(debugger_dir)
-            self._store_findings(self.work_dir)
+            self.hooks.call("after_run", self)
         finally:
             self._close()
         summary = ", ".join(f"{k} {v:.4f}" for k, v in scores["aggregated"].items())
