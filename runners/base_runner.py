@@ -2,8 +2,8 @@
 metric, debugger, hooks and the evaluation loop with its ``_eval_step``.
 
 Subclasses define ``_init_components_`` (the order of the ``_init_*`` calls: the
-work dir before the logger, the model before the debugger, the hooks last) and
-``run``. What observes a run (debug outputs, datapoint capture, epoch table,
+work dir before the logger, the model before the debugger) and ``run``. What
+observes a run (debug outputs, datapoint capture, epoch table,
 findings, ...) is a hook, called in order (``runners/hooks/__init__.py``).
 """
 
@@ -91,8 +91,7 @@ class BaseRunner:
         self.work_dir = str(config["work_dir"])
         self.seed = int(config.get("seed", 0))
         self.settings = RunnerSettings.from_config(config)
-        self._builtin_hooks = self._hooks_of(config)  # their settings checked before anything starts
-        self.hooks = Hooks(())  # with the config's own once the components are built
+        self.hooks = Hooks(self._hooks_of(config))  # the built-in ones, their settings checked before anything runs
         self.debugger: Optional[SequentialDebugger] = None
         self._work_dir_watch: Optional[WorkDirWatch] = None  # rank 0, once the work dir exists
         # dataset[0] of the evaluated dataset as collated at start-up, until the hooks' before_run (the model
@@ -230,24 +229,26 @@ class BaseRunner:
                 "wrap your debuggers in {'class': SequentialDebugger, 'args': {'debuggers_config': [...]}}"
             )
 
-    def _init_hooks_(self) -> None:
-        """The built-in hooks, then the config's own (``config['hooks']``), each built from its entry."""
-        own = []
+    def _before_run(self) -> None:
+        """Add the config's own hooks after the built-in ones, then start them all; dataset[0] of the evaluated
+        dataset (the model report's input) is needed no more."""
+        try:
+            self.hooks = Hooks([*self.hooks.hooks, *self._own_hooks()])
+            self.hooks.call("before_run", self)
+        finally:
+            self.first_eval_batch = None
+
+    def _own_hooks(self) -> list[RunnerHook]:
+        """``config['hooks']``, each built from its entry (once the components are, as every entry)."""
+        hooks = []
         for i, entry in enumerate(self.settings.hooks):
             where = f"config['hooks'][{i}]"
             hook = build_from_config(entry, where)
             if not isinstance(hook, RunnerHook):
                 raise ConfigError(f"{where} must build a RunnerHook (from runners.hooks import RunnerHook), got "
                                   f"{type(hook).__name__}; subclass it and override the calls you need")
-            own.append(hook)
-        self.hooks = Hooks([*self._builtin_hooks, *own])
-
-    def _before_run(self) -> None:
-        """The hooks' start-up; dataset[0] of the evaluated dataset (the model report's input) is needed no more."""
-        try:
-            self.hooks.call("before_run", self)
-        finally:
-            self.first_eval_batch = None
+            hooks.append(hook)
+        return hooks
 
     def _build_dataloader(self, dataset_key: str, dataloader_key: str, sampler: Any) -> DataLoader:
         dataset = build_from_config(self.config[dataset_key], f"config['{dataset_key}']")

@@ -44,7 +44,6 @@ class BaseEvaluator(BaseRunner):
         self._init_model_()
         self._load_checkpoint_()
         self._init_debugger()
-        self._init_hooks_()
 
     def _load_checkpoint_(self) -> None:
         source = self.config.get("checkpoint")

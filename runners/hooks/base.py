@@ -131,8 +131,8 @@ class Hooks:
     def eval_forward(self, runner: Runner, batch: dict[str, Any]) -> AbstractContextManager:
         """Every hook's context around the forward pass, the first outermost."""
         methods = self._methods["eval_forward"]
-        if not methods:
-            return contextlib.nullcontext()
+        if len(methods) < 2:  # one context needs no stack around it (a call per batch)
+            return methods[0](runner, batch) if methods else contextlib.nullcontext()
         with contextlib.ExitStack() as stack:  # a context failing to enter exits those entered before it
             for method in methods:
                 stack.enter_context(method(runner, batch))

@@ -77,7 +77,6 @@ class BaseTrainer(BaseRunner):
         self._init_scheduler_()
         self._load_checkpoint_()
         self._init_debugger()
-        self._init_hooks_()
 
     def _init_state_(self) -> None:
         self.cum_epochs = 0
