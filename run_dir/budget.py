@@ -24,19 +24,6 @@ import time
 from run_dir.folder import RunDir
 from run_dir.names import DEBUGGER_DIR, REMOVED_MARKER, REMOVING_DIR
 from utils.atomic_files import atomic_write_json
-from utils.config_values import is_positive_number
-from utils.errors import ConfigError
-
-
-def checked_budget(config_value: object) -> float | None:
-    """``debug_disk_budget_gb`` checked (None: no budget)."""
-    if config_value is None:
-        return None
-    if not is_positive_number(config_value):
-        raise ConfigError(f"config['debug_disk_budget_gb'] must be a positive number of gigabytes (after each "
-                          f"epoch, the oldest epochs' full debug outputs are removed until the rest fits), got "
-                          f"{config_value!r}")
-    return float(config_value)
 
 
 def keep_under_budget(work_dir: str, budget_gb: float, log: logging.Logger, completed_epochs: int) -> list[int]:

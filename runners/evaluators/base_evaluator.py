@@ -9,17 +9,11 @@ import os
 from typing import Any
 
 from run_dir import RunDir
-from run_dir.names import (
-    CHECKPOINT_FILE,
-    DEBUGGER_DIR,
-    EPOCH_TABLE_FILE,
-    EVALUATION_SCORES_FILE,
-    EVALUATOR_LOG,
-    PROGRESS_FILE,
-)
+from run_dir.names import CHECKPOINT_FILE, EVALUATION_SCORES_FILE, EVALUATOR_LOG, PROGRESS_FILE
 from runners.base_runner import BaseRunner, write_scores
 from runners.checkpoints import load_checkpoint_file, load_model_state
 from runners.config_keys import EVALUATOR_KEYS
+from runners.hooks import EvalPass
 from utils.atomic_files import read_json
 from utils.errors import CheckpointError
 
@@ -55,20 +49,15 @@ class BaseEvaluator(BaseRunner):
 
     def run(self) -> None:
         self._init_components_()
-        self.stage = "evaluation"
-        debugger_dir = os.path.join(self.work_dir, DEBUGGER_DIR)
         try:
-            if self.debugger is not None:
-                self._start_debug_capture(debugger_dir)
-            self._start_datapoint_capture(once=False)
-            scores = self._eval_loop(self.eval_dataloader, "eval", os.path.join(self.work_dir, EPOCH_TABLE_FILE))
-            self._finish_datapoint_capture()
+            self._before_run()
+            self.stage = "evaluation"
+            eval_pass = EvalPass(self.work_dir, self.eval_dataloader.dataset)
+            scores = self._eval_loop(self.eval_dataloader, "eval", eval_pass)
             self._check_work_dir("write the evaluation scores")
             if self.is_main:
                 write_scores(os.path.join(self.work_dir, EVALUATION_SCORES_FILE), scores)
-            if self.debugger is not None:
-                self._finish_debug_capture(debugger_dir)
-            self._store_findings(self.work_dir)
+            self.hooks.call("after_run", self)
         finally:
             self._close()
         summary = ", ".join(f"{k} {v:.4f}" for k, v in scores["aggregated"].items())

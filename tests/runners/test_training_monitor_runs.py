@@ -92,5 +92,5 @@ def test_an_absurd_monitoring_interval_is_refused_at_start_up_naming_the_limit(t
                         extra='config["training_monitor"] = {"every_n_steps": 10**9}')
     refused = run_main(path, timeout=120)
     assert refused.returncode == 2
-    assert "config['training_monitor']['every_n_steps'] must be an int from 1 to 100,000" in refused.stderr
+    assert "config['training_monitor']['every_n_steps'] must be a whole number from 1 to 100,000" in refused.stderr
     assert not os.path.exists(tmp_path / "absurd" / "epoch_0")
