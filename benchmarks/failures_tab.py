@@ -25,8 +25,8 @@ from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
 from analysis.failures import analyze
 from benchmarks.analysis_memory import write_table
 from benchmarks.viewer_browser import CHROMIUM, CHROMIUM_ARGS, SHOWN, serve
-from runners.eval_viewer.layout import failures as layout
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.failures import view as layout
+from runners.eval_viewer.shared import ids
 
 DRAWN = f"""() => document.querySelector('#{layout.PANEL} .finding-button')
     && document.querySelector('#{layout.SEPARATORS_CHART} .main-svg')

@@ -54,8 +54,8 @@ from analysis.epoch_table import EPOCH_TABLE_FILE, write_epoch_table
 from runners.config_file import load_config
 from runners.datapoint_capture import DATAPOINTS_DIR, CaptureLimits, DatapointCapture
 from runners.eval_viewer.app import create_app
-from runners.eval_viewer.layout import ids
-from runners.eval_viewer.layout.pictures import PICTURE_PATH, version_tag
+from runners.eval_viewer.pictures.view import PICTURE_PATH, version_tag
+from runners.eval_viewer.shared import ids
 from runners.trainers import BaseTrainer
 from tests.reliability.viewer_server import viewer_process
 

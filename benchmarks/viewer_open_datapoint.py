@@ -29,14 +29,14 @@ from collections.abc import Callable
 import numpy as np
 from plotly.io.json import to_json_plotly
 
-from data.viewer.layout.display.figures import figures_for_output
 from debuggers.outputs import KIND_FEATURE_MAP
 from debuggers.pages.reader import load_debug_outputs
 from debuggers.pages.writer import PageWriter
 from runners.eval_viewer.app import create_app
-from runners.eval_viewer.backend.runs import EVALUATION_KEY
-from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks.datapoint import render_datapoint
+from runners.eval_viewer.datapoint.view import render_datapoint
+from runners.eval_viewer.figures.base import figures_for_output
+from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.shared.runs import EVALUATION_KEY
 
 CHANNELS, SIDE = 64, 64  # one 64x64x64 float32 map: 1 MiB per datapoint
 DATAPOINT_BYTES = CHANNELS * SIDE * SIDE * 4

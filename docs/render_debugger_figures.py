@@ -21,9 +21,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from configs.examples.all_debuggers_trainer import config as cnn_tour  # noqa: E402
 from configs.examples.attention_debuggers_trainer import config as attention_tour  # noqa: E402
 from data.datasets import collate_datapoints  # noqa: E402
-from data.viewer.layout.display.figures import display_image, figures_for_output  # noqa: E402
 from debuggers.pages.reader import load_debug_outputs  # noqa: E402
 from runners.checkpoints import load_checkpoint_file  # noqa: E402
+from runners.eval_viewer.figures.base import display_image, figures_for_output  # noqa: E402
 from runners.evaluators.base_evaluator import resolve_checkpoint  # noqa: E402
 from utils.builders import build_from_config  # noqa: E402
 from utils.errors import CheckpointError  # noqa: E402

@@ -16,8 +16,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from runners.eval_viewer.layout import failures as failures_layout  # noqa: E402
-from runners.eval_viewer.layout import ids  # noqa: E402
+from runners.eval_viewer.failures import view as failures_layout  # noqa: E402
+from runners.eval_viewer.shared import ids  # noqa: E402
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, serve_viewer  # noqa: E402
 from tests.e2e.viewer_page import pick  # noqa: E402
 

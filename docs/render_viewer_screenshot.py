@@ -23,7 +23,7 @@ from werkzeug.serving import make_server  # noqa: E402
 
 from runners.config_file import load_config  # noqa: E402
 from runners.eval_viewer.app import create_app  # noqa: E402
-from runners.eval_viewer.layout import ids  # noqa: E402
+from runners.eval_viewer.shared import ids  # noqa: E402
 from runners.trainers import BaseTrainer  # noqa: E402
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

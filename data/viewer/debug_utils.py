@@ -18,7 +18,7 @@ from debuggers.capture import (
     get_debug_states,
     is_debug_enabled,
 )
-from runners.eval_viewer.export import visualize_debug_states
+from runners.eval_viewer.export.report import visualize_debug_states
 
 __all__ = ["DebugStateCapture", "capture_debug_state", "clear_debug_states", "disable_debug_mode",
            "enable_debug_mode", "get_debug_states", "is_debug_enabled", "visualize_debug_states"]

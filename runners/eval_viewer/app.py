@@ -15,20 +15,10 @@ import re
 import dash
 from plotly.offline import get_plotlyjs_version
 
-from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks import register_callbacks
-from runners.eval_viewer.layout.page import address_bar, build_layout
-
-SLIM_PLOTLY_BUNDLE = "plotly-viewer.min.js"
-SLIM_PLOTLY_JS_VERSION = "4.1.1"  # PLOTLY_JS in build_plotly_bundle.sh, which built assets/plotly-viewer.min.js
-DASH_PLOTLY_BUNDLE = "_dash-component-suites/plotly/package_data/plotly.min.js"  # Dash's full plotly.js
-
-
-def plotly_url(prefix: str, plotlyjs_version: str) -> str:
-    """Where the page loads plotly.js from: the slim bundle, or Dash's full one when the installed plotly package
-    expects another plotly.js version (figures could use attributes the bundle does not know)."""
-    return f"{prefix}assets/{SLIM_PLOTLY_BUNDLE}" if plotlyjs_version == SLIM_PLOTLY_JS_VERSION \
-        else f"{prefix}{DASH_PLOTLY_BUNDLE}"
+from runners.eval_viewer.page import address_bar, build_layout
+from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.shared.plotly_bundle import SLIM_PLOTLY_BUNDLE, plotly_url
 
 
 def create_app(log_dirs: list[str], trust_configs: bool = False, views_file: str | None = None) -> dash.Dash:

@@ -16,8 +16,8 @@ import pytest
 
 from analysis.epoch_table import EPOCH_TABLE_FILE
 from analysis.failures import analyze
-from runners.eval_viewer.layout import failures as failures_layout
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.failures import view as failures_layout
+from runners.eval_viewer.shared import ids
 from tests.e2e.conftest import SLOW_WAIT_MS, expect, serve_viewer
 from tests.e2e.viewer_page import column, pick, wait_caption, wait_settled
 from tests.reliability.crafted_index import damage_debug_files

@@ -18,8 +18,8 @@ from analysis.failures import Findings, analyze
 from benchmarks.failure_discovery import evaluate
 from benchmarks.planted_benchmarks import planted
 from data.datasets.synthetic_shapes import Planted
-from runners.eval_viewer.layout import failures as failures_layout
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.failures import view as failures_layout
+from runners.eval_viewer.shared import ids
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, SLOW_WAIT_MS, browser_or_skip, serve_viewer
 from tests.e2e.viewer_page import column, wait_caption
 from utils.builders import build_from_config

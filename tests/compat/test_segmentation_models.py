@@ -8,12 +8,12 @@ import torch
 import torch.nn.functional as F
 from captum.attr import LayerGradCam
 
-from data.viewer.layout.display.output_figures import output_figures
 from debuggers.attention_debugger import AttentionDebugger
 from debuggers.feature_map_debugger import FeatureMapDebugger
 from debuggers.mask_debugger import MaskDebugger
 from debuggers.segmentation_gradcam_debugger import SegmentationGradCAMDebugger
 from debuggers.utils import require_layer
+from runners.eval_viewer.figures.registry import output_figures
 from tests.compat import huggingface as hf
 from tests.compat.harness import alone, assert_same_outputs, capture
 from tests.compat.segmentation_models import NUM_CLASSES, class_map_batches, segformer, unet

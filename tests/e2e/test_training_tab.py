@@ -13,8 +13,8 @@ import pytest
 
 from debuggers.pages.monitor_file import MONITOR_FILE, MonitorFileWriter
 from debuggers.pages.training_log import KIND_STEP, read_training_log
-from runners.eval_viewer.layout import ids
-from runners.eval_viewer.layout import training as tab
+from runners.eval_viewer.shared import ids
+from runners.eval_viewer.training import view as tab
 from tests.e2e.conftest import serve_viewer
 from tests.e2e.viewer_page import pick, wait_settled
 from tests.runners.test_training_monitor_runs import NAN_ON_SATURATED

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runners.config_file import load_config
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.shared import ids
 from runners.trainers import BaseTrainer
 from tests.e2e.conftest import DEBUGGER, serve_viewer
 from tests.e2e.viewer_page import column, debug_figures, grid_cell, open_row, pick, wait_caption, wait_title

@@ -16,7 +16,7 @@ import pytest
 
 from debuggers.pages.budget import folder_bytes, remove_debug_outputs
 from runners.config_file import load_config
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.shared import ids
 from runners.trainers import BaseTrainer
 from tests.e2e.conftest import DEBUGGER, serve_viewer
 from tests.e2e.viewer_page import (

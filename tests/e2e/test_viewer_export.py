@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis.epoch_table import EPOCH_TABLE_FILE
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.shared import ids
 from tests.e2e.conftest import DEBUGGER, expect
 from tests.e2e.viewer_page import filter_column, wait_caption
 from tests.runs import train, write_config

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
-from runners.eval_viewer.backend.datapoint import load_datapoint
-from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.shared import ids
+from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.shared.datapoint import load_datapoint
 from tests.e2e.conftest import DEBUGGER, expect
 from tests.e2e.viewer_page import wait_title
 from tests.pictures import feature_map_colours, mosaic_blocks, mosaic_maps, png_pixels

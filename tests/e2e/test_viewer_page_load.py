@@ -13,8 +13,8 @@ from plotly.offline import get_plotlyjs_version
 
 from analysis.epoch_table import EPOCH_TABLE_FILE
 from benchmarks.viewer_browser import SHOWN, write_large_run
-from runners.eval_viewer.app import plotly_url
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.shared import ids
+from runners.eval_viewer.shared.plotly_bundle import plotly_url
 from tests.e2e.conftest import serve_viewer
 from tests.e2e.viewer_page import GRID, grid_cell, reload_noting_asked, wait_caption, wait_title
 

@@ -16,7 +16,8 @@ import pytest
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, write_epoch_table
 from benchmarks.viewer_browser import write_large_run
-from runners.eval_viewer.layout import gallery, ids
+from runners.eval_viewer.gallery import view as gallery
+from runners.eval_viewer.shared import ids
 from tests.e2e.conftest import DEBUGGER, expect, serve_viewer
 from tests.e2e.viewer_page import (
     GRID,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.shared import ids
 from tests.e2e.viewer_page import filter_column, pick, wait_caption
 from tests.runs import train, write_config
 

@@ -9,8 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis.epoch_table import EPOCH_TABLE_FILE
-from runners.eval_viewer.backend.run_diff import RIGHT_TO_WRONG, WRONG_TO_RIGHT
-from runners.eval_viewer.layout import ids, run_diff
+from runners.eval_viewer.compare_runs import view as run_diff
+from runners.eval_viewer.compare_runs.data import RIGHT_TO_WRONG, WRONG_TO_RIGHT
+from runners.eval_viewer.shared import ids
 from tests.e2e.conftest import DEBUGGER, expect
 from tests.e2e.viewer_page import pick, wait_caption, wait_title
 from tests.runs import train, write_config

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from analysis.epoch_table import EpochTable
-from runners.eval_viewer.layout import controls, ids
+from runners.eval_viewer.controls import view as controls
+from runners.eval_viewer.shared import ids
 from tests.e2e.conftest import DEBUGGER, SLOW_WAIT_MS, serve_viewer
 from tests.e2e.synthetic_runs import write_table_run
 from tests.e2e.viewer_page import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from benchmarks.viewer_browser import SHOWN
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.shared import ids
 
 GRID = f"() => document.getElementById('{ids.SCORE_GRID}').scoreGrid"  # what the grid's script drew (score_views.js)
 # No callback of Dash's renderer is waiting, running or has an answer not yet applied (``callbacks`` of its store;

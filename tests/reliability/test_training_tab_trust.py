@@ -10,8 +10,8 @@ import shutil
 import pytest
 
 from debuggers.pages.monitor_file import FRAME_HEAD, MONITOR_FILE, read_frames
-from runners.eval_viewer.layout import ids
-from runners.eval_viewer.layout import training as tab
+from runners.eval_viewer.shared import ids
+from runners.eval_viewer.training import view as tab
 from tests.reliability.test_viewer_trust import _within_seconds
 from tests.reliability.viewer_server import call_callback, serve_viewer
 from tests.runs import train, write_config

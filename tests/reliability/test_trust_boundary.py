@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from data.datasets import SyntheticShapesDataset
 from runners.config_file import load_config
 from runners.eval_viewer.backend.initialization import DebugOutputs
-from runners.eval_viewer.export import main as export_main
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.export.report import main as export_main
+from runners.eval_viewer.shared import ids
 from runners.trainers import BaseTrainer
 from tests.reliability.viewer_server import call_callback, viewer_process
 from tests.runs import write_config

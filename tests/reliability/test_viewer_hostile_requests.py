@@ -13,10 +13,12 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 
+from runners.eval_viewer.address.saved_views import SavedViews, SavedViewsError
 from runners.eval_viewer.app import create_app
-from runners.eval_viewer.backend.saved_views import SavedViews, SavedViewsError
-from runners.eval_viewer.callbacks.browser_input import sent_by_the_page
-from runners.eval_viewer.layout import failures, ids, training
+from runners.eval_viewer.failures import view as failures
+from runners.eval_viewer.shared import ids
+from runners.eval_viewer.shared.browser_input import sent_by_the_page
+from runners.eval_viewer.training import view as training
 from tests.e2e.synthetic_runs import write_table_run
 from tests.reliability.viewer_server import (
     HTTP_WAIT_S,

@@ -15,11 +15,11 @@ from debuggers.pages import encoding
 from debuggers.pages.budget import REMOVED_MARKER
 from debuggers.pages.writer import PageWriter
 from runners.config_file import load_config
-from runners.eval_viewer.backend.datapoint import load_datapoint
-from runners.eval_viewer.backend.runs import MAX_RUN_INFO_BYTES
-from runners.eval_viewer.backend.table import TABLE_ERRORS
-from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.shared import ids
+from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.shared.datapoint import load_datapoint
+from runners.eval_viewer.shared.runs import MAX_RUN_INFO_BYTES
+from runners.eval_viewer.shared.table import TABLE_ERRORS
 from runners.trainers import BaseTrainer
 from tests.reliability.crafted_index import (
     INDEX_DAMAGES,

@@ -13,8 +13,10 @@ import urllib.request
 
 import pytest
 
-from runners.eval_viewer.export import Selection, write_html
-from runners.eval_viewer.layout import gallery, ids, run_diff
+from runners.eval_viewer.compare_runs import view as run_diff
+from runners.eval_viewer.export.report import Selection, write_html
+from runners.eval_viewer.gallery import view as gallery
+from runners.eval_viewer.shared import ids
 from tests.e2e.conftest import DEBUGGER
 from tests.reliability.viewer_server import HTTP_WAIT_S, call_callback, serve_viewer
 from tests.runs import train, write_config

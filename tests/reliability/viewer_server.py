@@ -23,7 +23,7 @@ from typing import Any, Optional
 from werkzeug.serving import make_server
 
 from runners.eval_viewer.app import create_app
-from runners.eval_viewer.callbacks import browser_input
+from runners.eval_viewer.shared import browser_input
 from tests.runs import REPO_ROOT
 
 # How long a test waits for the viewer's answer over HTTP, or for a viewer process to print its address: generous

@@ -4,28 +4,24 @@ from __future__ import annotations
 
 from dash import Dash
 
-from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks import (
-    address,
-    browser_input,
-    compare,
-    datapoint,
-    export,
-    failures,
-    filters,
-    gallery,
-    model_report,
-    pending,
-    pictures,
-    refresh,
-    run_diff,
-    runs,
-    scores,
-    selection,
-    table,
-    training,
-    verify,
-)
+from runners.eval_viewer.address import callbacks as address
+from runners.eval_viewer.compare_epochs import callbacks as compare
+from runners.eval_viewer.compare_runs import callbacks as run_diff
+from runners.eval_viewer.controls import callbacks as runs
+from runners.eval_viewer.controls import refresh
+from runners.eval_viewer.datapoint import view as datapoint
+from runners.eval_viewer.export import callbacks as export
+from runners.eval_viewer.failures import callbacks as failures
+from runners.eval_viewer.failures import verify
+from runners.eval_viewer.gallery import callbacks as gallery
+from runners.eval_viewer.model_report import callbacks as model_report
+from runners.eval_viewer.pictures import callbacks as pictures
+from runners.eval_viewer.scores import data as scores
+from runners.eval_viewer.shared import browser_input, pending
+from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.table import data as table
+from runners.eval_viewer.table import filters, selection
+from runners.eval_viewer.training import callbacks as training
 
 MODULES = (runs, table, scores, selection, datapoint, compare, model_report, failures, verify, training, export,
            pending, refresh, filters, address, pictures, gallery, run_diff)

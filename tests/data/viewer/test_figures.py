@@ -7,15 +7,6 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from data.viewer.layout.display.figures import (
-    MAX_PANELS,
-    attention_across_layers_figure,
-    display_image,
-    figures_for_output,
-    grid_tile,
-    model_report_figures,
-    pca_rgb,
-)
 from debuggers.activation_stats_debugger import ActivationStatsDebugger
 from debuggers.attention_debugger import AttentionDebugger
 from debuggers.capture_debugger import CaptureDebugger
@@ -26,6 +17,15 @@ from debuggers.layer_output_debugger import LayerOutputDebugger
 from debuggers.model_report import build_model_report
 from debuggers.nan_inf_debugger import NaNInfDebugger
 from models import AttentionClassifier, SmallCNN
+from runners.eval_viewer.figures.base import (
+    MAX_PANELS,
+    attention_across_layers_figure,
+    display_image,
+    figures_for_output,
+    grid_tile,
+    model_report_figures,
+    pca_rgb,
+)
 from tests.debuggers.library import capture_epoch, entry
 
 

@@ -9,19 +9,13 @@ import torch
 from data.datasets.prompted_masks import collate_prompted_masks
 from data.datasets.prompted_shapes import PromptedShapesDataset
 from data.viewer.debug_utils import clear_debug_states, disable_debug_mode, enable_debug_mode, get_debug_states
-from data.viewer.layout.display.mask_figures import (
-    VIEWS,
-    calibration_curve,
-    calibration_figure,
-    error_layers,
-    mask_figures,
-)
-from data.viewer.layout.display.output_figures import output_figures
-from data.viewer.layout.display.sam2_figures import states_table
 from debuggers.capture_debugger import CaptureDebugger
 from debuggers.mask_debugger import MaskDebugger
 from models.promptable_segmenter import PromptableSegmenter
-from runners.eval_viewer.export import visualize_debug_states
+from runners.eval_viewer.export.report import visualize_debug_states
+from runners.eval_viewer.figures.masks import VIEWS, calibration_curve, calibration_figure, error_layers, mask_figures
+from runners.eval_viewer.figures.registry import output_figures
+from runners.eval_viewer.figures.sam2 import states_table
 from tests.debuggers.library import entry, run_batches
 
 

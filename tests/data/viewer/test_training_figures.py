@@ -3,8 +3,8 @@
 
 import numpy as np
 
-from data.viewer.layout.display.training_figures import MAX_CELLS, MAX_LR_GROUPS, loss_figure, norm_heatmap
 from debuggers.pages.training_log import TrainingLog
+from runners.eval_viewer.training.figures import MAX_CELLS, MAX_LR_GROUPS, loss_figure, norm_heatmap
 
 
 def a_log(layers: int, groups: int, rows: int) -> TrainingLog:

@@ -13,32 +13,33 @@ import pytest
 from dash import html
 from plotly.offline import get_plotlyjs_version
 
-import runners.eval_viewer.backend.initialization as initialization
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
 from data.datasets import SyntheticShapesDataset
 from data.viewer.layout.display import display_datapoint
-from data.viewer.layout.display.display_debug_outputs import display_debug_outputs
 from debuggers.pages import reader
 from runners.config_file import load_config
 from runners.eval_viewer.__main__ import parse_args
-from runners.eval_viewer.app import (
+from runners.eval_viewer.app import create_app
+from runners.eval_viewer.compare_epochs.callbacks import run_columns, same_item
+from runners.eval_viewer.datapoint.display_debug_outputs import display_debug_outputs
+from runners.eval_viewer.datapoint.view import render_datapoint
+from runners.eval_viewer.model_report.callbacks import render_model_report
+from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.shared.browser_input import paging
+from runners.eval_viewer.shared.components import epoch_badges
+from runners.eval_viewer.shared.datapoint import load_datapoint
+from runners.eval_viewer.shared.plotly_bundle import (
     DASH_PLOTLY_BUNDLE,
+    SLIM_PLOTLY,
     SLIM_PLOTLY_BUNDLE,
     SLIM_PLOTLY_JS_VERSION,
-    create_app,
+    plotly_js,
     plotly_url,
 )
-from runners.eval_viewer.backend.datapoint import load_datapoint
-from runners.eval_viewer.backend.runs import EVALUATION_KEY, discover_runs, list_epochs, read_model_report
-from runners.eval_viewer.backend.scores import Scores, ScoresError, default_metric, read_scores
-from runners.eval_viewer.backend.table import ScoresTable
-from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks.browser_input import paging
-from runners.eval_viewer.callbacks.compare import run_columns, same_item
-from runners.eval_viewer.callbacks.components import epoch_badges
-from runners.eval_viewer.callbacks.datapoint import render_datapoint
-from runners.eval_viewer.callbacks.model_report import render_model_report
-from runners.eval_viewer.callbacks.table import DEBUG_MARK, column_defs, table_rows, where_of
+from runners.eval_viewer.shared.runs import EVALUATION_KEY, discover_runs, list_epochs, read_model_report
+from runners.eval_viewer.shared.scores import Scores, ScoresError, default_metric, read_scores
+from runners.eval_viewer.shared.table import ScoresTable
+from runners.eval_viewer.table.data import DEBUG_MARK, column_defs, table_rows, where_of
 from runners.evaluators import BaseEvaluator
 from runners.trainers import BaseTrainer
 from tests.runs import write_config
@@ -137,9 +138,10 @@ def test_folder_that_is_not_a_run_is_reported_in_the_page(tmp_path):
 
 
 def test_the_slim_plotly_bundle_is_served_only_with_the_plotly_js_it_was_built_from(tmp_path):
-    bundle = os.path.join(os.path.dirname(initialization.__file__), "..", "assets", SLIM_PLOTLY_BUNDLE)
-    with open(bundle, encoding="utf-8") as f:
-        assert re.findall(r'version="(\d+\.\d+\.\d+)"', f.read()) == [SLIM_PLOTLY_JS_VERSION]
+    with open(SLIM_PLOTLY, encoding="utf-8") as f:
+        bundle = f.read()
+    assert re.findall(r'version="(\d+\.\d+\.\d+)"', bundle) == [SLIM_PLOTLY_JS_VERSION]
+    assert (plotly_js() == bundle) == (get_plotlyjs_version() == SLIM_PLOTLY_JS_VERSION)  # what an export embeds
     assert plotly_url("/", "0.0.1") == f"/{DASH_PLOTLY_BUNDLE}"
     assert plotly_url("/", SLIM_PLOTLY_JS_VERSION) == f"/assets/{SLIM_PLOTLY_BUNDLE}"
     client = create_app([str(tmp_path)]).server.test_client()

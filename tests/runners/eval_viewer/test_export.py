@@ -21,14 +21,14 @@ from debuggers.feature_map_debugger import FeatureMapDebugger
 from models import AttentionClassifier, SmallCNN
 from runners.config_file import load_config
 from runners.eval_viewer.backend.initialization import load_debug_outputs
-from runners.eval_viewer.export import (
+from runners.eval_viewer.export.report import (
     SHARED_SECTION,
     datapoint_items,
     main,
-    plotly_js,
     resolve_epoch_dir,
     visualize_debug_states,
 )
+from runners.eval_viewer.shared.plotly_bundle import plotly_js
 from runners.trainers import BaseTrainer
 from tests.debuggers.library import capture_epoch, entry
 from tests.runs import write_config

@@ -19,11 +19,18 @@ import plotly.io as pio
 import pytest
 import torch
 
-from data.viewer.layout.display.compare_figures import aligned_channels, compare_figures
-from data.viewer.layout.display.display_compare import CompareColumn, display_compare
-from data.viewer.layout.display.display_debug_outputs import display_debug_outputs, drawn_figure
-from data.viewer.layout.display.elements import alert, badge
-from data.viewer.layout.display.figures import (
+from debuggers.activation_stats_debugger import ActivationStatsDebugger
+from debuggers.attention_debugger import AttentionDebugger
+from debuggers.capture_debugger import CaptureDebugger
+from debuggers.feature_map_debugger import FeatureMapDebugger
+from debuggers.gradcam_debugger import GradCAMDebugger
+from debuggers.gradient_flow_debugger import GradientFlowDebugger
+from models import AttentionClassifier, SmallCNN
+from runners.eval_viewer.compare_epochs.callbacks import epoch_columns
+from runners.eval_viewer.compare_epochs.display_compare import CompareColumn, display_compare
+from runners.eval_viewer.datapoint.display_debug_outputs import display_debug_outputs, drawn_figure
+from runners.eval_viewer.datapoint.view import render_datapoint
+from runners.eval_viewer.figures.base import (
     MAX_PANELS,
     SHARED,
     attention_heads_figure,
@@ -36,20 +43,13 @@ from data.viewer.layout.display.figures import (
     patch_attention,
     table_height,
 )
-from data.viewer.layout.display.pictures import picture_component
-from data.viewer.layout.display.values import as_image, image_component, key_value_table
-from debuggers.activation_stats_debugger import ActivationStatsDebugger
-from debuggers.attention_debugger import AttentionDebugger
-from debuggers.capture_debugger import CaptureDebugger
-from debuggers.feature_map_debugger import FeatureMapDebugger
-from debuggers.gradcam_debugger import GradCAMDebugger
-from debuggers.gradient_flow_debugger import GradientFlowDebugger
-from models import AttentionClassifier, SmallCNN
-from runners.eval_viewer.backend.datapoint import load_datapoint
-from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks.compare import epoch_columns
-from runners.eval_viewer.callbacks.datapoint import render_datapoint
-from runners.eval_viewer.callbacks.scores import history_data
+from runners.eval_viewer.figures.compare import aligned_channels, compare_figures
+from runners.eval_viewer.figures.pictures import picture_component
+from runners.eval_viewer.figures.values import as_image, image_component, key_value_table
+from runners.eval_viewer.scores.data import history_data
+from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.shared.datapoint import load_datapoint
+from runners.eval_viewer.shared.elements import alert, badge
 from tests.debuggers.library import capture_epoch, entry
 from tests.pictures import feature_map_colours, mosaic_maps, png_pixels, sampled_colours
 from tests.runs import REPO_ROOT, train, write_config

@@ -12,10 +12,10 @@ import PIL.Image
 import plotly.colors
 import pytest
 
-from data.viewer.layout.display.overlays import MASK_OPACITY, OPACITY, find_overlay, overlay_choices, picture_png
 from debuggers.pages.reader import DebugOutputs
-from runners.eval_viewer.backend.thumbnails import PictureUnavailable, Thumbnails, has_pictures, overlay_names
-from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.figures.overlays import MASK_OPACITY, OPACITY, find_overlay, overlay_choices, picture_png
+from runners.eval_viewer.pictures.thumbnails import PictureUnavailable, Thumbnails, has_pictures, overlay_names
+from runners.eval_viewer.shared.backend import ViewerBackend
 from tests.e2e.conftest import DEBUGGER
 from tests.runs import train, write_config
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTableError, write_epoch_table
-from runners.eval_viewer.backend.run_diff import RIGHT_TO_WRONG, WRONG_TO_RIGHT, RunDiffError, RunDiffs, Side
-from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks.browser_input import BadRequest
-from runners.eval_viewer.callbacks.run_diff import diff_rows
+from runners.eval_viewer.compare_runs.callbacks import diff_rows
+from runners.eval_viewer.compare_runs.data import RIGHT_TO_WRONG, WRONG_TO_RIGHT, RunDiffError, RunDiffs, Side
+from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.shared.browser_input import BadRequest
 
 NAMES = np.array(["circle", "square", "triangle", "cross", "ring", "bar"], dtype=object)
 ROLES = {"scores": ["accuracy", "cross_entropy"], "higher_is_better": {"accuracy": True, "cross_entropy": False},

@@ -10,7 +10,7 @@ import plotly.io as pio
 import pytest
 from dash._utils import to_json
 
-from runners.eval_viewer.callbacks.scores import significant
+from runners.eval_viewer.scores.data import significant
 
 EDGES = [0.12345, 2.5e-7, 1234.5, 999.95, 0.0009999999, 1e-320, 5e-324, 1.7e308, -0.0, 0.0, 12345678.0, 0.00012345,
          -7.65e-5, 1e22, 3.0e23, np.nan, np.inf, -np.inf]

@@ -9,9 +9,9 @@ import time
 import pytest
 
 from analysis.failures import analyze
-from runners.eval_viewer.backend.verify_jobs import CANCELLED, DONE, RUNNING, VerifyJobs, VerifyRefused
-from runners.eval_viewer.layout import ids
-from runners.eval_viewer.layout import verify as layout
+from runners.eval_viewer.failures import verify_view as layout
+from runners.eval_viewer.failures.verify_jobs import CANCELLED, DONE, RUNNING, VerifyJobs, VerifyRefused
+from runners.eval_viewer.shared import ids
 from runners.verify import verify_findings
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, browser_or_skip
 from tests.reliability.viewer_server import serve_viewer

@@ -1,0 +1,92 @@
+"""The whole page: header, controls, score views on the left, datapoint tabs on the right.
+
+The page comes with everything it shows first already chosen (run, epoch, metric, the
+table's columns and query, the open datapoint and tab, from the address bar when it names
+them), so opening it costs the browser one round of requests rather than a chain of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from urllib.parse import parse_qs, urlsplit
+
+import dash_bootstrap_components as dbc
+import flask
+from dash import dcc, html
+
+from runners.eval_viewer.address.callbacks import view_options
+from runners.eval_viewer.address.saved_views import FILTER_PREFIX
+from runners.eval_viewer.controls.refresh import disk_state
+from runners.eval_viewer.controls.view import controls, most_recent_run, run_options
+from runners.eval_viewer.failures.callbacks import FINDINGS_ERRORS, narrowing_of
+from runners.eval_viewer.panels import datapoint_navigation, datapoint_tabs
+from runners.eval_viewer.shared import ids
+from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.shared.browser_input import typed_idx
+from runners.eval_viewer.shared.components import default_epoch, epoch_option
+from runners.eval_viewer.shared.first_view import FirstView
+from runners.eval_viewer.table.data import epoch_view
+from runners.eval_viewer.table.view import score_views
+
+
+def address_bar() -> dict[str, list[str]]:
+    """The page's query string (``callbacks/address.py`` says what it holds), each key's values. Dash asks for the
+    layout with a request of its own, whose Referer is the page's address; empty outside a request."""
+    if not flask.has_request_context():
+        return {}
+    return parse_qs(urlsplit(flask.request.referrer or "").query)
+
+
+def first_view(backend: ViewerBackend, address: Mapping[str, list[str]]) -> FirstView:
+    """The view the address names, each part where it exists (else the most recent run, its latest epoch with
+    debug outputs, nothing open, the Datapoint tab and the table by its loss, worst first, unfiltered); what the
+    address names that cannot be shown is said (``problems``)."""
+    def one(key: str) -> str:
+        return (address.get(key) or [""])[-1]
+
+    discovery = backend.discovery
+    run_path = one("run") if one("run") in discovery.runs else most_recent_run(discovery)
+    run = backend.run(run_path)
+    epochs = backend.epochs(run) if run else []
+    follow = one("follow") == "1"
+    epoch_key = one("epoch") if one("epoch") in {e.key for e in epochs} and not follow else \
+        (epochs[-1].key if follow and epochs else default_epoch(epochs))
+    idx = typed_idx(one("idx"))
+    problems = [] if idx is not None or not one("idx") else [
+        f"The address's idx={one('idx')[:40]!r} is not a dataset index (a whole number): no datapoint is "
+        "opened. Click one in the table, or fix the address."]
+    narrowing = None
+    try:
+        narrowing = narrowing_of(backend, run_path, epoch_key, one("narrow"))
+    except FINDINGS_ERRORS as exc:
+        problems.append(f"The address's finding {one('narrow')[:60]!r} cannot be shown: {exc}")
+    if one("narrow") and narrowing is None and len(problems) < 2:
+        problems.append(f"{epoch_key} has no finding {one('narrow')[:60]!r}: the table shows every datapoint.")
+    tab = one("tab") if one("tab") in ids.TAB_VALUES else ids.TAB_DATAPOINT
+    view = epoch_view(backend, run_path, epoch_key, one("metric"), narrowing and narrowing["idx"], sort=one("sort"),
+                      wrong=one("wrong") == "1")
+    shown = {column.get("field") for column in view.columns}
+    filters = {key[len(FILTER_PREFIX):]: values[-1] for key, values in address.items()
+               if key.startswith(FILTER_PREFIX) and key[len(FILTER_PREFIX):] in shown}
+    compare = {"epochs": address.get("cmp_epochs"), "run": one("cmp_run") or None, "epoch": one("cmp_epoch") or None}
+    return FirstView(run_path, [epoch_option(e) for e in epochs], epoch_key, view, idx, tab, problems, filters,
+                     narrowing, compare, [n for n in address.get("pin", []) if n in shown],
+                     [n for n in address.get("hide", []) if n in shown], follow)
+
+
+def build_layout(backend: ViewerBackend, address: Mapping[str, list[str]]) -> html.Div:
+    backend.refresh()
+    first = first_view(backend, address)
+    return html.Div([
+        dbc.Navbar(dbc.NavbarBrand("Lantern eval viewer"), color="dark", dark=True, class_name="viewer-header"),
+        controls(backend.discovery, first, disk_state(backend, first.run, first.epoch),
+                 view_options(backend, first.run)),
+        # A Store given data=None sets it again when it mounts (dcc's Store), which would run every callback of the
+        # open datapoint at load: without one open, it is given no data at all.
+        dcc.Store(id=ids.SELECTED, **({} if first.idx is None else {"data": first.idx})),
+        dcc.Store(id=ids.SELECTED_ROW),
+        html.Div([html.Div(score_views(backend, first), className="left"),
+                  html.Div([datapoint_navigation(), datapoint_tabs(backend, first, run_options(backend.discovery))],
+                           className="right")],
+                 className="main"),
+    ], className="viewer")
