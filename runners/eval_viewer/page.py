@@ -1,4 +1,4 @@
-"""The whole page: header, controls, score views on the left, datapoint tabs on the right.
+"""The whole page: header, controls, score views and the table on the left, the features' tabs on the right.
 
 The page comes with everything it shows first already chosen (run, epoch, metric, the
 table's columns and query, the open datapoint and tab, from the address bar when it names
@@ -7,26 +7,27 @@ them), so opening it costs the browser one round of requests rather than a chain
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from urllib.parse import parse_qs, urlsplit
 
 import dash_bootstrap_components as dbc
 import flask
 from dash import dcc, html
 
-from runners.eval_viewer.address.callbacks import view_options
 from runners.eval_viewer.address.saved_views import FILTER_PREFIX
-from runners.eval_viewer.controls.refresh import disk_state
-from runners.eval_viewer.controls.view import controls, most_recent_run, run_options
-from runners.eval_viewer.failures.callbacks import FINDINGS_ERRORS, narrowing_of
-from runners.eval_viewer.panels import datapoint_navigation, datapoint_tabs
-from runners.eval_viewer.shared import ids
+from runners.eval_viewer.address.view import saved_views
+from runners.eval_viewer.controls.data import default_epoch, disk_state, epoch_option, most_recent_run
+from runners.eval_viewer.controls.view import controls
+from runners.eval_viewer.datapoint.ids import TAB_DATAPOINT
+from runners.eval_viewer.export.view import export_button
+from runners.eval_viewer.failures.data import FINDINGS_ERRORS, narrowing_of
+from runners.eval_viewer.scores.view import score_chart, score_grid
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.browser_input import typed_idx
-from runners.eval_viewer.shared.components import default_epoch, epoch_option
+from runners.eval_viewer.shared.feature import Tab
 from runners.eval_viewer.shared.first_view import FirstView
-from runners.eval_viewer.table.data import epoch_view
-from runners.eval_viewer.table.view import score_views
+from runners.eval_viewer.shared.ids import SELECTED, SELECTED_ROW, TABS
+from runners.eval_viewer.table.view import epoch_view, navigation_buttons, table_block
 
 
 def address_bar() -> dict[str, list[str]]:
@@ -37,10 +38,10 @@ def address_bar() -> dict[str, list[str]]:
     return parse_qs(urlsplit(flask.request.referrer or "").query)
 
 
-def first_view(backend: ViewerBackend, address: Mapping[str, list[str]]) -> FirstView:
+def first_view(backend: ViewerBackend, address: Mapping[str, list[str]], tabs: Sequence[str]) -> FirstView:
     """The view the address names, each part where it exists (else the most recent run, its latest epoch with
     debug outputs, nothing open, the Datapoint tab and the table by its loss, worst first, unfiltered); what the
-    address names that cannot be shown is said (``problems``)."""
+    address names that cannot be shown is said (``problems``). ``tabs``: the values of the tabs there are."""
     def one(key: str) -> str:
         return (address.get(key) or [""])[-1]
 
@@ -62,7 +63,7 @@ def first_view(backend: ViewerBackend, address: Mapping[str, list[str]]) -> Firs
         problems.append(f"The address's finding {one('narrow')[:60]!r} cannot be shown: {exc}")
     if one("narrow") and narrowing is None and len(problems) < 2:
         problems.append(f"{epoch_key} has no finding {one('narrow')[:60]!r}: the table shows every datapoint.")
-    tab = one("tab") if one("tab") in ids.TAB_VALUES else ids.TAB_DATAPOINT
+    tab = one("tab") if one("tab") in tabs else TAB_DATAPOINT
     view = epoch_view(backend, run_path, epoch_key, one("metric"), narrowing and narrowing["idx"], sort=one("sort"),
                       wrong=one("wrong") == "1")
     shown = {column.get("field") for column in view.columns}
@@ -74,19 +75,24 @@ def first_view(backend: ViewerBackend, address: Mapping[str, list[str]]) -> Firs
                      [n for n in address.get("hide", []) if n in shown], follow)
 
 
-def build_layout(backend: ViewerBackend, address: Mapping[str, list[str]]) -> html.Div:
+def build_layout(backend: ViewerBackend, address: Mapping[str, list[str]], tabs: Sequence[Tab]) -> html.Div:
+    """The page the address names (``first_view``), the ``tabs`` on the right in their order."""
     backend.refresh()
-    first = first_view(backend, address)
+    first = first_view(backend, address, [tab.value for tab in tabs])
+    message, grid = score_grid(backend, first)
     return html.Div([
         dbc.Navbar(dbc.NavbarBrand("Lantern eval viewer"), color="dark", dark=True, class_name="viewer-header"),
         controls(backend.discovery, first, disk_state(backend, first.run, first.epoch),
-                 view_options(backend, first.run)),
+                 saved_views(backend, first.run)),
         # A Store given data=None sets it again when it mounts (dcc's Store), which would run every callback of the
         # open datapoint at load: without one open, it is given no data at all.
-        dcc.Store(id=ids.SELECTED, **({} if first.idx is None else {"data": first.idx})),
-        dcc.Store(id=ids.SELECTED_ROW),
-        html.Div([html.Div(score_views(backend, first), className="left"),
-                  html.Div([datapoint_navigation(), datapoint_tabs(backend, first, run_options(backend.discovery))],
-                           className="right")],
-                 className="main"),
+        dcc.Store(id=SELECTED, **({} if first.idx is None else {"data": first.idx})),
+        dcc.Store(id=SELECTED_ROW),
+        html.Div([
+            html.Div(html.Div([*score_chart(backend, first), message, *table_block(first), *grid],
+                              className="score-views"), className="left"),
+            html.Div([html.Div([*navigation_buttons(), *export_button()], className="navigation"),
+                      dcc.Tabs(id=TABS, value=first.tab, children=[tab.draw(backend, first) for tab in tabs])],
+                     className="right"),
+        ], className="main"),
     ], className="viewer")

@@ -14,8 +14,21 @@ import numpy as np
 import pytest
 
 from analysis.epoch_table import EpochTable
+from runners.eval_viewer.address.ids import SAVE_VIEW, SAVED_VIEWS, VIEW_NAME, VIEW_NOTE
+from runners.eval_viewer.compare_epochs.ids import COMPARE_EPOCHS_PANEL, COMPARE_EPOCHS_STATUS, TAB_COMPARE_EPOCHS
 from runners.eval_viewer.controls import view as controls
-from runners.eval_viewer.shared import ids
+from runners.eval_viewer.controls.ids import EPOCH_SELECT, FOLLOW_LATEST, MESSAGES, NEAREST_DEBUG_EPOCH, RUN_SELECT
+from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL, DATAPOINT_STATUS, TAB_DATAPOINT
+from runners.eval_viewer.scores.ids import SCORE_GRID
+from runners.eval_viewer.shared.ids import SELECTED
+from runners.eval_viewer.table.ids import (
+    COLUMNS_PINNED,
+    COLUMNS_SHOWN,
+    FILTER_CHIPS,
+    TABLE,
+    TABLE_IDX_FILTER,
+    WRONG_ONLY,
+)
 from tests.e2e.conftest import DEBUGGER, SLOW_WAIT_MS, serve_viewer
 from tests.e2e.synthetic_runs import write_table_run
 from tests.e2e.viewer_page import (
@@ -60,17 +73,17 @@ def test_compare_epochs_never_shows_the_previous_datapoint(viewer_url, new_page)
     """Item 1: open A, Compare epochs, back, open B, Compare epochs again: it showed A until B was drawn."""
     page = new_page(viewer_url)
     order = compare_first_row(page, "12 datapoints")
-    page.click(f"#{ids.TAB_DATAPOINT}")
+    page.click(f"#{TAB_DATAPOINT}")
     open_row(page, 1)
-    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[1]} ")
+    wait_title(page, DATAPOINT_PANEL, f"datapoint {order[1]} ")
 
-    page.evaluate(RECORD_FRAMES, ids.COMPARE_EPOCHS_PANEL)
-    page.click(f"#{ids.TAB_COMPARE_EPOCHS}")
-    wait_title(page, ids.COMPARE_EPOCHS_PANEL, f"datapoint {order[1]} ")
+    page.evaluate(RECORD_FRAMES, COMPARE_EPOCHS_PANEL)
+    page.click(f"#{TAB_COMPARE_EPOCHS}")
+    wait_title(page, COMPARE_EPOCHS_PANEL, f"datapoint {order[1]} ")
     seen = page.evaluate("window.framesSeen")
     assert not [title for title in seen if f"datapoint {order[0]} " in title], \
         f"Compare epochs showed datapoint {order[0]} while datapoint {order[1]} was asked for"
-    assert page.locator(f"#{ids.COMPARE_EPOCHS_STATUS}").inner_text() == ""
+    assert page.locator(f"#{COMPARE_EPOCHS_STATUS}").inner_text() == ""
 
 
 def test_every_panel_says_loading_until_it_shows_the_datapoint_asked_for(viewer_url, new_page):
@@ -81,11 +94,11 @@ def test_every_panel_says_loading_until_it_shows_the_datapoint_asked_for(viewer_
     wait_caption(page, "12 datapoints")
     order = column(page, "idx")
     open_row(page, 0)
-    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[0]} ")
+    wait_title(page, DATAPOINT_PANEL, f"datapoint {order[0]} ")
     open_row(page, 1)
-    page.wait_for_selector(f"#{ids.DATAPOINT_STATUS}:has-text('loading datapoint {order[1]} …')")
-    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[1]} ")
-    assert page.locator(f"#{ids.DATAPOINT_STATUS}").inner_text() == ""
+    page.wait_for_selector(f"#{DATAPOINT_STATUS}:has-text('loading datapoint {order[1]} …')")
+    wait_title(page, DATAPOINT_PANEL, f"datapoint {order[1]} ")
+    assert page.locator(f"#{DATAPOINT_STATUS}").inner_text() == ""
 
 
 def test_a_link_to_compare_epochs_draws_on_a_loaded_machine(logs, new_page, monkeypatch):
@@ -98,10 +111,10 @@ def test_a_link_to_compare_epochs_draws_on_a_loaded_machine(logs, new_page, monk
         page = new_page("about:blank")
         page.add_init_script(SLOW_SERVER.replace("DELAY_MS", "2000"))
         page.context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": 4})
-        page.goto(f"{url}?run={logs / 'small'}&epoch=epoch_2&idx=7&tab={ids.TAB_COMPARE_EPOCHS}")
-        page.wait_for_selector(f"#{ids.COMPARE_EPOCHS_STATUS}:has-text('loading datapoint 7 …')")
+        page.goto(f"{url}?run={logs / 'small'}&epoch=epoch_2&idx=7&tab={TAB_COMPARE_EPOCHS}")
+        page.wait_for_selector(f"#{COMPARE_EPOCHS_STATUS}:has-text('loading datapoint 7 …')")
         page.set_default_timeout(SLOW_WAIT_MS)
-        wait_title(page, ids.COMPARE_EPOCHS_PANEL, "datapoint 7 · logs/small")
+        wait_title(page, COMPARE_EPOCHS_PANEL, "datapoint 7 · logs/small")
         page.close()  # before the server stops
 
 
@@ -123,7 +136,7 @@ def test_the_page_runs_no_callback_until_the_runs_on_disk_change(logs, tmp_path,
                 pass
         assert asked == [], "the page ran callbacks though nothing changed on disk"
         shutil.copytree(logs / "small", folder / "copy")
-        page.click(f"#{ids.RUN_SELECT}")
+        page.click(f"#{RUN_SELECT}")
         page.get_by_role("option", name="logs/copy (trainer)", exact=True).wait_for()
         page.keyboard.press("Escape")
         page.close()  # before the server stops
@@ -134,7 +147,7 @@ def test_debugger_summary_columns_show_their_values(viewer_url, logs, new_page):
     page = new_page(viewer_url)
     wait_caption(page, "12 datapoints")
     first = int(column(page, "idx")[0])
-    page.evaluate(f"dash_ag_grid.getApi('{ids.TABLE}').ensureColumnVisible('gradcam.target_score')")
+    page.evaluate(f"dash_ag_grid.getApi('{TABLE}').ensureColumnVisible('gradcam.target_score')")
     shown = cell(page, 0, "gradcam.target_score")
     expected = EpochTable(str(logs / "small" / "epoch_2" / "epoch_table.parquet")).page(
         where=[("idx", "=", first)])[0]["gradcam.target_score"]
@@ -153,9 +166,9 @@ def test_j_right_after_clicking_a_row_opens_the_next_one(viewer_url, new_page):
     assert len(order) >= 3
     open_row(page, 1)
     for key, row in (("j", 2), ("k", 1)):  # each right after the click, or the key before it
-        wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[3 - row]} ")
+        wait_title(page, DATAPOINT_PANEL, f"datapoint {order[3 - row]} ")
         page.keyboard.press(key)
-    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {order[1]} ")
+    wait_title(page, DATAPOINT_PANEL, f"datapoint {order[1]} ")
     assert filter_box(page, "label").input_value() == "c"
 
 
@@ -191,15 +204,15 @@ def test_a_label_column_of_floats_with_nan_opens_and_names_its_classes(odd_logs,
         page = new_page(f"{url}?idx=3")
         wait_caption(page, "10 datapoints")
         assert "cross (3)" in column(page, "label")
-        wait_title(page, ids.DATAPOINT_PANEL, "datapoint 3 ")
-        assert "label cross (3)" in page.locator(f"#{ids.DATAPOINT_PANEL} .badges").inner_text()
+        wait_title(page, DATAPOINT_PANEL, "datapoint 3 ")
+        assert "label cross (3)" in page.locator(f"#{DATAPOINT_PANEL} .badges").inner_text()
         page.close()  # before the server stops
 
 
 def test_a_superscript_digit_in_the_address_or_a_filter_box_gives_a_message(viewer_url, new_page):
     """Item 8: ``'²'.isdigit()`` is true and ``int('²')`` fails: both gave HTTP 500."""
     page = new_page(f"{viewer_url}?idx=²")
-    page.wait_for_selector(f"#{ids.MESSAGES} :has-text(\"idx='²' is not a dataset index\")")
+    page.wait_for_selector(f"#{MESSAGES} :has-text(\"idx='²' is not a dataset index\")")
     wait_caption(page, "12 datapoints")
     filter_column(page, "label", "²")
     wait_caption(page, "no datapoint of 12 matches")
@@ -213,22 +226,22 @@ def test_a_click_on_the_table_while_a_narrowing_loads_never_opens_the_previous_o
     page.add_init_script(SLOW_SERVER.replace("DELAY_MS", "1500"))
     page.goto(viewer_url)
     wait_caption(page, "12 datapoints")
-    narrow = f"""idx => window.dash_clientside.set_props('{ids.TABLE_IDX_FILTER}',
+    narrow = f"""idx => window.dash_clientside.set_props('{TABLE_IDX_FILTER}',
         {{data: {{run: {json.dumps(str(logs / 'small'))}, epoch: 'epoch_2', idx: idx}}}})"""
     page.evaluate(narrow, [0, 1, 2])
     wait_caption(page, "3 of 12 datapoints match")
     previous = column(page, "idx")
     page.evaluate(narrow, [9, 10, 11])  # as a finding's click does
-    page.locator(f"#{ids.TABLE} .ag-center-cols-container .ag-row[row-index='0'] [col-id='idx']").click(force=True)
+    page.locator(f"#{TABLE} .ag-center-cols-container .ag-row[row-index='0'] [col-id='idx']").click(force=True)
     page.keyboard.press("j")
     wait_caption(page, "3 of 12 datapoints match")
-    page.wait_for_function(f"() => (document.getElementById('{ids.SCORE_GRID}').scoreGrid || {{}}).idx.includes(11)")
-    page.locator(f"#{ids.TABLE} .ag-row[row-id='11']").wait_for()
+    page.wait_for_function(f"() => (document.getElementById('{SCORE_GRID}').scoreGrid || {{}}).idx.includes(11)")
+    page.locator(f"#{TABLE} .ag-row[row-id='11']").wait_for()
     assert sorted(column(page, "idx"), key=int) == ["9", "10", "11"]
-    assert page.evaluate(f"window.dash_component_api.getLayout('{ids.SELECTED}').props.data") is None, \
+    assert page.evaluate(f"window.dash_component_api.getLayout('{SELECTED}').props.data") is None, \
         f"a click on the previous narrowing's rows opened a datapoint (its top row was {previous[0]})"
     page.keyboard.press("j")  # now the table is current: the keys step from its first row
-    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {column(page, 'idx')[0]} ")
+    wait_title(page, DATAPOINT_PANEL, f"datapoint {column(page, 'idx')[0]} ")
 
 
 def test_filters_people_type_wrong_only_and_chips(viewer_url, logs, new_page):
@@ -244,9 +257,9 @@ def test_filters_people_type_wrong_only_and_chips(viewer_url, logs, new_page):
     expected = {int(i) for i, v in zip(values["idx"], values["cross_entropy"]) if low <= v <= high}
     wait_caption(page, f"{len(expected)} of 12 datapoints match")
     wait_rows(page, expected)
-    assert page.locator(f"#{ids.FILTER_CHIPS} .filter-chip").all_inner_texts() == \
+    assert page.locator(f"#{FILTER_CHIPS} .filter-chip").all_inner_texts() == \
         [f"cross_entropy: {low:.6f}..{high:.6f} ×"]
-    page.locator(f"#{ids.FILTER_CHIPS} .filter-chip").click()  # removed by its chip
+    page.locator(f"#{FILTER_CHIPS} .filter-chip").click()  # removed by its chip
     wait_caption(page, "epoch 2: 12 datapoints")
     assert filter_box(page, "cross_entropy").input_value() == ""
 
@@ -261,15 +274,15 @@ def test_filters_people_type_wrong_only_and_chips(viewer_url, logs, new_page):
     filter_column(page, "cross_entropy", f"> {above:.6f}")
     wait_caption(page, f"{sum(v > above for v in losses)} of 12 datapoints match")
 
-    page.locator(f"#{ids.WRONG_ONLY} input").check()
+    page.locator(f"#{WRONG_ONLY} input").check()
     wrong = {int(i) for i, v, a, b in zip(values["idx"], values["cross_entropy"], values["label"],
                                           values["prediction"]) if v > above and a != b}
     wait_caption(page, f"{len(wrong)} of 12 datapoints match the filters (wrong only)")
     wait_rows(page, wrong)
-    assert len(page.locator(f"#{ids.FILTER_CHIPS} .filter-chip").all()) == 2
-    page.locator(f"#{ids.FILTER_CHIPS} .filter-chip", has_text="wrong only").click()
+    assert len(page.locator(f"#{FILTER_CHIPS} .filter-chip").all()) == 2
+    page.locator(f"#{FILTER_CHIPS} .filter-chip", has_text="wrong only").click()
     wait_caption(page, f"{sum(v > above for v in losses)} of 12 datapoints match the filters,")
-    assert not page.locator(f"#{ids.WRONG_ONLY} input").is_checked()
+    assert not page.locator(f"#{WRONG_ONLY} input").is_checked()
 
     filter_column(page, "cross_entropy", "> lots")
     wait_caption(page, "is not a number")
@@ -280,20 +293,20 @@ def test_the_column_chooser_hides_and_pins_columns(viewer_url, new_page):
     page = new_page(viewer_url)
     wait_caption(page, "12 datapoints")
     page.locator("summary", has_text="Columns").click()
-    page.click(f"#{ids.COLUMNS_PINNED}")
+    page.click(f"#{COLUMNS_PINNED}")
     page.locator(".dash-dropdown-content").get_by_role("option", name="gradcam.entropy", exact=True).click()
     page.keyboard.press("Escape")
-    pinned = f"#{ids.TABLE} .ag-pinned-left-header .ag-header-cell-sortable[col-id='gradcam.entropy']"
+    pinned = f"#{TABLE} .ag-pinned-left-header .ag-header-cell-sortable[col-id='gradcam.entropy']"
     page.locator(pinned).wait_for()
-    page.locator(f"#{ids.COLUMNS_SHOWN} label", has_text="true_class_confidence").click()
-    page.locator(f"#{ids.TABLE} .ag-header-cell[col-id='true_class_confidence']").wait_for(state="detached")
+    page.locator(f"#{COLUMNS_SHOWN} label", has_text="true_class_confidence").click()
+    page.locator(f"#{TABLE} .ag-header-cell[col-id='true_class_confidence']").wait_for(state="detached")
 
 
 def test_a_link_holds_the_whole_view_filters_narrowing_and_comparisons(logs, tmp_path, new_page):
     """Item 3: a link to "wrong rings" opened all rows: filters, a Failures narrowing, the comparisons' choices and
     the columns were not in the address."""
     run = logs / "small"
-    view = urlencode([("run", str(run)), ("epoch", "epoch_2"), ("idx", 7), ("tab", ids.TAB_COMPARE_EPOCHS),
+    view = urlencode([("run", str(run)), ("epoch", "epoch_2"), ("idx", 7), ("tab", TAB_COMPARE_EPOCHS),
                       ("sort", "idx"), ("f.cross_entropy", "> 0.5"), ("wrong", "1"),
                       ("narrow", "confusion:ring|square"), ("cmp_epochs", "epoch_0"), ("cmp_epochs", "epoch_2"),
                       ("pin", "gradcam.entropy"), ("hide", "true_class_confidence")])
@@ -302,23 +315,23 @@ def test_a_link_holds_the_whole_view_filters_narrowing_and_comparisons(logs, tmp
         caption = wait_caption(page, "2 of 12 datapoints match the filters (narrowed to a chosen set of datapoints)")
         assert "(wrong only), sorted by idx (lowest first)" in caption
         assert column(page, "idx") == ["1", "7"]  # labelled ring, predicted square
-        chips = page.locator(f"#{ids.FILTER_CHIPS} .filter-chip").all_inner_texts()
+        chips = page.locator(f"#{FILTER_CHIPS} .filter-chip").all_inner_texts()
         assert chips == ["cross_entropy: > 0.5 ×", "wrong only (label ≠ prediction) ×",
                          "finding: label ring, predicted square ×"]
         assert filter_box(page, "cross_entropy").input_value() == "> 0.5"
-        wait_title(page, ids.COMPARE_EPOCHS_PANEL, "datapoint 7 ")
-        headings = page.locator(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-headings h5").all_inner_texts()
+        wait_title(page, COMPARE_EPOCHS_PANEL, "datapoint 7 ")
+        headings = page.locator(f"#{COMPARE_EPOCHS_PANEL} .compare-headings h5").all_inner_texts()
         assert [h for h in headings if h.startswith("epoch")] == ["epoch 0", "epoch 2"]
-        page.locator(f"#{ids.TABLE} .ag-pinned-left-header .ag-header-cell-sortable[col-id='gradcam.entropy']") \
+        page.locator(f"#{TABLE} .ag-pinned-left-header .ag-header-cell-sortable[col-id='gradcam.entropy']") \
             .wait_for()
-        assert page.locator(f"#{ids.TABLE} .ag-header-cell[col-id='true_class_confidence']").count() == 0
+        assert page.locator(f"#{TABLE} .ag-header-cell[col-id='true_class_confidence']").count() == 0
 
-        page.locator(f"#{ids.FILTER_CHIPS} .filter-chip", has_text="cross_entropy").click()
+        page.locator(f"#{FILTER_CHIPS} .filter-chip", has_text="cross_entropy").click()
         wait_caption(page, "2 of 12 datapoints match")
         page.wait_for_function("() => !window.location.search.includes('f.cross_entropy')")
         again = new_page(page.url)  # the address as it is now: the same view
         wait_caption(again, "2 of 12 datapoints match the filters (narrowed to a chosen set of datapoints)")
-        assert again.locator(f"#{ids.FILTER_CHIPS} .filter-chip").count() == 2
+        assert again.locator(f"#{FILTER_CHIPS} .filter-chip").count() == 2
         page.close()
         again.close()  # before the server stops
 
@@ -334,14 +347,14 @@ def test_named_views_are_saved_per_run_in_the_viewer_s_own_file(logs, tmp_path, 
         filter_column(page, "label", "ring")
         wait_caption(page, "of 12 datapoints match")
         for name in ("rings", "../../../etc/passwd", "<b>bold</b>"):
-            page.fill(f"#{ids.VIEW_NAME}", name)
-            page.click(f"#{ids.SAVE_VIEW}")
+            page.fill(f"#{VIEW_NAME}", name)
+            page.click(f"#{SAVE_VIEW}")
             page.wait_for_function("([note, text]) => document.getElementById(note).innerText === text",
-                                   arg=[ids.VIEW_NOTE, f"saved as '{name}'"])
+                                   arg=[VIEW_NOTE, f"saved as '{name}'"])
 
         fresh = new_page(f"{url}/?run={run}&epoch=epoch_2")
         wait_caption(fresh, "epoch 2: 12 datapoints")
-        fresh.click(f"#{ids.SAVED_VIEWS}")
+        fresh.click(f"#{SAVED_VIEWS}")
         assert fresh.locator(".dash-dropdown-content [role=option]").all_inner_texts() == \
             sorted(["rings", "../../../etc/passwd", "<b>bold</b>"])
         fresh.locator(".dash-dropdown-content").get_by_role("option", name="rings", exact=True).click()
@@ -376,25 +389,25 @@ def test_live_runs_follow_the_latest_epoch_and_show_new_debug_outputs_without_a_
     with serve_viewer([str(folder)], views_file=str(tmp_path / "views.json")) as url:
         page = new_page(url)
         wait_caption(page, "epoch 2: 12 datapoints")
-        assert page.locator(f"#{ids.RUN_SELECT}").inner_text().strip() == "logs/finished (trainer)"
+        assert page.locator(f"#{RUN_SELECT}").inner_text().strip() == "logs/finished (trainer)"
 
         page.goto(f"{url}/?run={live}&epoch=epoch_0")
         wait_caption(page, "epoch 0: 12 datapoints")
-        assert page.locator(f"#{ids.NEAREST_DEBUG_EPOCH}").count() == 0  # no epoch has debug outputs yet
-        page.locator(f"#{ids.FOLLOW_LATEST} input").check()
+        assert page.locator(f"#{NEAREST_DEBUG_EPOCH}").count() == 0  # no epoch has debug outputs yet
+        page.locator(f"#{FOLLOW_LATEST} input").check()
         shutil.copytree(logs / "small" / "epoch_1", live / "epoch_1")  # the run writes epoch 1, with debug outputs
         _rewrite_progress(live, 2)
         wait_caption(page, "epoch 1: 12 datapoints")  # followed
-        assert page.locator(f"#{ids.EPOCH_SELECT}").inner_text().strip() == "epoch 1 · debug"
-        page.locator(f"#{ids.FOLLOW_LATEST} input").uncheck()
-        pick(page, ids.EPOCH_SELECT, "epoch 0")
+        assert page.locator(f"#{EPOCH_SELECT}").inner_text().strip() == "epoch 1 · debug"
+        page.locator(f"#{FOLLOW_LATEST} input").uncheck()
+        pick(page, EPOCH_SELECT, "epoch 0")
         wait_caption(page, "epoch 0: 12 datapoints")
-        page.locator(f"#{ids.NEAREST_DEBUG_EPOCH}").wait_for()
+        page.locator(f"#{NEAREST_DEBUG_EPOCH}").wait_for()
         shutil.rmtree(live / "epoch_1" / "debugger")  # gone again: the button goes too
-        page.locator(f"#{ids.NEAREST_DEBUG_EPOCH}").wait_for(state="detached")
+        page.locator(f"#{NEAREST_DEBUG_EPOCH}").wait_for(state="detached")
         shutil.copytree(logs / "small" / "epoch_2", live / "epoch_2")  # not followed: the epoch stays
-        page.locator(f"#{ids.NEAREST_DEBUG_EPOCH}:has-text('epoch 2 has debug outputs')").wait_for()
-        assert page.locator(f"#{ids.EPOCH_SELECT}").inner_text().strip() == "epoch 0"
+        page.locator(f"#{NEAREST_DEBUG_EPOCH}:has-text('epoch 2 has debug outputs')").wait_for()
+        assert page.locator(f"#{EPOCH_SELECT}").inner_text().strip() == "epoch 0"
         page.close()  # before the server stops
 
 
@@ -402,12 +415,12 @@ def test_cosmetics_binary_percentiles_cam_scale_and_confusion_colours(viewer_url
     """Item 14: no percentile badge on a 0/1 metric; Grad-CAM's 'raw max 0 / 0.368' explained, to 4 significant
     digits; the confusion matrix's colours span the errors, not the diagonal."""
     page = new_page(f"{viewer_url}?run={logs / 'small'}&epoch=epoch_2&idx=1")
-    wait_title(page, ids.DATAPOINT_PANEL, "datapoint 1 ")
-    badges = page.locator(f"#{ids.DATAPOINT_PANEL} .score-badge").all_inner_texts()
+    wait_title(page, DATAPOINT_PANEL, "datapoint 1 ")
+    badges = page.locator(f"#{DATAPOINT_PANEL} .score-badge").all_inner_texts()
     assert [b for b in badges if b.startswith("accuracy")] == ["accuracy 0"]
     assert all(" · p" in b for b in badges if b.startswith("cross_entropy"))
-    gradcam = page.locator(f"#{ids.DATAPOINT_PANEL} .debugger-block", has=page.locator(".card-header",
-                                                                                        has_text="gradcam"))
+    gradcam = page.locator(f"#{DATAPOINT_PANEL} .debugger-block", has=page.locator(".card-header",
+                                                                                   has_text="gradcam"))
     title = gradcam.locator(".picture-figure figcaption").first.inner_text()  # drawn as a picture over the input
     assert "each map as a share of its maximum" in title and "raw max" not in title
     row = EpochTable(str(logs / "small" / "epoch_2" / "epoch_table.parquet")).page(where=[("idx", "=", 1)])[0]

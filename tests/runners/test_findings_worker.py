@@ -14,7 +14,7 @@ import pytest
 from analysis.failures import analyze
 from analysis.findings import FINDINGS_FILE, epoch_signature, load_findings
 from runners import findings_worker
-from runners.eval_viewer.failures.data import epoch_findings
+from runners.eval_viewer.shared.findings import epoch_findings
 from runners.findings_worker import BackgroundFindings
 from tests.runs import train, write_config
 

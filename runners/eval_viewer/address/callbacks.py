@@ -14,9 +14,24 @@ from urllib.parse import parse_qs
 
 from dash import Dash, Input, Output, State
 
+from runners.eval_viewer.address.ids import (
+    SAVE_VIEW,
+    SAVE_VIEW_ASKED,
+    SAVED_VIEWS,
+    SENDS,
+    URL_STATE,
+    VIEW_NAME,
+    VIEW_NOTE,
+)
 from runners.eval_viewer.address.saved_views import FILTER_PREFIX, SavedViewsError
-from runners.eval_viewer.shared import ids
+from runners.eval_viewer.address.view import view_options
+from runners.eval_viewer.compare_epochs.ids import COMPARE_EPOCHS_SELECT
+from runners.eval_viewer.compare_runs.ids import COMPARE_RUN_EPOCH_SELECT, COMPARE_RUN_SELECT
+from runners.eval_viewer.controls.ids import EPOCH_SELECT, FOLLOW_LATEST, METRIC_SELECT, RUN_SELECT
 from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.shared.feature import Feature
+from runners.eval_viewer.shared.ids import SELECTED, TABS
+from runners.eval_viewer.table.ids import COLUMNS_PINNED, COLUMNS_SHOWN, TABLE, TABLE_IDX_FILTER, WRONG_ONLY
 
 # The address is written from the page's state (read from Dash's layout, not as callback inputs): Dash holds back a
 # callback while a pending one writes any of its inputs, and one writer with them all would wait on every server
@@ -53,12 +68,12 @@ _WRITE = """function() {
     if (search !== window.location.search) { window.history.replaceState(null, '', search); }
     return window.dash_clientside.no_update;
 }"""
-_PARTS = {"RUN": (ids.RUN_SELECT, "value"), "EPOCH": (ids.EPOCH_SELECT, "value"), "SELECTED": (ids.SELECTED, "data"),
-          "TABS": (ids.TABS, "value"), "TABLE": (ids.TABLE, "getRowsRequest"), "WRONG": (ids.WRONG_ONLY, "value"),
-          "NARROWING": (ids.TABLE_IDX_FILTER, "data"), "COMPARED": (ids.COMPARE_EPOCHS_SELECT, "value"),
-          "OTHER_RUN": (ids.COMPARE_RUN_SELECT, "value"), "OTHER_EPOCH": (ids.COMPARE_RUN_EPOCH_SELECT, "value"),
-          "PINNED": (ids.COLUMNS_PINNED, "value"), "SHOWN": (ids.COLUMNS_SHOWN, "value"),
-          "METRIC": (ids.METRIC_SELECT, "value"), "FOLLOW": (ids.FOLLOW_LATEST, "value")}
+_PARTS = {"RUN": (RUN_SELECT, "value"), "EPOCH": (EPOCH_SELECT, "value"), "SELECTED": (SELECTED, "data"),
+          "TABS": (TABS, "value"), "TABLE": (TABLE, "getRowsRequest"), "WRONG": (WRONG_ONLY, "value"),
+          "NARROWING": (TABLE_IDX_FILTER, "data"), "COMPARED": (COMPARE_EPOCHS_SELECT, "value"),
+          "OTHER_RUN": (COMPARE_RUN_SELECT, "value"), "OTHER_EPOCH": (COMPARE_RUN_EPOCH_SELECT, "value"),
+          "PINNED": (COLUMNS_PINNED, "value"), "SHOWN": (COLUMNS_SHOWN, "value"),
+          "METRIC": (METRIC_SELECT, "value"), "FOLLOW": (FOLLOW_LATEST, "value")}
 for _name, (_id, _) in sorted(_PARTS.items(), key=lambda part: -len(part[0])):  # OTHER_RUN before RUN
     _WRITE = _WRITE.replace(f"'{_name}'", f"'{_id}'")
 _WRITE = _WRITE.replace("FILTER", FILTER_PREFIX)
@@ -73,27 +88,18 @@ _OPEN = """function(address) {
 }"""
 
 
-def view_options(backend: ViewerBackend, run_path: Optional[str]) -> tuple[list[dict], str]:
-    """The run's saved views as options (the value is the view's address), and what is wrong with the file."""
-    try:
-        views = backend.views.of_run(run_path)
-    except SavedViewsError as exc:
-        return [], str(exc)
-    return [{"label": name, "value": address} for name, address in sorted(views.items())], ""
-
-
 def register(app: Dash, backend: ViewerBackend) -> None:
     for component, prop in _PARTS.values():  # but the metric: its switch asks the table for rows, which writes it
-        if component != ids.METRIC_SELECT:
-            app.clientside_callback(_WRITE, Output(ids.URL_STATE, "data", allow_duplicate=True),
+        if component != METRIC_SELECT:
+            app.clientside_callback(_WRITE, Output(URL_STATE, "data", allow_duplicate=True),
                                     Input(component, prop), prevent_initial_call=True)
-    app.clientside_callback(_ASK_SAVE, Output(ids.SAVE_VIEW_ASKED, "data"), Input(ids.SAVE_VIEW, "n_clicks"),
-                            State(ids.VIEW_NAME, "value"), prevent_initial_call=True)
-    app.clientside_callback(_OPEN, Output(ids.SAVED_VIEWS, "id"), Input(ids.SAVED_VIEWS, "value"),
+    app.clientside_callback(_ASK_SAVE, Output(SAVE_VIEW_ASKED, "data"), Input(SAVE_VIEW, "n_clicks"),
+                            State(VIEW_NAME, "value"), prevent_initial_call=True)
+    app.clientside_callback(_OPEN, Output(SAVED_VIEWS, "id"), Input(SAVED_VIEWS, "value"),
                             prevent_initial_call=True)
 
-    @app.callback(Output(ids.SAVED_VIEWS, "options"), Output(ids.VIEW_NOTE, "children"),
-                  Input(ids.SAVE_VIEW_ASKED, "data"), Input(ids.RUN_SELECT, "value"), prevent_initial_call=True)
+    @app.callback(Output(SAVED_VIEWS, "options"), Output(VIEW_NOTE, "children"),
+                  Input(SAVE_VIEW_ASKED, "data"), Input(RUN_SELECT, "value"), prevent_initial_call=True)
     def saved_views(asked: Optional[dict], run_path: Optional[str]) -> tuple:
         """The run's views; with a save asked for (a name and the address) since the run was chosen, saved first."""
         note = ""
@@ -113,3 +119,6 @@ def register(app: Dash, backend: ViewerBackend) -> None:
 def _for_run(asked: dict, run_path: str) -> bool:
     """Whether a save asked for is of ``run_path`` (its address names that run), not one made before a run switch."""
     return parse_qs(str(asked.get("address", "")).lstrip("?")).get("run", [None])[-1] == run_path
+
+
+FEATURE = Feature(register, SENDS)

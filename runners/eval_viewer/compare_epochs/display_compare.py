@@ -16,9 +16,12 @@ from typing import Any, Optional
 
 from dash import html
 
-from runners.eval_viewer.datapoint.display_debug_outputs import drawn_figure, output_note, shared_title
+from runners.eval_viewer.datapoint.display_datapoint import debug_body
+from runners.eval_viewer.datapoint.display_debug_outputs import drawn_figure, figure_context, output_note, shared_title
+from runners.eval_viewer.datapoint.display_labels import class_badges
 from runners.eval_viewer.figures.base import SHARED, is_picture, is_shared
 from runners.eval_viewer.figures.compare import compare_figures
+from runners.eval_viewer.shared.components import message, score_badges
 from runners.eval_viewer.shared.elements import card
 
 
@@ -89,3 +92,15 @@ def _cell(children: list, width: str, kind: str = "compare-cell") -> html.Div:
     """A cell of a row; headings of the compared columns are ``compare-column``, the rest ``compare-cell``."""
     return html.Div(children, className=kind, style={"width": width})
 
+
+def compare_column(datapoint: dict, title: str) -> CompareColumn:
+    """A column of the comparison: badges, and the debug outputs or why there are none."""
+    badges = [*class_badges(datapoint), *score_badges(datapoint["scores"])]
+    if datapoint.get("missing"):
+        return CompareColumn(title, badges, note=message(datapoint["missing"], "secondary"))
+    if datapoint["debug"] is None:
+        return CompareColumn(title, badges, note=message(f"{title} has no debug outputs: only its scores are shown",
+                                                         "secondary"))
+    if datapoint.get("debug_error") or datapoint.get("debug_note"):
+        return CompareColumn(title, badges, note=debug_body(datapoint))
+    return CompareColumn(title, badges, debug=datapoint["debug"], context=figure_context(datapoint))

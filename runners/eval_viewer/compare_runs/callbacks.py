@@ -12,24 +12,57 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
-from dash import Dash, Input, Output, State
+from dash import Dash, Input, Output, State, no_update
 
-from runners.eval_viewer.compare_runs import view as run_diff
-from runners.eval_viewer.compare_runs.data import CLASS_COLUMNS, RIGHT_TO_WRONG, WRONG_TO_RIGHT, RunDiff, Side, diffs_of
-from runners.eval_viewer.shared import ids
+from runners.eval_viewer.compare_runs.data import (
+    RIGHT_TO_WRONG,
+    WRONG_TO_RIGHT,
+    diff_rows,
+    diffs_of,
+    side_of,
+    sides_of,
+)
+from runners.eval_viewer.compare_runs.ids import (
+    COMPARE_RUN_EPOCH_SELECT,
+    COMPARE_RUN_SELECT,
+    COMPARE_RUNS_DRAWN,
+    COMPARE_RUNS_PANEL,
+    COMPARE_RUNS_SHOWN,
+    COMPARE_RUNS_STATUS,
+    RUN_DIFF_ALL,
+    RUN_DIFF_CAPTION,
+    RUN_DIFF_QUERY,
+    RUN_DIFF_SHOWN,
+    RUN_DIFF_SUMMARY,
+    RUN_DIFF_TABLE,
+    RUN_DIFF_TO_RIGHT,
+    RUN_DIFF_TO_WRONG,
+    SENDS,
+    TAB_COMPARE_RUNS,
+)
+from runners.eval_viewer.compare_runs.view import (
+    compare_runs_tab,
+    joined,
+    other_run_epochs,
+    other_run_options,
+    rows_caption,
+    run_columns,
+)
+from runners.eval_viewer.controls.ids import EPOCH_SELECT, METRIC_SELECT, RUN_SELECT
 from runners.eval_viewer.shared.backend import ViewerBackend
-from runners.eval_viewer.shared.browser_input import BadRequest, paging
-from runners.eval_viewer.shared.first_view import FirstView
+from runners.eval_viewer.shared.browser_input import BadRequest, datapoint_idx, storable
+from runners.eval_viewer.shared.components import message
+from runners.eval_viewer.shared.feature import Feature, Tab
+from runners.eval_viewer.shared.ids import SELECTED, SELECTED_ROW, TABS
+from runners.eval_viewer.shared.pending import status_script, while_shown_script
 from runners.eval_viewer.shared.table import TABLE_ERRORS
-from runners.eval_viewer.table.data import where_of
-from runners.eval_viewer.table.filter_text import LABEL_COLUMNS
 from utils.errors import LanternUserError
 
 _WHILE_SHOWN = """function(tab, run, epoch, other, otherEpoch, metric, previous) {
     if (tab !== 'TAB') { return window.dash_clientside.no_update; }
     const shown = {first: {run: run, epoch: epoch}, second: {run: other, epoch: otherEpoch}, metric: metric};
     return JSON.stringify(shown) === JSON.stringify(previous) ? window.dash_clientside.no_update : shown;
-}""".replace("TAB", ids.TAB_COMPARE_RUNS)
+}""".replace("TAB", TAB_COMPARE_RUNS)
 
 _RESET = """function(query) {
     // New sides: their filters go, then the rows are asked again (as the datapoint table does on a switch).
@@ -59,35 +92,44 @@ _OPEN = """function(cell) {
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
-    diffs = diffs_of(backend)
-    app.clientside_callback(_WHILE_SHOWN, Output(ids.RUN_DIFF_SHOWN, "data"), Input(ids.TABS, "value"),
-                            Input(ids.RUN_SELECT, "value"), Input(ids.EPOCH_SELECT, "value"),
-                            Input(ids.COMPARE_RUN_SELECT, "value"), Input(ids.COMPARE_RUN_EPOCH_SELECT, "value"),
-                            Input(ids.METRIC_SELECT, "value"), State(ids.RUN_DIFF_SHOWN, "data"),
-                            prevent_initial_call=True)
-    app.clientside_callback(_RESET.replace("TABLE", run_diff.TABLE), Output(run_diff.TABLE, "id"),
-                            Input(ids.RUN_DIFF_QUERY, "data"), prevent_initial_call=True)
-    flips = json.dumps({run_diff.SHOW_TO_WRONG: RIGHT_TO_WRONG, run_diff.SHOW_TO_RIGHT: WRONG_TO_RIGHT})
-    app.clientside_callback(_FLIPS.replace("TABLE", run_diff.TABLE).replace("FLIPS", flips),
-                            Output(run_diff.SHOW_ALL, "id"), Input(run_diff.SHOW_ALL, "n_clicks"),
-                            Input(run_diff.SHOW_TO_WRONG, "n_clicks"), Input(run_diff.SHOW_TO_RIGHT, "n_clicks"),
-                            prevent_initial_call=True)
-    app.clientside_callback(_OPEN, Output(ids.SELECTED, "data", allow_duplicate=True),
-                            Output(ids.SELECTED_ROW, "data", allow_duplicate=True),
-                            Input(run_diff.TABLE, "cellClicked"), prevent_initial_call=True)
+    _join_runs(app, backend)
+    _follow_the_second_run(app, backend)
+    _draw_the_datapoint(app, backend)
 
-    @app.callback(Output(ids.RUN_DIFF_QUERY, "data"), Output(run_diff.TABLE, "columnDefs"),
-                  Output(run_diff.SUMMARY, "children"), Output(run_diff.SUMMARY, "color"),
-                  Input(ids.RUN_DIFF_SHOWN, "data"), prevent_initial_call=True)
+
+def _join_runs(app: Dash, backend: ViewerBackend) -> None:
+    """The run-against-run table: the sides (written by the browser only while the tab is shown) joined, its rows
+    served, its flip filters and a click on a row opening the datapoint, in the browser."""
+    app.clientside_callback(_WHILE_SHOWN, Output(RUN_DIFF_SHOWN, "data"), Input(TABS, "value"),
+                            Input(RUN_SELECT, "value"), Input(EPOCH_SELECT, "value"),
+                            Input(COMPARE_RUN_SELECT, "value"), Input(COMPARE_RUN_EPOCH_SELECT, "value"),
+                            Input(METRIC_SELECT, "value"), State(RUN_DIFF_SHOWN, "data"),
+                            prevent_initial_call=True)
+    app.clientside_callback(_RESET.replace("TABLE", RUN_DIFF_TABLE), Output(RUN_DIFF_TABLE, "id"),
+                            Input(RUN_DIFF_QUERY, "data"), prevent_initial_call=True)
+    flips = json.dumps({RUN_DIFF_TO_WRONG: RIGHT_TO_WRONG, RUN_DIFF_TO_RIGHT: WRONG_TO_RIGHT})
+    app.clientside_callback(_FLIPS.replace("TABLE", RUN_DIFF_TABLE).replace("FLIPS", flips),
+                            Output(RUN_DIFF_ALL, "id"), Input(RUN_DIFF_ALL, "n_clicks"),
+                            Input(RUN_DIFF_TO_WRONG, "n_clicks"), Input(RUN_DIFF_TO_RIGHT, "n_clicks"),
+                            prevent_initial_call=True)
+    app.clientside_callback(_OPEN, Output(SELECTED, "data", allow_duplicate=True),
+                            Output(SELECTED_ROW, "data", allow_duplicate=True),
+                            Input(RUN_DIFF_TABLE, "cellClicked"), prevent_initial_call=True)
+
+    diffs = diffs_of(backend)
+
+    @app.callback(Output(RUN_DIFF_QUERY, "data"), Output(RUN_DIFF_TABLE, "columnDefs"),
+                  Output(RUN_DIFF_SUMMARY, "children"), Output(RUN_DIFF_SUMMARY, "color"),
+                  Input(RUN_DIFF_SHOWN, "data"), prevent_initial_call=True)
     def join(shown: Optional[dict]) -> tuple:
         """The two sides joined: the query the rows are served for, the columns, the summary line."""
         view = joined(backend, shown if isinstance(shown, dict) else {})
         return view.query, view.columns, view.summary, view.color
 
-    @app.callback(Output(run_diff.TABLE, "getRowsResponse"), Output(run_diff.CAPTION, "children"),
-                  Input(run_diff.TABLE, "getRowsRequest"), State(ids.RUN_DIFF_QUERY, "data"), prevent_initial_call=True)
+    @app.callback(Output(RUN_DIFF_TABLE, "getRowsResponse"), Output(RUN_DIFF_CAPTION, "children"),
+                  Input(RUN_DIFF_TABLE, "getRowsRequest"), State(RUN_DIFF_QUERY, "data"), prevent_initial_call=True)
     def serve_rows(request: Any, query: Optional[dict]) -> tuple:
-        sides = _sides(backend, query or {})
+        sides = sides_of(backend, query or {})
         if not request or sides is None:
             return {"rowData": [], "rowCount": 0}, ""
         try:
@@ -96,72 +138,52 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                                                     **backend.class_names(sides[0].epoch)})
         except (*TABLE_ERRORS, LanternUserError, BadRequest) as exc:
             return {"rowData": [], "rowCount": 0}, str(exc)
-        return {"rowData": rows, "rowCount": count}, _caption(diff, count, request)
+        return {"rowData": rows, "rowCount": count}, rows_caption(diff, count, request)
 
 
-def joined(backend: ViewerBackend, shown: dict) -> run_diff.JoinView:
-    """The two sides ``shown`` names (``{'first': {'run', 'epoch'}, 'second': ..., 'metric'}``) joined: the query
-    the joined table's rows are served for, its columns and the summary line (or why there is none)."""
-    sides = _sides(backend, shown)
-    if sides is None:
-        return run_diff.JoinView()
-    try:
-        diff = diffs_of(backend).diff(*sides, shown.get("metric"))
-    except (*TABLE_ERRORS, LanternUserError, BadRequest) as exc:
-        return run_diff.JoinView(summary=str(exc), color="warning")
-    classes = {**backend.class_names(sides[1].epoch), **backend.class_names(sides[0].epoch)}
-    return run_diff.JoinView({"first": shown["first"], "second": shown["second"], "metric": diff.metric},
-                             run_diff.diff_columns(diff, classes), run_diff.summary(diff), "info", shown)
+def _follow_the_second_run(app: Dash, backend: ViewerBackend) -> None:
+    @app.callback(Output(COMPARE_RUN_SELECT, "options"), Input(RUN_SELECT, "options"),
+                  Input(RUN_SELECT, "value"), prevent_initial_call=True)
+    def other_runs(options: list, run_path: Optional[str]) -> list:
+        return other_run_options(options, run_path)
+
+    @app.callback(Output(COMPARE_RUN_EPOCH_SELECT, "options"), Output(COMPARE_RUN_EPOCH_SELECT, "value"),
+                  Input(COMPARE_RUN_SELECT, "value"), State(EPOCH_SELECT, "value"),
+                  State(RUN_SELECT, "value"), prevent_initial_call=True)
+    def choose_other_epoch(other_path: Optional[str], epoch_key: Optional[str], run_path: Optional[str]) -> tuple:
+        return other_run_epochs(backend, other_path, epoch_key, epoch_key, run_path)
 
 
-def first_run_diff(backend: ViewerBackend, first: FirstView, other: Optional[str],
-                   other_epoch: Optional[str]) -> run_diff.JoinView:
-    """Run against run as the first page shows it: joined only when Compare runs is the tab it opens on with a
-    second run chosen (an address's), so no callback is needed for it."""
-    if first.tab != ids.TAB_COMPARE_RUNS or other is None:
-        return run_diff.JoinView()
-    return joined(backend, {"first": {"run": first.run, "epoch": first.epoch},
-                            "second": {"run": other, "epoch": other_epoch}, "metric": first.view.metric})
+def _draw_the_datapoint(app: Dash, backend: ViewerBackend) -> None:
+    """The open datapoint in both sides, drawn while the tab is shown, once per datapoint and sides."""
+    app.clientside_callback(while_shown_script(TAB_COMPARE_RUNS), Output(COMPARE_RUNS_SHOWN, "data"),
+                            Input(SELECTED, "data"), Input(TABS, "value"))
+    app.clientside_callback(status_script(COMPARE_RUNS_DRAWN),
+                            Output(COMPARE_RUNS_STATUS, "children", allow_duplicate=True), Input(SELECTED, "data"),
+                            Input(RUN_SELECT, "value"), Input(EPOCH_SELECT, "value"),
+                            Input(COMPARE_RUN_SELECT, "value"), Input(COMPARE_RUN_EPOCH_SELECT, "value"),
+                            prevent_initial_call=True)
+
+    @app.callback(Output(COMPARE_RUNS_PANEL, "children"), Output(COMPARE_RUNS_DRAWN, "data"),
+                  Output(COMPARE_RUNS_STATUS, "children"),
+                  Input(COMPARE_RUNS_SHOWN, "data"),
+                  Input(RUN_SELECT, "value"), Input(EPOCH_SELECT, "value"),
+                  Input(COMPARE_RUN_SELECT, "value"), Input(COMPARE_RUN_EPOCH_SELECT, "value"),
+                  State(TABS, "value"), State(COMPARE_RUNS_DRAWN, "data"), prevent_initial_call=True)
+    def compare_runs(shown: Optional[dict], run_path: Optional[str], epoch_key: Optional[str],
+                     other_path: Optional[str], other_key: Optional[str], tab: str, drawn: Optional[list]) -> tuple:
+        shown = shown if isinstance(shown, dict) else None
+        wanted = storable([None if shown is None else shown.get("idx"), run_path, epoch_key, other_path, other_key])
+        if tab != TAB_COMPARE_RUNS or shown is None or wanted == drawn:
+            return no_update, no_update, no_update
+        sides = [side_of(backend, run_path, epoch_key), side_of(backend, other_path, other_key)]
+        try:
+            idx = datapoint_idx(shown.get("idx"))
+        except BadRequest as exc:
+            return message(str(exc), "warning"), wanted, ""
+        if idx is None or None in sides:
+            return message("Click a datapoint, then pick a second run and its epoch."), wanted, ""
+        return run_columns(backend, sides, idx), wanted, ""
 
 
-def diff_rows(diff: RunDiff, request: Any, class_names: dict[int, str]) -> tuple[list[dict], int]:
-    """Rows ``startRow .. endRow`` of the joined table under the request's filters and sort, and how many match."""
-    asked = paging(request)
-    where = diff_where(asked.filter_model, dict(diff.table.columns()), class_names)
-    rows = diff.table.page(where=where, order_by=asked.sort, descending=asked.descending, offset=asked.start,
-                           limit=asked.end - asked.start)
-    return [{key: value for key, value in row.items() if key != "label_differs"} for row in rows], \
-        diff.table.count(where)
-
-
-def diff_where(filter_model: dict, kinds: dict[str, str], class_names: dict[int, str]) -> list[tuple]:
-    """The joined table's filter boxes as ``(column, op, value)`` triples, typed as in the datapoint table
-    (``where_of``): the label and both predictions take class names, as the table's ``label`` does."""
-    where: list[tuple] = []
-    for column, condition in filter_model.items():
-        typed_as = LABEL_COLUMNS[0] if column in CLASS_COLUMNS else column
-        where += [(column, *rest) for _, *rest in where_of({typed_as: condition}, {typed_as: kinds.get(column, "")},
-                                                          class_names)]
-    return where
-
-
-def _sides(backend: ViewerBackend, shown: dict) -> Optional[tuple[Side, Side]]:
-    """The two (run, epoch) sides ``shown`` names, None until both are chosen and exist."""
-    sides = []
-    for part in ("first", "second"):
-        chosen = shown.get(part) if isinstance(shown.get(part), dict) else {}
-        run = backend.run(chosen.get("run") if isinstance(chosen.get("run"), str) else None)
-        epoch = backend.epoch(run, chosen.get("epoch")) if run else None
-        if epoch is None:
-            return None
-        sides.append(Side(run, epoch))
-    return sides[0], sides[1]
-
-
-def _caption(diff: RunDiff, count: int, request: dict) -> str:
-    total = diff.table.count()
-    sort = (request.get("sortModel") or [{}])[0]
-    order = f", sorted by {run_diff.column_title(sort['colId'], diff.metric)} " \
-            f"({'highest' if sort.get('sort') == 'desc' else 'lowest'} first)" if sort.get("colId") else ""
-    matching = f"{count} of {total} datapoints match the filters" if count < total else f"{total} datapoints"
-    return f"{matching}{order}; click one to open it in both below."
+FEATURE = Feature(register, SENDS, Tab(TAB_COMPARE_RUNS, compare_runs_tab))

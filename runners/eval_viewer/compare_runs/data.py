@@ -18,7 +18,7 @@ import tempfile
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import duckdb
 import numpy as np
@@ -26,10 +26,13 @@ import pyarrow as pa
 
 from analysis.epoch_table import EpochTable, write_epoch_table
 from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.shared.browser_input import paging
 from runners.eval_viewer.shared.cache import BoundedCache
 from runners.eval_viewer.shared.runs import Epoch, Run
 from runners.eval_viewer.shared.scores import default_metric
 from runners.eval_viewer.shared.table import TABLE_ERRORS, Table
+from runners.eval_viewer.table.data import where_of
+from runners.eval_viewer.table.filter_text import LABEL_COLUMNS
 from utils.errors import LanternUserError
 
 RIGHT_TO_WRONG, WRONG_TO_RIGHT = "right→wrong", "wrong→right"
@@ -201,3 +204,39 @@ def diffs_of(backend: ViewerBackend) -> RunDiffs:
         if backend not in _DIFFS:
             _DIFFS[backend] = RunDiffs(backend)
         return _DIFFS[backend]
+
+
+def diff_rows(diff: RunDiff, request: Any, class_names: dict[int, str]) -> tuple[list[dict], int]:
+    """Rows ``startRow .. endRow`` of the joined table under the request's filters and sort, and how many match."""
+    asked = paging(request)
+    where = diff_where(asked.filter_model, dict(diff.table.columns()), class_names)
+    rows = diff.table.page(where=where, order_by=asked.sort, descending=asked.descending, offset=asked.start,
+                           limit=asked.end - asked.start)
+    return [{key: value for key, value in row.items() if key != "label_differs"} for row in rows], \
+        diff.table.count(where)
+
+
+def diff_where(filter_model: dict, kinds: dict[str, str], class_names: dict[int, str]) -> list[tuple]:
+    """The joined table's filter boxes as ``(column, op, value)`` triples, typed as in the datapoint table
+    (``where_of``): the label and both predictions take class names, as the table's ``label`` does."""
+    where: list[tuple] = []
+    for column, condition in filter_model.items():
+        typed_as = LABEL_COLUMNS[0] if column in CLASS_COLUMNS else column
+        where += [(column, *rest) for _, *rest in where_of({typed_as: condition}, {typed_as: kinds.get(column, "")},
+                                                          class_names)]
+    return where
+
+
+def sides_of(backend: ViewerBackend, shown: dict) -> Optional[tuple[Side, Side]]:
+    """The two sides ``shown`` names (``{'first': {'run', 'epoch'}, 'second': ...}``), None until both exist."""
+    chosen = [shown.get(part) if isinstance(shown.get(part), dict) else {} for part in ("first", "second")]
+    first, second = (side_of(backend, side.get("run"), side.get("epoch")) for side in chosen)
+    return None if first is None or second is None else (first, second)
+
+
+def side_of(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> Optional[Side]:
+    """The side ``run_path``'s ``epoch_key`` is, None until both are chosen and exist (looked up, never used as
+    given)."""
+    run = backend.run(run_path if isinstance(run_path, str) else None)
+    epoch = backend.epoch(run, epoch_key) if run else None
+    return Side(run, epoch) if epoch else None

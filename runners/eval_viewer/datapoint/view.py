@@ -14,23 +14,32 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from dash import Dash, Input, Output, State, html, no_update
+from dash import dcc, html
 
+from runners.eval_viewer.controls.view import epoch_badges
 from runners.eval_viewer.datapoint.display_datapoint import display_datapoint
 from runners.eval_viewer.datapoint.display_labels import class_badges
-from runners.eval_viewer.shared import ids
+from runners.eval_viewer.datapoint.ids import (
+    DATAPOINT_DRAWN,
+    DATAPOINT_PANEL,
+    DATAPOINT_STATUS,
+    DEBUGGER_PICK,
+    TAB_DATAPOINT,
+)
 from runners.eval_viewer.shared.backend import ViewerBackend
-from runners.eval_viewer.shared.browser_input import BadRequest, datapoint_idx, paging, storable
+from runners.eval_viewer.shared.browser_input import BadRequest, paging
 from runners.eval_viewer.shared.cache import BoundedCache
 from runners.eval_viewer.shared.components import (
     NOTHING_OPEN,
     datapoint_title,
-    epoch_badges,
     message,
     percentiles,
     score_badges,
+    tab_of,
 )
 from runners.eval_viewer.shared.datapoint import load_datapoint
+from runners.eval_viewer.shared.first_view import FirstView
+from runners.eval_viewer.shared.pending import pending_status
 from runners.eval_viewer.shared.runs import Epoch, Run
 from runners.eval_viewer.shared.scores import ScoresError
 from runners.eval_viewer.shared.table import TABLE_ERRORS
@@ -151,34 +160,16 @@ class Panels:
         return run.path, epoch.key, version, int(idx), None if chosen is None else tuple(chosen)
 
 
-def register(app: Dash, backend: ViewerBackend) -> None:
-    panels = Panels(backend)
-
-    @app.callback(Output(ids.DATAPOINT_PANEL, "children"), Output(ids.DEBUGGER_PICK, "options"),
-                  Output(ids.DEBUGGER_PICK, "value"), Output(ids.DATAPOINT_DRAWN, "data"),
-                  Output(ids.DATAPOINT_STATUS, "children"),
-                  Input(ids.SELECTED, "data"), Input(ids.EPOCH_SELECT, "value"), Input(ids.TABS, "value"),
-                  Input(ids.DEBUGGER_PICK, "value"), State(ids.DEBUGGER_PICK, "options"),
-                  State(ids.RUN_SELECT, "value"), State(ids.SELECTED_ROW, "data"),
-                  State(ids.TABLE_QUERY, "data"), State(ids.TABLE, "getRowsRequest"), prevent_initial_call=True)
-    def show_datapoint(idx: Optional[int], epoch_key: Optional[str], tab: str, chosen: Optional[list[str]],
-                       offered: Optional[list], run_path: Optional[str], row: Optional[int], query: Optional[dict],
-                       request: Optional[dict]) -> tuple:
-        """A run switch reaches this through the epoch (always sent on a switch), so it draws once. The tick
-        boxes are sent only when they change (moving through a run's datapoints they do not). The first page
-        comes with its panel (``layout/panels.py``). ``DATAPOINT_DRAWN`` says what the panel shows
-        (``callbacks/pending.py``)."""
-        if tab != ids.TAB_DATAPOINT:
-            return no_update, no_update, no_update, no_update, no_update
-        drawn = storable([idx, run_path, epoch_key])
-        try:
-            panel = panels.get(run_path, epoch_key, datapoint_idx(idx), chosen)
-        except BadRequest as exc:
-            return message(str(exc), "warning"), no_update, no_update, drawn, ""
-        if query and idx is not None:
-            panels.draw_ahead(query, request or {}, row, chosen)
-        if not panel.debuggers:
-            return panel.body, no_update, no_update, drawn, ""
-        shown = shown_debuggers(list(panel.debuggers), chosen)
-        return (panel.body, no_update if offered == list(panel.debuggers) else list(panel.debuggers),
-                no_update if shown == chosen else shown, drawn, "")
+def datapoint_tab(backend: ViewerBackend, first: FirstView) -> dcc.Tab:
+    """The tab as the first page shows it: the open datapoint drawn, with its tick boxes, when it is the tab the page
+    opens on, so the page runs no callback for it before it is usable."""
+    panel, debuggers, shown, drawn_for = NOTHING_OPEN, [], None, None
+    if first.tab == TAB_DATAPOINT:
+        drawn = build_panel(backend, first.run, first.epoch, first.idx)
+        panel, debuggers = drawn.body, list(drawn.debuggers)
+        shown = shown_debuggers(debuggers, None) if debuggers else None
+        drawn_for = None if first.idx is None else [first.idx, first.run, first.epoch]
+    return tab_of("Datapoint", TAB_DATAPOINT, [
+        dcc.Checklist(id=DEBUGGER_PICK, options=debuggers, value=shown, inline=True, className="debugger-pick"),
+        *pending_status(DATAPOINT_STATUS, DATAPOINT_DRAWN, first.idx, drawn_for),
+        html.Div(panel, id=DATAPOINT_PANEL, className="datapoint-panel")])

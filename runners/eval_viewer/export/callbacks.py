@@ -12,13 +12,15 @@ from typing import Any, Optional
 from dash import Dash, Input, Output, State, dcc, no_update
 
 from runners.eval_viewer.datapoint.display_labels import class_text
+from runners.eval_viewer.export.ids import EXPORT_BUTTON, EXPORT_DOWNLOAD, SENDS
 from runners.eval_viewer.export.report import Selection, export_report
-from runners.eval_viewer.shared import ids
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.browser_input import BadRequest, Paging, paging
+from runners.eval_viewer.shared.feature import Feature
 from runners.eval_viewer.shared.table import TABLE_ERRORS
 from runners.eval_viewer.table.data import table_of, table_rows, where_of
 from runners.eval_viewer.table.filter_text import LABEL_COLUMNS
+from runners.eval_viewer.table.ids import TABLE, TABLE_CAPTION, TABLE_QUERY
 from utils.errors import LanternUserError
 
 # Each datapoint costs the report ~26 kB (the default example's figures, maps as images) and the export the drawing
@@ -29,9 +31,9 @@ MAX_EXPORT = 500
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
-    @app.callback(Output(ids.EXPORT_DOWNLOAD, "data"), Output(ids.TABLE_CAPTION, "children", allow_duplicate=True),
-                  Input(ids.EXPORT_BUTTON, "n_clicks"), State(ids.TABLE_QUERY, "data"),
-                  State(ids.TABLE, "getRowsRequest"), prevent_initial_call=True)
+    @app.callback(Output(EXPORT_DOWNLOAD, "data"), Output(TABLE_CAPTION, "children", allow_duplicate=True),
+                  Input(EXPORT_BUTTON, "n_clicks"), State(TABLE_QUERY, "data"),
+                  State(TABLE, "getRowsRequest"), prevent_initial_call=True)
     def export_rows(_: Optional[int], query: Optional[dict], request: Optional[dict]) -> tuple:
         query = query or {}
         try:
@@ -93,3 +95,6 @@ def _condition(column: str, op: str, value: Any = None, classes: Optional[dict[i
 
 def _shown(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else repr(value) if isinstance(value, str) else str(value)
+
+
+FEATURE = Feature(register, SENDS)

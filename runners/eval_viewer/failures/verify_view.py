@@ -8,13 +8,9 @@ from typing import Any, Optional
 from dash import dcc, html
 
 from analysis.failures import Findings
+from runners.eval_viewer.failures.ids import VERIFY, VERIFY_CANCEL, VERIFY_POLL, VERIFY_STATUS
 from runners.eval_viewer.failures.verify_jobs import CANCELLED, FAILED, VerifyJob
 
-VERIFY = "failures-verify"  # pattern-matching id type: {'type': VERIFY, 'index': '<list>-<position>'}, keys of
-# analysis.finding_plans.finding_entries ('meta.slices-0', 'subgroups-1')
-VERIFY_STATUS = "failures-verify-status"
-VERIFY_POLL = "failures-verify-poll"
-VERIFY_CANCEL = "failures-verify-cancel"
 POLL_MS = 1000
 LISTS = {"slice": "meta.slices", "islice": "internals.slices", "iseparator": "internals.separators",
          "subgroup": "subgroups", "suspects": "suspect_groups", "nan": "nan_origins"}  # the tab's keys -> to_dict()'s

@@ -13,47 +13,51 @@ then shows it, Debug Outputs included.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from dash import dcc, html
 
 from analysis.findings import Findings, MetaMatch, Slice
+from runners.eval_viewer.failures.data import FINDINGS_ERRORS, chosen_epoch
+from runners.eval_viewer.failures.ids import (
+    FAILURES_CONFUSION_CHART,
+    FAILURES_DATA_MAP_CHART,
+    FAILURES_FILTER_NOTE,
+    FAILURES_FINDING,
+    FAILURES_MORE,
+    FAILURES_PANEL,
+    FAILURES_SEPARATORS_CHART,
+    FAILURES_SHOW_ALL,
+    TAB_FAILURES,
+)
 from runners.eval_viewer.failures.verify_view import separator_buttons, verify_button, verify_panel
+from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.elements import alert
-from runners.eval_viewer.shared.ids import TAB_FAILURES
+from runners.eval_viewer.shared.first_view import FirstView
 
 NO_EPOCH = "Choose a run and an epoch to see why its datapoints fail."
-PANEL = "failures-panel"  # the summary and the meta family's slices
-MORE = "failures-more"  # what the model does, subgroups, label suspects, data map, restatements, NaN, dead units
-FINDING = "failures-finding"  # pattern-matching id type: {'type': FINDING, 'index': '<list>-<position>'}
-SEPARATORS_CHART = "failures-separators"  # the meta family's separating quantities
-DATA_MAP_CHART = "failures-data-map"
-CONFUSION_CHART = "failures-confusion"
-SHOW_ALL = "failures-show-all"
-FILTER_NOTE = "failures-filter-note"
 FINDING_STYLE = {"textAlign": "left", "width": "100%", "cursor": "pointer", "margin": "2px 0",
                  "background": "white", "border": "1px solid #ddd", "borderRadius": "4px", "padding": "4px 8px"}
-SEPARATOR_SHARE = 0.1  # clicking a separating quantity shows the failing side's most extreme tenth of it
 KIND_COLOURS = {"easy": "#4c9f70", "ambiguous": "#e0a030", "hard to learn": "#c0392b"}
 EMPTY_CONTENT = (NO_EPOCH, [], {}, {}, {})
 
 
-def failures_tab(content: tuple = EMPTY_CONTENT) -> dcc.Tab:
-    """The tab, filled with ``content`` (``callbacks.failures.findings_content``: the findings above the chart,
-    those below, the separators', data map and confusion charts) when the first page opens on it."""
+def failures_tab(backend: ViewerBackend, first: FirstView) -> dcc.Tab:
+    """The tab, filled with its findings (``findings_content``) when it is the tab the first page opens on."""
+    content = findings_content(backend, first.run, first.epoch) if first.tab == TAB_FAILURES else EMPTY_CONTENT
     above, below, separators, data_map, confusion = content
     return dcc.Tab(label="Failures", value=TAB_FAILURES, id=TAB_FAILURES, children=html.Div([
-        html.Div([html.Button("Show all datapoints", id=SHOW_ALL, className="small-button"),
-                  html.Span(id=FILTER_NOTE, className="hint")], className="navigation"),
+        html.Div([html.Button("Show all datapoints", id=FAILURES_SHOW_ALL, className="small-button"),
+                  html.Span(id=FAILURES_FILTER_NOTE, className="hint")], className="navigation"),
         verify_panel(),
-        dcc.Loading(html.Div(above, id=PANEL)),
+        dcc.Loading(html.Div(above, id=FAILURES_PANEL)),
         html.H5("Meta info: separating quantities (AUROC, failures vs passes; click a bar)"),
-        dcc.Graph(id=SEPARATORS_CHART, figure=separators, config={"displaylogo": False}),
-        html.Div(below, id=MORE),
+        dcc.Graph(id=FAILURES_SEPARATORS_CHART, figure=separators, config={"displaylogo": False}),
+        html.Div(below, id=FAILURES_MORE),
         html.H5("Data map of the validation epochs (confidence in the label against its variability)"),
-        dcc.Graph(id=DATA_MAP_CHART, figure=data_map, config={"displaylogo": False}),
+        dcc.Graph(id=FAILURES_DATA_MAP_CHART, figure=data_map, config={"displaylogo": False}),
         html.H5("Confusion matrix (rows: label, columns: prediction; click a cell)"),
-        dcc.Graph(id=CONFUSION_CHART, figure=confusion, config={"displaylogo": False}),
+        dcc.Graph(id=FAILURES_CONFUSION_CHART, figure=confusion, config={"displaylogo": False}),
     ], className="tab-body"))
 
 
@@ -187,6 +191,22 @@ def _section(title: str, items: list) -> html.Div:
 
 def _finding(key: str, title: str, detail: str) -> html.Li:
     """The finding's button (it narrows the table) and, for a finding an intervention can test, its verify button."""
-    return html.Li([html.Button([html.B(title), html.Span(f"  {detail}")], id={"type": FINDING, "index": key},
+    return html.Li([html.Button([html.B(title), html.Span(f"  {detail}")], id={"type": FAILURES_FINDING, "index": key},
                                 className="finding-button", style=FINDING_STYLE), verify_button(key)],
                    style={"display": "flex", "alignItems": "center"})
+
+
+def findings_content(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> tuple:
+    """What the tab shows for a run and epoch: the findings above the meta chart, those below, and the three
+    charts (meta separating quantities, data map, confusion matrix). A table the analysis cannot read gives its
+    message in place of the findings."""
+    epoch = chosen_epoch(backend, run_path, epoch_key)
+    if epoch is None:
+        return EMPTY_CONTENT
+    try:
+        findings = backend.findings(epoch)
+    except FINDINGS_ERRORS as exc:
+        return alert(str(exc), "danger", "failures-error"), [], {}, {}, {}
+    above, below = findings_view(findings)
+    return (above, below, separators_figure(findings), data_map_figure(findings),
+            confusion_figure(findings))

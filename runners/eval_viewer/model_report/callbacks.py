@@ -1,38 +1,24 @@
-"""The Model report tab: figures of the run's ``model_report.json``."""
+"""The Model report tab's callback: the report drawn when the tab is shown, and again for another run."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-from dash import Dash, Input, Output, dcc, html, no_update
+from dash import Dash, Input, Output, no_update
 
-from debuggers.model_report import MODEL_REPORT_FILE
-from runners.eval_viewer.figures.base import model_report_figures
-from runners.eval_viewer.figures.values import GRAPH_CONFIG
-from runners.eval_viewer.shared import ids
+from runners.eval_viewer.controls.ids import RUN_SELECT
+from runners.eval_viewer.model_report.ids import MODEL_REPORT_PANEL, SENDS, TAB_MODEL_REPORT
+from runners.eval_viewer.model_report.view import model_report_tab, render_model_report
 from runners.eval_viewer.shared.backend import ViewerBackend
-from runners.eval_viewer.shared.components import message
-from runners.eval_viewer.shared.runs import read_model_report
-
-
-def render_model_report(backend: ViewerBackend, run_path: Optional[str]) -> html.Div:
-    run = backend.run(run_path)
-    if run is None:
-        return html.Div(message("Pick a run."))
-    try:
-        report = read_model_report(run.path)
-    except (OSError, ValueError) as exc:
-        return html.Div(message(f"{MODEL_REPORT_FILE} of {run.name} cannot be read ({exc}); rerun to rewrite it",
-                                "danger"))
-    if report is None:
-        return html.Div(message(f"{run.name} has no {MODEL_REPORT_FILE}: this run wrote no model report.",
-                                "secondary"))
-    figures = model_report_figures(report)
-    return html.Div([dcc.Graph(figure=f, config=GRAPH_CONFIG, className="report-figure") for f in figures])
+from runners.eval_viewer.shared.feature import Feature, Tab
+from runners.eval_viewer.shared.ids import TABS
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
-    @app.callback(Output(ids.MODEL_REPORT_PANEL, "children"), Input(ids.TABS, "value"), Input(ids.RUN_SELECT, "value"),
+    @app.callback(Output(MODEL_REPORT_PANEL, "children"), Input(TABS, "value"), Input(RUN_SELECT, "value"),
                   prevent_initial_call=True)  # a first page on this tab comes with it (layout/panels.py)
     def show_model_report(tab: str, run_path: Optional[str]) -> object:
-        return render_model_report(backend, run_path) if tab == ids.TAB_MODEL_REPORT else no_update
+        return render_model_report(backend, run_path) if tab == TAB_MODEL_REPORT else no_update
+
+
+FEATURE = Feature(register, SENDS, Tab(TAB_MODEL_REPORT, model_report_tab))

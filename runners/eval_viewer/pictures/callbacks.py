@@ -23,6 +23,7 @@ from dash import Dash
 from runners.eval_viewer.pictures.thumbnails import PictureUnavailable, Thumbnails
 from runners.eval_viewer.pictures.view import PICTURE_PATH
 from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.shared.feature import Feature
 
 _IDX = re.compile(r"[0-9]{1,18}")  # ASCII digits only: '²' is a digit to str.isdigit, not to int()
 _CACHED = "private, max-age=86400"  # the address changes with the epoch's version
@@ -65,3 +66,6 @@ def _missing(reason: str) -> flask.Response:
     response = flask.Response(reason, status=404, mimetype="text/plain")
     response.headers["X-Content-Type-Options"] = "nosniff"  # never read as markup, whatever the reason quotes
     return response
+
+
+FEATURE = Feature(register, {})  # a route: the browser asks for pictures by address, checked there

@@ -11,16 +11,14 @@ tab (``TABLE_IDX_FILTER``) narrows the grid to its datapoints, as it narrows the
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Optional
 
 import numpy as np
 import plotly.colors
-from dash import Dash, Input, Output, State, html
+from dash import html
 
 from analysis.epoch_table import Filter
-from runners.eval_viewer.shared import ids
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.browser_input import BadRequest, paging
 from runners.eval_viewer.shared.components import message
@@ -29,41 +27,6 @@ from runners.eval_viewer.shared.table import TABLE_ERRORS, Table
 from runners.eval_viewer.table.data import table_of, table_where
 
 MAX_CELLS = 10_000  # at most 100 x 100 cells, whatever the number of datapoints
-
-
-def register(app: Dash, backend: ViewerBackend) -> None:
-    @app.callback(Output(ids.SCORE_CHART_DATA, "data"), Input(ids.RUN_SELECT, "value"),
-                  Input(ids.METRIC_SELECT, "value"), Input(ids.EPOCH_SELECT, "options"),
-                  Input(ids.EPOCH_SELECT, "value"), prevent_initial_call=True)
-    def chart(run_path: Optional[str], metric: Optional[str], _: list, epoch_key: Optional[str]) -> dict:
-        return history_view(backend, run_path, metric, epoch_key)
-
-    app.clientside_callback(  # the table's typed filters, passed on only when they changed: the grid sets its filter
-        # model when it mounts, and the first page comes with its grid drawn for its filters
-        """function(model, drawn) {
-            const now = model || {};
-            return JSON.stringify(now) === JSON.stringify(drawn || {}) ? window.dash_clientside.no_update : now;
-        }""", Output(ids.SCORE_GRID_FILTERS, "data"), Input(ids.TABLE, "filterModel"),
-        State(ids.SCORE_GRID_FILTERS, "data"), prevent_initial_call=True)
-
-    @app.callback(Output(ids.SCORE_GRID_DATA, "data"), Output(ids.SCORES_MESSAGE, "children"),
-                  Input(ids.TABLE_QUERY, "data"), Input(ids.SCORE_GRID_FILTERS, "data"), prevent_initial_call=True)
-    def grid(query: Optional[dict], filter_model: Optional[dict]) -> tuple:
-        """Drawn for the table's query (run, epoch, metric, version, a clicked finding's idx, wrong only) and its
-        typed filters: the grid shows the datapoints the table does."""
-        return grid_view(backend, query, filter_model)
-
-    # Drawn in the browser by assets/score_views.js, the open datapoint's mark too (no server round trip).
-    app.clientside_callback("function(data) { return window.lanternScoreViews.drawChart('CHART', data); }"
-                            .replace("CHART", ids.SCORE_CHART), Output(ids.SCORE_CHART, "id"),
-                            Input(ids.SCORE_CHART_DATA, "data"))
-    app.clientside_callback(
-        "function(data, selected) { return window.lanternScoreViews.drawGrid('GRID', data, selected, OPEN); }"
-        .replace("GRID", ids.SCORE_GRID).replace("OPEN", json.dumps({"idx": ids.SELECTED, "row": ids.SELECTED_ROW})),
-        Output(ids.SCORE_GRID, "id"), Input(ids.SCORE_GRID_DATA, "data"), Input(ids.SELECTED, "data"))
-    app.clientside_callback(  # the table has its first rows: plotly.js can come now, before a datapoint is opened
-        "function() { window.lanternPlotly.loadWhenIdle(); return window.dash_clientside.no_update; }",
-        Output(ids.TABLE_CAPTION, "id"), Input(ids.TABLE_CAPTION, "children"), prevent_initial_call=True)
 
 
 def history_view(backend: ViewerBackend, run_path: Optional[str], metric: Optional[str],

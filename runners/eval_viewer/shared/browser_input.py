@@ -5,9 +5,9 @@ The page sends these as it was built to, but anything can POST to a callback or 
 wrong type must give a message in place, or nothing, never an HTTP 500 (Python's ``str.isdigit`` is true for
 ``'²'``, which ``int`` refuses; a sort model may come as a dict; an idx as 10^30). ``refuse_what_the_page_never_sends``
 answers a callback request that is not as the page sends it with an empty 204 (what Dash's ``PreventUpdate``
-gives) before any callback runs: each value must have the type ``PAGE_SENDS`` says the page sends for its
-component and property. Values whose callback says in place what is wrong with them (an idx, the grid's request
-for rows, a view's name) are left to it.
+gives) before any callback runs: each value must have the kind the page sends for its component and property, as
+the features declare it (their ``SENDS``, joined in ``app.PAGE_SENDS``; ``sends.py`` has the kinds). Values whose
+callback says in place what is wrong with them (an idx, the grid's request for rows, a view's name) are left to it.
 """
 
 from __future__ import annotations
@@ -15,18 +15,15 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import flask
 from dash import Dash
 
-from runners.eval_viewer.gallery import view as gallery
-from runners.eval_viewer.shared import ids
-from runners.eval_viewer.training import view as training
+from runners.eval_viewer.shared.sends import MAX_IDX, PROPERTY_SENDS, Kind, Sends, anything, choice
 
-MAX_IDX = 2**63 - 1  # a dataset index is an int64 in every table
 MAX_ROWS_PER_REQUEST = 1000  # the grid asks for 100 at a time
 _MAX_STORED_DEPTH = 8  # the page's own stores nest 3 deep
 _DIGITS = re.compile(r"[0-9]{1,19}")  # ASCII digits only
@@ -106,100 +103,25 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-Kind = Callable[[Any], bool]  # whether a value (not None: None is unset, always allowed) is as the page sends it
-
-
-def _text(value: Any) -> bool:
-    return isinstance(value, str)
-
-
-def _whole(value: Any) -> bool:
-    """A count of clicks, a row or layer number, a time in ms: the numbers the page sends."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_IDX
-
-
-def _flag(value: Any) -> bool:
-    return isinstance(value, bool)
-
-
-def _choice(value: Any) -> bool:
-    """An option's value, or the varying part of a pattern's component id."""
-    return _text(value) or _whole(value)
-
-
-def _any(value: Any) -> bool:
-    """Any value: its callback checks it and says in place what is wrong with it."""
-    return True
-
-
-def _list_of(kind: Kind) -> Kind:
-    return lambda value: isinstance(value, list) and all(kind(item) for item in value)
-
-
-def _record(**kinds: Kind) -> Kind:
-    """A dict whose keys named here hold their kind, or None; no callback reads its other keys."""
-    return lambda value: isinstance(value, dict) and all(value.get(key) is None or kind(value[key])
-                                                         for key, kind in kinds.items())
-
-
-def _if_dict(kind: Kind) -> Kind:
-    """``kind`` where the value is a dict; its callback ignores anything else."""
-    return lambda value: not isinstance(value, dict) or kind(value)
-
-
-_TEXTS = _list_of(_text)
-_OPTIONS = _list_of(_record(label=_text, value=_choice))
-_ROWS = {"metric": _text, "version": _text, "idx": _list_of(_whole), "wrong": _flag, "hint": _TEXTS, "clear": _flag}
-_SIDE = _if_dict(_record(epoch=_text))  # a side's run is looked up only where it is text
-_SIDES = _record(first=_SIDE, second=_SIDE, metric=_text)  # run against run: the two sides and the metric
-
-# The type of each value the page sends to a server callback, by component (a pattern's by its type) and property;
-# ``_any`` where the callback checks the value itself and says in place what is wrong with it.
-PAGE_SENDS: dict[tuple[str, str], Kind] = {
-    (ids.RUN_SELECT, "value"): _text, (ids.RUN_SELECT, "options"): _OPTIONS,
-    (ids.EPOCH_SELECT, "value"): _text, (ids.EPOCH_SELECT, "options"): _OPTIONS,
-    (ids.EPOCHS_RUN, "data"): _text, (ids.FOLLOW_LATEST, "value"): _TEXTS, (ids.METRIC_SELECT, "value"): _text,
-    (ids.REFRESH, "data"): _whole, (ids.WRONG_ONLY, "value"): _TEXTS, (ids.TABS, "value"): _text,
-    (ids.TABLE_QUERY, "data"): _record(run=_text, epoch=_text, **_ROWS),
-    (ids.TABLE_IDX_FILTER, "data"): _record(run=_text, epoch=_text, idx=_list_of(_whole), finding=_text, what=_text),
-    (ids.SCORE_GRID_FILTERS, "data"): _record(),  # AG Grid's filter model, checked as the table's (``paging``)
-    (ids.SELECTED, "data"): _any, (ids.SELECTED_ROW, "data"): _whole,  # the idx: ``datapoint_idx``
-    (ids.DEBUGGER_PICK, "value"): _TEXTS, (ids.DEBUGGER_PICK, "options"): _TEXTS,
-    (ids.COMPARE_EPOCHS_SELECT, "value"): _TEXTS, (ids.COMPARE_RUN_SELECT, "value"): _text,
-    (ids.COMPARE_RUN_EPOCH_SELECT, "value"): _text,
-    (ids.COMPARE_EPOCHS_SHOWN, "data"): _any, (ids.COMPARE_RUNS_SHOWN, "data"): _any,  # {idx}: ``datapoint_idx``
-    (ids.COMPARE_EPOCHS_DRAWN, "data"): _list_of(_any), (ids.COMPARE_RUNS_DRAWN, "data"): _list_of(_any),
-    (ids.SAVE_VIEW_ASKED, "data"): _record(name=_any, address=_text, at=_whole),  # a name: ``SavedViews.save``
-    (gallery.SHOWN, "data"): _record(query=_if_dict(_record(**_ROWS)), filterModel=_any, sortModel=_any),
-    (gallery.OVERLAY, "value"): _text, (gallery.PAGE, "active_page"): _any,
-    (ids.RUN_DIFF_SHOWN, "data"): _SIDES, (ids.RUN_DIFF_QUERY, "data"): _SIDES,
-    (training.LAYER_SELECT, "value"): _whole, (training.TICK, "data"): _whole,
-    (training.SHOWN, "data"): _record(run=_text, version=_text, layer=_whole),
-}
-# ... and by property alone, whatever the component.
-PROPERTY_SENDS: dict[str, Kind] = {
-    "n_clicks": _whole, "n_intervals": _whole, "getRowsRequest": _any,  # the grid's request for rows: ``paging``
-    "clickData": _record(points=_list_of(_record())),
-}
 UPDATE_ROUTE = "_dash-update-component"
 LOG = logging.getLogger(__name__)  # each refusal, with the Flask app as ``viewer``: the tests fail on one
 
 
-def page_kind(component: Any, prop: str) -> Optional[Kind]:
+def sent_kind(component: Any, prop: str, sends: Sends) -> Optional[Kind]:
     """The kind of value the page sends for ``prop`` of ``component`` (an id, or a pattern's dict id)."""
     name = component.get("type") if isinstance(component, dict) else component
-    return PAGE_SENDS.get((name, prop)) or PROPERTY_SENDS.get(prop)
+    return sends.get((name, prop)) or PROPERTY_SENDS.get(prop)
 
 
-def refuse_what_the_page_never_sends(app: Dash) -> None:
+def refuse_what_the_page_never_sends(app: Dash, sends: Sends) -> None:
     """Answer a callback request that is not as the page sends it (``sent_by_the_page``) with an empty 204, before
     any callback runs. Call it once every callback is registered: it refuses to start (``ValueError``) while a
-    server callback reads a value whose kind ``PAGE_SENDS`` does not say."""
+    server callback reads a value whose kind ``sends`` does not say."""
     unknown = sorted({f"{d['id']}.{d['property']}" for d in _server_dependencies(app.callback_map)
-                      if page_kind(_declared_id(d), d["property"]) is None})
+                      if sent_kind(_declared_id(d), d["property"], sends) is None})
     if unknown:
-        raise ValueError(f"PAGE_SENDS (callbacks/browser_input.py) does not say what the page sends for {unknown}; "
-                         "add each with the type of value the page sends")
+        raise ValueError(f"no feature says what the page sends for {unknown}; add each to the SENDS of the "
+                         "feature's ids.py, with the kind of value the page sends")
     route = app.config.routes_pathname_prefix + UPDATE_ROUTE
 
     @app.server.before_request
@@ -210,7 +132,7 @@ def refuse_what_the_page_never_sends(app: Dash) -> None:
             body = flask.request.get_json()  # not JSON: Flask's 400 (or 415), as Dash would answer
         except RecursionError:  # JSON nested deeper than Python parses
             body = None
-        if sent_by_the_page(body, app.callback_map):
+        if sent_by_the_page(body, app.callback_map, sends):
             return None
         output = body.get("output") if isinstance(body, dict) else None
         LOG.warning("refused a callback request the page never sends (for %s): answered 204", _shown(output),
@@ -218,10 +140,10 @@ def refuse_what_the_page_never_sends(app: Dash) -> None:
         return flask.Response(status=204)
 
 
-def sent_by_the_page(body: Any, callbacks: Mapping[str, dict]) -> bool:
+def sent_by_the_page(body: Any, callbacks: Mapping[str, dict], sends: Sends) -> bool:
     """Whether ``body`` (a request to ``UPDATE_ROUTE``) is as the page sends it: it names a server callback, that
     callback's outputs and its inputs and state, in order, each with a value of the kind the page sends
-    (``page_kind``), and which of its inputs changed. Dash itself answers anything else with an HTTP 500, or
+    (``sent_kind``), and which of its inputs changed. Dash itself answers anything else with an HTTP 500, or
     hands the callback what it never expects."""
     if not isinstance(body, dict) or not isinstance(body.get("output"), str):
         return False
@@ -231,9 +153,9 @@ def sent_by_the_page(body: Any, callbacks: Mapping[str, dict]) -> bool:
     several = isinstance(callback["output"], list)
     outputs = [o.to_dict() for o in (callback["output"] if several else [callback["output"]])]
     inputs = body.get("inputs", [])
-    return (_sent_as_declared(body.get("outputs") if several else [body.get("outputs")], outputs, valued=False)
-            and _sent_as_declared(inputs, callback["inputs"])
-            and _sent_as_declared(body.get("state", []), callback["state"])
+    return (_sent_as_declared(body.get("outputs") if several else [body.get("outputs")], outputs, sends, valued=False)
+            and _sent_as_declared(inputs, callback["inputs"], sends)
+            and _sent_as_declared(body.get("state", []), callback["state"], sends)
             and _changed_inputs(body.get("changedPropIds", []), inputs))
 
 
@@ -253,11 +175,11 @@ def _same_id(sent: Any, declared: Any) -> bool:
     if not isinstance(declared, dict):
         return isinstance(sent, str) and sent == declared
     return isinstance(sent, dict) and sent.keys() == declared.keys() and all(
-        _choice(sent[key]) if isinstance(value, list) else sent[key] == value
+        choice(sent[key]) if isinstance(value, list) else sent[key] == value
         for key, value in declared.items())
 
 
-def _sent_as_declared(sent: Any, declared: list[dict], valued: bool = True) -> bool:
+def _sent_as_declared(sent: Any, declared: list[dict], sends: Sends, valued: bool = True) -> bool:
     """Whether ``sent`` (a request's inputs, state or outputs) names the declared ones in order (a pattern's as a
     list of the components it matches) and, ``valued``, each holds a value of the kind the page sends."""
     if not isinstance(sent, list) or len(sent) != len(declared):
@@ -265,23 +187,23 @@ def _sent_as_declared(sent: Any, declared: list[dict], valued: bool = True) -> b
     for one, dependency in zip(sent, declared):
         component, prop = _declared_id(dependency), dependency["property"]
         items = one if isinstance(component, dict) else [one]
-        if not isinstance(items, list) or not all(_item_sent(item, component, prop, valued) for item in items):
+        if not isinstance(items, list) or not all(_item_sent(item, component, prop, sends, valued) for item in items):
             return False
     return True
 
 
-def _item_sent(item: Any, component: Any, prop: str, valued: bool) -> bool:
+def _item_sent(item: Any, component: Any, prop: str, sends: Sends, valued: bool) -> bool:
     if not isinstance(item, dict) or not _same_id(item.get("id"), component):
         return False
     if not valued:  # an output's property, less what follows '@' (Dash's mark of a duplicate output)
         return isinstance(item.get("property"), str) and item["property"].split("@")[0] == prop
-    return item.get("property") == prop and _as_sent(item.get("value"), page_kind(component, prop))
+    return item.get("property") == prop and _as_sent(item.get("value"), sent_kind(component, prop, sends))
 
 
 def _as_sent(value: Any, kind: Kind) -> bool:
-    """Whether ``value`` is of ``kind`` and, unless its callback checks it (``_any``), JSON that Dash can send
+    """Whether ``value`` is of ``kind`` and, unless its callback checks it (``anything``), JSON that Dash can send
     back: no int beyond 64 bits, no deeper nesting than the page writes (``storable``)."""
-    return value is None or kind is _any or (kind(value) and storable(value) == value)
+    return value is None or kind is anything or (kind(value) and storable(value) == value)
 
 
 def _changed_inputs(changed: Any, inputs: list) -> bool:

@@ -1,13 +1,15 @@
-"""Panels say "loading datapoint N …" until they show the datapoint asked for.
+"""Panels of a tab are drawn only while their tab is shown, and say "loading datapoint N …" until they show the
+datapoint asked for.
 
 A panel is drawn by a server callback, which can take seconds (Compare epochs on a loaded machine); until its
 answer lands the panel would go on showing the datapoint it showed before, as if it were the one asked for. So
-each panel has a status line and a store of what it shows (``DRAWN``: the values it was drawn for, in the order
-of ``WANTS``), both written by the callback that draws it, with the panel (the status emptied). Whenever what is
-asked for changes, the browser compares it with what is drawn and says "loading" at once; ``viewer.css`` dims the
-Datapoint tab under a status (drawn in a blink, it would flicker if emptied) and hides a comparison under one
-(drawn in seconds). The browser reads ``DRAWN`` from the page's state rather than as a callback's input: Dash
-holds back a callback whose inputs a pending callback writes, so the word would come only with the answer.
+each panel has a status line and a store of what it shows (its ``DRAWN`` store: the values it was drawn for, in the
+order of what it is asked for, first the open idx), both written by the callback that draws it, with the panel (the
+status emptied). Whenever what is asked for changes, the browser compares it with what is drawn and says "loading"
+at once (``status_script``, wired by each panel's callbacks); ``viewer.css`` dims the Datapoint tab under a status
+(drawn in a blink, it would flicker if emptied) and hides a comparison under one (drawn in seconds). The browser
+reads ``DRAWN`` from the page's state rather than as a callback's input: Dash holds back a callback whose inputs a
+pending callback writes, so the word would come only with the answer.
 """
 
 from __future__ import annotations
@@ -15,22 +17,8 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from dash import Dash, Input, Output
+from dash import dcc, html
 
-from runners.eval_viewer.shared import ids
-from runners.eval_viewer.shared.backend import ViewerBackend
-
-# What each panel is asked to show, first the open idx: (status line, drawn store, wanted (id, property) pairs).
-WANTS = {
-    ids.DATAPOINT_PANEL: (ids.DATAPOINT_STATUS, ids.DATAPOINT_DRAWN,
-                          ((ids.SELECTED, "data"), (ids.RUN_SELECT, "value"), (ids.EPOCH_SELECT, "value"))),
-    ids.COMPARE_EPOCHS_PANEL: (ids.COMPARE_EPOCHS_STATUS, ids.COMPARE_EPOCHS_DRAWN,
-                               ((ids.SELECTED, "data"), (ids.RUN_SELECT, "value"),
-                                (ids.COMPARE_EPOCHS_SELECT, "value"))),
-    ids.COMPARE_RUNS_PANEL: (ids.COMPARE_RUNS_STATUS, ids.COMPARE_RUNS_DRAWN,
-                             ((ids.SELECTED, "data"), (ids.RUN_SELECT, "value"), (ids.EPOCH_SELECT, "value"),
-                              (ids.COMPARE_RUN_SELECT, "value"), (ids.COMPARE_RUN_EPOCH_SELECT, "value"))),
-}
 _STATUS = """function() {
     const wanted = Array.from(arguments);
     const idx = wanted[0];
@@ -39,8 +27,19 @@ _STATUS = """function() {
     if (idx === null || idx === undefined || JSON.stringify(wanted) === JSON.stringify(drawn || null)) {
         return window.dash_clientside.no_update;
     }
-    return LOADING;
+    return `loading datapoint ${idx} …`;
 }"""
+
+
+_WHILE_SHOWN = """function(idx, tab) {
+    return tab === 'TAB' ? {idx: idx === undefined ? null : idx} : window.dash_clientside.no_update;
+}"""
+
+
+def while_shown_script(tab: str) -> str:
+    """The browser's script that passes the open idx (as ``{idx}``) to a panel's store only while its ``tab`` is
+    shown: nothing is computed for a hidden tab, and a click on another tab sends no request for it."""
+    return _WHILE_SHOWN.replace("TAB", tab)
 
 
 def loading(idx: Optional[int]) -> str:
@@ -48,8 +47,15 @@ def loading(idx: Optional[int]) -> str:
     return "" if idx is None else f"loading datapoint {idx} …"
 
 
-def register(app: Dash, backend: ViewerBackend) -> None:
-    for status, drawn_store, wanted in WANTS.values():
-        script = _STATUS.replace("DRAWN", json.dumps(drawn_store)).replace("LOADING", "`loading datapoint ${idx} …`")
-        app.clientside_callback(script, Output(status, "children", allow_duplicate=True),
-                                *[Input(component, prop) for component, prop in wanted], prevent_initial_call=True)
+def status_script(drawn: str) -> str:
+    """The browser's check, for the panel whose ``drawn`` store holds what it shows: given what the panel is asked
+    for (the callback's inputs, first the open idx), "loading datapoint N …" unless it shows that already."""
+    return _STATUS.replace("DRAWN", json.dumps(drawn))
+
+
+def pending_status(status: str, drawn: str, idx: Optional[int], data: Optional[list] = None) -> list:
+    """A panel's status line (loading ``idx`` where the panel is not ``data``, drawn for it) and the store of what it
+    shows; a store of nothing drawn is given no data (a Store given None sets it again when it mounts, which would
+    run its callbacks)."""
+    return [dcc.Store(id=drawn, **({} if data is None else {"data": data})),
+            html.Div("" if data else loading(idx), id=status, className="panel-status", role="status")]

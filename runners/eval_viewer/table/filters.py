@@ -7,10 +7,16 @@ from __future__ import annotations
 
 from dash import ALL, Dash, Input, Output, State
 
-from runners.eval_viewer.shared import ids
-from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.table.ids import (
+    COLUMNS_PINNED,
+    COLUMNS_SHOWN,
+    FILTER_CHIP,
+    FILTER_CHIPS,
+    TABLE,
+    TABLE_IDX_FILTER,
+    WRONG_ONLY,
+)
 
-WRONG = "wrong"  # the "wrong only" tick box's value
 # One chip per filter: a typed box ('cross_entropy: > 2'), 'wrong only', the narrowing to a finding. The text is
 # React text, never markup.
 _CHIPS = """function(model, wrong, narrowed) {
@@ -23,7 +29,7 @@ _CHIPS = """function(model, wrong, narrowed) {
     return chips.map(([key, text]) => ({type: 'Button', namespace: 'dash_html_components', props: {
         id: {type: 'CHIP', index: key}, children: `${text} ×`, className: 'filter-chip',
         title: 'remove this filter'}}));
-}""".replace("CHIP", ids.FILTER_CHIP)
+}""".replace("CHIP", FILTER_CHIP)
 _REMOVE = """function(clicks) {
     const none = window.dash_clientside.no_update;
     const fired = window.dash_clientside.callback_context.triggered.filter(t => t.value);
@@ -36,7 +42,7 @@ _REMOVE = """function(clicks) {
         api.setColumnFilterModel(key.slice(4), null).then(() => api.onFilterChanged());
     }
     return none;
-}""".replace("WRONG_ONLY", ids.WRONG_ONLY).replace("NARROWING", ids.TABLE_IDX_FILTER).replace("TABLE", ids.TABLE)
+}""".replace("WRONG_ONLY", WRONG_ONLY).replace("NARROWING", TABLE_IDX_FILTER).replace("TABLE", TABLE)
 # The chooser lists the table's columns; a choice stays while the columns do (a new column is shown).
 _CHOOSER_OPTIONS = """function(defs, shown, offered) {
     const names = (defs || []).map(d => d.field).filter(Boolean);
@@ -55,17 +61,17 @@ _APPLY_COLUMNS = """function(shown, pinned) {
     api.setColumnsPinned((pinned || []).filter(n => names.includes(n)), 'left');
     (pinned || []).forEach(n => api.setColumnsVisible([n], true));
     return window.dash_clientside.no_update;
-}""".replace("TABLE", ids.TABLE)
+}""".replace("TABLE", TABLE)
 
 
-def register(app: Dash, backend: ViewerBackend) -> None:
-    app.clientside_callback(_CHIPS, Output(ids.FILTER_CHIPS, "children"), Input(ids.TABLE, "filterModel"),
-                            Input(ids.WRONG_ONLY, "value"), Input(ids.TABLE_IDX_FILTER, "data"))
-    app.clientside_callback(_REMOVE, Output(ids.FILTER_CHIPS, "id"),
-                            Input({"type": ids.FILTER_CHIP, "index": ALL}, "n_clicks"), prevent_initial_call=True)
-    app.clientside_callback(_CHOOSER_OPTIONS, Output(ids.COLUMNS_SHOWN, "options"),
-                            Output(ids.COLUMNS_SHOWN, "value"), Output(ids.COLUMNS_PINNED, "options"),
-                            Input(ids.TABLE, "columnDefs"), State(ids.COLUMNS_SHOWN, "value"),
-                            State(ids.COLUMNS_SHOWN, "options"), prevent_initial_call=True)
-    app.clientside_callback(_APPLY_COLUMNS, Output(ids.COLUMNS_PINNED, "id"), Input(ids.COLUMNS_SHOWN, "value"),
-                            Input(ids.COLUMNS_PINNED, "value"), prevent_initial_call=True)
+def register(app: Dash) -> None:
+    app.clientside_callback(_CHIPS, Output(FILTER_CHIPS, "children"), Input(TABLE, "filterModel"),
+                            Input(WRONG_ONLY, "value"), Input(TABLE_IDX_FILTER, "data"))
+    app.clientside_callback(_REMOVE, Output(FILTER_CHIPS, "id"),
+                            Input({"type": FILTER_CHIP, "index": ALL}, "n_clicks"), prevent_initial_call=True)
+    app.clientside_callback(_CHOOSER_OPTIONS, Output(COLUMNS_SHOWN, "options"),
+                            Output(COLUMNS_SHOWN, "value"), Output(COLUMNS_PINNED, "options"),
+                            Input(TABLE, "columnDefs"), State(COLUMNS_SHOWN, "value"),
+                            State(COLUMNS_SHOWN, "options"), prevent_initial_call=True)
+    app.clientside_callback(_APPLY_COLUMNS, Output(COLUMNS_PINNED, "id"), Input(COLUMNS_SHOWN, "value"),
+                            Input(COLUMNS_PINNED, "value"), prevent_initial_call=True)

@@ -14,8 +14,15 @@ import json
 
 from dash import Dash, Input, Output, State
 
-from runners.eval_viewer.shared import ids
-from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.shared.ids import SELECTED, SELECTED_ROW
+from runners.eval_viewer.table.ids import (
+    NAVIGATION_NOTE,
+    NEXT_BUTTON,
+    PREV_BUTTON,
+    TABLE,
+    TABLE_IDX_FILTER,
+    TABLE_QUERY,
+)
 
 _MARK_OPEN_ROW = """function(idx) {
     // A datapoint opened: the note of a step past the table's end goes, and its row is marked. The grid's
@@ -29,7 +36,7 @@ _MARK_OPEN_ROW = """function(idx) {
     context.open = idx === undefined ? null : idx;
     api.redrawRows({rowNodes: rows});
     return '';
-}""".replace("TABLE", ids.TABLE)
+}""".replace("TABLE", TABLE)
 
 # Whether the table's rows are not yet those asked for: a narrowing (a Failures finding) was written and the table's
 # query (what its rows are of) does not have it yet. Read from the page's state, not as a callback's State: Dash holds
@@ -39,7 +46,7 @@ _STALE = """function tableIsStale() {
     const narrowed = props('NARROWING'), query = props('QUERY') || {};
     const wanted = narrowed && narrowed.run === query.run && narrowed.epoch === query.epoch ? narrowed.idx : null;
     return JSON.stringify(wanted || null) !== JSON.stringify(query.idx || null);
-}""".replace("NARROWING", ids.TABLE_IDX_FILTER).replace("QUERY", ids.TABLE_QUERY)
+}""".replace("NARROWING", TABLE_IDX_FILTER).replace("QUERY", TABLE_QUERY)
 STALE_NOTE = "The table is loading the datapoints asked for: open one once it shows them."
 
 _SELECT = """function(cell, _previous, _next, row, open) {
@@ -70,8 +77,8 @@ _SELECT = """function(cell, _previous, _next, row, open) {
     api.ensureIndexVisible(target);
     const node = api.getDisplayedRowAtIndex(target);
     return node && node.data ? [node.data.idx, target, none] : [none, none, none];
-}""".replace("STALE", _STALE).replace("NOTE", json.dumps(STALE_NOTE)).replace("TABLE", ids.TABLE) \
-    .replace("PREVIOUS", ids.PREV_BUTTON)
+}""".replace("STALE", _STALE).replace("NOTE", json.dumps(STALE_NOTE)).replace("TABLE", TABLE) \
+    .replace("PREVIOUS", PREV_BUTTON)
 
 # The table shows AG Grid's loading overlay from when a narrowing is asked for until its rows land.
 _LOADING = """function() {
@@ -80,15 +87,15 @@ _LOADING = """function() {
     try { api = dash_ag_grid.getApi('TABLE'); } catch (error) { return window.dash_clientside.no_update; }
     api.setGridOption('loading', tableIsStale());
     return window.dash_clientside.no_update;
-}""".replace("STALE", _STALE).replace("TABLE", ids.TABLE)
+}""".replace("STALE", _STALE).replace("TABLE", TABLE)
 
 
-def register(app: Dash, backend: ViewerBackend) -> None:
-    app.clientside_callback(_SELECT, Output(ids.SELECTED, "data"), Output(ids.SELECTED_ROW, "data"),
-                            Output(ids.NAVIGATION_NOTE, "children"), Input(ids.TABLE, "cellClicked"),
-                            Input(ids.PREV_BUTTON, "n_clicks"), Input(ids.NEXT_BUTTON, "n_clicks"),
-                            State(ids.SELECTED_ROW, "data"), State(ids.SELECTED, "data"), prevent_initial_call=True)
-    app.clientside_callback(_LOADING, Output(ids.TABLE, "className"), Input(ids.TABLE_IDX_FILTER, "data"),
-                            Input(ids.TABLE, "getRowsResponse"), prevent_initial_call=True)
-    app.clientside_callback(_MARK_OPEN_ROW, Output(ids.NAVIGATION_NOTE, "children", allow_duplicate=True),
-                            Input(ids.SELECTED, "data"), prevent_initial_call=True)  # the first page's comes marked
+def register(app: Dash) -> None:
+    app.clientside_callback(_SELECT, Output(SELECTED, "data"), Output(SELECTED_ROW, "data"),
+                            Output(NAVIGATION_NOTE, "children"), Input(TABLE, "cellClicked"),
+                            Input(PREV_BUTTON, "n_clicks"), Input(NEXT_BUTTON, "n_clicks"),
+                            State(SELECTED_ROW, "data"), State(SELECTED, "data"), prevent_initial_call=True)
+    app.clientside_callback(_LOADING, Output(TABLE, "className"), Input(TABLE_IDX_FILTER, "data"),
+                            Input(TABLE, "getRowsResponse"), prevent_initial_call=True)
+    app.clientside_callback(_MARK_OPEN_ROW, Output(NAVIGATION_NOTE, "children", allow_duplicate=True),
+                            Input(SELECTED, "data"), prevent_initial_call=True)  # the first page's comes marked

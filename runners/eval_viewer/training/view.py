@@ -10,29 +10,37 @@ from typing import Any, Optional
 
 from dash import dcc, html
 
+from debuggers.pages.errors import DebugDataError
+from debuggers.pages.monitor_file import MONITOR_FILE
 from debuggers.pages.training_log import TrainingLog
 from runners.eval_viewer.figures.values import GRAPH_CONFIG
+from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.shared.components import message
 from runners.eval_viewer.shared.elements import alert
-from runners.eval_viewer.shared.ids import TAB_TRAINING
-from runners.eval_viewer.training.figures import state_colour, states_table
+from runners.eval_viewer.shared.first_view import FirstView
+from runners.eval_viewer.training.data import TRAINING_LOGS
+from runners.eval_viewer.training.figures import histogram_figure, loss_figure, norm_heatmap, state_colour, states_table
+from runners.eval_viewer.training.ids import (
+    TAB_TRAINING,
+    TRAINING_FIGURES,
+    TRAINING_GRAD_CHART,
+    TRAINING_HISTOGRAM_CHART,
+    TRAINING_LAYER_SELECT,
+    TRAINING_LOSS_CHART,
+    TRAINING_NONFINITE_NOTE,
+    TRAINING_SHOWN,
+    TRAINING_STATES_TABLE,
+    TRAINING_SUMMARY,
+    TRAINING_TICK,
+    TRAINING_UPDATE_CHART,
+)
 
-SUMMARY = "training-summary"  # what was recorded, the first non-finite step, gradients not updating
-FIGURES = "training-figures"  # the graphs, hidden while there is nothing to draw
-LOSS_CHART = "training-loss"
-GRAD_CHART = "training-grad-norms"
-UPDATE_CHART = "training-update-ratios"
-LAYER_SELECT = "training-layer"
-HISTOGRAM_CHART = "training-histograms"
-SHOWN = "training-shown"  # {run, version, layer} of what the tab draws: a refresh that changes none redraws nothing
-TICK = "training-tick"  # the page's refresh ticks while this tab is shown (none reach the server from other tabs)
-NONFINITE_NOTE = "training-nonfinite"
-STATES_TABLE = "training-grad-states"
 NO_RUN = "Choose a run to see how its training went."
 
 
 @dataclass
 class TrainingContent:
-    """Everything the tab shows for one run (``callbacks.training.training_content``)."""
+    """Everything the tab shows for one run (``training_content``)."""
 
     summary: list[Any]
     figures: dict[str, dict] = field(default_factory=dict)  # chart id -> figure
@@ -47,24 +55,26 @@ class TrainingContent:
         return {} if self.figures else {"height": 0, "overflow": "hidden"}
 
 
-def training_tab(content: Optional[TrainingContent] = None) -> dcc.Tab:
-    """The tab, drawn with ``content`` when the first page opens on it."""
-    content = content or TrainingContent([html.P(NO_RUN, className="hint")])
+def training_tab(backend: ViewerBackend, first: FirstView) -> dcc.Tab:
+    """The tab, drawn (``training_content``) when it is the tab the first page opens on."""
+    content = training_content(backend, first.run, None) if first.tab == TAB_TRAINING else \
+        TrainingContent([html.P(NO_RUN, className="hint")])
 
     def graph(chart: str) -> dcc.Graph:
         return dcc.Graph(id=chart, figure=content.figures.get(chart, {}), config=GRAPH_CONFIG)
 
     return dcc.Tab(label="Training", value=TAB_TRAINING, id=TAB_TRAINING, children=html.Div([
-        html.Div(content.summary, id=SUMMARY),
+        html.Div(content.summary, id=TRAINING_SUMMARY),
         html.Div([
-            graph(LOSS_CHART), graph(GRAD_CHART), graph(UPDATE_CHART),
+            graph(TRAINING_LOSS_CHART), graph(TRAINING_GRAD_CHART), graph(TRAINING_UPDATE_CHART),
             html.Div([html.Label("Layer (histograms per epoch)"),
-                      dcc.Dropdown(id=LAYER_SELECT, options=content.layers, value=content.layer, clearable=False)],
+                      dcc.Dropdown(id=TRAINING_LAYER_SELECT, options=content.layers, value=content.layer,
+                                   clearable=False)],
                      className="control", style={"width": "60%"}),
-            graph(HISTOGRAM_CHART),
-        ], id=FIGURES, style=content.style),
-        dcc.Store(id=SHOWN, data=content.shown),
-        dcc.Store(id=TICK),
+            graph(TRAINING_HISTOGRAM_CHART),
+        ], id=TRAINING_FIGURES, style=content.style),
+        dcc.Store(id=TRAINING_SHOWN, data=content.shown),
+        dcc.Store(id=TRAINING_TICK),
     ], className="tab-body"))
 
 
@@ -81,7 +91,7 @@ def summary_view(log: TrainingLog, name: str) -> list[Any]:
     for event in log.events[:1]:
         parts.append(html.Div(alert([html.B(f"First non-finite step: {event.step} (epoch {event.epoch}, "
                                             f"{event.action}). "), html.Span(event.message)], "danger"),
-                              id=NONFINITE_NOTE))
+                              id=TRAINING_NONFINITE_NOTE))
     rows = states_table(log)
     if rows:
         parts.append(html.Div([
@@ -89,5 +99,37 @@ def summary_view(log: TrainingLog, name: str) -> list[Any]:
             html.Table([html.Tr([html.Th(h) for h in ("layer", "state", "since step", "monitored steps")])] + [
                 html.Tr([html.Td(layer), html.Td(state, style={"color": state_colour(state), "fontWeight": "bold"}),
                          html.Td(str(first)), html.Td(str(count))]) for layer, state, first, count in rows],
-                id=STATES_TABLE, className="training-states")]))
+                id=TRAINING_STATES_TABLE, className="training-states")]))
     return parts
+
+
+NO_FILE = (f"{{run}} has no {MONITOR_FILE}: its config did not ask for the training monitor. Add "
+           "'training_monitor': True to a trainer's config to record the loss, learning rate, per-layer gradient "
+           "norms and NaN/Inf checks while it trains (docs/training_monitor.md).")
+
+
+def training_content(backend: ViewerBackend, run_path: Optional[str], layer: Optional[int]) -> TrainingContent:
+    """What the tab shows for a run: a message when there is nothing to draw, else the summary and the figures."""
+    run = backend.run(run_path)
+    if run is None:
+        return TrainingContent([html.P(NO_RUN, className="hint")])
+    version = TRAINING_LOGS.version(run)
+    shown = {"run": run.path, "version": version, "layer": layer}
+    if version is None:
+        return TrainingContent([message(NO_FILE.format(run=run.name), "secondary")], shown=shown)
+    try:
+        log = TRAINING_LOGS.read(run)
+    except (OSError, DebugDataError) as exc:
+        return TrainingContent([message(f"{MONITOR_FILE} of {run.name} cannot be read: {exc}", "danger")],
+                               shown=shown)
+    if not log.layers:
+        return TrainingContent([message(f"{run.name}'s {MONITOR_FILE} holds no rows yet.", "secondary")],
+                               shown=shown)
+    chosen = layer if isinstance(layer, int) and 0 <= layer < len(log.layers) else 0
+    figures = {TRAINING_LOSS_CHART: loss_figure(log), TRAINING_GRAD_CHART: norm_heatmap(log, "grad_norm"),
+               TRAINING_UPDATE_CHART: norm_heatmap(log, "update_ratio"),
+               TRAINING_HISTOGRAM_CHART: histogram_figure(log, chosen)}
+    options = [{"label": f"{name} ({kind})", "value": i} for i, (name, kind) in enumerate(zip(log.layers,
+                                                                                           log.layer_types))]
+    return TrainingContent(summary_view(log, run.name), {k: f.to_dict() for k, f in figures.items()},
+                           options, chosen, {**shown, "layer": chosen})

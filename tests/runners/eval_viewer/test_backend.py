@@ -20,13 +20,14 @@ from debuggers.pages import reader
 from runners.config_file import load_config
 from runners.eval_viewer.__main__ import parse_args
 from runners.eval_viewer.app import create_app
-from runners.eval_viewer.compare_epochs.callbacks import run_columns, same_item
+from runners.eval_viewer.compare_runs.data import Side
+from runners.eval_viewer.compare_runs.view import run_columns, same_item
+from runners.eval_viewer.controls.view import epoch_badges
 from runners.eval_viewer.datapoint.display_debug_outputs import display_debug_outputs
 from runners.eval_viewer.datapoint.view import render_datapoint
-from runners.eval_viewer.model_report.callbacks import render_model_report
+from runners.eval_viewer.model_report.view import render_model_report
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.browser_input import paging
-from runners.eval_viewer.shared.components import epoch_badges
 from runners.eval_viewer.shared.datapoint import load_datapoint
 from runners.eval_viewer.shared.plotly_bundle import (
     DASH_PLOTLY_BUNDLE,
@@ -39,7 +40,8 @@ from runners.eval_viewer.shared.plotly_bundle import (
 from runners.eval_viewer.shared.runs import EVALUATION_KEY, discover_runs, list_epochs, read_model_report
 from runners.eval_viewer.shared.scores import Scores, ScoresError, default_metric, read_scores
 from runners.eval_viewer.shared.table import ScoresTable
-from runners.eval_viewer.table.data import DEBUG_MARK, column_defs, table_rows, where_of
+from runners.eval_viewer.table.data import DEBUG_MARK, table_rows, where_of
+from runners.eval_viewer.table.view import column_defs
 from runners.evaluators import BaseEvaluator
 from runners.trainers import BaseTrainer
 from tests.runs import write_config
@@ -373,7 +375,8 @@ def test_a_boolean_score_of_a_run_written_before_they_were_0_and_1_still_opens(t
 
 def test_the_same_datapoint_in_two_runs_shows_its_inputs_once_then_both_sides(runs):
     backend = ViewerBackend([runs["logs"]])
-    sides = [(run, backend.epochs(run)[-1]) for run in (backend.run(runs["trainer"]), backend.run(runs["evaluator"]))]
+    runs_compared = (backend.run(runs["trainer"]), backend.run(runs["evaluator"]))
+    sides = [Side(run, backend.epochs(run)[-1]) for run in runs_compared]
     title, summary, debug = run_columns(backend, sides, 7).children  # the same validation set: its inputs once
     assert title.children == "datapoint 7 · logs/group/trainer · epoch 1 and logs/group/evaluator · evaluation"
     assert _sections(summary) == ["Inputs", "Labels", "Meta info"]

@@ -26,8 +26,8 @@ from debuggers.feature_map_debugger import FeatureMapDebugger
 from debuggers.gradcam_debugger import GradCAMDebugger
 from debuggers.gradient_flow_debugger import GradientFlowDebugger
 from models import AttentionClassifier, SmallCNN
-from runners.eval_viewer.compare_epochs.callbacks import epoch_columns
 from runners.eval_viewer.compare_epochs.display_compare import CompareColumn, display_compare
+from runners.eval_viewer.compare_epochs.view import epoch_columns
 from runners.eval_viewer.datapoint.display_debug_outputs import display_debug_outputs, drawn_figure
 from runners.eval_viewer.datapoint.view import render_datapoint
 from runners.eval_viewer.figures.base import (

@@ -10,8 +10,14 @@ import numpy as np
 import pytest
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTableError, write_epoch_table
-from runners.eval_viewer.compare_runs.callbacks import diff_rows
-from runners.eval_viewer.compare_runs.data import RIGHT_TO_WRONG, WRONG_TO_RIGHT, RunDiffError, RunDiffs, Side
+from runners.eval_viewer.compare_runs.data import (
+    RIGHT_TO_WRONG,
+    WRONG_TO_RIGHT,
+    RunDiffError,
+    RunDiffs,
+    Side,
+    diff_rows,
+)
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.browser_input import BadRequest
 

@@ -9,9 +9,8 @@ import time
 import pytest
 
 from analysis.failures import analyze
-from runners.eval_viewer.failures import verify_view as layout
+from runners.eval_viewer.failures.ids import TAB_FAILURES, VERIFY, VERIFY_CANCEL, VERIFY_STATUS
 from runners.eval_viewer.failures.verify_jobs import CANCELLED, DONE, RUNNING, VerifyJobs, VerifyRefused
-from runners.eval_viewer.shared import ids
 from runners.verify import verify_findings
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, browser_or_skip
 from tests.reliability.viewer_server import serve_viewer
@@ -76,7 +75,7 @@ def test_verifications_of_several_runs_do_not_pile_up_and_a_cancelled_one_frees_
 
 def verify_button(page, key: str):
     """A finding's verify button: Dash writes a dict id as JSON with sorted keys."""
-    return page.locator(f"""[id='{{"index":"{key}","type":"{layout.VERIFY}"}}']""")
+    return page.locator(f"""[id='{{"index":"{key}","type":"{VERIFY}"}}']""")
 
 
 def test_the_tab_verifies_a_finding_and_shows_its_verdict(planted_units_run):
@@ -96,9 +95,9 @@ def test_the_tab_verifies_a_finding_and_shows_its_verdict(planted_units_run):
                 page = browser.new_page(viewport={"width": 1500, "height": 1000})
                 page.set_default_timeout(4 * WAIT_MS)  # the tab analyses the epoch first: slow on a busy machine
                 page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-                page.goto(f"{url}/?tab={ids.TAB_FAILURES}", wait_until="networkidle")
+                page.goto(f"{url}/?tab={TAB_FAILURES}", wait_until="networkidle")
                 verify_button(page, key).click()
-                status = page.locator(f"#{layout.VERIFY_STATUS}")
+                status = page.locator(f"#{VERIFY_STATUS}")
                 if not trusted:
                     status.locator("text=--trust-configs").wait_for()
                 else:
@@ -107,7 +106,7 @@ def test_the_tab_verifies_a_finding_and_shows_its_verdict(planted_units_run):
                     counts = expected.comparison.finding
                     assert f"{key} ({expected.finding})" in shown
                     assert f"failing {counts.failures_before} → {counts.failures_after} of {counts.size}" in shown
-                    assert not page.locator(f"#{layout.VERIFY_CANCEL}").is_visible()  # nothing runs any more
+                    assert not page.locator(f"#{VERIFY_CANCEL}").is_visible()  # nothing runs any more
                 page.close()  # before its server stops: the page's refresh would find no server
         browser.close()
     assert not errors, f"the page logged errors: {errors}"
