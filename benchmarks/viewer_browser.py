@@ -57,7 +57,8 @@ from runners.eval_viewer.app import create_app
 from runners.eval_viewer.compare_epochs.ids import COMPARE_EPOCHS_PANEL, COMPARE_EPOCHS_STATUS, TAB_COMPARE_EPOCHS
 from runners.eval_viewer.controls.ids import EPOCH_SELECT, RUN_SELECT
 from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL, TAB_DATAPOINT
-from runners.eval_viewer.pictures.view import PICTURE_PATH, version_tag
+from runners.eval_viewer.pictures.ids import PICTURE_PATH
+from runners.eval_viewer.pictures.view import version_tag
 from runners.eval_viewer.scores.ids import SCORE_GRID
 from runners.eval_viewer.shared.ids import SELECTED, TABS
 from runners.eval_viewer.table.ids import TABLE, TABLE_CAPTION, TABLE_QUERY

@@ -31,9 +31,9 @@ from runners.eval_viewer.pictures import callbacks as pictures
 from runners.eval_viewer.scores import callbacks as scores
 from runners.eval_viewer.shared import ids
 from runners.eval_viewer.shared.backend import ViewerBackend
-from runners.eval_viewer.shared.browser_input import refuse_what_the_page_never_sends
 from runners.eval_viewer.shared.feature import Feature
 from runners.eval_viewer.shared.plotly_bundle import SLIM_PLOTLY_BUNDLE, plotly_url
+from runners.eval_viewer.shared.request_check import refuse_what_the_page_never_sends
 from runners.eval_viewer.table import callbacks as table
 from runners.eval_viewer.training import callbacks as training
 

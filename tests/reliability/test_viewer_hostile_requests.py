@@ -29,8 +29,8 @@ from runners.eval_viewer.failures.ids import FAILURES_CONFUSION_CHART, FAILURES_
 from runners.eval_viewer.gallery.ids import TAB_GALLERY
 from runners.eval_viewer.model_report.ids import MODEL_REPORT_PANEL
 from runners.eval_viewer.scores.ids import SCORE_GRID_FILTERS
-from runners.eval_viewer.shared.browser_input import sent_by_the_page
 from runners.eval_viewer.shared.ids import SELECTED, TABS
+from runners.eval_viewer.shared.request_check import sent_by_the_page
 from runners.eval_viewer.table.ids import TABLE, TABLE_CAPTION, TABLE_IDX_FILTER, TABLE_QUERY
 from runners.eval_viewer.training.ids import TAB_TRAINING, TRAINING_SHOWN
 from tests.e2e.synthetic_runs import write_table_run

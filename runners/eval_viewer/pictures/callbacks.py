@@ -20,8 +20,8 @@ from collections.abc import Mapping
 import flask
 from dash import Dash
 
+from runners.eval_viewer.pictures.ids import PICTURE_PATH, SENDS
 from runners.eval_viewer.pictures.thumbnails import PictureUnavailable, Thumbnails
-from runners.eval_viewer.pictures.view import PICTURE_PATH
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.feature import Feature
 
@@ -68,4 +68,4 @@ def _missing(reason: str) -> flask.Response:
     return response
 
 
-FEATURE = Feature(register, {})  # a route: the browser asks for pictures by address, checked there
+FEATURE = Feature(register, SENDS)

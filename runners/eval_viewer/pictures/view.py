@@ -13,7 +13,8 @@ from urllib.parse import urlencode
 
 import dash
 
-PICTURE_PATH = "lantern-picture"
+from runners.eval_viewer.pictures.ids import PICTURE_PATH
+
 THUMBNAIL_COLUMN = "picture"
 THUMBNAIL_RENDERER = "LanternThumbnail"  # assets/pictures.js
 # A row's field holding the version tag of the epoch it is of: the renderer draws a thumbnail only where it is the
