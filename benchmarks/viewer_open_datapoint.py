@@ -34,7 +34,7 @@ from debuggers.pages.reader import load_debug_outputs
 from debuggers.pages.writer import PageWriter
 from runners.eval_viewer.app import create_app
 from runners.eval_viewer.datapoint.view import render_datapoint
-from runners.eval_viewer.figures.base import figures_for_output
+from runners.eval_viewer.figures.registry import output_figures
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.runs import EVALUATION_KEY
 
@@ -133,7 +133,7 @@ def measure(run_dir: str) -> dict:
     idx = one_idx_per_page(run_dir)[-1]  # its page is in the viewer's page cache now
     warm = [_seconds(lambda: open_datapoint(backend, run_dir, idx)) for _ in range(5)]
     output = debug.get(idx)["features"]
-    figures = [_seconds(lambda: figures_for_output(output)) for _ in range(5)]
+    figures = [_seconds(lambda: output_figures(output)) for _ in range(5)]
     return {"pages": len(glob.glob(os.path.join(run_dir, "debugger", "page_*.pkl"))), "dataset": dataset_build,
             "cold": statistics.median(cold), "cold_max": max(cold), "read": statistics.median(reads),
             "warm": statistics.median(warm), "figures": statistics.median(figures),

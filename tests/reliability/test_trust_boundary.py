@@ -20,7 +20,7 @@ from runners.config_file import load_config
 from runners.eval_viewer.backend.initialization import DebugOutputs
 from runners.eval_viewer.controls.ids import EPOCH_SELECT, RUN_SELECT
 from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL, TAB_DATAPOINT
-from runners.eval_viewer.export.report import main as export_main
+from runners.eval_viewer.export.__main__ import main as export_main
 from runners.eval_viewer.shared.ids import SELECTED, TABS
 from runners.trainers import BaseTrainer
 from tests.reliability.viewer_server import call_callback, viewer_process

@@ -17,10 +17,11 @@ from typing import Any, Optional
 from dash import html
 
 from runners.eval_viewer.datapoint.display_datapoint import debug_body
-from runners.eval_viewer.datapoint.display_debug_outputs import drawn_figure, figure_context, output_note, shared_title
+from runners.eval_viewer.datapoint.display_debug_outputs import drawn_figure, output_note, shared_title
 from runners.eval_viewer.datapoint.display_labels import class_badges
 from runners.eval_viewer.figures.base import SHARED, is_picture, is_shared
 from runners.eval_viewer.figures.compare import compare_figures
+from runners.eval_viewer.figures.context import NO_CONTEXT, DrawContext
 from runners.eval_viewer.shared.components import message, score_badges
 from runners.eval_viewer.shared.elements import card
 
@@ -28,13 +29,13 @@ from runners.eval_viewer.shared.elements import card
 @dataclass
 class CompareColumn:
     """One column: its title and badges, and its debug outputs or the note that replaces them; ``context``
-    is what its figures are drawn with (``figure_context``: input image, class names, tokens)."""
+    is what its figures are drawn with (``DrawContext.of`` the column's datapoint)."""
 
     title: str
     badges: list[Any] = field(default_factory=list)
     debug: Optional[dict[str, Any]] = None
     note: Optional[Any] = None
-    context: dict[str, Any] = field(default_factory=dict)
+    context: DrawContext = NO_CONTEXT
 
 
 def display_compare(columns: list[CompareColumn]) -> html.Div:
@@ -103,4 +104,4 @@ def compare_column(datapoint: dict, title: str) -> CompareColumn:
                                                          "secondary"))
     if datapoint.get("debug_error") or datapoint.get("debug_note"):
         return CompareColumn(title, badges, note=debug_body(datapoint))
-    return CompareColumn(title, badges, debug=datapoint["debug"], context=figure_context(datapoint))
+    return CompareColumn(title, badges, debug=datapoint["debug"], context=DrawContext.of(datapoint))

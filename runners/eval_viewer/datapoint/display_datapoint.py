@@ -6,10 +6,11 @@ from typing import Any
 
 from dash import html
 
-from runners.eval_viewer.datapoint.display_debug_outputs import display_debug_outputs, figure_context
+from runners.eval_viewer.datapoint.display_debug_outputs import display_debug_outputs
 from runners.eval_viewer.datapoint.display_inputs import display_inputs
 from runners.eval_viewer.datapoint.display_labels import datapoint_label_class, display_labels
 from runners.eval_viewer.datapoint.display_meta_info import display_meta_info
+from runners.eval_viewer.figures.context import DrawContext
 from runners.eval_viewer.shared.elements import alert
 
 
@@ -46,7 +47,7 @@ def debug_body(datapoint: dict[str, Any]) -> html.Div:
         return html.Div(alert(datapoint["debug_error"], color="danger", class_name="page-error"))
     if datapoint.get("debug_note"):
         return html.Div(alert(datapoint["debug_note"], color="secondary", class_name="debug-note"))
-    return display_debug_outputs(datapoint["debug"], figure_context(datapoint))
+    return display_debug_outputs(datapoint["debug"], DrawContext.of(datapoint))
 
 
 def _or_error(datapoint: dict[str, Any], key: str, display: Any) -> Any:

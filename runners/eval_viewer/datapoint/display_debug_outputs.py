@@ -13,27 +13,27 @@ import plotly.graph_objects as go
 from dash import html
 
 from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
-from runners.eval_viewer.figures.base import SHARED, attention_across_layers_figure, is_picture, is_shared
+from runners.eval_viewer.figures.attention import attention_across_layers_figure
+from runners.eval_viewer.figures.base import SHARED, is_picture, is_shared
+from runners.eval_viewer.figures.context import NO_CONTEXT, DrawContext
 from runners.eval_viewer.figures.pictures import picture_component
 from runners.eval_viewer.figures.registry import output_figures
 from runners.eval_viewer.figures.values import (
-    describe_value,
-    first_image,
     is_table,
     lazy_graph,
     table_component,
-    token_strings,
+    value_summary,
 )
 from runners.eval_viewer.shared.elements import alert, card
 
 
-def display_debug_outputs(debug: dict[str, Any], context: Optional[dict[str, Any]] = None) -> html.Div:
-    """One card per debugger; ``context`` is what figures are drawn with (``figure_context``: the input
+def display_debug_outputs(debug: dict[str, Any], context: DrawContext = NO_CONTEXT) -> html.Div:
+    """One card per debugger; ``context`` is what figures are drawn with (``DrawContext.of`` a datapoint: the input
     image under overlays such as Grad-CAM, class names in titles, tokens on attention axes)."""
     if not debug:
         return html.Div(alert("No debug outputs were saved for this datapoint at this epoch (the epoch's "
                               "debug pages were written only in part).", color="warning"))
-    blocks = [_debugger_block(name, output, context or {}) for name, output in debug.items()]
+    blocks = [_debugger_block(name, output, context) for name, output in debug.items()]
     across = attention_across_layers_figure(debug)
     if across is not None:  # several attention layers: how attention changes from layer to layer, at a glance
         blocks.insert(0, card(html.Strong("attention across layers"), [drawn_figure(across, "debug-figure")],
@@ -41,16 +41,16 @@ def display_debug_outputs(debug: dict[str, Any], context: Optional[dict[str, Any
     return html.Div(blocks, className="debug-outputs")
 
 
-def _debugger_block(name: str, output: Any, context: dict[str, Any]) -> html.Div:
+def _debugger_block(name: str, output: Any, context: DrawContext) -> html.Div:
     return card(html.Strong(name), _output_body(name, output, context), "debugger-block")
 
 
-def _output_body(name: str, output: Any, context: dict[str, Any]) -> list:
+def _output_body(name: str, output: Any, context: DrawContext) -> list:
     note = output_note(name, output)
     if note is not None:
         return [note]
     try:
-        figures = output_figures(output, **context)
+        figures = output_figures(output, context)
     except Exception as exc:  # drawing code must not take the whole datapoint down
         return [alert(f"Could not draw the output of '{name}': {type(exc).__name__}: {exc}. "
                       "The output is kept on disk; report this with the debugger's output format.",
@@ -82,14 +82,6 @@ def shared_title(figure: Any) -> str:
     return str(figure.layout.title.text).split(" · ")[0].split(":")[0]
 
 
-def figure_context(datapoint: dict[str, Any]) -> dict[str, Any]:
-    """What a datapoint's figures are drawn with: its input image (and inputs, a clip's frames), the epoch's class
-    names and calibration pairs, its tokens and idx."""
-    return {"image": first_image(datapoint.get("inputs")), "class_names": datapoint.get("class_names"),
-            "tokens": token_strings(datapoint), "inputs": datapoint.get("inputs"),
-            "calibration": datapoint.get("calibration")}
-
-
 def output_note(name: str, output: Any) -> Optional[html.Div]:
     """What replaces the figures of an error record, a not-run record or a missing output; None otherwise."""
     kind = output.get("kind") if isinstance(output, dict) else None
@@ -111,5 +103,5 @@ def _error_alert(record: dict) -> html.Div:
 
 def _summary(output: Any) -> str:
     if isinstance(output, dict):
-        return "\n".join(f"{key}: {describe_value(value)}" for key, value in output.items())
-    return describe_value(output)
+        return "\n".join(f"{key}: {value_summary(value)}" for key, value in output.items())
+    return value_summary(output)

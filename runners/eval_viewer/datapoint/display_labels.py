@@ -8,7 +8,7 @@ from typing import Any, Optional
 import numpy as np
 from dash import html
 
-from runners.eval_viewer.figures.values import to_numpy, value_component
+from runners.eval_viewer.figures.values import array_or_none, value_component
 from runners.eval_viewer.shared.elements import badge
 
 
@@ -46,7 +46,7 @@ def datapoint_label_class(datapoint: dict[str, Any]) -> Optional[tuple[int, str]
 
 
 def _class_index(value: Any) -> Optional[int]:
-    array = to_numpy(value)
+    array = array_or_none(value)
     if array is None and isinstance(value, int) and not isinstance(value, bool):
         return value
     if array is not None and array.size == 1 and array.dtype.kind in "iu":

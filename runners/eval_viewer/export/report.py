@@ -19,41 +19,33 @@ viewer's own bundle of the traces it draws), so the file opens offline.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import html
 import json
 import os
 import re
-import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Union
 
 import numpy as np
 import plotly.graph_objects as go
 
-from debuggers.capture_debugger import plain, state_kind
 from debuggers.model_report import MODEL_REPORT_FILE
-from debuggers.outputs import KIND_CAPTURED_STATES, KIND_ERROR, KIND_NOT_RUN, KIND_TENSOR
+from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
 from debuggers.pages.file_format import CorruptPageError, UnsafePageError
 from debuggers.pages.reader import DEBUGGER_DIR
 from debuggers.pages.run_files import refuse_link
-from debuggers.pages.values import to_page_value
 from runners.eval_viewer.datapoint.display_labels import class_text
-from runners.eval_viewer.figures.base import (
-    SHARED,
-    attention_across_layers_figure,
-    is_picture,
-    is_shared,
-    model_report_figures,
-)
+from runners.eval_viewer.figures.attention import attention_across_layers_figure
+from runners.eval_viewer.figures.base import SHARED, is_picture, is_shared
+from runners.eval_viewer.figures.context import NO_CONTEXT, Calibration, DrawContext
 from runners.eval_viewer.figures.overlays import picture_png
 from runners.eval_viewer.figures.pictures import picture_svg
 from runners.eval_viewer.figures.registry import output_figures
-from runners.eval_viewer.figures.values import describe_value, first_image, is_table, table_text, token_strings
+from runners.eval_viewer.figures.values import first_image, is_table, table_text, value_summary
+from runners.eval_viewer.model_report.figures import model_report_figures
 from runners.eval_viewer.shared.backend import ViewerBackend
-from runners.eval_viewer.shared.calibration import Calibration
 from runners.eval_viewer.shared.datapoint import load_item
 from runners.eval_viewer.shared.debug import EpochDebug, EpochDebugError, open_epoch_debug
 from runners.eval_viewer.shared.plotly_bundle import plotly_js
@@ -68,7 +60,7 @@ class Note(str):
     """Context shown as plain text (an ordinary ``str`` item is an alert)."""
 
 
-class Rows(list):
+class Records(list):
     """A table: a list of ``{column: value}`` dicts, drawn as an HTML table (numbers to 4 digits)."""
 
 
@@ -90,7 +82,7 @@ class Selection:
 
 
 SHARED_SECTION = f"States {SHARED}"  # drawn once in a report, not once per datapoint
-Item = Union[go.Figure, Note, Rows, Picture, str]  # a figure, a note, a table, a picture, or the text of an alert
+Item = Union[go.Figure, Note, Records, Picture, str]  # a figure, a note, a table, a picture, or the text of an alert
 Section = tuple[str, list[Item]]
 INPUT_PX = 160  # the input image beside a datapoint's row
 _STYLE = """body{font-family:sans-serif;margin:24px;max-width:1200px}
@@ -141,7 +133,7 @@ def write_html(path: str, title: str, sections: Iterable[Section], note: str = "
                              f'src="{html.escape(item.source)}" alt="{caption}" loading="lazy"></figure>')
             elif isinstance(item, Note):
                 parts.append(f'<p class="note">{html.escape(item)}</p>')
-            elif isinstance(item, Rows):
+            elif isinstance(item, Records):
                 parts.append(_html_table(item))
             else:
                 parts.append(f'<div class="alert">{html.escape(item)}</div>')
@@ -184,7 +176,7 @@ def _script_json(text: str) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _html_table(rows: Rows) -> str:
+def _html_table(rows: Records) -> str:
     columns = list(dict.fromkeys(name for row in rows for name in row))
     head = "".join(f"<th>{html.escape(str(name))}</th>" for name in columns)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(row.get(name)))}</td>" for name in columns) + "</tr>"
@@ -193,17 +185,14 @@ def _html_table(rows: Rows) -> str:
 
 
 def _cell(value: Any) -> str:
-    return "" if value is None else f"{value:.4g}" if isinstance(value, float) else describe_value(value)
+    return "" if value is None else f"{value:.4g}" if isinstance(value, float) else value_summary(value)
 
 
-def datapoint_items(outputs: Mapping[str, Any], image: Optional[np.ndarray] = None,
-                    class_names: Optional[dict[int, str]] = None,
-                    shared: Optional[dict[str, go.Figure]] = None, tokens: Optional[list[str]] = None,
-                    inputs: Optional[dict[str, Any]] = None, calibration: Optional[Calibration] = None) -> list[Item]:
-    """Each debugger's figures, titled with its name (classes by ``class_names``, attention axes by the
-    datapoint's ``tokens``, a clip's frames from its ``inputs``, the epoch's ``calibration`` pairs, as in the
-    viewer); errors and skipped layers as alerts. With ``shared``, a figure of a state the same for every datapoint
-    (a position encoding) goes there once, by title, and the datapoint gets a note instead of another copy."""
+def datapoint_items(outputs: Mapping[str, Any], context: DrawContext = NO_CONTEXT,
+                    shared: Optional[dict[str, go.Figure]] = None) -> list[Item]:
+    """Each debugger's figures, titled with its name and drawn with ``context`` as the viewer draws them (through
+    the figure registry); errors and skipped layers as alerts. With ``shared``, a figure of a state the same for
+    every datapoint (a position encoding) goes there once, by title, and the datapoint gets a note instead."""
     items: list[Item] = []
     for name, output in outputs.items():
         kind = output.get("kind") if isinstance(output, dict) else None
@@ -212,7 +201,7 @@ def datapoint_items(outputs: Mapping[str, Any], image: Optional[np.ndarray] = No
             items.append(f"{name}: {detail}{output.get('message')}")
             continue
         try:
-            figures = output_figures(output, image, class_names, tokens, inputs, calibration)
+            figures = output_figures(output, context)
         except Exception as exc:  # one odd output (a crafted page) must not cost the rest of the report
             items.append(f"{name}: this output cannot be drawn ({type(exc).__name__}: {exc})")
             continue
@@ -225,106 +214,6 @@ def datapoint_items(outputs: Mapping[str, Any], image: Optional[np.ndarray] = No
             items.append(Note(f"{fig.layout.title.text}: drawn once, under '{SHARED_SECTION}'"))
     across = attention_across_layers_figure(dict(outputs))
     return items if across is None else [across, *items]
-
-
-def visualize_debug_states(debug_states: Mapping[str, Any], save_path: Optional[str] = None,
-                           create_summary: bool = False, image: Optional[np.ndarray] = None,
-                           datapoint: int = 0) -> list[go.Figure]:
-    """Figures of debug states, for notebooks and scripts (the SAM2 guide's ``visualize_debug_states``).
-
-    ``debug_states`` is either the guide's states, ``{component: {state: {'data', 'metadata'}}}`` as
-    ``get_debug_states()`` gives them (datapoint ``datapoint`` of each is drawn, along its batch dimension:
-    0, or ``metadata['batch_dim']``; a state declared without one, ``batch_dim`` None, is drawn whole), or
-    one datapoint's debug outputs ``{debugger_name: output}`` as ``load_debug_outputs`` gives them, or one
-    output. States are drawn by kind as ``CaptureDebugger``'s are (attention, embeddings, position encodings,
-    other tensors), a state's ``'gradient'`` beside it. ``create_summary``: first, a table of every array
-    (shape, dtype, range, mean, std, NaN and Inf counts). ``save_path`` (a ``.html`` file, or a folder that
-    gets ``debug_states.html``): the same as one self-contained HTML page.
-    """
-    if is_guide_states(debug_states):
-        outputs = {"debug states": states_of_datapoint(debug_states, datapoint)}
-    else:  # page values already, unless given straight from a debugger
-        outputs = to_page_value({"output": debug_states} if "kind" in debug_states else debug_states)
-    items: list[Item] = [summary_table(outputs)] if create_summary else []
-    items += datapoint_items(outputs, image)
-    if save_path is not None:
-        path = save_path if save_path.endswith(".html") else os.path.join(save_path, "debug_states.html")
-        write_html(path, "Lantern debug outputs", [("debug outputs", items)])
-    return [item for item in items if isinstance(item, go.Figure)]
-
-
-def is_guide_states(value: Any) -> bool:
-    """Whether ``value`` is ``{component: {state: {'data': ...}}}``, as the guide's ``get_debug_states`` gives."""
-    return isinstance(value, Mapping) and bool(value) and all(
-        isinstance(states, Mapping) and states and all(isinstance(r, Mapping) and "data" in r for r in states.values())
-        for states in value.values())
-
-
-def states_of_datapoint(states: Mapping[str, Mapping[str, Mapping[str, Any]]], datapoint: int) -> dict[str, Any]:
-    """The guide's states as one datapoint's ``captured_states`` output (``CaptureDebugger``'s records)."""
-    drawn: dict[str, dict[str, Any]] = {}
-    for component, records in states.items():
-        for state, record in records.items():
-            metadata = dict(record.get("metadata") or {})
-            batch_dim = metadata.get("batch_dim", 0)
-            parts = [(state, record["data"], state_kind(state, metadata))]
-            if record.get("gradient") is not None:
-                parts.append((f"{state}.gradient", record["gradient"], KIND_TENSOR))
-            for name, data, kind in parts:
-                drawn.setdefault(component, {})[name] = {
-                    "kind": kind, "data": to_page_value(_row(data, batch_dim, datapoint, f"{component}.{name}")),
-                    "metadata": {key: plain(value) for key, value in metadata.items()},
-                    "unsplit": [], "shared": batch_dim is None}
-    return {"kind": KIND_CAPTURED_STATES, "states": drawn}
-
-
-def _row(data: Any, batch_dim: Optional[int], datapoint: int, where: str) -> Any:
-    """Datapoint ``datapoint`` of a tensor or array along ``batch_dim`` (a size-1 dimension is every datapoint's)."""
-    if batch_dim is None or not hasattr(data, "shape") or len(data.shape) <= batch_dim:
-        return data
-    size = data.shape[batch_dim]
-    if size != 1 and datapoint >= size:
-        raise ExportError(f"state {where} has {size} datapoint(s) along its batch dimension {batch_dim}; "
-                          f"there is no datapoint {datapoint}")
-    index = [slice(None)] * batch_dim + [0 if size == 1 else datapoint]
-    return data[tuple(index)]
-
-
-def summary_table(outputs: Mapping[str, Any]) -> go.Figure:
-    """One row per array in ``outputs`` (page values): where it is, shape, dtype, min, max, mean, std, NaN and Inf
-    counts; a captured state is named ``component.state``."""
-    rows = [_array_row(path, array) for name, output in outputs.items() for path, array in _arrays(output, name)]
-    columns = ["array", "shape", "dtype", "min", "max", "mean", "std", "NaN", "Inf"]
-    table = go.Figure(go.Table(header={"values": columns, "align": "left"},
-                               cells={"values": [[row[k] for row in rows] for k in columns], "align": "left"}))
-    return table.update_layout(title_text=f"summary: {len(rows)} array(s)", height=120 + 26 * max(len(rows), 1))
-
-
-def _arrays(value: Any, path: str) -> Iterable[tuple[str, np.ndarray]]:
-    if isinstance(value, np.ndarray):
-        yield path, value
-    elif isinstance(value, Mapping) and value.get("kind") == KIND_CAPTURED_STATES:
-        for component, states in value.get("states", {}).items():
-            for state, record in states.items():
-                yield from _arrays(record.get("data"), f"{path}.{component}.{state}")
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from _arrays(item, f"{path}.{key}")
-    elif isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            yield from _arrays(item, f"{path}[{i}]")
-
-
-def _array_row(path: str, array: np.ndarray) -> dict[str, Any]:
-    row: dict[str, Any] = {"array": path, "shape": str(array.shape), "dtype": str(array.dtype)}
-    numeric = array.dtype.kind in "biuf" and array.size > 0
-    values = array.astype(np.float64) if numeric else None
-    finite = values[np.isfinite(values)] if numeric else None
-    for key, reduce in (("min", np.min), ("max", np.max), ("mean", np.mean), ("std", np.std)):
-        row[key] = f"{reduce(finite):.4g}" if numeric and finite.size else ""
-    row["NaN"] = int(np.isnan(values).sum()) if numeric else ""
-    row["Inf"] = int(np.isinf(values).sum()) if numeric else ""
-    return row
 
 
 # ------------------------------------------------------------------- runs
@@ -367,7 +256,7 @@ def _image_of(datapoint: Optional[dict[str, Any]]) -> Optional[np.ndarray]:
 def _summary(datapoint: Optional[dict[str, Any]], row: Optional[dict[str, Any]]) -> list[Item]:
     """The datapoint's row of the epoch table (label, prediction, scores), its input image, then its labels and
     meta info."""
-    items: list[Item] = [Rows([row])] if row else []
+    items: list[Item] = [Records([row])] if row else []
     image = _image_of(datapoint)
     if image is not None:
         png = base64.b64encode(picture_png(image, None, INPUT_PX)).decode("ascii")
@@ -375,13 +264,12 @@ def _summary(datapoint: Optional[dict[str, Any]], row: Optional[dict[str, Any]])
     for part in ("labels", "meta_info"):
         values = (datapoint or {}).get(part)
         if values:
-            items += [Note(part.replace("_", " ")), Rows([{key: value for key, value in values.items()}])]
+            items += [Note(part.replace("_", " ")), Records([{key: value for key, value in values.items()}])]
     return items
 
 
 def _datapoint_section(outputs: Union[EpochDebug, EpochDebugError], idx: int, datapoint: Optional[dict[str, Any]],
-                       row: Optional[dict[str, Any]], classes: dict[int, str], shared: dict[str, go.Figure],
-                       calibration: Optional[Calibration] = None) -> list[Item]:
+                       row: Optional[dict[str, Any]], found: TableRows, shared: dict[str, go.Figure]) -> list[Item]:
     if isinstance(outputs, EpochDebugError):
         return [*_summary(datapoint, row), str(outputs)]
     try:
@@ -392,9 +280,8 @@ def _datapoint_section(outputs: Union[EpochDebug, EpochDebugError], idx: int, da
         indices = outputs.indices  # read without error before (``export_report``)
         return [f"no debug outputs for idx {idx}; this epoch has idx {min(indices)}..{max(indices)} "
                 f"({len(indices)} datapoints)"]
-    return _summary(datapoint, row) + datapoint_items(debug_outputs, _image_of(datapoint), classes, shared,
-                                                      token_strings(datapoint or {}), (datapoint or {}).get("inputs"),
-                                                      calibration)
+    context = replace(DrawContext.of(datapoint or {}), class_names=found.class_names, calibration=found.calibration)
+    return _summary(datapoint, row) + datapoint_items(debug_outputs, context, shared)
 
 
 @dataclass
@@ -451,12 +338,12 @@ def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[in
     outputs = _open_outputs(epoch_dir)
     datapoints, note = load_inputs(backend, run_dir, indices)
     found = table_rows(backend, run_dir, epoch_dir, indices)
-    summary = Rows(found.rows[i] for i in indices if i in found.rows)
+    summary = Records(found.rows[i] for i in indices if i in found.rows)
     sections: list[Section] = [("Datapoints", [*found.problems, *([summary] if summary else [])]),
                                *_model_section(run_dir)]
     shared: dict[str, go.Figure] = {}
-    drawn = [(f"Datapoint {idx}", _datapoint_section(outputs, idx, datapoints.get(idx), found.rows.get(idx),
-                                                     found.class_names, shared, found.calibration))
+    drawn = [(f"Datapoint {idx}", _datapoint_section(outputs, idx, datapoints.get(idx), found.rows.get(idx), found,
+                                                     shared))
              for idx in indices]
     sections += [*([(SHARED_SECTION, list(shared.values()))] if shared else []), *drawn]
     run_name = found.run_name or os.path.basename(os.path.abspath(run_dir))
@@ -488,26 +375,3 @@ def _model_section(run_dir: str) -> list[Section]:
     except (OSError, ValueError) as exc:
         return [("Model", [f"{MODEL_REPORT_FILE} of the run cannot be read ({exc})"])]
 
-
-def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run", required=True, help="trainer or evaluator work dir")
-    parser.add_argument("--epoch", type=int, default=None, help="trainer epoch (default: latest with debug outputs)")
-    parser.add_argument("--idx", type=int, nargs="+", required=True, help="dataset indices of the datapoints")
-    parser.add_argument("--out", default="report.html", help="HTML file to write")
-    parser.add_argument("--trust-configs", action="store_true",
-                        help="import the config file the run names to rebuild inputs it did not capture "
-                             "(runs code: only for runs you trust)")
-    args = parser.parse_args(argv)
-    try:
-        backend = ViewerBackend([args.run], trust_configs=args.trust_configs)
-        path = export_report(args.run, args.idx, args.out, args.epoch, backend)
-    except LanternUserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"Report written to {os.path.abspath(path)}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

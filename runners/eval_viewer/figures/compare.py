@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+from dataclasses import replace
 from itertools import zip_longest
 from typing import Any, Optional
 
@@ -31,10 +32,10 @@ from runners.eval_viewer.figures.base import (
     Figures,
     colour_bar,
     colour_unit,
-    feature_map_figures,
     is_picture,
     with_caption_rows,
 )
+from runners.eval_viewer.figures.context import NO_CONTEXT, DrawContext
 from runners.eval_viewer.figures.registry import output_figures
 
 Row = list[Optional[go.Figure]]
@@ -51,15 +52,14 @@ COLOUR_BAR = {"orientation": "h", "thickness": 8, "len": 1, "x": 0.5, "xanchor":
 COLOUR_BAR_PX = 34  # room under the plot for a horizontal colour bar and its tick labels
 
 
-def compare_figures(outputs: list[Any], contexts: Optional[list[dict[str, Any]]] = None) -> list[Row]:
+def compare_figures(outputs: list[Any], contexts: Optional[list[DrawContext]] = None) -> list[Row]:
     """Rows of figures: one cell per output (None where a column has no such figure), then, for two columns
     or more, the difference of the last and the first column (None where they cannot be subtracted).
-    ``contexts`` holds each column's ``figures_for_output`` keywords (``image``, ``class_names``, ``tokens``)."""
-    contexts = contexts or [{}] * len(outputs)
+    ``contexts`` holds what each column is drawn with; feature maps draw the same channels in every column."""
     channels = aligned_channels(outputs)
     columns: list[Figures] = []
-    for output, context in zip(outputs, contexts):
-        figures = feature_map_figures(output, channels) if channels is not None else _figures(output, context)
+    for output, context in zip(outputs, contexts or [NO_CONTEXT] * len(outputs)):
+        figures = [] if output is None else output_figures(output, replace(context, channels=channels))
         columns.append([_spaced(fig) for fig in figures])
     rows = [list(row) for row in zip_longest(*columns)]
     for row in rows:
@@ -132,10 +132,6 @@ def _panel_count(fig: go.Figure) -> int:
 
 def _is_table(fig: go.Figure) -> bool:
     return any(isinstance(trace, go.Table) for trace in fig.data)
-
-
-def _figures(output: Any, context: dict[str, Any]) -> Figures:
-    return [] if output is None else output_figures(output, **context)
 
 
 def aligned_channels(outputs: list[Any]) -> Optional[list[int]]:

@@ -15,7 +15,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from debuggers.mask_debugger import IGNORED
-from runners.eval_viewer.figures.base import AXIS_TITLES, Figures, _finish, display_image, title_number
+from runners.eval_viewer.figures.base import AXIS_TITLES, Figures, display_image, finish, title_number
+from runners.eval_viewer.figures.context import DrawContext
 
 MAX_FRAMES = 8  # panels of a clip's masks drawn side by side
 HEIGHT, TOP, BOTTOM = 560, 115, 130  # the overlay's pixels: the title and the buttons above, legend and slider below
@@ -36,13 +37,12 @@ VIEWS = {  # button -> layers shown (the others stay in the legend, one click aw
 }
 
 
-def mask_figures(output: dict[str, Any], image: Optional[np.ndarray] = None, frames: Optional[np.ndarray] = None,
-                 calibration: Optional[dict[str, dict[str, np.ndarray]]] = None) -> Figures:
-    """The overlay of the masks over ``image`` (or each of a clip's ``frames``), the datapoint's IoU (true, and
-    predicted by the model where it predicts one), and, with ``calibration`` (the epoch's ``predicted_iou`` against
-    ``iou``, ``runners.eval_viewer.backend.calibration``), where this datapoint lies among the others."""
-    figures = [mask_overlay_figure(output, image, frames), iou_figure(output)]
-    pair = (calibration or {}).get("iou")
+def mask_figures(output: dict[str, Any], context: DrawContext) -> Figures:
+    """The overlay of the masks over the context's image (or each of a clip's frames), the datapoint's IoU (true,
+    and predicted by the model where it predicts one), and, with the context's calibration pairs (the epoch's
+    ``predicted_iou`` against ``iou``), where this datapoint lies among the others."""
+    figures = [mask_overlay_figure(output, context.image, context.frames), iou_figure(output)]
+    pair = (context.calibration or {}).get("iou")
     if pair is not None and len(pair.get("true", ())):
         this = (output.get("predicted_iou"), output.get("iou")) if output.get("predicted_iou") is not None else None
         figures.append(calibration_figure(pair["true"], pair["predicted"], pair.get("idx"), this))
@@ -103,7 +103,7 @@ def mask_overlay_figure(output: dict[str, Any], image: Optional[np.ndarray] = No
     iou = title_number(output.get("iou"))
     predicted = f", predicted {title_number(output.get('predicted_iou'))}" if output.get("predicted_iou") is not None \
         else ""
-    figure = _finish(fig, f"masks over the input: IoU {iou}{predicted}", HEIGHT,
+    figure = finish(fig, f"masks over the input: IoU {iou}{predicted}", HEIGHT,
                      {"t": TOP, "b": BOTTOM, "l": 10, "r": 10})
     figure.update_layout(title={"y": 1 - 8 / HEIGHT, "yanchor": "top"})  # at the very top, above the buttons
     return figure
@@ -171,7 +171,7 @@ def iou_figure(output: dict[str, Any]) -> go.Figure:
     title = f"IoU {title_number(output.get('iou'))}, Dice {title_number(output.get('dice'))}"
     if output.get("predicted_iou") is not None:
         title += f"; the model predicted IoU {title_number(output.get('predicted_iou'))}"
-    return _finish(fig, title, 300, {**AXIS_TITLES, "b": 70})
+    return finish(fig, title, 300, {**AXIS_TITLES, "b": 70})
 
 
 def calibration_figure(true: np.ndarray, predicted: np.ndarray, idx: Optional[np.ndarray] = None,
@@ -198,7 +198,7 @@ def calibration_figure(true: np.ndarray, predicted: np.ndarray, idx: Optional[np
     fig.update_yaxes(range=[-0.02, 1.02], title_text="true IoU")
     fig.update_layout(legend={"orientation": "h", "y": -0.25})
     error = float(np.mean(np.abs(predicted[usable] - true[usable]))) if usable.any() else math.nan
-    return _finish(fig, f"IoU calibration over the epoch: mean |predicted - true| {title_number(error)} "
+    return finish(fig, f"IoU calibration over the epoch: mean |predicted - true| {title_number(error)} "
                         f"({int(usable.sum())} datapoints)", 380, {**AXIS_TITLES, "b": 95})
 
 

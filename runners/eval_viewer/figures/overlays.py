@@ -20,7 +20,8 @@ import plotly.graph_objects as go
 
 from debuggers import outputs as kinds
 from debuggers.mask_debugger import IGNORED
-from runners.eval_viewer.figures.base import display_image, patch_attention
+from runners.eval_viewer.figures.attention import patch_attention
+from runners.eval_viewer.figures.base import display_image
 from runners.eval_viewer.figures.pictures import composite
 
 OPACITY = 0.45  # as Grad-CAM over the image in the Datapoint tab

@@ -26,13 +26,13 @@ import plotly.graph_objects as go
 from runners.eval_viewer.figures.base import (
     SHARED,
     Figures,
-    _finish,
-    _grid,
-    _image_axes,
-    _table,
     colour_bar,
     display_image,
+    finish,
+    image_axes,
+    maps_figure,
     pca_rgb,
+    table_figure,
     title_number,
 )
 
@@ -179,7 +179,7 @@ def prompt_attention_figures(states: States, image: Optional[np.ndarray] = None,
     fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, scaleanchor="y", constrain="domain")
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed", constrain="domain")
     label = "prompt" if token == PROMPT_TOKEN else token
-    return [_finish(fig, f"{label} token to image cross-attention, per head (columns) and layer (rows)"
+    return [finish(fig, f"{label} token to image cross-attention, per head (columns) and layer (rows)"
                          f"{' over the input' if image is not None else ''}",
                     120 + 110 * len(maps), {"l": 110, "t": 60})]
 
@@ -219,19 +219,19 @@ def position_encoding_figures(states: States) -> Figures:
     dims = sorted(set(np.linspace(0, encoding.shape[0] - 1, min(MAX_DIMS, encoding.shape[0])).astype(int).tolist()))
     half = encoding.shape[0] // 2
     titles = [f"dim {d} ({'y' if d < half else 'x'})" for d in dims]
-    figures = [_grid([encoding[d] for d in dims], titles,
+    figures = [maps_figure([encoding[d] for d in dims], titles,
                      f"position_encoding_sine: {len(dims)} of {encoding.shape[0]} dimensions over the "
                      f"{encoding.shape[1]}x{encoding.shape[2]} grid (first half rows, second half columns)",
                      "encoding")]
     pca = go.Figure(go.Image(z=pca_rgb(encoding)))
-    _image_axes(pca)
-    figures.append(_finish(pca, "position_encoding_sine: top-3 principal components as RGB", 300))
+    image_axes(pca)
+    figures.append(finish(pca, "position_encoding_sine: top-3 principal components as RGB", 300))
     frequencies = _array(states, "position_encoding_sine", "frequency_dimensions")
     if frequencies is not None and frequencies.ndim == 1:
         bars = go.Figure(go.Bar(x=np.arange(len(frequencies)), y=2 * np.pi * frequencies))
         bars.update_xaxes(title_text="dimension (per axis)")
         bars.update_yaxes(title_text="wavelength (in 2π of the image)", type="log")
-        figures.append(_finish(bars, "position_encoding_sine: the wavelength of each dimension", 260,
+        figures.append(finish(bars, "position_encoding_sine: the wavelength of each dimension", 260,
                                {"l": 70, "b": 45}))
     return [_shared(figure) for figure in figures]
 
@@ -258,8 +258,8 @@ def feature_figures(states: States, image: Optional[np.ndarray] = None, suffix: 
         fig.layout[f"yaxis{suffix_axis}"] = {"domain": [0, 0.88], "anchor": f"x{suffix_axis}"}
         fig.add_annotation(text=caption, x=0.5, y=1.0, xref=f"x{suffix_axis} domain", yref=f"y{suffix_axis} domain",
                            yanchor="bottom", showarrow=False, font={"size": 10})
-    _image_axes(fig)
-    return [_finish(fig, "vision features: top-3 principal components as RGB, per level", 260)]
+    image_axes(fig)
+    return [finish(fig, "vision features: top-3 principal components as RGB, per level", 260)]
 
 
 # ------------------------------------------------------------- mask decoder
@@ -273,7 +273,7 @@ def mask_decoder_figures(states: States, suffix: str = "") -> Figures:
     if masks is not None and masks.ndim == 3:
         captions = [f"mask {i}" + (f": predicted IoU {title_number(ious.reshape(-1)[i])}" if ious is not None and
                                    ious.size > i else "") for i in range(len(masks))]
-        figures.append(_grid(list(masks), captions, f"{component}.raw_masks_output: mask logits at "
+        figures.append(maps_figure(list(masks), captions, f"{component}.raw_masks_output: mask logits at "
                                                     f"{masks.shape[1]}x{masks.shape[2]}, before upsampling",
                              "mask logit"))
     hyper = sorted((state for state in (states.get(component) or {}) if state.startswith("hypernetwork_output_")),
@@ -289,7 +289,7 @@ def mask_decoder_figures(states: States, suffix: str = "") -> Figures:
         fig.update_layout(barmode="group", legend={"orientation": "h", "y": -0.25})
         fig.update_xaxes(title_text="channel of the upscaled embedding", dtick=1)
         fig.update_yaxes(title_text="weight")
-        figures.append(_finish(fig, f"{component}: hypernetwork outputs, the weight each mask token gives each "
+        figures.append(finish(fig, f"{component}: hypernetwork outputs, the weight each mask token gives each "
                                     "channel of the upscaled embedding", 300, {"l": 60, "b": 80}))
     return figures
 
@@ -326,10 +326,10 @@ def memory_attention_figures(states: States) -> Figures:
                                   texttemplate="%{z:.2f}", hovertemplate="%{y} on frame %{x}: %{z:.3f}<extra></extra>"))
     matrix.update_xaxes(title_text="memory frame", dtick=1)
     matrix.update_yaxes(autorange="reversed")
-    figures = [_finish(matrix, "memory attention: the share of each frame's attention on each earlier frame",
+    figures = [finish(matrix, "memory attention: the share of each frame's attention on each earlier frame",
                        140 + 34 * len(frames), {"l": 80, "b": 45})]
     if spatial:
-        figures.append(_grid(spatial[:4 * MAX_PANELS], captions[:4 * MAX_PANELS],
+        figures.append(maps_figure(spatial[:4 * MAX_PANELS], captions[:4 * MAX_PANELS],
                              "memory attention over each memory frame's grid (heads and queries averaged)",
                              "attention weight"))
     return figures
@@ -345,7 +345,7 @@ def states_table(states: States) -> Optional[go.Figure]:
             if data is None:
                 continue
             rows.append((f"{component}.{state}", _describe(data)))
-    return _table(rows, "captured states: shape, mean ± std, range", ("state", "statistics")) if rows else None
+    return table_figure(rows, "captured states: shape, mean ± std, range", ("state", "statistics")) if rows else None
 
 
 def _describe(data: np.ndarray) -> str:

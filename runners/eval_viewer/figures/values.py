@@ -21,7 +21,7 @@ FIGURE_TITLE = {"fontSize": "14px", "color": "#2a3f5f", "margin": "4px 0"}  # as
 GRAPH_CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": "hover"}  # no toolbar over titles
 
 
-def to_numpy(value: Any) -> Optional[np.ndarray]:
+def array_or_none(value: Any) -> Optional[np.ndarray]:
     """A NumPy view of a tensor or array; None for anything else."""
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().float().numpy() if value.is_floating_point() else value.detach().cpu().numpy()
@@ -32,7 +32,7 @@ def to_numpy(value: Any) -> Optional[np.ndarray]:
 
 def as_image(value: Any) -> Optional[np.ndarray]:
     """(H, W, 3) or (H, W) float image in [0, 1] from a (C, H, W) or (H, W) array; None if not image-shaped."""
-    array = to_numpy(value)
+    array = array_or_none(value)
     if array is None or array.dtype.kind not in "fiub" or array.size == 0:
         return None
     if array.ndim == 3 and array.shape[0] in IMAGE_CHANNELS:
@@ -103,9 +103,9 @@ def table_text(figure: go.Figure) -> str:
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
 
 
-def describe_value(value: Any) -> str:
+def value_summary(value: Any) -> str:
     """Text for a value that is not drawn as an image: scalars as such, arrays by shape and range."""
-    array = to_numpy(value)
+    array = array_or_none(value)
     if array is None:
         return _scalar_text(value)
     if array.size == 1:
@@ -125,12 +125,12 @@ def value_component(name: str, value: Any) -> Any:
     """An image graph for image-shaped values, a table for dicts, text otherwise."""
     image = as_image(value)
     if image is not None:
-        return image_component(image, f"{name} {tuple(to_numpy(value).shape)}")
+        return image_component(image, f"{name} {tuple(array_or_none(value).shape)}")
     if isinstance(value, dict):
         return html.Div([html.Strong(name), key_value_table(value)])
-    return html.Div([html.Strong(f"{name}: "), html.Span(describe_value(value))])
+    return html.Div([html.Strong(f"{name}: "), html.Span(value_summary(value))])
 
 
 def key_value_table(mapping: dict) -> html.Table:
-    rows = [html.Tr([html.Th(str(key)), html.Td(describe_value(value))]) for key, value in mapping.items()]
+    rows = [html.Tr([html.Th(str(key)), html.Td(value_summary(value))]) for key, value in mapping.items()]
     return html.Table(html.Tbody(rows), className="key-value-table")

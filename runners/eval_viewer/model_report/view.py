@@ -7,8 +7,8 @@ from typing import Optional
 from dash import dcc, html
 
 from debuggers.model_report import MODEL_REPORT_FILE
-from runners.eval_viewer.figures.base import model_report_figures
 from runners.eval_viewer.figures.values import GRAPH_CONFIG
+from runners.eval_viewer.model_report.figures import model_report_figures
 from runners.eval_viewer.model_report.ids import MODEL_REPORT_PANEL, TAB_MODEL_REPORT
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.components import message, tab_of

@@ -18,8 +18,9 @@ from analysis.failures import Findings
 from debuggers.pages.errors import DebugDataError
 from debuggers.pages.reader import DEBUGGER_DIR
 from runners.eval_viewer.address.saved_views import SavedViews
+from runners.eval_viewer.figures.context import Calibration
 from runners.eval_viewer.shared.cache import BoundedCache
-from runners.eval_viewer.shared.calibration import Calibration, calibration_points
+from runners.eval_viewer.shared.calibration import calibration_points
 from runners.eval_viewer.shared.datasets import DatasetUnavailable, build_run_dataset, captured_folder, config_signature
 from runners.eval_viewer.shared.debug import EpochDebug, EpochDebugError, index_signature, open_pages
 from runners.eval_viewer.shared.findings import epoch_findings

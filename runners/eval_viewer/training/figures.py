@@ -21,7 +21,8 @@ from plotly.subplots import make_subplots
 
 from analysis.training_spikes import spikes
 from debuggers.pages.training_log import GRAD_FROZEN, GRAD_MISSING, GRAD_OK, GRAD_STATES, GRAD_ZERO, TrainingLog
-from runners.eval_viewer.figures.base import AXIS_TITLES, COLOUR_BAR_MARGIN, FLAG_COLOURS, LOOK, MARGIN, title_number
+from runners.eval_viewer.figures.base import AXIS_TITLES, COLOUR_BAR_MARGIN, LOOK, MARGIN, title_number
+from runners.eval_viewer.figures.gradients import FLAG_COLOURS
 
 MAX_POINTS = 20_000
 MAX_CELLS = 150_000  # of a heatmap (layers x steps): a few MB of JSON for the browser

@@ -12,7 +12,8 @@ from data.viewer.debug_utils import clear_debug_states, disable_debug_mode, enab
 from debuggers.capture_debugger import CaptureDebugger
 from debuggers.mask_debugger import MaskDebugger
 from models.promptable_segmenter import PromptableSegmenter
-from runners.eval_viewer.export.report import visualize_debug_states
+from runners.eval_viewer.export.debug_states import visualize_debug_states
+from runners.eval_viewer.figures.context import DrawContext
 from runners.eval_viewer.figures.masks import VIEWS, calibration_curve, calibration_figure, error_layers, mask_figures
 from runners.eval_viewer.figures.registry import output_figures
 from runners.eval_viewer.figures.sam2 import states_table
@@ -45,10 +46,10 @@ def test_error_layers_against_numpy():
 def test_the_overlay_draws_each_layer_over_the_input_with_its_controls(captured):
     outputs, batch, _ = captured
     output = outputs[1]["masks"]
-    overlay, iou, calibration = mask_figures(output, batch["inputs"]["image"][1].numpy(),
-                                             calibration={"iou": {"true": np.array([0.2, 0.9, 0.5]),
-                                                                  "predicted": np.array([0.3, 0.8, 0.5]),
-                                                                  "idx": np.array([0, 1, 2])}})
+    calibration = {"iou": {"true": np.array([0.2, 0.9, 0.5]), "predicted": np.array([0.3, 0.8, 0.5]),
+                           "idx": np.array([0, 1, 2])}}
+    overlay, iou, calibration = mask_figures(output, DrawContext(image=batch["inputs"]["image"][1].numpy(),
+                                                                 calibration=calibration))
     traces = {trace.name: trace for trace in overlay.data}
     assert isinstance(traces["input"], go.Image)
     label, predicted = output["label_mask"][0] > 0, output["predicted_mask"][0] > 0
@@ -83,7 +84,7 @@ def test_calibration_curve_is_the_mean_true_iou_per_bin():
 def test_sam2_figures_from_a_page_and_from_the_guides_batched_states(captured):
     outputs, batch, model = captured
     image = batch["inputs"]["image"][0].numpy()
-    figures = output_figures(outputs[0]["states"], image=image)
+    figures = output_figures(outputs[0]["states"], DrawContext(image=image))
     titles = [str(figure.layout.title.text) for figure in figures]
     assert any(title.startswith("prompt token to image cross-attention") for title in titles)
     attention = figures[titles.index(next(t for t in titles if t.startswith("prompt token")))]
@@ -127,8 +128,8 @@ def test_the_prompt_is_drawn_where_it_lies_when_the_masks_are_strided():
         outputs = model(batch["inputs"])
     output = MaskDebugger(max_side=8)({**batch, "outputs": outputs}, model)
     assert output["label_mask"].shape[-2:] == (8, 8)
-    star = next(trace for trace in mask_figures({key: value[0] if isinstance(value, torch.Tensor) else value
-                                                 for key, value in output.items()})[0].data
+    star = next(trace for trace in output_figures({key: value[0] if isinstance(value, torch.Tensor) else value
+                                                   for key, value in output.items()})[0].data
                 if trace.name == "prompt point")
     x, y = batch["inputs"]["point"][0].tolist()
     assert (round(star.x[0]), round(star.y[0])) == (int(x) // 4, int(y) // 4)

@@ -30,21 +30,21 @@ from runners.eval_viewer.compare_epochs.display_compare import CompareColumn, di
 from runners.eval_viewer.compare_epochs.view import epoch_columns
 from runners.eval_viewer.datapoint.display_debug_outputs import display_debug_outputs, drawn_figure
 from runners.eval_viewer.datapoint.view import render_datapoint
+from runners.eval_viewer.figures.attention import attention_heads_figure, patch_attention
 from runners.eval_viewer.figures.base import (
     MAX_PANELS,
     SHARED,
-    attention_heads_figure,
     display_image,
-    figures_for_output,
     grid_tile,
     is_picture,
     is_shared,
-    log_ticks,
-    patch_attention,
     table_height,
 )
 from runners.eval_viewer.figures.compare import aligned_channels, compare_figures
+from runners.eval_viewer.figures.context import DrawContext
+from runners.eval_viewer.figures.gradients import log_ticks
 from runners.eval_viewer.figures.pictures import picture_component
+from runners.eval_viewer.figures.registry import output_figures
 from runners.eval_viewer.figures.values import as_image, image_component, key_value_table
 from runners.eval_viewer.scores.data import history_data
 from runners.eval_viewer.shared.backend import ViewerBackend
@@ -88,7 +88,7 @@ def epochs(tmp_path_factory):
 def test_grad_cam_of_a_wrong_prediction_shows_label_and_prediction_by_class_name(epochs):
     outputs, images, labels, predicted = epochs[0]
     out = outputs[1]["cam"]
-    (fig,) = figures_for_output(out, image=images[1].numpy(), class_names=NAMES)
+    (fig,) = output_figures(out, DrawContext(image=images[1].numpy(), class_names=NAMES))
     titles = [a.text for a in fig.layout.annotations]
     assert titles == [f"label: {NAMES[int(labels[1])]}", f"prediction: {NAMES[int(predicted[1])]}"]
     heat = traces(fig, go.Heatmap)
@@ -99,9 +99,9 @@ def test_grad_cam_of_a_wrong_prediction_shows_label_and_prediction_by_class_name
 
 def test_grad_cam_of_a_right_prediction_is_one_map_titled_by_both(epochs):
     outputs, _, labels, _ = epochs[0]
-    (fig,) = figures_for_output(outputs[0]["cam"], class_names=NAMES)
+    (fig,) = output_figures(outputs[0]["cam"], DrawContext(class_names=NAMES))
     assert [a.text for a in fig.layout.annotations] == [f"label and prediction: {NAMES[int(labels[0])]}"]
-    (unnamed,) = figures_for_output(outputs[0]["cam"])
+    (unnamed,) = output_figures(outputs[0]["cam"])
     assert unnamed.layout.annotations[0].text == f"label and prediction: class {int(labels[0])}"
 
 
@@ -128,8 +128,9 @@ def test_compared_feature_maps_show_the_same_channels_on_one_scale_and_their_dif
 
 def test_compared_grad_cam_titles_break_after_their_role_to_fit_narrow_columns(epochs):
     wrong = [epochs[0][0][1]["cam"], epochs[1][0][1]["cam"]]  # datapoint 1 is predicted wrong
-    drawn = [[note.text for note in figures_for_output(out, class_names=NAMES)[0].layout.annotations] for out in wrong]
-    (row,) = compare_figures(wrong, [{"class_names": NAMES}] * 2)
+    named = DrawContext(class_names=NAMES)
+    drawn = [[note.text for note in output_figures(out, named)[0].layout.annotations] for out in wrong]
+    (row,) = compare_figures(wrong, [named] * 2)
     svgs = [svg for fig in row if fig is not None for _, svg in _pictures(drawn_figure(fig, "compare-figure"))]
     assert len(svgs) >= 2  # both columns (and their difference, where both show the same classes), each a picture
     for svg, titles in zip(svgs, drawn):
@@ -185,7 +186,7 @@ def test_log_axis_labels_only_1_2_5_or_powers_of_ten(low, high, expected):
 
 def test_gradient_flow_labels_its_log_axis_sparsely(epochs):
     out = epochs[0][0][0]["gf"]
-    (fig,) = figures_for_output(out)
+    (fig,) = output_figures(out)
     norms = np.asarray(out["grad_norms"])
     assert list(fig.layout.yaxis.tickvals) == log_ticks(norms.min(), norms.max())
     assert len(fig.layout.yaxis.tickvals) <= 9
@@ -193,7 +194,7 @@ def test_gradient_flow_labels_its_log_axis_sparsely(epochs):
 
 
 def test_statistics_table_is_as_tall_as_its_rows(epochs):
-    table = figures_for_output(epochs[0][0][0]["st"])[0]
+    table = output_figures(epochs[0][0][0]["st"])[0]
     rows = len(traces(table, go.Table)[0].cells.values[0])
     assert table.layout.height == table_height(rows)
     assert table.layout.height < 120 + 28 * rows  # the old height, which left a blank gap
@@ -204,18 +205,18 @@ def test_figures_have_fixed_margins_and_no_per_trace_template(epochs):
     """A colour bar or tick label must not make the browser lay a figure out twice, nor every figure carry
     plotly's 4 kB template of per-trace defaults."""
     outputs = epochs[0][0][1]
-    for fig in [fig for name in ("cam", "fm", "st") for fig in figures_for_output(outputs[name])]:
+    for fig in [fig for name in ("cam", "fm", "st") for fig in output_figures(outputs[name])]:
         assert fig.layout.margin.autoexpand is False
         assert not fig.layout.template.data.to_plotly_json()
         if any(isinstance(trace, go.Heatmap) and trace.showscale is not False for trace in fig.data):
             assert fig.layout.margin.r >= 80  # the colour bar's room
-    flow = figures_for_output(outputs["gf"])[0]
+    flow = output_figures(outputs["gf"])[0]
     assert flow.layout.margin.autoexpand is True  # layer names on the axis: the margin fits them
 
 
 def test_the_viewer_draws_tables_as_text_with_the_figure_s_cells(epochs):
     output = epochs[0][0][1]["st"]
-    table = drawn_figure(figures_for_output(output)[0], "debug-figure")
+    table = drawn_figure(output_figures(output)[0], "debug-figure")
     assert type(table).__name__ == "Figure" and "table-figure" in table.className
     (text,) = [node.children for node in _walk(table) if type(node).__name__ == "Pre"]
     rows = [re.split(r"\s{2,}", line, maxsplit=1) for line in text.splitlines()]
@@ -225,7 +226,7 @@ def test_the_viewer_draws_tables_as_text_with_the_figure_s_cells(epochs):
     expected = {key: f"{value:.6g}" if isinstance(value, float) else str(value) for key, value in output.items()
                 if key not in drawn_apart}
     assert dict(rows[1:]) == expected
-    graph = drawn_figure(figures_for_output(output)[1], "debug-figure")
+    graph = drawn_figure(output_figures(output)[1], "debug-figure")
     assert "lazy-graph" in graph.className  # a graph, drawn when it comes into view
 
 
@@ -316,7 +317,7 @@ def _figure_titles(components: list) -> list[str]:
 
 
 def test_feature_maps_are_one_picture_of_every_channel_in_the_figure_ssampled_colours(epochs):
-    (fig,) = figures_for_output(epochs[0][0][2]["fm"])
+    (fig,) = output_figures(epochs[0][0][2]["fm"])
     assert is_picture(fig)
     ((title, svg),) = _pictures(display_debug_outputs({"fm": epochs[0][0][2]["fm"]}))
     assert title == fig.layout.title.text
@@ -340,7 +341,7 @@ def test_feature_maps_are_one_picture_of_every_channel_in_the_figure_ssampled_co
 def test_grad_cam_is_a_picture_of_both_maps_over_the_input_image(epochs):
     outputs, images, labels, predicted = epochs[0]
     out = outputs[1]["cam"]
-    (fig,) = figures_for_output(out, image=images[1].numpy(), class_names=NAMES)
+    (fig,) = output_figures(out, DrawContext(image=images[1].numpy(), class_names=NAMES))
     ((_, svg),) = _pictures(picture_component(fig, "debug-figure"))
     assert [text.text for text in svg.iter(f"{SVG}text")][:2] == [f"label: {NAMES[int(labels[1])]}",
                                                                    f"prediction: {NAMES[int(predicted[1])]}"]
@@ -424,7 +425,7 @@ def attention(tmp_path_factory):
 
 def test_attention_axes_are_labelled_by_query_and_key_index(attention):
     out, _ = attention
-    heads, entropy = figures_for_output(out)
+    heads, entropy = output_figures(out)
     assert heads.layout.xaxis.title.text == "key (token index)" and heads.layout.yaxis.title.text == \
         "query (token index)"
     keys = out["attention"].shape[-1]
@@ -434,7 +435,7 @@ def test_attention_axes_are_labelled_by_query_and_key_index(attention):
     assert [t for _, t in first_tile] == ["0", "4", "8", "12"] and first_tile[0][0] == tiles[0][1]
     assert len(heads.layout.xaxis.tickvals) == 4 * len(tiles)  # every head's tile labelled
     tokens = [f"t{i}" for i in range(keys)]
-    (named, *_) = figures_for_output(out, tokens=tokens)
+    (named, *_) = output_figures(out, DrawContext(tokens=tokens))
     assert list(named.layout.xaxis.ticktext[:keys]) == tokens and named.layout.xaxis.title.text == "key token"
     # in a narrow column the maps shrink to their domain from the top: tick labels right under them, no blank band
     assert heads.layout.yaxis.constrain == "domain" and heads.layout.yaxis.constraintoward == "top"
@@ -442,7 +443,7 @@ def test_attention_axes_are_labelled_by_query_and_key_index(attention):
 
 def test_uniform_entropy_is_a_line_at_log_of_the_number_of_keys(attention):
     out, _ = attention
-    entropy = figures_for_output(out)[-1]
+    entropy = output_figures(out)[-1]
     np.testing.assert_allclose(traces(entropy, go.Bar)[0].y, out["entropy_per_head"])
     (line,) = entropy.layout.shapes
     assert line.y0 == line.y1 == pytest.approx(math.log(out["attention"].shape[-1]))
@@ -451,12 +452,12 @@ def test_uniform_entropy_is_a_line_at_log_of_the_number_of_keys(attention):
 
 def test_vision_attention_is_drawn_over_the_image_patches(attention):
     out, image = attention
-    heads, overlay, _ = figures_for_output(out, image=image)
+    heads, overlay, _ = output_figures(out, DrawContext(image=image))
     assert len(traces(overlay, go.Image)) == 1
     expected = out["attention"].astype(np.float64).mean(axis=(0, 1)).reshape(out["grid"])  # what each patch gets
     np.testing.assert_allclose(traces(overlay, go.Heatmap)[0].z, expected)
     assert traces(overlay, go.Heatmap)[0].dx == image.shape[-1] / out["grid"][1]  # a cell per patch
-    assert len(figures_for_output(out)) == 2  # no image: no overlay
+    assert len(output_figures(out)) == 2  # no image: no overlay
 
 
 def test_a_cls_token_s_attention_is_mapped_onto_the_patches_without_a_grid():
@@ -475,7 +476,7 @@ def test_a_position_encoding_is_drawn_once_folded_and_marked_as_shared(tmp_path)
     outputs = capture_epoch(model, torch.randn(2, 3, 16, 16), tmp_path, 2, [entry("cap", CaptureDebugger)])
     out = outputs[1]["cap"]
     assert out["states"]["pos_embed"]["position_encoding"]["shared"]
-    figures = figures_for_output(out)
+    figures = output_figures(out)
     shared = [fig for fig in figures if is_shared(fig)]
     assert shared and all(fig.layout.title.text.startswith("pos_embed.position_encoding") for fig in shared)
     assert all(fig.layout.title.text.endswith(SHARED) for fig in shared)

@@ -21,13 +21,10 @@ from debuggers.feature_map_debugger import FeatureMapDebugger
 from models import AttentionClassifier, SmallCNN
 from runners.config_file import load_config
 from runners.eval_viewer.backend.initialization import load_debug_outputs
-from runners.eval_viewer.export.report import (
-    SHARED_SECTION,
-    datapoint_items,
-    main,
-    resolve_epoch_dir,
-    visualize_debug_states,
-)
+from runners.eval_viewer.export.__main__ import main
+from runners.eval_viewer.export.debug_states import visualize_debug_states
+from runners.eval_viewer.export.report import SHARED_SECTION, datapoint_items, resolve_epoch_dir
+from runners.eval_viewer.figures.context import DrawContext
 from runners.eval_viewer.shared.plotly_bundle import plotly_js
 from runners.trainers import BaseTrainer
 from tests.debuggers.library import capture_epoch, entry
@@ -178,7 +175,8 @@ def test_attention_axes_are_labelled_by_the_datapoints_tokens_as_in_the_viewer()
     output = {"kind": "attention", "layer_name": "attn", "attention": attention,
               "entropy_per_head": np.ones(2, np.float32), "max_attention": 0.9, "grid": None}
     tokens = ["[CLS]", "good", "film"]
-    named = [item for item in datapoint_items({"att": output}, tokens=tokens) if isinstance(item, go.Figure)]
+    named = [item for item in datapoint_items({"att": output}, DrawContext(tokens=tokens))
+             if isinstance(item, go.Figure)]
     plain = [item for item in datapoint_items({"att": output}) if isinstance(item, go.Figure)]
     assert list(named[0].layout.xaxis.ticktext[:3]) == tokens and named[0].layout.xaxis.title.text == "key token"
     assert plain[0].layout.xaxis.title.text == "key (token index)"

@@ -17,15 +17,11 @@ from debuggers.layer_output_debugger import LayerOutputDebugger
 from debuggers.model_report import build_model_report
 from debuggers.nan_inf_debugger import NaNInfDebugger
 from models import AttentionClassifier, SmallCNN
-from runners.eval_viewer.figures.base import (
-    MAX_PANELS,
-    attention_across_layers_figure,
-    display_image,
-    figures_for_output,
-    grid_tile,
-    model_report_figures,
-    pca_rgb,
-)
+from runners.eval_viewer.figures.attention import attention_across_layers_figure
+from runners.eval_viewer.figures.base import MAX_PANELS, display_image, grid_tile, pca_rgb
+from runners.eval_viewer.figures.context import DrawContext
+from runners.eval_viewer.figures.registry import output_figures
+from runners.eval_viewer.model_report.figures import model_report_figures
 from tests.debuggers.library import capture_epoch, entry
 
 
@@ -61,7 +57,7 @@ def traces(fig, kind):
 
 def test_feature_map_grid_shows_the_strongest_channels(cnn_outputs):
     out = cnn_outputs[1]["fm"]
-    (fig,) = figures_for_output(out)
+    (fig,) = output_figures(out)
     assert len(traces(fig, go.Heatmap)) == 1 and len(fig.layout.meta["tiles"]) == MAX_PANELS  # 20 channels, capped
     strongest = np.argsort(-out["feature_map"].mean(axis=(1, 2)), kind="stable")
     for panel in (0, MAX_PANELS - 1):
@@ -71,7 +67,7 @@ def test_feature_map_grid_shows_the_strongest_channels(cnn_outputs):
 
 def test_statistics_table_and_histogram(cnn_outputs):
     out = cnn_outputs[0]["st"]
-    table, histogram, channels = figures_for_output(out)
+    table, histogram, channels = output_figures(out)
     cells = dict(zip(*traces(table, go.Table)[0].cells.values))
     assert cells["mean"] == f"{out['mean']:.6g}" and "l2_norm" in cells
     bar = traces(histogram, go.Bar)[0]
@@ -82,43 +78,43 @@ def test_statistics_table_and_histogram(cnn_outputs):
 
 def test_layer_output_heatmaps(cnn_outputs):
     out = cnn_outputs[0]["lo"]
-    (fig,) = figures_for_output(out)
+    (fig,) = output_figures(out)
     assert len(fig.layout.meta["tiles"]) == out["output"].shape[0]
     np.testing.assert_allclose(grid_tile(fig, 2), out["output"][2])
 
 
 def test_cam_heatmap_over_the_image(cnn_images, cnn_outputs):
     images, out = cnn_images, cnn_outputs[1]["cam"]
-    (fig,) = figures_for_output(out, image=images[1].numpy())
+    (fig,) = output_figures(out, DrawContext(image=images[1].numpy()))
     maps = [out["cam"]] + ([out["other_target"]["cam"]] if out.get("other_target") is not None else [])
     pictures, heat = traces(fig, go.Image), traces(fig, go.Heatmap)
     assert len(pictures) == len(heat) == len(maps)  # each map over its own copy of the image
     assert sum(np.array_equal(h.z, out["cam"]) for h in heat) == 1
     for picture in pictures:
         np.testing.assert_array_equal(picture.z, display_image(images[1].numpy()))
-    (alone,) = figures_for_output(out)
+    (alone,) = output_figures(out)
     assert not traces(alone, go.Image) and any(np.array_equal(h.z, out["cam"]) for h in traces(alone, go.Heatmap))
 
 
 def test_nan_origin_list_highlights_the_first_module():
     out = {"kind": "nan_origin", "first_module": "log", "module_type": "Log", "input_min": -3.0, "input_max": 1.5,
            "bad_modules": ["log", "head", "(model)"], "modules_checked": 9}
-    (fig,) = figures_for_output(out)
+    (fig,) = output_figures(out)
     table = traces(fig, go.Table)[0]
     assert list(table.cells.values[0]) == ["log", "head", "(model)"]
     assert "input range [-3, 1.5]" in table.cells.values[1][0]
     assert table.cells.fill.color[0][0] != table.cells.fill.color[0][1]
-    (clean,) = figures_for_output({**out, "first_module": None, "bad_modules": []})
+    (clean,) = output_figures({**out, "first_module": None, "bad_modules": []})
     assert "no NaN or Inf" in traces(clean, go.Table)[0].cells.values[1][0]
 
 
 def test_gradient_flow_bars_colour_flagged_layers(cnn_outputs):
-    (fig,) = figures_for_output(cnn_outputs[0]["gf"])
+    (fig,) = output_figures(cnn_outputs[0]["gf"])
     assert [t.name for t in traces(fig, go.Bar)] == ["ok"]
     flagged = {"kind": "gradient_flow", "layers": ["a", "b", "c"], "grad_norms": np.array([0.5, 0.0, 0.0]),
                "missing": np.array([False, True, False]), "zero": np.array([False, False, True]),
                "frozen": [False, False, False]}
-    (fig,) = figures_for_output(flagged)
+    (fig,) = output_figures(flagged)
     bars = {t.name: t for t in traces(fig, go.Bar)}
     assert set(bars) == {"ok", "zero", "missing"}
     assert list(bars["missing"].x) == ["b"] and list(bars["zero"].customdata) == [0.0]
@@ -128,7 +124,7 @@ def test_gradient_flow_bars_colour_flagged_layers(cnn_outputs):
 
 def test_attention_heads_and_entropy(attention_outputs):
     out = attention_outputs["att"]
-    heads, entropy = figures_for_output(out)
+    heads, entropy = output_figures(out)
     assert len(heads.layout.meta["tiles"]) == 2
     np.testing.assert_allclose(grid_tile(heads, 1), out["attention"][1])
     np.testing.assert_allclose(traces(entropy, go.Bar)[0].y, out["entropy_per_head"])
@@ -136,7 +132,7 @@ def test_attention_heads_and_entropy(attention_outputs):
 
 def test_captured_states_are_drawn_by_kind(attention_outputs):
     out = attention_outputs["cap"]
-    figures = figures_for_output(out)
+    figures = output_figures(out)
     titles = [f.layout.title.text for f in figures]
     embedding = figures[titles.index("patch_embed.embeddings: top-3 principal components as RGB")]
     np.testing.assert_array_equal(traces(embedding, go.Image)[0].z,
@@ -167,10 +163,10 @@ def test_display_image_accepts_channel_first_last_and_grey(image):
 
 
 def test_records_give_no_figure_and_unknown_outputs_a_generic_one():
-    assert figures_for_output({"kind": "error", "type": "ValueError", "message": "x", "traceback": ""}) == []
-    assert figures_for_output({"kind": "not_run", "message": "x"}) == []
-    figures = figures_for_output({"energy": np.arange(8.0), "map": np.ones((3, 4)), "top": 3, "name": "a",
-                                  "nested": {"values": np.arange(200.0), "k": 0.5}})
+    assert output_figures({"kind": "error", "type": "ValueError", "message": "x", "traceback": ""}) == []
+    assert output_figures({"kind": "not_run", "message": "x"}) == []
+    figures = output_figures({"energy": np.arange(8.0), "map": np.ones((3, 4)), "top": 3, "name": "a",
+                              "nested": {"values": np.arange(200.0), "k": 0.5}})
     kinds = [type(f.data[0]).__name__ for f in figures]
     assert kinds == ["Table", "Bar", "Heatmap", "Histogram"]
     assert list(figures[0].data[0].cells.values[0]) == ["output.top", "output.name", "output.nested.k"]
