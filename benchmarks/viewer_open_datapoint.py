@@ -179,7 +179,7 @@ def main() -> None:
               f"{r['warm'] * 1e3:>10.0f} {r['read'] * 1e3:>10.0f} {r['figures'] * 1e3:>8.0f} "
               f"{r['dataset'] * 1e3:>8.0f} {r['startup'] * 1e3:>9.1f}")
     print("cold open: the page read from disk (medians over one datapoint per page, at most 9); warm: the page in "
-          "the viewer's page cache; page read: the cold read alone; figures: figures_for_output alone (part of "
+          "the viewer's page cache; page read: the cold read alone; figures: output_figures alone (part of "
           "every open); dataset: first open of a run (config import, once per run)")
 
 

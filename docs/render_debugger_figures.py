@@ -5,7 +5,7 @@
 Captures come from real runs of every debugger on the demo models (trained weights
 from logs/examples/cnn_trainer and attention_trainer when they exist, otherwise
 fresh ones) on validation datapoints, through ``SequentialDebugger`` and pages,
-then drawn with ``data.viewer.layout.display.figures`` and photographed in headless Chromium.
+then drawn through ``runners.eval_viewer.figures.registry`` and photographed in headless Chromium.
 """
 
 from __future__ import annotations

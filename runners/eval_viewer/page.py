@@ -31,7 +31,7 @@ from runners.eval_viewer.table.view import epoch_view, navigation_buttons, table
 
 
 def address_bar() -> dict[str, list[str]]:
-    """The page's query string (``callbacks/address.py`` says what it holds), each key's values. Dash asks for the
+    """The page's query string (``address/callbacks.py`` says what it holds), each key's values. Dash asks for the
     layout with a request of its own, whose Referer is the page's address; empty outside a request."""
     if not flask.has_request_context():
         return {}

@@ -1,6 +1,6 @@
 """Run switches and Clear filters in a real headless Chromium, with the page's refresh tick at the worst moment.
 
-The page re-reads the runs when they change on disk (``callbacks/refresh.py``). Dash keeps only the newest call
+The page re-reads the runs when they change on disk (``controls/callbacks.py``). Dash keeps only the newest call
 of a callback: when the tick fires it again before an earlier call's answer is applied, that answer is dropped.
 A run switch or a Clear filters click that met a tick that way used to be lost without a word (the epoch
 stayed, the caption never named the new run's latest epoch; the filters stayed on). By chance that is about

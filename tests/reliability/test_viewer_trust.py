@@ -195,7 +195,7 @@ def test_a_link_in_a_run_folder_is_refused_naming_it_never_followed(trained_run,
 
 
 def _aggregated(backend, epoch):
-    """The epoch's point on the chart over epochs ({} where the chart shows none: ``callbacks/scores.py``)."""
+    """The epoch's point on the chart over epochs ({} where the chart shows none: ``scores/data.py``)."""
     try:
         return backend.aggregated(epoch)
     except TABLE_ERRORS:

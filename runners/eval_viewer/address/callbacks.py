@@ -2,8 +2,8 @@
 
 The address records run, epoch, open datapoint, tab, metric, the table's sort (``-`` for highest first), its typed
 filters (``f.<column>=<text>``), "wrong only", a Failures narrowing (by the finding's name, ``narrow=slice-0``),
-the comparisons' choices and the pinned and hidden columns; the page is built from it (``layout/page.py``), so a
-link or a reload opens the same view. A view saved under a name (``backend/saved_views.py``) is that address;
+the comparisons' choices and the pinned and hidden columns; the page is built from it (``page.py``), so a
+link or a reload opens the same view. A view saved under a name (``saved_views.py``) is that address;
 choosing it opens it.
 """
 

@@ -25,7 +25,7 @@ MAX_BYTES = 4 * MIB
 MAX_NAME = 80  # characters of a view's name
 MAX_VIEWS = 200  # per run
 MAX_QUERY = 16_384  # characters of one view's address
-# What an address may hold (``selection.py`` writes it, ``layout/page.py`` reads it); ``f.<column>`` are filters.
+# What an address may hold (``address/callbacks.py`` writes it, ``page.py`` reads it); ``f.<column>`` are filters.
 ADDRESS_KEYS = ("run", "epoch", "idx", "tab", "metric", "sort", "wrong", "narrow", "cmp_epochs", "cmp_run",
                 "cmp_epoch", "pin", "hide", "follow")
 FILTER_PREFIX = "f."

@@ -1,6 +1,6 @@
 """Debug Outputs of one datapoint in several columns (epochs or runs), as aligned rows.
 
-Each debugger gets its rows (``data.viewer.layout.display.compare_figures``): the same channels in every
+Each debugger gets its rows (``figures/compare.py``): the same channels in every
 column, one colour scale and the same axes per row, and a last column with the difference
 of the last and the first column. Figures are drawn as the Datapoint tab draws them (``drawn_figure``): maps as
 pictures, tables as text, graphs when they come into view. A column without the output says why in its first row.

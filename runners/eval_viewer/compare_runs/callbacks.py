@@ -1,11 +1,11 @@
-"""Run against run (``layout/run_diff.py``): the joined table of the two epochs Compare runs shows.
+"""The Compare runs tab's callbacks: run against run, the joined table of the two epochs (``view.run_diff_section``),
+and the datapoint opened in both sides.
 
-The browser writes the two sides and the metric into ``SHOWN`` only while the tab is shown and when they change,
-so a hidden comparison costs nothing; the server then joins them (once per pair of tables, ``RunDiffs``) and
-sends the summary and the columns. Rows are served a block at a time, filtered and sorted on the server like
-the datapoint table's: AG Grid's filter model becomes ``(column, op, value)`` triples checked against the
-joined table's own columns, values bound as parameters. A malformed request is answered with a message.
-"""
+The browser writes the two sides and the metric into ``RUN_DIFF_SHOWN`` only while the tab is shown and when they
+change, so a hidden comparison costs nothing; the server then joins them (once per pair of tables, ``RunDiffs``) and
+sends the summary and the columns. Rows are served a block at a time, filtered and sorted on the server like the
+datapoint table's: AG Grid's filter model becomes ``(column, op, value)`` triples checked against the joined table's
+own columns, values bound as parameters. A malformed request is answered with a message."""
 
 from __future__ import annotations
 

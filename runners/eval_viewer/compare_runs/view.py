@@ -1,4 +1,4 @@
-"""Run against run, in the Compare runs tab: the two chosen epochs joined by idx (``backend/run_diff.py``).
+"""Run against run, in the Compare runs tab: the two chosen epochs joined by idx (``data.py``).
 
 A summary line (``37 flipped to wrong, 52 to right; ...``), one-click filters for the flips, and a table of
 every datapoint with both predictions, the metric on both sides and its change, sortable and filterable like

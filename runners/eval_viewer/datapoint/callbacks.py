@@ -43,8 +43,8 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                        request: Optional[dict]) -> tuple:
         """A run switch reaches this through the epoch (always sent on a switch), so it draws once. The tick
         boxes are sent only when they change (moving through a run's datapoints they do not). The first page
-        comes with its panel (``layout/panels.py``). ``DATAPOINT_DRAWN`` says what the panel shows
-        (``callbacks/pending.py``)."""
+        comes with its panel (``view.datapoint_tab``). ``DATAPOINT_DRAWN`` says what the panel shows
+        (``shared/pending.py``)."""
         if tab != TAB_DATAPOINT:
             return no_update, no_update, no_update, no_update, no_update
         drawn = storable([idx, run_path, epoch_key])

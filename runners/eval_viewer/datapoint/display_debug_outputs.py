@@ -1,4 +1,5 @@
-"""The Debug Outputs section: one block per debugger, its output drawn by ``data.viewer.layout.display.figures``.
+"""The Debug Outputs section: one block per debugger, its output drawn through the figure registry
+(``figures/registry.py``).
 
 A debugger that raised on the datapoint's batch left an error record: it is shown
 as an error (type and message, traceback folded), so a failing debugger is as

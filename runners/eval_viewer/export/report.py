@@ -235,7 +235,7 @@ def resolve_epoch_dir(run_dir: str, epoch: Optional[int] = None) -> str:
 
 def load_inputs(backend: ViewerBackend, run_dir: str, indices: list[int]) -> tuple[dict[int, dict], str]:
     """``{idx: {'inputs', 'labels', 'meta_info'}}`` exactly as the viewer shows them (captured by the run;
-    rebuilt from its config only where ``backend.trust_configs``), and a note on where they come from or why
+    rebuilt from its config only where the backend's ``trust_configs``), and a note on where they come from or why
     some are missing (the report is useful without them)."""
     run = backend.run(os.path.abspath(run_dir))
     if run is None:
@@ -299,7 +299,7 @@ class TableRows:
 
 def table_rows(backend: ViewerBackend, run_dir: str, epoch_dir: str, indices: list[int]) -> TableRows:
     """Each datapoint's row of the epoch's table and the epoch's calibration pairs, read as the viewer reads them
-    (``backend.table``, ``backend.calibration``): ``label`` and ``prediction`` as the viewer shows them
+    (``ViewerBackend.table``, ``ViewerBackend.calibration``): ``label`` and ``prediction`` as the viewer shows them
     (``ring (4)``), so no column repeats another (``label_name``, ``predicted_class``); a note instead when the epoch
     has no readable table (the report is useful without)."""
     run = backend.run(os.path.abspath(run_dir))

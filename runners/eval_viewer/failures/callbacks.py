@@ -1,9 +1,9 @@
 """The Failures tab: findings of the chosen epoch, and clicks on them narrowing the datapoint table.
 
-The findings of an epoch are those the trainer stored after validating it (``backend/findings.py``), else computed
+The findings of an epoch are those the trainer stored after validating it (``shared/findings.py``), else computed
 when the tab is first shown for it; the backend keeps them (``ViewerBackend.findings``); a first page on this tab
-comes with them (``layout/panels.py``).
-A click writes its datapoints' idx, with the run and epoch they were found in, to ``ids.TABLE_IDX_FILTER``
+comes with them (``view.failures_tab``).
+A click writes its datapoints' idx, with the run and epoch they were found in, to ``TABLE_IDX_FILTER``
 (``narrowing``; None for all). The table narrows only the epoch the narrowing names (``narrowed_idx``): an
 answer that comes back after the user switched narrows nothing and is dropped. The narrowing ends when the run
 or epoch really changes (not when a refresh re-sends the same epoch), and with **Clear filters**.
@@ -60,7 +60,7 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                   Output(FAILURES_SEPARATORS_CHART, "figure"), Output(FAILURES_DATA_MAP_CHART, "figure"),
                   Output(FAILURES_CONFUSION_CHART, "figure"),
                   Input(RUN_SELECT, "value"), Input(EPOCH_SELECT, "value"), Input(TABS, "value"),
-                  prevent_initial_call=True)  # a first page on this tab comes with its findings (layout/panels.py)
+                  prevent_initial_call=True)  # a first page on this tab comes with its findings (view.failures_tab)
     def show_findings(run_path: Optional[str], epoch_key: Optional[str], tab: Optional[str]) -> tuple:
         if tab != TAB_FAILURES:
             return (no_update,) * 5

@@ -1,5 +1,5 @@
 """The Failures tab's verification: a "verify" button beside each finding, and a panel with the status of the run's
-verification (polled while it runs), a Cancel button and the results so far (``backend/verify_jobs.py``)."""
+verification (polled while it runs), a Cancel button and the results so far (``verify_jobs.py``)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,6 @@ from runners.eval_viewer.figures.base import MAX_PANELS, Figures, finish, heatma
 MAX_GENERIC_FIGURES = 12
 
 
-# --------------------------------------------------------------- generic
 def array_figures(array: np.ndarray, title: str, unit: str = "value") -> Figures:
     """Any array: bars (short vectors), a histogram (long ones), a heatmap, or a grid of 2-D slices; ``unit`` is what
     its values are (a colour bar's title)."""
@@ -33,8 +32,9 @@ def array_figures(array: np.ndarray, title: str, unit: str = "value") -> Figures
         fig.update_yaxes(autorange="reversed")
         return [finish(fig, f"{title} {list(array.shape)}")]
     slices = array.reshape(-1, *array.shape[-2:])
-    return [maps_figure(list(slices[:MAX_PANELS]), [f"[{i}]" for i in range(min(len(slices), MAX_PANELS))],
-                  f"{title} {list(array.shape)}: first {min(len(slices), MAX_PANELS)} of {len(slices)} maps", unit)]
+    shown = min(len(slices), MAX_PANELS)
+    return [maps_figure(list(slices[:shown]), [f"[{i}]" for i in range(shown)],
+                        f"{title} {list(array.shape)}: first {shown} of {len(slices)} maps", unit)]
 
 
 def generic_figures(value: Any, title: str = "output") -> Figures:

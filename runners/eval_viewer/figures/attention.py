@@ -141,7 +141,7 @@ def attention_across_layers_figure(debug: dict[str, Any]) -> Optional[go.Figure]
     if len(averaged) < 2:
         return None
     fig = maps_figure([m for m, _ in averaged], [t for _, t in averaged],
-                f"attention across {len(averaged)} layers, averaged over heads", "attention weight")
+                      f"attention across {len(averaged)} layers, averaged over heads", "attention weight")
     fig.update_layout(meta={**fig.layout.meta, "picture": False})  # read on hover
     return fig
 

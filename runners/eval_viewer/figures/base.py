@@ -1,10 +1,8 @@
-"""Plotly figures for every kind of debug output, one datapoint at a time.
+"""What every figure of a debug output is drawn with: one look, fixed margins, mosaics of maps on one colour scale,
+tables as tall as their rows, images and their PCA colours.
 
-``figures_for_output(output, image)`` takes one datapoint's output as a page holds
-it (NumPy arrays, numbers, strings) and returns figures; the eval viewer and
-the HTML export (``runners.eval_viewer.export``) both draw through it. Figures are kept light because a
-viewer page shows many: at most ``MAX_PANELS`` channels or heads, heatmaps
-block-averaged to at most ``MAX_SIDE`` cells a side.
+Figures are kept light because a viewer page shows many: at most ``MAX_PANELS`` channels or heads, heatmaps
+block-averaged to at most ``MAX_SIDE`` cells a side, margins that never grow (a second layout pass per figure).
 """
 
 from __future__ import annotations
@@ -47,7 +45,6 @@ COLOUR_BAR_MARGIN = 80  # the right margin a colour bar is drawn in
 AXIS_TITLES = {"l": 60, "b": 45}  # room for axis titles beside the tick labels
 
 
-# ------------------------------------------------------------------ helpers
 def finish(fig: go.Figure, title: str, height: int = 320, margin: Optional[dict[str, int]] = None) -> go.Figure:
     """Title, height and fixed margins (``MARGIN`` updated by ``margin``). Margins do not grow to fit colour
     bars, legends or tick labels (that costs the browser a second layout pass per figure): a figure with a
@@ -167,7 +164,7 @@ def grid_tile(fig: go.Figure, i: int) -> np.ndarray:
 
 
 def table_figure(rows: list[tuple[str, Any]], title: str, header: tuple[str, str] = ("name", "value"),
-           fill: Optional[list[str]] = None) -> go.Figure:
+                 fill: Optional[list[str]] = None) -> go.Figure:
     """A two-column table exactly as tall as its rows (up to ``MAX_TABLE_ROWS``; more scroll): no blank gap."""
     cells = {"values": [[name for name, _ in rows], [format_value(value) for _, value in rows]], "align": "left",
              "height": TABLE_ROW_PX}
@@ -241,7 +238,7 @@ def stretched_over(picture: np.ndarray, heat: np.ndarray) -> dict[str, float]:
 
 def is_picture(fig: go.Figure) -> bool:
     """Whether the figure is a picture of maps (``layout.meta['picture']``): looked at, not read value by value,
-    so a viewer may draw it as images without hover values (``data.viewer.layout.display.pictures``)."""
+    so a viewer may draw it as images without hover values (``pictures.py``)."""
     return isinstance(fig.layout.meta, dict) and bool(fig.layout.meta.get("picture"))
 
 

@@ -1,6 +1,6 @@
 """One debugger's output at several epochs (or in several runs) as rows of figures that can be compared.
 
-``compare_figures`` draws each column's output with ``data.viewer.layout.display.figures`` and lines the figures
+``compare_figures`` draws each column's output through the figure registry (``registry.py``) and lines the figures
 up in rows, so that a row reads across like one figure:
 
 * the same channels in every column (feature maps: chosen once, by their highest mean activation
@@ -10,7 +10,7 @@ up in rows, so that a row reads across like one figure:
 * a difference column, last minus first, on a diverging colour scale centred on 0 (red: grew),
   where the two maps (or bar charts) have the same shape;
 * every figure of a row laid out alike for a narrow column: maps are drawn as pictures
-  (``data.viewer.layout.display.pictures``) of one size, their colour bar (titled with its unit) under them, captions
+  (``pictures.py``) of one size, their colour bar (titled with its unit) under them, captions
   of a mosaic of maps with room above each map; graphs get the same height and margins and titles wrapped to the
   column.
 """

@@ -20,8 +20,8 @@ def nan_origin_figures(output: dict[str, Any], context: DrawContext) -> Figures:
     bad = list(output.get("bad_modules") or [])
     if not bad:
         return [table_figure([("result", f"no NaN or Inf in any module output "
-                                   f"({output.get('modules_checked', '?')} module calls checked)")],
-                       "NaN/Inf origin")]
+                               f"({output.get('modules_checked', '?')} module calls checked)")],
+                             "NaN/Inf origin")]
     origin = f"first NaN/Inf ({output.get('module_type')}), input range " \
              f"[{format_value(output.get('input_min'))}, {format_value(output.get('input_max'))}]"
     rows = [(name, origin if i == 0 else "NaN/Inf in output") for i, name in enumerate(bad)]
@@ -50,7 +50,7 @@ def gradient_flow_figures(output: dict[str, Any], context: DrawContext) -> Figur
                      automargin=True)
     loss = output.get("loss")
     return [finish(fig, "gradient flow" + (f" (loss {title_number(loss)})" if loss is not None else ""), 340,
-                    {**AXIS_TITLES, "autoexpand": True})]  # layer names and the legend: margins fit them
+                   {**AXIS_TITLES, "autoexpand": True})]  # layer names and the legend: margins fit them
 
 
 def log_ticks(low: float, high: float) -> list[float]:

@@ -21,7 +21,6 @@ from runners.eval_viewer.figures.base import (
 from runners.eval_viewer.figures.context import DrawContext
 
 
-# -------------------------------------------------------------- by kind
 def feature_map_figures(output: dict[str, Any], context: DrawContext) -> Figures:
     """The strongest channels (highest mean activation) of one datapoint's feature map, as a mosaic; or the
     channel indices ``context.channels``, in that order (the same channels in every column of a comparison)."""

@@ -104,7 +104,7 @@ def mask_overlay_figure(output: dict[str, Any], image: Optional[np.ndarray] = No
     predicted = f", predicted {title_number(output.get('predicted_iou'))}" if output.get("predicted_iou") is not None \
         else ""
     figure = finish(fig, f"masks over the input: IoU {iou}{predicted}", HEIGHT,
-                     {"t": TOP, "b": BOTTOM, "l": 10, "r": 10})
+                    {"t": TOP, "b": BOTTOM, "l": 10, "r": 10})
     figure.update_layout(title={"y": 1 - 8 / HEIGHT, "yanchor": "top"})  # at the very top, above the buttons
     return figure
 
@@ -199,7 +199,7 @@ def calibration_figure(true: np.ndarray, predicted: np.ndarray, idx: Optional[np
     fig.update_layout(legend={"orientation": "h", "y": -0.25})
     error = float(np.mean(np.abs(predicted[usable] - true[usable]))) if usable.any() else math.nan
     return finish(fig, f"IoU calibration over the epoch: mean |predicted - true| {title_number(error)} "
-                        f"({int(usable.sum())} datapoints)", 380, {**AXIS_TITLES, "b": 95})
+                  f"({int(usable.sum())} datapoints)", 380, {**AXIS_TITLES, "b": 95})
 
 
 def calibration_curve(true: np.ndarray, predicted: np.ndarray,

@@ -180,8 +180,8 @@ def prompt_attention_figures(states: States, image: Optional[np.ndarray] = None,
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed", constrain="domain")
     label = "prompt" if token == PROMPT_TOKEN else token
     return [finish(fig, f"{label} token to image cross-attention, per head (columns) and layer (rows)"
-                         f"{' over the input' if image is not None else ''}",
-                    120 + 110 * len(maps), {"l": 110, "t": 60})]
+                   f"{' over the input' if image is not None else ''}",
+                   120 + 110 * len(maps), {"l": 110, "t": 60})]
 
 
 def _layer_label(component: str) -> str:
@@ -220,9 +220,9 @@ def position_encoding_figures(states: States) -> Figures:
     half = encoding.shape[0] // 2
     titles = [f"dim {d} ({'y' if d < half else 'x'})" for d in dims]
     figures = [maps_figure([encoding[d] for d in dims], titles,
-                     f"position_encoding_sine: {len(dims)} of {encoding.shape[0]} dimensions over the "
-                     f"{encoding.shape[1]}x{encoding.shape[2]} grid (first half rows, second half columns)",
-                     "encoding")]
+                           f"position_encoding_sine: {len(dims)} of {encoding.shape[0]} dimensions over the "
+                           f"{encoding.shape[1]}x{encoding.shape[2]} grid (first half rows, second half columns)",
+                           "encoding")]
     pca = go.Figure(go.Image(z=pca_rgb(encoding)))
     image_axes(pca)
     figures.append(finish(pca, "position_encoding_sine: top-3 principal components as RGB", 300))
@@ -232,7 +232,7 @@ def position_encoding_figures(states: States) -> Figures:
         bars.update_xaxes(title_text="dimension (per axis)")
         bars.update_yaxes(title_text="wavelength (in 2π of the image)", type="log")
         figures.append(finish(bars, "position_encoding_sine: the wavelength of each dimension", 260,
-                               {"l": 70, "b": 45}))
+                              {"l": 70, "b": 45}))
     return [_shared(figure) for figure in figures]
 
 
@@ -274,8 +274,8 @@ def mask_decoder_figures(states: States, suffix: str = "") -> Figures:
         captions = [f"mask {i}" + (f": predicted IoU {title_number(ious.reshape(-1)[i])}" if ious is not None and
                                    ious.size > i else "") for i in range(len(masks))]
         figures.append(maps_figure(list(masks), captions, f"{component}.raw_masks_output: mask logits at "
-                                                    f"{masks.shape[1]}x{masks.shape[2]}, before upsampling",
-                             "mask logit"))
+                                   f"{masks.shape[1]}x{masks.shape[2]}, before upsampling",
+                                   "mask logit"))
     hyper = sorted((state for state in (states.get(component) or {}) if state.startswith("hypernetwork_output_")),
                    key=lambda state: int(state.rsplit("_", 1)[1]) if state.rsplit("_", 1)[1].isdigit() else 0)
     if hyper:
@@ -285,12 +285,12 @@ def mask_decoder_figures(states: States, suffix: str = "") -> Figures:
             if values is not None:
                 values = values.reshape(-1)
                 fig.add_trace(go.Bar(x=np.arange(len(values)), y=values, name=state.replace("hypernetwork_output_",
-                                                                                             "mask ")))
+                                                                                            "mask ")))
         fig.update_layout(barmode="group", legend={"orientation": "h", "y": -0.25})
         fig.update_xaxes(title_text="channel of the upscaled embedding", dtick=1)
         fig.update_yaxes(title_text="weight")
         figures.append(finish(fig, f"{component}: hypernetwork outputs, the weight each mask token gives each "
-                                    "channel of the upscaled embedding", 300, {"l": 60, "b": 80}))
+                              "channel of the upscaled embedding", 300, {"l": 60, "b": 80}))
     return figures
 
 
@@ -327,11 +327,11 @@ def memory_attention_figures(states: States) -> Figures:
     matrix.update_xaxes(title_text="memory frame", dtick=1)
     matrix.update_yaxes(autorange="reversed")
     figures = [finish(matrix, "memory attention: the share of each frame's attention on each earlier frame",
-                       140 + 34 * len(frames), {"l": 80, "b": 45})]
+                      140 + 34 * len(frames), {"l": 80, "b": 45})]
     if spatial:
         figures.append(maps_figure(spatial[:4 * MAX_PANELS], captions[:4 * MAX_PANELS],
-                             "memory attention over each memory frame's grid (heads and queries averaged)",
-                             "attention weight"))
+                                   "memory attention over each memory frame's grid (heads and queries averaged)",
+                                   "attention weight"))
     return figures
 
 

@@ -69,7 +69,7 @@ def image_component(image: np.ndarray, title: str) -> html.Figure:
     pixels = (np.nan_to_num(image) * 255).round().astype(np.uint8)
     return html.Figure([html.Figcaption(title, className="figure-title", style=FIGURE_TITLE),
                         html.Img(src=png_data_uri(pixels), alt=title, style={"width": "100%",
-                                                                            "imageRendering": "pixelated"})],
+                                                                             "imageRendering": "pixelated"})],
                        className="datapoint-image")
 
 

@@ -1,11 +1,11 @@
-"""The Gallery tab (``layout/gallery.py``): a page of the table's rows as tiles, under its filters, in its order.
+"""The Gallery tab's callbacks (``view.py`` draws it): a page of the table's rows as tiles, under its filters, in
+its order.
 
-The browser writes the table's query, filter model and sort model into ``SHOWN`` only while the tab is shown
+The browser writes the table's query, filter model and sort model into ``GALLERY_SHOWN`` only while the tab is shown
 (and only when they change), so a hidden gallery costs nothing; the tiles are the rows ``table_rows`` serves the
-table, so both always agree. Sorting in the gallery sorts the table (in the browser), which asks for its rows
-again and so redraws the gallery. A tile's picture is loaded by the browser once on screen
-(``assets/pictures.js``), never by this callback.
-"""
+table, so both always agree. Sorting in the gallery sorts the table (in the browser), which asks for its rows again
+and so redraws the gallery. A tile's picture is loaded by the browser once on screen (``assets/pictures.js``), never
+by this callback."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from runners.eval_viewer.shared.ids import TABS
 
 def register(app: Dash, backend: ViewerBackend) -> None:
     @app.callback(Output(MODEL_REPORT_PANEL, "children"), Input(TABS, "value"), Input(RUN_SELECT, "value"),
-                  prevent_initial_call=True)  # a first page on this tab comes with it (layout/panels.py)
+                  prevent_initial_call=True)  # a first page on this tab comes with it (view.model_report_tab)
     def show_model_report(tab: str, run_path: Optional[str]) -> object:
         return render_model_report(backend, run_path) if tab == TAB_MODEL_REPORT else no_update
 

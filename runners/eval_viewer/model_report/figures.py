@@ -25,7 +25,7 @@ def model_report_figures(report: dict[str, Any]) -> Figures:
     failed = report.get("failed_module")
     if isinstance(failed, dict):
         summary.append(("the forward failed inside", f"{failed.get('name')} ({failed.get('type')}: "
-                                                       f"{failed.get('module')}), inputs {failed.get('input_shapes')}"))
+                        f"{failed.get('module')}), inputs {failed.get('input_shapes')}"))
     layers = report.get("layers", [])
     columns = ("name", "type", "parameters", "trainable", "flops", "output_shape", "output_dtype")
     table = go.Figure(go.Table(
@@ -54,7 +54,7 @@ def module_shapes_figure(modules: list[dict[str, Any]]) -> go.Figure:
         header={"values": ["module", "type", "input shapes", "output shapes", "dtypes", "calls"], "align": "left"},
         cells={"values": [[_cell(module.get(k)) for module in modules] for k in columns], "align": "left"}))
     return finish(table, "input and output shapes of every module, in the order they ran",
-                   min(120 + 26 * len(modules), 700))
+                  min(120 + 26 * len(modules), 700))
 
 
 def _cell(value: Any) -> Any:

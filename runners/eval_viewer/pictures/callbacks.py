@@ -1,4 +1,4 @@
-"""The pictures the page loads by address: table thumbnails and gallery tiles (``backend/thumbnails.py``).
+"""The pictures the page loads by address: table thumbnails and gallery tiles (``thumbnails.py``).
 
 A Flask route rather than a Dash callback: the browser asks for an image only when its row or tile is on
 screen (AG Grid draws only the visible rows; a tile gets its address once in view, ``assets/pictures.js``),

@@ -1,6 +1,6 @@
 """Small pictures of datapoints: the table's thumbnails and the gallery's tiles, as PNG bytes, made on demand.
 
-The page asks for each picture by address (``callbacks/pictures.py``) only when its row or tile is on screen,
+The page asks for each picture by address (``pictures/callbacks.py``) only when its row or tile is on screen,
 so the table's rows never wait for a picture and a 1M-datapoint epoch costs what the visible rows cost. A
 picture reads the datapoint's captured inputs (one record of the run's ``datapoints/`` pages) and, for a tile
 with an overlay, its debug outputs at the epoch (one record); made pictures are kept, keyed by what they are

@@ -1,4 +1,4 @@
-"""Where the page loads pictures from (``callbacks/pictures.py`` serves them), and the table's thumbnail column.
+"""Where the page loads pictures from (``pictures/callbacks.py`` serves them), and the table's thumbnail column.
 
 A picture's address names the run, the datapoint and, for a gallery tile, the epoch and the overlay, with a tag
 of the epoch's version: a rewritten epoch gets new addresses, so the browser never shows a picture it kept of

@@ -36,7 +36,7 @@ class ViewerBackend:
     stay fast, and memory stays at a few pages whatever the runs' size. A datapoint's inputs come
     from what its run captured; ``trust_configs`` also lets the backend import the config file a
     run names to rebuild a dataset the run did not capture (that runs code: the user's opt-in). Named views of a
-    run are kept in ``views_file`` (``backend/saved_views.py``).
+    run are kept in ``views_file`` (``address/saved_views.py``).
     """
 
     def __init__(self, log_dirs: list[str], max_datasets: int = 4, max_debug_epochs: int = 4,
@@ -152,7 +152,7 @@ class ViewerBackend:
 
     def findings(self, epoch: Epoch) -> Findings:
         """Why the epoch's datapoints fail: the findings stored after its validation, else computed now
-        (``backend/findings.py``; seconds on a large epoch); once per version of its epoch table, so a run still
+        (``shared/findings.py``; seconds on a large epoch); once per version of its epoch table, so a run still
         training is analysed again. ``AnalysisError`` or ``EpochTableError`` when it cannot be."""
         path = os.path.join(epoch.dir, EPOCH_TABLE_FILE)
         key = _file_signature(path) if os.path.isfile(path) else (epoch.dir, None)

@@ -37,7 +37,7 @@ def load_datapoint(backend: ViewerBackend, run: Run, epoch: Epoch, idx: int, wit
 def _scores(backend: ViewerBackend, epoch: Epoch, idx: int) -> dict[str, Any]:
     """``{'scores': {name: value}, 'classes': {'label', 'prediction'}, 'class_names', 'calibration'}`` of ``idx``
     from the epoch's table (class ids, and their names where the table has them; the epoch's calibration pairs,
-    ``backend.calibration``), or ``{'scores': {}, 'scores_error'}``."""
+    ``ViewerBackend.calibration``), or ``{'scores': {}, 'scores_error'}``."""
     try:
         table = backend.table(epoch)
         rows = table.page(where=[("idx", "=", idx)], limit=1)

@@ -5,7 +5,7 @@ Format (see ``metrics/classification_metric.py``)::
     {'aggregated': {name: value}, 'per_datapoint': {name: [value per idx]},
      'datapoint_idx': [idx, ...], 'higher_is_better': {name: bool}}
 
-NaN is stored as null; the table (``backend/table.py``) ranks a missing score as the worst,
+NaN is stored as null; the table (``shared/table.py``) ranks a missing score as the worst,
 since it usually means that something broke on the datapoint.
 """
 

@@ -1,7 +1,7 @@
 """The table's filters as the user sees them: chips above the table, one per active filter (a typed box, "wrong
 only", a Failures narrowing), each removable; the "wrong only" tick box; the column chooser (shown and pinned
 columns). All in the browser: nothing here asks the server (the rows follow the filters through the grid's own
-request and the table's query, ``callbacks/table.py``)."""
+request and the table's query, ``table/callbacks.py``)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ row when it was opened), so they walk the table in its current filter and sort; 
 its first or last row they say so (``NAVIGATION_NOTE``). The open datapoint's row is marked in the table
 however it was opened. All of it runs in the browser (the grid already holds the neighbouring rows), so a key
 press costs no server round trip before the datapoint is asked for. The address bar records the view
-(``callbacks/address.py``)."""
+(``address/callbacks.py``)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from runners.eval_viewer.table.ids import (
 
 _MARK_OPEN_ROW = """function(idx) {
     // A datapoint opened: the note of a step past the table's end goes, and its row is marked. The grid's
-    // rowClassRules mark the row whose idx is the context's (layout/scores.py); only the rows of the datapoint
+    // rowClassRules mark the row whose idx is the context's (table/view.py); only the rows of the datapoint
     // closed and the one opened are drawn again.
     let api = null;
     try { api = dash_ag_grid.getApi('TABLE'); } catch (error) { return ''; }

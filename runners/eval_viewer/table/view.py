@@ -77,7 +77,7 @@ def filter_model(filters: Optional[dict[str, str]]) -> dict:
 def datapoint_table(columns: list[dict], open_idx: Optional[int],
                     filters: Optional[dict[str, str]] = None) -> dag.AgGrid:
     """The table, its row of the open datapoint marked (``open_idx`` in the grid's context, which
-    ``callbacks/selection.py`` keeps up with the open datapoint however it was opened), its boxes holding
+    ``selection.py`` keeps up with the open datapoint however it was opened), its boxes holding
     ``filters`` (column -> typed text, from the address)."""
     model = filter_model(filters)
     return dag.AgGrid(

@@ -1,8 +1,8 @@
 """The Training tab's callback: draw the chosen run's training monitor file, and redraw it as the run appends.
 
 The tab is drawn when it is shown, when the run or the histogram's layer changes, and on the page's refresh
-tick (``controls.REFRESH_MS``, passed on by the page only while the tab is shown) when the file changed
-since it was drawn (``training.SHOWN`` holds the run, file version and layer drawn), so a run still
+tick (``controls/view.REFRESH_MS``, passed on by the page only while the tab is shown) when the file changed
+since it was drawn (``TRAINING_SHOWN`` holds the run, file version and layer drawn), so a run still
 training is followed and an idle one costs a ``stat``.
 """
 
@@ -45,7 +45,7 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                   Output(TRAINING_LAYER_SELECT, "value"), Output(TRAINING_SHOWN, "data"),
                   Input(TABS, "value"), Input(RUN_SELECT, "value"), Input(TRAINING_TICK, "data"),
                   Input(TRAINING_LAYER_SELECT, "value"), State(TRAINING_SHOWN, "data"),
-                  prevent_initial_call=True)  # a first page on this tab comes drawn (layout/panels.py)
+                  prevent_initial_call=True)  # a first page on this tab comes drawn (view.training_tab)
     def show_training(tab: Optional[str], run_path: Optional[str], _: int, layer: Optional[int],
                       shown: Optional[dict]) -> tuple:
         nothing = (no_update,) * (len(charts) + 5)

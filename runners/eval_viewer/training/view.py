@@ -1,7 +1,7 @@
 """The Training tab: what the run's training monitor recorded (``config['training_monitor']``, see
 docs/training_monitor.md): the loss and learning rate over steps, per-layer gradient norms and update ratios
 over steps, weight and gradient histograms per epoch, the first non-finite step and the layers whose gradients
-do not update. It follows a run still training (``callbacks/training.py``)."""
+do not update. It follows a run still training (``training/callbacks.py``)."""
 
 from __future__ import annotations
 

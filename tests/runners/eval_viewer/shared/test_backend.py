@@ -246,7 +246,7 @@ def test_datapoint_has_four_sections_at_a_debug_epoch_and_three_without(runs):
     backend = ViewerBackend([runs["logs"]])
     with_debug = render_datapoint(backend, runs["trainer"], "epoch_1", 3)
     assert _sections(with_debug) == ["Inputs", "Labels", "Meta info", "Debug Outputs"]
-    assert "debug-figure" in _text(with_debug)  # drawn by data.viewer.layout.display.figures
+    assert "debug-figure" in _text(with_debug)  # drawn through the figure registry
     assert _sections(render_datapoint(backend, runs["trainer"], "epoch_0", 3)) == ["Inputs", "Labels", "Meta info"]
     evaluated = render_datapoint(backend, runs["evaluator"], EVALUATION_KEY, 3)
     assert _sections(evaluated) == ["Inputs", "Labels", "Meta info", "Debug Outputs"]
