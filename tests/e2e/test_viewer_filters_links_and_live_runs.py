@@ -1,4 +1,7 @@
-"""The viewer's second round (issue 29) in a real headless Chromium: what was wrong or broken.
+"""The viewer in a real headless Chromium: panels never showing a datapoint other than the one asked for, a refresh that
+runs no callback until the runs on disk change, the table's typed filters, chips, column chooser and j / k, links
+and named views holding the whole view, runs followed while they train, and what reads at a glance (percentiles, the
+cam's scale, the confusion matrix's colours). Each test failed before its fix.
 
 One trained run, ``small`` (12 validation datapoints, debug outputs at every epoch 0..2), beside runs the
 tests make for themselves.
@@ -62,7 +65,7 @@ RECORD_FRAMES = """panel => {
 
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("second_round")
+    root = tmp_path_factory.mktemp("small_runs")
     (root / "configs").mkdir()
     train(write_config(root / "configs" / "small.py", root / "logs" / "small", epochs=3, checkpoint_method="all",
                        val_size=12, extra=DEBUGGER))
@@ -70,7 +73,7 @@ def logs(tmp_path_factory):
 
 
 def test_compare_epochs_never_shows_the_previous_datapoint(viewer_url, new_page):
-    """Item 1: open A, Compare epochs, back, open B, Compare epochs again: it showed A until B was drawn."""
+    """open A, Compare epochs, back, open B, Compare epochs again: it showed A until B was drawn."""
     page = new_page(viewer_url)
     order = compare_first_row(page, "12 datapoints")
     page.click(f"#{TAB_DATAPOINT}")
@@ -87,7 +90,7 @@ def test_compare_epochs_never_shows_the_previous_datapoint(viewer_url, new_page)
 
 
 def test_every_panel_says_loading_until_it_shows_the_datapoint_asked_for(viewer_url, new_page):
-    """Item 1: a slow answer (delayed in the browser) leaves 'loading datapoint N …' in place, never the last one."""
+    """a slow answer (delayed in the browser) leaves 'loading datapoint N …' in place, never the last one."""
     page = new_page("about:blank")
     page.add_init_script(SLOW_SERVER.replace("DELAY_MS", "1500"))
     page.goto(viewer_url)
@@ -102,7 +105,7 @@ def test_every_panel_says_loading_until_it_shows_the_datapoint_asked_for(viewer_
 
 
 def test_a_link_to_compare_epochs_draws_on_a_loaded_machine(logs, new_page, monkeypatch):
-    """Item 2: the page's refresh ran callbacks on a timer, and Dash holds back every callback downstream of one in
+    """the page's refresh ran callbacks on a timer, and Dash holds back every callback downstream of one in
     flight (the comparison is, through the epoch list): on a loaded machine, where answers took longer than the
     refresh period, one was always in flight and the link drew nothing. Here the browser runs 4 times slower, every
     answer takes 2 s and the page refreshes twice a second."""
@@ -119,7 +122,7 @@ def test_a_link_to_compare_epochs_draws_on_a_loaded_machine(logs, new_page, monk
 
 
 def test_the_page_runs_no_callback_until_the_runs_on_disk_change(logs, tmp_path, new_page, monkeypatch):
-    """Item 2: the refresh asks outside Dash's callbacks; a change on disk (a new run) still shows without a reload."""
+    """the refresh asks outside Dash's callbacks; a change on disk (a new run) still shows without a reload."""
     monkeypatch.setattr(controls, "REFRESH_MS", 300)
     folder = tmp_path / "logs"
     shutil.copytree(logs / "small", folder / "small")
@@ -143,7 +146,7 @@ def test_the_page_runs_no_callback_until_the_runs_on_disk_change(logs, tmp_path,
 
 
 def test_debugger_summary_columns_show_their_values(viewer_url, logs, new_page):
-    """Item 4: AG Grid read the '.' of 'gradcam.target_score' as a nested path: every summary column said n/a."""
+    """AG Grid read the '.' of 'gradcam.target_score' as a nested path: every summary column said n/a."""
     page = new_page(viewer_url)
     wait_caption(page, "12 datapoints")
     first = int(column(page, "idx")[0])
@@ -155,7 +158,7 @@ def test_debugger_summary_columns_show_their_values(viewer_url, logs, new_page):
 
 
 def test_j_right_after_clicking_a_row_opens_the_next_one(viewer_url, new_page):
-    """Item 5: a click on a row left the focus where it was, in the table's filter box just typed in: j was typed
+    """a click on a row left the focus where it was, in the table's filter box just typed in: j was typed
     into the filter."""
     page = new_page(viewer_url)
     wait_caption(page, "12 datapoints")
@@ -185,7 +188,7 @@ def odd_logs(tmp_path_factory):
 
 
 def test_blank_and_not_blank_filter_the_missing_values(odd_logs, new_page):
-    """Item 7: 'Blank' / 'Not blank' on a number filter returned every row, and the caption said no filter."""
+    """'Blank' / 'Not blank' on a number filter returned every row, and the caption said no filter."""
     with serve_viewer([str(odd_logs)]) as url:
         page = new_page(url)
         wait_caption(page, "10 datapoints")
@@ -199,7 +202,7 @@ def test_blank_and_not_blank_filter_the_missing_values(odd_logs, new_page):
 
 
 def test_a_label_column_of_floats_with_nan_opens_and_names_its_classes(odd_logs, new_page):
-    """Item 8: ``int(nan)`` in the class names broke the whole epoch."""
+    """``int(nan)`` in the class names broke the whole epoch."""
     with serve_viewer([str(odd_logs)]) as url:
         page = new_page(f"{url}?idx=3")
         wait_caption(page, "10 datapoints")
@@ -210,7 +213,7 @@ def test_a_label_column_of_floats_with_nan_opens_and_names_its_classes(odd_logs,
 
 
 def test_a_superscript_digit_in_the_address_or_a_filter_box_gives_a_message(viewer_url, new_page):
-    """Item 8: ``'²'.isdigit()`` is true and ``int('²')`` fails: both gave HTTP 500."""
+    """``'²'.isdigit()`` is true and ``int('²')`` fails: both gave HTTP 500."""
     page = new_page(f"{viewer_url}?idx=²")
     page.wait_for_selector(f"#{MESSAGES} :has-text(\"idx='²' is not a dataset index\")")
     wait_caption(page, "12 datapoints")
@@ -219,7 +222,7 @@ def test_a_superscript_digit_in_the_address_or_a_filter_box_gives_a_message(view
 
 
 def test_a_click_on_the_table_while_a_narrowing_loads_never_opens_the_previous_one(viewer_url, logs, new_page):
-    """Item 6: after a click on a finding the table showed the previous finding's rows until its answers came (the
+    """after a click on a finding the table showed the previous finding's rows until its answers came (the
     score grid a round trip earlier); a click on the top row in that window opened a datapoint of the previous
     finding. The answers are slowed so that window lasts seconds; the table says it is loading instead."""
     page = new_page("about:blank")
@@ -245,7 +248,7 @@ def test_a_click_on_the_table_while_a_narrowing_loads_never_opens_the_previous_o
 
 
 def test_filters_people_type_wrong_only_and_chips(viewer_url, logs, new_page):
-    """Item 9: '> 2', '0.2..0.6', '!= ring', 'ring, circle' in the boxes (numeric boxes were <input type=number>, so
+    """'> 2', '0.2..0.6', '!= ring', 'ring, circle' in the boxes (numeric boxes were <input type=number>, so
     none could be typed); a one-click "wrong only"; chips listing the active filters, each removable."""
     table = EpochTable(str(logs / "small" / "epoch_2" / "epoch_table.parquet"))
     values = table.values(["idx", "cross_entropy", "label", "prediction", "label_name"])
@@ -289,7 +292,7 @@ def test_filters_people_type_wrong_only_and_chips(viewer_url, logs, new_page):
 
 
 def test_the_column_chooser_hides_and_pins_columns(viewer_url, new_page):
-    """Item 9: 5 of about 50 columns show at 1500 px; a chosen column can be pinned to the table's left."""
+    """5 of about 50 columns show at 1500 px; a chosen column can be pinned to the table's left."""
     page = new_page(viewer_url)
     wait_caption(page, "12 datapoints")
     page.locator("summary", has_text="Columns").click()
@@ -303,7 +306,7 @@ def test_the_column_chooser_hides_and_pins_columns(viewer_url, new_page):
 
 
 def test_a_link_holds_the_whole_view_filters_narrowing_and_comparisons(logs, tmp_path, new_page):
-    """Item 3: a link to "wrong rings" opened all rows: filters, a Failures narrowing, the comparisons' choices and
+    """a link to "wrong rings" opened all rows: filters, a Failures narrowing, the comparisons' choices and
     the columns were not in the address."""
     run = logs / "small"
     view = urlencode([("run", str(run)), ("epoch", "epoch_2"), ("idx", 7), ("tab", TAB_COMPARE_EPOCHS),
@@ -337,7 +340,7 @@ def test_a_link_holds_the_whole_view_filters_narrowing_and_comparisons(logs, tmp
 
 
 def test_named_views_are_saved_per_run_in_the_viewer_s_own_file(logs, tmp_path, new_page):
-    """Item 3: named saved views; a name never becomes a path, and nothing is written into a run folder."""
+    """named saved views; a name never becomes a path, and nothing is written into a run folder."""
     views_file = tmp_path / "config" / "views.json"
     run = logs / "small"
     before = sorted(p.name for p in run.rglob("*"))
@@ -375,7 +378,7 @@ def _rewrite_progress(run, completed: int) -> None:
 
 def test_live_runs_follow_the_latest_epoch_and_show_new_debug_outputs_without_a_reload(logs, tmp_path, new_page,
                                                                                      monkeypatch):
-    """Item 12: a "follow the latest epoch" switch; the "→ epoch N has debug outputs" button comes without a reload;
+    """a "follow the latest epoch" switch; the "→ epoch N has debug outputs" button comes without a reload;
     on start the viewer opens the most recent finished run, not a half-written one."""
     monkeypatch.setattr(controls, "REFRESH_MS", 300)
     folder = tmp_path / "logs"
@@ -412,7 +415,7 @@ def test_live_runs_follow_the_latest_epoch_and_show_new_debug_outputs_without_a_
 
 
 def test_cosmetics_binary_percentiles_cam_scale_and_confusion_colours(viewer_url, logs, new_page):
-    """Item 14: no percentile badge on a 0/1 metric; Grad-CAM's 'raw max 0 / 0.368' explained, to 4 significant
+    """no percentile badge on a 0/1 metric; Grad-CAM's 'raw max 0 / 0.368' explained, to 4 significant
     digits; the confusion matrix's colours span the errors, not the diagonal."""
     page = new_page(f"{viewer_url}?run={logs / 'small'}&epoch=epoch_2&idx=1")
     wait_title(page, DATAPOINT_PANEL, "datapoint 1 ")
