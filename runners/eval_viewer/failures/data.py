@@ -21,7 +21,6 @@ from runners.eval_viewer.shared.runs import Epoch
 from runners.eval_viewer.shared.scores import ScoresError
 
 SEPARATOR_SHARE = 0.1  # clicking a separating quantity shows the failing side's most extreme tenth of it
-
 FINDINGS_ERRORS = (AnalysisError, EpochTableError, ScoresError)
 
 

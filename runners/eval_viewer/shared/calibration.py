@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from runners.eval_viewer.figures.context import Calibration
 from runners.eval_viewer.shared.table import Table
 
 PREDICTED_PREFIX = "predicted_"
 MAX_POINTS = 2000
-
-Calibration = dict[str, dict[str, np.ndarray]]  # score -> {'true', 'predicted', 'idx'}
 
 
 def calibration_points(table: Table, max_points: int = MAX_POINTS) -> Calibration:
