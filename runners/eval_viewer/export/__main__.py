@@ -15,7 +15,9 @@ from utils.errors import LanternUserError
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m runners.eval_viewer.export",
+                                     description="A self-contained HTML report of chosen datapoints: their scores, "
+                                                 "labels, predictions and debug outputs.")
     parser.add_argument("--run", required=True, help="trainer or evaluator work dir")
     parser.add_argument("--epoch", type=int, default=None, help="trainer epoch (default: latest with debug outputs)")
     parser.add_argument("--idx", type=int, nargs="+", required=True, help="dataset indices of the datapoints")
