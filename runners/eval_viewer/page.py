@@ -27,7 +27,7 @@ from runners.eval_viewer.shared.browser_input import typed_idx
 from runners.eval_viewer.shared.feature import Tab
 from runners.eval_viewer.shared.first_view import FirstView
 from runners.eval_viewer.shared.ids import SELECTED, SELECTED_ROW, TABS
-from runners.eval_viewer.table.view import epoch_view, navigation_buttons, table_block
+from runners.eval_viewer.table.view import epoch_view, navigation, table_block
 
 
 def address_bar() -> dict[str, list[str]]:
@@ -91,7 +91,7 @@ def build_layout(backend: ViewerBackend, address: Mapping[str, list[str]], tabs:
         html.Div([
             html.Div(html.Div([*score_chart(backend, first), message, *table_block(first), *grid],
                               className="score-views"), className="left"),
-            html.Div([html.Div([*navigation_buttons(), *export_button()], className="navigation"),
+            html.Div([navigation(export_button()),
                       dcc.Tabs(id=TABS, value=first.tab, children=[tab.draw(backend, first) for tab in tabs])],
                      className="right"),
         ], className="main"),

@@ -61,11 +61,12 @@ def table_block(page: FirstView) -> list:
     ]
 
 
-def navigation_buttons() -> list:
-    """Previous / next datapoint in the table's current order (keys k / j), and the note of a step past its end."""
-    return [html.Button("◀ previous (k)", id=PREV_BUTTON, className="small-button", title="previous row (k)"),
-            html.Button("next (j) ▶", id=NEXT_BUTTON, className="small-button", title="next row (j)"),
-            html.Span(id=NAVIGATION_NOTE, className="hint")]
+def navigation(tools: list) -> html.Div:
+    """Previous / next datapoint in the table's current order (keys k / j), ``tools`` that act on the table's rows
+    (the export) beside them, and the note of a step past the table's end."""
+    return html.Div([html.Button("◀ previous (k)", id=PREV_BUTTON, className="small-button", title="previous row (k)"),
+                     html.Button("next (j) ▶", id=NEXT_BUTTON, className="small-button", title="next row (j)"),
+                     *tools, html.Span(id=NAVIGATION_NOTE, className="hint")], className="navigation")
 
 
 def filter_model(filters: Optional[dict[str, str]]) -> dict:
