@@ -9,7 +9,7 @@ them (``analysis.failures.analyze(..., save=True)``), and ``computed``, without 
 that did not finish). The viewer is served on 127.0.0.1; each round opens each run (alternating the order) on the
 Datapoint tab, clicks the Failures tab and takes, in the browser's clock, the time from the click to the first
 finding and the charts on screen. A fresh viewer serves each round, so no round finds the findings already
-in the viewer's memory. Target (issue 26): at most 1 s with stored findings.
+in the viewer's memory. Target: at most 1 s with stored findings.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Alerts, badges and cards: dash-bootstrap-components, the design card's layout library. Bootstrap's stylesheet is
+"""Alerts, badges and cards: dash-bootstrap-components, the viewer's layout library. Bootstrap's stylesheet is
 served by the viewer itself (``runners/eval_viewer/assets/bootstrap.min.css``), so the page works offline."""
 
 from __future__ import annotations
