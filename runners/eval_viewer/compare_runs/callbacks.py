@@ -47,6 +47,7 @@ from runners.eval_viewer.compare_runs.view import (
     other_run_options,
     rows_caption,
     run_columns,
+    second_run,
 )
 from runners.eval_viewer.controls.ids import EPOCH_SELECT, METRIC_SELECT, RUN_SELECT
 from runners.eval_viewer.shared.backend import ViewerBackend
@@ -144,16 +145,20 @@ def _join_runs(app: Dash, backend: ViewerBackend) -> None:
 
 
 def _follow_the_second_run(app: Dash, backend: ViewerBackend) -> None:
-    @app.callback(Output(COMPARE_RUN_SELECT, "options"), Input(RUN_SELECT, "options"),
-                  Input(RUN_SELECT, "value"), prevent_initial_call=True)
-    def other_runs(options: list, run_path: Optional[str]) -> list:
-        return other_run_options(options, run_path)
+    @app.callback(Output(COMPARE_RUN_SELECT, "options"), Output(COMPARE_RUN_SELECT, "value"),
+                  Input(RUN_SELECT, "options"), Input(RUN_SELECT, "value"), State(COMPARE_RUN_SELECT, "value"),
+                  prevent_initial_call=True)
+    def other_runs(options: list, run_path: Optional[str], other_path: Optional[str]) -> tuple:
+        """The runs offered; the second run stays while it is one of them, else the run's own (``second_run``)."""
+        offered = other_run_options(options, run_path)
+        kept = other_path in {option["value"] for option in offered}
+        return offered, other_path if kept else second_run(backend, run_path)
 
     @app.callback(Output(COMPARE_RUN_EPOCH_SELECT, "options"), Output(COMPARE_RUN_EPOCH_SELECT, "value"),
                   Input(COMPARE_RUN_SELECT, "value"), State(EPOCH_SELECT, "value"),
                   State(RUN_SELECT, "value"), prevent_initial_call=True)
     def choose_other_epoch(other_path: Optional[str], epoch_key: Optional[str], run_path: Optional[str]) -> tuple:
-        return other_run_epochs(backend, other_path, epoch_key, epoch_key, run_path)
+        return other_run_epochs(backend, other_path, epoch_key, run_path)
 
 
 def _draw_the_datapoint(app: Dash, backend: ViewerBackend) -> None:
