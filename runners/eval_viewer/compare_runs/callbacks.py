@@ -56,7 +56,7 @@ from runners.eval_viewer.shared.components import message
 from runners.eval_viewer.shared.feature import Feature, Tab
 from runners.eval_viewer.shared.ids import SELECTED, SELECTED_ROW, TABS
 from runners.eval_viewer.shared.pending import status_script, while_shown_script
-from runners.eval_viewer.shared.row_grids import reload_after_empty_answer
+from runners.eval_viewer.shared.row_grids import reload_after_empty_script
 from runners.eval_viewer.shared.table import TABLE_ERRORS
 from utils.errors import LanternUserError
 
@@ -114,7 +114,9 @@ def _join_runs(app: Dash, backend: ViewerBackend) -> None:
                             Output(RUN_DIFF_ALL, "id"), Input(RUN_DIFF_ALL, "n_clicks"),
                             Input(RUN_DIFF_TO_WRONG, "n_clicks"), Input(RUN_DIFF_TO_RIGHT, "n_clicks"),
                             prevent_initial_call=True)
-    reload_after_empty_answer(app, RUN_DIFF_TABLE)
+    app.clientside_callback(reload_after_empty_script(RUN_DIFF_TABLE),
+                            Output(RUN_DIFF_TABLE, "id", allow_duplicate=True),
+                            Input(RUN_DIFF_TABLE, "getRowsResponse"), prevent_initial_call=True)
     app.clientside_callback(_OPEN, Output(SELECTED, "data", allow_duplicate=True),
                             Output(SELECTED_ROW, "data", allow_duplicate=True),
                             Input(RUN_DIFF_TABLE, "cellClicked"), prevent_initial_call=True)

@@ -12,8 +12,6 @@ loader) and asks the grid to load its rows again; that answer follows one with r
 
 from __future__ import annotations
 
-from dash import Dash, Input, Output
-
 _RELOAD_AFTER_EMPTY = """function() {
     // Run whenever an answer lands or dash-ag-grid clears it (by then it reads null: the count is read from the
     // grid, once dash-ag-grid has applied the answer). A block still loading then, where the rows before were
@@ -36,7 +34,7 @@ _RELOAD_AFTER_EMPTY = """function() {
 }"""
 
 
-def reload_after_empty_answer(app: Dash, grid: str) -> None:
-    """Ask ``grid`` for its rows again where it lost an answer that followed one of no rows (see the module)."""
-    app.clientside_callback(_RELOAD_AFTER_EMPTY.replace("GRID", grid), Output(grid, "id", allow_duplicate=True),
-                            Input(grid, "getRowsResponse"), prevent_initial_call=True)
+def reload_after_empty_script(grid: str) -> str:
+    """The browser's check, on each answer ``grid`` gets (``getRowsResponse``), that asks for its rows again where
+    it lost an answer that followed one of no rows (see the module)."""
+    return _RELOAD_AFTER_EMPTY.replace("GRID", grid)
