@@ -1,22 +1,31 @@
 """The mask figures in the viewer, in a real headless Chromium over a real two-epoch run of the promptable
 segmentation example (debug outputs kept at its last epoch, as the example keeps them): the overlay drawn by the
 viewer's own plotly bundle, its view buttons and opacity slider working, the prompt's attention over the image per
-head and layer, a broken datapoint's error in its place, and the run opened in its own failure order."""
+head and layer, a broken datapoint's error in its place, the run opened in its own failure order, and the prompt
+drawn as a point in the inputs and on the gallery's tiles, with the masks' errors."""
 
 from __future__ import annotations
 
 import copy
+import io
 import os
 from urllib.parse import urlencode
 
+import numpy as np
+import PIL.Image
 import pytest
 
 from analysis.epoch_table import EpochTable
+from debuggers.pages.reader import DebugOutputs
 from runners.config_file import load_config
 from runners.eval_viewer.compare_epochs.ids import COMPARE_EPOCHS_NOTE, COMPARE_EPOCHS_PANEL, TAB_COMPARE_EPOCHS
 from runners.eval_viewer.controls.ids import METRIC_SELECT
+from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL
+from runners.eval_viewer.figures.marks import FALSE_NEGATIVE, FALSE_POSITIVE, MARK_PX, RING
+from runners.eval_viewer.gallery.ids import GALLERY_CAPTION, GALLERY_TILES, TAB_GALLERY
 from runners.trainers import BaseTrainer
 from tests.configs.test_segmentation_examples import ScenesWithBrokenOnes
+from tests.e2e.conftest import expect
 from tests.e2e.viewer_page import column, open_row, wait_caption, wait_title
 from tests.runs import REPO_ROOT, one_thread
 
@@ -100,3 +109,37 @@ def test_the_run_opens_in_its_failure_order_and_compare_epochs_says_which_epochs
     panel = page.locator(f"#{COMPARE_EPOCHS_PANEL}")
     assert panel.locator(".compare-headings h5").all_inner_texts() == ["epoch 0", "epoch 1", "difference"]
     assert "epoch 0 has no debug outputs: only its scores are shown" in panel.inner_text()
+
+
+def test_the_prompt_is_a_point_in_the_inputs_and_the_gallery_draws_it_with_the_errors(viewer_url, logs, new_page):
+    """inputs showed the prompt as "point: array (2,) float32: min 12.5, max 12.5, mean 12.5", not drawn on the
+    image; gallery tiles had no prompt and no false positives or negatives to show, and cut the score off."""
+    captured = DebugOutputs(str(logs / "run" / "datapoints"))[4]["inputs"]
+    x, y = (float(v) for v in np.asarray(captured["point"]).reshape(2))
+    page = new_page(_url(viewer_url, logs / "run", 4))
+    wait_title(page, DATAPOINT_PANEL, "datapoint 4 ")
+    inputs = page.locator(f"#{DATAPOINT_PANEL} .section-inputs")
+    assert inputs.locator(".prompt-points").inner_text() == f"point: (x, y) ({x:.4g}, {y:.4g}), marked ○ on image"
+    mark = inputs.locator(".marked-image .point-mark")
+    picture, ring = inputs.locator(".marked-image img").bounding_box(), mark.bounding_box()
+    side = np.asarray(captured["image"]).shape[-1]
+    assert abs(ring["x"] + ring["width"] / 2 - (picture["x"] + x / side * picture["width"])) < 1.5
+    assert abs(ring["y"] + ring["height"] / 2 - (picture["y"] + y / side * picture["height"])) < 1.5
+
+    page.click(f"#{TAB_GALLERY}")
+    expect(page.locator(f"#{GALLERY_CAPTION}")).to_contain_text(
+        "masks › errors drawn over each input (false positives red, false negatives amber)")
+    tile = page.locator(f"#{GALLERY_TILES} .gallery-tile[data-idx='4']")
+    score = tile.locator(".gallery-score")
+    assert score.evaluate("s => s.scrollWidth <= s.clientWidth") and score.inner_text().startswith("iou ")
+    source = tile.locator("img").get_attribute("data-src")
+    assert "overlay=masks" in source
+    drawn = np.asarray(PIL.Image.open(io.BytesIO(page.request.get(viewer_url + source).body())).convert("RGB"))
+    factor = drawn.shape[0] / side
+    assert drawn.shape[0] >= MARK_PX
+    at = (round(y * factor), round(x * factor + RING * drawn.shape[0]))
+    assert tuple(drawn[at]) == (255, 255, 255), "the prompt is not ringed on the tile"
+    output = DebugOutputs(str(logs / "run" / "epoch_1" / "debugger"))[4]["masks"]
+    wrong = (output["label_mask"] != output["predicted_mask"]).any()
+    colours = {tuple(pixel) for pixel in drawn.reshape(-1, 3)}
+    assert not wrong or {FALSE_POSITIVE, FALSE_NEGATIVE} & colours, "the errors are not drawn"
