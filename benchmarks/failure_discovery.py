@@ -231,7 +231,9 @@ def _cause_ranks(cause: Cause, findings: Findings, idx: np.ndarray, failed_idx: 
                            for s in findings.internals.slices],
              "subgroups": [(g.idx, [c.column for c in g.meta_match.conditions] if g.meta_match else [])
                            for g in findings.subgroups],
-             "suspect groups": [(g.idx, []) for g in findings.suspect_groups]}
+             "suspect groups": [(g.idx, []) for g in findings.suspect_groups],
+             "training-label groups": [(g.idx, [c.column for c in g.meta_match.conditions] if g.meta_match else [])
+                                       for g in findings.training_label_groups]}
     grouped = cause.kind in GROUPED
     # a systematic group or a rare variant counts only where an entry is at least half of it: a slice on its class
     # alone holds it at three times its share and says nothing of it
@@ -289,7 +291,8 @@ def _distractors(findings: Findings, sliceline: list[FoundGroup], distractors: t
             texts += [found.description, *found.also, found.meta_match.description if found.meta_match else ""]
         for separator in family.separators[:DISTRACTOR_TOP]:
             texts += [separator.column, separator.meta_match.description if separator.meta_match else ""]
-    for group in [*findings.subgroups[:DISTRACTOR_TOP], *findings.suspect_groups[:DISTRACTOR_TOP]]:
+    for group in [*findings.subgroups[:DISTRACTOR_TOP], *findings.suspect_groups[:DISTRACTOR_TOP],
+                  *findings.training_label_groups[:DISTRACTOR_TOP]]:
         texts.append(group.meta_match.description if group.meta_match else "")
     return {"lantern": [text for text in texts if named(text)],
             "sliceline": [g.description for g in sliceline[:DISTRACTOR_TOP] if named(g.description)]}
@@ -300,18 +303,18 @@ def report(name: str, result: dict[str, Any], seconds: tuple[float, float]) -> b
     failures, rows = result["failures"]
     print(f"\n== {name}: {failures} of {rows} fail ({result['outside']:.1%} of those no planted cause touches); "
           f"training {seconds[0]:.0f} s, analysis {seconds[1]:.1f} s")
-    print(f"{'cause':44s} {'fail x':>6s}  {'Lantern named':16s} {'Lantern group':18s} {'SliceLine':>9s} "
+    print(f"{'cause':44s} {'fail x':>6s}  {'Lantern named':16s} {'Lantern group':26s} {'SliceLine':>9s} "
           f"{'Domino':>6s}  target")
     met = True
     for r in result["ranks"]:
         verdict = ("ok" if r.named_or_grouped else "MISSED") if r.must_find else "(fails < 1.5x the rest)"
         met &= r.named_or_grouped
-        print(f"{r.cause[:44]:44s} {r.fail_ratio:6.1f}  {r.lantern_named or '-':16s} {r.lantern_group or '-':18s} "
+        print(f"{r.cause[:44]:44s} {r.fail_ratio:6.1f}  {r.lantern_named or '-':16s} {r.lantern_group or '-':26s} "
               f"{r.sliceline or '-':>9} {r.domino or '-':>6}  {verdict}")
     for cause, rank in result["other"].items():
         ok = rank is not None and rank <= TARGET
         met &= ok
-        print(f"{cause[:44]:44s} {'':6s}  {'#' + str(rank) if rank else '-':16s} {'':18s} {'':>9s} {'':>6s}  "
+        print(f"{cause[:44]:44s} {'':6s}  {'#' + str(rank) if rank else '-':16s} {'':26s} {'':>9s} {'':>6s}  "
               f"{'ok' if ok else 'MISSED'}")
     if result["label precision"] is not None:
         ours, plain = result["label precision"]
@@ -330,11 +333,11 @@ def _report_told_apart(result: dict[str, Any]) -> bool:
     grouped = [r for r in result["ranks"] if r.kind in GROUPED]
     met = True
     if grouped:
-        print(f"\n{'systematic group / rare variant':44s} {'kind':10s} {'Lantern group':18s} "
+        print(f"\n{'systematic group / rare variant':44s} {'kind':10s} {'Lantern group':26s} "
               f"{'suspects top 10/50: Lantern':>28s} {'cleanlab':>9s} {'Domino':>6s}  target")
     for r in grouped:
         met &= r.met
-        print(f"{r.cause[:44]:44s} {r.kind:10s} {r.lantern_group or '-':18s} {_counts(r.suspects):>28s} "
+        print(f"{r.cause[:44]:44s} {r.kind:10s} {r.lantern_group or '-':26s} {_counts(r.suspects):>28s} "
               f"{_counts(r.cleanlab):>9s} {r.domino or '-':>6}  {_verdict(r)}")
     if result["flip target"] is not None and result["label precision"] is not None:
         ours, plain = result["label precision"]

@@ -1,0 +1,167 @@
+"""Groups that fail alike: failing datapoints that sit together in a captured feature space with neighbours of
+their own label that fail too. Neither kind is label noise, and each is reported as one group, never as a list of
+label suspects.
+
+A mislabelled validation datapoint looks like the class the model predicts: its nearest neighbours in the model's
+feature space carry another label (its true class's) and pass. A member of a group the model gets wrong
+consistently sits among other members: they share its label (the validation labels agree with their neighbours)
+and fail alike. Two kinds of such groups:
+
+- **systematic**: predicted consistently as one other class (at least ``CONSISTENT`` of its failures). The model
+  learnt that class for datapoints like these: most often their *training* labels name it (an annotation rule, a
+  mapping error), else something they share marks that class for the model (a shortcut);
+- **variant**: failures spread over several predictions: a kind of input the model has not learnt (a rare style,
+  an artifact), a subgroup to collect more of.
+
+How they are found, in the captured feature space the label suspects use (``analysis/failures.py``): every
+failing datapoint whose ``NEIGHBOURS`` nearest neighbours fail significantly more than the space's failure rate
+(one-sided binomial test, p < ``COHERENT_P``) is *coherent*; coherent failures are linked to the coherent failures
+of the same label among their nearest neighbours, and each connected set of links is a group's core. The same label
+keeps a group from spreading through a dense region of failures of other classes (a shortcut's victims beside a
+mislabelled rule). A group's datapoints are its core and every datapoint of that label whose neighbours are mostly
+in the core (so its failure rate counts the passing datapoints among them); it is reported when it fails
+significantly more than the rest of the space, as a subgroup must (Fisher exact test, Bonferroni over the groups
+tried, and a Clopper-Pearson lower bound at least ``FAR_MORE`` times the rest's rate: ``analysis/subgroups.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+from scipy.stats import beta, binom, hypergeom
+from sklearn.neighbors import NearestNeighbors
+
+from analysis.class_names import class_name
+from analysis.findings import Subgroup, Target, TrainingLabelGroup
+from analysis.meta_terms import MetaVocabulary
+from analysis.slices import ALPHA
+from analysis.subgroups import FAR_MORE
+
+NEIGHBOURS = 10
+MAX_ROWS = 20_000
+COHERENT_P = 0.05
+CONSISTENT = 2 / 3  # a systematic group's failures predicted as one class, at least
+EXAMPLES = 5
+
+
+@dataclass
+class Neighbourhoods:
+    """The nearest neighbours of the datapoints of one captured feature space, as table rows.
+
+    Above ``MAX_ROWS`` captured rows, a random ``MAX_ROWS`` of them are indexed (the groups are found among them);
+    ``of`` finds any captured row's neighbours among the indexed ones."""
+
+    space: str
+    vectors: np.ndarray  # one per table row; NaN rows: not captured
+    indexed: np.ndarray  # bool per table row: in the index
+    index: NearestNeighbors
+    neighbours: np.ndarray  # (table rows, NEIGHBOURS): an indexed row's nearest other indexed rows; -1 elsewhere
+
+    def captured(self, rows: np.ndarray) -> np.ndarray:
+        """Whether each of ``rows`` has a vector."""
+        return np.isfinite(self.vectors[rows]).all(axis=1)
+
+    def of(self, rows: np.ndarray, count: int = NEIGHBOURS) -> np.ndarray:
+        """The ``count`` nearest indexed rows of each of ``rows`` (captured table rows), the row itself left out."""
+        found = np.flatnonzero(self.indexed)[self.index.kneighbors(self.vectors[rows], n_neighbors=count + 1)[1]]
+        itself = found == rows[:, None]  # first, but a duplicate vector may come before it; absent if not indexed
+        drop = np.where(itself.any(axis=1), itself.argmax(axis=1), count)
+        keep = np.ones(found.shape, dtype=bool)
+        keep[np.arange(len(rows)), drop] = False
+        return found[keep].reshape(len(rows), count)
+
+
+def neighbourhoods(space: str, vectors: np.ndarray, seed: int = 0) -> Optional[Neighbourhoods]:
+    """The neighbourhoods of the captured rows of ``vectors`` (one per table row, NaN: not captured); None when too
+    few rows are captured."""
+    captured = np.flatnonzero(np.isfinite(vectors).all(axis=1))
+    if len(captured) <= 2 * NEIGHBOURS:
+        return None
+    if len(captured) > MAX_ROWS:
+        captured = np.sort(np.random.default_rng(seed).choice(captured, MAX_ROWS, replace=False))
+    indexed = np.zeros(len(vectors), dtype=bool)
+    indexed[captured] = True
+    near = Neighbourhoods(space, vectors, indexed, NearestNeighbors().fit(vectors[captured]),
+                          np.full((len(vectors), NEIGHBOURS), -1, dtype=np.int32))
+    near.neighbours[captured] = near.of(captured)
+    return near
+
+
+def coherent_failures(near: Neighbourhoods, failed: np.ndarray) -> np.ndarray:
+    """Failing indexed rows whose neighbours fail significantly more than the indexed rows' failure rate."""
+    rate = failed[near.indexed].mean()
+    failing = failed[np.maximum(near.neighbours, 0)].sum(axis=1)
+    return near.indexed & failed & (binom.sf(failing - 1, NEIGHBOURS, rate) < COHERENT_P)
+
+
+def failure_groups(near: Neighbourhoods, values: dict[str, np.ndarray], failed: np.ndarray,
+                   vocabulary: MetaVocabulary, min_size: int, layer: Optional[str]
+                   ) -> tuple[list[TrainingLabelGroup], list[Subgroup]]:
+    """The systematic groups (most failures first) and the variants (highest failure rate first) of one space."""
+    label, idx = values["label"], values["idx"]
+    cores = _cores(near, label, coherent_failures(near, failed), min_size)
+    candidates = [(core, _region(near, label, core)) for core in cores]
+    level = ALPHA / max(len(candidates), 1)
+    systematic, variants = [], []
+    for core, region in candidates:
+        size, failures = int(region.sum()), int((region & failed).sum())
+        rest, rest_failures = int(near.indexed.sum()) - size, int((failed & near.indexed).sum()) - failures
+        rest_rate = rest_failures / max(rest, 1)
+        p_value = hypergeom.sf(failures - 1, size + rest, failures + rest_failures, size)
+        if p_value >= level or beta.ppf(level, failures, size - failures + 1) < FAR_MORE * rest_rate:
+            continue
+        match = vocabulary.best_match(region)
+        target = Target(conditions=list(match.conditions) if match else [], debugger=near.space, layer=layer)
+        examples = idx[_typical(near, core)].tolist()
+        predicted, consistency = _dominant(values["prediction"][region & failed])
+        if consistency >= CONSISTENT:
+            probability = values["probabilities"][region & failed, int(predicted)] if "probabilities" in values \
+                else np.full(1, np.nan)
+            members = near.neighbours[core]
+            systematic.append(TrainingLabelGroup(
+                near.space, class_name(values, label[core][0], "label"), class_name(values, predicted, "prediction"),
+                size, failures, failures / size, rest_rate, consistency, float(np.median(probability)),
+                float((label[members] == label[core][:, None]).mean()), idx[region], match, examples, target))
+        else:
+            variants.append(Subgroup(near.space, size, failures, failures / size, rest_rate, idx[region], match,
+                                     examples, target, kind="variant"))
+    return sorted(systematic, key=lambda g: -g.failures), sorted(variants, key=lambda g: -g.failure_rate)
+
+
+def _cores(near: Neighbourhoods, label: np.ndarray, coherent: np.ndarray, min_size: int) -> list[np.ndarray]:
+    """The connected sets of coherent failures (linked to the coherent failures of their label among their
+    neighbours) of at least ``min_size`` rows, as bool masks."""
+    source = np.repeat(np.arange(len(label)), NEIGHBOURS)
+    target = near.neighbours.reshape(-1)
+    linked = (target >= 0) & coherent[source] & coherent[np.maximum(target, 0)] & \
+        (label[source] == label[np.maximum(target, 0)])
+    graph = coo_matrix((np.ones(int(linked.sum())), (source[linked], target[linked])), shape=(len(label),) * 2)
+    _, component = connected_components(graph, directed=True, connection="weak")
+    sizes = np.bincount(component[coherent], minlength=component.max() + 1)
+    return [coherent & (component == c) for c in np.flatnonzero(sizes >= min_size)]
+
+
+def _region(near: Neighbourhoods, label: np.ndarray, core: np.ndarray) -> np.ndarray:
+    """The core and every captured row of its label whose neighbours are mostly in it."""
+    inside = core[np.where(near.neighbours >= 0, near.neighbours, 0)].sum(axis=1)
+    return core | (near.indexed & (label == label[core][0]) & (2 * inside > NEIGHBOURS))
+
+
+def _typical(near: Neighbourhoods, core: np.ndarray) -> np.ndarray:
+    """The core's EXAMPLES rows with the most of their neighbours in it: the heart of the group."""
+    rows = np.flatnonzero(core)
+    inside = core[np.where(near.neighbours[rows] >= 0, near.neighbours[rows], 0)].sum(axis=1)
+    return rows[np.argsort(-inside, kind="stable")[:EXAMPLES]]
+
+
+def _dominant(predictions: np.ndarray) -> tuple[int, float]:
+    """The most common prediction and its share (a failure without a prediction, from logits that were not finite,
+    counts as none of them)."""
+    classes, counts = np.unique(predictions[np.isfinite(predictions)].astype(np.int64), return_counts=True)
+    if not len(counts):
+        return -1, 0.0
+    return int(classes[np.argmax(counts)]), float(counts.max() / len(predictions))
