@@ -11,12 +11,12 @@ where the prediction was right and is wrong at the next. The kinds of datapoint:
 - *hard to learn*: the model consistently gives its label a low probability (confidence < 0.5, variability < 0.2).
   Mislabelled datapoints gather here, and so do systematic subgroups the model never learns: the suspects'
   neighbourhoods (``analysis/label_noise.py``, ``analysis/failure_groups.py``) tell them apart;
-- *still learning*: one that would be ambiguous or hard to learn, but whose probability still rises at the end: up
-  by at least ``RISE`` over the last two epochs, and not down at the last. A model stopped while it was still
-  learning leaves most datapoints with a low mean or a wide spread; that is not the model changing its mind.
+- *still learning*: one that would be ambiguous or hard to learn, but whose probability rose by at least ``RISE``
+  from the first epoch to the last and is at its highest (within ``PEAK``) at the last. A model stopped while it was
+  still learning leaves such datapoints with a low mean or a wide spread; that is not the model changing its mind.
 
-The whole run is still learning when the mean probability of every datapoint's label rose by at least ``RUN_RISE``
-over the last two epochs: the map then says so (``DataMap.note``).
+The whole run is still learning when the mean probability of the labels rose by at least ``RUN_RISE`` over the
+epochs and is at its highest at the last: the map then says so (``DataMap.note``).
 
 The validation set is never trained on, so this is the map of how the model's view of unseen data settles.
 """
@@ -36,7 +36,7 @@ from analysis.findings import DataMap
 
 MIN_EPOCHS = 3
 CONFIDENCE_CUT, VARIABILITY_CUT = 0.5, 0.2
-RISE, RUN_RISE = 0.1, 0.05
+RISE, PEAK, RUN_RISE = 0.2, 0.05, 0.05
 KINDS = ("easy", "ambiguous", "hard to learn", "still learning")
 POINTS = 3000  # datapoints drawn in the chart (SVG markers): every failure first (up to half), then a random sample
 
@@ -47,7 +47,7 @@ class History:
     confidence: np.ndarray  # aligned with the analysed table's idx; NaN where a datapoint has no history
     variability: np.ndarray
     forgetting: np.ndarray
-    rising: np.ndarray  # bool: p(label) up by RISE over the last two epochs, and not down at the last
+    rising: np.ndarray  # bool: p(label) up by RISE from the first epoch to the last, and at its peak there
     mean_confidence: list[float]  # the mean p(label) of every datapoint with one, per epoch
 
     def kinds(self) -> np.ndarray:
@@ -59,8 +59,8 @@ class History:
 
     def still_learning(self) -> Optional[str]:
         """Why the whole run is still learning (its mean confidence still rising at the end), else None."""
-        trend = self.mean_confidence[-3:]
-        if len(trend) < 3 or not trend[-1] - trend[0] >= RUN_RISE or trend[-1] < trend[-2]:
+        trend = self.mean_confidence
+        if not trend[-1] - trend[0] >= RUN_RISE or trend[-1] < max(trend):
             return None
         shown = " → ".join(f"{value:.2f}" for value in self.mean_confidence)
         return (f"the model was still learning: the mean probability of the labels rose over the validation epochs "
@@ -99,9 +99,10 @@ def read_history(epoch_dir: str, idx: np.ndarray, notes: list[str]) -> Optional[
         warnings.simplefilter("ignore", RuntimeWarning)  # a datapoint without any history: NaN, as it should be
         mean, spread = np.nanmean(confidence, axis=0), np.nanstd(confidence, axis=0)
         per_epoch = [float(value) for value in np.nanmean(confidence, axis=1)]
+        peak = np.nanmax(confidence, axis=0)
     forgetting = (correct[:-1] & ~correct[1:]).sum(axis=0)
     with np.errstate(invalid="ignore"):  # NaN where an epoch lacks the datapoint: not rising
-        rising = (confidence[-1] - confidence[-3] >= RISE) & (confidence[-1] >= confidence[-2])
+        rising = (confidence[-1] - confidence[0] >= RISE) & (confidence[-1] >= peak - PEAK)
     return History(epochs, mean, spread, forgetting, rising, per_epoch)
 
 

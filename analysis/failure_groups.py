@@ -99,9 +99,10 @@ def coherent_failures(near: Neighbourhoods, failed: np.ndarray) -> np.ndarray:
 
 
 def failure_groups(near: Neighbourhoods, values: dict[str, np.ndarray], failed: np.ndarray,
-                   vocabulary: MetaVocabulary, min_size: int, layer: Optional[str]
+                   vocabulary: MetaVocabulary, min_size: int, layer: Optional[str], label_columns: frozenset[str]
                    ) -> tuple[list[TrainingLabelGroup], list[Subgroup]]:
-    """The systematic groups (most failures first) and the variants (highest failure rate first) of one space."""
+    """The systematic groups (most failures first) and the variants (highest failure rate first) of one space.
+    A group has one label, so a meta description on ``label_columns`` alone says nothing of it: none."""
     label, idx = values["label"], values["idx"]
     cores = _cores(near, label, coherent_failures(near, failed), min_size)
     candidates = [(core, _region(near, label, core)) for core in cores]
@@ -115,6 +116,7 @@ def failure_groups(near: Neighbourhoods, values: dict[str, np.ndarray], failed: 
         if p_value >= level or beta.ppf(level, failures, size - failures + 1) < FAR_MORE * rest_rate:
             continue
         match = vocabulary.best_match(region)
+        match = None if match is None or all(c.column in label_columns for c in match.conditions) else match
         target = Target(conditions=list(match.conditions) if match else [], debugger=near.space, layer=layer)
         examples = idx[_typical(near, core)].tolist()
         predicted, consistency = _dominant(values["prediction"][region & failed])

@@ -154,7 +154,8 @@ def analyze_table(table: EpochTable, internals: Optional[CapturedInternals] = No
         findings.notes += [internals.problem] if internals.problem else []
         findings.subgroups = find_subgroups(internals, idx, failed, vocabulary, min_size, layers, findings.notes)
         findings.nan_origins = internals.nan_origins[:top]
-        near, grouped = _groups_failing_alike(findings, internals, values, failed, vocabulary, min_size, layers)
+        near, grouped = _groups_failing_alike(findings, internals, values, failed, vocabulary, min_size, layers,
+                                              columns.label_copies)
         findings.subgroups = findings.subgroups[:top]
         findings.training_label_groups = findings.training_label_groups[:top]
     explain(findings, values, failed, vocabulary, layers, set(table.roles.get("input_region", [])))
@@ -168,8 +169,8 @@ def analyze_table(table: EpochTable, internals: Optional[CapturedInternals] = No
 
 
 def _groups_failing_alike(findings: Findings, internals: CapturedInternals, values: dict[str, np.ndarray],
-                          failed: np.ndarray, vocabulary: MetaVocabulary, min_size: int, layers: dict[str, str]
-                          ) -> tuple[Optional[Neighbourhoods], np.ndarray]:
+                          failed: np.ndarray, vocabulary: MetaVocabulary, min_size: int, layers: dict[str, str],
+                          label_columns: frozenset[str]) -> tuple[Optional[Neighbourhoods], np.ndarray]:
     """The neighbourhoods of the suspects' feature space and the groups that fail alike in it
     (``analysis/failure_groups.py``): systematic groups in ``findings.training_label_groups``, variants among the
     subgroups. Also the bool mask of their rows, which leave the label suspects."""
@@ -180,10 +181,11 @@ def _groups_failing_alike(findings: Findings, internals: CapturedInternals, valu
     near = neighbourhoods(name, space)
     if near is None:
         return None, grouped
-    systematic, variants = failure_groups(near, values, failed, vocabulary, min_size, layers.get(name))
+    systematic, variants = failure_groups(near, values, failed, vocabulary, min_size, layers.get(name),
+                                          label_columns)
     findings.training_label_groups = systematic
     findings.subgroups = distinct_groups(findings.subgroups, variants, systematic)
-    for group in [*systematic, *variants]:
+    for group in [*systematic, *(found for found in findings.subgroups if found.kind == "variant")]:
         grouped |= rows_of(values["idx"], group.idx)
     return near, grouped
 

@@ -28,8 +28,11 @@ share of neighbours that carry the suggested label (the margin alone without a s
 the data backs first, and a low-margin mistake of the model (the model itself unsure) below every confident one.
 
 No suspect is listed when the model's probabilities cannot support any: a model near chance (accuracy within
-``NEAR_CHANCE`` of the way from always predicting the most common label to perfect), or one that has not learnt
-most of its data (most datapoints hard to learn on the data map). The note says why.
+``NEAR_CHANCE`` of the way from chance, always predicting the most common label, to perfect), or one that has not
+learnt most of its data: most datapoints hard to learn on the data map, their label's mean probability over the
+epochs as near chance. (Hard to learn in the data map's own terms, below 0.5, would be every datapoint of an
+under-confident model that is right on 86% of them, and every mislabelled one: no reason to withhold.) The note
+says why.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from cleanlab.filter import find_label_issues
 from scipy.stats import hypergeom
 
 from analysis.class_names import class_name
-from analysis.data_map import KINDS, History
+from analysis.data_map import History
 from analysis.failure_groups import NEIGHBOURS, Neighbourhoods, coherent_failures
 from analysis.findings import LabelIssue, SuspectGroup, Target
 from analysis.meta_terms import MetaVocabulary
@@ -94,37 +97,36 @@ def suspected_label_errors(values: dict[str, np.ndarray], failed: np.ndarray,
     score = margin * np.nan_to_num(backing, nan=1.0)
     order = np.flatnonzero(remaining)[np.argsort(-score[remaining], kind="stable")][:top]
     issues = [_issue(rows[k], values, history, failing[k], margin[k], backing[k]) for k in order]
-    left_out = [f"{int(edge.sum())} lie beside a group of their label that fails alike, or in its crowded confusion "
-                "cell (most likely its members)"] \
-        if edge.any() else []
-    left_out += [f"{int(unbacked.sum())} have fewer than half of their nearest neighbours with the label the model "
-                 "suggests: only the model disagrees with their labels (hard or unusual datapoints, or mistakes of "
-                 "the model)"] if unbacked.any() else []
-    note = f"of cleanlab's suspects, {' and '.join(left_out)}: they are left out" if left_out else None
+    left_out = [f"{int(edge.sum())} beside or in the confusion cell of a group of their label that fails alike "
+                "(most likely its members)"] if edge.any() else []
+    left_out += [f"{int(unbacked.sum())} whose nearest neighbours mostly do not carry the label the model suggests "
+                 "(only the model disagrees: a hard or unusual datapoint, or a mistake of the model)"] \
+        if unbacked.any() else []
+    note = f"left out of cleanlab's suspects: {'; '.join(left_out)}" if left_out else None
     return issues, groups, note
 
 
 def _withheld(values: dict[str, np.ndarray], history: Optional[History]) -> Optional[str]:
     """Why the model's probabilities cannot support label suspects, or None: a model near chance, or one that has
-    not learnt most of its data."""
+    not learnt most of its data (most datapoints' mean probability of their label over the epochs near chance)."""
     if "label" not in values or "prediction" not in values or not len(values["label"]):
         return None
     labels = values["label"]
     classes = values["probabilities"].shape[1] if "probabilities" in values else len(np.unique(labels))
-    shares = np.unique(labels, return_counts=True)[1] / len(labels)
-    chance = max(float(shares.max()), 1 / max(classes, 1))
+    chance = max(float(np.unique(labels, return_counts=True)[1].max() / len(labels)), 1 / max(classes, 1))
+    near_chance = chance + NEAR_CHANCE * (1 - chance)
     accuracy = float(np.mean(labels == values["prediction"]))
-    if accuracy < chance + NEAR_CHANCE * (1 - chance):
+    if accuracy < near_chance:
         return (f"no label suspects: the model is near chance (accuracy {accuracy:.1%}, against {chance:.1%} for "
                 "always predicting the most common label), so its disagreements with the labels say nothing about "
                 "them; train it further first")
-    if history is not None:
-        known = np.isfinite(history.confidence)
-        hard = int((history.kinds()[known] == KINDS.index("hard to learn")).sum())
-        if 2 * hard > known.sum():
-            return (f"no label suspects: {hard} of {int(known.sum())} datapoints are hard to learn on the data map "
-                    "(the model gives their labels a low probability at every epoch): it has not learnt the data, "
-                    "so its disagreements with the labels say nothing about them")
+    known = np.isfinite(history.confidence) if history is not None else np.zeros(0, dtype=bool)
+    unlearnt = int((history.confidence[known] < near_chance).sum()) if history is not None else 0
+    if 2 * unlearnt > known.sum():
+        return (f"no label suspects: most datapoints are hard to learn on the data map ({unlearnt} of "
+                f"{int(known.sum())} have a mean probability of their label over the epochs {history.epochs} below "
+                f"{near_chance:.2f}, near the {chance:.2f} of chance): the model has not learnt the data, so its "
+                "disagreements with the labels say nothing about them")
     return None
 
 

@@ -78,16 +78,16 @@ def find_subgroups(internals: CapturedInternals, table_idx: np.ndarray, failed: 
 def distinct_groups(clusters: list[Subgroup], variants: list[Subgroup], systematic: list[TrainingLabelGroup]
                     ) -> list[Subgroup]:
     """The clusters and the variants (``analysis/failure_groups.py``) as one list, highest failure rate first, each
-    group once: one whose datapoints are mostly those of a group kept before it, or of a systematic group (which
-    says more of them), is left out (Jaccard >= SAME_GROUP)."""
+    group once: one whose datapoints are mostly those of a systematic group, a variant or a cluster before it (in
+    this order: the first says more of them) is left out (Jaccard >= SAME_GROUP)."""
     kept: list[Subgroup] = []
     seen = [set(group.idx.tolist()) for group in systematic]
-    for group in sorted(clusters + variants, key=lambda found: -found.failure_rate):
+    for group in variants + clusters:
         rows = set(group.idx.tolist())
         if all(len(rows & other) < SAME_GROUP * len(rows | other) for other in seen):
             kept.append(group)
             seen.append(rows)
-    return kept
+    return sorted(kept, key=lambda found: -found.failure_rate)
 
 
 def reduced_space(vectors: np.ndarray, seed: int = 0) -> np.ndarray:

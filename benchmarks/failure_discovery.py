@@ -48,6 +48,8 @@ from typing import Any, Optional
 
 import numpy as np
 import torch
+from sklearn.datasets import load_digits
+from sklearn.linear_model import LogisticRegression
 
 from analysis.columns import LABEL
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
@@ -65,6 +67,7 @@ from benchmarks.planted_benchmarks import (
 )
 from runners import analyze as analyze_command
 from runners.trainers import BaseTrainer
+from utils.builders import build_from_config
 
 TARGET = 3
 DISTRACTOR_TOP = 5
@@ -74,6 +77,7 @@ SUSPECT_TOPS = (10, 50)
 MAX_MEMBERS = (1, 5)  # of a systematic group or a rare variant, in the label suspects' top 10 and top 50
 FLIP_PRECISION = 0.8
 THRESHOLD_TOLERANCE = 0.05  # a found threshold's distance from the planted one, as a share of the column's range
+FOLDS = 5  # the independent model's fits on the digits' training split
 
 
 @dataclass
@@ -384,7 +388,8 @@ def _verdict(ranks: Ranks) -> str:
 
 
 def real_data_report(work_dir: str) -> None:
-    """Train the digits example and its weaker run, and print each one's accuracy and analysis report."""
+    """Train the digits example and its weaker run, and print each one's accuracy, its analysis report and how many
+    of its top-10 label suspects an independent model contradicts too."""
     for weak in (False, True):
         benchmark = digits(os.path.join(work_dir, "digits_weak" if weak else "digits"), weak)
         seconds = train(benchmark.config)
@@ -393,6 +398,32 @@ def real_data_report(work_dir: str) -> None:
         print(f"\n== {benchmark.name}: accuracy {accuracy:.1%} ({findings.failures} of {findings.datapoints} fail); "
               f"training {seconds:.0f} s\n")
         analyze_command.main(["--run", benchmark.config["work_dir"]])
+        print(independent_check(benchmark, findings))
+
+
+def independent_check(benchmark: Benchmark, findings: Findings) -> str:
+    """How many of Lantern's top-10 label suspects, and of plain cleanlab's, a second model contradicts too: a
+    logistic regression on the 8x8 pixels, its validation probabilities averaged over ``FOLDS`` fits that each leave
+    out a fold of the training split (out-of-sample for validation, independent of the network)."""
+    val, train_split = (build_from_config({**benchmark.config[key], "args": {
+        **benchmark.config[key]["args"], "train_limit": None}}, key) for key in ("val_dataset", "train_dataset"))
+    scans = load_digits()  # the images DigitsDataset's rows index
+    pixels, labels = scans.data / 16.0, scans.target
+    folds = np.array_split(np.random.default_rng(0).permutation(train_split.rows), FOLDS)
+    probabilities = np.mean([LogisticRegression(max_iter=2000).fit(
+        pixels[np.setdiff1d(train_split.rows, fold)], labels[np.setdiff1d(train_split.rows, fold)]).predict_proba(
+        pixels[val.rows]) for fold in folds], axis=0)
+    contradicts = probabilities.argmax(axis=1) != labels[val.rows]
+    epoch_dir = resolve_epoch_dir(benchmark.config["work_dir"], None)
+    values = EpochTable(os.path.join(epoch_dir, EPOCH_TABLE_FILE)).values(["idx", "label", "probabilities"])
+    plain = values["idx"][cleanlab_suspects(values["label"], values["probabilities"])][:10].tolist()
+    ours = [issue.idx for issue in findings.label_issues[:10]]
+    accuracy = 1 - contradicts.mean()
+    return (f"independent check (logistic regression on the pixels, {FOLDS} folds of the training split, validation "
+            f"accuracy {accuracy:.1%}): it contradicts the label of {int(contradicts[ours].sum())} of Lantern's "
+            f"{len(ours)} top label suspects {ours}, and of {int(contradicts[plain].sum())} of plain cleanlab's "
+            f"{len(plain)} {plain}" + (f"; Lantern: {findings.label_issues_note}" if findings.label_issues_note
+                                       else ""))
 
 
 def main() -> None:
