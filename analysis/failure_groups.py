@@ -50,26 +50,30 @@ EXAMPLES = 5
 
 @dataclass
 class Neighbourhoods:
-    """The nearest neighbours of the datapoints of one captured feature space, as table rows.
+    """The nearest neighbours of the datapoints of one captured feature space.
 
     Above ``MAX_ROWS`` captured rows, a random ``MAX_ROWS`` of them are indexed (the groups are found among them);
     ``of`` finds any captured row's neighbours among the indexed ones."""
 
     space: str
     vectors: np.ndarray  # one per table row; NaN rows: not captured
-    indexed: np.ndarray  # bool per table row: in the index
+    rows: np.ndarray  # the indexed table rows, sorted
     index: NearestNeighbors
-    neighbours: np.ndarray  # (table rows, NEIGHBOURS): an indexed row's nearest other indexed rows; -1 elsewhere
+    neighbours: np.ndarray  # (len(rows), NEIGHBOURS): each indexed row's nearest other indexed rows, as positions
 
     def captured(self, rows: np.ndarray) -> np.ndarray:
-        """Whether each of ``rows`` has a vector."""
+        """Whether each of ``rows`` (table rows) has a vector."""
         return np.isfinite(self.vectors[rows]).all(axis=1)
 
     def of(self, rows: np.ndarray, count: int = NEIGHBOURS) -> np.ndarray:
-        """The ``count`` nearest indexed rows of each of ``rows`` (captured table rows), the row itself left out."""
-        found = np.flatnonzero(self.indexed)[self.index.kneighbors(self.vectors[rows], n_neighbors=count + 1)[1]]
-        itself = found == rows[:, None]  # first, but a duplicate vector may come before it; absent if not indexed
-        drop = np.where(itself.any(axis=1), itself.argmax(axis=1), count)
+        """The ``count`` nearest indexed rows of each of ``rows`` (captured table rows), the row itself left out, as
+        table rows."""
+        return self.rows[self._positions(self.vectors[rows], rows, count)]
+
+    def _positions(self, vectors: np.ndarray, rows: np.ndarray, count: int) -> np.ndarray:
+        found = self.index.kneighbors(vectors, n_neighbors=count + 1)[1]
+        itself = self.rows[found] == rows[:, None]  # first, but a duplicate vector may come before it
+        drop = np.where(itself.any(axis=1), itself.argmax(axis=1), count)  # not indexed: drop the furthest
         keep = np.ones(found.shape, dtype=bool)
         keep[np.arange(len(rows)), drop] = False
         return found[keep].reshape(len(rows), count)
@@ -78,24 +82,24 @@ class Neighbourhoods:
 def neighbourhoods(space: str, vectors: np.ndarray, seed: int = 0) -> Optional[Neighbourhoods]:
     """The neighbourhoods of the captured rows of ``vectors`` (one per table row, NaN: not captured); None when too
     few rows are captured."""
-    captured = np.flatnonzero(np.isfinite(vectors).all(axis=1))
-    if len(captured) <= 2 * NEIGHBOURS:
+    rows = np.flatnonzero(np.isfinite(vectors).all(axis=1))
+    if len(rows) <= 2 * NEIGHBOURS:
         return None
-    if len(captured) > MAX_ROWS:
-        captured = np.sort(np.random.default_rng(seed).choice(captured, MAX_ROWS, replace=False))
-    indexed = np.zeros(len(vectors), dtype=bool)
-    indexed[captured] = True
-    near = Neighbourhoods(space, vectors, indexed, NearestNeighbors().fit(vectors[captured]),
-                          np.full((len(vectors), NEIGHBOURS), -1, dtype=np.int32))
-    near.neighbours[captured] = near.of(captured)
+    if len(rows) > MAX_ROWS:
+        rows = np.sort(np.random.default_rng(seed).choice(rows, MAX_ROWS, replace=False))
+    near = Neighbourhoods(space, vectors, rows, NearestNeighbors().fit(vectors[rows]), np.zeros(0, dtype=np.int64))
+    near.neighbours = near._positions(vectors[rows], rows, NEIGHBOURS)
     return near
 
 
 def coherent_failures(near: Neighbourhoods, failed: np.ndarray) -> np.ndarray:
-    """Failing indexed rows whose neighbours fail significantly more than the indexed rows' failure rate."""
-    rate = failed[near.indexed].mean()
-    failing = failed[np.maximum(near.neighbours, 0)].sum(axis=1)
-    return near.indexed & failed & (binom.sf(failing - 1, NEIGHBOURS, rate) < COHERENT_P)
+    """The failing indexed rows whose neighbours fail significantly more than the indexed rows' failure rate, as a
+    mask over the table."""
+    fails = failed[near.rows]
+    failing = fails[near.neighbours].sum(axis=1)
+    coherent = np.zeros(len(failed), dtype=bool)
+    coherent[near.rows] = fails & (binom.sf(failing - 1, NEIGHBOURS, fails.mean()) < COHERENT_P)
+    return coherent
 
 
 def failure_groups(near: Neighbourhoods, values: dict[str, np.ndarray], failed: np.ndarray,
@@ -103,44 +107,56 @@ def failure_groups(near: Neighbourhoods, values: dict[str, np.ndarray], failed: 
                    ) -> tuple[list[TrainingLabelGroup], list[Subgroup]]:
     """The systematic groups (most failures first) and the variants (highest failure rate first) of one space.
     A group has one label, so a meta description on ``label_columns`` alone says nothing of it: none."""
-    label, idx = values["label"], values["idx"]
-    cores = _cores(near, label, coherent_failures(near, failed), min_size)
-    candidates = [(core, _region(near, label, core)) for core in cores]
-    level = ALPHA / max(len(candidates), 1)
+    label, fails = values["label"][near.rows], failed[near.rows]
+    cores = _cores(near, label, coherent_failures(near, failed)[near.rows], min_size)
+    level = ALPHA / max(len(cores), 1)
     systematic, variants = [], []
-    for core, region in candidates:
-        size, failures = int(region.sum()), int((region & failed).sum())
-        rest, rest_failures = int(near.indexed.sum()) - size, int((failed & near.indexed).sum()) - failures
-        rest_rate = rest_failures / max(rest, 1)
-        p_value = hypergeom.sf(failures - 1, size + rest, failures + rest_failures, size)
-        if p_value >= level or beta.ppf(level, failures, size - failures + 1) < FAR_MORE * rest_rate:
+    for core in cores:
+        region = _region(near, label, core)
+        failures, size = int((region & fails).sum()), int(region.sum())
+        rest_rate = (int(fails.sum()) - failures) / max(len(region) - size, 1)
+        if hypergeom.sf(failures - 1, len(region), int(fails.sum()), size) >= level or \
+                beta.ppf(level, failures, size - failures + 1) < FAR_MORE * rest_rate:
             continue
-        match = vocabulary.best_match(region)
-        match = None if match is None or all(c.column in label_columns for c in match.conditions) else match
-        target = Target(conditions=list(match.conditions) if match else [], debugger=near.space, layer=layer)
-        examples = idx[_typical(near, core)].tolist()
-        predicted, consistency = _dominant(values["prediction"][region & failed])
-        if consistency >= CONSISTENT:
-            probability = values["probabilities"][region & failed, int(predicted)] if "probabilities" in values \
-                else np.full(1, np.nan)
-            members = near.neighbours[core]
-            systematic.append(TrainingLabelGroup(
-                near.space, class_name(values, label[core][0], "label"), class_name(values, predicted, "prediction"),
-                size, failures, failures / size, rest_rate, consistency, float(np.median(probability)),
-                float((label[members] == label[core][:, None]).mean()), idx[region], match, examples, target))
-        else:
-            variants.append(Subgroup(near.space, size, failures, failures / size, rest_rate, idx[region], match,
-                                     examples, target, kind="variant"))
+        group = _group(near, values, failed, vocabulary, core, region, layer, label_columns)
+        (systematic if isinstance(group, TrainingLabelGroup) else variants).append(group)
     return sorted(systematic, key=lambda g: -g.failures), sorted(variants, key=lambda g: -g.failure_rate)
+
+
+def _group(near: Neighbourhoods, values: dict[str, np.ndarray], failed: np.ndarray, vocabulary: MetaVocabulary,
+           core: np.ndarray, region: np.ndarray, layer: Optional[str], label_columns: frozenset[str]
+           ) -> TrainingLabelGroup | Subgroup:
+    """A significant group (``core`` and ``region``: masks over the indexed rows) as a systematic group or a
+    variant, described in meta terms."""
+    rows = near.rows[region]
+    mask = np.zeros(len(failed), dtype=bool)
+    mask[rows] = True
+    match = vocabulary.best_match(mask)
+    match = None if match is None or all(c.column in label_columns for c in match.conditions) else match
+    target = Target(conditions=list(match.conditions) if match else [], debugger=near.space, layer=layer)
+    idx, examples = values["idx"][rows], values["idx"][near.rows[_typical(near, core)]].tolist()
+    failing = rows[failed[rows]]
+    rest = failed[near.rows][~region]
+    rest_rate = float(rest.mean()) if len(rest) else 0.0
+    predicted, consistency = _dominant(values["prediction"][failing])
+    if consistency < CONSISTENT:
+        return Subgroup(near.space, len(rows), len(failing), len(failing) / len(rows), rest_rate, idx, match,
+                        examples, target, kind="variant")
+    label = values["label"][near.rows]
+    probability = values["probabilities"][failing, predicted] if "probabilities" in values else np.full(1, np.nan)
+    agree = label[near.neighbours[core]] == label[core][:, None]
+    return TrainingLabelGroup(near.space, class_name(values, label[core][0], "label"),
+                              class_name(values, predicted, "prediction"), len(rows), len(failing),
+                              len(failing) / len(rows), rest_rate, consistency,
+                              float(np.median(probability)), float(agree.mean()), idx, match, examples, target)
 
 
 def _cores(near: Neighbourhoods, label: np.ndarray, coherent: np.ndarray, min_size: int) -> list[np.ndarray]:
     """The connected sets of coherent failures (linked to the coherent failures of their label among their
-    neighbours) of at least ``min_size`` rows, as bool masks."""
+    neighbours) of at least ``min_size`` rows, as masks over the indexed rows."""
     source = np.repeat(np.arange(len(label)), NEIGHBOURS)
     target = near.neighbours.reshape(-1)
-    linked = (target >= 0) & coherent[source] & coherent[np.maximum(target, 0)] & \
-        (label[source] == label[np.maximum(target, 0)])
+    linked = coherent[source] & coherent[target] & (label[source] == label[target])
     graph = coo_matrix((np.ones(int(linked.sum())), (source[linked], target[linked])), shape=(len(label),) * 2)
     _, component = connected_components(graph, directed=True, connection="weak")
     sizes = np.bincount(component[coherent], minlength=component.max() + 1)
@@ -148,16 +164,16 @@ def _cores(near: Neighbourhoods, label: np.ndarray, coherent: np.ndarray, min_si
 
 
 def _region(near: Neighbourhoods, label: np.ndarray, core: np.ndarray) -> np.ndarray:
-    """The core and every captured row of its label whose neighbours are mostly in it."""
-    inside = core[np.where(near.neighbours >= 0, near.neighbours, 0)].sum(axis=1)
-    return core | (near.indexed & (label == label[core][0]) & (2 * inside > NEIGHBOURS))
+    """The core and every indexed row of its label whose neighbours are mostly in it."""
+    inside = core[near.neighbours].sum(axis=1)
+    return core | ((label == label[core][0]) & (2 * inside > NEIGHBOURS))
 
 
 def _typical(near: Neighbourhoods, core: np.ndarray) -> np.ndarray:
-    """The core's EXAMPLES rows with the most of their neighbours in it: the heart of the group."""
-    rows = np.flatnonzero(core)
-    inside = core[np.where(near.neighbours[rows] >= 0, near.neighbours[rows], 0)].sum(axis=1)
-    return rows[np.argsort(-inside, kind="stable")[:EXAMPLES]]
+    """The positions of the core's EXAMPLES rows with the most of their neighbours in it: the heart of the group."""
+    positions = np.flatnonzero(core)
+    inside = core[near.neighbours[positions]].sum(axis=1)
+    return positions[np.argsort(-inside, kind="stable")[:EXAMPLES]]
 
 
 def _dominant(predictions: np.ndarray) -> tuple[int, float]:
