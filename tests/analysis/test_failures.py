@@ -170,4 +170,5 @@ def test_a_folder_of_runs_names_them_and_an_epoch_folder_takes_its_own_epoch(tmp
 
 def test_the_label_error_header_says_how_the_list_is_ordered(run_dir):
     text = format_findings(analyze(run_dir[0]))
-    assert "Suspected label errors (cleanlab; not in a systematic subgroup, by self-confidence)" in text
+    assert ("Suspected label errors (cleanlab; not in a group; the most confident disagreement its neighbours back "
+            "first)") in text
