@@ -43,6 +43,7 @@ from analysis.subgroups import FAR_MORE
 
 NEIGHBOURS = 10
 MAX_ROWS = 20_000
+MIN_CORE = 5  # the fewest coherent failures a group's core may hold, however few rows are indexed
 COHERENT_P = 0.05
 CONSISTENT = 2 / 3  # a systematic group's failures predicted as one class, at least
 EXAMPLES = 5
@@ -57,6 +58,7 @@ class Neighbourhoods:
 
     space: str
     vectors: np.ndarray  # one per table row; NaN rows: not captured
+    captured_rows: np.ndarray  # the table rows with a vector
     rows: np.ndarray  # the indexed table rows, sorted
     index: NearestNeighbors
     neighbours: np.ndarray  # (len(rows), NEIGHBOURS): each indexed row's nearest other indexed rows, as positions
@@ -82,12 +84,13 @@ class Neighbourhoods:
 def neighbourhoods(space: str, vectors: np.ndarray, seed: int = 0) -> Optional[Neighbourhoods]:
     """The neighbourhoods of the captured rows of ``vectors`` (one per table row, NaN: not captured); None when too
     few rows are captured."""
-    rows = np.flatnonzero(np.isfinite(vectors).all(axis=1))
+    captured = rows = np.flatnonzero(np.isfinite(vectors).all(axis=1))
     if len(rows) <= 2 * NEIGHBOURS:
         return None
     if len(rows) > MAX_ROWS:
         rows = np.sort(np.random.default_rng(seed).choice(rows, MAX_ROWS, replace=False))
-    near = Neighbourhoods(space, vectors, rows, NearestNeighbors().fit(vectors[rows]), np.zeros(0, dtype=np.int64))
+    near = Neighbourhoods(space, vectors, captured, rows, NearestNeighbors().fit(vectors[rows]),
+                          np.zeros(0, dtype=np.int64))
     near.neighbours = near._positions(vectors[rows], rows, NEIGHBOURS)
     return near
 
@@ -108,7 +111,8 @@ def failure_groups(near: Neighbourhoods, values: dict[str, np.ndarray], failed: 
     """The systematic groups (most failures first) and the variants (highest failure rate first) of one space.
     A group has one label, so a meta description on ``label_columns`` alone says nothing of it: none."""
     label, fails = values["label"][near.rows], failed[near.rows]
-    cores = _cores(near, label, coherent_failures(near, failed)[near.rows], min_size)
+    smallest = max(MIN_CORE, round(min_size * len(near.rows) / len(near.captured_rows)))
+    cores = _cores(near, label, coherent_failures(near, failed)[near.rows], smallest)
     level = ALPHA / max(len(cores), 1)
     systematic, variants = [], []
     for core in cores:
@@ -118,37 +122,48 @@ def failure_groups(near: Neighbourhoods, values: dict[str, np.ndarray], failed: 
         if hypergeom.sf(failures - 1, len(region), int(fails.sum()), size) >= level or \
                 beta.ppf(level, failures, size - failures + 1) < FAR_MORE * rest_rate:
             continue
-        group = _group(near, values, failed, vocabulary, core, region, layer, label_columns)
+        group = _group(near, values, failed, vocabulary, core, _members(near, values["label"], region),
+                       layer, label_columns)
         (systematic if isinstance(group, TrainingLabelGroup) else variants).append(group)
     return sorted(systematic, key=lambda g: -g.failures), sorted(variants, key=lambda g: -g.failure_rate)
 
 
+def _members(near: Neighbourhoods, label: np.ndarray, region: np.ndarray) -> np.ndarray:
+    """The group's datapoints as a mask over the table: its region and, where only some rows are indexed, every
+    other captured row of its label whose nearest indexed rows are mostly in the region."""
+    members = np.zeros(len(label), dtype=bool)
+    members[near.rows[region]] = True
+    others = np.setdiff1d(near.captured_rows, near.rows, assume_unique=True)
+    others = others[label[others] == label[near.rows[region][0]]]
+    if len(others):
+        inside = region[near.index.kneighbors(near.vectors[others], n_neighbors=NEIGHBOURS)[1]].sum(axis=1)
+        members[others[2 * inside > NEIGHBOURS]] = True
+    return members
+
+
 def _group(near: Neighbourhoods, values: dict[str, np.ndarray], failed: np.ndarray, vocabulary: MetaVocabulary,
-           core: np.ndarray, region: np.ndarray, layer: Optional[str], label_columns: frozenset[str]
+           core: np.ndarray, members: np.ndarray, layer: Optional[str], label_columns: frozenset[str]
            ) -> TrainingLabelGroup | Subgroup:
-    """A significant group (``core`` and ``region``: masks over the indexed rows) as a systematic group or a
-    variant, described in meta terms."""
-    rows = near.rows[region]
-    mask = np.zeros(len(failed), dtype=bool)
-    mask[rows] = True
-    match = vocabulary.best_match(mask)
+    """A significant group (``core``: a mask over the indexed rows; ``members``: over the table) as a systematic
+    group or a variant, described in meta terms."""
+    match = vocabulary.best_match(members)
     match = None if match is None or all(c.column in label_columns for c in match.conditions) else match
     target = Target(conditions=list(match.conditions) if match else [], debugger=near.space, layer=layer)
-    idx, examples = values["idx"][rows], values["idx"][near.rows[_typical(near, core)]].tolist()
-    failing = rows[failed[rows]]
-    rest = failed[near.rows][~region]
+    idx, examples = values["idx"][members], values["idx"][near.rows[_typical(near, core)]].tolist()
+    size, failing = int(members.sum()), np.flatnonzero(members & failed)
+    rest = failed[near.captured_rows][~members[near.captured_rows]]
     rest_rate = float(rest.mean()) if len(rest) else 0.0
     predicted, consistency = _dominant(values["prediction"][failing])
     if consistency < CONSISTENT:
-        return Subgroup(near.space, len(rows), len(failing), len(failing) / len(rows), rest_rate, idx, match,
-                        examples, target, kind="variant")
+        return Subgroup(near.space, size, len(failing), len(failing) / size, rest_rate, idx, match, examples, target,
+                        kind="variant")
     label = values["label"][near.rows]
     probability = values["probabilities"][failing, predicted] if "probabilities" in values else np.full(1, np.nan)
     agree = label[near.neighbours[core]] == label[core][:, None]
     return TrainingLabelGroup(near.space, class_name(values, label[core][0], "label"),
-                              class_name(values, predicted, "prediction"), len(rows), len(failing),
-                              len(failing) / len(rows), rest_rate, consistency,
-                              float(np.median(probability)), float(agree.mean()), idx, match, examples, target)
+                              class_name(values, predicted, "prediction"), size, len(failing), len(failing) / size,
+                              rest_rate, consistency, float(np.median(probability)), float(agree.mean()), idx, match,
+                              examples, target)
 
 
 def _cores(near: Neighbourhoods, label: np.ndarray, coherent: np.ndarray, min_size: int) -> list[np.ndarray]:
