@@ -9,7 +9,10 @@ and fail alike. Two kinds of such groups:
 
 - **systematic**: predicted consistently as one other class (at least ``CONSISTENT`` of its failures). The model
   learnt that class for datapoints like these: most often their *training* labels name it (an annotation rule, a
-  mapping error), else something they share marks that class for the model (a shortcut);
+  mapping error), else something they share marks that class for the model (a shortcut). Unless its meta
+  description holds a condition, not on the label, under which the other labels fail significantly more too: that
+  condition makes every label look like another class (a faulty sensor, a fading signal), which its meta slice
+  reports; such a group is left out (its datapoints still are no label suspects);
 - **variant**: failures spread over several predictions: a kind of input the model has not learnt (a rare style,
   an artifact), a subgroup to collect more of.
 
@@ -18,8 +21,10 @@ failing datapoint whose ``NEIGHBOURS`` nearest neighbours fail significantly mor
 (one-sided binomial test, p < ``COHERENT_P``) is *coherent*; coherent failures are linked to the coherent failures
 of the same label among their nearest neighbours, and each connected set of links is a group's core. The same label
 keeps a group from spreading through a dense region of failures of other classes (a shortcut's victims beside a
-mislabelled rule). A group's datapoints are its core and every datapoint of that label whose neighbours are mostly
-in the core (so its failure rate counts the passing datapoints among them); it is reported when it fails
+mislabelled rule), and at least ``AGREE`` of its core's neighbours must carry its label: the validation labels
+agree with their neighbours (a core of one label amid failures of every label, keywords lost to a noisy channel, is
+no group of that label). A group's datapoints are its core and every datapoint of that label whose neighbours are
+mostly in the core (so its failure rate counts the passing datapoints among them); it is reported when it fails
 significantly more than the rest of the space, as a subgroup must (Fisher exact test, Bonferroni over the groups
 tried, and a Clopper-Pearson lower bound at least ``FAR_MORE`` times the rest's rate: ``analysis/subgroups.py``).
 """
@@ -46,6 +51,8 @@ MAX_ROWS = 20_000
 MIN_CORE = 5  # the fewest coherent failures a group's core may hold, however few rows are indexed
 COHERENT_P = 0.05
 CONSISTENT = 2 / 3  # a systematic group's failures predicted as one class, at least
+SHIFTED_P = 0.01
+AGREE = 0.5  # the share of a group's core's neighbours that carry its label, at least
 EXAMPLES = 5
 
 
@@ -107,25 +114,48 @@ def coherent_failures(near: Neighbourhoods, failed: np.ndarray) -> np.ndarray:
 
 def failure_groups(near: Neighbourhoods, values: dict[str, np.ndarray], failed: np.ndarray,
                    vocabulary: MetaVocabulary, min_size: int, layer: Optional[str], label_columns: frozenset[str]
-                   ) -> tuple[list[TrainingLabelGroup], list[Subgroup]]:
-    """The systematic groups (most failures first) and the variants (highest failure rate first) of one space.
-    A group has one label, so a meta description on ``label_columns`` alone says nothing of it: none."""
+                   ) -> tuple[list[TrainingLabelGroup], list[Subgroup], np.ndarray]:
+    """The systematic groups (most failures first), the variants (highest failure rate first) and the rows of the
+    groups a meta condition shifts (module docstring) of one space. A group has one label, so a meta description on
+    ``label_columns`` alone says nothing of it: none."""
     label, fails = values["label"][near.rows], failed[near.rows]
     smallest = max(MIN_CORE, round(min_size * len(near.rows) / len(near.captured_rows)))
     cores = _cores(near, label, coherent_failures(near, failed)[near.rows], smallest)
     level = ALPHA / max(len(cores), 1)
-    systematic, variants = [], []
+    systematic, variants, shifted = [], [], np.zeros(len(failed), dtype=bool)
     for core in cores:
+        if (label[near.neighbours[core]] == label[core][:, None]).mean() < AGREE:
+            continue
         region = _region(near, label, core)
         failures, size = int((region & fails).sum()), int(region.sum())
         rest_rate = (int(fails.sum()) - failures) / max(len(region) - size, 1)
         if hypergeom.sf(failures - 1, len(region), int(fails.sum()), size) >= level or \
                 beta.ppf(level, failures, size - failures + 1) < FAR_MORE * rest_rate:
             continue
-        group = _group(near, values, failed, vocabulary, core, _members(near, values["label"], region),
-                       layer, label_columns)
-        (systematic if isinstance(group, TrainingLabelGroup) else variants).append(group)
-    return sorted(systematic, key=lambda g: -g.failures), sorted(variants, key=lambda g: -g.failure_rate)
+        members = _members(near, values["label"], region)
+        group = _group(near, values, failed, vocabulary, core, members, layer, label_columns)
+        if isinstance(group, Subgroup):
+            variants.append(group)
+        elif _shifted(vocabulary, group, label_columns, values["label"] != label[core][0], failed):
+            shifted |= members
+        else:
+            systematic.append(group)
+    return (sorted(systematic, key=lambda g: -g.failures), sorted(variants, key=lambda g: -g.failure_rate),
+            shifted)
+
+
+def _shifted(vocabulary: MetaVocabulary, group: TrainingLabelGroup, label_columns: frozenset[str],
+             others: np.ndarray, failed: np.ndarray) -> bool:
+    """Whether the group's meta description holds a condition, not on the label, under which the datapoints of the
+    ``others`` labels fail significantly more too (one-sided Fisher exact test, p < ``SHIFTED_P``): the condition
+    makes every label look like another class (a faulty sensor), not the group's training labels."""
+    conditions = [c for c in group.meta_match.conditions if c.column not in label_columns] if group.meta_match \
+        else []
+    if not conditions:
+        return False
+    under = vocabulary.condition_rows(conditions) & others
+    return bool(hypergeom.sf(int((under & failed).sum()) - 1, int(others.sum()), int((others & failed).sum()),
+                             int(under.sum())) < SHIFTED_P)
 
 
 def _members(near: Neighbourhoods, label: np.ndarray, region: np.ndarray) -> np.ndarray:

@@ -175,16 +175,15 @@ def _groups_failing_alike(findings: Findings, internals: CapturedInternals, valu
                           label_columns: frozenset[str]) -> tuple[Optional[Neighbourhoods], np.ndarray]:
     """The neighbourhoods of the suspects' feature space and the groups that fail alike in it
     (``analysis/failure_groups.py``): systematic groups in ``findings.training_label_groups``, variants among the
-    subgroups. Also the bool mask of their rows, which leave the label suspects."""
-    grouped = np.zeros(len(failed), dtype=bool)
+    subgroups. Also the bool mask of their rows (and of the groups a meta condition shifts), which leave the label
+    suspects."""
     name, space = _suspects_space(internals, values["idx"])
-    if space is None or "label" not in values or "prediction" not in values:
-        return None, grouped
-    near = neighbourhoods(name, space)
+    near = neighbourhoods(name, space) if space is not None and "label" in values and "prediction" in values \
+        else None
     if near is None:
-        return None, grouped
-    systematic, variants = failure_groups(near, values, failed, vocabulary, min_size, layers.get(name),
-                                          label_columns)
+        return None, np.zeros(len(failed), dtype=bool)
+    systematic, variants, grouped = failure_groups(near, values, failed, vocabulary, min_size, layers.get(name),
+                                                   label_columns)
     findings.training_label_groups = systematic
     findings.subgroups = distinct_groups(findings.subgroups, variants, systematic)
     for group in [*systematic, *(found for found in findings.subgroups if found.kind == "variant")]:

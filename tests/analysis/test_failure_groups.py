@@ -148,3 +148,27 @@ def test_the_report_names_the_group_and_says_to_check_the_training_labels(plante
     assert "Systematic training-label groups" in text and "circle → square" in text
     assert f"#1: check the TRAINING labels of datapoints like these ({group.failures} of {group.size}" in text
     assert "rare variant" in text
+
+
+def test_a_condition_that_makes_every_label_look_like_one_class_is_no_training_label_group(tmp_path):
+    """A faulty sensor (C, 15% of the datapoints, validation only) makes every class look like a bar: each label's
+    sensor-C datapoints fail alike as bars, but the condition, which the meta slice names, is the cause, not their
+    training labels. Its datapoints are no label suspects either."""
+    rng = np.random.default_rng(8)
+    centres = rng.normal(0, 3, size=(CLASSES, DIM))
+    truth = rng.integers(0, 4, ROWS)
+    faulty = rng.random(ROWS) < 0.15
+    vectors = centres[truth] + rng.normal(0, 1.0, size=(ROWS, DIM))
+    vectors[faulty] = 0.7 * centres[4] + 0.3 * centres[truth[faulty]] + rng.normal(0, 0.4, (int(faulty.sum()), DIM))
+    probabilities = nearest_centre_model(rng, vectors, centres)
+    prediction = probabilities.argmax(axis=1)
+    sensor = np.where(faulty, "C", rng.choice(["A", "B"], ROWS)).astype(object)
+    table = write_table(tmp_path / "epoch_table.parquet", {
+        "idx": np.arange(ROWS), "label": truth, "prediction": prediction, "label_name": NAMES[truth],
+        "prediction_name": NAMES[prediction], "probabilities": probabilities,
+        "accuracy": (truth == prediction).astype(float), "sensor": sensor}, ["sensor"], {"accuracy": True})
+    findings = analyze_table(table, CapturedInternals({"pooled": (np.arange(ROWS), vectors.astype(np.float32))}, []))
+    assert (prediction[faulty] == 4).mean() > 0.9  # each label's faulty datapoints fail alike, as bars
+    assert findings.meta.slices[0].description == "sensor = C"
+    assert findings.training_label_groups == []
+    assert not faulty[[issue.idx for issue in findings.label_issues]].any()
