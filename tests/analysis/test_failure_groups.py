@@ -6,6 +6,8 @@ flips. Every reported figure is recomputed here from its definition.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from scipy.stats import binom
@@ -13,6 +15,7 @@ from sklearn.neighbors import NearestNeighbors
 
 from analysis.failure_groups import COHERENT_P, NEIGHBOURS
 from analysis.failures import analyze_table
+from analysis.findings import Findings
 from analysis.internals import CapturedInternals
 from analysis.subgroups import reduced_space
 from runners.analyze import format_findings
@@ -172,3 +175,17 @@ def test_a_condition_that_makes_every_label_look_like_one_class_is_no_training_l
     assert findings.meta.slices[0].description == "sensor = C"
     assert findings.training_label_groups == []
     assert not faulty[[issue.idx for issue in findings.label_issues]].any()
+
+
+def test_the_groups_and_notes_survive_the_findings_file(planted):
+    """Stored as findings.json and read back (what the viewer reads): every new field as it was."""
+    findings = planted[0]
+    back = Findings.from_dict(json.loads(json.dumps(findings.to_dict())))
+    [group], [stored] = findings.training_label_groups, back.training_label_groups
+    assert (stored.label, stored.predicted, stored.size, stored.consistency, stored.examples) == \
+        (group.label, group.predicted, group.size, group.consistency, group.examples)
+    assert np.array_equal(stored.idx, np.sort(group.idx))
+    assert [g.kind for g in back.subgroups] == [g.kind for g in findings.subgroups]
+    assert back.label_issues_note == findings.label_issues_note
+    assert [(i.margin, i.neighbours_suggest) for i in back.label_issues] == \
+        [(i.margin, i.neighbours_suggest) for i in findings.label_issues]
