@@ -12,7 +12,7 @@ truth:
   of the cause's datapoints (half of the slice, or three times the cause's share of the epoch for a rare cause; a
   SliceLine slice likewise);
 - any cause is **found as a group** when an entry of a list (a slice of either family, a subgroup, a systematic
-  suspect group; a Domino component) is made mostly of its datapoints and holds at least 30% of them;
+  suspect group, a systematic training-label group; a Domino component) is made mostly of its datapoints and holds at least 30% of them;
 - label noise is scored by the precision of the top 10 label suspects, beside plain cleanlab's;
 - NaN by the NaN origin list, a dead channel by the dead-unit list.
 
@@ -34,7 +34,8 @@ for every label past a value of one column must be cut there: the first meta sli
 
 ``--real`` trains ``configs/examples/digits_trainer.py`` (scikit-learn's digits, nothing planted) and a weaker run
 of it on 550 of its training images, and prints each one's accuracy and the report of ``python -m runners.analyze``,
-for a person to judge by looking at the datapoints each finding names.
+for a person to judge by looking at the datapoints each finding names, and how many of the top-10 label suspects
+(Lantern's, plain cleanlab's) a second, independent model contradicts too (``independent_check``).
 """
 
 from __future__ import annotations
