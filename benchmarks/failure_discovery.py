@@ -12,7 +12,8 @@ truth:
   of the cause's datapoints (half of the slice, or three times the cause's share of the epoch for a rare cause; a
   SliceLine slice likewise);
 - any cause is **found as a group** when an entry of a list (a slice of either family, a subgroup, a systematic
-  suspect group, a systematic training-label group; a Domino component) is made mostly of its datapoints and holds at least 30% of them;
+  suspect group, a systematic training-label group; a Domino component) is made mostly of its datapoints and holds
+  at least 30% of them;
 - label noise is scored by the precision of the top 10 label suspects, beside plain cleanlab's;
 - NaN by the NaN origin list, a dead channel by the dead-unit list.
 
