@@ -92,18 +92,21 @@ def suspected_label_errors(values: dict[str, np.ndarray], failed: np.ndarray,
             remaining &= ~inside
     margin, backing, failing, reached = _evidence(rows, values, failed, near, grouped)
     edge = remaining & (reached | _crowded(rows, values, failed, grouped))
-    unbacked = remaining & ~reached & (backing < BACKED)
+    unbacked = remaining & ~edge & (backing < BACKED)
     remaining &= ~edge & ~unbacked
     score = margin * np.nan_to_num(backing, nan=1.0)
     order = np.flatnonzero(remaining)[np.argsort(-score[remaining], kind="stable")][:top]
     issues = [_issue(rows[k], values, history, failing[k], margin[k], backing[k]) for k in order]
-    left_out = [f"{int(edge.sum())} beside or in the confusion cell of a group of their label that fails alike "
-                "(most likely its members)"] if edge.any() else []
-    left_out += [f"{int(unbacked.sum())} whose nearest neighbours mostly do not carry the label the model suggests "
-                 "(only the model disagrees: a hard or unusual datapoint, or a mistake of the model)"] \
-        if unbacked.any() else []
-    note = f"left out of cleanlab's suspects: {'; '.join(left_out)}" if left_out else None
-    return issues, groups, note
+    return issues, groups, _left_out(int(edge.sum()), int(unbacked.sum()))
+
+
+def _left_out(edge: int, unbacked: int) -> Optional[str]:
+    """What the list leaves out of cleanlab's suspects, and why (None: nothing)."""
+    reasons = [f"{edge} beside or in the confusion cell of a group of their label that fails alike (most likely its "
+               "members)"] if edge else []
+    reasons += [f"{unbacked} whose nearest neighbours mostly do not carry the label the model suggests (only the "
+                "model disagrees: a hard or unusual datapoint, or a mistake of the model)"] if unbacked else []
+    return f"left out of cleanlab's suspects: {'; '.join(reasons)}" if reasons else None
 
 
 def _withheld(values: dict[str, np.ndarray], history: Optional[History]) -> Optional[str]:
