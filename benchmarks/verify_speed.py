@@ -15,7 +15,7 @@ order each round (medians):
   reference mean, the patched rerun of both, the statistics;
 - **verify (mask)**: the same with an input region masked instead (the bottom-right corner, where the artefact is).
 
-``--cpu-time`` times this process's CPU instead of the wall clock (steadier on a loaded machine). Target (issue 26):
+``--cpu-time`` times this process's CPU instead of the wall clock (steadier on a loaded machine). Target:
 verify at most 2x evaluate. Figures: docs/benchmarks.md, "Verifying a finding".
 """
 
