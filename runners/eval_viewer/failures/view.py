@@ -7,9 +7,9 @@ some are left out, or all withheld), the data map of the validation epochs (and 
 learning), the columns that restate the failure (never causes), NaN origins and dead units.
 
 Clicking a finding (a slice, a separating quantity's bar or button, a subgroup, a training-label group, a suspect
-group, the label suspects, a kind of the data map, a confusion-matrix cell, a NaN origin, a dead unit) writes its datapoints' idx to the
-``TABLE_IDX_FILTER`` store, which the datapoint table and the score grid read; opening a datapoint from the table
-then shows it, Debug Outputs included.
+group, the label suspects, a kind of the data map, a confusion-matrix cell, a NaN origin, a dead unit) writes its
+datapoints' idx to the ``TABLE_IDX_FILTER`` store, which the datapoint table and the score grid read; opening a
+datapoint from the table then shows it, Debug Outputs included.
 """
 
 from __future__ import annotations
