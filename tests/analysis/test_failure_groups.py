@@ -19,7 +19,7 @@ from analysis.findings import Findings
 from analysis.internals import CapturedInternals
 from analysis.subgroups import reduced_space
 from runners.analyze import format_findings
-from tests.analysis.tables import write_table
+from tests.analysis.tables import nearest_centre_model, planted_groups, write_table
 
 CLASSES = 5
 ROWS = 3000
@@ -27,42 +27,21 @@ DIM = 8
 NAMES = np.array(["circle", "square", "ring", "cross", "bar"], dtype=object)
 
 
-def nearest_centre_model(rng: np.random.Generator, vectors: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    """Probabilities of a model that predicts the class whose centre is nearest to a datapoint's vector."""
-    distances = ((vectors[:, None, :] - centres[None]) ** 2).sum(axis=2)
-    logits = -3.0 * distances / DIM + rng.normal(0, 0.2, size=distances.shape)
-    probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return (probabilities / probabilities.sum(axis=1, keepdims=True)).astype(np.float32)
-
-
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
-    """5 classes around far-apart centres. 4% of the labels flipped at random (the datapoint still looks like its
-    class). A systematic group: 40% of the circles sit in a tight cluster near the squares, so the model calls them
-    squares every time (a model trained on square labels for them would). A variant: 30% of the rings sit in a
-    cluster of their own, which the model calls a circle, a square or a cross at random, never sure."""
+    """5 classes: a systematic group of circles called squares every time, a variant of rings called a circle, a
+    square or a cross at random, 4% of the labels flipped (``tables.planted_groups``)."""
     rng = np.random.default_rng(3)
-    centres = rng.normal(0, 3, size=(CLASSES, DIM))
-    truth = rng.integers(0, CLASSES, ROWS)
-    systematic = (truth == 0) & (rng.random(ROWS) < 0.4)
-    variant = (truth == 2) & (rng.random(ROWS) < 0.3)
-    flipped = ~systematic & ~variant & (rng.random(ROWS) < 0.04)
-    label = np.where(flipped, (truth + rng.integers(1, CLASSES, ROWS)) % CLASSES, truth)
-    vectors = centres[truth] + rng.normal(0, 1.0, size=(ROWS, DIM))
-    vectors[systematic] = 0.8 * centres[1] + 0.2 * centres[0] + rng.normal(0, 0.3, (int(systematic.sum()), DIM))
-    vectors[variant] = centres[[0, 1, 3]].mean(axis=0) + rng.normal(0, 0.5, (int(variant.sum()), DIM))
-    probabilities = nearest_centre_model(rng, vectors, centres)
-    guess = rng.choice([0, 1, 3], int(variant.sum()))
-    probabilities[variant] = 0.1
-    probabilities[np.flatnonzero(variant), guess] = 0.6
+    truth = planted_groups(rng, ROWS)
+    label, probabilities = truth.label, truth.probabilities
     prediction = probabilities.argmax(axis=1)
     columns = {"idx": np.arange(ROWS), "label": label, "prediction": prediction, "label_name": NAMES[label],
                "prediction_name": NAMES[prediction], "probabilities": probabilities,
                "accuracy": (label == prediction).astype(float), "site": rng.choice(list("ABC"), ROWS).astype(object)}
     table = write_table(tmp_path_factory.mktemp("groups") / "epoch_table.parquet", columns, ["site"],
                         {"accuracy": True})
-    space = CapturedInternals({"pooled": (np.arange(ROWS), vectors.astype(np.float32))}, [])
-    return analyze_table(table, space), columns, vectors, systematic, variant, flipped
+    space = CapturedInternals({"pooled": (np.arange(ROWS), truth.vectors)}, [])
+    return analyze_table(table, space), columns, truth.vectors, truth.systematic, truth.variant, truth.flipped
 
 
 def test_the_systematic_group_is_one_group_with_what_it_is_predicted_as(planted):
