@@ -31,7 +31,7 @@ from debuggers.pages.run_files import RunFileError, read_run_json
 from utils.atomic_files import atomic_write_json
 
 FINDINGS_FILE = "findings.json"
-FORMAT = 1  # bumped when a field changes meaning: older files are then recomputed, not misread
+FORMAT = 2  # bumped when a field changes meaning: older files are then recomputed, not misread
 MAX_FINDINGS_BYTES = 256 * 2**20  # far above what an epoch of a million datapoints gives
 
 
@@ -125,10 +125,80 @@ class Slice:
     nan_origin: Optional[str] = None  # a slice of missing values: the module where NaN first appeared on them
     examples: list[int] = field(default_factory=list)
     target: Target = field(default_factory=Target)
+    class_note: Optional[str] = None  # set when it mostly restates one class
 
     @property
     def description(self) -> str:
         return " and ".join(condition.describe() for condition in self.conditions)
+
+
+@dataclass
+class ClassSlice:
+    """A condition that makes one class fail significantly more than the rest of that class: ``slice``'s rates are
+    within the class (``rest_failure_rate``: the class's other datapoints)."""
+
+    label: Condition  # 'label_name = 1'
+    class_size: int
+    class_failure_rate: float
+    slice: Slice
+
+    @property
+    def description(self) -> str:
+        return f"{self.slice.description} among {self.label.column} = {self.label.value}"
+
+
+@dataclass
+class Confusion:
+    """Datapoints of one label that the model reads as another class; ``examples``: its most confident mistakes."""
+
+    label: Any
+    prediction: Any
+    count: int
+    share: float  # of the label's datapoints
+    examples: list[int]
+    idx: np.ndarray = field(repr=False)
+
+    @property
+    def description(self) -> str:
+        return f"{self.label} read as {self.prediction}"
+
+
+@dataclass
+class NoSlice:
+    """Why a family names no slice: its failures, and the condition that came closest (the smallest p-value against
+    its level), with how many failures a slice of its size would need at that level."""
+
+    failures: int
+    datapoints: int
+    condition: Optional[Condition] = None  # None: no condition holds min_size datapoints (or nothing fails)
+    size: int = 0
+    inside: int = 0  # its failures
+    rest_failure_rate: float = 0.0
+    p_value: float = 1.0
+    level: float = 0.0
+    needed: Optional[int] = None  # failures it would need, the rest as it is (None: more than its size)
+
+    @property
+    def description(self) -> str:
+        head = f"{self.failures} failures of {self.datapoints}"
+        if self.failures in (0, self.datapoints):
+            return f"{head}: nothing tells failures from passes"
+        if self.condition is None:
+            return f"{head}: no condition holds enough datapoints and fails more than the rest"
+        need = f"at least {self.needed} failures" if self.needed is not None else \
+            f"more failures than its {self.size} datapoints"
+        return (f"{head}: at this level (p < {self.level:.2g}) a slice of {self.size} datapoints needs {need}; "
+                f"the closest is {self.condition.describe()}, with {self.inside} of the {self.failures} failures "
+                f"({self.inside / max(self.size, 1):.1%} fail against {self.rest_failure_rate:.1%} elsewhere; "
+                f"p = {self.p_value:.2g})")
+
+
+@dataclass
+class Twin:
+    """A quantity that is nearly another one (rank correlation ``rho``): listed under it, not again."""
+
+    column: str
+    rho: float
 
 
 @dataclass
@@ -150,6 +220,8 @@ class Separator:
     family_size: int = 1
     meta_match: Optional[MetaMatch] = None
     target: Target = field(default_factory=Target)
+    twins: list[Twin] = field(default_factory=list)  # near-duplicate quantities it stands for
+    class_note: Optional[str] = None  # set when it mostly restates one class
 
 
 @dataclass
@@ -165,6 +237,7 @@ class Subgroup:
     meta_match: Optional[MetaMatch] = None
     examples: list[int] = field(default_factory=list)  # its most typical datapoints
     target: Target = field(default_factory=Target)
+    class_note: Optional[str] = None  # set when it mostly restates one class
 
     @property
     def description(self) -> str:
@@ -238,6 +311,7 @@ class FamilyFindings:
     slices: list[Slice] = field(default_factory=list)
     separators: list[Separator] = field(default_factory=list)
     separators_tested: int = 0  # columns (families of units count once) given a Mann-Whitney test
+    no_slice: Optional[NoSlice] = None  # why no slice is named, when none is
 
 
 @dataclass
@@ -256,6 +330,8 @@ class Findings:
     nan_origins: list[NaNOrigin] = field(default_factory=list)
     dead_units: list[DeadUnit] = field(default_factory=list)
     confusion: Optional[dict[str, Any]] = None  # {'classes': [...], 'class_ids': [...], 'matrix': [[...]]}
+    confusions: list[Confusion] = field(default_factory=list)  # the largest off-diagonal cells, largest first
+    class_slices: list[ClassSlice] = field(default_factory=list)  # conditions that make one class fail more
     notes: list[str] = field(default_factory=list)  # what was left out, and why
 
     def to_dict(self) -> dict[str, Any]:

@@ -69,12 +69,19 @@ def format_findings(findings: Findings) -> str:
     lines = [f"{findings.table_path}",
              f"failures: {findings.failures} of {findings.datapoints} datapoints ({findings.failure_definition})"]
     lines += [f"note: {note}" for note in findings.notes]
+    lines += _confusions(findings)
     lines += _family("Meta info (what the data says)", findings.meta)
+    lines += _table("Within a class: conditions that make one class fail more than the rest of it",
+                    ["#", "class", "slice", "size", "fail inside", "rest of the class", "class fails"],
+                    [[i + 1, f"{c.label.column} = {c.label.value}", c.slice.description, c.slice.size,
+                      f"{c.slice.failure_rate:.0%}", f"{c.slice.rest_failure_rate:.0%}",
+                      f"{c.class_failure_rate:.0%} of {c.class_size}"] for i, c in enumerate(findings.class_slices)])
     lines += _family("Internals (what the model does)", findings.internals)
     lines += _table("Subgroups in captured feature spaces", ["#", "space", "size", "fail", "rest", "described by",
                                                              "typical idx"],
-                    [[i + 1, g.debugger, g.size, f"{g.failure_rate:.0%}", f"{g.rest_failure_rate:.0%}", g.description,
-                      " ".join(map(str, g.examples))] for i, g in enumerate(findings.subgroups)])
+                    [[i + 1, g.debugger, g.size, f"{g.failure_rate:.0%}", f"{g.rest_failure_rate:.0%}",
+                      g.description + (f" | {g.class_note}" if g.class_note else ""), " ".join(map(str, g.examples))]
+                     for i, g in enumerate(findings.subgroups)])
     lines += _table("Systematic subgroups among the suspected label errors (not label noise)",
                     ["#", "group", "suspects", "why", "meta description"],
                     [[i + 1, g.description, g.size, g.why, g.meta_match.describe() if g.meta_match else "none"]
@@ -96,15 +103,28 @@ def format_findings(findings: Findings) -> str:
     return "\n".join(lines)
 
 
+def _confusions(findings: Findings) -> list[str]:
+    """The main confusions, first: what the model mistakes for what."""
+    if findings.confusion is None:
+        return []
+    listed = sum(c.count for c in findings.confusions)
+    return _table(f"Main confusions (label read as prediction; {listed} of the {findings.failures} failures)",
+                  ["#", "label", "read as", "datapoints", "of the label", "most confident idx"],
+                  [[i + 1, c.label, c.prediction, c.count, f"{c.share:.0%}", " ".join(map(str, c.examples))]
+                   for i, c in enumerate(findings.confusions)])
+
+
 def _family(title: str, family: FamilyFindings) -> list[str]:
     lines = _table(f"{title}: slices that fail more than the rest",
                    ["#", "slice", "size", "fail inside", "fail outside", "also / in meta terms"],
                    [[i + 1, s.description, s.size, f"{s.failure_rate:.0%}", f"{s.rest_failure_rate:.0%}", _words(s)]
                     for i, s in enumerate(family.slices)])
+    if family.no_slice is not None:
+        lines.append(f"why none: {family.no_slice.description}")
     tested = family.separators_tested
     return lines + _table(f"{title}: separating quantities (AUROC failures vs passes; Mann-Whitney p < 0.05/{tested}, "
                           f"{tested} quantities tested, a family of units counting once)",
-                          ["#", "quantity", "AUROC", "direction", "best units / in meta terms"],
+                          ["#", "quantity", "AUROC", "direction", "best units / twins / in meta terms"],
                           [[i + 1, s.column, f"{s.auroc:.3f}", s.direction, _units(s)]
                            for i, s in enumerate(family.separators)])
 
@@ -117,13 +137,17 @@ def _words(found: Any) -> str:
                      f"no meta column describes it; examples {' '.join(map(str, found.examples))}")
     parts += [f"inside the model: {'; '.join(found.inside_model)}"] if found.inside_model else []
     parts += [f"NaN first appears in {found.nan_origin}"] if found.nan_origin else []
+    parts += [found.class_note] if found.class_note else []
     return " | ".join(parts)
 
 
 def _units(separator: Any) -> str:
     parts = [", ".join(f"{u.column} {u.auroc:.3f}" for u in separator.units)] if separator.units else []
+    parts += [f"twins: {', '.join(f'{t.column} (rho {t.rho:+.2f})' for t in separator.twins)}"] \
+        if separator.twins else []
     if separator.target.debugger is not None:
         parts.append(separator.meta_match.describe() if separator.meta_match else "no meta column describes it")
+    parts += [separator.class_note] if separator.class_note else []
     return " | ".join(parts)
 
 

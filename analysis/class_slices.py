@@ -1,0 +1,68 @@
+"""Slices within a class: a condition that makes one class fail significantly more than the rest of that class.
+
+"Label 1 fails 38 % against 11 %" says which class fails; a practitioner's next question is which kind of 1: "among
+the 1s, thickness >= 2.6: 65 % fail against 28 % of the other 1s". Over the whole table such a condition is drowned
+by the other classes (thick 0s pass), so each class is searched on its own: ``find_slices`` over the meta columns but
+the label's, on the class's datapoints only, one condition at a time (its cut searched on the column's values, as
+any slice's), so a slice's rates are the class's: inside it, and in the rest of the class.
+
+Significance: ALPHA is shared equally among the classes searched (Bonferroni), each search correcting over its
+own conditions as the slice search does. The classes searched are those with at least ``min_size`` datapoints,
+failing and passing ones, at most MAX_CLASSES of them (the most failures first). A slice whose datapoints are those
+a reported meta slice holds of that class (Jaccard >= SAME_ROWS) is that slice again, and is left out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis.findings import ClassSlice, Condition, Slice, Target
+from analysis.label_noise import class_name
+from analysis.slices import ALPHA, find_slices
+
+MAX_CLASSES = 20
+SAME_ROWS = 0.5
+
+
+def class_slices(meta: dict[str, np.ndarray], label_columns: frozenset[str], values: dict[str, np.ndarray],
+                 failed: np.ndarray, min_size: int, top: int, reported: list[Slice]) -> list[ClassSlice]:
+    """The ``top`` slices within a class (module docstring), best first (by the slice search's score)."""
+    if "label" not in values:
+        return []
+    labels, idx = values["label"], values["idx"]
+    classes, sizes = np.unique(labels, return_counts=True)
+    failures = np.array([int(failed[labels == c].sum()) for c in classes])
+    searchable = (sizes >= min_size) & (failures > 0) & (failures < sizes)
+    chosen = classes[searchable][np.argsort(-failures[searchable], kind="stable")][:MAX_CLASSES]
+    searched = {name: column for name, column in meta.items() if name not in label_columns}
+    if not len(chosen) or not searched:
+        return []
+    found = []
+    for class_id in chosen:
+        rows = labels == class_id
+        label = _label_condition(values, class_id)
+        for inside in find_slices({name: column[rows] for name, column in searched.items()}, failed[rows], idx[rows],
+                                  min_size, top, max_conditions=1, alpha=ALPHA / len(chosen)):
+            if _restated(inside, idx[rows], reported):
+                continue
+            inside.target = Target(conditions=[label, *inside.conditions])
+            found.append(ClassSlice(label, int(rows.sum()), float(failed[rows].mean()), inside))
+    return sorted(found, key=lambda found_slice: -found_slice.slice.score)[:top]
+
+
+def _label_condition(values: dict[str, np.ndarray], class_id: int) -> Condition:
+    """``label_name = <name>`` where the table names its classes, else ``label = <number>``."""
+    if "label_name" in values:
+        return Condition("label_name", "=", class_name(values, class_id))
+    return Condition("label", "=", int(class_id))
+
+
+def _restated(inside: Slice, class_idx: np.ndarray, reported: list[Slice]) -> bool:
+    """Whether a reported meta slice holds the same datapoints of the class (Jaccard >= SAME_ROWS)."""
+    for found in reported:
+        theirs = np.intersect1d(found.idx, class_idx, assume_unique=True)
+        shared = len(np.intersect1d(theirs, inside.idx, assume_unique=True))
+        union = len(theirs) + len(inside.idx) - shared
+        if union and shared / union >= SAME_ROWS:
+            return True
+    return False
