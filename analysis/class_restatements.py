@@ -1,14 +1,20 @@
-"""Findings that mostly restate the class: their datapoints are mostly one label, and that label alone explains how
-often they fail.
+"""Findings that mostly restate the class: what they tell apart is which class a datapoint is, and the class alone
+explains how often they fail.
 
 When one class fails far more than the others, anything that tells that class apart separates failures too: the
 centre of mass of a 9, a unit that fires on 9s, a cluster of 9s. Such a finding is true and says nothing beyond
-"9s fail". So a finding (a slice that is not on the label alone, a separating quantity by its failure side: as many
-datapoints as fail, at its most failure-like values; a subgroup) gets a ``class_note`` when at least MOSTLY of its
-datapoints have one label and, within that label, its datapoints fail no more than the label's others (one-sided
-Fisher exact test at ALPHA: a finding that does fail more within its class is a finding about that class, not a
-restatement), or it holds all of them: "mostly label_name = 9 (52 of 60); 9s fail as often outside it (77 %
-against 75 %): it restates the class".
+"9s fail". So a finding gets a ``class_note``:
+
+- a slice that is not on the label alone, or a subgroup: when at least MOSTLY of its datapoints have one label and,
+  within that label, its datapoints fail no more than the label's others (one-sided Fisher exact test at ALPHA), or
+  it holds all of them: "mostly label_name = 9 (52 of 60); the other datapoints labelled 9 fail as often (77 %
+  against 75 % in it): it restates the class". One that does fail more within its class is a finding about that
+  class, not a restatement;
+- a separating quantity: when within the classes it does not separate failures from passes (a stratified
+  Mann-Whitney test: the sum over classes of each class's U statistic against its mean, by its variance, two-sided,
+  p >= ALPHA; classes that all fail or all pass carry nothing): "within a class it tells failures no better than
+  chance (AUROC 0.52 within classes, p = 0.41): it restates which classes fail", with the label its failure side
+  mostly holds, where one does.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
+from scipy.stats import mannwhitneyu, norm
 
 from analysis.explain import rows_of
 from analysis.findings import Findings
@@ -36,30 +43,71 @@ def note_class_restatements(findings: Findings, values: dict[str, np.ndarray], f
         if not all(c.column in label_columns for c in found.conditions):
             found.class_note = class_note(rows_of(idx, found.idx), values, failed)
     for separator in [*findings.meta.separators, *findings.internals.separators]:
-        column = separator.units[0].column if separator.units else separator.column
-        separator.class_note = class_note(failing_side(values[column], separator.direction, share), values, failed)
+        column = values[separator.units[0].column if separator.units else separator.column]
+        separator.class_note = separator_note(column, separator.direction, values, failed, share)
     for group in findings.subgroups:
         group.class_note = class_note(rows_of(idx, group.idx), values, failed)
 
 
 def class_note(rows: np.ndarray, values: dict[str, np.ndarray], failed: np.ndarray) -> Optional[str]:
     """Why the datapoints of ``rows`` (a bool mask) restate their class, or None when they do not."""
+    dominant = _dominant_class(rows, values)
+    if dominant is None:
+        return None
+    class_id, count = dominant
+    of_class = values["label"] == class_id
+    inside, outside = of_class & rows, of_class & ~rows
+    if outside.any() and fails_more(int(failed[inside].sum()), int(inside.sum()), int(failed[outside].sum()),
+                                    int(outside.sum()), ALPHA):
+        return None
+    name = class_name(values, class_id)
+    head = f"mostly {_label_column(values)} = {name} ({count} of {int(rows.sum())})"
+    if not outside.any():
+        return f"{head}: every {name} is in it, so it restates the class"
+    return (f"{head}; the other datapoints labelled {name} fail as often ({failed[outside].mean():.0%} against "
+            f"{failed[inside].mean():.0%} in it): it restates the class")
+
+
+def separator_note(column: np.ndarray, direction: str, values: dict[str, np.ndarray], failed: np.ndarray,
+                   share: float) -> Optional[str]:
+    """Why a separating quantity restates which classes fail, or None when it separates failures within them."""
+    numbers = column.astype(np.float64)
+    usable = np.isfinite(numbers)
+    labels = values["label"]
+    statistic = expected = variance = pairs = 0.0
+    for class_id in np.unique(labels[usable]):
+        rows = usable & (labels == class_id)
+        failing, passing = numbers[rows & failed], numbers[rows & ~failed]
+        if len(failing) and len(passing):
+            m, n = len(failing), len(passing)
+            statistic += float(mannwhitneyu(failing, passing).statistic)
+            expected, variance, pairs = expected + m * n / 2, variance + m * n * (m + n + 1) / 12, pairs + m * n
+    if variance > 0:
+        p_value = float(2 * norm.sf(abs(statistic - expected) / np.sqrt(variance)))
+        if p_value < ALPHA:
+            return None
+        auc = statistic / pairs
+        note = (f"within a class it tells failures no better than chance (AUROC {max(auc, 1 - auc):.2f} within "
+                f"classes, p = {p_value:.2g}): it restates which classes fail")
+    else:
+        note = "every class fails all or none of its datapoints: it restates which classes fail"
+    side = failing_side(column, direction, share)
+    dominant = _dominant_class(side, values)
+    if dominant is not None:
+        note += (f" (its failure side is mostly {_label_column(values)} = {class_name(values, dominant[0])}, "
+                 f"{dominant[1]} of {int(side.sum())})")
+    return note
+
+
+def _dominant_class(rows: np.ndarray, values: dict[str, np.ndarray]) -> Optional[tuple[int, int]]:
+    """(label, count) of the label at least MOSTLY of the rows have, or None."""
     labels = values["label"][rows]
     if not len(labels):
         return None
     classes, counts = np.unique(labels, return_counts=True)
     top = int(np.argmax(counts))
-    if counts[top] < MOSTLY * len(labels):
-        return None
-    of_class = values["label"] == classes[top]
-    inside, outside = of_class & rows, of_class & ~rows
-    if outside.any() and fails_more(int(failed[inside].sum()), int(inside.sum()), int(failed[outside].sum()),
-                                    int(outside.sum()), ALPHA):
-        return None
-    name = class_name(values, classes[top])
-    where = "label_name" if "label_name" in values else "label"
-    head = f"mostly {where} = {name} ({counts[top]} of {len(labels)})"
-    if not outside.any():
-        return f"{head}: every {name} is in it, so it restates the class"
-    return (f"{head}; the other datapoints labelled {name} fail as often ({failed[outside].mean():.0%} against "
-            f"{failed[inside].mean():.0%} in it): it restates the class")
+    return (classes[top], int(counts[top])) if counts[top] >= MOSTLY * len(labels) else None
+
+
+def _label_column(values: dict[str, np.ndarray]) -> str:
+    return "label_name" if "label_name" in values else "label"

@@ -4,12 +4,13 @@ The slice search tests a few quantile cuts per column (``analysis/slices.py``): 
 matters, at a level that stays honest over many columns. Where it matters is another question: a cause that starts
 at ``cable_m = 40`` found as ``cable_m >= 37.9`` (the 75 % quantile) takes in rows that pass, and a conjunction
 with a label then fits better than the condition alone. So every numeric condition of a found slice is cut again:
-with the slice's other conditions fixed, every boundary between two consecutive distinct values of the column is
-tried, and the one with the largest likelihood-ratio statistic (G, the test of "the slice and the rest fail at one
-rate") wins, among cuts that leave at least ``min_size`` rows in the slice, some outside it, and a slice failing
-more than the rest. The maximum of G over cuts is the maximum-likelihood change point of a step in the failure
-rate. The quantile cut that made the slice significant is among the cuts tried, so the recut slice separates
-failures at least as well by G; whether it is reported is decided as for any slice (the report's tests).
+among the rows where the slice's other conditions hold (its context: every row for a slice of one condition), every
+boundary between two consecutive distinct values of the column is tried, and the one with the largest
+likelihood-ratio statistic (G, the test of "the slice and the rest of its context fail at one rate") wins, among
+cuts that leave at least ``min_size`` rows in the slice, some in the rest of the context, and a slice failing more
+than that rest. The maximum of G over cuts is the maximum-likelihood change point of a step in the failure rate.
+The quantile cut that made the slice significant is among the cuts tried, so the recut slice separates failures at
+least as well by G; whether it is reported is decided as for any slice (the report's tests).
 
 The cut is shown as the shortest decimal between the two values it falls between (``cable_m >= 40`` rather than
 ``>= 39.9871``): the same rows, said the way a person would.
@@ -31,8 +32,9 @@ MAX_DIGITS = 40  # a double has 17 significant digits; past them, the cut is the
 
 def best_cut(values: np.ndarray, failed: np.ndarray, context: np.ndarray, op: str, min_size: int
              ) -> Optional[float]:
-    """The cut ``t`` of ``values op t`` (rows of ``context`` only, every other row in the rest) with the largest G
-    (module docstring); None where no cut qualifies."""
+    """The cut ``t`` of ``values op t`` with the largest G (module docstring) between the slice and the rest of
+    ``context`` (the rows where the slice's other conditions hold: a cut says where failures start among them, as
+    the slice search tests a condition against the rows dropping it would add); None where no cut qualifies."""
     numbers = values[context].astype(np.float64)
     finite = np.isfinite(numbers)
     numbers, failing = numbers[finite], failed[context][finite]
@@ -46,8 +48,7 @@ def best_cut(values: np.ndarray, failed: np.ndarray, context: np.ndarray, op: st
         size, inside = below_size, below_failures
     else:
         size, inside = len(numbers) - below_size, int(failing.sum()) - below_failures
-    total, total_failures = len(failed), int(failed.sum())
-    rest, rest_failures = total - size, total_failures - inside
+    rest, rest_failures = int(context.sum()) - size, int(failed[context].sum()) - inside
     usable = (size >= min_size) & (rest > 0) & (inside * rest > rest_failures * size)
     if not usable.any():
         return None
