@@ -7,9 +7,9 @@ centre of mass of a 9, a unit that fires on 9s, a cluster of 9s. Such a finding 
 
 - a slice that is not on the label alone, or a subgroup: when at least MOSTLY of its datapoints have one label and,
   within that label, its datapoints fail no more than the label's others (one-sided Fisher exact test at ALPHA), or
-  it holds all of them: "mostly label_name = 9 (52 of 60); the other datapoints labelled 9 fail as often (77 %
-  against 75 % in it): it restates the class". One that does fail more within its class is a finding about that
-  class, not a restatement;
+  it holds all of them: "mostly label_name = 9 (52 of 60); its datapoints labelled 9 fail no more than the others
+  labelled 9 (75 % against 77 %): it restates the class". One that does fail more within its class is a finding
+  about that class, not a restatement;
 - a separating quantity: when within the classes it does not separate failures from passes (a stratified
   Mann-Whitney test: the sum over classes of each class's U statistic against its mean, by its variance, two-sided,
   p >= ALPHA; classes that all fail or all pass carry nothing): "within a class it tells failures no better than
@@ -64,8 +64,8 @@ def class_note(rows: np.ndarray, values: dict[str, np.ndarray], failed: np.ndarr
     head = f"mostly {_label_column(values)} = {name} ({count} of {int(rows.sum())})"
     if not outside.any():
         return f"{head}: every {name} is in it, so it restates the class"
-    return (f"{head}; the other datapoints labelled {name} fail as often ({failed[outside].mean():.0%} against "
-            f"{failed[inside].mean():.0%} in it): it restates the class")
+    return (f"{head}; its datapoints labelled {name} fail no more than the others labelled {name} "
+            f"({failed[inside].mean():.0%} against {failed[outside].mean():.0%}): it restates the class")
 
 
 def separator_note(column: np.ndarray, direction: str, values: dict[str, np.ndarray], failed: np.ndarray,

@@ -9,26 +9,33 @@ any slice's), so a slice's rates are the class's: inside it, and in the rest of 
 Significance: ALPHA is shared equally among the classes searched (Bonferroni), each search correcting over its
 own conditions as the slice search does. The classes searched are those with at least ``min_size`` datapoints,
 failing and passing ones, at most MAX_CLASSES of them (the most failures first). A slice whose datapoints are those
-a reported meta slice holds of that class (Jaccard >= SAME_ROWS) is that slice again, and is left out.
+a reported meta slice holds of that class (Jaccard >= SAME_ROWS) is that slice again, and is left out. Where no
+class has one, the report says which class and condition came closest, in numbers (``analysis/weak_evidence.py``).
 """
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
-from analysis.findings import ClassSlice, Condition, Slice, Target
+from analysis.findings import ClassSlice, Condition, NoSlice, Slice, Target
 from analysis.label_noise import class_name
 from analysis.slices import ALPHA, find_slices
+from analysis.weak_evidence import why_no_slice
 
 MAX_CLASSES = 20
 SAME_ROWS = 0.5
 
 
 def class_slices(meta: dict[str, np.ndarray], label_columns: frozenset[str], values: dict[str, np.ndarray],
-                 failed: np.ndarray, min_size: int, top: int, reported: list[Slice]) -> list[ClassSlice]:
-    """The ``top`` slices within a class (module docstring), best first (by the slice search's score)."""
+                 failed: np.ndarray, min_size: int, top: int, reported: list[Slice]
+                 ) -> tuple[list[ClassSlice], Optional[NoSlice]]:
+    """The ``top`` slices within a class (module docstring), best first (by the slice search's score); where there
+    is none, why not: the class and condition that came closest (``why_no_slice``, None where no class was
+    searched)."""
     if "label" not in values:
-        return []
+        return [], None
     labels, idx = values["label"], values["idx"]
     classes, sizes = np.unique(labels, return_counts=True)
     failures = np.array([int(failed[labels == c].sum()) for c in classes])
@@ -36,18 +43,35 @@ def class_slices(meta: dict[str, np.ndarray], label_columns: frozenset[str], val
     chosen = classes[searchable][np.argsort(-failures[searchable], kind="stable")][:MAX_CLASSES]
     searched = {name: column for name, column in meta.items() if name not in label_columns}
     if not len(chosen) or not searched:
-        return []
+        return [], None
+    level = ALPHA / len(chosen)
     found = []
     for class_id in chosen:
         rows = labels == class_id
         label = _label_condition(values, class_id)
         for inside in find_slices({name: column[rows] for name, column in searched.items()}, failed[rows], idx[rows],
-                                  min_size, top, max_conditions=1, alpha=ALPHA / len(chosen)):
-            if _restated(inside, idx[rows], reported):
-                continue
-            inside.target = Target(conditions=[label, *inside.conditions])
-            found.append(ClassSlice(label, int(rows.sum()), float(failed[rows].mean()), inside))
-    return sorted(found, key=lambda found_slice: -found_slice.slice.score)[:top]
+                                  min_size, top, max_conditions=1, alpha=level):
+            if not _restated(inside, idx[rows], reported):
+                inside.target = Target(conditions=[label, *inside.conditions])
+                found.append(ClassSlice(label, int(rows.sum()), float(failed[rows].mean()), inside))
+    if found:
+        return sorted(found, key=lambda found_slice: -found_slice.slice.score)[:top], None
+    return [], _closest(chosen, searched, values, failed, min_size, level)
+
+
+def _closest(classes: np.ndarray, searched: dict[str, np.ndarray], values: dict[str, np.ndarray],
+             failed: np.ndarray, min_size: int, level: float) -> Optional[NoSlice]:
+    """Of every class searched, the condition that came closest to a slice (the smallest p-value against its
+    level), with its class."""
+    closest = []
+    for class_id in classes:
+        rows = values["label"] == class_id
+        why = why_no_slice({name: column[rows] for name, column in searched.items()}, failed[rows], min_size,
+                           alpha=level, max_conditions=1)
+        if why.condition is not None:
+            why.within = _label_condition(values, class_id)
+            closest.append(why)
+    return min(closest, key=lambda why: np.log(max(why.p_value, 1e-300)) - np.log(why.level), default=None)
 
 
 def _label_condition(values: dict[str, np.ndarray], class_id: int) -> Condition:

@@ -163,8 +163,8 @@ def analyze_table(table: EpochTable, internals: Optional[CapturedInternals] = No
         findings.nan_origins = internals.nan_origins[:top]
         space = _suspects_space(internals, idx)
     explain(findings, values, failed, vocabulary, layers, set(table.roles.get("input_region", [])))
-    findings.class_slices = class_slices(columns.meta, columns.label_copies, values, failed, min_size, top,
-                                         findings.meta.slices)
+    findings.class_slices, findings.class_no_slice = class_slices(columns.meta, columns.label_copies, values, failed,
+                                                                  min_size, top, findings.meta.slices)
     note_class_restatements(findings, values, failed, columns.label_copies)
     findings.confusions = main_confusions(values, top)
     history = read_history(epoch_dir, idx, findings.notes) if epoch_dir else None

@@ -177,10 +177,12 @@ class NoSlice:
     p_value: float = 1.0
     level: float = 0.0
     needed: Optional[int] = None  # failures it would need, the rest as it is (None: more than its size)
+    within: Optional[Condition] = None  # the class searched, for slices within a class (its figures are the class's)
 
     @property
     def description(self) -> str:
-        head = f"{self.failures} failures of {self.datapoints}"
+        head = f"{self.failures} failures of {self.datapoints}" + (f" among {self.within.describe()}"
+                                                                     if self.within else "")
         if self.failures in (0, self.datapoints):
             return f"{head}: nothing tells failures from passes"
         if self.condition is None:
@@ -332,6 +334,7 @@ class Findings:
     confusion: Optional[dict[str, Any]] = None  # {'classes': [...], 'class_ids': [...], 'matrix': [[...]]}
     confusions: list[Confusion] = field(default_factory=list)  # the largest off-diagonal cells, largest first
     class_slices: list[ClassSlice] = field(default_factory=list)  # conditions that make one class fail more
+    class_no_slice: Optional[NoSlice] = None  # none within a class: the class and condition that came closest
     notes: list[str] = field(default_factory=list)  # what was left out, and why
 
     def to_dict(self) -> dict[str, Any]:

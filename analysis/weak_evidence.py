@@ -21,14 +21,16 @@ from analysis.slices import ALPHA, SEARCH_ROWS, candidate_conditions, condition_
 
 
 def why_no_slice(columns: dict[str, np.ndarray], failed: np.ndarray, min_size: int,
-                 families: Optional[dict[str, str]] = None, alpha: float = ALPHA, seed: int = 0) -> NoSlice:
-    """The module docstring's account of a family with no slice; the closest condition is chosen on the slice
-    search's sample of rows (above SEARCH_ROWS) and its figures counted on every row."""
+                 families: Optional[dict[str, str]] = None, alpha: float = ALPHA, max_conditions: int = 3,
+                 seed: int = 0) -> NoSlice:
+    """The module docstring's account of a search with no slice (``alpha`` and ``max_conditions`` as the search
+    had them); the closest condition is chosen on the slice search's sample of rows (above SEARCH_ROWS) and its
+    figures counted on every row."""
     total, failures = len(failed), int(failed.sum())
     conditions = candidate_conditions(columns, min_size, families)
     if failures in (0, total) or not conditions:
         return NoSlice(failures, total)
-    levels = condition_levels(conditions, families, alpha=alpha)
+    levels = condition_levels(conditions, families, max_conditions=max_conditions, alpha=alpha)
     rows = np.arange(total) if total <= SEARCH_ROWS else \
         np.sort(np.random.default_rng(seed).choice(total, SEARCH_ROWS, replace=False))
     sample_failed = failed[rows]

@@ -76,6 +76,7 @@ def format_findings(findings: Findings) -> str:
                     [[i + 1, f"{c.label.column} = {c.label.value}", c.slice.description, c.slice.size,
                       f"{c.slice.failure_rate:.0%}", f"{c.slice.rest_failure_rate:.0%}",
                       f"{c.class_failure_rate:.0%} of {c.class_size}"] for i, c in enumerate(findings.class_slices)])
+    lines += [f"why none: {findings.class_no_slice.description}"] if findings.class_no_slice else []
     lines += _family("Internals (what the model does)", findings.internals)
     lines += _table("Subgroups in captured feature spaces", ["#", "space", "size", "fail", "rest", "described by",
                                                              "typical idx"],

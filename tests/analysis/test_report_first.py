@@ -290,8 +290,9 @@ def test_a_group_that_is_mostly_one_class_failing_as_the_class_does_restates_it(
     group = wide_nines | (columns["label"] == 0) & (columns["blur"] < 0.05)
     rest = nines & ~group
     assert class_note(group, values, failed) == (
-        f"mostly label_name = 9 ({(group & nines).sum()} of {group.sum()}); the other datapoints labelled 9 fail as "
-        f"often ({failed[rest].mean():.0%} against {failed[group & nines].mean():.0%} in it): it restates the class")
+        f"mostly label_name = 9 ({(group & nines).sum()} of {group.sum()}); its datapoints labelled 9 fail no more "
+        f"than the others labelled 9 ({failed[group & nines].mean():.0%} against {failed[rest].mean():.0%}): it "
+        "restates the class")
     assert class_note(nines, values, failed).endswith("every 9 is in it, so it restates the class")
     failing_nines = nines & failed
     assert class_note(failing_nines, values, failed) is None  # fails more than the other 9s: about the class
