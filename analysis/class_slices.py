@@ -15,6 +15,7 @@ class has one, the report says which class and condition came closest, in number
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Optional
 
 import numpy as np
@@ -52,10 +53,11 @@ def class_slices(meta: dict[str, np.ndarray], label_columns: frozenset[str], val
         for inside in find_slices({name: column[rows] for name, column in searched.items()}, failed[rows], idx[rows],
                                   min_size, top, max_conditions=1, alpha=level):
             if not _restated(inside, idx[rows], reported):
-                inside.target = Target(conditions=[label, *inside.conditions])
-                found.append(ClassSlice(label, int(rows.sum()), float(failed[rows].mean()), inside))
+                found.append(ClassSlice(**{f.name: getattr(inside, f.name) for f in fields(Slice)}, label=label,
+                                        class_size=int(rows.sum()), class_failure_rate=float(failed[rows].mean())))
+                found[-1].target = Target(conditions=[label, *inside.conditions])
     if found:
-        return sorted(found, key=lambda found_slice: -found_slice.slice.score)[:top], None
+        return sorted(found, key=lambda found_slice: -found_slice.score)[:top], None
     return [], _closest(chosen, searched, values, failed, min_size, level)
 
 

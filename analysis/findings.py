@@ -133,18 +133,17 @@ class Slice:
 
 
 @dataclass
-class ClassSlice:
-    """A condition that makes one class fail significantly more than the rest of that class: ``slice``'s rates are
-    within the class (``rest_failure_rate``: the class's other datapoints)."""
+class ClassSlice(Slice):
+    """A slice within one class: conditions that make the class fail significantly more than its other datapoints
+    (``rest_failure_rate``: the rate of the class's datapoints outside the slice)."""
 
-    label: Condition  # 'label_name = 1'
-    class_size: int
-    class_failure_rate: float
-    slice: Slice
+    label: Condition = field(default_factory=lambda: Condition("label", "="))  # 'label_name = 1'
+    class_size: int = 0
+    class_failure_rate: float = 0.0
 
     @property
     def description(self) -> str:
-        return f"{self.slice.description} among {self.label.column} = {self.label.value}"
+        return f"{super().description} among {self.label.describe()}"
 
 
 @dataclass

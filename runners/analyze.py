@@ -73,8 +73,8 @@ def format_findings(findings: Findings) -> str:
     lines += _family("Meta info (what the data says)", findings.meta)
     lines += _table("Within a class: conditions that make one class fail more than the rest of it",
                     ["#", "class", "slice", "size", "fail inside", "rest of the class", "class fails"],
-                    [[i + 1, f"{c.label.column} = {c.label.value}", c.slice.description, c.slice.size,
-                      f"{c.slice.failure_rate:.0%}", f"{c.slice.rest_failure_rate:.0%}",
+                    [[i + 1, c.label.describe(), " and ".join(x.describe() for x in c.conditions), c.size,
+                      f"{c.failure_rate:.0%}", f"{c.rest_failure_rate:.0%}",
                       f"{c.class_failure_rate:.0%} of {c.class_size}"] for i, c in enumerate(findings.class_slices)])
     lines += [f"why none: {findings.class_no_slice.description}"] if findings.class_no_slice else []
     lines += _family("Internals (what the model does)", findings.internals)

@@ -211,22 +211,23 @@ def test_a_condition_that_fails_one_class_is_found_within_that_class(tmp_path):
     assert [s.description for s in findings.meta.slices] == ["label_name = one"]
     found = findings.class_slices[0]
     assert (found.label.column, found.label.value) == ("label_name", "one")
-    assert [c.column for c in found.slice.conditions] == ["thickness"] and found.slice.conditions[0].op == ">="
-    cut = found.slice.conditions[0].value
+    assert [c.column for c in found.conditions] == ["thickness"] and found.conditions[0].op == ">="
+    assert found.description == f"{found.conditions[0].describe()} among label_name = one"
+    cut = found.conditions[0].value
     assert abs(cut - 2.6) <= 0.05 * 3
     one_rows = np.flatnonzero(ones)
     assert np.array_equal(one_rows[thickness[ones] >= cut],
                           one_rows[thickness[ones] >= brute_force_cut(thickness[ones], failed[ones], 10)])
     inside = ones & (thickness >= cut)
-    assert np.array_equal(found.slice.idx, np.flatnonzero(inside))
-    assert found.slice.failure_rate == pytest.approx(failed[inside].mean())
-    assert found.slice.rest_failure_rate == pytest.approx(failed[ones & ~inside].mean())
+    assert np.array_equal(found.idx, np.flatnonzero(inside))
+    assert found.failure_rate == pytest.approx(failed[inside].mean())
+    assert found.rest_failure_rate == pytest.approx(failed[ones & ~inside].mean())
     assert (found.class_size, found.class_failure_rate) == (ones.sum(), pytest.approx(failed[ones].mean()))
-    targeted = [c.describe() for c in found.slice.target.conditions]
-    assert targeted == ["label_name = one", found.slice.conditions[0].describe()]
+    targeted = [c.describe() for c in found.target.conditions]
+    assert targeted == ["label_name = one", found.conditions[0].describe()]
     assert len(findings.class_slices) == 1
     text = format_findings(findings)
-    assert "Within a class" in text and f"{found.slice.description}" in text
+    assert "Within a class" in text and f"label_name = one  {found.conditions[0].describe()}  " in text
 
 
 def digit_shapes(rng: np.random.Generator, rows: int) -> dict[str, np.ndarray]:
