@@ -12,10 +12,10 @@ units inside, and it counts once in the correction over the quantities tested: a
 p < 0.05 / (quantities tested). So 64 channels of one debugger neither push a meta column down the list nor dilute
 its test.
 
-Near-duplicate quantities are one finding: a listed quantity whose rank correlation (Spearman, on a sample of rows
-where both are finite) with a stronger listed one reaches TWIN_RHO in absolute value (one is nearly a monotone
-function of the other: the width of a digit and its aspect ratio when every digit is 8 high) is named as that one's
-twin, not listed again.
+Near-duplicate quantities are one finding: a listed quantity whose rank correlation with a stronger listed one
+reaches TWIN_RHO in absolute value (Spearman: each column ranked once on a sample of rows, the ranks correlated where
+both have a value) is nearly a monotone function of it (the width of a digit and its aspect ratio when every digit is
+8 high): it is named as that one's twin, not listed again.
 """
 
 from __future__ import annotations
@@ -66,12 +66,11 @@ def merge_twins(found: list[Separator], columns: dict[str, np.ndarray], seed: in
     rows = len(next(iter(columns.values()))) if columns else 0
     sample = np.arange(rows) if rows <= TWIN_ROWS else \
         np.sort(np.random.default_rng(seed).choice(rows, TWIN_ROWS, replace=False))
-    numbers = {s.column: columns[s.units[0].column if s.units else s.column][sample].astype(np.float64)
-               for s in found}
+    ranks = {s.column: _ranks(columns[s.units[0].column if s.units else s.column][sample]) for s in found}
     kept: list[Separator] = []
     for separator in found:
         for other in kept:
-            rho = rank_correlation(numbers[other.column], numbers[separator.column])
+            rho = rank_correlation(ranks[other.column], ranks[separator.column])
             if abs(rho) >= TWIN_RHO:
                 other.twins.append(Twin(separator.column, round(rho, 3)))
                 break
@@ -80,13 +79,19 @@ def merge_twins(found: list[Separator], columns: dict[str, np.ndarray], seed: in
     return kept
 
 
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """The ranks of a column's values (ties sharing their mean rank; NaN where there is no value), computed once
+    per column rather than once per pair."""
+    return rankdata(values.astype(np.float64), nan_policy="omit")
+
+
 def rank_correlation(a: np.ndarray, b: np.ndarray) -> float:
-    """Spearman's rho over the rows where both have a value: Pearson's correlation of their ranks there."""
+    """Spearman's rho of two columns given as ranks (``_ranks``): Pearson's correlation of the ranks over the rows
+    where both have a value (each column ranked over all of its values)."""
     both = np.isfinite(a) & np.isfinite(b)
     if both.sum() < MIN_ROWS:
         return 0.0
-    x, y = rankdata(a[both]), rankdata(b[both])
-    x, y = x - x.mean(), y - y.mean()
+    x, y = a[both] - a[both].mean(), b[both] - b[both].mean()
     spread = float(np.sqrt((x * x).sum() * (y * y).sum()))
     return float((x * y).sum()) / spread if spread > 0 else 0.0
 

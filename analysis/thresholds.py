@@ -10,10 +10,12 @@ likelihood-ratio statistic (G, the test of "the slice and the rest of its contex
 cuts that leave at least ``min_size`` rows in the slice, some in the rest of the context, and a slice failing more
 than that rest. The maximum of G over cuts is the maximum-likelihood change point of a step in the failure rate.
 The quantile cut that made the slice significant is among the cuts tried, so the recut slice separates failures at
-least as well by G; whether it is reported is decided as for any slice (the report's tests).
+least as well by G (within the likelihood unit below); whether it is reported is decided as for any slice (the
+report's tests).
 
-The cut is shown as the shortest decimal between the two values it falls between (``cable_m >= 40`` rather than
-``>= 39.9871``): the same rows, said the way a person would.
+The cut is written as a person would: the number with the fewest significant digits among the cuts whose G is
+within LIKELIHOOD_UNIT of the best (a log-likelihood within 1 of it: the change point's support interval), so
+``cable_m >= 40`` rather than ``>= 39.9871`` where the data cannot tell them apart, and ``>= 0.8546`` where it can.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from scipy.special import xlogy
 from analysis.findings import Condition
 
 CUT_OPS = ("<", ">=")
+LIKELIHOOD_UNIT = 2.0  # G within this of the best: a log-likelihood within 1, the cut's support interval
 MAX_DIGITS = 40  # a double has 17 significant digits; past them, the cut is the upper value itself
 
 
@@ -34,27 +37,64 @@ def best_cut(values: np.ndarray, failed: np.ndarray, context: np.ndarray, op: st
              ) -> Optional[float]:
     """The cut ``t`` of ``values op t`` with the largest G (module docstring) between the slice and the rest of
     ``context`` (the rows where the slice's other conditions hold: a cut says where failures start among them, as
-    the slice search tests a condition against the rows dropping it would add); None where no cut qualifies."""
+    the slice search tests a condition against the rows dropping it would add), written as its roundest number
+    within a likelihood unit (``_roundest``); None where no cut qualifies."""
     numbers = values[context].astype(np.float64)
     finite = np.isfinite(numbers)
     numbers, failing = numbers[finite], failed[context][finite]
     order = np.argsort(numbers, kind="stable")
     numbers, failing = numbers[order], failing[order]
-    bounds = np.flatnonzero(numbers[1:] > numbers[:-1])  # a cut after each: rows [0, b] below, the rest above
-    if not len(bounds):
+    fit = _Fit(numbers, failing, op, int(context.sum()), int(failed[context].sum()), min_size)
+    below = np.flatnonzero(numbers[1:] > numbers[:-1]) + 1  # each cut: how many sorted values lie under it
+    statistic = fit(below)
+    if not len(below) or not np.isfinite(statistic).any():
         return None
-    below_size, below_failures = bounds + 1, np.cumsum(failing)[bounds]
-    if op == "<":
-        size, inside = below_size, below_failures
-    else:
-        size, inside = len(numbers) - below_size, int(failing.sum()) - below_failures
-    rest, rest_failures = int(context.sum()) - size, int(failed[context].sum()) - inside
-    usable = (size >= min_size) & (rest > 0) & (inside * rest > rest_failures * size)
-    if not usable.any():
-        return None
-    statistic = np.where(usable, likelihood_ratio(inside, size, rest_failures, rest), -np.inf)
-    best = int(bounds[int(np.argmax(statistic))])
-    return shortest_between(float(numbers[best]), float(numbers[best + 1]))
+    best = float(statistic.max())
+    near = below[statistic >= best - LIKELIHOOD_UNIT]
+    return _roundest(float(numbers[near.min() - 1]), float(numbers[near.max()]), fit, best - LIKELIHOOD_UNIT)
+
+
+class _Fit:
+    """G of the cuts of one column's sorted values, each given by how many values lie under it (-inf where the
+    slice would be smaller than ``min_size``, the whole context, or fail no more than the rest)."""
+
+    def __init__(self, numbers: np.ndarray, failing: np.ndarray, op: str, context_size: int, context_failures: int,
+                 min_size: int) -> None:
+        self.numbers, self.op, self.min_size = numbers, op, min_size
+        self.cumulative = np.concatenate([[0], np.cumsum(failing)])
+        self.context_size, self.context_failures = context_size, context_failures
+
+    def __call__(self, below: np.ndarray) -> np.ndarray:
+        below_failures = self.cumulative[below]
+        if self.op == "<":
+            size, inside = below, below_failures
+        else:
+            size, inside = len(self.numbers) - below, self.cumulative[-1] - below_failures
+        rest, rest_failures = self.context_size - size, self.context_failures - inside
+        usable = (size >= self.min_size) & (rest > 0) & (inside * rest > rest_failures * size)
+        return np.where(usable, likelihood_ratio(inside, size, rest_failures, rest), -np.inf)
+
+    def at(self, cuts: np.ndarray) -> np.ndarray:
+        """G of cuts given as numbers."""
+        return self(np.searchsorted(self.numbers, cuts, side="left"))
+
+
+def _roundest(low: float, high: float, fit: _Fit, floor: float) -> float:
+    """The number with the fewest significant digits in (low, high] whose cut's G reaches ``floor`` (the best
+    such at that number of digits): ``cable_m >= 40`` rather than ``>= 39.9871`` when the two fit alike."""
+    scale = max(abs(low), abs(high))
+    exponent = math.floor(math.log10(scale)) + 1 if scale > 0 else 0
+    for _ in range(MAX_DIGITS):
+        step = 10.0 ** exponent
+        first, last = math.floor(low / step) + 1, math.floor(high / step)
+        if first <= last:
+            cuts = np.round(np.arange(first, last + 1) * step, max(0, -exponent))
+            cuts = cuts[(cuts > low) & (cuts <= high)]
+            statistic = fit.at(cuts) if len(cuts) else np.empty(0)
+            if len(cuts) and statistic.max() >= floor:
+                return float(cuts[int(np.argmax(statistic))])
+        exponent -= 1
+    return high
 
 
 def likelihood_ratio(inside: np.ndarray, size: np.ndarray, rest_failures: np.ndarray, rest: np.ndarray
@@ -65,19 +105,6 @@ def likelihood_ratio(inside: np.ndarray, size: np.ndarray, rest_failures: np.nda
         return xlogy(k, k / np.maximum(n, 1)) + xlogy(n - k, (n - k) / np.maximum(n, 1))
     return 2 * (log_likelihood(inside, size) + log_likelihood(rest_failures, rest)
                 - log_likelihood(inside + rest_failures, size + rest))
-
-
-def shortest_between(low: float, high: float) -> float:
-    """The number with the fewest significant digits in (low, high]: a cut that keeps ``low`` on one side and
-    ``high`` on the other, as a person would write it."""
-    scale = max(abs(low), abs(high))
-    exponent = math.floor(math.log10(scale)) + 1 if scale > 0 else 0
-    for _ in range(MAX_DIGITS):
-        candidate = round((math.floor(low / 10.0 ** exponent) + 1) * 10.0 ** exponent, max(0, -exponent))
-        if low < candidate <= high:
-            return float(candidate)
-        exponent -= 1
-    return high
 
 
 def recut(conditions: list[Condition], columns: dict[str, np.ndarray], failed: np.ndarray, min_size: int

@@ -17,7 +17,7 @@ from sklearn.metrics import confusion_matrix
 from analysis.class_restatements import class_note
 from analysis.failures import analyze_table
 from analysis.findings import Findings
-from analysis.thresholds import best_cut, shortest_between
+from analysis.thresholds import best_cut
 from runners.analyze import format_findings
 from tests.analysis.tables import classified, probabilities_of, write_table
 
@@ -63,21 +63,28 @@ def test_a_named_slice_leaves_no_note_and_nothing_failing_says_so(tmp_path):
     assert none_fail.meta.no_slice.description == "0 failures of 600: nothing tells failures from passes"
 
 
-def brute_force_cut(values: np.ndarray, failed: np.ndarray, min_size: int) -> float:
-    """The threshold v of ``values >= v`` (v one of the values) with the largest G-test statistic of the 2x2 table
-    slice/rest x fail/pass (scipy), among slices of at least ``min_size`` that fail more than the rest."""
-    best, best_value = -1.0, None
-    for value in np.unique(values)[1:]:
-        inside = values >= value
-        size, rest = inside.sum(), (~inside).sum()
-        k, rest_k = failed[inside].sum(), failed[~inside].sum()
-        if size < min_size or k / size <= rest_k / rest:
-            continue
-        table = np.array([[k, size - k], [rest_k, rest - rest_k]])
-        statistic = chi2_contingency(table, correction=False, lambda_="log-likelihood")[0]
-        if statistic > best:
-            best, best_value = statistic, value
-    return best_value
+def g_statistic(values: np.ndarray, failed: np.ndarray, cut: float, context: np.ndarray, op: str = ">=") -> float:
+    """The G-test statistic (scipy) of slice / rest of the context x fail / pass, the slice ``values op cut``; -inf
+    where the slice is under 10 rows or fails no more than the rest."""
+    inside = context & ((values >= cut) if op == ">=" else (values < cut))
+    rest = context & ~inside
+    k, size, rest_k, rest_n = failed[inside].sum(), inside.sum(), failed[rest].sum(), rest.sum()
+    if size < 10 or rest_n == 0 or k / size <= rest_k / rest_n:
+        return -np.inf
+    return chi2_contingency(np.array([[k, size - k], [rest_k, rest_n - rest_k]]), correction=False,
+                            lambda_="log-likelihood")[0]
+
+
+def check_cut(cut: float, values: np.ndarray, failed: np.ndarray, context: np.ndarray, op: str = ">=") -> None:
+    """By brute force: the cut's G is within 2 of the best over every value of the column, and no number with fewer
+    significant digits in the column's range gets there."""
+    best = max(g_statistic(values, failed, value, context, op) for value in np.unique(values[context]))
+    assert g_statistic(values, failed, cut, context, op) >= best - 2
+    exponent = next(e for e in range(3, -12, -1) if abs(round(cut / 10.0 ** e) * 10.0 ** e - cut) < 1e-9)
+    for coarser in range(exponent + 1, 4):
+        step = 10.0 ** coarser
+        for candidate in np.arange(np.floor(values.min() / step), np.ceil(values.max() / step) + 1) * step:
+            assert g_statistic(values, failed, candidate, context, op) < best - 2, (cut, candidate)
 
 
 def cable_table(rng: np.random.Generator, rows: int = 1200) -> dict[str, np.ndarray]:
@@ -107,9 +114,8 @@ def test_a_threshold_is_cut_where_failures_start_for_every_label(tmp_path, seed)
     first = on_cable[0]
     assert [c.column for c in first.conditions] == ["cable_m"] and first.conditions[0].op == ">=", first.description
     failed = columns["accuracy"] == 0
-    cut = brute_force_cut(columns["cable_m"], failed, 12)
+    check_cut(first.conditions[0].value, columns["cable_m"], failed, np.ones(len(failed), dtype=bool))
     inside = columns["cable_m"] >= first.conditions[0].value
-    assert np.array_equal(inside, columns["cable_m"] >= cut)
     assert abs(first.conditions[0].value - 40) <= 0.05 * 50
     assert np.array_equal(first.idx, np.flatnonzero(inside))
     assert first.failure_rate == pytest.approx(failed[inside].mean())
@@ -132,32 +138,30 @@ def test_a_label_stays_where_the_cause_holds_for_that_label_alone(tmp_path):
 
 
 def test_the_cut_search_matches_a_brute_force_search_within_a_context():
+    """Among the rows of a context (the slice's other conditions), failures start below 3.3."""
     rng = np.random.default_rng(7)
-    values = np.round(rng.uniform(0, 10, 800), 1)
+    values = np.round(rng.uniform(0, 10, 800), 2)
     group = rng.random(800) < 0.5
     failed = rng.random(800) < np.where(group & (values < 3.3), 0.8, 0.1)
     cut = best_cut(values, failed, group, "<", 10)
-    # brute force: every value as the upper end of ``values < v`` within the group, the rest of the table outside
-    best, best_value = -1.0, None
-    for value in np.unique(values[group])[1:]:
-        inside = group & (values < value)
-        k, size = failed[inside].sum(), inside.sum()
-        rest_k, rest = failed[~inside].sum(), (~inside).sum()
-        if size < 10 or k / size <= rest_k / rest:
-            continue
-        statistic = chi2_contingency(np.array([[k, size - k], [rest_k, rest - rest_k]]), correction=False,
-                                     lambda_="log-likelihood")[0]
-        if statistic > best:
-            best, best_value = statistic, value
-    assert np.array_equal(group & (values < cut), group & (values < best_value))
+    check_cut(cut, values, failed, group, "<")
+    assert abs(cut - 3.3) < 0.5
     assert best_cut(values, np.zeros(800, dtype=bool), group, "<", 10) is None  # nothing fails: no cut
 
 
-@pytest.mark.parametrize("low, high, expected", [(39.87, 40.02, 40.0), (0.3712, 0.3799, 0.372), (1.0, 2.0, 2.0),
-                                                 (-3.5, -3.2, -3.4), (0.0, 0.003, 0.001),
-                                                 (1_700_064_799.0, 1_700_064_801.0, 1_700_064_800.0)])
-def test_a_cut_is_written_with_the_fewest_digits_between_its_two_values(low, high, expected):
-    assert shortest_between(low, high) == expected and low < expected <= high
+def test_a_sharp_cut_keeps_its_digits_and_a_loose_one_is_rounded():
+    """Failures start at exactly 0.8546 on 20,000 rows: the data tell 0.8546 from 0.85, and the cut says so; on 300
+    rows they do not, and the cut is the rounder number."""
+    rng = np.random.default_rng(2)
+    for rows, most_digits in ((20_000, None), (300, 2)):
+        values = rng.uniform(0, 1, rows)
+        failed = rng.random(rows) < np.where(values >= 0.8546, 0.95, 0.05)
+        cut = best_cut(values, failed, np.ones(rows, dtype=bool), ">=", 10)
+        check_cut(cut, values, failed, np.ones(rows, dtype=bool))
+        if most_digits is None:
+            assert abs(cut - 0.8546) < 0.0005 and round(cut, 2) != cut
+        else:
+            assert round(cut, most_digits) == cut
 
 
 def test_the_main_confusions_are_the_confusion_matrix_off_its_diagonal(tmp_path):
@@ -215,9 +219,7 @@ def test_a_condition_that_fails_one_class_is_found_within_that_class(tmp_path):
     assert found.description == f"{found.conditions[0].describe()} among label_name = one"
     cut = found.conditions[0].value
     assert abs(cut - 2.6) <= 0.05 * 3
-    one_rows = np.flatnonzero(ones)
-    assert np.array_equal(one_rows[thickness[ones] >= cut],
-                          one_rows[thickness[ones] >= brute_force_cut(thickness[ones], failed[ones], 10)])
+    check_cut(cut, thickness[ones], failed[ones], np.ones(ones.sum(), dtype=bool))
     inside = ones & (thickness >= cut)
     assert np.array_equal(found.idx, np.flatnonzero(inside))
     assert found.failure_rate == pytest.approx(failed[inside].mean())
