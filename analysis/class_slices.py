@@ -52,24 +52,26 @@ def class_slices(meta: dict[str, np.ndarray], label_columns: frozenset[str], val
         label = _label_condition(values, class_id)
         for inside in find_slices({name: column[rows] for name, column in searched.items()}, failed[rows], idx[rows],
                                   min_size, top, max_conditions=1, alpha=level):
-            if not _restated(inside, idx[rows], reported):
+            if not _restated(inside.idx, idx[rows], reported):
                 found.append(ClassSlice(**{f.name: getattr(inside, f.name) for f in fields(Slice)}, label=label,
                                         class_size=int(rows.sum()), class_failure_rate=float(failed[rows].mean())))
                 found[-1].target = Target(conditions=[label, *inside.conditions])
     if found:
         return sorted(found, key=lambda found_slice: -found_slice.score)[:top], None
-    return [], _closest(chosen, searched, values, failed, min_size, level)
+    return [], _closest(chosen, searched, values, failed, min_size, level, reported)
 
 
 def _closest(classes: np.ndarray, searched: dict[str, np.ndarray], values: dict[str, np.ndarray],
-             failed: np.ndarray, min_size: int, level: float) -> Optional[NoSlice]:
+             failed: np.ndarray, min_size: int, level: float, reported: list[Slice]) -> Optional[NoSlice]:
     """Of every class searched, the condition that came closest to a slice (the smallest p-value against its
-    level), with its class."""
+    level; a reported meta slice seen within the class is no candidate), with its class."""
     closest = []
     for class_id in classes:
         rows = values["label"] == class_id
+        class_idx = values["idx"][rows]
         why = why_no_slice({name: column[rows] for name, column in searched.items()}, failed[rows], min_size,
-                           alpha=level, max_conditions=1)
+                           alpha=level, max_conditions=1,
+                           known=lambda mask, class_idx=class_idx: _restated(class_idx[mask], class_idx, reported))
         if why.condition is not None:
             why.within = _label_condition(values, class_id)
             closest.append(why)
@@ -83,12 +85,13 @@ def _label_condition(values: dict[str, np.ndarray], class_id: int) -> Condition:
     return Condition("label", "=", int(class_id))
 
 
-def _restated(inside: Slice, class_idx: np.ndarray, reported: list[Slice]) -> bool:
-    """Whether a reported meta slice holds the same datapoints of the class (Jaccard >= SAME_ROWS)."""
+def _restated(inside: np.ndarray, class_idx: np.ndarray, reported: list[Slice]) -> bool:
+    """Whether a reported meta slice holds the same datapoints of the class as ``inside`` (idx; Jaccard >=
+    SAME_ROWS)."""
     for found in reported:
         theirs = np.intersect1d(found.idx, class_idx, assume_unique=True)
-        shared = len(np.intersect1d(theirs, inside.idx, assume_unique=True))
-        union = len(theirs) + len(inside.idx) - shared
+        shared = len(np.intersect1d(theirs, inside, assume_unique=True))
+        union = len(theirs) + len(inside) - shared
         if union and shared / union >= SAME_ROWS:
             return True
     return False

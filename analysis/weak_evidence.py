@@ -11,6 +11,7 @@ at this level (p < 0.00021) a slice of 82 datapoints needs at least 9; the large
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Optional
 
 import numpy as np
@@ -22,9 +23,10 @@ from analysis.slices import ALPHA, SEARCH_ROWS, candidate_conditions, condition_
 
 def why_no_slice(columns: dict[str, np.ndarray], failed: np.ndarray, min_size: int,
                  families: Optional[dict[str, str]] = None, alpha: float = ALPHA, max_conditions: int = 3,
-                 seed: int = 0) -> NoSlice:
+                 known: Optional[Callable[[np.ndarray], bool]] = None, seed: int = 0) -> NoSlice:
     """The module docstring's account of a search with no slice (``alpha`` and ``max_conditions`` as the search
-    had them); the closest condition is chosen on the slice search's sample of rows (above SEARCH_ROWS) and its
+    had them); ``known``: whether a condition's rows (a bool mask) are a finding reported elsewhere, never the
+    closest. The closest condition is chosen on the slice search's sample of rows (above SEARCH_ROWS) and its
     figures counted on every row."""
     total, failures = len(failed), int(failed.sum())
     conditions = candidate_conditions(columns, min_size, families)
@@ -38,6 +40,8 @@ def why_no_slice(columns: dict[str, np.ndarray], failed: np.ndarray, min_size: i
     inside, size = counts[:, 0], counts[:, 1]
     sample_failures, sample_total = int(sample_failed.sum()), len(rows)
     enriched = (size < sample_total) & (inside * (sample_total - size) > (sample_failures - inside) * size)
+    if known is not None:
+        enriched &= np.array([not known(c.mask(columns[c.column])) for c in conditions])
     if not enriched.any():
         return NoSlice(failures, total)
     p_values = hypergeom.sf(inside - 1, sample_total, sample_failures, size)

@@ -232,6 +232,34 @@ def test_a_condition_that_fails_one_class_is_found_within_that_class(tmp_path):
     assert "Within a class" in text and f"label_name = one  {found.conditions[0].describe()}  " in text
 
 
+def test_without_a_slice_within_a_class_the_closest_class_and_condition_are_named(tmp_path):
+    """The same kind of table, with too few ones to tell: the report names the class and condition that came closest,
+    its figures counted within the class."""
+    rng = np.random.default_rng(0)
+    rows = 600
+    label = rng.integers(0, 5, rows)
+    thickness = rng.uniform(1, 4, rows)
+    ones = label == 1
+    failed = rng.random(rows) < np.where(ones, np.where(thickness >= 2.6, 0.5, 0.25), 0.1)
+    names = np.array(["zero", "one", "two", "three", "four"], dtype=object)
+    prediction = np.where(failed, (label + 1) % 5, label)
+    columns = {"idx": np.arange(rows), "label": label, "prediction": prediction, "label_name": names[label],
+               "prediction_name": names[prediction], "accuracy": (~failed).astype(np.float64), "thickness": thickness}
+    findings = analyze_table(write_table(tmp_path / "epoch_table.parquet", columns, ["thickness"],
+                                         {"accuracy": True}))
+    assert findings.class_slices == []
+    why = findings.class_no_slice
+    of_class = names[label] == why.within.value
+    inside = of_class & why.condition.mask(thickness)
+    assert (why.failures, why.datapoints) == (failed[of_class].sum(), of_class.sum())
+    assert (why.size, why.inside) == (inside.sum(), failed[inside].sum())
+    assert why.p_value == pytest.approx(hypergeom.sf(why.inside - 1, of_class.sum(), failed[of_class].sum(),
+                                                     inside.sum()))
+    assert why.p_value >= why.level
+    assert why.description.startswith(f"{why.failures} failures of {why.datapoints} among label_name = ")
+    assert f"why none: {why.description}" in format_findings(findings)
+
+
 def digit_shapes(rng: np.random.Generator, rows: int) -> dict[str, np.ndarray]:
     """Digits whose 9s fail 75 % and the rest 8 %; width is 3 to 8 pixels, aspect width / 8 (every digit 8 high),
     area grows with width; centre_x is higher for 9s and says nothing within a class; blur fails every class."""
