@@ -71,12 +71,7 @@ def format_findings(findings: Findings) -> str:
     lines += [f"note: {note}" for note in findings.notes]
     lines += _confusions(findings)
     lines += _family("Meta info (what the data says)", findings.meta)
-    lines += _table("Within a class: conditions that make one class fail more than the rest of it",
-                    ["#", "class", "slice", "size", "fail inside", "rest of the class", "class fails"],
-                    [[i + 1, c.label.describe(), " and ".join(x.describe() for x in c.conditions), c.size,
-                      f"{c.failure_rate:.0%}", f"{c.rest_failure_rate:.0%}",
-                      f"{c.class_failure_rate:.0%} of {c.class_size}"] for i, c in enumerate(findings.class_slices)])
-    lines += [f"why none: {findings.class_no_slice.description}"] if findings.class_no_slice else []
+    lines += _within_a_class(findings)
     lines += _family("Internals (what the model does)", findings.internals)
     lines += _table("Subgroups in captured feature spaces", ["#", "space", "size", "fail", "rest", "described by",
                                                              "typical idx"],
@@ -113,6 +108,18 @@ def _confusions(findings: Findings) -> list[str]:
                   ["#", "label", "read as", "datapoints", "of the label", "most confident idx"],
                   [[i + 1, c.label, c.prediction, c.count, f"{c.share:.0%}", " ".join(map(str, c.examples))]
                    for i, c in enumerate(findings.confusions)])
+
+
+def _within_a_class(findings: Findings) -> list[str]:
+    """The slices within one class (a classifier's only), or why none."""
+    if findings.confusion is None:
+        return []
+    lines = _table("Within a class: conditions that make one class fail more than the rest of it",
+                   ["#", "class", "slice", "size", "fail inside", "rest of the class", "class fails"],
+                   [[i + 1, c.label.describe(), " and ".join(x.describe() for x in c.conditions), c.size,
+                     f"{c.failure_rate:.0%}", f"{c.rest_failure_rate:.0%}",
+                     f"{c.class_failure_rate:.0%} of {c.class_size}"] for i, c in enumerate(findings.class_slices)])
+    return lines + ([f"why none: {findings.class_no_slice.description}"] if findings.class_no_slice else [])
 
 
 def _family(title: str, family: FamilyFindings) -> list[str]:
