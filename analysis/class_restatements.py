@@ -6,10 +6,11 @@ centre of mass of a 9, a unit that fires on 9s, a cluster of 9s. Such a finding 
 "9s fail". So a finding gets a ``class_note``:
 
 - a slice that is not on the label alone, or a subgroup: when at least MOSTLY of its datapoints have one label and,
-  within that label, its datapoints fail no more than the label's others (one-sided Fisher exact test at ALPHA), or
-  it holds all of them: "mostly label_name = 9 (52 of 60); its datapoints labelled 9 fail no more than the others
-  labelled 9 (75 % against 77 %): it restates the class". One that does fail more within its class is a finding
-  about that class, not a restatement;
+  within each of its classes, its datapoints fail no more than the class's others (a one-sided Cochran-Mantel-
+  Haenszel test over its classes at ALPHA: its failures against those its classes' rates predict, by the summed
+  hypergeometric variances): "mostly label_name = 3 (54 of 94); within each of its classes it fails no more than
+  the rest of the class (35 failures, 43 at its classes' rates): it restates the class". One that does fail more
+  within its classes is a finding about them, not a restatement;
 - a separating quantity: when within the classes it does not separate failures from passes (a stratified
   Mann-Whitney test: the sum over classes of each class's U statistic against its mean, by its variance, two-sided,
   p >= ALPHA; classes that all fail or all pass carry nothing): "within a class it tells failures no better than
@@ -28,7 +29,7 @@ from analysis.explain import rows_of
 from analysis.findings import Findings
 from analysis.label_noise import class_name
 from analysis.separators import failing_side
-from analysis.slices import ALPHA, fails_more
+from analysis.slices import ALPHA
 
 MOSTLY = 0.5
 
@@ -54,18 +55,20 @@ def class_note(rows: np.ndarray, values: dict[str, np.ndarray], failed: np.ndarr
     dominant = _dominant_class(rows, values)
     if dominant is None:
         return None
-    class_id, count = dominant
-    of_class = values["label"] == class_id
-    inside, outside = of_class & rows, of_class & ~rows
-    if outside.any() and fails_more(int(failed[inside].sum()), int(inside.sum()), int(failed[outside].sum()),
-                                    int(outside.sum()), ALPHA):
+    labels = values["label"]
+    observed = expected = variance = 0.0
+    for class_id in np.unique(labels[rows]):
+        of_class = labels == class_id
+        size, members, failures = int(of_class.sum()), int((of_class & rows).sum()), int(failed[of_class].sum())
+        observed += int(failed[of_class & rows].sum())
+        expected += members * failures / size
+        if size > 1:
+            variance += members * (size - members) * failures * (size - failures) / (size * size * (size - 1))
+    if variance > 0 and norm.sf((observed - expected) / np.sqrt(variance)) < ALPHA:
         return None
-    name = class_name(values, class_id)
-    head = f"mostly {_label_column(values)} = {name} ({count} of {int(rows.sum())})"
-    if not outside.any():
-        return f"{head}: every {name} is in it, so it restates the class"
-    return (f"{head}; its datapoints labelled {name} fail no more than the others labelled {name} "
-            f"({failed[inside].mean():.0%} against {failed[outside].mean():.0%}): it restates the class")
+    head = f"mostly {_label_column(values)} = {class_name(values, dominant[0])} ({dominant[1]} of {int(rows.sum())})"
+    return (f"{head}; within each of its classes it fails no more than the rest of the class ({observed:.0f} "
+            f"failures, {expected:.0f} at its classes' rates): it restates the class")
 
 
 def separator_note(column: np.ndarray, direction: str, values: dict[str, np.ndarray], failed: np.ndarray,

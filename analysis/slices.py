@@ -2,12 +2,12 @@
 
 Conditions (``candidate_conditions``) are ``column is null``, ``column = value`` for strings, flags and the
 frequent values of whole-number columns, and ``column < t`` / ``column >= t`` for numbers, ``t`` at the
-10/25/50/75/90 % quantiles (rounded to 3 significant digits, or of the spread where finer). A beam search grows conjunctions one condition at
-a time, keeping the best ``beam`` slices per level whose rows are not nearly (Jaccard >= 0.95) those of a
-better one, so copies of one signal do not fill it; a child must score higher than its parent. The quantile cuts
-decide significance; a found slice is reported with its numeric cuts searched again on the column's values
-(``analysis/thresholds.py``: where failures start), and with a label condition only where it needs one
-(``_label_needed``), then ranked again.
+10/25/50/75/90 % quantiles (rounded to 3 significant digits, or of the spread where finer). A beam search grows
+conjunctions one condition at a time, keeping the best ``beam`` slices per level whose rows are not nearly (Jaccard
+>= 0.95) those of a better one, so copies of one signal do not fill it; a child must score higher than its parent.
+The quantile cuts decide significance; a found slice is reported with its numeric cuts searched again on the
+column's values (``analysis/thresholds.py``: where failures start), and with a label condition only where it needs
+one (``_label_needed``), then ranked again.
 
 Significance (why random failures give no slice): a slice is a finding only when it fails significantly
 more than the rest, by a one-sided Fisher exact test at its share of alpha = 0.05 (weighted Bonferroni,
