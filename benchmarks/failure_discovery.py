@@ -16,7 +16,7 @@ truth:
 - label noise is scored by the precision of the top 10 label suspects, beside plain cleanlab's;
 - NaN by the NaN origin list, a dead channel by the dead-unit list.
 
-Targets (issue 26): every cause whose datapoints fail at least 1.5x the rest is named in the top 3 of its family
+Targets: every cause whose datapoints fail at least 1.5x the rest is named in the top 3 of its family
 or found as a group in the top 3 of its list; no distractor meta column in any top 5; label precision at 10 at
 least plain cleanlab's. ``--default-example`` also trains ``configs/examples/cnn_trainer.py`` and prints its top
 findings: their top 3 must name ``occluded`` (its real mark), not a restatement of the failure.
@@ -50,7 +50,7 @@ import numpy as np
 import torch
 
 from analysis.columns import LABEL
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from analysis.epoch_table import EpochTable
 from analysis.failures import Findings, analyze, resolve_epoch_dir
 from analysis.internals import read_internals
 from benchmarks.baselines import FoundGroup, cleanlab_suspects, domino_slices, sliceline_slices
@@ -63,6 +63,7 @@ from benchmarks.planted_benchmarks import (
     digits,
     validation_dataset,
 )
+from run_dir.names import EPOCH_TABLE_FILE
 from runners import analyze as analyze_command
 from runners.trainers import BaseTrainer
 

@@ -9,7 +9,7 @@ them (``analysis.failures.analyze(..., save=True)``), and ``computed``, without 
 that did not finish). The viewer is served on 127.0.0.1; each round opens each run (alternating the order) on the
 Datapoint tab, clicks the Failures tab and takes, in the browser's clock, the time from the click to the first
 finding and the charts on screen. A fresh viewer serves each round, so no round finds the findings already
-in the viewer's memory. Target (issue 26): at most 1 s with stored findings.
+in the viewer's memory. Target: at most 1 s with stored findings.
 """
 
 from __future__ import annotations
@@ -21,30 +21,36 @@ import shutil
 import statistics
 import tempfile
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from analysis.epoch_table import EpochTable
 from analysis.failures import analyze
 from benchmarks.analysis_memory import write_table
 from benchmarks.viewer_browser import CHROMIUM, CHROMIUM_ARGS, SHOWN, serve
-from runners.eval_viewer.layout import failures as layout
-from runners.eval_viewer.layout import ids
+from run_dir.names import EPOCH_TABLE_FILE, RUN_INFO_FILE, VALIDATION_SCORES_FILE, epoch_dir_name
+from runners.eval_viewer.datapoint.ids import TAB_DATAPOINT
+from runners.eval_viewer.failures.ids import (
+    FAILURES_CONFUSION_CHART,
+    FAILURES_PANEL,
+    FAILURES_SEPARATORS_CHART,
+    TAB_FAILURES,
+)
 
-DRAWN = f"""() => document.querySelector('#{layout.PANEL} .finding-button')
-    && document.querySelector('#{layout.SEPARATORS_CHART} .main-svg')
-    && document.querySelector('#{layout.CONFUSION_CHART} .heatmaplayer')"""
+DRAWN = f"""() => document.querySelector('#{FAILURES_PANEL} .finding-button')
+    && document.querySelector('#{FAILURES_SEPARATORS_CHART} .main-svg')
+    && document.querySelector('#{FAILURES_CONFUSION_CHART} .heatmaplayer')"""
 
 
 def write_run(folder: str, rows: int) -> str:
     """A trainer's run of two epochs of ``rows`` datapoints (epoch tables and scores files)."""
     run = os.path.join(folder, "stored")
     os.makedirs(run)
-    with open(os.path.join(run, "run_info.json"), "w") as f:
+    with open(os.path.join(run, RUN_INFO_FILE), "w") as f:
         json.dump({"runner": "BaseTrainer"}, f)
     for epoch in range(2):
-        epoch_dir = os.path.join(run, f"epoch_{epoch}")
+        epoch_dir = os.path.join(run, epoch_dir_name(epoch))
         os.makedirs(epoch_dir)
         write_table(os.path.join(epoch_dir, EPOCH_TABLE_FILE), rows, 55, seed=epoch)
         accuracy = EpochTable(os.path.join(epoch_dir, EPOCH_TABLE_FILE)).arrays(["accuracy"])["accuracy"]
-        with open(os.path.join(epoch_dir, "validation_scores.json"), "w") as f:
+        with open(os.path.join(epoch_dir, VALIDATION_SCORES_FILE), "w") as f:
             json.dump({"aggregated": {"accuracy": float(accuracy.mean())},
                        "per_datapoint": {"accuracy": accuracy.tolist()}, "datapoint_idx": list(range(rows)),
                        "higher_is_better": {"accuracy": True}}, f)
@@ -57,7 +63,7 @@ def tab_ms(browser, url: str) -> float:
     page.goto(url)
     page.wait_for_function(SHOWN, timeout=120_000)
     start = page.evaluate("performance.now()")
-    page.click(f"#{layout.TAB_FAILURES}")
+    page.click(f"#{TAB_FAILURES}")
     page.wait_for_function(DRAWN, timeout=600_000)
     elapsed = page.evaluate("performance.now()") - start
     page.close()
@@ -74,7 +80,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         stored = write_run(folder, args.rows)
         computed = shutil.copytree(stored, os.path.join(folder, "computed"))
-        analyze(os.path.join(stored, "epoch_1"), save=True)
+        analyze(os.path.join(stored, epoch_dir_name(1)), save=True)
         times: dict[str, list[float]] = {"stored": [], "computed": []}
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -84,7 +90,7 @@ def main() -> None:
                     runs = {"stored": stored, "computed": computed}
                     for name in (list(runs) if round_ % 2 == 0 else list(runs)[::-1]):
                         times[name].append(tab_ms(browser, f"{url}?run={runs[name]}&epoch=epoch_1&"
-                                                           f"tab={ids.TAB_DATAPOINT}"))
+                                                           f"tab={TAB_DATAPOINT}"))
                 finally:
                     server.shutdown()
             browser.close()

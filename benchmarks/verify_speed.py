@@ -15,7 +15,7 @@ order each round (medians):
   reference mean, the patched rerun of both, the statistics;
 - **verify (mask)**: the same with an input region masked instead (the bottom-right corner, where the artefact is).
 
-``--cpu-time`` times this process's CPU instead of the wall clock (steadier on a loaded machine). Target (issue 26):
+``--cpu-time`` times this process's CPU instead of the wall clock (steadier on a loaded machine). Target:
 verify at most 2x evaluate. Figures: docs/benchmarks.md, "Verifying a finding".
 """
 
@@ -29,11 +29,12 @@ import time
 import numpy as np
 import torch
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from analysis.epoch_table import EpochTable
 from analysis.failures import FailureDefinition, resolve_epoch_dir
 from analysis.finding_plans import plan_for_finding
 from analysis.intervention import InputMask, InterventionPlan, failure_rule
 from benchmarks.common import interleaved_medians
+from run_dir.names import EPOCH_TABLE_FILE, PROGRESS_FILE
 from runners.config_file import load_config
 from runners.run_model import EpochModel
 from runners.trainers import BaseTrainer
@@ -46,7 +47,7 @@ FINDING_SIZE = 200
 
 def trained_run(work_dir: str) -> str:
     """The example's epoch folder, trained into ``work_dir`` unless a finished run is there."""
-    if not os.path.isfile(os.path.join(work_dir, "progress.json")):
+    if not os.path.isfile(os.path.join(work_dir, PROGRESS_FILE)):
         config = load_config(CONFIG)
         config["work_dir"] = work_dir
         BaseTrainer(config).run()

@@ -29,14 +29,16 @@ from collections.abc import Callable
 import numpy as np
 from plotly.io.json import to_json_plotly
 
-from data.viewer.layout.display.figures import figures_for_output
 from debuggers.outputs import KIND_FEATURE_MAP
+from debuggers.pages.file_format import PAGE_GLOB
 from debuggers.pages.reader import load_debug_outputs
 from debuggers.pages.writer import PageWriter
+from run_dir.names import DEBUGGER_DIR, EVALUATION_SCORES_FILE, RUN_INFO_FILE
 from runners.eval_viewer.app import create_app
-from runners.eval_viewer.backend.runs import EVALUATION_KEY
-from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks.datapoint import render_datapoint
+from runners.eval_viewer.datapoint.view import render_datapoint
+from runners.eval_viewer.figures.registry import output_figures
+from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.shared.runs import EVALUATION_KEY
 
 CHANNELS, SIDE = 64, 64  # one 64x64x64 float32 map: 1 MiB per datapoint
 DATAPOINT_BYTES = CHANNELS * SIDE * SIDE * 4
@@ -73,15 +75,15 @@ def build_run(root: str, name: str, total_mb: int, page_mb: int) -> str:
         f.write(CONFIG.format(count=count))
     base = np.random.default_rng(0).standard_normal((CHANNELS, SIDE, SIDE)).astype(np.float32)
     with PageWriter(page_mb * 2**20) as writer:
-        writer.start_epoch(os.path.join(run_dir, "debugger"))
+        writer.start_epoch(os.path.join(run_dir, DEBUGGER_DIR))
         for idx in range(count):
             writer.add(idx, {"features": feature_map_output(idx, base)})
         writer.flush()
     losses = np.random.default_rng(1).exponential(size=count).tolist()
-    _write_json(os.path.join(run_dir, "evaluation_scores.json"), {
+    _write_json(os.path.join(run_dir, EVALUATION_SCORES_FILE), {
         "aggregated": {"cross_entropy": float(np.mean(losses))}, "per_datapoint": {"cross_entropy": losses},
         "datapoint_idx": list(range(count)), "higher_is_better": {"cross_entropy": False}})
-    _write_json(os.path.join(run_dir, "run_info.json"), {"runner": "BaseEvaluator", "config_filepath": config_path})
+    _write_json(os.path.join(run_dir, RUN_INFO_FILE), {"runner": "BaseEvaluator", "config_filepath": config_path})
     return run_dir
 
 
@@ -92,7 +94,7 @@ def _write_json(path: str, obj: object) -> None:
 
 def evict_pages(run_dir: str) -> None:
     """Drop the pages from the OS page cache so the next read comes from disk."""
-    for path in glob.glob(os.path.join(run_dir, "debugger", "page_*.pkl")):
+    for path in glob.glob(os.path.join(run_dir, DEBUGGER_DIR, PAGE_GLOB)):
         fd = os.open(path, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -133,8 +135,8 @@ def measure(run_dir: str) -> dict:
     idx = one_idx_per_page(run_dir)[-1]  # its page is in the viewer's page cache now
     warm = [_seconds(lambda: open_datapoint(backend, run_dir, idx)) for _ in range(5)]
     output = debug.get(idx)["features"]
-    figures = [_seconds(lambda: figures_for_output(output)) for _ in range(5)]
-    return {"pages": len(glob.glob(os.path.join(run_dir, "debugger", "page_*.pkl"))), "dataset": dataset_build,
+    figures = [_seconds(lambda: output_figures(output)) for _ in range(5)]
+    return {"pages": len(glob.glob(os.path.join(run_dir, DEBUGGER_DIR, PAGE_GLOB))), "dataset": dataset_build,
             "cold": statistics.median(cold), "cold_max": max(cold), "read": statistics.median(reads),
             "warm": statistics.median(warm), "figures": statistics.median(figures),
             "startup": statistics.median(time_startup(run_dir) for _ in range(STARTUPS))}
@@ -179,7 +181,7 @@ def main() -> None:
               f"{r['warm'] * 1e3:>10.0f} {r['read'] * 1e3:>10.0f} {r['figures'] * 1e3:>8.0f} "
               f"{r['dataset'] * 1e3:>8.0f} {r['startup'] * 1e3:>9.1f}")
     print("cold open: the page read from disk (medians over one datapoint per page, at most 9); warm: the page in "
-          "the viewer's page cache; page read: the cold read alone; figures: figures_for_output alone (part of "
+          "the viewer's page cache; page read: the cold read alone; figures: output_figures alone (part of "
           "every open); dataset: first open of a run (config import, once per run)")
 
 

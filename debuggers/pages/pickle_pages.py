@@ -1,7 +1,7 @@
 """Pylon's debug pages: a ``debugger/`` folder of joblib pickles, which Lantern never opens unless told to trust them.
 
 Pylon's ``SequentialDebugger`` saves each page with ``joblib.dump(page, 'page_{n}.pkl')``, ``page`` a dict
-``{datapoint_idx: {debugger_name: output}}`` (its design card also describes a list of ``(idx, outputs)``
+``{datapoint_idx: {debugger_name: output}}`` (Pylon's documents also describe a list of ``(idx, outputs)``
 pairs), with no index. Loading such a page unpickles it, and unpickling runs whatever code the file names: a
 reader of a run folder, which is data from anyone, must not. So the reader only looks at each page's first
 bytes (``page_kind``) to say what the folder is and what to run (``pickle_pages_error``), and
@@ -19,7 +19,8 @@ from typing import Any
 import joblib
 
 from debuggers.pages.errors import CorruptPageError, PicklePagesError
-from debuggers.pages.file_format import PAGE_GLOB, is_page_format_2, open_regular
+from debuggers.pages.file_format import PAGE_GLOB, is_page_format_2
+from run_dir.run_files import open_regular
 from utils.folder_glob import glob_in
 
 # How a page starts: a pickle of protocol 2 or later, or one of the compressions joblib.dump writes and
@@ -32,7 +33,7 @@ def page_kind(path: str) -> str:
     """'lantern' (a page in Lantern's format), 'pickle' (any other pickle: Pylon's, or Lantern's previous format),
     or 'other' (not a page, a special file or a link); reads the first bytes only."""
     try:
-        fd = open_regular(path)
+        fd = open_regular(path, "debug page", CorruptPageError)
     except (CorruptPageError, OSError):
         return "other"
     try:

@@ -25,7 +25,7 @@ import torch
 
 from debuggers.pages.file_format import PAGE_GLOB, CorruptPageError, UnsafePageError, load_page
 from debuggers.pages.index import read_index
-from debuggers.pages.writer import PageWriterError
+from debuggers.pages.writer import WriterThreadError
 from debuggers.wrappers.sequential_debugger import DebuggerError
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from tests.runs import run_main, train, write_config
@@ -233,7 +233,7 @@ def test_page_folder_replaced_by_a_file_mid_epoch(tmp_path, strict):
     config_path = config_file(tmp_path, "replaced", f"STRICT = {strict}\n" + FOLDER_BECOMES_A_FILE)
     work_dir = str(tmp_path / "replaced")
     if strict:
-        with pytest.raises(PageWriterError, match="epoch_1/debugger"):
+        with pytest.raises(WriterThreadError, match="epoch_1/debugger"):
             train(config_path)
         assert completed_epochs(work_dir) == 1
     else:
@@ -464,7 +464,7 @@ DEBUGGERS = "config['debugger']['args']['debuggers_config']"
     (f"config['debugger'] = {DEBUGGERS}[0]['debugger_config']", "must build a SequentialDebugger"),
     (f"{DEBUGGERS}[0]['debugger_config'] = {{'class': torch.nn.ReLU, 'args': {{}}}}", "not a BaseDebugger"),
     ("config['distributed_timeout_s'] = '30'", "distributed_timeout_s'] must be a positive number"),
-    ("config['epochs'] = '2'", r"config\['epochs'\] must be a positive int"),
+    ("config['epochs'] = '2'", r"config\['epochs'\] must be a positive whole number"),
 ])
 def test_bad_config_stops_the_run_before_training(tmp_path, extra, message):
     with pytest.raises(ConfigError, match=message):
