@@ -213,6 +213,11 @@ class Separator:
     twins: list[Twin] = field(default_factory=list)  # near-duplicate quantities it stands for
     class_note: Optional[str] = None  # set when it mostly restates one class
 
+    @property
+    def twins_description(self) -> str:
+        """'twins: aspect (rho +0.99), area (rho +0.91)'; empty without twins."""
+        return f"twins: {', '.join(f'{t.column} (rho {t.rho:+.2f})' for t in self.twins)}" if self.twins else ""
+
 
 @dataclass
 class Subgroup:

@@ -152,8 +152,7 @@ def _words(found: Any) -> str:
 
 def _units(separator: Any) -> str:
     parts = [", ".join(f"{u.column} {u.auroc:.3f}" for u in separator.units)] if separator.units else []
-    parts += [f"twins: {', '.join(f'{t.column} (rho {t.rho:+.2f})' for t in separator.twins)}"] \
-        if separator.twins else []
+    parts += [separator.twins_description] if separator.twins else []
     if separator.target.debugger is not None:
         parts.append(separator.meta_match.describe() if separator.meta_match else "no meta column describes it")
     parts += [separator.class_note] if separator.class_note else []
