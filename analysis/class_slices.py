@@ -20,6 +20,7 @@ from typing import Optional
 
 import numpy as np
 
+from analysis.explain import rows_of
 from analysis.findings import ClassSlice, Condition, NoSlice, Slice, Target
 from analysis.label_noise import class_name
 from analysis.slices import ALPHA, find_slices
@@ -46,32 +47,33 @@ def class_slices(meta: dict[str, np.ndarray], label_columns: frozenset[str], val
     if not len(chosen) or not searched:
         return [], None
     level = ALPHA / len(chosen)
+    reported_rows = [rows_of(idx, found_slice.idx) for found_slice in reported]
     found = []
     for class_id in chosen:
         rows = labels == class_id
         label = _label_condition(values, class_id)
+        theirs = [their_rows[rows] for their_rows in reported_rows]
         for inside in find_slices({name: column[rows] for name, column in searched.items()}, failed[rows], idx[rows],
                                   min_size, top, max_conditions=1, alpha=level):
-            if not _restated(inside.idx, idx[rows], reported):
+            if not _restated(rows_of(idx[rows], inside.idx), theirs):
                 found.append(ClassSlice(**{f.name: getattr(inside, f.name) for f in fields(Slice)}, label=label,
                                         class_size=int(rows.sum()), class_failure_rate=float(failed[rows].mean())))
                 found[-1].target = Target(conditions=[label, *inside.conditions])
     if found:
         return sorted(found, key=lambda found_slice: -found_slice.score)[:top], None
-    return [], _closest(chosen, searched, values, failed, min_size, level, reported)
+    return [], _closest(chosen, searched, values, failed, min_size, level, reported_rows)
 
 
 def _closest(classes: np.ndarray, searched: dict[str, np.ndarray], values: dict[str, np.ndarray],
-             failed: np.ndarray, min_size: int, level: float, reported: list[Slice]) -> Optional[NoSlice]:
+             failed: np.ndarray, min_size: int, level: float, reported_rows: list[np.ndarray]) -> Optional[NoSlice]:
     """Of every class searched, the condition that came closest to a slice (the smallest p-value against its
     level; a reported meta slice seen within the class is no candidate), with its class."""
     closest = []
     for class_id in classes:
         rows = values["label"] == class_id
-        class_idx = values["idx"][rows]
+        theirs = [their_rows[rows] for their_rows in reported_rows]
         why = why_no_slice({name: column[rows] for name, column in searched.items()}, failed[rows], min_size,
-                           alpha=level, max_conditions=1,
-                           known=lambda mask, class_idx=class_idx: _restated(class_idx[mask], class_idx, reported))
+                           alpha=level, max_conditions=1, known=lambda mask, theirs=theirs: _restated(mask, theirs))
         if why.condition is not None:
             why.within = _label_condition(values, class_id)
             closest.append(why)
@@ -85,13 +87,11 @@ def _label_condition(values: dict[str, np.ndarray], class_id: int) -> Condition:
     return Condition("label", "=", int(class_id))
 
 
-def _restated(inside: np.ndarray, class_idx: np.ndarray, reported: list[Slice]) -> bool:
-    """Whether a reported meta slice holds the same datapoints of the class as ``inside`` (idx; Jaccard >=
-    SAME_ROWS)."""
-    for found in reported:
-        theirs = np.intersect1d(found.idx, class_idx, assume_unique=True)
-        shared = len(np.intersect1d(theirs, inside, assume_unique=True))
-        union = len(theirs) + len(inside) - shared
-        if union and shared / union >= SAME_ROWS:
+def _restated(inside: np.ndarray, theirs: list[np.ndarray]) -> bool:
+    """Whether a reported meta slice holds the same datapoints of the class as ``inside`` (both bool masks over the
+    class's rows; Jaccard >= SAME_ROWS)."""
+    for their_rows in theirs:
+        union = int((their_rows | inside).sum())
+        if union and int((their_rows & inside).sum()) / union >= SAME_ROWS:
             return True
     return False

@@ -34,14 +34,15 @@ def main_confusions(values: dict[str, np.ndarray], top: int) -> list[Confusion]:
     cells, counts = np.unique(np.column_stack([labels[wrong], predictions[wrong]]), axis=0, return_counts=True)
     order = np.lexsort((cells[:, 1], cells[:, 0], -counts))
     per_label = dict(zip(*np.unique(labels[predicted], return_counts=True)))
-    confidence = _prediction_confidence(values)
+    confidence = _prediction_confidence(values, wrong)
     found = []
     for cell, count in zip(cells[order][:top], counts[order][:top]):
         if count < MIN_COUNT:
             break
-        rows = wrong[(labels[wrong] == cell[0]) & (predictions[wrong] == cell[1])]
+        members = (labels[wrong] == cell[0]) & (predictions[wrong] == cell[1])
+        rows = wrong[members]
         if confidence is not None:
-            rows = rows[np.argsort(-confidence[rows], kind="stable")]
+            rows = rows[np.argsort(-confidence[members], kind="stable")]
         found.append(Confusion(class_name(values, int(cell[0]), "label"), class_name(values, int(cell[1]),
                                                                                      "prediction"),
                                int(count), int(count) / int(per_label[cell[0]]),
@@ -49,10 +50,10 @@ def main_confusions(values: dict[str, np.ndarray], top: int) -> list[Confusion]:
     return found
 
 
-def _prediction_confidence(values: dict[str, np.ndarray]) -> Optional[np.ndarray]:
-    """Each row's probability of its predicted class (NaN-free), or None without probabilities."""
+def _prediction_confidence(values: dict[str, np.ndarray], rows: np.ndarray) -> Optional[np.ndarray]:
+    """The probability of its predicted class of each of ``rows`` (NaN as 0), or None without probabilities: read
+    for those rows only, so a million rows of probabilities are never copied."""
     probabilities = values.get("probabilities")
     if probabilities is None or probabilities.ndim != 2:
         return None
-    best = np.max(np.nan_to_num(probabilities.astype(np.float64), nan=0.0), axis=1)
-    return best
+    return np.max(np.nan_to_num(probabilities[rows].astype(np.float64), nan=0.0), axis=1)
