@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 import numpy as np
+from scipy.ndimage import binary_dilation
 from scipy.stats import mannwhitneyu
 
 from analysis.findings import Condition, FindingsFileError, decode_idx
@@ -331,7 +332,9 @@ def cam_region(outputs: Mapping[int, dict[str, Any]], debugger: str, input_key: 
                passing: np.ndarray, fill: str = MEAN, max_rows: int = 256) -> tuple[Optional[InputMask], str]:
     """The positions (pixels, samples of a signal, tokens) where the mean cam of ``failing`` exceeds that of
     ``passing`` by at least half its largest excess, which must reach ``MIN_CAM_GAIN`` (cams are normalised to
-    [0, 1]); else None and why.
+    [0, 1]), widened on each side by half a cell of the layer the cam was upsampled from (its ``layer_size``): the
+    upsampling blurs a cell's edge, and a part of the input the region leaves out may still carry the cause; else
+    None and why.
 
     ``outputs``: the epoch's debug outputs (``idx -> {debugger: output}``); at most ``max_rows`` of each side
     are read (evenly spaced), each one datapoint's record."""
@@ -348,7 +351,22 @@ def cam_region(outputs: Mapping[int, dict[str, Any]], debugger: str, input_key: 
     if gain.max() < MIN_CAM_GAIN:
         return None, (f"its failing datapoints put no more Grad-CAM mass anywhere than passing ones (largest "
                       f"excess {gain.max():.2f} < {MIN_CAM_GAIN})")
-    return InputMask(input_key, gain >= gain.max() / 2, fill), ""
+    region = binary_dilation(gain >= gain.max() / 2, np.ones(_cell(outputs, failing, debugger, gain.shape), bool))
+    return InputMask(input_key, region, fill), ""
+
+
+def _cell(outputs: Mapping[int, dict[str, Any]], failing: np.ndarray, debugger: str,
+          shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The size of one cell of the cam's layer in input positions (odd, to widen a region evenly; 1 where the cam
+    records no ``layer_size``)."""
+    try:
+        output = outputs[int(failing[0])].get(debugger) if len(failing) else None
+    except KeyError:
+        output = None
+    size = output.get("layer_size") if isinstance(output, dict) else None
+    if not isinstance(size, list) or len(size) != len(shape) or not all(isinstance(n, int) and n > 0 for n in size):
+        return (1,) * len(shape)
+    return tuple(2 * (-(-full // cells) // 2) + 1 for full, cells in zip(shape, size))
 
 
 def _cam_of(outputs: Mapping[int, dict[str, Any]], idx: int, debugger: str) -> Optional[np.ndarray]:

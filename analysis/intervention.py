@@ -106,12 +106,11 @@ class InputMask:
 
     def describe(self) -> str:
         where = np.nonzero(self.region)
-        names = {1: ("tokens" if self.fill == PADDING else "positions",), 2: ("rows", "columns"),
-                 3: ("depth", "rows", "columns")}[self.region.ndim]
-        ranges = ", ".join(f"{name} {axis.min()}-{axis.max()}" for name, axis in zip(names, where))
+        unit = {1: "token" if self.fill == PADDING else "position", 2: "pixel", 3: "voxel"}[self.region.ndim]
+        names = {1: ("",), 2: ("rows ", "columns "), 3: ("depth ", "rows ", "columns ")}[self.region.ndim]
+        ranges = ", ".join(f"{name}{axis.min()}-{axis.max()}" for name, axis in zip(names, where))
         what = "replaced by padding" if self.fill == PADDING else "set to the passing mean"
-        return f"input '{self.input_key}': {len(where[0])} {'pixels' if self.region.ndim == 2 else 'positions'} " \
-               f"({ranges}) {what}"
+        return f"input '{self.input_key}': {len(where[0])} {unit}{'s' if len(where[0]) > 1 else ''} ({ranges}) {what}"
 
 
 @dataclass(frozen=True)

@@ -58,8 +58,9 @@ class GradCAMDebugger(BaseDebugger):
         label_key: key of the class labels, for ``target='label'``.
 
     Output ``{'kind': 'cam', 'cam': (B, *positions) e.g. (B, H, W), 'target_class': (B,), 'target_score': (B,),
-    'target_layer', 'raw_max': (B,), 'spatial': {'centroid_x', 'centroid_y', 'centre_fraction', 'spread',
-    'entropy': (B,)}, 'predicted_class': (B,), 'label_class': (B,), 'other_target': PerDatapoint}`` where
+    'target_layer', 'layer_size' (the layer's positions the cam was upsampled from, e.g. [h, w]), 'raw_max': (B,),
+    'spatial': {'centroid_x', 'centroid_y', 'centre_fraction', 'spread', 'entropy': (B,)}, 'predicted_class': (B,),
+    'label_class': (B,), 'other_target': PerDatapoint}`` where
     ``raw_max`` is what the upsampled cam was divided by, its maximum (how strong the evidence is: ``cam *
     raw_max`` is the cam before normalisation; a peak between the (h, w) map's pixels is a little lower after
     the upsampling than in the map) and
@@ -149,6 +150,7 @@ class GradCAMDebugger(BaseDebugger):
             "target_score": scores.detach(),
             "target_layer": self.target_layer,
             "raw_max": raw_max,
+            "layer_size": list(activations.shape[1:2] if self._layout == TOKENS else activations.shape[2:]),
             "spatial": cam_spatial_stats(cam),
             "predicted_class": predicted,
         }
