@@ -5,12 +5,15 @@ captured region to mask), or one does not confirm a finding it was not named by 
 a subgroup moved in its space), a finding can still be tested on datapoints it was not found on. A finding's own numbers
 are not that test: it was chosen as the best of many candidates on the very datapoints it is scored on, so its
 failure rate flatters it. The replication splits the epoch's datapoints at random into two halves (failing and
-passing ones in equal shares, ``--seed``), runs the whole analysis again on half A (``analyze_table``, with its own
+passing ones in equal shares, ``--seed``), runs the analysis again on half A (``analyze_table``, with its own
 significance levels), and looks there for the finding:
 
-- a slice: one over the same columns with the same operators (and the same values where the operator is '='); its
-  cut of a numeric column may differ, as found on A;
-- a separating quantity: the same column, or family of units, with the same direction.
+- a slice: the analysis of A over the slice's own columns finds one over the same columns with the same operators
+  (and the same values where the operator is '='); its cut of a numeric column may differ, as found on A. Over its
+  own columns only: with every column, a slice holding the same failures better on A (a ring outline is a thin
+  part) would report them in its place, and the finding would look lost where it was only described otherwise;
+- a separating quantity: the whole analysis of A lists the same column, or family of units, with the same
+  direction (significant among every quantity A tests).
 
 A subgroup's clusters are found without looking at failures (HDBSCAN on the feature space); only picking the ones
 that fail looks at them. So half A picks it again on its own: its datapoints of A must fail more than the rest of A.
@@ -43,6 +46,7 @@ LEVEL = 0.05  # one-sided, on half B
 SLICE, SEPARATOR, SUBGROUP = "slice", "separator", "subgroup"
 FAMILIES = ("meta", "internals")
 TOP = 50  # findings per list on half A: a finding is looked for among all A lists as significant
+KEPT = ("idx", "label", "label_name", "prediction", "prediction_name", "probabilities")  # in every half table
 
 
 @dataclass
@@ -114,36 +118,38 @@ class HeldOut:
         for outcome in (True, False):  # failing and passing datapoints split alike
             rows = np.flatnonzero(failed == outcome)
             self.in_a[rng.choice(rows, size=len(rows) // 2, replace=False)] = True
-        self._found: Optional[Findings] = None
+        self._found: dict[Optional[frozenset[str]], Findings] = {}  # by the columns analysed (None: all)
 
     def replicate(self, plan: ReplicationPlan) -> Replication:
         halves = (int(self.in_a.sum()), int((~self.in_a).sum()))
         if plan.kind == SUBGROUP:
             return self._subgroup(plan, halves)
-        found = self._found_on_a()
         if plan.kind == SLICE:
+            found = self._found_on_a(frozenset(c.column for c in plan.conditions))
             match = _same_slice(plan, found)
             if match is None:
-                return Replication(plan, NOT_REPLICATED, f"half A's analysis ({halves[0]} datapoints) finds no slice "
-                                                         "over the same columns", halves)
+                return Replication(plan, NOT_REPLICATED, f"half A's analysis of its columns ({halves[0]} datapoints) "
+                                                         "finds no slice over them with the same operators", halves)
             return self._slice_on_b(plan, match, halves)
-        match = _same_separator(plan, found)
+        match = _same_separator(plan, self._found_on_a(None))
         if match is None:
             return Replication(plan, NOT_REPLICATED, f"half A's analysis ({halves[0]} datapoints) does not find "
                                                      f"{plan.column} separating failures ({plan.direction})", halves)
         return self._separator_on_b(plan, match, halves)
 
-    def _found_on_a(self) -> Findings:
-        if self._found is None:
-            names = [name for name, _ in self.table.columns()]
-            names += [name for name in self.table.arrow_types() if name not in names]
+    def _found_on_a(self, analysed: Optional[frozenset[str]]) -> Findings:
+        """The analysis of half A, over the ``analysed`` columns only (None: all) besides what defines failures."""
+        if analysed not in self._found:
+            names = [name for name in self.table.arrow_types() if analysed is None or name in analysed
+                     or name in self.table.roles.get("scores", []) or name in KEPT]
             columns = self.table.arrays(names)  # in idx order, as self.in_a
+            roles = {role: [name for name in value if name in columns] if isinstance(value, list) else value
+                     for role, value in self.table.roles.items()}
             with tempfile.TemporaryDirectory(prefix="lantern-replication-") as folder:
                 path = os.path.join(folder, "half_a.parquet")
-                write_epoch_table(path, {name: values[self.in_a] for name, values in columns.items()},
-                                  self.table.roles)
-                self._found = analyze_table(EpochTable(path), None, self.failure, top=TOP)
-        return self._found
+                write_epoch_table(path, {name: values[self.in_a] for name, values in columns.items()}, roles)
+                self._found[analysed] = analyze_table(EpochTable(path), None, self.failure, top=TOP)
+        return self._found[analysed]
 
     def _slice_on_b(self, plan: ReplicationPlan, conditions: list[Condition], halves: tuple[int, int]) -> Replication:
         values = self.table.values([c.column for c in conditions])
@@ -151,7 +157,8 @@ class HeldOut:
         for condition in conditions:
             inside &= condition.mask(values[condition.column])
         described = " and ".join(c.describe() for c in conditions)
-        return self._inside_on_b(plan, inside, halves, f"half A's analysis finds it as '{described}'", described)
+        return self._inside_on_b(plan, inside, halves, f"half A's analysis of its columns finds it as '{described}'",
+                                 described)
 
     def _subgroup(self, plan: ReplicationPlan, halves: tuple[int, int]) -> Replication:
         """Picked again on half A (its datapoints there fail more than the rest of A), then tested on half B."""

@@ -58,7 +58,7 @@ def test_a_separating_quantity_replicates_and_a_noise_slice_does_not(held_out):
     assert exposure.verdict == REPLICATED and exposure.auroc > 0.6 and exposure.p_value < 0.05
     noise = halves.replicate(ReplicationPlan("meta.slices-1", "lot = x", [], SLICE, "meta",
                                              [Condition("lot", "=", "x")]))
-    assert noise.verdict == NOT_REPLICATED and "finds no slice" in noise.reason
+    assert noise.verdict == NOT_REPLICATED and "finds no slice over them" in noise.reason
 
 
 def test_a_subgroup_is_picked_again_on_half_a_then_tested_on_half_b(held_out):
