@@ -110,6 +110,20 @@ def finding_entries(findings: dict[str, Any]) -> list[tuple[str, dict[str, Any]]
             for position, entry in enumerate(entries) if isinstance(entry, dict)]
 
 
+def not_offered(key: str, roles: Mapping[str, Any]) -> Optional[str]:
+    """Why no check can test finding ``key``, decided from its kind and the epoch table's ``roles`` alone (no model:
+    the Failures tab offers no verify button then, and ``--verify`` skips it); None where a check can. A slice, a
+    separating quantity and a subgroup can always be replicated, a NaN origin patched; a group of label suspects
+    (which all fail: no replication tells anything) only tested by the input its failures share."""
+    kind = key.rsplit("-", 1)[0]
+    if kind in NOT_VERIFIABLE:
+        return NOT_VERIFIABLE[kind]
+    if kind == "suspect_groups" and not roles.get("input_region"):
+        return ("a group of suspected label errors is tested by the part of the input its failures share, and the "
+                "run captured no Grad-CAM to find one in (add a GradCAMDebugger)")
+    return None
+
+
 def plan_for_finding(key: str, finding: dict[str, Any], facts: RunFacts) -> Plan:
     name = finding_name(finding)
     kind = key.rsplit("-", 1)[0]
@@ -126,7 +140,7 @@ def plan_for_finding(key: str, finding: dict[str, Any], facts: RunFacts) -> Plan
         return InterventionPlan(key, name, idx.tolist(), *named)
     derived, why_not = _subgroup(kind, finding, idx, facts) or _cam(idx, facts)
     derived = derived or ((facts.prompt, "a promptable segmentation: does the prompt's place fail them?")
-                          if facts.prompt is not None else None)
+                          if facts.prompt is not None and kind != "suspect_groups" else None)
     if derived is not None:
         return InterventionPlan(key, name, idx.tolist(), *derived, fallback=replication)
     if replication is not None:

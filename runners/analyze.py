@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from analysis.failures import FailureDefinition, Findings, analyze, resolve_epoch_dir
+from analysis.finding_plans import NOT_VERIFIABLE
 from analysis.findings import FamilyFindings
 from analysis.intervention import Comparison, NotVerifiable
 from analysis.replication import Replication
@@ -157,8 +158,8 @@ def format_verifications(results: list[Result]) -> str:
     lines += [f"{r.key}: {r.verdict}: {r.reason}" + (f" (tried first: {_tried(r.tried)})" if r.tried else "")
               for r in replicated]
     skipped = [r for r in results if isinstance(r, NotVerifiable)]
-    lines += ["", "Skipped (no check can test them):"] if skipped else []
-    lines += [f"{r.key} ({r.finding}): {r.reason}" for r in skipped]
+    lines += ["", "Skipped (no check can test them):"] + [f"{r.key} ({r.finding}): {r.reason}" for r in skipped] \
+        + [f"suspected label errors, dead units and restatements: {'; '.join(NOT_VERIFIABLE.values())}"]
     return "\n".join(lines)
 
 

@@ -40,7 +40,16 @@ import torch
 
 from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
 from analysis.failures import FailureDefinition
-from analysis.finding_plans import NOT_VERIFIABLE, Plan, RunFacts, cam_region, finding_entries, plan_for_finding
+from analysis.finding_plans import (
+    NOT_VERIFIABLE,
+    Plan,
+    RunFacts,
+    cam_region,
+    finding_entries,
+    finding_name,
+    not_offered,
+    plan_for_finding,
+)
 from analysis.internals import CapturedInternals, read_internals
 from analysis.intervention import (
     CONFIRMED,
@@ -129,7 +138,8 @@ def verify_findings(epoch_dir: str, findings: dict[str, Any], keys: Optional[lis
                     trust_configs: bool = False, failure: Optional[FailureDefinition] = None, seed: int = 0,
                     cancel: Optional[threading.Event] = None, progress: Optional[Progress] = None) -> list[Result]:
     """Verify the findings ``keys`` (``slices-0``, ...; None: every finding but label suspects, dead units and
-    restatements) of ``findings`` (``Findings.to_dict()`` of ``epoch_dir``), in that order."""
+    restatements) of ``findings`` (``Findings.to_dict()`` of ``epoch_dir``), in that order; one that no check can
+    test (``not_offered``) is a ``NotVerifiable`` saying why."""
     entries = _chosen(finding_entries(findings), keys)
     table = EpochTable(os.path.join(epoch_dir, EPOCH_TABLE_FILE))
     definition = failure or FailureDefinition()
@@ -139,7 +149,8 @@ def verify_findings(epoch_dir: str, findings: dict[str, Any], keys: Optional[lis
     held_out = HeldOut(table, failed, definition, seed)
     results: list[Result] = []
     for key, finding in entries:
-        plan = plan_for_finding(key, finding, facts)
+        reason = not_offered(key, table.roles)
+        plan = NotVerifiable(key, finding_name(finding), reason) if reason else plan_for_finding(key, finding, facts)
         results.append(check(plan, model, rule, facts, held_out, seed, cancel, progress))
     return results
 

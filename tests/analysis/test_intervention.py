@@ -9,7 +9,15 @@ from scipy.stats import beta
 
 from analysis.epoch_table import FAILURE_DEFINITION_ROLE, EpochTable, write_epoch_table
 from analysis.failures import FailureDefinition
-from analysis.finding_plans import RunFacts, failure_side, finding_entries, plan_for_finding, separating_units
+from analysis.finding_plans import (
+    NOT_VERIFIABLE,
+    RunFacts,
+    failure_side,
+    finding_entries,
+    not_offered,
+    plan_for_finding,
+    separating_units,
+)
 from analysis.intervention import (
     CONFIRMED,
     CORRELATIONAL,
@@ -321,3 +329,14 @@ def test_the_runs_own_failure_definition_is_applied_to_a_table_without_labels(tm
     rule, failed = failure_rule(EpochTable(path), FailureDefinition())
     assert rule.metric == "iou" and failed.sum() == 30 and np.array_equal(failed, iou <= np.sort(iou)[29])
     assert np.array_equal(rule.failed({"iou": iou}, None, None), failed)
+
+
+def test_which_findings_are_offered_for_verification_without_the_model():
+    """Slices, separating quantities, subgroups and NaN origins always have a check (at worst a replication); label
+    suspects, dead units and restatements never; a group of label suspects only where Grad-CAM was captured."""
+    cam = {"input_region": ["gradcam.centroid_x"]}
+    for key in ("meta.slices-0", "internals.separators-3", "subgroups-1", "nan_origins-0"):
+        assert not_offered(key, {}) is None
+    for key in ("label_issues-0", "dead_units-2", "restatements-0"):
+        assert not_offered(key, cam) == NOT_VERIFIABLE[key.rsplit("-", 1)[0]]
+    assert "GradCAMDebugger" in not_offered("suspect_groups-0", {}) and not_offered("suspect_groups-0", cam) is None
