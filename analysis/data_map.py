@@ -18,15 +18,16 @@ The validation set is never trained on, so this is the map of how the model's vi
 from __future__ import annotations
 
 import os
-import re
 import warnings
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable, EpochTableError
+from analysis.epoch_table import EpochTable, EpochTableError
 from analysis.findings import DataMap
+from run_dir import RunDir
+from run_dir.names import EPOCH_TABLE_FILE, epoch_number
 
 MIN_EPOCHS = 3
 CONFIDENCE_CUT, VARIABILITY_CUT = 0.5, 0.2
@@ -51,13 +52,12 @@ class History:
 def read_history(epoch_dir: str, idx: np.ndarray, notes: list[str]) -> Optional[History]:
     """The history of the datapoints ``idx`` over the epochs of ``epoch_dir``'s run up to it; None for an evaluator,
     a run with fewer than MIN_EPOCHS epoch tables, or tables without labels and probabilities."""
-    run, name = os.path.split(os.path.normpath(epoch_dir))
-    match = re.fullmatch(r"epoch_(\d+)", name)
-    if match is None:
+    path, name = os.path.split(os.path.normpath(epoch_dir))
+    last = epoch_number(name)
+    if last is None:
         return None
-    last = int(match.group(1))
-    epochs = sorted(int(m.group(1)) for entry in os.listdir(run) if (m := re.fullmatch(r"epoch_(\d+)", entry))
-                    and int(m.group(1)) <= last and os.path.isfile(os.path.join(run, entry, EPOCH_TABLE_FILE)))
+    run = RunDir(path)
+    epochs = [epoch for epoch in run.epochs_holding(EPOCH_TABLE_FILE) if epoch <= last]
     if len(epochs) < MIN_EPOCHS:
         return None
     epochs = epochs[1:] if len(epochs) > MIN_EPOCHS else epochs
@@ -65,7 +65,7 @@ def read_history(epoch_dir: str, idx: np.ndarray, notes: list[str]) -> Optional[
     correct = np.zeros((len(epochs), len(idx)), dtype=bool)
     for k, epoch in enumerate(epochs):
         try:
-            rows = EpochTable(os.path.join(run, f"epoch_{epoch}", EPOCH_TABLE_FILE)).label_confidence()
+            rows = EpochTable(run.epoch(epoch).table).label_confidence()
         except EpochTableError as exc:
             notes.append(f"the data map leaves out epoch {epoch}: {exc}")
             continue

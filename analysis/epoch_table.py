@@ -11,10 +11,8 @@ Columns (see ``analysis/epoch_rows.py`` for how a run collects them)::
 
 A NaN in a scalar column is stored as null (no number), so it sorts last and ``is null`` finds it.
 The file is written atomically (a reader sees the previous complete file or the new one) and is read
-page by page: nothing loads it whole. A reader opens it once, as a regular file (never a FIFO or a symlink),
-and DuckDB reads that open file by a name of its own (``/proc/self/fd/N``), so glob characters in a run's
-path never widen a query to other files. A table that claims more rows or values than its bytes can hold (a
-decompression bomb: 2e8 constant rows in 4 MB) is refused before any query, and each table's DuckDB
+page by page: nothing loads it whole. It is opened and checked before any query as ``run_dir.table_file``
+says (a regular file, read by a name of its own, no more rows than its bytes can hold), and each table's DuckDB
 connection has a memory limit and a few threads of its own.
 
 Filters are structured ``(column, op, value)`` triples; column names are checked against the file's own
@@ -37,12 +35,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from debuggers.pages.errors import DebugDataError
-from debuggers.pages.file_format import open_regular
+from run_dir.errors import EpochTableError, EpochTableFileError
+from run_dir.table_file import fd_path, open_table_file, read_checked_schema
 from utils.atomic_files import atomic_write
-from utils.errors import LanternUserError
 
-EPOCH_TABLE_FILE = "epoch_table.parquet"
 ROLES_KEY = b"lantern.roles"
 ROLE_LISTS = ("scores", "meta", "summaries", "outcome", "input_region")  # roles that list column names
 ROLE_MAPS = {"higher_is_better": bool, "layers": str}  # roles that map a name to a bool (a score's direction) or a
@@ -55,18 +51,10 @@ DATA_PAGE_BYTES = 8_192  # the unit a reader decompresses
 OPERATORS = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">=",
              "in": "IN", "not in": "NOT IN", "is null": "IS NULL", "is not null": "IS NOT NULL",
              "differs from": "IS DISTINCT FROM"}  # its value is another column: (label, 'differs from', prediction)
-# Every row holds a distinct idx (Lantern's tables spend about 4 bytes a row on it) and Lantern's sparsest
-# column (all null) still takes about 1/200 byte a value: a file claiming more is not one Lantern wrote.
-MIN_BYTES_PER_ROW = 1
-MAX_VALUES_PER_BYTE = 1024
 MEMORY_LIMIT = "2GB"  # per table's connection: what a sort or an aggregate may hold before DuckDB refuses
 THREADS = min(4, os.cpu_count() or 1)  # a viewer queries many tables; a page of rows reads a few row groups
 Filter = Sequence[tuple]  # [(column, op, value), ...], all of them must hold
 ColumnValues = Union[np.ndarray, list, pa.Array]
-
-
-class EpochTableError(LanternUserError):
-    """An epoch table cannot be read, or a query names a column or operator it does not have."""
 
 
 def write_epoch_table(path: str, columns: dict[str, ColumnValues], roles: dict[str, Any] | None = None) -> None:
@@ -102,14 +90,14 @@ class EpochTable:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        fd = _open_table(path)
+        fd = open_table_file(path)
         self._connection = duckdb.connect(config={"memory_limit": MEMORY_LIMIT, "threads": THREADS})
         weakref.finalize(self, _close, self._connection, fd)
-        self._source = _fd_path(fd)  # DuckDB reads the file opened here, by a name it takes literally
+        self._source = fd_path(fd)  # DuckDB reads the file opened here, by a name it takes literally
         self._connection.execute("SET enable_progress_bar = false")
         self._connection.execute("SET parquet_metadata_cache = true")  # the footer is parsed once, not per query
         self._lock = threading.Lock()
-        schema = _checked_schema(fd, path)
+        schema = read_checked_schema(fd, path)
         self._types = {field.name: field.type for field in schema}
         self.roles, self.unknown_roles = _read_roles(schema, path)
 
@@ -184,8 +172,8 @@ class EpochTable:
                 arrays[name] = column if order is None else column[order]
                 pa.default_memory_pool().release_unused()  # the column's decoded pages, back to the system
         except (OSError, pa.ArrowException) as exc:
-            raise EpochTableError(f"{self.path} cannot be read ({exc}); validate the epoch again to rewrite it") \
-                from exc
+            raise EpochTableFileError(f"{self.path} cannot be read ({exc}); validate the epoch again to rewrite "
+                                      "it") from exc
         return arrays
 
     def label_confidence(self) -> dict[str, np.ndarray] | None:
@@ -259,63 +247,10 @@ class EpochTable:
             cursor.close()
 
 
-def _open_table(path: str) -> int:
-    """A read-only fd of the table, refused unless it is a regular file inside the run (no FIFO, no symlink)."""
-    try:
-        return open_regular(path, "epoch table")
-    except FileNotFoundError:
-        raise EpochTableError(f"no epoch table at {path}: the epoch has not finished validating, or the run "
-                              "predates epoch tables (validate it again to write one)") from None
-    except DebugDataError as exc:
-        raise EpochTableError(str(exc)) from None
-    except OSError as exc:
-        raise EpochTableError(f"epoch table {path} cannot be opened ({exc.strerror or exc}); check that it is "
-                              "readable, or validate the epoch again to rewrite it") from None
-
-
-def _fd_path(fd: int) -> str:
-    """A name of the open file ``fd`` with no glob characters, which reaches no other file."""
-    return f"/proc/self/fd/{fd}" if os.path.isdir("/proc/self/fd") else f"/dev/fd/{fd}"
-
-
 def _close(connection: duckdb.DuckDBPyConnection, fd: int) -> None:
     """The connection first: it reads the file through ``fd``'s name."""
     connection.close()
     os.close(fd)
-
-
-def _checked_schema(fd: int, path: str) -> pa.Schema:
-    """The table's schema, once its footer shows no more rows and values than its bytes can hold."""
-    try:
-        with open(fd, "rb", closefd=False) as file:
-            parquet = pq.ParquetFile(file)
-            metadata, schema = parquet.metadata, parquet.schema_arrow
-    except (OSError, pa.ArrowException) as exc:
-        raise EpochTableError(f"{path} is not a readable Parquet file ({exc}); validate the epoch again "
-                              "to rewrite it") from exc
-    size = os.fstat(fd).st_size
-    rows, values = _claimed_rows(metadata), _claimed_values(metadata, schema)
-    if rows is None or rows != metadata.num_rows or rows * MIN_BYTES_PER_ROW > size or \
-            values > size * MAX_VALUES_PER_BYTE:
-        raise EpochTableError(f"{path} claims {metadata.num_rows} rows (its row groups: {rows}) and {values} "
-                              f"values in {size} bytes, more than a table Lantern writes can hold: it is damaged "
-                              "or not a file Lantern writes; remove it and validate the epoch again")
-    return schema
-
-
-def _claimed_rows(metadata: pq.FileMetaData) -> int | None:
-    """Rows the row groups hold (what a query reads); None where one claims a negative count."""
-    counts = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
-    return None if any(count < 0 for count in counts) else sum(counts)
-
-
-def _claimed_values(metadata: pq.FileMetaData, schema: pa.Schema) -> int:
-    """Values a query of every column decodes: the column chunks' own counts, and at least a row's width (a
-    fixed-size list counts its size) times the rows."""
-    chunks = sum(max(0, metadata.row_group(i).column(j).num_values)
-                 for i in range(metadata.num_row_groups) for j in range(metadata.num_columns))
-    width = sum(field.type.list_size if pa.types.is_fixed_size_list(field.type) else 1 for field in schema)
-    return max(chunks, metadata.num_rows * width)
 
 
 def _read_roles(schema: pa.Schema, path: str) -> tuple[dict[str, Any], list[str]]:
@@ -325,16 +260,16 @@ def _read_roles(schema: pa.Schema, path: str) -> tuple[dict[str, Any], list[str]
     try:
         roles = json.loads((schema.metadata or {}).get(ROLES_KEY, b"{}"))
     except (ValueError, RecursionError) as exc:
-        raise EpochTableError(f"{path} has damaged metadata ({exc}); validate the epoch again") from None
+        raise EpochTableFileError(f"{path} has damaged metadata ({exc}); validate the epoch again") from None
     roles = roles if isinstance(roles, dict) else {}
     bad = [key for key in ROLE_LISTS if not isinstance(roles.get(key, []), list)
            or not all(isinstance(name, str) for name in roles.get(key, []))]
     bad += [key for key, kind in ROLE_MAPS.items() if not isinstance(roles.get(key, {}), dict)
             or not all(type(value) is kind for value in roles.get(key, {}).values())]
     if bad:
-        raise EpochTableError(f"{path} has malformed column roles (metadata {ROLES_KEY.decode()}: "
-                              f"{', '.join(bad)} is not what Lantern writes); it was damaged "
-                              "or written by another tool: validate the epoch again to rewrite it")
+        raise EpochTableFileError(f"{path} has malformed column roles (metadata {ROLES_KEY.decode()}: "
+                                  f"{', '.join(bad)} is not what Lantern writes); it was damaged "
+                                  "or written by another tool: validate the epoch again to rewrite it")
     known = (*ROLE_LISTS, *ROLE_MAPS, FAILURE_DEFINITION_ROLE)
     kept = {key: roles[key] for key in (*ROLE_LISTS, *ROLE_MAPS) if key in roles}
     failure = roles.get(FAILURE_DEFINITION_ROLE)

@@ -24,8 +24,6 @@ in the table's roles), else a wrong prediction when the table has labels and pre
 from __future__ import annotations
 
 import math
-import os
-import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -34,9 +32,9 @@ from sklearn.metrics import confusion_matrix
 
 from analysis.columns import UNIT, Columns, split_columns
 from analysis.data_map import data_map, read_history
-from analysis.epoch_table import EPOCH_TABLE_FILE, FAILURE_DEFINITION_ROLE, EpochTable
+from analysis.epoch_table import FAILURE_DEFINITION_ROLE, EpochTable
 from analysis.explain import explain, rows_of
-from analysis.findings import DeadUnit, FamilyFindings, Findings, epoch_signature, save_findings
+from analysis.findings import DeadUnit, FamilyFindings, Findings, save_findings
 from analysis.internals import CapturedInternals, read_internals
 from analysis.label_noise import class_name, suspected_label_errors
 from analysis.meta_terms import MetaVocabulary
@@ -45,6 +43,10 @@ from analysis.separators import separating_quantities
 from analysis.slices import find_slices
 from analysis.subgroups import find_subgroups, reduced_space
 from analysis.table_checks import AnalysisError, check_table
+from run_dir import EpochDir, RunDir
+from run_dir.errors import EpochNotFoundError
+from run_dir.findings_file import epoch_signature
+from run_dir.names import EPOCH_TABLE_FILE
 
 __all__ = ["AnalysisError", "FailureDefinition", "Findings", "analyze", "analyze_table", "resolve_epoch_dir"]
 
@@ -113,7 +115,7 @@ def analyze(run: str, epoch: Optional[int] = None, failure: Optional[FailureDefi
     """
     epoch_dir = resolve_epoch_dir(run, epoch)
     signature = epoch_signature(epoch_dir)
-    table = EpochTable(os.path.join(epoch_dir, EPOCH_TABLE_FILE))
+    table = EpochTable(EpochDir(epoch_dir).table)
     findings = analyze_table(table, read_internals(epoch_dir), failure or FailureDefinition(), min_size, top,
                              epoch_dir)
     if save:
@@ -240,38 +242,12 @@ def confusion(values: dict[str, np.ndarray]) -> Optional[dict[str, Any]]:
 
 
 def resolve_epoch_dir(run: str, epoch: Optional[int]) -> str:
-    """The folder holding the epoch table: ``run`` itself (evaluator or epoch folder) or ``run/epoch_N``."""
-    if not os.path.isdir(run):
-        raise AnalysisError(f"{run!r} is not a folder; pass a run's work dir (e.g. logs/examples/cnn_trainer)")
-    here = os.path.isfile(os.path.join(run, EPOCH_TABLE_FILE))
-    if here and (epoch is None or os.path.basename(os.path.normpath(run)) == f"epoch_{epoch}"):
-        return run
-    epochs = _table_epochs(run)
-    if not epochs:
-        runs = sorted(name for name in os.listdir(run) if _holds_tables(os.path.join(run, name)))
-        if runs:
-            raise AnalysisError(f"{run} is a folder of runs, not a run: pass one of them to --run, e.g. "
-                                f"{os.path.join(run, runs[0])} (runs here: {', '.join(runs[:20])})")
-        raise AnalysisError(f"{run} holds no epoch table ({EPOCH_TABLE_FILE}): train or evaluate it first "
-                            "with this version of Lantern")
-    if epoch is not None:
-        if epoch not in epochs:
-            raise AnalysisError(f"{run} has no epoch table for epoch {epoch}; epochs with one: {epochs}")
-        return os.path.join(run, f"epoch_{epoch}")
-    captured = [e for e in epochs if os.path.isdir(os.path.join(run, f"epoch_{e}", "debugger"))]
-    return os.path.join(run, f"epoch_{(captured or epochs)[-1]}")
-
-
-def _table_epochs(run: str) -> list[int]:
-    """The epochs of ``run`` with an epoch table, in order."""
-    return sorted(int(m.group(1)) for name in os.listdir(run) if (m := re.fullmatch(r"epoch_(\d+)", name))
-                  and os.path.isfile(os.path.join(run, name, EPOCH_TABLE_FILE)))
-
-
-def _holds_tables(folder: str) -> bool:
-    """Whether ``folder`` is a run (an evaluator's, with its table, or a trainer's, with epoch tables)."""
-    return os.path.isdir(folder) and (os.path.isfile(os.path.join(folder, EPOCH_TABLE_FILE))
-                                      or bool(_table_epochs(folder)))
+    """The folder holding the epoch table to analyse: ``run`` itself (an evaluator's or an epoch folder) or
+    ``run/epoch_N`` (``RunDir.epoch_dir``'s rule when ``epoch`` is None)."""
+    try:
+        return RunDir(run).epoch_dir(epoch, EPOCH_TABLE_FILE)
+    except EpochNotFoundError as exc:
+        raise AnalysisError(str(exc)) from None
 
 
 def _default_metric(table: EpochTable) -> str:

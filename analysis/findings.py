@@ -5,9 +5,9 @@ Each finding names its datapoints (``idx``) and, in ``target``, what an interven
 region a cam points at): ``python -m runners.analyze --verify`` and the Failures tab's buttons read it.
 
 ``Findings.to_dict()`` is JSON-able and ``Findings.from_dict()`` reads it back, checking every field's type: the
-background analysis stores an epoch's findings as ``epoch_N/findings.json`` (``save_findings``) and the viewer reads
-them (``load_findings``) with the run-file guards, as data, while the epoch's table and debug outputs are as they
-were when the analysis began (``epoch_signature``). A list of datapoint idx is written as the list itself or,
+background analysis stores an epoch's findings (``save_findings``) and the viewer reads them (``load_findings``)
+through ``run_dir.findings_file``: as data, with the run-file guards, while the epoch's table and debug outputs are
+as they were when the analysis began. A list of datapoint idx is written as the list itself or,
 where shorter, as a bitmap (``{"start": first idx, "bits": base64}``).
 """
 
@@ -17,7 +17,6 @@ import base64
 import binascii
 import dataclasses
 import math
-import os
 import types
 import typing
 from dataclasses import dataclass, field
@@ -25,18 +24,8 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from analysis.epoch_table import EPOCH_TABLE_FILE
-from debuggers.pages.reader import DEBUGGER_DIR
-from debuggers.pages.run_files import RunFileError, read_run_json
-from utils.atomic_files import atomic_write_json
-
-FINDINGS_FILE = "findings.json"
-FORMAT = 1  # bumped when a field changes meaning: older files are then recomputed, not misread
-MAX_FINDINGS_BYTES = 256 * 2**20  # far above what an epoch of a million datapoints gives
-
-
-class FindingsFileError(RunFileError):
-    """A findings file that is not what Lantern writes (a wrong field, type or version)."""
+from run_dir.errors import FindingsFileError
+from run_dir.findings_file import read_findings_file, write_findings_file
 
 
 @dataclass
@@ -269,36 +258,16 @@ class Findings:
 
 
 def save_findings(epoch_dir: str, findings: Findings, signature: list) -> None:
-    """``findings`` as ``epoch_dir/findings.json``, atomically, with the ``epoch_signature`` its inputs had when the
-    analysis began: findings of an epoch whose table or debug outputs changed since are not read back."""
-    atomic_write_json(os.path.join(epoch_dir, FINDINGS_FILE),
-                      {"format": FORMAT, "inputs": signature, "findings": findings.to_dict()}, indent=None)
+    """``findings`` as the epoch's findings file, with the ``epoch_signature`` its inputs had when the analysis
+    began: findings of an epoch whose table or debug outputs changed since are not read back."""
+    write_findings_file(epoch_dir, findings.to_dict(), signature)
 
 
 def load_findings(epoch_dir: str) -> Optional[Findings]:
     """The stored findings of ``epoch_dir`` when its inputs are as they were then, else None (none stored, stale,
     or of another format). ``RunFileError`` when the file is not one Lantern wrote."""
-    try:
-        stored = read_run_json(os.path.join(epoch_dir, FINDINGS_FILE), "findings file", MAX_FINDINGS_BYTES)
-    except FileNotFoundError:
-        return None
-    if not isinstance(stored, dict) or stored.get("format") != FORMAT or \
-            stored.get("inputs") != epoch_signature(epoch_dir):
-        return None
-    return Findings.from_dict(stored.get("findings"))
-
-
-def epoch_signature(epoch_dir: str) -> list:
-    """What the findings of ``epoch_dir`` are computed from, as it is now: the epoch table's size and modification
-    time, and those of each file of its debug outputs (names, not contents: a rewrite changes them)."""
-    table = os.stat(os.path.join(epoch_dir, EPOCH_TABLE_FILE))
-    debugger = os.path.join(epoch_dir, DEBUGGER_DIR)
-    files = []
-    if os.path.isdir(debugger) and not os.path.islink(debugger):
-        for name in sorted(os.listdir(debugger)):
-            status = os.lstat(os.path.join(debugger, name))
-            files.append([name, status.st_size, status.st_mtime_ns])
-    return [table.st_size, table.st_mtime_ns, files]
+    stored = read_findings_file(epoch_dir)
+    return None if stored is None else Findings.from_dict(stored)
 
 
 def missing(values: np.ndarray) -> np.ndarray:

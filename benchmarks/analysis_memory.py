@@ -31,8 +31,10 @@ import numpy as np
 
 from analysis import failures
 from analysis.epoch_table import EpochTable, write_epoch_table
-from analysis.findings import epoch_signature, load_findings, save_findings
+from analysis.findings import load_findings, save_findings
 from analysis.slices import candidate_conditions
+from run_dir.findings_file import epoch_signature
+from run_dir.names import EPOCH_TABLE_FILE
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STATS = ("mean", "std", "min", "max", "l1_norm", "l2_norm", "sparsity", "positive_ratio", "saturation_low",
@@ -132,7 +134,7 @@ def report(rows: int, columns: int) -> None:
     """Write a table of ``rows`` x ``columns`` summaries and print what reading it, analysing it and drawing its
     stored findings take."""
     with tempfile.TemporaryDirectory() as scratch:
-        path = os.path.join(scratch, "epoch_table.parquet")
+        path = os.path.join(scratch, EPOCH_TABLE_FILE)
         write_table(path, rows, columns)
         size = os.path.getsize(path) / 2**20
         load, analysis, stored = child(path, "load"), child(path, "analyze"), child(path, "stored")

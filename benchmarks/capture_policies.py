@@ -16,8 +16,9 @@ import os
 import tempfile
 
 from configs.examples.cnn_trainer import config as example
-from debuggers.pages.budget import folder_bytes
 from debuggers.pages.reader import load_debug_outputs
+from run_dir import RunDir
+from run_dir.budget import folder_bytes
 from runners.evaluators import BaseEvaluator
 from runners.trainers import BaseTrainer
 from utils.atomic_files import read_json
@@ -27,7 +28,7 @@ POLICIES = {"all": "all", "failing": "failing", "worst 50 by cross_entropy": {"w
 
 def trained_run(path: str) -> str:
     """``path`` if it holds the finished default example, else a fresh one trained in a temporary folder."""
-    progress = os.path.join(path, "progress.json")
+    progress = RunDir(path).progress
     if os.path.exists(progress) and read_json(progress)["completed_epochs"] == example["epochs"]:
         return path
     work_dir = os.path.join(tempfile.mkdtemp(prefix="lantern-policies-"), "cnn_trainer")
@@ -42,20 +43,20 @@ def measure(run: str, epoch: int, keep: object, work_dir: str) -> tuple[int, int
     debugger["args"]["keep"] = keep
     BaseEvaluator({
         "runner": BaseEvaluator, "work_dir": work_dir, "seed": example["seed"],
-        "checkpoint": os.path.join(run, f"epoch_{epoch}", "checkpoint.pt"),
+        "checkpoint": RunDir(run).epoch(epoch).checkpoint,
         "eval_dataset": example["val_dataset"], "eval_dataloader": example["val_dataloader"],
         "model": example["model"], "metric": example["metric"], "debugger": debugger,
     }).run()
     kept = len(load_debug_outputs(work_dir))
-    table = os.path.join(work_dir, "epoch_table.parquet")
-    return kept, folder_bytes(os.path.join(work_dir, "debugger")), os.path.getsize(table)
+    evaluation = RunDir(work_dir).evaluation
+    return kept, folder_bytes(evaluation.debugger), os.path.getsize(evaluation.table)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", default="logs/examples/cnn_trainer")
     run = trained_run(parser.parse_args().run)
-    epochs = read_json(os.path.join(run, "progress.json"))["checkpoint_indices"]
+    epochs = read_json(RunDir(run).progress)["checkpoint_indices"]
     rows = []
     with tempfile.TemporaryDirectory(prefix="lantern-policies-") as scratch:
         for epoch in epochs:

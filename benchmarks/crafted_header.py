@@ -25,10 +25,10 @@ from debuggers.pages.file_format import (
     PageFile,
     _RecordReader,  # the reader's own walk of a parsed header
     load_page,
-    open_regular,
     pread_exact,
     read_footer,
 )
+from run_dir.run_files import open_regular
 
 CASES = {
     "Lantern's reader (load_page)": "lantern",
@@ -46,7 +46,7 @@ def write_crafted_page(path: str, lists: int) -> None:
 
 def parse_the_header(path: str) -> None:
     """What the reader did before: the header parsed whole, then rebuilt as outputs."""
-    fd = open_regular(path)
+    fd = open_regular(path, "debug page", CorruptPageError)
     try:
         size = os.fstat(fd).st_size
         row = read_footer(fd, size, path)[0]

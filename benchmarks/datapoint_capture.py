@@ -18,13 +18,14 @@ import tempfile
 import torch
 from torch.utils.data import DataLoader
 
-from analysis.epoch_rows import EpochRows
 from benchmarks.common import interleaved_medians
 from data.datasets import SyntheticShapesDataset, collate_datapoints
 from metrics import ClassificationMetric
 from models import SmallCNN
-from runners.datapoint_capture import DATAPOINTS_DIR
+from run_dir.names import DATAPOINTS_DIR
+from runners.datapoint_capture import CaptureLimits
 from runners.evaluators import BaseEvaluator
+from runners.hooks import DatapointCaptureHook, EpochTableHook, EvalPass, Hooks
 from runners.unique_idx import SeenIdx
 
 
@@ -41,16 +42,18 @@ def ready_evaluator(work_dir: str, datapoints: int, resolution: int, batch_size:
 
 
 def eval_pass(evaluator: BaseEvaluator, batches: list[dict], capture: bool) -> None:
-    """One evaluation pass as the runner does it, with or without capturing the datapoints."""
-    if capture:
-        evaluator._start_datapoint_capture(once=False)
+    """One evaluation pass as the runner does it (collecting its epoch table's rows), with or without capturing the
+    datapoints."""
+    capturing = DatapointCaptureHook(CaptureLimits())
+    evaluator.hooks = Hooks([EpochTableHook(None), *([capturing] if capture else [])])
+    pass_ = EvalPass(evaluator.work_dir, evaluator.eval_dataloader.dataset)
     evaluator.metric.reset_buffer()
     evaluator._seen_idx = SeenIdx(len(batches) * len(batches[0]["meta_info"]["idx"]))  # a new pass, as _eval_loop
-    evaluator.epoch_rows = EpochRows.for_metric(evaluator.metric)
+    evaluator.hooks.call("before_eval_epoch", evaluator, pass_)
     with torch.no_grad():
         for dp in batches:
             evaluator._eval_step(dp)
-    evaluator._finish_datapoint_capture()
+    capturing.after_eval_epoch(evaluator, pass_, {})
 
 
 def main() -> None:

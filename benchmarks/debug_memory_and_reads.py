@@ -54,6 +54,7 @@ from debuggers.pages.file_format import RESERVE_STEP, PageFile, reserve_blocks, 
 from debuggers.pages.reader import load_debug_outputs
 from debuggers.pages.writer import PageWriter
 from models import SmallCNN
+from run_dir.names import DEBUGGER_DIR
 
 MB = 2**20
 BATCH = 64
@@ -84,7 +85,7 @@ def write_epochs(root: str, datapoints: int, page_sizes_mb: list[int]) -> None:
         floor.save(torch.from_numpy(batch + start))
     for page_mb in page_sizes_mb:
         with PageWriter(page_mb * MB) as writer:
-            writer.start_epoch(os.path.join(root, f"pages_{page_mb}", "debugger"))
+            writer.start_epoch(os.path.join(root, f"pages_{page_mb}", DEBUGGER_DIR))
             for start in range(0, datapoints, BATCH):
                 writer.add_converted(*writer_batch(batch + start, start))
             writer.flush()
@@ -321,7 +322,7 @@ def main() -> None:
         print(f"Open one datapoint ({ROW_BYTES // 1024} KiB), fresh mapping each time; median of interleaved rounds")
         for gb in epochs_gb:
             datapoints = int(gb * 2**30 / ROW_BYTES) // BATCH * BATCH
-            folder = os.path.join(root, f"epoch_{gb}")
+            folder = os.path.join(root, f"{gb}_gb")
             write_epochs(folder, datapoints, page_sizes_mb)
             figures = read_figures(folder, datapoints, page_sizes_mb, opens=40, rounds=9)
             floor_ms = figures["floor"]["ms"]

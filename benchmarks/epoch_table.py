@@ -33,6 +33,7 @@ from benchmarks.common import timed
 from data.datasets import SyntheticShapesDataset
 from debuggers.base_debugger import BaseDebugger
 from debuggers.summaries import DebuggerSummaries
+from run_dir.names import EPOCH_TABLE_FILE
 from runners.eval_viewer.callbacks.scores import grid_data
 
 BATCH = 1024
@@ -130,7 +131,7 @@ def main() -> None:
           f"{BATCH}): {collected:.2f} s = {1e6 * collected / args.rows:.1f} us per datapoint; gather into "
           f"columns: {gathered:.2f} s")
     with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "epoch_table.parquet")
+        path = os.path.join(folder, EPOCH_TABLE_FILE)
         written = timed(lambda: write_epoch_table(path, columns))
         print(f"write_epoch_table: {written:.2f} s (target <= 10 s), {os.path.getsize(path) / 2**20:.0f} MB")
         table = EpochTable(path)

@@ -50,7 +50,7 @@ import numpy as np
 import torch
 
 from analysis.columns import LABEL
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from analysis.epoch_table import EpochTable
 from analysis.failures import Findings, analyze, resolve_epoch_dir
 from analysis.internals import read_internals
 from benchmarks.baselines import FoundGroup, cleanlab_suspects, domino_slices, sliceline_slices
@@ -63,6 +63,7 @@ from benchmarks.planted_benchmarks import (
     digits,
     validation_dataset,
 )
+from run_dir.names import EPOCH_TABLE_FILE
 from runners import analyze as analyze_command
 from runners.trainers import BaseTrainer
 

@@ -21,10 +21,11 @@ import shutil
 import statistics
 import tempfile
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from analysis.epoch_table import EpochTable
 from analysis.failures import analyze
 from benchmarks.analysis_memory import write_table
 from benchmarks.viewer_browser import CHROMIUM, CHROMIUM_ARGS, SHOWN, serve
+from run_dir.names import EPOCH_TABLE_FILE, RUN_INFO_FILE, VALIDATION_SCORES_FILE, epoch_dir_name
 from runners.eval_viewer.layout import failures as layout
 from runners.eval_viewer.layout import ids
 
@@ -37,14 +38,14 @@ def write_run(folder: str, rows: int) -> str:
     """A trainer's run of two epochs of ``rows`` datapoints (epoch tables and scores files)."""
     run = os.path.join(folder, "stored")
     os.makedirs(run)
-    with open(os.path.join(run, "run_info.json"), "w") as f:
+    with open(os.path.join(run, RUN_INFO_FILE), "w") as f:
         json.dump({"runner": "BaseTrainer"}, f)
     for epoch in range(2):
-        epoch_dir = os.path.join(run, f"epoch_{epoch}")
+        epoch_dir = os.path.join(run, epoch_dir_name(epoch))
         os.makedirs(epoch_dir)
         write_table(os.path.join(epoch_dir, EPOCH_TABLE_FILE), rows, 55, seed=epoch)
         accuracy = EpochTable(os.path.join(epoch_dir, EPOCH_TABLE_FILE)).arrays(["accuracy"])["accuracy"]
-        with open(os.path.join(epoch_dir, "validation_scores.json"), "w") as f:
+        with open(os.path.join(epoch_dir, VALIDATION_SCORES_FILE), "w") as f:
             json.dump({"aggregated": {"accuracy": float(accuracy.mean())},
                        "per_datapoint": {"accuracy": accuracy.tolist()}, "datapoint_idx": list(range(rows)),
                        "higher_is_better": {"accuracy": True}}, f)
@@ -74,7 +75,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         stored = write_run(folder, args.rows)
         computed = shutil.copytree(stored, os.path.join(folder, "computed"))
-        analyze(os.path.join(stored, "epoch_1"), save=True)
+        analyze(os.path.join(stored, epoch_dir_name(1)), save=True)
         times: dict[str, list[float]] = {"stored": [], "computed": []}
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

@@ -36,6 +36,7 @@ from benchmarks.common import interleaved_times
 from configs.examples.attention_trainer import config as attention_config
 from configs.examples.cnn_trainer import config as cnn_config
 from debuggers.training_monitor import MonitorSettings, TrainingMonitor
+from runners.hooks import Hooks, TrainingMonitorHook
 from runners.trainers import BaseTrainer
 
 WORKLOADS = {"cnn": cnn_config, "attention": attention_config}
@@ -86,8 +87,12 @@ def batches_of(trainer: BaseTrainer, steps: int) -> list[dict]:
 
 
 def training_pass(trainer: BaseTrainer, batches: list[dict], monitor: TrainingMonitor | None) -> Callable[[], None]:
+    hook = TrainingMonitorHook(None if monitor is None else monitor.settings)
+    hook.monitor = monitor
+    hooks = Hooks([] if monitor is None else [hook])
+
     def run() -> None:
-        trainer.training_monitor = monitor
+        trainer.hooks = hooks
         if monitor is not None:
             monitor.begin_epoch(0)
         for batch in batches:

@@ -32,12 +32,13 @@ import time
 import numpy as np
 import torch
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from analysis.epoch_table import EpochTable
 from analysis.failures import FailureDefinition, analyze, resolve_epoch_dir
 from analysis.finding_plans import finding_entries, plan_for_finding
 from analysis.intervention import InputMask, InterventionPlan, UnitShift, failure_rule
 from analysis.replication import HeldOut
 from benchmarks.common import interleaved_medians
+from run_dir.names import EPOCH_TABLE_FILE, PROGRESS_FILE
 from runners.config_file import load_config
 from runners.run_model import EpochModel
 from runners.trainers import BaseTrainer
@@ -50,7 +51,7 @@ FINDING_SIZE = 200
 
 def trained_run(work_dir: str) -> str:
     """The example's epoch folder, trained into ``work_dir`` unless a finished run is there."""
-    if not os.path.isfile(os.path.join(work_dir, "progress.json")):
+    if not os.path.isfile(os.path.join(work_dir, PROGRESS_FILE)):
         config = load_config(CONFIG)
         config["work_dir"] = work_dir
         BaseTrainer(config).run()

@@ -50,9 +50,10 @@ from contextlib import ExitStack
 import numpy as np
 import torch
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, write_epoch_table
+from analysis.epoch_table import write_epoch_table
+from run_dir.names import DATAPOINTS_DIR, EPOCH_TABLE_FILE, RUN_INFO_FILE, VALIDATION_SCORES_FILE, epoch_dir_name
 from runners.config_file import load_config
-from runners.datapoint_capture import DATAPOINTS_DIR, CaptureLimits, DatapointCapture
+from runners.datapoint_capture import CaptureLimits, DatapointCapture
 from runners.eval_viewer.app import create_app
 from runners.eval_viewer.layout import ids
 from runners.eval_viewer.layout.pictures import PICTURE_PATH, version_tag
@@ -86,11 +87,11 @@ def write_large_run(folder: str, rows: int, pictures: bool = False) -> str:
     their inputs too (random 16 x 16 images, captured as a run captures them)."""
     run = os.path.join(folder, f"synthetic_{rows}")
     os.makedirs(run)
-    with open(os.path.join(run, "run_info.json"), "w") as f:
+    with open(os.path.join(run, RUN_INFO_FILE), "w") as f:
         json.dump({"runner": "BaseTrainer"}, f)
     rng = np.random.default_rng(0)
     for epoch in range(2):
-        epoch_dir = os.path.join(run, f"epoch_{epoch}")
+        epoch_dir = os.path.join(run, epoch_dir_name(epoch))
         os.makedirs(epoch_dir)
         loss = rng.exponential(1.0, rows)
         label, prediction = rng.integers(0, 6, rows), rng.integers(0, 6, rows)
@@ -105,7 +106,7 @@ def write_large_run(folder: str, rows: int, pictures: bool = False) -> str:
         scores = {"aggregated": {"accuracy": float(columns["accuracy"].mean()), "cross_entropy": float(loss.mean())},
                   "per_datapoint": {"accuracy": columns["accuracy"].tolist(), "cross_entropy": loss.tolist()},
                   "datapoint_idx": list(range(rows)), "higher_is_better": roles["higher_is_better"]}
-        with open(os.path.join(epoch_dir, "validation_scores.json"), "w") as f:
+        with open(os.path.join(epoch_dir, VALIDATION_SCORES_FILE), "w") as f:
             json.dump(scores, f)
     if pictures:
         capture_images(run, rows, rng)
@@ -317,7 +318,7 @@ def parallel_open_ms(url: str, run: str, rows: int, clients: int, opens: int) ->
     times: list[float] = []
     errors = [0]
     lock = threading.Lock()
-    query = {"run": run, "epoch": "epoch_1", "metric": "cross_entropy", "version": None, "idx": None}
+    query = {"run": run, "epoch": epoch_dir_name(1), "metric": "cross_entropy", "version": None, "idx": None}
     tag = version_tag(None)
     base = url.rstrip("/")
 
@@ -340,7 +341,8 @@ def parallel_open_ms(url: str, run: str, rows: int, clients: int, opens: int) ->
                 statuses = [status, *thumbnail_statuses(url, run, body, tag)]
                 statuses.append(post_callback(base, panel, {
                     f"{ids.SELECTED}.data": idx, f"{ids.RUN_SELECT}.value": run,
-                    f"{ids.EPOCH_SELECT}.value": "epoch_1", f"{ids.TABS}.value": ids.TAB_DATAPOINT}, timeout=60)[0])
+                    f"{ids.EPOCH_SELECT}.value": epoch_dir_name(1),
+                    f"{ids.TABS}.value": ids.TAB_DATAPOINT}, timeout=60)[0])
             except OSError:
                 statuses = [0]
             with lock:

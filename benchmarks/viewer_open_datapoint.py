@@ -31,8 +31,10 @@ from plotly.io.json import to_json_plotly
 
 from data.viewer.layout.display.figures import figures_for_output
 from debuggers.outputs import KIND_FEATURE_MAP
+from debuggers.pages.file_format import PAGE_GLOB
 from debuggers.pages.reader import load_debug_outputs
 from debuggers.pages.writer import PageWriter
+from run_dir.names import DEBUGGER_DIR, EVALUATION_SCORES_FILE, RUN_INFO_FILE
 from runners.eval_viewer.app import create_app
 from runners.eval_viewer.backend.runs import EVALUATION_KEY
 from runners.eval_viewer.backend.viewer import ViewerBackend
@@ -73,15 +75,15 @@ def build_run(root: str, name: str, total_mb: int, page_mb: int) -> str:
         f.write(CONFIG.format(count=count))
     base = np.random.default_rng(0).standard_normal((CHANNELS, SIDE, SIDE)).astype(np.float32)
     with PageWriter(page_mb * 2**20) as writer:
-        writer.start_epoch(os.path.join(run_dir, "debugger"))
+        writer.start_epoch(os.path.join(run_dir, DEBUGGER_DIR))
         for idx in range(count):
             writer.add(idx, {"features": feature_map_output(idx, base)})
         writer.flush()
     losses = np.random.default_rng(1).exponential(size=count).tolist()
-    _write_json(os.path.join(run_dir, "evaluation_scores.json"), {
+    _write_json(os.path.join(run_dir, EVALUATION_SCORES_FILE), {
         "aggregated": {"cross_entropy": float(np.mean(losses))}, "per_datapoint": {"cross_entropy": losses},
         "datapoint_idx": list(range(count)), "higher_is_better": {"cross_entropy": False}})
-    _write_json(os.path.join(run_dir, "run_info.json"), {"runner": "BaseEvaluator", "config_filepath": config_path})
+    _write_json(os.path.join(run_dir, RUN_INFO_FILE), {"runner": "BaseEvaluator", "config_filepath": config_path})
     return run_dir
 
 
@@ -92,7 +94,7 @@ def _write_json(path: str, obj: object) -> None:
 
 def evict_pages(run_dir: str) -> None:
     """Drop the pages from the OS page cache so the next read comes from disk."""
-    for path in glob.glob(os.path.join(run_dir, "debugger", "page_*.pkl")):
+    for path in glob.glob(os.path.join(run_dir, DEBUGGER_DIR, PAGE_GLOB)):
         fd = os.open(path, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -134,7 +136,7 @@ def measure(run_dir: str) -> dict:
     warm = [_seconds(lambda: open_datapoint(backend, run_dir, idx)) for _ in range(5)]
     output = debug.get(idx)["features"]
     figures = [_seconds(lambda: figures_for_output(output)) for _ in range(5)]
-    return {"pages": len(glob.glob(os.path.join(run_dir, "debugger", "page_*.pkl"))), "dataset": dataset_build,
+    return {"pages": len(glob.glob(os.path.join(run_dir, DEBUGGER_DIR, PAGE_GLOB))), "dataset": dataset_build,
             "cold": statistics.median(cold), "cold_max": max(cold), "read": statistics.median(reads),
             "warm": statistics.median(warm), "figures": statistics.median(figures),
             "startup": statistics.median(time_startup(run_dir) for _ in range(STARTUPS))}

@@ -19,7 +19,6 @@ from debuggers.outputs import ROOT_MODULE_NAME
 from debuggers.tensor_utils import iter_tensors
 from utils.atomic_files import atomic_write_json
 
-MODEL_REPORT_FILE = "model_report.json"
 MAX_FILTER_LAYERS = 4  # the first Conv2d layers whose filters the report keeps
 MAX_FILTERS = 16  # per layer, as the PyTorch chapter's 4 x 4 grid
 

@@ -10,18 +10,17 @@ Every ``every_n_steps``-th step (rank 0 only): per layer, the gradient norm, the
 update/weight ratio (‖Δw‖/‖w‖ of that optimizer step) and whether its gradient is zero, missing or frozen;
 the learning rate of each parameter group; the loss of every step since the last row. At each epoch's end:
 histograms of each layer's weights and gradients. All of it goes to ``work_dir/training_monitor.bin``
-(``debuggers/pages/monitor_file.py``, what the frames hold: ``debuggers/pages/training_log.py``), which the
+(``run_dir/monitor_file.py``, what the frames hold: ``run_dir/training_log.py``), which the
 viewer's Training tab draws while the run goes on.
 """
 
 from __future__ import annotations
 
-import difflib
 import logging
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
@@ -30,8 +29,10 @@ import torch
 from debuggers.layer_histograms import layer_histograms
 from debuggers.layer_norms import ModelLayers, squares_on, tensor_norms
 from debuggers.nonfinite_step import NonFiniteStep, batch_idx_of, find_forward_origin, nonfinite_gradient_layers
-from debuggers.pages.monitor_file import MONITOR_FILE, Frame, MonitorFileError, MonitorFileWriter
-from debuggers.pages.training_log import (
+from run_dir.errors import MonitorFileError
+from run_dir.monitor_file import Frame, MonitorFileWriter
+from run_dir.names import MONITOR_FILE
+from run_dir.training_log import (
     GRAD_FROZEN,
     GRAD_MISSING,
     GRAD_NONFINITE,
@@ -44,7 +45,8 @@ from debuggers.pages.training_log import (
     KIND_STEP,
 )
 from utils import distributed
-from utils.errors import ConfigError, LanternUserError, WorkDirError
+from utils.errors import LanternUserError, WorkDirError
+from utils.settings import BOOLEAN, Settings, one_of, setting, whole_number
 
 MONITOR_KEY = "training_monitor"
 ON_NONFINITE = ("stop", "warn", "skip_step")
@@ -57,49 +59,23 @@ class NonFiniteTrainingError(LanternUserError):
 
 
 @dataclass(frozen=True)
-class MonitorSettings:
+class MonitorSettings(Settings):
     """``config['training_monitor']``: ``True`` for these defaults, or a dict of some of them."""
 
-    every_n_steps: int = 10
-    on_nonfinite: str = "stop"  # or 'warn' (go on), 'skip_step' (go on without that step's update)
-    histogram_bins: int = 32
-    update_ratio: bool = True  # needs a copy of the trainable parameters during each monitored step
+    KEY = MONITOR_KEY
+    DOC = ("checks while training: a NaN/Inf loss or gradient every step (stop, warn or skip it), per-layer gradient "
+           "norms, update ratios and the learning rate every N steps, histograms per epoch, in "
+           "`training_monitor.bin`: `True` or a dict of settings (off by default)")
+    SEE = "[training_monitor.md](training_monitor.md)"
+    IDENTIFIES_RUN = False  # a run the monitor stopped at a NaN resumes with it set to go on
 
-    @classmethod
-    def from_config(cls, entry: Any) -> Optional[MonitorSettings]:
-        """None when the config does not ask for monitoring; ``ConfigError`` naming the limit for a bad setting."""
-        if entry is None or entry is False:
-            return None
-        if entry is True:
-            return cls()
-        names = [f.name for f in fields(cls)]
-        if not isinstance(entry, dict):
-            raise ConfigError(f"config['{MONITOR_KEY}'] must be True, False or a dict of settings {names}, "
-                              f"got {entry!r}")
-        for key in entry:
-            if key not in names:
-                close = difflib.get_close_matches(str(key), names, n=1)
-                raise ConfigError(f"config['{MONITOR_KEY}'] has an unknown setting {key!r}"
-                                  f"{f' (did you mean {close[0]!r}?)' if close else ''}; the settings are {names}")
-        settings = cls(**entry)
-        settings._check()
-        return settings
-
-    def _check(self) -> None:
-        where = f"config['{MONITOR_KEY}']"
-        every = self.every_n_steps
-        if not _is_int(every) or not 1 <= every <= MAX_EVERY_N_STEPS:
-            raise ConfigError(f"{where}['every_n_steps'] must be an int from 1 to {MAX_EVERY_N_STEPS:,} (a row of "
-                              f"norms every that many training steps), got {every!r}")
-        if self.on_nonfinite not in ON_NONFINITE:
-            raise ConfigError(f"{where}['on_nonfinite'] must be one of {list(ON_NONFINITE)} (what a NaN/Inf loss or "
-                              f"gradient does to the run), got {self.on_nonfinite!r}")
-        low, high = BINS_RANGE
-        if not _is_int(self.histogram_bins) or not low <= self.histogram_bins <= high:
-            raise ConfigError(f"{where}['histogram_bins'] must be an int from {low} to {high}, "
-                              f"got {self.histogram_bins!r}")
-        if not isinstance(self.update_ratio, bool):
-            raise ConfigError(f"{where}['update_ratio'] must be True or False, got {self.update_ratio!r}")
+    every_n_steps: int = setting(10, whole_number(1, MAX_EVERY_N_STEPS),
+                                 "a row of norms every that many training steps")
+    on_nonfinite: str = setting("stop", one_of(*ON_NONFINITE), "what a NaN/Inf loss or gradient does to the run: "
+                                "stop it, warn and go on, or skip that step's update")
+    histogram_bins: int = setting(32, whole_number(*BINS_RANGE), "bins of each layer's histograms per epoch")
+    update_ratio: bool = setting(True, BOOLEAN, "record each layer's update/weight ratio, which copies the trainable "
+                                 "parameters during each monitored step")
 
 
 @dataclass
@@ -427,7 +403,3 @@ def _merge_ranks(found: list[NonFiniteStep], mean_loss: float) -> NonFiniteStep:
 def _epoch_of(frame: Frame) -> float:
     epoch = frame.fields.get("epoch")
     return epoch if type(epoch) is int else math.inf
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

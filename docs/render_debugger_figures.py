@@ -23,6 +23,7 @@ from configs.examples.attention_debuggers_trainer import config as attention_tou
 from data.datasets import collate_datapoints  # noqa: E402
 from data.viewer.layout.display.figures import display_image, figures_for_output  # noqa: E402
 from debuggers.pages.reader import load_debug_outputs  # noqa: E402
+from run_dir.names import DEBUGGER_DIR  # noqa: E402
 from runners.checkpoints import load_checkpoint_file  # noqa: E402
 from runners.evaluators.base_evaluator import resolve_checkpoint  # noqa: E402
 from utils.builders import build_from_config  # noqa: E402
@@ -51,12 +52,12 @@ def capture(config: dict, checkpoint_dir: str, folder: str, idx: int = 3) -> tup
     dataset = build_from_config(config["val_dataset"])
     dp = collate_datapoints([dataset[i] for i in range(8)])
     debugger = build_from_config(config["debugger"], model=model)
-    debugger.reset_buffer(os.path.join(folder, "debugger"))
+    debugger.reset_buffer(os.path.join(folder, DEBUGGER_DIR))
     debugger.enabled = True
     with torch.no_grad():
         dp["outputs"] = model(dp["inputs"])
         debugger(dp, model)
-    debugger.save_all(os.path.join(folder, "debugger"))
+    debugger.save_all(os.path.join(folder, DEBUGGER_DIR))
     debugger.close()
     class_names = dict(enumerate(getattr(dataset, "CLASS_NAMES", ())))
     return load_debug_outputs(folder)[idx], dp["inputs"]["image"][idx], class_names

@@ -22,6 +22,7 @@ from analysis.finding_plans import NOT_VERIFIABLE
 from analysis.findings import FamilyFindings
 from analysis.intervention import Comparison, NotVerifiable
 from analysis.replication import Replication
+from run_dir.names import FINDINGS_FILE
 from runners.run_model import TRUST_FLAG
 from runners.verify import Result, Verification, verify_findings
 from utils.errors import LanternUserError
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=10, help="findings per list (default 10)")
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
     parser.add_argument("--save", action="store_true", help="store the findings in the epoch's folder "
-                                                            "(findings.json) for the viewer")
+                                                            f"({FINDINGS_FILE}) for the viewer")
     parser.add_argument("--verify", nargs="*", metavar="KEY", default=None,
                         help="verify findings: by intervention on the epoch's model, else by a held-out "
                              "replication; the findings named (meta.slices-0, internals.separators-2, subgroups-0, "

@@ -1,13 +1,14 @@
 """What trainer and evaluator share: work dir, logging, seeds, device, model,
-metric, debugger and the evaluation loop with its ``_eval_step``.
+metric, debugger, hooks and the evaluation loop with its ``_eval_step``.
 
-Subclasses define ``_init_components_`` (the order of the ``_init_*`` calls, as
-in the design doc) and ``run``.
+Subclasses define ``_init_components_`` (the order of the ``_init_*`` calls: the
+work dir before the logger, the model before the debugger) and ``run``. What
+observes a run (debug outputs, datapoint capture, epoch table,
+findings, ...) is a hook, called in order (``runners/hooks/__init__.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
@@ -17,7 +18,7 @@ import shutil
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sized
+from collections.abc import Sized
 from typing import Any, Optional
 
 import numpy as np
@@ -25,19 +26,27 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 from tqdm import tqdm
 
-from analysis.epoch_rows import EpochRows, gather_epoch_columns
-from analysis.epoch_table import write_epoch_table
-from debuggers.model_report import MODEL_REPORT_FILE, build_model_report, refresh_conv_filters, write_model_report
-from debuggers.pages.watchdog import DEFAULT_STALL_TIMEOUT_S
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
+from run_dir.names import EPOCH_GLOB, LOCK_FILE, RUN_INFO_FILE, RUNNER_LOG
+from run_dir.run_log import append_to_log, get_run_logger
 from runners.config_file import config_differences, describe_config
-from runners.config_keys import check_config_keys
-from runners.datapoint_capture import DATAPOINTS_DIR, CaptureLimits, DatapointCapture, capture_is_complete
-from runners.failure_definition import FAILURE_DEFINITION_ROLE, checked_failure_definition
-from runners.findings_worker import BackgroundFindings
+from runners.config_keys import UNIDENTIFYING_KEYS, RunnerSettings, check_config_keys
+from runners.datapoint_capture import CaptureLimits
+from runners.failure_definition import FailureDefinitionSettings
+from runners.hooks import (
+    DatapointCaptureHook,
+    DebuggerHook,
+    EpochTableHook,
+    EvalPass,
+    FindingsHook,
+    FindingsSettings,
+    Hooks,
+    RunnerHook,
+)
 from runners.metric_contract import check_buffer, check_scores, checked_summary
+from runners.run_writes import write_run_file
 from runners.unique_idx import SeenIdx, merge_rank_buffers
-from runners.work_dir_guard import LOCK_FILE, WorkDirWatch, lock_work_dir, recorded_launch, release_work_dir
+from runners.work_dir_guard import WorkDirWatch, lock_work_dir, recorded_launch, release_work_dir
 from utils import distributed
 from utils.atomic_files import TEMP_MARKER, atomic_write_json, read_json
 from utils.builders import build_from_config
@@ -51,16 +60,8 @@ from utils.errors import (
 )
 from utils.folder_glob import glob_in
 from utils.ops import apply_tensor_op, describe_value, idx_list
-from utils.run_logging import append_to_log, get_run_logger
 
-RUN_INFO_FILE = "run_info.json"
 _STALE_TEMP = re.compile(rf"\..+{re.escape(TEMP_MARKER)}[\d-]+")  # utils.atomic_files.temporary_path
-# moving a run or its config file, changing how long ranks wait for each other, what is captured of each
-# datapoint, the debug disk budget, the capture policies, the training monitor or what counts as a failure keeps it
-# the same run: they change what is captured and how it is read, not what is trained (a run the monitor stopped at
-# a NaN resumes with it set to go on)
-UNIDENTIFYING_KEYS = ("work_dir", "config_filepath", "distributed_timeout_s", "datapoint_capture",
-                      "debug_disk_budget_gb", "training_monitor", "failure_definition", "failure_analysis")
 UNIDENTIFYING_DEBUGGER_ARGS = ("keep", "summaries_every_epoch")  # SequentialDebugger's capture policies
 
 
@@ -70,7 +71,7 @@ class BaseRunner:
     REQUIRED_KEYS: tuple[str, ...] = ("model", "metric")
     # top-level config keys this runner reads besides runners.config_keys.COMMON_KEYS: any other is refused
     CONFIG_KEYS: tuple[str, ...] = ()
-    LOG_FILE = "run.log"
+    LOG_FILE = RUNNER_LOG
     EVAL_DATASET_KEY: str  # the dataset evaluated: the model report is measured on its first datapoint
     # a file written once the run has finished some work (an epoch, an evaluation); until then the work dir
     # belongs to whoever runs next
@@ -89,24 +90,24 @@ class BaseRunner:
         self.config = config
         self.work_dir = str(config["work_dir"])
         self.seed = int(config.get("seed", 0))
+        self.settings = RunnerSettings.from_config(config)
+        self.hooks = Hooks(self._hooks_of(config))  # the built-in ones, their settings checked before anything runs
         self.debugger: Optional[SequentialDebugger] = None
-        self.capture_limits = CaptureLimits.from_config(config.get("datapoint_capture"))
-        self.datapoint_capture: Optional[DatapointCapture] = None
-        self._capture_stuck = False  # a capture's writer hung: no more captures in this run
         self._work_dir_watch: Optional[WorkDirWatch] = None  # rank 0, once the work dir exists
-        # dataset[0] of the evaluated dataset as collated at start-up, until the debugger's start-up (the model
+        # dataset[0] of the evaluated dataset as collated at start-up, until the hooks' before_run (the model
         # report) has used it: a user's __getitem__ may be slow (a big image, network storage)
-        self._first_eval_batch: Any = None
+        self.first_eval_batch: Any = None
         self.rank, self.world_size = 0, 1
         self.launch: Optional[str] = None  # this launch's id, once recorded in run_info.json (see log_stop)
         self._seen_idx = SeenIdx(0)  # meta_info['idx'] of this evaluation pass (runners/unique_idx.py)
         self._metric_checked = False  # on the first batch this process scores, see _check_metric
         self.stage = "start-up"  # then "epoch N training", ...: said when the run stops (main.py)
-        self.failure_analysis = config.get("failure_analysis", True)
-        if not isinstance(self.failure_analysis, bool):
-            raise ConfigError(f"config['failure_analysis'] must be True (analyse each validation epoch's failures in "
-                              f"the background, for the viewer's Failures tab) or False, got {self.failure_analysis!r}")
-        self._findings: Optional[BackgroundFindings] = None  # rank 0, from the first analysed epoch
+
+    def _hooks_of(self, config: dict[str, Any]) -> list[RunnerHook]:
+        """The built-in hooks, in their order (``runners/hooks/__init__.py``), with their settings from ``config``."""
+        return [EpochTableHook(FailureDefinitionSettings.from_config(config)),
+                DatapointCaptureHook(CaptureLimits.from_config(config)), DebuggerHook(),
+                FindingsHook(FindingsSettings.from_config(config))]
 
     @property
     def is_main(self) -> bool:
@@ -158,14 +159,8 @@ class BaseRunner:
         if self.device.type == "cuda" and distributed.env_world_size() > 1:
             self.device = torch.device("cuda", distributed.local_rank())
             torch.cuda.set_device(self.device)
-        self.rank, self.world_size = distributed.init_distributed(self.device, self._distributed_timeout_s())
-
-    def _distributed_timeout_s(self) -> float:
-        timeout = self.config.get("distributed_timeout_s", distributed.DEFAULT_TIMEOUT_S)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-            raise ConfigError(f"config['distributed_timeout_s'] must be a positive number of seconds (how long a "
-                              f"rank waits for the others before giving up), got {timeout!r}")
-        return float(timeout)
+        self.rank, self.world_size = distributed.init_distributed(self.device,
+                                                                  float(self.settings.distributed_timeout_s))
 
     def _init_work_dir_(self) -> None:
         """Refuse a work dir that holds a different run; record this run's identity.
@@ -222,13 +217,10 @@ class BaseRunner:
 
     def _init_metric_(self) -> None:
         self.metric = build_from_config(self.config["metric"], "config['metric']")
-        self.failure_definition = checked_failure_definition(self.config.get("failure_definition"), self.metric)
 
     def _init_debugger(self) -> None:
-        """Build the debugger once the model exists; unknown layer names stop the run here."""
-        first_batch, self._first_eval_batch = self._first_eval_batch, None  # needed no longer, whatever follows
+        """Build the debugger once the model exists (its hook registers it on the model at ``before_run``)."""
         if not self.config.get("debugger"):
-            self.debugger = None
             return
         self.debugger = build_from_config(self.config["debugger"], "config['debugger']")
         if not isinstance(self.debugger, SequentialDebugger):
@@ -236,38 +228,27 @@ class BaseRunner:
                 f"config['debugger'] must build a SequentialDebugger, got {type(self.debugger).__name__}; "
                 "wrap your debuggers in {'class': SequentialDebugger, 'args': {'debuggers_config': [...]}}"
             )
-        self.debugger.register_hooks(self.eval_model, logger=self.logger)
-        self.debugger.capture_policy.use_metric_directions(getattr(self.metric, "HIGHER_IS_BETTER", {}))
-        self.logger.info(f"Debugger ready: {list(self.debugger.debuggers)}; full outputs kept: "
-                         f"{self.debugger.capture_policy.describe()}")
-        self._write_model_report_(first_batch)
 
-    def _write_model_report_(self, first_batch: Any) -> None:
-        """Parameters and FLOPs of the model, once per run (rank 0), on the first eval datapoint (collated at
-        start-up); never fatal."""
-        path = os.path.join(self.work_dir, MODEL_REPORT_FILE)
-        if not self.is_main or os.path.exists(path):
-            return
-        if first_batch is None:
-            self.logger.warning(f"model report not written: config['{self.EVAL_DATASET_KEY}'] has no datapoint 0 "
-                                "to measure the model on (an IterableDataset, an empty one, or batch_size=None)")
-            return
+    def _before_run(self) -> None:
+        """Add the config's own hooks after the built-in ones, then start them all; dataset[0] of the evaluated
+        dataset (the model report's input) is needed no more."""
         try:
-            inputs = apply_tensor_op(lambda t: t.to(self.device), first_batch["inputs"])
-            write_model_report(path, build_model_report(self.eval_model, inputs))
-        except Exception as exc:  # the report only informs; the run must not stop for it
-            self.logger.warning(f"model report not written ({type(exc).__name__}: {exc})")
+            self.hooks = Hooks([*self.hooks.hooks, *self._own_hooks()])
+            self.hooks.call("before_run", self)
+        finally:
+            self.first_eval_batch = None
 
-    def _refresh_model_report(self, taken_at: str) -> None:
-        """The model report's conv filters as the weights are now (rank 0, where a report was written); never
-        fatal."""
-        path = os.path.join(self.work_dir, MODEL_REPORT_FILE)
-        if not self.is_main or not os.path.isfile(path):
-            return
-        try:
-            refresh_conv_filters(path, self.eval_model, taken_at)
-        except Exception as exc:  # the report only informs; the run must not stop for it
-            self.logger.warning(f"model report's conv filters not refreshed ({type(exc).__name__}: {exc})")
+    def _own_hooks(self) -> list[RunnerHook]:
+        """``config['hooks']``, each built from its entry (once the components are, as every entry)."""
+        hooks = []
+        for i, entry in enumerate(self.settings.hooks):
+            where = f"config['hooks'][{i}]"
+            hook = build_from_config(entry, where)
+            if not isinstance(hook, RunnerHook):
+                raise ConfigError(f"{where} must build a RunnerHook (from runners.hooks import RunnerHook), got "
+                                  f"{type(hook).__name__}; subclass it and override the calls you need")
+            hooks.append(hook)
+        return hooks
 
     def _build_dataloader(self, dataset_key: str, dataloader_key: str, sampler: Any) -> DataLoader:
         dataset = build_from_config(self.config[dataset_key], f"config['{dataset_key}']")
@@ -282,7 +263,7 @@ class BaseRunner:
         loader = build_from_config(entry, f"config['{dataloader_key}']", dataset=dataset, sampler=sampler(dataset))
         first_batch = _check_first_datapoint(loader, dataset_key)
         if dataset_key == self.EVAL_DATASET_KEY:
-            self._first_eval_batch = first_batch
+            self.first_eval_batch = first_batch
         return loader
 
     def _eval_sampler(self, dataset: Any) -> distributed.ShardSampler:
@@ -298,22 +279,15 @@ class BaseRunner:
         idx = idx_list(dp["meta_info"]["idx"])
         first_batch = not self._seen_idx  # of this evaluation pass (a batch is never empty)
         self._seen_idx.add_new(idx)  # before anything is keyed by it
-        if self.datapoint_capture is not None:
-            self.datapoint_capture.add_batch(dp)
+        self.hooks.call("before_eval_batch", self, dp)
         dp = apply_tensor_op(lambda t: t.to(self.device, non_blocking=True), dp)
-        debugging = self.debugger is not None and self.debugger.enabled
-        with self.debugger.watch_forward() if debugging else contextlib.nullcontext():  # hooks run in there
+        with self.hooks.eval_forward(self, dp):
             dp["outputs"] = self._forward(self.eval_model, dp["inputs"])
-        scores = self.metric(dp["outputs"], dp["labels"])
+        dp["scores"] = self.metric(dp["outputs"], dp["labels"])
         if first_batch:
-            check_scores(scores, self.metric)
-        if self.debugger is not None and first_batch:  # a wrong keep score name stops the run here
-            self.debugger.capture_policy.check_scores(scores, len(idx))
-        self.metric.add_to_buffer(idx, scores)
-        self.epoch_rows.add_batch(dp)
-        if debugging:
-            dp["scores"] = scores  # the capture policy decides whose outputs to keep from them
-            dp["debug"] = self.debugger(dp, self.eval_model)
+            check_scores(dp["scores"], self.metric)
+        self.metric.add_to_buffer(idx, dp["scores"])
+        self.hooks.call("after_eval_batch", self, dp)
 
     def _check_metric(self, outputs: dict, labels: Any) -> None:
         """Score the first batch this process meets (a trainer's first training batch, before its first step) and
@@ -334,93 +308,33 @@ class BaseRunner:
                 "output_key argument). Return e.g. {'logits': logits} from forward; see docs/your_project.md")
         return outputs
 
-    def _eval_loop(self, dataloader: DataLoader, desc: str, table_path: str) -> dict:
-        """Run every batch through ``_eval_step``; write the epoch table at ``table_path``; return the scores
+    def _eval_loop(self, dataloader: DataLoader, desc: str, eval_pass: EvalPass) -> dict:
+        """Run every batch through ``_eval_step`` between the hooks' start and end of the pass; return the scores
         of all ranks."""
         self.eval_model.eval()
         self.metric.reset_buffer()
         check_buffer(self.metric)
         self._seen_idx = SeenIdx(len(dataloader.dataset) if isinstance(dataloader.dataset, Sized) else 0)
-        self.epoch_rows = EpochRows.for_metric(self.metric)
+        self.hooks.call("before_eval_epoch", self, eval_pass)
         with torch.no_grad():
             for dp in tqdm(dataloader, desc=desc, leave=False, disable=not self.is_main):
                 self._eval_step(dp)
         every_rank = merge_rank_buffers(distributed.gather_objects(self.metric.buffer))
         scores = checked_summary(self.metric.summarize(every_rank), self.metric)
-        self._write_epoch_table(table_path, scores, dataloader.dataset)
+        self.hooks.call("after_eval_epoch", self, eval_pass, scores)
         return scores
-
-    def _write_epoch_table(self, path: str, scores: dict, dataset: Any) -> None:
-        """One row per datapoint (see analysis/epoch_table.py), written by rank 0 from every rank's rows."""
-        summaries = self.debugger.summaries if self.debugger is not None and self.debugger.enabled else None
-        class_names = getattr(dataset, "class_names", None) or getattr(dataset, "CLASS_NAMES", None)
-        gathered = gather_epoch_columns(scores, self.epoch_rows, summaries, class_names, self.is_main)
-        if gathered is not None:
-            if self.failure_definition is not None:
-                gathered[1][FAILURE_DEFINITION_ROLE] = self.failure_definition
-            write_run_file(path, lambda: write_epoch_table(path, *gathered))
-
-    def _start_datapoint_capture(self, once: bool) -> None:
-        """Record what the viewer shows of each datapoint evaluated next (runners.datapoint_capture);
-        ``once``: keep a capture this run already completed (a trainer's validation set)."""
-        folder = os.path.join(self.work_dir, DATAPOINTS_DIR)
-        if self.capture_limits is None or self._capture_stuck or (once and capture_is_complete(folder)):
-            return
-        stall_timeout_s = self.debugger.stall_timeout_s if self.debugger is not None else DEFAULT_STALL_TIMEOUT_S
-        self.datapoint_capture = DatapointCapture(folder, self.capture_limits, self.logger, self.rank,
-                                                  self.world_size, stall_timeout_s)
-
-    def _finish_datapoint_capture(self) -> None:
-        if self.datapoint_capture is not None:
-            self.datapoint_capture.finish()
-            self._capture_stuck = self.datapoint_capture.stuck
-            self.datapoint_capture = None
-
-    def _start_debug_capture(self, debugger_dir: str, full_outputs: bool = True) -> None:
-        """Enable the debugger for one pass, writing pages into an emptied ``debugger_dir`` (with
-        ``full_outputs=False`` it collects only the summaries, and writes no page)."""
-        if self.is_main and os.path.isdir(debugger_dir):
-            shutil.rmtree(debugger_dir)
-        distributed.barrier()
-        self.debugger.reset_buffer(debugger_dir, full_outputs=full_outputs)
-        self.debugger.enabled = True
-
-    def _finish_debug_capture(self, debugger_dir: str) -> None:
-        """Write the last pages; return once every rank has, so an epoch marked done has all its pages."""
-        full_outputs = self.debugger.full_outputs
-        summary = self.debugger.save_all(debugger_dir)
-        self.debugger.enabled = False
-        if "error" in summary:
-            self.logger.error(f"Debug outputs in {debugger_dir} are incomplete: {summary['error']}")
-        if full_outputs:  # every rank's pages: rank 0 writes only its share under torchrun
-            parts = distributed.gather_objects([summary[key] for key in ("datapoints", "pages", "bytes")])
-            datapoints, pages, size = (sum(values) for values in zip(*parts))
-            self.logger.info(f"Debug outputs: {datapoints} datapoints in {pages} page(s), {size / 2**20:.1f} MB "
-                             f"in {debugger_dir}")
-        distributed.barrier("waiting for every rank to write its debug pages")
 
     def _check_work_dir(self, about_to: str) -> None:
         """Stop (rank 0) if the work dir was deleted or replaced since the run started."""
         if self._work_dir_watch is not None:
             self._work_dir_watch.check(about_to)
 
-    def _store_findings(self, epoch_dir: str) -> None:
-        """Rank 0: analyse the failures of the epoch in ``epoch_dir`` off the training thread and store them there
-        for the viewer (runners/findings_worker.py), unless ``config['failure_analysis']`` is False."""
-        if not self.is_main or not self.failure_analysis:
-            return
-        if self._findings is None:
-            self._findings = BackgroundFindings(self.logger)
-        self._findings.submit(epoch_dir)
-
     def _close(self) -> None:
-        if self._findings is not None:
-            self._findings.close()
-        release_work_dir(self.work_dir)
-        if self.datapoint_capture is not None:
-            self.datapoint_capture.close()
-        if self.debugger is not None:
-            self.debugger.close()
+        """The hooks' ``close``; the work dir's lock is released whatever they raise."""
+        try:
+            self.hooks.close(self)
+        finally:
+            release_work_dir(self.work_dir)
 
 
 def seed_everything(seed: int) -> None:
@@ -432,20 +346,6 @@ def seed_everything(seed: int) -> None:
 def write_scores(path: str, scores: dict) -> None:
     """Scores files are strict JSON: NaN is written as null so any reader accepts them."""
     write_run_file(path, lambda: atomic_write_json(path, _nan_to_none(scores)))
-
-
-def write_run_file(path: str, write: Callable[[], None]) -> None:
-    """Run ``write``, an atomic write of ``path``; a failed write stops the run saying what to do."""
-    try:
-        write()
-    except (OSError, RuntimeError) as exc:  # torch.save reports a full disk as a RuntimeError
-        folder = os.path.dirname(os.path.abspath(path))
-        space = f"; {shutil.disk_usage(folder).free / 2**20:.1f} MB free there" if os.path.isdir(folder) else ""
-        raise WorkDirError(
-            f"cannot write {path} ({type(exc).__name__}: {exc}{space}). Nothing earlier is lost. Free disk space "
-            "or make the folder writable (a file may stand where a folder should be), then run the same command "
-            "again (training resumes after its last finished epoch)"
-        ) from exc
 
 
 def _create_work_dir(work_dir: str, info_path: str, info: dict, take_over: bool) -> None:
@@ -468,7 +368,7 @@ def remove_run_files(work_dir: str) -> None:
 
 def remove_stale_temporaries(work_dir: str) -> None:
     """Delete the hidden temporaries of atomic writes that a killed process left in the run's folders."""
-    folders = [work_dir] + glob_in(work_dir, "epoch_*")
+    folders = [work_dir] + glob_in(work_dir, EPOCH_GLOB)
     for folder in folders:
         for name in os.listdir(folder) if os.path.isdir(folder) else []:
             if _STALE_TEMP.fullmatch(name):
@@ -554,5 +454,5 @@ def _read_run_info(path: str) -> dict:
         raise WorkDirError(f"{path} is damaged ({exc}); if this folder is a Lantern run, delete that file only "
                            "if you are sure the config is unchanged, otherwise choose another 'work_dir'") from exc
     if not isinstance(info, dict):
-        raise WorkDirError(f"{path} is not a Lantern run_info.json; choose another 'work_dir'")
+        raise WorkDirError(f"{path} is not a Lantern {RUN_INFO_FILE}; choose another 'work_dir'")
     return info

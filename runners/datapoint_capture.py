@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,37 +40,37 @@ from debuggers.pages.index import read_index
 from debuggers.pages.values import UnsupportedOutputError, to_page_value
 from debuggers.pages.watchdog import DEFAULT_STALL_TIMEOUT_S
 from debuggers.pages.writer import PageWriter
-from utils.config_values import is_positive_number
-from utils.errors import ConfigError
 from utils.folder_glob import glob_in
 from utils.ops import idx_list
+from utils.settings import POSITIVE_NUMBER, Settings, setting
 
-DATAPOINTS_DIR = "datapoints"
 ITEM_KEYS = ("inputs", "labels", "meta_info")
 PAGE_SIZE_BYTES = 8 * 2**20
 MAX_REPR_CHARS = 200
 
 
 @dataclass(frozen=True)
-class CaptureLimits:
-    """How much of each datapoint, and of the whole run, is kept."""
+class CaptureLimits(Settings):
+    """``config['datapoint_capture']``, the datapoint capture hook's settings: how much of each datapoint, and of
+    the whole run, is kept."""
 
-    max_value_bytes: int = 256 * 2**10
-    max_total_bytes: int = 256 * 2**20
+    KEY = "datapoint_capture"
+    DOC = ("each evaluated datapoint's inputs, labels and meta info captured once for the viewer, in `datapoints/`: "
+           "`True` (default) or a dict of settings, `False` to capture nothing")
+    IDENTIFIES_RUN = False  # it changes what is captured, not what is trained
+    ON_BY_DEFAULT = True
 
-    @classmethod
-    def from_config(cls, entry: Any) -> Optional[CaptureLimits]:
-        """``config['datapoint_capture']``: None/True (defaults), False (no capture) or a dict of limits."""
-        if entry is None or entry is True:
-            return cls()
-        if entry is False:
-            return None
-        unknown = set(entry) - {"max_value_kb", "max_total_mb"} if isinstance(entry, dict) else None
-        values = [entry.get(k, 1) for k in ("max_value_kb", "max_total_mb")] if isinstance(entry, dict) else []
-        if unknown or unknown is None or not all(is_positive_number(v) for v in values):
-            raise ConfigError(f"config['datapoint_capture'] must be False, True, or a dict with positive numbers "
-                              f"'max_value_kb' and/or 'max_total_mb', got {entry!r}")
-        return cls(int(entry.get("max_value_kb", 256) * 2**10), int(entry.get("max_total_mb", 256) * 2**20))
+    max_value_kb: float = setting(256, POSITIVE_NUMBER, "kilobytes kept of each array or string of a datapoint; a "
+                                                        "bigger array is downsampled")
+    max_total_mb: float = setting(256, POSITIVE_NUMBER, "megabytes captured in all; later datapoints are not")
+
+    @property
+    def max_value_bytes(self) -> int:
+        return int(self.max_value_kb * 2**10)
+
+    @property
+    def max_total_bytes(self) -> int:
+        return int(self.max_total_mb * 2**20)
 
 
 class DatapointCapture:

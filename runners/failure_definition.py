@@ -10,31 +10,35 @@ differ, and any other the worst 10 % of its first score.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any
 
 from analysis.epoch_table import FAILURE_DEFINITION_ROLE
 from utils.errors import ConfigError
+from utils.settings import FRACTION, REQUIRED, TEXT, Settings, setting
 
-__all__ = ["FAILURE_DEFINITION_ROLE", "checked_failure_definition"]
-
-_FORM = "{'metric': <a per-datapoint score of the metric>, 'worst_fraction': <between 0 and 1, default 0.1>}"
+__all__ = ["FAILURE_DEFINITION_ROLE", "FailureDefinitionSettings"]
 
 
-def checked_failure_definition(entry: Any, metric: Any) -> Optional[dict[str, Any]]:
-    """``entry`` as ``{'metric', 'worst_fraction'}``; None without one. A malformed entry, or a score the metric
-    does not give (where it says which it gives, as ``HIGHER_IS_BETTER`` and ``PER_DATAPOINT_ONLY``), is refused
-    here, before any epoch."""
-    if entry is None:
-        return None
-    if not isinstance(entry, dict) or set(entry) - {"metric", "worst_fraction"} or not isinstance(
-            entry.get("metric"), str):
-        raise ConfigError(f"config['failure_definition'] must be {_FORM}, got {entry!r}")
-    fraction = entry.get("worst_fraction", 0.1)
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
-        raise ConfigError(f"config['failure_definition']['worst_fraction'] is the share of datapoints that count as "
-                          f"failing, between 0 and 1 (exclusive), got {fraction!r}")
-    scores = [*getattr(metric, "HIGHER_IS_BETTER", {}), *getattr(metric, "PER_DATAPOINT_ONLY", ())]
-    if scores and entry["metric"] not in scores:
-        raise ConfigError(f"config['failure_definition']['metric'] is {entry['metric']!r}, which "
-                          f"{type(metric).__name__} does not give; its per-datapoint scores: {', '.join(scores)}")
-    return {"metric": entry["metric"], "worst_fraction": float(fraction)}
+@dataclass(frozen=True)
+class FailureDefinitionSettings(Settings):
+    """``config['failure_definition']``, the epoch table hook's settings."""
+
+    KEY = "failure_definition"
+    DOC = ("which datapoints the failure analysis counts as failing: the worst share of a per-datapoint score, "
+           "checked against the metric's scores at start-up")
+    SEE = "[analysis.md](analysis.md)"
+    IDENTIFIES_RUN = False  # it changes how a run is read, not what is trained
+    SWITCHED = False
+
+    metric: str = setting(REQUIRED, TEXT, "a per-datapoint score of the metric")
+    worst_fraction: float = setting(0.1, FRACTION, "the share of datapoints that count as failing")
+
+    def role(self, metric: Any) -> dict[str, Any]:
+        """The definition as each epoch table keeps it, once ``metric`` is known to give its score (where it says
+        which it gives, as ``HIGHER_IS_BETTER`` and ``PER_DATAPOINT_ONLY``): refused here, before any epoch."""
+        scores = [*getattr(metric, "HIGHER_IS_BETTER", {}), *getattr(metric, "PER_DATAPOINT_ONLY", ())]
+        if scores and self.metric not in scores:
+            raise ConfigError(f"{self.where()}['metric'] is {self.metric!r}, which {type(metric).__name__} does not "
+                              f"give; its per-datapoint scores: {', '.join(scores)}")
+        return {"metric": self.metric, "worst_fraction": float(self.worst_fraction)}

@@ -26,7 +26,7 @@ from typing import Optional
 
 import pyarrow.parquet as pq
 
-from analysis.epoch_table import EPOCH_TABLE_FILE
+from run_dir.names import EPOCH_TABLE_FILE
 from utils.errors import LanternUserError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

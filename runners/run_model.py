@@ -12,7 +12,6 @@ another model than the one whose failures were found). The checkpoint is the ana
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,8 +21,10 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Subset
 
-from debuggers.pages.run_files import MIB, RunFileError, read_run_json
-from runners.base_runner import RUN_INFO_FILE, seed_everything
+from run_dir import RunDir
+from run_dir.errors import RunFileError
+from run_dir.names import CHECKPOINT_FILE, RUN_INFO_FILE, epoch_dir_name
+from runners.base_runner import seed_everything
 from runners.checkpoints import load_checkpoint_file, load_model_state
 from runners.config_file import config_differences, describe_config, load_config
 from runners.evaluators.base_evaluator import resolve_checkpoint
@@ -32,7 +33,6 @@ from utils.errors import CheckpointError, ConfigError, LanternUserError
 from utils.ops import apply_tensor_op, idx_list
 
 TRUST_FLAG = "--trust-configs"
-CHECKPOINT_FILE = "checkpoint.pt"
 
 
 class Cancelled(Exception):
@@ -55,7 +55,7 @@ class EpochModel:
     @classmethod
     def rebuild(cls, epoch_dir: str, trust_configs: bool) -> EpochModel:
         """The model of ``epoch_dir`` (a trainer's ``epoch_N`` folder or an evaluator's work dir)."""
-        evaluator = os.path.isfile(os.path.join(epoch_dir, RUN_INFO_FILE))
+        evaluator = os.path.isfile(RunDir(epoch_dir).info)
         run_dir = epoch_dir if evaluator else os.path.dirname(os.path.abspath(epoch_dir))
         info = _run_info(run_dir)
         path = _trusted_config_path(run_dir, info, trust_configs)
@@ -90,16 +90,16 @@ class EpochModel:
 
 
 def _run_info(run_dir: str) -> dict[str, Any]:
-    path = os.path.join(run_dir, RUN_INFO_FILE)
+    run = RunDir(run_dir)
     try:
-        info = read_run_json(path, "run info file", MIB)
+        info = run.read_info()
     except FileNotFoundError:
         raise ConfigError(f"{run_dir} holds no {RUN_INFO_FILE}: it is not a Lantern run, so the config and "
                           "checkpoint of its model are unknown") from None
     except RunFileError as exc:
         raise ConfigError(str(exc)) from None
     if not isinstance(info, dict):
-        raise ConfigError(f"{path} is not a JSON object: it is not a Lantern run_info.json")
+        raise ConfigError(f"{run.info} is not a JSON object: it is not a Lantern {RUN_INFO_FILE}")
     return info
 
 
@@ -161,8 +161,7 @@ def _epoch_checkpoint(epoch_dir: str, run_dir: str) -> str:
     path = os.path.join(epoch_dir, CHECKPOINT_FILE)
     if os.path.isfile(path):
         return path
-    kept = sorted((name for name in os.listdir(run_dir) if re.fullmatch(r"epoch_\d+", name)
-                   and os.path.isfile(os.path.join(run_dir, name, CHECKPOINT_FILE))), key=lambda n: int(n[6:]))
+    kept = [epoch_dir_name(epoch) for epoch in RunDir(run_dir).epochs_holding(CHECKPOINT_FILE)]
     raise CheckpointError(f"{os.path.basename(epoch_dir)} of {run_dir} has no {CHECKPOINT_FILE} (the run keeps only "
                           f"some epochs' checkpoints: config['checkpoint_method']); verify an epoch that has one with "
                           f"--epoch N ({', '.join(kept) or 'none has'})")

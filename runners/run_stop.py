@@ -21,10 +21,10 @@ import sys
 import traceback
 from typing import Any
 
+from run_dir.run_log import log_path
 from runners.base_runner import BaseRunner
 from utils import distributed
 from utils.errors import LanternUserError, UserCodeError, describe_exception, user_message
-from utils.run_logging import log_path
 
 USER_ERROR, UNCAUGHT_ERROR, INTERRUPTED, TERMINATED = 2, 1, 130, 143
 _AGAIN = "once fixed, run the same command again"

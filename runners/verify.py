@@ -38,7 +38,7 @@ from typing import Any, Optional, Union
 import numpy as np
 import torch
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from analysis.epoch_table import EpochTable
 from analysis.failures import FailureDefinition
 from analysis.finding_plans import (
     NOT_VERIFIABLE,
@@ -78,6 +78,7 @@ from debuggers.pages.errors import DebugDataError
 from debuggers.pages.reader import load_debug_outputs
 from debuggers.utils import compiled_hint
 from metrics.classification_metric import predicted_classes
+from run_dir.names import EPOCH_TABLE_FILE
 from runners.interventions import Mean, Patch, Shift, VerifyError, edited, input_tensor, patch_site, reduced
 from runners.run_model import EpochModel
 from utils.builders import build_from_config

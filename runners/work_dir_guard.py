@@ -21,10 +21,10 @@ import sys
 import time
 from typing import IO, Optional
 
+from run_dir.names import LOCK_FILE
 from utils.atomic_files import read_json
 from utils.errors import WorkDirError
 
-LOCK_FILE = ".lantern.lock"
 _HELD: dict[str, IO[str]] = {}  # real path -> lock file held by this process
 
 

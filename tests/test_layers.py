@@ -6,11 +6,12 @@ The layers, lowest first (docs/guide.md, "How the code is laid out"):
 1. ``utils``
 2. ``data.datasets``, ``models``, ``metrics``, ``criteria`` and ``debuggers.capture`` (the capture points model code
    calls)
-3. ``debuggers`` (the debuggers, the sequential wrapper, the page storage in ``debuggers.pages``)
-4. ``analysis``
-5. ``runners`` (trainer, evaluator, ``analyze``)
-6. the viewer: ``runners.eval_viewer`` and ``data.viewer`` (display code and figures), the export
-7. ``main``, ``configs``, ``benchmarks``
+3. ``run_dir`` (the run folder: its files' names, the epochs and what each holds, the run-level files read as data)
+4. ``debuggers`` (the debuggers, the sequential wrapper, the page format in ``debuggers.pages``)
+5. ``analysis``
+6. ``runners`` (trainer, evaluator, ``analyze``)
+7. the viewer: ``runners.eval_viewer`` and ``data.viewer`` (display code and figures), the export
+8. ``main``, ``configs``, ``benchmarks``
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from typing import Optional
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PACKAGES = ("utils", "data", "models", "metrics", "criteria", "debuggers", "analysis", "runners", "configs",
+PACKAGES = ("utils", "data", "models", "metrics", "criteria", "run_dir", "debuggers", "analysis", "runners", "configs",
             "benchmarks")
 # (prefix, layer): the longest matching prefix decides
 LAYERS = [("utils", 1), ("data", 2), ("models", 2), ("metrics", 2), ("criteria", 2), ("debuggers.capture", 2),
-          ("debuggers", 3), ("analysis", 4), ("runners", 5), ("runners.eval_viewer", 6), ("data.viewer", 6),
-          ("main", 7), ("configs", 7), ("benchmarks", 7)]
+          ("run_dir", 3), ("debuggers", 4), ("analysis", 5), ("runners", 6), ("runners.eval_viewer", 7),
+          ("data.viewer", 7), ("main", 8), ("configs", 8), ("benchmarks", 8)]
 
 
 def layer_of(module: str) -> Optional[int]:

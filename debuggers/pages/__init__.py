@@ -1,4 +1,4 @@
-r"""Page storage: how debug outputs go to disk while an epoch is validated, and how one datapoint is read back.
+r"""The page format: how debug outputs go to disk while an epoch is validated, and how one datapoint is read back.
 
 A trainer's ``epoch_N/debugger/`` (an evaluator's ``debugger/``) holds, per rank::
 
@@ -22,16 +22,18 @@ The modules, in the order data flows through them:
 - ``keep_policy``: which datapoints of an epoch get full outputs (``keep``: all, failing, past a threshold,
   the worst k).
 - ``encoding``: records (one datapoint, or a batch of one structure) as pickle opcodes and headers.
-- ``file_format``: the page file, its footer and trailer, ``load_page`` / ``read_record``, safe opening.
+- ``file_format``: the page file, its footer and trailer, ``load_page`` / ``read_record``.
 - ``index``: the index and locations files; ``writer``: ``PageWriter``, the background thread that appends
   records, seals pages and updates the index, never holding more than a bounded amount in memory;
   ``buffer_pool``: reusable buffers for big captures; ``watchdog``: a page write that stalls ends the epoch's
   capture, never the run.
 - ``reader``: ``load_debug_outputs(epoch_dir)`` (re-exported at the seed's place,
-  ``runners.eval_viewer.backend.initialization``); ``run_files``: a run folder's other files, read as data.
-- ``budget``: ``debug_disk_budget_gb``, removing the oldest epochs' pages; ``legacy``, ``pickle_pages`` and
-  ``convert``: format-1 pages (read safely) and Pylon's joblib pickles (never opened, unless the user trusts
-  them: ``--trust-pickles``), rewritten once.
+  ``runners.eval_viewer.backend.initialization``).
+- ``legacy``, ``pickle_pages`` and ``convert``: format-1 pages (read safely) and Pylon's joblib pickles (never
+  opened, unless the user trusts them: ``--trust-pickles``), rewritten once.
 
-This package imports no debugger: the debuggers and ``SequentialDebugger`` import it.
+The rest of a run folder (where the pages' folder lies, the run's other files, the disk budget that removes old
+epochs' pages) is ``run_dir``'s; each page file is opened as every run file is (``run_dir.run_files.open_regular``,
+no link followed, no special file opened), refused with this package's ``CorruptPageError``. This package imports
+no debugger: the debuggers and ``SequentialDebugger`` import it.
 """

@@ -33,13 +33,14 @@ import shutil
 import sys
 
 from debuggers.pages.errors import CorruptPageError, DebugDataError, PagesToConvertError
-from debuggers.pages.file_format import INDEX_GLOB, PAGE_GLOB, load_page, open_regular
+from debuggers.pages.file_format import INDEX_GLOB, PAGE_GLOB, load_page
 from debuggers.pages.index import read_index, write_index
 from debuggers.pages.legacy import LEGACY_INDEX_VERSION
 from debuggers.pages.pickle_pages import page_kind, pickle_page_paths, pickle_pages_error, read_pickle_page
 from debuggers.pages.reader import CONVERTING
 from debuggers.pages.values import UnsupportedOutputError, to_page_value
 from debuggers.pages.writer import PageWriter, PageWriterError
+from run_dir.run_files import open_regular
 from utils.folder_glob import glob_in
 
 _PAGE_NAME = re.compile(r"page_(?:rank\d+_)?\d+\.pkl")
@@ -56,7 +57,7 @@ class AlreadyConvertedError(DebugDataError):
 
 def read_legacy_index(path: str) -> dict:
     """A format-1 index, with every page name checked to be a plain page name inside the folder."""
-    with open(open_regular(path, "debug index"), encoding="utf-8") as f:
+    with open(open_regular(path, "debug index", CorruptPageError), encoding="utf-8") as f:
         try:
             index = json.load(f)
         except ValueError as exc:

@@ -76,7 +76,6 @@ import json
 import math
 import os
 import re
-import stat
 import struct
 from typing import Any
 
@@ -98,12 +97,13 @@ from debuggers.pages.encoding import (
 from debuggers.pages.errors import CorruptPageError, DebugDataError, PageWriteError, UnsafePageError
 from debuggers.pages.legacy import load_legacy_page
 from debuggers.pages.values import MAX_DEPTH
+from run_dir.run_files import open_regular
 from utils.atomic_files import TEMP_MARKER, temporary_path
 
 # The errors are re-exported: a reader of pages needs only this module.
 __all__ = ["PAGE_GLOB", "INDEX_GLOB", "LOCATIONS_GLOB", "LOCATION", "CorruptPageError", "DebugDataError",
            "PageWriteError", "UnsafePageError", "PageFile", "write_page", "load_page", "read_record", "read_footer",
-           "open_regular", "ReadBudget", "page_file_name", "index_file_name", "locations_file_name",
+           "ReadBudget", "page_file_name", "index_file_name", "locations_file_name",
            "is_own_file"]
 
 PAGE_GLOB = "page_*.pkl"
@@ -440,23 +440,6 @@ def write_page(path: str, page: dict[int, Any], number: int = 0) -> np.ndarray:
 
 
 # ----------------------------------------------------------------- reading
-def open_regular(path: str, what: str = "debug page") -> int:
-    """A read-only fd of ``path`` if it is a regular file; FIFOs, devices and symlinks are refused at once."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EMLINK):
-            raise CorruptPageError(f"{what} {path} is a symlink or a special file, never a Lantern file; "
-                                   "remove it and rerun the epoch") from None
-        raise
-    kind = os.fstat(fd).st_mode
-    if not stat.S_ISREG(kind):
-        os.close(fd)
-        raise CorruptPageError(f"{what} {path} is not a regular file (a FIFO, device or folder); "
-                               "Lantern never writes one: remove it and rerun the epoch")
-    return fd
-
-
 def pread_exact(fd: int, nbytes: int, offset: int, path: str) -> np.ndarray:
     """``nbytes`` at ``offset`` as a fresh uint8 array; a short file is a corrupt one."""
     buffer = np.empty(nbytes, np.uint8)
@@ -650,7 +633,7 @@ def read_footer(fd: int, file_size: int, path: str) -> np.ndarray:
 
 def load_page(path: str) -> dict[int, Any]:
     """A whole page as ``{idx: outputs}``; runs nothing from the file (previous-format pages too)."""
-    fd = open_regular(path)
+    fd = open_regular(path, "debug page", CorruptPageError)
     try:
         size = os.fstat(fd).st_size
         if os.pread(fd, 1, 0) == b"\x80" and not is_page_format_2(fd):

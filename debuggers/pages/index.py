@@ -37,12 +37,12 @@ from debuggers.pages.errors import CorruptPageError, DebugDataError, LegacyPages
 from debuggers.pages.file_format import (
     LOCATION,
     locations_file_name,
-    open_regular,
     page_file_name,
     page_number,
     pread_exact,
     read_footer,
 )
+from run_dir.run_files import open_regular
 from utils.atomic_files import atomic_write, write_all, write_new_file
 from utils.folder_glob import glob_in
 
@@ -81,7 +81,7 @@ def _read_errors(path: str, what: str):
 def read_index(path: str) -> dict:
     """A validated index; any other content raises ``CorruptPageError`` (``LegacyPagesError`` for format 1)."""
     with _read_errors(path, "debug index"):
-        fd = open_regular(path, "debug index")
+        fd = open_regular(path, "debug index", CorruptPageError)
         with open(fd, "rb") as f:
             text = f.read(_MAX_INDEX_BYTES + 1)
     try:
@@ -242,7 +242,7 @@ class RankIndex:
             return os.open(os.devnull, os.O_RDONLY)
         with _read_errors(self.path, "debug locations file"):
             try:
-                fd = open_regular(self.path, "debug locations file")
+                fd = open_regular(self.path, "debug locations file", CorruptPageError)
             except FileNotFoundError:
                 raise CorruptPageError(f"debug locations file {self.path} is missing although the index lists "
                                        f"{count} datapoints; rerun the epoch to regenerate it") from None
@@ -261,7 +261,7 @@ class RankIndex:
             if number is None or number < self.index["pages"]:
                 continue
             try:
-                fd = open_regular(path)
+                fd = open_regular(path, "debug page", CorruptPageError)
                 try:
                     rows = read_footer(fd, os.fstat(fd).st_size, path).copy()
                 finally:

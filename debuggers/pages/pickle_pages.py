@@ -19,7 +19,8 @@ from typing import Any
 import joblib
 
 from debuggers.pages.errors import CorruptPageError, PicklePagesError
-from debuggers.pages.file_format import PAGE_GLOB, is_page_format_2, open_regular
+from debuggers.pages.file_format import PAGE_GLOB, is_page_format_2
+from run_dir.run_files import open_regular
 from utils.folder_glob import glob_in
 
 # How a page starts: a pickle of protocol 2 or later, or one of the compressions joblib.dump writes and
@@ -32,7 +33,7 @@ def page_kind(path: str) -> str:
     """'lantern' (a page in Lantern's format), 'pickle' (any other pickle: Pylon's, or Lantern's previous format),
     or 'other' (not a page, a special file or a link); reads the first bytes only."""
     try:
-        fd = open_regular(path)
+        fd = open_regular(path, "debug page", CorruptPageError)
     except (CorruptPageError, OSError):
         return "other"
     try:

@@ -13,7 +13,6 @@ saying what it holds: Pylon's joblib pickles (never opened: see
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -24,16 +23,16 @@ from debuggers.pages.file_format import (
     INDEX_GLOB,
     PAGE_GLOB,
     ReadBudget,
-    open_regular,
     page_file_name,
     read_record,
 )
 from debuggers.pages.index import RankIndex, read_index
 from debuggers.pages.pickle_pages import page_kind, pickle_pages_error
-from debuggers.pages.run_files import refuse_link, removal_reason
+from run_dir import RunDir
+from run_dir.names import DEBUGGER_DIR, EPOCH_TABLE_FILE, epoch_dir_name
+from run_dir.run_files import open_regular, refuse_link, removal_reason
 from utils.folder_glob import glob_in
 
-DEBUGGER_DIR = "debugger"
 CONVERTING = ".converting"  # ``debuggers.pages.convert`` writes the converted folder beside the old one, then swaps
 
 
@@ -47,7 +46,8 @@ class DebugOutputs(Mapping):
     """
 
     def __init__(self, debugger_dir: str) -> None:
-        self.debugger_dir = refuse_link(debugger_dir, "debug page folder")  # its pages are refused one by one
+        # a linked folder is refused here, each of its pages when it is opened
+        self.debugger_dir = refuse_link(debugger_dir, "debug page folder", CorruptPageError)
         self._ranks = [RankIndex(debugger_dir, read_index(path))
                        for path in glob_in(debugger_dir, INDEX_GLOB)]
         if not self._ranks:
@@ -140,7 +140,7 @@ def _without_index(folder: str) -> DebugDataError:
 def _open_listed_page(path: str) -> int:
     """A read-only fd of a page that an index or locations file lists."""
     try:
-        return open_regular(path)
+        return open_regular(path, "debug page", CorruptPageError)
     except FileNotFoundError:
         raise CorruptPageError(f"debug page {path} is listed in the index but missing; "
                                "rerun the epoch to regenerate its pages") from None
@@ -166,7 +166,7 @@ def load_debug_outputs(epoch_dir: str) -> DebugOutputs:
 
 
 def _what_it_is(path: str) -> str:
-    expected = (f"expected a trainer epoch folder (work_dir/epoch_N) or an evaluator work dir, with a "
+    expected = (f"expected a trainer epoch folder (work_dir/{epoch_dir_name('N')}) or an evaluator work dir, with a "
                 f"'{DEBUGGER_DIR}/' folder inside")
     if not os.path.exists(path):
         return f"no such folder; {expected}"
@@ -174,8 +174,7 @@ def _what_it_is(path: str) -> str:
         return f"it is a file; {expected}"
     if glob_in(path, INDEX_GLOB):
         return f"it is a '{DEBUGGER_DIR}/' folder itself; pass its parent folder {os.path.dirname(path) or '.'}"
-    epochs = sorted((name for name in os.listdir(path) if re.fullmatch(r"epoch_\d+", name)
-                     and os.path.isdir(os.path.join(path, name, DEBUGGER_DIR))), key=lambda n: int(n[6:]))
+    epochs = [epoch_dir_name(epoch) for epoch in RunDir(path).epochs_holding(DEBUGGER_DIR)]
     if epochs:
         return f"it is a trainer work dir; pass one of its epoch folders with debug outputs: {', '.join(epochs)}"
     if os.path.isdir(os.path.join(path, DEBUGGER_DIR + CONVERTING)):
@@ -187,4 +186,4 @@ def _what_it_is(path: str) -> str:
                 "are kept. Open an epoch that still has them, or raise the budget for the next run")
     return (f"no full debug outputs were written there (no '{DEBUGGER_DIR}/' folder): a trainer writes them at "
             "checkpoint epochs only (at the others, summaries_every_epoch keeps only the summaries, in "
-            f"epoch_table.parquet), and only with a 'debugger' in the config; {expected}")
+            f"{EPOCH_TABLE_FILE}), and only with a 'debugger' in the config; {expected}")

@@ -17,6 +17,7 @@ import sys
 
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from run_dir.names import RUN_INFO_FILE
 from runners.eval_viewer.app import create_app
 
 
@@ -25,7 +26,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                      description="Browse Lantern runs, epochs, failing datapoints and their debug "
                                                  "outputs in a browser.")
     parser.add_argument("--log-dirs", nargs="+", required=True,
-                        help="runs (folders with run_info.json) or folders holding runs, e.g. logs/examples")
+                        help=f"runs (folders with {RUN_INFO_FILE}) or folders holding runs, e.g. logs/examples")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1 only)")
     parser.add_argument("--port", type=int, default=8050, help="port to listen on; 0 picks a free one")
     parser.add_argument("--trust-configs", action="store_true",

@@ -7,7 +7,7 @@ unless ``--epoch`` says otherwise) or an evaluator work dir. The viewer's Export
 writes the same report for the table's filtered rows, in its order, and the report says which filters and sort
 chose them. Pages are read as the viewer reads them; a page or index that cannot be read is an alert in the
 report. The input images drawn under Grad-CAM maps are the ones the run captured, as the
-viewer shows them; the config file ``run_info.json`` names is imported to rebuild
+viewer shows them; the config file the run names is imported to rebuild
 missing ones only with ``--trust-configs``. Without images there is no overlay.
 A state the same for every datapoint (a position encoding) is drawn once, in its own section.
 
@@ -24,7 +24,6 @@ import base64
 import html
 import json
 import os
-import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -47,12 +46,11 @@ from data.viewer.layout.display.overlays import picture_png
 from data.viewer.layout.display.pictures import picture_svg
 from data.viewer.layout.display.values import describe_value, first_image, is_table, table_text, token_strings
 from debuggers.capture_debugger import plain, state_kind
-from debuggers.model_report import MODEL_REPORT_FILE
 from debuggers.outputs import KIND_CAPTURED_STATES, KIND_ERROR, KIND_NOT_RUN, KIND_TENSOR
 from debuggers.pages.file_format import CorruptPageError, UnsafePageError
-from debuggers.pages.reader import DEBUGGER_DIR
-from debuggers.pages.run_files import refuse_link
 from debuggers.pages.values import to_page_value
+from run_dir import RunDir
+from run_dir.names import DEBUGGER_DIR, MODEL_REPORT_FILE
 from runners.eval_viewer.backend.calibration import Calibration
 from runners.eval_viewer.backend.datapoint import load_item
 from runners.eval_viewer.backend.debug import EpochDebug, EpochDebugError, open_epoch_debug
@@ -61,7 +59,6 @@ from runners.eval_viewer.backend.table import HIDDEN_COLUMNS, TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from utils.atomic_files import atomic_write
 from utils.errors import LanternUserError
-from utils.folder_glob import glob_in
 
 
 class Note(str):
@@ -339,22 +336,6 @@ def _array_row(path: str, array: np.ndarray) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------- runs
-def resolve_epoch_dir(run_dir: str, epoch: Optional[int] = None) -> str:
-    """The folder holding ``debugger/``: the evaluator work dir, or the trainer's chosen/latest epoch."""
-    if not os.path.isdir(run_dir):
-        raise ExportError(f"run dir {run_dir!r} does not exist; pass a trainer or evaluator work dir to --run")
-    if os.path.isdir(os.path.join(run_dir, DEBUGGER_DIR)) and epoch is None:
-        return run_dir
-    epochs = sorted(int(m.group(1)) for path in glob_in(run_dir, os.path.join("epoch_*", DEBUGGER_DIR))
-                    if (m := re.fullmatch(r"epoch_(\d+)", os.path.basename(os.path.dirname(path)))))
-    if not epochs:
-        raise ExportError(f"{run_dir!r} holds no debug outputs (no debugger/ or epoch_N/debugger/ folder); "
-                          "configure a debugger and run a checkpoint epoch first")
-    if epoch is not None and epoch not in epochs:
-        raise ExportError(f"epoch {epoch} of {run_dir!r} has no debug outputs; epochs with debug outputs: {epochs}")
-    return refuse_link(os.path.join(run_dir, f"epoch_{epochs[-1] if epoch is None else epoch}"), "epoch folder")
-
-
 def load_inputs(backend: ViewerBackend, run_dir: str, indices: list[int]) -> tuple[dict[int, dict], str]:
     """``{idx: {'inputs', 'labels', 'meta_info'}}`` exactly as the viewer shows them (captured by the run;
     rebuilt from its config only where ``backend.trust_configs``), and a note on where they come from or why
@@ -458,7 +439,7 @@ def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[in
     ``trust_configs``); by default one that trusts no config. ``selection`` says how the datapoints were chosen
     (default: by their idx)."""
     backend = backend or ViewerBackend([run_dir])
-    epoch_dir = resolve_epoch_dir(run_dir, epoch)
+    epoch_dir = RunDir(run_dir).epoch_dir(epoch, DEBUGGER_DIR)
     outputs = _open_outputs(epoch_dir)
     datapoints, note = load_inputs(backend, run_dir, indices)
     found = table_rows(backend, run_dir, epoch_dir, indices)

@@ -1,13 +1,6 @@
 """``BaseEvaluator``: load a checkpoint, evaluate a dataset, always capture debug outputs.
 
-Work dir layout::
-
-    work_dir/run_info.json
-    work_dir/eval.log
-    work_dir/evaluation_scores.json
-    work_dir/epoch_table.parquet     one row per datapoint (analysis/epoch_table.py)
-    work_dir/datapoints/             each datapoint's inputs, labels, meta info (for the viewer)
-    work_dir/debugger/               when a debugger is configured
+Its work dir's layout: ``run_dir`` (the package's docstring).
 """
 
 from __future__ import annotations
@@ -15,14 +8,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from analysis.epoch_table import EPOCH_TABLE_FILE
+from run_dir import RunDir
+from run_dir.names import CHECKPOINT_FILE, EVALUATION_SCORES_FILE, EVALUATOR_LOG, PROGRESS_FILE
 from runners.base_runner import BaseRunner, write_scores
 from runners.checkpoints import load_checkpoint_file, load_model_state
 from runners.config_keys import EVALUATOR_KEYS
+from runners.hooks import EvalPass
 from utils.atomic_files import read_json
 from utils.errors import CheckpointError
-
-SCORES_FILE = "evaluation_scores.json"
 
 
 class BaseEvaluator(BaseRunner):
@@ -30,9 +23,9 @@ class BaseEvaluator(BaseRunner):
 
     REQUIRED_KEYS = ("model", "metric", "eval_dataset")
     CONFIG_KEYS = EVALUATOR_KEYS
-    LOG_FILE = "eval.log"
+    LOG_FILE = EVALUATOR_LOG
     EVAL_DATASET_KEY = "eval_dataset"
-    FINISHED_WORK_FILE = SCORES_FILE
+    FINISHED_WORK_FILE = EVALUATION_SCORES_FILE
 
     def _init_components_(self) -> None:
         self._init_device_()
@@ -56,20 +49,15 @@ class BaseEvaluator(BaseRunner):
 
     def run(self) -> None:
         self._init_components_()
-        self.stage = "evaluation"
-        debugger_dir = os.path.join(self.work_dir, "debugger")
         try:
-            if self.debugger is not None:
-                self._start_debug_capture(debugger_dir)
-            self._start_datapoint_capture(once=False)
-            scores = self._eval_loop(self.eval_dataloader, "eval", os.path.join(self.work_dir, EPOCH_TABLE_FILE))
-            self._finish_datapoint_capture()
+            self._before_run()
+            self.stage = "evaluation"
+            eval_pass = EvalPass(self.work_dir, self.eval_dataloader.dataset)
+            scores = self._eval_loop(self.eval_dataloader, "eval", eval_pass)
             self._check_work_dir("write the evaluation scores")
             if self.is_main:
-                write_scores(os.path.join(self.work_dir, SCORES_FILE), scores)
-            if self.debugger is not None:
-                self._finish_debug_capture(debugger_dir)
-            self._store_findings(self.work_dir)
+                write_scores(os.path.join(self.work_dir, EVALUATION_SCORES_FILE), scores)
+            self.hooks.call("after_run", self)
         finally:
             self._close()
         summary = ", ".join(f"{k} {v:.4f}" for k, v in scores["aggregated"].items())
@@ -80,15 +68,14 @@ def resolve_checkpoint(source: str) -> str:
     """A checkpoint file, or a trainer work dir (its best epoch's checkpoint, else the latest)."""
     if os.path.isfile(source):
         return source
-    progress_path = os.path.join(source, "progress.json")
-    if not os.path.isfile(progress_path):
+    run = RunDir(source)
+    if not os.path.isfile(run.progress):
         raise CheckpointError(
-            f"checkpoint {source!r} is neither a checkpoint file nor a trainer work dir with progress.json; "
+            f"checkpoint {source!r} is neither a checkpoint file nor a trainer work dir with {PROGRESS_FILE}; "
             "train first (python main.py --config-filepath configs/examples/cnn_trainer.py) or fix the path"
         )
-    progress: dict[str, Any] = read_json(progress_path)
+    progress: dict[str, Any] = read_json(run.progress)
     for epoch in (progress.get("best_epoch"), progress["completed_epochs"] - 1):
-        path = os.path.join(source, f"epoch_{epoch}", "checkpoint.pt")
-        if epoch is not None and os.path.isfile(path):
+        if epoch is not None and os.path.isfile(path := run.epoch(epoch).checkpoint):
             return path
-    raise CheckpointError(f"no checkpoint.pt found in {source!r} for its best or latest epoch; train it again")
+    raise CheckpointError(f"no {CHECKPOINT_FILE} found in {source!r} for its best or latest epoch; train it again")

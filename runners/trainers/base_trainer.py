@@ -1,20 +1,8 @@
 """``BaseTrainer``: train, validate every epoch, keep checkpoints, debug at checkpoint epochs.
 
-Work dir layout::
+Its work dir's layout: ``run_dir`` (the package's docstring).
 
-    work_dir/run_info.json            which config this run belongs to
-    work_dir/datapoints/              each validation datapoint's inputs, labels, meta info (for the viewer)
-    work_dir/progress.json            epochs completed so far, best epoch
-    work_dir/train.log
-    work_dir/training_monitor.bin     with config['training_monitor'] (debuggers/training_monitor.py)
-    work_dir/epoch_N/training_losses.pt
-    work_dir/epoch_N/validation_scores.json
-    work_dir/epoch_N/epoch_table.parquet  one row per validation datapoint (analysis/epoch_table.py)
-    work_dir/epoch_N/debugger/        at checkpoint epochs, when a debugger is configured
-    work_dir/epoch_N/debugger_removed.json  instead, once debug_disk_budget_gb removed it (debug_budget.py)
-    work_dir/epoch_N/checkpoint.pt    kept for checkpoint epochs, the latest and the best
-
-An epoch counts as done once ``progress.json`` says so; it is written last, so a
+An epoch counts as done once the progress file says so; it is written last, so a
 run killed at any point restarts from the last finished epoch and redoes the
 rest with the same per-epoch seeds.
 """
@@ -23,26 +11,31 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sized
 from typing import Any
 
 import torch
 from torch.utils.data import DistributedSampler, RandomSampler
 from tqdm import tqdm
 
-from analysis.epoch_table import EPOCH_TABLE_FILE
-from debuggers.pages.budget import checked_budget, finish_interrupted_removals, keep_under_budget
-from debuggers.training_monitor import MonitorSettings, TrainingMonitor
-from runners.base_runner import BaseRunner, seed_everything, write_run_file, write_scores
+from debuggers.training_monitor import MonitorSettings
+from run_dir.names import (
+    CHECKPOINT_FILE,
+    PROGRESS_FILE,
+    TRAINER_LOG,
+    TRAINING_LOSSES_FILE,
+    VALIDATION_SCORES_FILE,
+    epoch_dir_name,
+)
+from runners.base_runner import BaseRunner, seed_everything, write_scores
 from runners.checkpoints import load_checkpoint_file, load_model_state
-from runners.config_keys import TRAINER_KEYS
+from runners.config_keys import TRAINER_KEYS, TrainerSettings
+from runners.hooks import DiskBudgetHook, DiskBudgetSettings, EvalPass, RunnerHook, TrainingMonitorHook
+from runners.run_writes import write_run_file
 from utils import distributed
 from utils.atomic_files import atomic_torch_save, atomic_write_json, read_json
 from utils.builders import build_from_config
 from utils.errors import CheckpointError, ConfigError
 from utils.ops import apply_tensor_op
-
-PROGRESS_FILE = "progress.json"
 
 
 class BaseTrainer(BaseRunner):
@@ -50,19 +43,18 @@ class BaseTrainer(BaseRunner):
 
     REQUIRED_KEYS = ("model", "metric", "criterion", "optimizer", "train_dataset", "val_dataset", "epochs")
     CONFIG_KEYS = TRAINER_KEYS
-    LOG_FILE = "train.log"
+    LOG_FILE = TRAINER_LOG
     EVAL_DATASET_KEY = "val_dataset"
     FINISHED_WORK_FILE = PROGRESS_FILE
 
     def __init__(self, config: dict[str, Any]) -> None:
         super().__init__(config)
-        epochs = config["epochs"]
-        if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1:
-            raise ConfigError(f"config['epochs'] must be a positive int, got {epochs!r}")
-        self.tot_epochs = epochs
-        self.debug_budget = checked_budget(config.get("debug_disk_budget_gb"))
-        self.monitor_settings = MonitorSettings.from_config(config.get("training_monitor"))
-        self.training_monitor: TrainingMonitor | None = None
+        self.trainer_settings = TrainerSettings.from_config(config)
+        self.tot_epochs = self.trainer_settings.epochs
+
+    def _hooks_of(self, config: dict[str, Any]) -> list[RunnerHook]:
+        return [*super()._hooks_of(config), DiskBudgetHook(DiskBudgetSettings.from_config(config)),
+                TrainingMonitorHook(MonitorSettings.from_config(config))]
 
     # ----------------------------------------------------------- initialisation
     def _init_components_(self) -> None:
@@ -79,7 +71,6 @@ class BaseTrainer(BaseRunner):
         self._init_scheduler_()
         self._load_checkpoint_()
         self._init_debugger()
-        self._init_training_monitor()
 
     def _init_state_(self) -> None:
         self.cum_epochs = 0
@@ -89,33 +80,16 @@ class BaseTrainer(BaseRunner):
 
     def _init_checkpoint_indices(self) -> None:
         """Epochs whose checkpoint is kept and whose validation is debugged."""
-        method = self.config.get("checkpoint_method", "latest")
+        method = self.trainer_settings.checkpoint_method
         last = self.tot_epochs - 1
         if method == "all":
             self.checkpoint_indices = list(range(self.tot_epochs))
         elif method == "latest":
             self.checkpoint_indices = [last]
-        elif isinstance(method, int) and not isinstance(method, bool) and method > 0:
+        else:
             self.checkpoint_indices = list(range(method - 1, self.tot_epochs, method))
             if last not in self.checkpoint_indices:
                 self.checkpoint_indices.append(last)
-        else:
-            raise ConfigError(
-                f"config['checkpoint_method'] must be 'latest', 'all' or a positive int N (every N epochs), "
-                f"got {method!r}"
-            )
-
-    def _init_training_monitor(self) -> None:
-        """The checks of ``config['training_monitor']`` while training (debuggers/training_monitor.py)."""
-        if self.monitor_settings is None:
-            return
-        steps = len(self.train_dataloader) if isinstance(self.train_dataloader.dataset, Sized) else None
-        self.training_monitor = TrainingMonitor(self.eval_model, self.optimizer, self.monitor_settings, self.work_dir,
-                                                self.logger, self.rank, self.world_size, self.cum_epochs, steps)
-        total = steps * self.tot_epochs if steps is not None else None
-        if total is not None and self.monitor_settings.every_n_steps > total:
-            self.logger.warning(f"config['training_monitor']['every_n_steps'] = {self.monitor_settings.every_n_steps} "
-                                f"is more than this run's {total} training steps: only step 0 gets a row")
 
     def _init_dataloaders_(self) -> None:
         self.train_dataloader = self._build_dataloader("train_dataset", "train_dataloader", self._train_sampler)
@@ -156,7 +130,7 @@ class BaseTrainer(BaseRunner):
                                   "it was edited or damaged. Restore it, or delete the work dir to start over") from exc
         if done == 0:
             return
-        path = self._epoch_path(done - 1, "checkpoint.pt")
+        path = self._epoch_path(done - 1, CHECKPOINT_FILE)
         checkpoint = load_checkpoint_file(path)
         load_model_state(self.eval_model, checkpoint["model_state_dict"], path)
         self.optimizer.load_state_dict(checkpoint["optimizer_state_dict"])
@@ -170,8 +144,7 @@ class BaseTrainer(BaseRunner):
     def run(self) -> None:
         self._init_components_()
         try:
-            # also completes a removal that a killed run left half done
-            self._keep_debug_budget(completed_epochs=self.cum_epochs)
+            self._before_run()
             if self.cum_epochs >= self.tot_epochs:
                 self.logger.info(f"All {self.tot_epochs} epochs are already done in {self.work_dir}")
             while self.cum_epochs < self.tot_epochs:
@@ -179,12 +152,13 @@ class BaseTrainer(BaseRunner):
                 self._val_epoch_()
                 self._save_checkpoint_()
                 self.cum_epochs += 1
+            self.hooks.call("after_run", self)
         finally:
             self._close()
         self.logger.info(f"Training done: results in {os.path.abspath(self.work_dir)}")
 
     def _epoch_path(self, epoch: int, *names: str) -> str:
-        return os.path.join(self.work_dir, f"epoch_{epoch}", *names)
+        return os.path.join(self.work_dir, epoch_dir_name(epoch), *names)
 
     def _train_epoch_(self) -> None:
         epoch = self.cum_epochs
@@ -197,22 +171,20 @@ class BaseTrainer(BaseRunner):
         else:
             sampler.generator.manual_seed(epoch_seed)
         self.model.train()
-        if self.training_monitor is not None:
-            self.training_monitor.begin_epoch(epoch)
+        self.hooks.call("before_train_epoch", self, epoch)
         losses = []
         bar = tqdm(self.train_dataloader, desc=f"train {epoch}", leave=False, disable=not self.is_main)
         for dp in bar:
             losses.append(self._train_step(dp))
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
-        if self.training_monitor is not None:
-            self.training_monitor.end_epoch()
+        self.hooks.call("after_train_epoch", self, epoch)
         if self.scheduler is not None:
             self.scheduler.step()
         epoch_dir = self._epoch_path(epoch)
         self._check_work_dir(f"write the files of epoch {epoch}")
         write_run_file(epoch_dir, lambda: os.makedirs(epoch_dir, exist_ok=True))
         if self.is_main:
-            path = self._epoch_path(epoch, "training_losses.pt")
+            path = self._epoch_path(epoch, TRAINING_LOSSES_FILE)
             write_run_file(path, lambda: atomic_torch_save(torch.tensor(losses), path))
         self.logger.info(f"epoch {epoch}: mean training loss {sum(losses) / max(len(losses), 1):.4f}")
 
@@ -229,54 +201,34 @@ class BaseTrainer(BaseRunner):
 
     def _optimizer_step(self, dp: dict[str, Any], loss: torch.Tensor,
                         scaler: torch.amp.GradScaler | None = None) -> None:
-        """``optimizer.step()``, checked by the training monitor when there is one (it may skip a non-finite
-        step's update, or stop the run). A subclass training in mixed precision passes its ``GradScaler`` (after
-        ``scaler.scale(loss).backward()``): the gradients are unscaled before the monitor reads them, the step
-        is the scaler's, and its overflow steps are no NaN for the monitor."""
+        """``optimizer.step()`` between the hooks' ``before_optimizer_step`` (the training monitor's checks: it may
+        skip a non-finite step's update, or stop the run) and ``after_train_step``. A subclass training in mixed
+        precision passes its ``GradScaler`` (after ``scaler.scale(loss).backward()``): the gradients are unscaled
+        before the hooks read them, the step is the scaler's, and its overflow steps are no NaN for the monitor."""
         if scaler is not None:
             scaler.unscale_(self.optimizer)
-        monitor = self.training_monitor
-        if monitor is None or monitor.check_step(dp, loss, scaler):
+        if self.hooks.before_optimizer_step(self, dp, loss, scaler):
             if scaler is not None:
                 scaler.step(self.optimizer)  # skips a step whose gradients overflowed
             else:
                 self.optimizer.step()
         if scaler is not None:
             scaler.update()
-        if monitor is not None:
-            monitor.after_step()
+        self.hooks.call("after_train_step", self, dp)
 
     def _val_epoch_(self) -> None:
-        self.stage = f"epoch {self.cum_epochs} validation"
-        self._before_val_loop()
-        self.val_scores = self._eval_loop(self.val_dataloader, f"val {self.cum_epochs}",
-                                          self._epoch_path(self.cum_epochs, EPOCH_TABLE_FILE))
-        self._after_val_loop_()
-
-    def _before_val_loop(self) -> None:
+        epoch = self.cum_epochs
+        self.stage = f"epoch {epoch} validation"
         dataset = self.val_dataloader.dataset
         if hasattr(dataset, "set_base_seed"):
             dataset.set_base_seed(self.seed)
         distributed.broadcast_buffers(self.eval_model)  # every rank validates the model rank 0 checkpoints
-        self._start_datapoint_capture(once=True)
-        if self.debugger is None:
-            return
-        full_outputs = self.cum_epochs in self.checkpoint_indices
-        if full_outputs or self.debugger.summaries_every_epoch:
-            self._start_debug_capture(self._epoch_path(self.cum_epochs, "debugger"), full_outputs)
-            self.logger.info(f"Debugger enabled for epoch {self.cum_epochs}"
-                             + ("" if full_outputs else " (summaries only: not a checkpoint epoch)"))
-
-    def _after_val_loop_(self) -> None:
-        epoch = self.cum_epochs
-        self._finish_datapoint_capture()
+        eval_pass = EvalPass(self._epoch_path(epoch), dataset, epoch, full_outputs=epoch in self.checkpoint_indices)
+        self.val_scores = self._eval_loop(self.val_dataloader, f"val {epoch}", eval_pass)
         if self.is_main:
-            write_scores(self._epoch_path(epoch, "validation_scores.json"), self.val_scores)
-        if self.debugger is not None and self.debugger.enabled:
-            self._finish_debug_capture(self._epoch_path(epoch, "debugger"))
+            write_scores(self._epoch_path(epoch, VALIDATION_SCORES_FILE), self.val_scores)
         summary = ", ".join(f"{k} {v:.4f}" for k, v in self.val_scores["aggregated"].items())
         self.logger.info(f"epoch {epoch}: validation {summary}")
-        self._store_findings(self._epoch_path(epoch))
 
     # ----------------------------------------------------------- checkpoints
     def _save_checkpoint_(self) -> None:
@@ -286,7 +238,7 @@ class BaseTrainer(BaseRunner):
         self._update_best(epoch)
         self._check_work_dir(f"save the checkpoint of epoch {epoch} and mark it done")
         if self.is_main:
-            checkpoint_path = self._epoch_path(epoch, "checkpoint.pt")
+            checkpoint_path = self._epoch_path(epoch, CHECKPOINT_FILE)
             write_run_file(checkpoint_path, lambda: atomic_torch_save({
                 "epoch": epoch,
                 "model_state_dict": self.eval_model.state_dict(),
@@ -301,8 +253,7 @@ class BaseTrainer(BaseRunner):
                 "best_metric": self._best_metric_name(),
             }))
             self._prune_checkpoints(epoch)
-            self._keep_debug_budget(completed_epochs=epoch + 1)
-            self._refresh_model_report(f"epoch {epoch}")
+        self.hooks.call("after_epoch", self, epoch)
         distributed.barrier("waiting for rank 0 to save the checkpoint")
 
     def resume_advice(self) -> str:
@@ -311,17 +262,6 @@ class BaseTrainer(BaseRunner):
             return "no epoch had finished: once fixed, the same command starts the run again in this work dir"
         done_epochs = "epoch 0 is" if done == 1 else f"epochs 0-{done - 1} are"
         return f"{done_epochs} done and saved: once fixed, the same command resumes after epoch {done - 1}"
-
-    def _keep_debug_budget(self, completed_epochs: int) -> None:
-        """Rank 0: remove the oldest finished epochs' debug outputs over ``debug_disk_budget_gb`` (runners/
-        trainers/debug_budget.py), and complete a removal that a killed run left half done."""
-        if not self.is_main:
-            return
-        if self.debug_budget is None:
-            write_run_file(self.work_dir, lambda: finish_interrupted_removals(self.work_dir))
-        else:
-            write_run_file(self.work_dir, lambda: keep_under_budget(
-                self.work_dir, self.debug_budget, self.logger, completed_epochs))
 
     def _best_metric_name(self) -> str:
         return self.config.get("best_metric") or next(iter(self.val_scores["aggregated"]))
@@ -338,15 +278,10 @@ class BaseTrainer(BaseRunner):
         if self.best_score is None or (score > self.best_score if higher else score < self.best_score):
             self.best_epoch, self.best_score = epoch, score
 
-    def _close(self) -> None:
-        if self.training_monitor is not None:
-            self.training_monitor.close()
-        super()._close()
-
     def _prune_checkpoints(self, latest: int) -> None:
         keep = set(self.checkpoint_indices) | {latest, self.best_epoch}
         for epoch in range(latest):
-            path = self._epoch_path(epoch, "checkpoint.pt")
+            path = self._epoch_path(epoch, CHECKPOINT_FILE)
             if epoch not in keep and os.path.exists(path):
                 os.remove(path)
 

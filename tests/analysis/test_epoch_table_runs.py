@@ -8,8 +8,9 @@ import os
 import numpy as np
 import pytest
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from analysis.epoch_table import EpochTable
 from data.datasets import SyntheticShapesDataset
+from run_dir.names import EPOCH_TABLE_FILE
 from runners.config_file import load_config
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.evaluators import BaseEvaluator

@@ -14,8 +14,8 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.epoch_table import EPOCH_TABLE_FILE
 from analysis.failures import analyze
+from run_dir.names import EPOCH_TABLE_FILE
 from runners.eval_viewer.layout import failures as failures_layout
 from runners.eval_viewer.layout import ids
 from tests.e2e.conftest import SLOW_WAIT_MS, expect, serve_viewer

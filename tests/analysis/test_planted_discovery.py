@@ -12,9 +12,10 @@ import sys
 import pytest
 
 from analysis.failures import Findings, analyze, resolve_epoch_dir
-from analysis.findings import FINDINGS_FILE, load_findings
+from analysis.findings import load_findings
 from benchmarks.failure_discovery import TARGET, evaluate
 from benchmarks.planted_benchmarks import planted
+from run_dir.names import FINDINGS_FILE
 from tests.runs import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(600)

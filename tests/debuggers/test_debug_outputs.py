@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from debuggers.batch_split import split_batch_value
-from debuggers.pages.budget import remove_debug_outputs
 from debuggers.pages.convert import main as convert_main
 from debuggers.pages.errors import CorruptPageError, DebugOutputsNotFoundError, LegacyPagesError
 from debuggers.pages.file_format import LOCATION, load_page
 from debuggers.pages.index import RankIndex, read_index
 from debuggers.pages.writer import PageWriter
+from run_dir.budget import remove_debug_outputs
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 
 pytestmark = pytest.mark.timeout(30)

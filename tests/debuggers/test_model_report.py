@@ -10,9 +10,10 @@ import torch
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from debuggers.model_report import MODEL_REPORT_FILE, build_model_report, write_model_report
+from debuggers.model_report import build_model_report, write_model_report
 from debuggers.outputs import ROOT_MODULE_NAME
 from models import SmallCNN
+from run_dir.names import MODEL_REPORT_FILE
 from runners.config_file import load_config
 from runners.trainers import BaseTrainer
 

@@ -14,20 +14,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from debuggers.pages.monitor_file import MONITOR_FILE
-from debuggers.pages.training_log import (
+from debuggers.training_monitor import (
+    MAX_EVERY_N_STEPS,
+    MonitorSettings,
+    NonFiniteTrainingError,
+    TrainingMonitor,
+)
+from run_dir.names import MONITOR_FILE
+from run_dir.training_log import (
     GRAD_FROZEN,
     GRAD_MISSING,
     GRAD_NONFINITE,
     GRAD_OK,
     GRAD_ZERO,
     read_training_log,
-)
-from debuggers.training_monitor import (
-    MAX_EVERY_N_STEPS,
-    MonitorSettings,
-    NonFiniteTrainingError,
-    TrainingMonitor,
 )
 from utils.errors import ConfigError
 
@@ -256,21 +256,21 @@ def test_a_gradient_norm_past_float32_is_an_exploding_gradient_not_a_nan(tmp_pat
 @pytest.mark.parametrize("entry, message", [
     ({"every_n_steps": 10**9}, f"from 1 to {MAX_EVERY_N_STEPS:,}"),
     ({"every_n_steps": 0}, f"from 1 to {MAX_EVERY_N_STEPS:,}"),
-    ({"every_n_steps": True}, "must be an int"),
+    ({"every_n_steps": True}, "must be a whole number"),
     ({"on_nonfinite": "continue"}, "'stop', 'warn', 'skip_step'"),
-    ({"histogram_bins": 10**6}, "from 2 to 1024"),
+    ({"histogram_bins": 10**6}, "from 2 to 1,024"),
     ({"update_ratio": "yes"}, "True or False"),
     ({"every_n_step": 5}, "did you mean 'every_n_steps'"),
     ("on", "must be True, False or a dict"),
 ])
 def test_absurd_settings_are_refused_naming_the_limit(entry, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(")):
-        MonitorSettings.from_config(entry)
+        MonitorSettings.from_entry(entry)
 
 
 def test_monitoring_is_off_unless_asked_for():
-    assert MonitorSettings.from_config(None) is None and MonitorSettings.from_config(False) is None
-    assert MonitorSettings.from_config(True) == MonitorSettings()
+    assert MonitorSettings.from_entry(None) is None and MonitorSettings.from_entry(False) is None
+    assert MonitorSettings.from_entry(True) == MonitorSettings()
 
 
 def test_a_file_that_cannot_be_written_ends_the_file_not_the_checks(tmp_path, logger, caplog):

@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from analysis.epoch_table import EpochTable
 from analysis.findings import load_findings
 from debuggers.pages.file_format import PAGE_GLOB, load_page
 from debuggers.pages.index import read_index
+from run_dir.names import EPOCH_TABLE_FILE
 from runners.config_file import load_config
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.evaluators import BaseEvaluator

@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch.utils.data import DistributedSampler
 
-from debuggers.pages.monitor_file import MONITOR_FILE
-from debuggers.pages.training_log import read_training_log
+from run_dir.names import MONITOR_FILE
+from run_dir.training_log import read_training_log
 from runners.config_file import load_config
 from tests.runners.test_training_monitor_runs import BATCH, NAN_ON_SATURATED
 from tests.runs import run_torchrun, write_config

@@ -8,7 +8,8 @@ import os
 
 import numpy as np
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, write_epoch_table
+from analysis.epoch_table import write_epoch_table
+from run_dir.names import EPOCH_TABLE_FILE
 
 CLASS_NAMES = np.array(["circle", "square", "triangle", "cross", "ring", "star"], dtype=object)
 

@@ -11,8 +11,9 @@ import shutil
 import numpy as np
 import pytest
 
-from debuggers.pages.monitor_file import MONITOR_FILE, MonitorFileWriter
-from debuggers.pages.training_log import KIND_STEP, read_training_log
+from run_dir.monitor_file import MonitorFileWriter
+from run_dir.names import MONITOR_FILE
+from run_dir.training_log import KIND_STEP, read_training_log
 from runners.eval_viewer.layout import ids
 from runners.eval_viewer.layout import training as tab
 from tests.e2e.conftest import serve_viewer

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from debuggers.pages.budget import folder_bytes, remove_debug_outputs
+from run_dir.budget import folder_bytes, remove_debug_outputs
 from runners.config_file import load_config
 from runners.eval_viewer.layout import ids
 from runners.trainers import BaseTrainer

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.epoch_table import EPOCH_TABLE_FILE
+from run_dir.names import EPOCH_TABLE_FILE
 from runners.eval_viewer.layout import ids
 from tests.e2e.conftest import DEBUGGER, expect
 from tests.e2e.viewer_page import filter_column, wait_caption

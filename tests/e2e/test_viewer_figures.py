@@ -11,7 +11,8 @@ from urllib.parse import urlencode
 import numpy as np
 import pytest
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from analysis.epoch_table import EpochTable
+from run_dir.names import EPOCH_TABLE_FILE
 from runners.eval_viewer.backend.datapoint import load_datapoint
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.layout import ids

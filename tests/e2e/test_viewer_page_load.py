@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from plotly.offline import get_plotlyjs_version
 
-from analysis.epoch_table import EPOCH_TABLE_FILE
 from benchmarks.viewer_browser import SHOWN, write_large_run
+from run_dir.names import EPOCH_TABLE_FILE
 from runners.eval_viewer.app import plotly_url
 from runners.eval_viewer.layout import ids
 from tests.e2e.conftest import serve_viewer

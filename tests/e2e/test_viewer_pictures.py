@@ -14,8 +14,9 @@ import PIL.Image
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, write_epoch_table
+from analysis.epoch_table import write_epoch_table
 from benchmarks.viewer_browser import write_large_run
+from run_dir.names import EPOCH_TABLE_FILE
 from runners.eval_viewer.layout import gallery, ids
 from tests.e2e.conftest import DEBUGGER, expect, serve_viewer
 from tests.e2e.viewer_page import (

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.epoch_table import EPOCH_TABLE_FILE
+from run_dir.names import EPOCH_TABLE_FILE
 from runners.eval_viewer.backend.run_diff import RIGHT_TO_WRONG, WRONG_TO_RIGHT
 from runners.eval_viewer.layout import ids, run_diff
 from tests.e2e.conftest import DEBUGGER, expect

@@ -464,7 +464,7 @@ DEBUGGERS = "config['debugger']['args']['debuggers_config']"
     (f"config['debugger'] = {DEBUGGERS}[0]['debugger_config']", "must build a SequentialDebugger"),
     (f"{DEBUGGERS}[0]['debugger_config'] = {{'class': torch.nn.ReLU, 'args': {{}}}}", "not a BaseDebugger"),
     ("config['distributed_timeout_s'] = '30'", "distributed_timeout_s'] must be a positive number"),
-    ("config['epochs'] = '2'", r"config\['epochs'\] must be a positive int"),
+    ("config['epochs'] = '2'", r"config\['epochs'\] must be a positive whole number"),
 ])
 def test_bad_config_stops_the_run_before_training(tmp_path, extra, message):
     with pytest.raises(ConfigError, match=message):

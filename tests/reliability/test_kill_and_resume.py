@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import torch
 
-from debuggers.pages.budget import REMOVED_MARKER
 from debuggers.pages.file_format import PAGE_GLOB, is_own_file, load_page
 from debuggers.pages.index import read_index
+from run_dir.names import REMOVED_MARKER
 from runners.config_file import load_config
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.trainers import BaseTrainer

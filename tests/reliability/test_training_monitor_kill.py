@@ -12,8 +12,9 @@ import signal
 import numpy as np
 import pytest
 
-from debuggers.pages.monitor_file import MONITOR_FILE, read_frames
-from debuggers.pages.training_log import KIND_LAYOUT, read_training_log
+from run_dir.monitor_file import read_frames
+from run_dir.names import MONITOR_FILE
+from run_dir.training_log import KIND_LAYOUT, read_training_log
 from runners.config_file import load_config
 from runners.trainers import BaseTrainer
 from tests.runs import run_main, write_config
@@ -27,7 +28,7 @@ KILLS = '''
 import os
 import signal
 
-from debuggers.pages import monitor_file
+from run_dir import monitor_file
 
 MARKERS = {markers!r}
 POINTS = {points!r}

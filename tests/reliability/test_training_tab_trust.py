@@ -9,7 +9,8 @@ import shutil
 
 import pytest
 
-from debuggers.pages.monitor_file import FRAME_HEAD, MONITOR_FILE, read_frames
+from run_dir.monitor_file import FRAME_HEAD, read_frames
+from run_dir.names import MONITOR_FILE
 from runners.eval_viewer.layout import ids
 from runners.eval_viewer.layout import training as tab
 from tests.reliability.test_viewer_trust import _within_seconds

@@ -12,11 +12,11 @@ import joblib
 import pytest
 
 from debuggers.pages import encoding
-from debuggers.pages.budget import REMOVED_MARKER
 from debuggers.pages.writer import PageWriter
+from run_dir.folder import MAX_RUN_INFO_BYTES
+from run_dir.names import REMOVED_MARKER
 from runners.config_file import load_config
 from runners.eval_viewer.backend.datapoint import load_datapoint
-from runners.eval_viewer.backend.runs import MAX_RUN_INFO_BYTES
 from runners.eval_viewer.backend.table import TABLE_ERRORS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.layout import ids

@@ -12,8 +12,8 @@ import time
 import pytest
 import torch
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
-from debuggers.model_report import MODEL_REPORT_FILE
+from analysis.epoch_table import EpochTable
+from run_dir.names import EPOCH_TABLE_FILE, MODEL_REPORT_FILE
 from runners.config_file import load_config
 from runners.eval_viewer.backend.scores import read_scores
 from runners.trainers import BaseTrainer
@@ -294,4 +294,3 @@ def test_a_metric_whose_buffer_is_not_a_dict_by_idx_is_stopped_before_its_first_
     with pytest.raises(MetricContractError, match=r"Listing.buffer is a list of 0 item\(s\) after reset_buffer\(\), "
                                                   r"but the runner reads it as a dict \{idx: "):
         BaseTrainer(config).run()
-

@@ -6,25 +6,26 @@ import pytest
 from analysis.epoch_table import FAILURE_DEFINITION_ROLE, EpochTable, write_epoch_table
 from analysis.failures import FailureDefinition, analyze_table
 from metrics.segmentation_metric import SegmentationMetric
-from runners.failure_definition import checked_failure_definition
+from runners.failure_definition import FailureDefinitionSettings
 from utils.errors import ConfigError
 
 
 @pytest.mark.parametrize("entry, words", [
     ({"metric": "accuracy"}, "does not give; its per-datapoint scores: iou, dice"),
     ({"metric": "iou", "worst_fraction": 1.5}, "between 0 and 1"),
-    ({"metric": "iou", "fraction": 0.1}, "must be"),
+    ({"metric": "iou", "fraction": 0.1}, "unknown setting 'fraction'"),
+    ({"worst_fraction": 0.1}, r"lacks 'metric' \(a per-datapoint score"),
     ("iou", "must be"),
 ])
 def test_a_malformed_definition_is_refused_at_start_up(entry, words):
     with pytest.raises(ConfigError, match=words):
-        checked_failure_definition(entry, SegmentationMetric())
+        FailureDefinitionSettings.from_entry(entry).role(SegmentationMetric())
 
 
 def test_a_definition_names_a_score_and_a_share():
-    assert checked_failure_definition({"metric": "dice"}, SegmentationMetric()) == {"metric": "dice",
-                                                                                    "worst_fraction": 0.1}
-    assert checked_failure_definition(None, SegmentationMetric()) is None
+    assert FailureDefinitionSettings.from_entry({"metric": "dice"}).role(SegmentationMetric()) == {
+        "metric": "dice", "worst_fraction": 0.1}
+    assert FailureDefinitionSettings.from_entry(None) is None
 
 
 def table_with(tmp_path, role):

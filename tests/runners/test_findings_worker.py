@@ -12,7 +12,9 @@ import shutil
 import pytest
 
 from analysis.failures import analyze
-from analysis.findings import FINDINGS_FILE, epoch_signature, load_findings
+from analysis.findings import load_findings
+from run_dir.findings_file import epoch_signature
+from run_dir.names import FINDINGS_FILE
 from runners import findings_worker
 from runners.eval_viewer.backend.findings import epoch_findings
 from runners.findings_worker import BackgroundFindings

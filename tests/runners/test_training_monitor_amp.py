@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from debuggers.pages.monitor_file import MONITOR_FILE
-from debuggers.pages.training_log import read_training_log
 from debuggers.training_monitor import NonFiniteTrainingError
+from run_dir.names import MONITOR_FILE
+from run_dir.training_log import read_training_log
+from runners.hooks import Hooks, TrainingMonitorHook
 from runners.trainers import BaseTrainer
 from tests.debuggers.test_training_monitor import Toy, batch, criterion, monitored
 from tests.runs import run_main, write_config
@@ -53,7 +54,9 @@ def logger():
 
 def scaled_train(model, optimizer, monitor, scaler, batches, inspect=None):
     """The step of a trainer subclass in mixed precision, through BaseTrainer's own ``_optimizer_step``."""
-    trainer = SimpleNamespace(optimizer=optimizer, training_monitor=monitor)
+    hook = TrainingMonitorHook(monitor.settings)
+    hook.monitor = monitor
+    trainer = SimpleNamespace(optimizer=optimizer, hooks=Hooks([hook]))
     model.train()
     for step, dp in enumerate(batches):
         loss = criterion(model(dp["inputs"]), dp["labels"])

@@ -10,8 +10,8 @@ import os
 import torch
 from torch.utils.data import RandomSampler
 
-from debuggers.pages.monitor_file import MONITOR_FILE
-from debuggers.pages.training_log import read_training_log
+from run_dir.names import MONITOR_FILE
+from run_dir.training_log import read_training_log
 from runners.config_file import load_config
 from tests.runs import run_main, write_config
 from utils.builders import build_from_config
@@ -92,5 +92,5 @@ def test_an_absurd_monitoring_interval_is_refused_at_start_up_naming_the_limit(t
                         extra='config["training_monitor"] = {"every_n_steps": 10**9}')
     refused = run_main(path, timeout=120)
     assert refused.returncode == 2
-    assert "config['training_monitor']['every_n_steps'] must be an int from 1 to 100,000" in refused.stderr
+    assert "config['training_monitor']['every_n_steps'] must be a whole number from 1 to 100,000" in refused.stderr
     assert not os.path.exists(tmp_path / "absurd" / "epoch_0")

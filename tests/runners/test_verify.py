@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from analysis.epoch_table import EpochTable
 from analysis.failures import FailureDefinition, analyze
 from analysis.finding_plans import RunFacts
 from analysis.intervention import (
@@ -34,6 +34,7 @@ from data.datasets import SyntheticShapesDataset, collate_datapoints
 from data.datasets.synthetic_shapes import SATURATION_VALUE
 from metrics import ClassificationMetric
 from models import SmallCNN
+from run_dir.names import EPOCH_TABLE_FILE
 from runners.analyze import main as analyze_main
 from runners.run_model import Cancelled, EpochModel
 from runners.verify import Verification, VerifyError, verify_findings, verify_plan

@@ -15,7 +15,7 @@ import pytest
 import torch
 from scipy.ndimage import distance_transform_edt
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from analysis.epoch_table import EpochTable
 from analysis.failures import FailureDefinition, analyze, resolve_epoch_dir
 from analysis.finding_plans import NOT_VERIFIABLE, finding_entries, plan_for_finding
 from analysis.findings import decode_idx
@@ -33,6 +33,7 @@ from analysis.intervention import (
     failure_rule,
 )
 from analysis.replication import Replication
+from run_dir.names import EPOCH_TABLE_FILE
 from runners.config_file import load_config
 from runners.run_model import EpochModel
 from runners.trainers import BaseTrainer

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
+from run_dir.names import DATAPOINTS_DIR, RUN_INFO_FILE
 from runners.config_file import load_config
-from runners.datapoint_capture import DATAPOINTS_DIR
 from runners.eval_viewer.backend.debug import EpochDebug
 from runners.eval_viewer.backend.runs import Run
 from utils.builders import build_from_config
@@ -51,7 +51,7 @@ def build_run_dataset(run: Run, log_dirs: list[str]) -> Any:
 def _checked_config_path(run: Run, log_dirs: list[str]) -> str:
     path = run.config_filepath
     if not path:
-        raise DatasetUnavailable(f"{run.name}/run_info.json names no config file, so its datapoints cannot be "
+        raise DatasetUnavailable(f"{run.name}/{RUN_INFO_FILE} names no config file, so its datapoints cannot be "
                                  "rebuilt; scores and debug outputs are still shown")
     if not os.path.isfile(path):
         raise DatasetUnavailable(f"config file {path} of {run.name} no longer exists, so its datapoints cannot be "

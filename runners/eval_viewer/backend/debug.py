@@ -17,7 +17,8 @@ from typing import Any, Optional
 
 from debuggers.pages.errors import PagesToConvertError
 from debuggers.pages.file_format import INDEX_GLOB, CorruptPageError, UnsafePageError
-from debuggers.pages.reader import DEBUGGER_DIR, DebugOutputs
+from debuggers.pages.reader import DebugOutputs
+from run_dir.names import DEBUGGER_DIR
 from utils.folder_glob import glob_in
 
 

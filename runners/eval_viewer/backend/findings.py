@@ -1,6 +1,6 @@
 """An epoch's findings for the Failures tab: the ones stored when the epoch was validated, else computed now.
 
-The trainer stores each validation epoch's findings (``epoch_N/findings.json``, ``runners/findings_worker.py``), so
+The trainer stores each validation epoch's findings (its findings file, ``runners/findings_worker.py``), so
 the tab draws them at once. They are read as data, with the run-file guards (a regular file inside the run, a size
 cap, every field's type checked), and only when they are of the epoch table as it is now. Where none are stored (a
 run from before, an analysis that did not finish, a damaged file), the tab computes them and says why.
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 
-from analysis.epoch_table import EPOCH_TABLE_FILE
 from analysis.failures import analyze
-from analysis.findings import FINDINGS_FILE, Findings, load_findings
-from debuggers.pages.run_files import RunFileError
+from analysis.findings import Findings, load_findings
+from run_dir.errors import RunFileError
+from run_dir.names import EPOCH_TABLE_FILE, FINDINGS_FILE
 
 
 def epoch_findings(epoch_dir: str) -> Findings:

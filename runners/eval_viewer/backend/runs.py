@@ -1,38 +1,30 @@
 """Find the runs under the folders given to the viewer and list their epochs.
 
-A run is a folder holding ``run_info.json``: a trainer work dir (``epoch_N/``
-folders with ``validation_scores.json`` and, at checkpoint epochs, ``debugger/``)
-or an evaluator work dir (``evaluation_scores.json`` and ``debugger/`` in the run
-folder itself, shown as one pseudo-epoch). Listing only reads folder entries and
-small JSON files, so it costs the same whatever the size of the debug pages.
+A run is a folder holding a run info file: a trainer work dir (epoch folders with their scores and, at checkpoint
+epochs, debug outputs) or an evaluator work dir (its scores and debug outputs in the run folder itself, shown as one
+pseudo-epoch); ``run_dir`` lays them out. Listing only reads folder entries and small JSON files, so it costs the
+same whatever the size of the debug pages.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from debuggers.model_report import MODEL_REPORT_FILE
-from debuggers.pages.reader import DEBUGGER_DIR
-from debuggers.pages.run_files import MIB, RunFileError, link_problem, read_run_json, removal_reason
+from run_dir import EpochDir, RunDir
+from run_dir.errors import RunFileError
+from run_dir.names import EVALUATION_SCORES_FILE, PROGRESS_FILE, RUN_INFO_FILE, VALIDATION_SCORES_FILE, epoch_dir_name
+from run_dir.run_files import MIB, read_run_json
 
-RUN_INFO_FILE = "run_info.json"
-TRAINER_SCORES = "validation_scores.json"
-EVALUATOR_SCORES = "evaluation_scores.json"
 EVALUATION_KEY = "evaluation"
-PROGRESS_FILE = "progress.json"  # a trainer's epochs done (runners/trainers/base_trainer.py writes it)
-MAX_PROGRESS_BYTES = MIB
 MAX_SEARCH_DEPTH = 6  # a log folder deeper than this is almost certainly not a folder of runs
-MAX_RUN_INFO_BYTES = MIB  # run_info.json holds the config as written: a few KiB, a long class list included
 MAX_MODEL_REPORT_BYTES = 16 * MIB  # ~150 bytes per layer: 100,000 layers
-_EPOCH_DIR = re.compile(r"epoch_(\d+)")
 
 EXPECTED_LAYOUT = (
-    "expected a Lantern run folder holding run_info.json (a trainer work dir: run_info.json, progress.json, "
-    "epoch_N/validation_scores.json; an evaluator work dir: run_info.json, evaluation_scores.json), "
-    "or a folder containing such runs"
+    f"expected a Lantern run folder holding {RUN_INFO_FILE} (a trainer work dir: {RUN_INFO_FILE}, {PROGRESS_FILE}, "
+    f"{epoch_dir_name('N')}/{VALIDATION_SCORES_FILE}; an evaluator work dir: {RUN_INFO_FILE}, "
+    f"{EVALUATION_SCORES_FILE}), or a folder containing such runs"
 )
 
 
@@ -47,7 +39,7 @@ class Run:
 
     @property
     def is_evaluator(self) -> bool:
-        return "Evaluator" in self.runner or os.path.isfile(os.path.join(self.path, EVALUATOR_SCORES))
+        return "Evaluator" in self.runner or RunDir(self.path).is_evaluator
 
 
 @dataclass(frozen=True)
@@ -87,7 +79,7 @@ def discover_runs(log_dirs: list[str]) -> Discovery:
 
 
 def _run_folders(root: str) -> list[str]:
-    """Folders holding run_info.json; the search does not descend into a run (its epochs hold no runs)."""
+    """Folders holding a run info file; the search does not descend into a run (its epochs hold no runs)."""
     if os.path.isfile(os.path.join(root, RUN_INFO_FILE)):
         return [root]
     found: list[str] = []
@@ -103,29 +95,29 @@ def _run_folders(root: str) -> list[str]:
 
 def read_run(path: str, root: str, problems: list[str]) -> Optional[Run]:
     """The run in ``path`` (named relative to ``root``), or None with the reason added to ``problems``."""
-    info_path = os.path.join(path, RUN_INFO_FILE)
+    folder = RunDir(path)
+    info_path = folder.info
     try:
-        info = read_run_json(info_path, "run info file", MAX_RUN_INFO_BYTES)
+        info = folder.read_info()
     except (OSError, ValueError) as exc:
         problems.append(f"{info_path} cannot be read ({exc}); the run is skipped. Rerun it or delete the folder")
         return None
     if not isinstance(info, dict):
         problems.append(f"{info_path} is not a JSON object; the run is skipped. Rerun it or delete the folder")
         return None
-    problems.extend(problem for entry in sorted(_listdir(path)) if _EPOCH_DIR.fullmatch(entry)
-                    and (problem := link_problem(os.path.join(path, entry), "epoch folder")))
+    problems.extend(folder.link_problems())
     name = os.path.relpath(path, os.path.dirname(root))
     config = info.get("config_filepath")
     return Run(path, name, str(info.get("runner", "")), config if isinstance(config, str) else None)
 
 
 def is_finished(run: Run) -> bool:
-    """Whether the run is done writing: an evaluator's scores are there, or a trainer's ``progress.json`` counts
+    """Whether the run is done writing: an evaluator's scores are there, or a trainer's progress file counts
     every epoch done (a run at its first epoch, or stopped, is not). A progress file that cannot be read says no."""
     if run.is_evaluator:
-        return os.path.isfile(os.path.join(run.path, EVALUATOR_SCORES))
+        return os.path.isfile(RunDir(run.path).evaluation.scores)
     try:
-        progress = read_run_json(os.path.join(run.path, PROGRESS_FILE), "progress file", MAX_PROGRESS_BYTES)
+        progress = RunDir(run.path).read_progress()
     except (OSError, ValueError):
         return False
     done, total = (progress.get(key) if isinstance(progress, dict) else None for key in ("completed_epochs",
@@ -146,24 +138,19 @@ def last_modified(run: Run) -> float:
 
 def list_epochs(run: Run) -> list[Epoch]:
     """The run's epochs with scores or debug outputs, oldest first (re-read on every call)."""
+    folder = RunDir(run.path)
     if run.is_evaluator:
-        return [_epoch(EVALUATION_KEY, "evaluation", None, run.path, EVALUATOR_SCORES)]
-    epochs = []
-    for name in _listdir(run.path):
-        match = _EPOCH_DIR.fullmatch(name)
-        if match and not os.path.islink(os.path.join(run.path, name)):  # never followed (discovery says why)
-            number = int(match.group(1))
-            epoch = _epoch(name, f"epoch {number}", number, os.path.join(run.path, name), TRAINER_SCORES)
-            if epoch.scores_path or epoch.has_debug:
-                epochs.append(epoch)
-    return sorted(epochs, key=lambda e: e.number)
+        return [_epoch(EVALUATION_KEY, "evaluation", folder.evaluation)]
+    epochs = [_epoch(epoch_dir_name(number), f"epoch {number}", folder.epoch(number))
+              for number in folder.epochs()]  # a linked epoch folder is never followed (discovery says why)
+    return [epoch for epoch in epochs if epoch.scores_path or epoch.has_debug]
 
 
-def _epoch(key: str, label: str, number: Optional[int], folder: str, scores_name: str) -> Epoch:
-    scores = os.path.join(folder, scores_name)
-    has_debug = os.path.isdir(os.path.join(folder, DEBUGGER_DIR))  # a link is refused when opened, saying why
-    return Epoch(key, label, number, folder, scores if os.path.lexists(scores) else None, has_debug,
-                 None if has_debug else removal_reason(folder))
+def _epoch(key: str, label: str, folder: EpochDir) -> Epoch:
+    scores = folder.scores
+    has_debug = folder.has_debug_outputs
+    return Epoch(key, label, folder.number, folder.path, scores if os.path.lexists(scores) else None, has_debug,
+                 None if has_debug else folder.removal_reason())
 
 
 def _listdir(path: str) -> list[str]:
@@ -177,7 +164,7 @@ def read_model_report(run_dir: str) -> Optional[dict[str, Any]]:
     """``model_report.json`` of the run in ``run_dir``, None when it has none; ``RunFileError`` (a ValueError)
     when it is not a model report: not a regular file, not JSON, or not shaped as ``debuggers.model_report``
     writes it (a drawing of it would fail on the first odd field)."""
-    path = os.path.join(run_dir, MODEL_REPORT_FILE)
+    path = RunDir(run_dir).model_report
     if not os.path.lexists(path):
         return None
     report = read_run_json(path, "model report", MAX_MODEL_REPORT_BYTES)

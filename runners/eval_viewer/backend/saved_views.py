@@ -1,12 +1,9 @@
 """Named views of a run: the viewer's address (run, epoch, datapoint, tab, sort, filters, narrowing, comparisons,
 columns) saved under a name the user types, offered again for that run.
 
-Where they live: one JSON file of the viewer's own, ``~/.config/lantern/viewer_views.json`` (``$XDG_CONFIG_HOME``
-when set; ``--views-file`` to choose), keyed by the run's absolute path. Never in a run folder: a run folder is
-data, often shared or read-only, and a viewer that writes there could be made to write elsewhere by a crafted
-folder. A name is a JSON key and nothing else, never part of a path. The file is read as guardedly as a run's
-files (a regular file, at most ``MAX_BYTES``, JSON of the expected shape; anything else is an error naming it,
-and saving then refuses rather than overwrite it), and written whole (a temporary file, then renamed).
+Where they live: one JSON file of the viewer's own (``run_dir.saved_views``; ``--views-file`` to choose), keyed by
+the run's absolute path, never in a run folder. A name is a JSON key and nothing else, never part of a path. A file
+that cannot be read is an error naming it, and saving then refuses rather than overwrite it.
 """
 
 from __future__ import annotations
@@ -17,28 +14,19 @@ import unicodedata
 from typing import Optional
 from urllib.parse import parse_qsl, urlencode
 
-from debuggers.pages.run_files import MIB, read_run_json
-from utils.atomic_files import atomic_write_json
+from run_dir.saved_views import MAX_VIEWS, default_views_file, read_views_file, write_views_file
 from utils.errors import LanternUserError
 
-MAX_BYTES = 4 * MIB
 MAX_NAME = 80  # characters of a view's name
-MAX_VIEWS = 200  # per run
 MAX_QUERY = 16_384  # characters of one view's address
 # What an address may hold (``selection.py`` writes it, ``layout/page.py`` reads it); ``f.<column>`` are filters.
 ADDRESS_KEYS = ("run", "epoch", "idx", "tab", "metric", "sort", "wrong", "narrow", "cmp_epochs", "cmp_run",
                 "cmp_epoch", "pin", "hide", "follow")
 FILTER_PREFIX = "f."
-FORMAT = "lantern-viewer-views"
 
 
 class SavedViewsError(LanternUserError):
     """The saved views file cannot be read or written, or a view is not one the viewer can keep."""
-
-
-def default_views_file() -> str:
-    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(config, "lantern", "viewer_views.json")
 
 
 def clean_address(query: str) -> str:
@@ -83,23 +71,13 @@ class SavedViews:
             if name not in of_run and len(of_run) >= MAX_VIEWS:
                 raise SavedViewsError(f"{run_path} has {MAX_VIEWS} saved views already; delete some from {self.path}")
             of_run[name] = query
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            atomic_write_json(self.path, {"format": FORMAT, "version": 1, "views": views})
+            write_views_file(self.path, views)
         return name
 
     def _read(self) -> dict[str, dict[str, str]]:
-        if not os.path.lexists(self.path):
-            return {}
         try:
-            data = read_run_json(self.path, "saved views file", MAX_BYTES)
+            views = read_views_file(self.path)
         except (OSError, ValueError) as exc:
             raise SavedViewsError(f"the saved views cannot be read ({exc}); move {self.path} away to start afresh") \
                 from None
-        views = data.get("views") if isinstance(data, dict) and data.get("format") == FORMAT else None
-        if not isinstance(views, dict) or not all(
-                isinstance(run, str) and isinstance(named, dict) and len(named) <= MAX_VIEWS
-                and all(isinstance(k, str) and isinstance(v, str) for k, v in named.items())
-                for run, named in views.items()):
-            raise SavedViewsError(f"{self.path} is not a Lantern saved views file (expected {{'format': '{FORMAT}', "
-                                  "'views': {run: {name: address}}}); move it away to start afresh")
         return {run: {name: clean_address(query) for name, query in named.items()} for run, named in views.items()}

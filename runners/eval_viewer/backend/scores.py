@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from debuggers.pages.run_files import MIB, finite_or_none, read_run_json
+from run_dir.run_files import MIB, finite_or_none, read_run_json
 
 MAX_SCORES_BYTES = 512 * MIB  # ~90 bytes per datapoint and score as Lantern writes it: millions of datapoints
 _INT64 = (-(2**63), 2**63 - 1)

@@ -21,8 +21,10 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable, EpochTableError
-from debuggers.pages.run_files import RunFileError, refuse_link
+from analysis.epoch_table import EpochTable, EpochTableError
+from run_dir.errors import RunFileError
+from run_dir.names import EPOCH_TABLE_FILE
+from run_dir.run_files import refuse_link
 from runners.eval_viewer.backend.scores import Scores, ScoresError
 
 Where = Sequence[tuple[str, str, Any]]

@@ -2,7 +2,7 @@
 
 One reader per run is kept (``TRAINING_LOGS``, at most ``MAX_RUNS``): each read takes only the frames the run
 appended since the last one, so following a long run every few seconds costs its new rows, not the file. The
-file is data like every run file: ``debuggers.pages.training_log`` reads it bounded and checked.
+file is data like every run file: ``run_dir.training_log`` reads it bounded and checked.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import os
 import threading
 from typing import Optional
 
-from debuggers.pages.monitor_file import MONITOR_FILE
-from debuggers.pages.training_log import TrainingLog, TrainingLogReader
+from run_dir.names import MONITOR_FILE
+from run_dir.training_log import TrainingLog, TrainingLogReader
 from runners.eval_viewer.backend.cache import BoundedCache
 from runners.eval_viewer.backend.runs import Run
 

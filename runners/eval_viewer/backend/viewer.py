@@ -13,10 +13,9 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from analysis.epoch_table import EPOCH_TABLE_FILE
 from analysis.failures import Findings
 from debuggers.pages.errors import DebugDataError
-from debuggers.pages.reader import DEBUGGER_DIR
+from run_dir.names import DEBUGGER_DIR, EPOCH_TABLE_FILE
 from runners.eval_viewer.backend.cache import BoundedCache
 from runners.eval_viewer.backend.calibration import Calibration, calibration_points
 from runners.eval_viewer.backend.datasets import (

@@ -8,7 +8,7 @@ from dash import Dash, Input, Output, dcc, html, no_update
 
 from data.viewer.layout.display.figures import model_report_figures
 from data.viewer.layout.display.values import GRAPH_CONFIG
-from debuggers.model_report import MODEL_REPORT_FILE
+from run_dir.names import MODEL_REPORT_FILE
 from runners.eval_viewer.backend.runs import read_model_report
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.components import message

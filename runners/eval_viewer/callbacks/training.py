@@ -13,8 +13,8 @@ from typing import Optional
 from dash import Dash, Input, Output, State, html, no_update
 
 from data.viewer.layout.display.training_figures import histogram_figure, loss_figure, norm_heatmap
-from debuggers.pages.errors import DebugDataError
-from debuggers.pages.monitor_file import MONITOR_FILE
+from run_dir.errors import RunFileError
+from run_dir.names import MONITOR_FILE
 from runners.eval_viewer.backend.training import TRAINING_LOGS
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.components import message
@@ -37,7 +37,7 @@ def training_content(backend: ViewerBackend, run_path: Optional[str], layer: Opt
         return layout.TrainingContent([message(NO_FILE.format(run=run.name), "secondary")], shown=shown)
     try:
         log = TRAINING_LOGS.read(run)
-    except (OSError, DebugDataError) as exc:
+    except (OSError, RunFileError) as exc:
         return layout.TrainingContent([message(f"{MONITOR_FILE} of {run.name} cannot be read: {exc}", "danger")],
                                       shown=shown)
     if not log.layers:

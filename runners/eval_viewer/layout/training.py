@@ -13,7 +13,7 @@ from dash import dcc, html
 from data.viewer.layout.display.elements import alert
 from data.viewer.layout.display.training_figures import state_colour, states_table
 from data.viewer.layout.display.values import GRAPH_CONFIG
-from debuggers.pages.training_log import TrainingLog
+from run_dir.training_log import TrainingLog
 from runners.eval_viewer.layout.ids import TAB_TRAINING
 
 SUMMARY = "training-summary"  # what was recorded, the first non-finite step, gradients not updating

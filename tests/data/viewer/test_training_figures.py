@@ -4,7 +4,7 @@
 import numpy as np
 
 from data.viewer.layout.display.training_figures import MAX_CELLS, MAX_LR_GROUPS, loss_figure, norm_heatmap
-from debuggers.pages.training_log import TrainingLog
+from run_dir.training_log import TrainingLog
 
 
 def a_log(layers: int, groups: int, rows: int) -> TrainingLog:

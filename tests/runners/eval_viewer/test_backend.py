@@ -14,11 +14,12 @@ from dash import html
 from plotly.offline import get_plotlyjs_version
 
 import runners.eval_viewer.backend.initialization as initialization
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from analysis.epoch_table import EpochTable
 from data.datasets import SyntheticShapesDataset
 from data.viewer.layout.display import display_datapoint
 from data.viewer.layout.display.display_debug_outputs import display_debug_outputs
 from debuggers.pages import reader
+from run_dir.names import EPOCH_TABLE_FILE
 from runners.config_file import load_config
 from runners.eval_viewer.__main__ import parse_args
 from runners.eval_viewer.app import (
@@ -231,7 +232,7 @@ def test_opening_a_datapoint_reads_exactly_one_page(runs, monkeypatch):
     assert pages > 3
     opened = []
     real_open = reader.open_regular
-    monkeypatch.setattr(reader, "open_regular", lambda path: opened.append(path) or real_open(path))
+    monkeypatch.setattr(reader, "open_regular", lambda path, *how: opened.append(path) or real_open(path, *how))
     datapoint = _open(runs["logs"], runs["trainer"], "epoch_1", 5)
     assert len([path for path in opened if os.sep + "debugger" + os.sep in path]) == 1
     assert set(datapoint["debug"]) == {"layer3_energy"}

@@ -14,11 +14,13 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTable
+from analysis.epoch_table import EpochTable
 from data.datasets import SyntheticShapesDataset
 from debuggers.capture_debugger import CaptureDebugger
 from debuggers.feature_map_debugger import FeatureMapDebugger
 from models import AttentionClassifier, SmallCNN
+from run_dir import RunDir
+from run_dir.names import DEBUGGER_DIR, EPOCH_TABLE_FILE
 from runners.config_file import load_config
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from runners.eval_viewer.export import (
@@ -26,7 +28,6 @@ from runners.eval_viewer.export import (
     datapoint_items,
     main,
     plotly_js,
-    resolve_epoch_dir,
     visualize_debug_states,
 )
 from runners.trainers import BaseTrainer
@@ -109,7 +110,7 @@ def test_epoch_choice_and_missing_idx(run_dir, tmp_path):
     code, page = export(run_dir, tmp_path / "e0.html", "--epoch", "0", "--idx", "1", "99")
     assert code == 0 and "<h1>Lantern debug report: run · epoch 0</h1>" in page
     assert "no debug outputs for idx 99; this epoch has idx 0..15 (16 datapoints)" in page
-    assert resolve_epoch_dir(run_dir) == os.path.join(run_dir, "epoch_1")
+    assert RunDir(run_dir).epoch_dir(holding=DEBUGGER_DIR) == os.path.join(run_dir, "epoch_1")
 
 
 def test_unknown_epoch_and_folder_say_what_exists(run_dir, tmp_path, capsys):
@@ -136,7 +137,7 @@ def test_evaluator_style_folder_and_notebook_helper(tmp_path):
     model = SmallCNN(widths=(4, 4, 4, 4)).eval()
     outputs = capture_epoch(model, torch.randn(4, 3, 16, 16), tmp_path / "eval", 2,
                             [entry("fm", FeatureMapDebugger, layer_name="backbone.layer4")])
-    assert resolve_epoch_dir(str(tmp_path / "eval")) == str(tmp_path / "eval")
+    assert RunDir(str(tmp_path / "eval")).epoch_dir(holding=DEBUGGER_DIR) == str(tmp_path / "eval")
     figures = visualize_debug_states(outputs[2], save_path=str(tmp_path / "notebook"))
     assert figures and all(isinstance(f, go.Figure) for f in figures)
     assert figures[0].layout.title.text.startswith("fm: backbone.layer4 feature map")

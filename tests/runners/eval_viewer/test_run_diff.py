@@ -9,7 +9,8 @@ import os
 import numpy as np
 import pytest
 
-from analysis.epoch_table import EPOCH_TABLE_FILE, EpochTableError, write_epoch_table
+from analysis.epoch_table import EpochTableError, write_epoch_table
+from run_dir.names import EPOCH_TABLE_FILE
 from runners.eval_viewer.backend.run_diff import RIGHT_TO_WRONG, WRONG_TO_RIGHT, RunDiffError, RunDiffs, Side
 from runners.eval_viewer.backend.viewer import ViewerBackend
 from runners.eval_viewer.callbacks.browser_input import BadRequest

@@ -1,4 +1,4 @@
-"""Figures of a run's training monitor file (``debuggers.pages.training_log.TrainingLog``): the loss and the
+"""Figures of a run's training monitor file (``run_dir.training_log.TrainingLog``): the loss and the
 learning rate over steps, per-layer heatmaps of the gradient norm and the update/weight ratio over steps, and
 a layer's weight and gradient histograms per epoch.
 
@@ -28,7 +28,7 @@ from data.viewer.layout.display.figures import (
     MARGIN,
     title_number,
 )
-from debuggers.pages.training_log import GRAD_FROZEN, GRAD_MISSING, GRAD_OK, GRAD_STATES, GRAD_ZERO, TrainingLog
+from run_dir.training_log import GRAD_FROZEN, GRAD_MISSING, GRAD_OK, GRAD_STATES, GRAD_ZERO, TrainingLog
 
 MAX_POINTS = 20_000
 MAX_CELLS = 150_000  # of a heatmap (layers x steps): a few MB of JSON for the browser

@@ -9,21 +9,37 @@ costs neither minutes nor gigabytes.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import stat
 from typing import Any, Optional
 
-from debuggers.pages.budget import REMOVED_MARKER
-from debuggers.pages.errors import CorruptPageError
-from debuggers.pages.file_format import open_regular
+from run_dir.errors import RunFileError
+from run_dir.names import REMOVED_MARKER
+from utils.errors import LanternUserError
 
 KIB, MIB = 1024, 1024 * 1024
 MAX_MARKER_BYTES = 4 * KIB  # a removal marker is a few numbers; a larger one is not read
 
 
-class RunFileError(CorruptPageError):
-    """A file or folder of a run folder is a link, a special file, too large or not JSON: not one Lantern wrote."""
+def open_regular(path: str, what: str, error: type[LanternUserError] = RunFileError) -> int:
+    """A read-only fd of ``path`` if it is a regular file; FIFOs, devices and symlinks are refused at once with
+    ``error`` (the debug pages refuse theirs with their own error)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EMLINK):
+            raise error(f"{what} {path} is a symlink or a special file, never a Lantern file; "
+                        "remove it and rerun the epoch") from None
+        raise
+    kind = os.fstat(fd).st_mode
+    if not stat.S_ISREG(kind):
+        os.close(fd)
+        raise error(f"{what} {path} is not a regular file (a FIFO, device or folder); "
+                    "Lantern never writes one: remove it and rerun the epoch")
+    return fd
 
 
 def link_problem(path: str, what: str) -> Optional[str]:
@@ -38,11 +54,11 @@ def link_problem(path: str, what: str) -> Optional[str]:
             "is not followed: put the real file or folder in its place, or remove the link")
 
 
-def refuse_link(path: str, what: str) -> str:
-    """``path`` itself, unless it is a symbolic link: then ``RunFileError`` naming the link."""
+def refuse_link(path: str, what: str, error: type[LanternUserError] = RunFileError) -> str:
+    """``path`` itself, unless it is a symbolic link: then ``error`` naming the link."""
     problem = link_problem(path, what)
     if problem:
-        raise RunFileError(problem)
+        raise error(problem)
     return path
 
 
@@ -64,7 +80,7 @@ def read_run_json(path: str, what: str, max_bytes: int) -> Any:
 
 def removal_reason(epoch_dir: str) -> Optional[str]:
     """"removed to stay under N GB" when the run's disk budget removed this epoch's debug outputs
-    (``debuggers/pages/budget.py`` leaves a marker), else None. Only the budget's number is taken
+    (``run_dir/budget.py`` leaves a marker), else None. Only the budget's number is taken
     from the marker; a malformed one still says that the outputs were removed."""
     path = os.path.join(epoch_dir, REMOVED_MARKER)
     if not os.path.lexists(path):

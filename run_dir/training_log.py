@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from debuggers.pages.monitor_file import MAGIC, MAX_READ_BYTES, Frame, read_frames
+from run_dir.monitor_file import MAGIC, MAX_READ_BYTES, Frame, read_frames
 
 KIND_LAYOUT, KIND_STEP, KIND_EPOCH, KIND_NONFINITE = "layout", "step", "epoch", "nonfinite"
 GRAD_OK, GRAD_ZERO, GRAD_MISSING, GRAD_FROZEN, GRAD_NONFINITE = range(5)

@@ -32,10 +32,9 @@ from typing import Any, Optional
 
 import numpy as np
 
-from debuggers.pages.errors import CorruptPageError
-from debuggers.pages.file_format import open_regular
+from run_dir.errors import MonitorFileError
+from run_dir.run_files import open_regular
 
-MONITOR_FILE = "training_monitor.bin"
 MAGIC = b"LNTMON1\n"
 FRAME_HEAD = struct.Struct("<II")  # payload length, CRC-32 of the payload
 JSON_HEAD = struct.Struct("<I")
@@ -44,10 +43,6 @@ MAX_JSON_BYTES = 2**20
 MAX_READ_BYTES = 512 * 2**20  # what a reader reads of one file by default
 DTYPES = {"f4": np.dtype("<f4"), "f8": np.dtype("<f8"), "u1": np.dtype("u1"), "i8": np.dtype("<i8")}
 _MAX_DIMS = 2
-
-
-class MonitorFileError(CorruptPageError):
-    """The file is not a training monitor file (another magic), or a frame cannot be written."""
 
 
 @dataclass

@@ -21,24 +21,9 @@ import os
 import shutil
 import time
 
+from run_dir.folder import RunDir
+from run_dir.names import DEBUGGER_DIR, REMOVED_MARKER, REMOVING_DIR
 from utils.atomic_files import atomic_write_json
-from utils.config_values import is_positive_number
-from utils.errors import ConfigError
-from utils.folder_glob import glob_in
-
-REMOVED_MARKER = "debugger_removed.json"
-REMOVING = ".debugger.removing"  # the renamed folder while it is deleted; hidden from readers
-
-
-def checked_budget(config_value: object) -> float | None:
-    """``debug_disk_budget_gb`` checked (None: no budget)."""
-    if config_value is None:
-        return None
-    if not is_positive_number(config_value):
-        raise ConfigError(f"config['debug_disk_budget_gb'] must be a positive number of gigabytes (after each "
-                          f"epoch, the oldest epochs' full debug outputs are removed until the rest fits), got "
-                          f"{config_value!r}")
-    return float(config_value)
 
 
 def keep_under_budget(work_dir: str, budget_gb: float, log: logging.Logger, completed_epochs: int) -> list[int]:
@@ -48,13 +33,14 @@ def keep_under_budget(work_dir: str, budget_gb: float, log: logging.Logger, comp
     epoch", and counting it would remove the outputs of the latest finished one."""
     finish_interrupted_removals(work_dir)
     budget = budget_gb * 2**30
-    sizes = {epoch: folder_bytes(os.path.join(folder, "debugger")) for epoch, folder in _epoch_folders(work_dir)
-             if epoch < completed_epochs and os.path.isdir(os.path.join(folder, "debugger"))}
+    run = RunDir(work_dir)
+    sizes = {epoch: folder_bytes(run.epoch(epoch).debugger) for epoch in run.epochs_holding(DEBUGGER_DIR)
+             if epoch < completed_epochs}
     total, removed = sum(sizes.values()), []
     for epoch in sorted(sizes)[:-1]:  # the latest epoch's outputs always stay
         if total <= budget:
             break
-        remove_debug_outputs(os.path.join(work_dir, f"epoch_{epoch}"), sizes[epoch], budget_gb)
+        remove_debug_outputs(run.epoch(epoch).path, sizes[epoch], budget_gb)
         total -= sizes[epoch]
         removed.append(epoch)
         log.info(f"epoch {epoch}: debug outputs removed ({_size(sizes[epoch])}) to stay under "
@@ -77,9 +63,9 @@ def remove_debug_outputs(epoch_dir: str, size: int, budget_gb: float) -> None:
 
 def finish_interrupted_removals(work_dir: str) -> None:
     """Complete removals a killed run left half done (a marker beside a folder still there)."""
-    for _, folder in _epoch_folders(work_dir):
-        if os.path.exists(os.path.join(folder, REMOVED_MARKER)):
-            _complete_removal(folder)
+    run = RunDir(work_dir)
+    for epoch in run.epochs_holding(REMOVED_MARKER):
+        _complete_removal(run.epoch(epoch).path)
 
 
 def folder_bytes(folder: str) -> int:
@@ -92,19 +78,10 @@ def _size(n_bytes: int) -> str:
 
 
 def _complete_removal(epoch_dir: str) -> None:
-    outputs, removing = os.path.join(epoch_dir, "debugger"), os.path.join(epoch_dir, REMOVING)
+    outputs, removing = os.path.join(epoch_dir, DEBUGGER_DIR), os.path.join(epoch_dir, REMOVING_DIR)
     if os.path.isdir(outputs):
         if os.path.isdir(removing):  # a second interrupted removal of the same epoch
             shutil.rmtree(removing)
         os.rename(outputs, removing)
     if os.path.isdir(removing):
         shutil.rmtree(removing)
-
-
-def _epoch_folders(work_dir: str) -> list[tuple[int, str]]:
-    folders = []
-    for folder in glob_in(work_dir, "epoch_*"):
-        suffix = os.path.basename(folder)[len("epoch_"):]
-        if suffix.isdigit():
-            folders.append((int(suffix), folder))
-    return sorted(folders)

@@ -11,18 +11,17 @@ import zlib
 import numpy as np
 import pytest
 
-from debuggers.pages.errors import CorruptPageError
-from debuggers.pages.monitor_file import (
+from run_dir.errors import MonitorFileError, RunFileError
+from run_dir.monitor_file import (
     FRAME_HEAD,
     JSON_HEAD,
     MAGIC,
     MAX_FRAME_BYTES,
-    MonitorFileError,
     MonitorFileWriter,
     encode_frame,
     read_frames,
 )
-from debuggers.pages.training_log import (
+from run_dir.training_log import (
     KIND_EPOCH,
     KIND_LAYOUT,
     KIND_STEP,
@@ -138,7 +137,7 @@ def test_a_file_that_is_not_a_monitor_file_is_refused_at_once(tmp_path, kind):
         os.mkfifo(path)  # opening it blocking would hang the reader forever
     else:
         path.write_bytes(b"PK\x03\x04" + b"\0" * 100)
-    with pytest.raises(CorruptPageError):
+    with pytest.raises(RunFileError):
         read_frames(str(path))
     if kind == "other magic":
         with pytest.raises(MonitorFileError, match="move it out of the work dir"):

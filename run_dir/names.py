@@ -1,0 +1,44 @@
+"""The name of every file and folder a run writes, each defined here once: the runners write by these names and
+every reader (analysis, viewer, export, verify) finds the files by them."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional, Union
+
+# the run folder (a trainer's or an evaluator's work dir)
+RUN_INFO_FILE = "run_info.json"  # which config the run belongs to, and which launch wrote it
+PROGRESS_FILE = "progress.json"  # a trainer's epochs done and its best epoch, written last in each epoch
+LOCK_FILE = ".lantern.lock"  # held by the running process; hidden, so a run's files can be removed around it
+TRAINER_LOG = "train.log"
+EVALUATOR_LOG = "eval.log"
+RUNNER_LOG = "run.log"  # a runner that is neither (other ranks' logs: ``run_log.log_path``)
+MONITOR_FILE = "training_monitor.bin"
+MODEL_REPORT_FILE = "model_report.json"
+DATAPOINTS_DIR = "datapoints"  # each validation datapoint's inputs, labels and meta info, for the viewer
+EVALUATION_SCORES_FILE = "evaluation_scores.json"  # an evaluator's scores, in the run folder itself
+
+# an epoch's folder (a trainer's epoch_N, or an evaluator's run folder)
+VALIDATION_SCORES_FILE = "validation_scores.json"
+EPOCH_TABLE_FILE = "epoch_table.parquet"
+FINDINGS_FILE = "findings.json"
+CHECKPOINT_FILE = "checkpoint.pt"
+TRAINING_LOSSES_FILE = "training_losses.pt"
+DEBUGGER_DIR = "debugger"  # the debug pages
+REMOVED_MARKER = "debugger_removed.json"  # what the disk budget removed, and why
+REMOVING_DIR = ".debugger.removing"  # the pages while the budget deletes them; hidden from readers
+
+_EPOCH_PREFIX = "epoch_"
+EPOCH_GLOB = _EPOCH_PREFIX + "*"
+_EPOCH_NAME = re.compile(re.escape(_EPOCH_PREFIX) + r"(\d+)")
+
+
+def epoch_dir_name(epoch: Union[int, str]) -> str:
+    """``epoch_N``: the folder of a trainer's epoch ``N`` (``"N"`` itself where a message names any epoch)."""
+    return f"{_EPOCH_PREFIX}{epoch}"
+
+
+def epoch_number(name: str) -> Optional[int]:
+    """N for a folder named ``epoch_N``, None for any other name."""
+    match = _EPOCH_NAME.fullmatch(name)
+    return int(match.group(1)) if match else None
