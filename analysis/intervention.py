@@ -145,6 +145,20 @@ class InterventionPlan:
     fallback: Any = None  # analysis.replication.ReplicationPlan
 
 
+class OfPlan:
+    """A result's key and finding: those of the plan (``plan``) it carried out."""
+
+    plan: Any
+
+    @property
+    def key(self) -> str:
+        return self.plan.key
+
+    @property
+    def finding(self) -> str:
+        return self.plan.finding
+
+
 @dataclass
 class NotVerifiable:
     """A finding no intervention can test, and why."""

@@ -40,6 +40,7 @@ from scipy.stats import fisher_exact, mannwhitneyu
 from analysis.epoch_table import EpochTable, write_epoch_table
 from analysis.failures import FailureDefinition, analyze_table
 from analysis.findings import Condition, Findings
+from analysis.intervention import OfPlan
 
 REPLICATED, NOT_REPLICATED = "replicated", "not replicated"
 LEVEL = 0.05  # one-sided, on half B
@@ -65,7 +66,7 @@ class ReplicationPlan:
 
 
 @dataclass
-class Replication:
+class Replication(OfPlan):
     """What half A found of the finding, and how it held on half B."""
 
     plan: ReplicationPlan
@@ -79,14 +80,6 @@ class Replication:
     p_value: Optional[float] = None
     tried: Optional[dict[str, Any]] = None  # the intervention tried first (Verification.to_dict()) and its verdict
     seconds: float = 0.0
-
-    @property
-    def key(self) -> str:
-        return self.plan.key
-
-    @property
-    def finding(self) -> str:
-        return self.plan.finding
 
     def describe(self) -> str:
         """On B, in a few words: failing inside against outside, or the AUROC."""

@@ -61,6 +61,7 @@ from analysis.intervention import (
     Intervention,
     InterventionPlan,
     NotVerifiable,
+    OfPlan,
     OutcomeCounts,
     PromptMove,
     UnitPatch,
@@ -94,7 +95,7 @@ POINT_KEYS = ("point", "points", "point_coords")  # the inputs a promptable segm
 
 
 @dataclass
-class Verification:
+class Verification(OfPlan):
     """One finding's intervention and what it did, against the matched control."""
 
     plan: InterventionPlan
@@ -102,14 +103,6 @@ class Verification:
     reference_idx: list[int]  # the passing datapoints the mean was taken over
     comparison: Comparison
     seconds: float
-
-    @property
-    def key(self) -> str:
-        return self.plan.key
-
-    @property
-    def finding(self) -> str:
-        return self.plan.finding
 
     @property
     def intervention(self) -> str:

@@ -100,6 +100,21 @@ def by_hand(run, result: Verification, forward) -> None:
         assert counts == OutcomeCounts.of(np.array([before[i] for i in idx]), np.array([after[i] for i in idx]))
 
 
+def facts_of(run) -> tuple:
+    """The run's failure rule, its epoch's failures and the facts a plan is made from."""
+    table = EpochTable(os.path.join(run["epoch_dir"], EPOCH_TABLE_FILE))
+    rule, failed = failure_rule(table, FailureDefinition())
+    return rule, failed, run_facts(table, failed, run["model"], run["epoch_dir"])
+
+
+def run_plan(run, intervention, idx=None) -> Verification:
+    """``intervention`` on ``idx`` (default: 60 failing datapoints) of the run's epoch."""
+    rule, failed, facts = facts_of(run)
+    idx = facts.table_idx[failed][:60] if idx is None else idx
+    return verify_plan(run["model"], InterventionPlan("groups-0", "a finding", [int(i) for i in idx], intervention,
+                                                      ""), rule, facts)
+
+
 def keyed(findings: dict, test) -> str:
     return next(key for key, finding in finding_entries(findings) if test(key, finding))
 
@@ -153,11 +168,9 @@ def test_a_subgroup_is_moved_onto_the_passing_datapoints_as_by_hand(burst):
     key = max((key for key, _ in finding_entries(findings) if key.startswith("subgroups")),
               key=lambda key: np.isin(decode_idx(dict(finding_entries(findings))[key]["idx"], key),
                                       burst["bursts"]).sum())
-    facts = run_facts(EpochTable(os.path.join(burst["epoch_dir"], EPOCH_TABLE_FILE)),
-                      np.array(list(failures_before(burst).values())), burst["model"], burst["epoch_dir"])
+    rule, _, facts = facts_of(burst)
     plan = plan_for_finding(key, dict(finding_entries(findings))[key], facts)
     assert isinstance(plan, InterventionPlan) and isinstance(plan.intervention, UnitShift)
-    rule, _ = failure_rule(EpochTable(os.path.join(burst["epoch_dir"], EPOCH_TABLE_FILE)), FailureDefinition())
     result = verify_plan(burst["model"], plan, rule, facts)
     assert result.verdict == CONFIRMED, result.comparison  # the bursts' place in stage 3 is what fails them
     model, shift = burst["model"].model, plan.intervention
@@ -172,14 +185,8 @@ def test_a_subgroup_is_moved_onto_the_passing_datapoints_as_by_hand(burst):
 
 # ---------------------------------------------------------------------------------- the attention model
 def test_an_attention_head_is_patched_at_its_slice_of_the_output_projection(sequences):
-    model = sequences["model"]
-    table = EpochTable(os.path.join(sequences["epoch_dir"], EPOCH_TABLE_FILE))
-    rule, failed = failure_rule(table, FailureDefinition())
-    facts = run_facts(table, failed, model, sequences["epoch_dir"])
-    finding = facts.table_idx[failed][:60]
-    plan = InterventionPlan("groups-0", "failing", finding.tolist(), UnitPatch("blocks.1.attn", (1,), kind=HEADS), "")
-    result = verify_plan(model, plan, rule, facts)
-    net = model.model
+    result = run_plan(sequences, UnitPatch("blocks.1.attn", (1,), kind=HEADS))
+    net = sequences["model"].model
     width = 32 // 4
 
     def head_output(batch):
@@ -207,15 +214,10 @@ def test_an_attention_head_is_patched_at_its_slice_of_the_output_projection(sequ
 
 
 def test_a_token_span_is_replaced_by_padding_as_by_hand(sequences):
-    model = sequences["model"]
-    table = EpochTable(os.path.join(sequences["epoch_dir"], EPOCH_TABLE_FILE))
-    rule, failed = failure_rule(table, FailureDefinition())
-    facts = run_facts(table, failed, model, sequences["epoch_dir"])
     span = np.zeros(3, dtype=bool)
     span[0] = True  # the source's token
-    plan = InterventionPlan("groups-0", "failing", facts.table_idx[failed][:60].tolist(),
-                            InputMask("tokens", span, PADDING), "")
-    result = verify_plan(model, plan, rule, facts)
+    result = run_plan(sequences, InputMask("tokens", span, PADDING))
+    model = sequences["model"]
 
     def padded(batch, reference):
         inputs = {key: value.clone() for key, value in batch["inputs"].items()}
@@ -276,14 +278,11 @@ def test_a_segmentation_slice_is_verified_from_the_command_line(segmentation, ca
 
 def test_a_moved_prompt_lands_where_its_target_is_thickest(segmentation):
     model = segmentation["model"]
-    table = EpochTable(os.path.join(segmentation["epoch_dir"], EPOCH_TABLE_FILE))
-    rule, failed = failure_rule(table, FailureDefinition())
+    rule, failed, facts = facts_of(segmentation)
     assert rule.metric == "iou" and failed.mean() == pytest.approx(0.15, abs=0.01)
-    facts = run_facts(table, failed, model, segmentation["epoch_dir"])
     assert facts.prompt == PromptMove("point", "mask")
-    finding = np.concatenate([facts.table_idx[failed][:20], facts.table_idx[~failed][:20]])
-    plan = InterventionPlan("groups-0", "some failing, some passing", np.sort(finding).tolist(), facts.prompt, "")
-    result = verify_plan(model, plan, rule, facts)
+    result = run_plan(segmentation, facts.prompt, np.sort(np.concatenate([facts.table_idx[failed][:20],
+                                                                          facts.table_idx[~failed][:20]])))
 
     def moved(batch, reference):
         masks = batch["labels"]["mask"][:, 0].numpy() > 0.5
