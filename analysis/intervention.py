@@ -108,7 +108,8 @@ class InputMask:
         where = np.nonzero(self.region)
         unit = {1: "token" if self.fill == PADDING else "position", 2: "pixel", 3: "voxel"}[self.region.ndim]
         names = {1: ("",), 2: ("rows ", "columns "), 3: ("depth ", "rows ", "columns ")}[self.region.ndim]
-        ranges = ", ".join(f"{name}{axis.min()}-{axis.max()}" for name, axis in zip(names, where))
+        ranges = ", ".join(f"{name}{axis.min()}-{axis.max()}" for name, axis in zip(names, where)) \
+            if self.region.ndim > 1 or len(where[0]) > 8 else ", ".join(map(str, where[0]))
         what = "replaced by padding" if self.fill == PADDING else "set to the passing mean"
         return f"input '{self.input_key}': {len(where[0])} {unit}{'s' if len(where[0]) > 1 else ''} ({ranges}) {what}"
 
