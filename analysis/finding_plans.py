@@ -137,12 +137,12 @@ def plan_for_finding(key: str, finding: dict[str, Any], facts: RunFacts) -> Plan
                                                        "(it names none: no 'idx', no column with a direction)")
     named = _region(finding) or _nan_module(finding) or _units(finding, facts)
     if named is not None:
-        return InterventionPlan(key, name, idx.tolist(), *named)
+        return InterventionPlan(key, name, idx.tolist(), *named, replication=replication)
     derived, why_not = _subgroup(kind, finding, idx, facts) or _cam(idx, facts)
     derived = derived or ((facts.prompt, "a promptable segmentation: does the prompt's place fail them?")
                           if facts.prompt is not None and kind != "suspect_groups" else None)
     if derived is not None:
-        return InterventionPlan(key, name, idx.tolist(), *derived, fallback=replication)
+        return InterventionPlan(key, name, idx.tolist(), *derived, replication=replication, named=False)
     if replication is not None:
         return replication
     what = "a subgroup" if kind == "subgroups" else "a group of suspected label errors" \

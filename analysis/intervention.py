@@ -134,16 +134,19 @@ Intervention = Union[UnitPatch, UnitShift, InputMask, PromptMove]
 class InterventionPlan:
     """What to do for one finding: which datapoints, and what to patch (``why``: how it was read off the finding).
 
-    ``fallback``: for an intervention the finding does not name (a Grad-CAM region, a moved prompt), the held-out
-    replication that gives the verdict when the intervention does not confirm it: its failures may have another
-    cause than the part tried."""
+    ``replication``: the finding's held-out replication, run where the intervention does not confirm it. For an
+    intervention the finding does not name (a Grad-CAM region, a moved prompt, a subgroup's shift: ``named`` False)
+    it gives the verdict: the failures may have another cause than the part tried. For one it names (its units) the
+    verdict stays the intervention's, the replication said beside it: "correlational" says the units are no cause,
+    the replication whether the finding is real all the same (its cause upstream of them)."""
 
     key: str
     finding: str
     idx: list[int]
     intervention: Intervention
     why: str
-    fallback: Any = None  # analysis.replication.ReplicationPlan
+    replication: Any = None  # analysis.replication.ReplicationPlan
+    named: bool = True
 
 
 class OfPlan:

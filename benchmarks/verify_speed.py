@@ -94,7 +94,7 @@ def main() -> None:
         findings = analyze(epoch_dir).to_dict()
         key = next(key for key, _ in finding_entries(findings) if key.startswith("meta.slices"))
         slice_plan = plan_for_finding(key, dict(finding_entries(findings))[key], facts)
-        slice_plan = getattr(slice_plan, "fallback", None) or slice_plan
+        slice_plan = getattr(slice_plan, "replication", None) or slice_plan
         results = {}
         medians = interleaved_medians({
             "evaluate": lambda: evaluate(model, idx),

@@ -21,7 +21,7 @@ from analysis.failures import FailureDefinition, Findings, analyze, resolve_epoc
 from analysis.finding_plans import NOT_VERIFIABLE
 from analysis.findings import FamilyFindings
 from analysis.intervention import Comparison, NotVerifiable
-from analysis.replication import Replication
+from analysis.replication import REPLICATED, Replication
 from run_dir.names import FINDINGS_FILE
 from runners.run_model import TRUST_FLAG
 from runners.verify import Result, Verification, verify_findings
@@ -151,6 +151,9 @@ def format_verifications(results: list[Result]) -> str:
     for r in done:
         reasons.setdefault((r.verdict, r.comparison.reason), []).append(r.key)
     lines += [f"{', '.join(keys)}: {verdict}: {reason}" for (verdict, reason), keys in reasons.items()]
+    lines += [f"{r.key}: held out, {r.replication.verdict} ({r.replication.describe()})"
+              + (": the finding is real, and what it names not shown to cause it" if r.replication.verdict == REPLICATED
+                 else "") for r in done if r.replication is not None]
     replicated = [r for r in results if isinstance(r, Replication)]
     lines += _table("Replicated on held-out datapoints (found on one half of the epoch, tested on the other; no "
                     "intervention applies, or the one tried did not confirm it)",

@@ -103,6 +103,7 @@ class Verification(OfPlan):
     reference_idx: list[int]  # the passing datapoints the mean was taken over
     comparison: Comparison
     seconds: float
+    replication: Optional[Replication] = None  # beside a verdict that does not confirm what the finding names
 
     @property
     def intervention(self) -> str:
@@ -122,7 +123,8 @@ class Verification(OfPlan):
                 "change": c.finding.change, "change_interval": [c.finding_interval.low, c.finding_interval.high],
                 "control_change": c.control_change,
                 "control_change_interval": [c.control_interval.low, c.control_interval.high],
-                "effect": c.effect, "effect_interval": [c.effect_interval.low, c.effect_interval.high]}
+                "effect": c.effect, "effect_interval": [c.effect_interval.low, c.effect_interval.high],
+                "replication": None if self.replication is None else self.replication.to_dict()}
 
 
 Result = Union[Verification, Replication, NotVerifiable]
@@ -151,16 +153,20 @@ def verify_findings(epoch_dir: str, findings: dict[str, Any], keys: Optional[lis
 
 def check(plan: Plan, model: EpochModel, rule: FailureRule, facts: RunFacts, held_out: HeldOut, seed: int = 0,
           cancel: Optional[threading.Event] = None, progress: Optional[Progress] = None) -> Result:
-    """The plan's result: the intervention's, the replication's, or (an intervention the finding does not name,
-    which does not confirm it) the replication's with the intervention tried."""
+    """The plan's result: the intervention's (with the replication beside it where it names what it patched and
+    does not confirm it), the replication's, or (an intervention the finding does not name, which does not confirm
+    it) the replication's with the intervention tried."""
     if isinstance(plan, NotVerifiable):
         return plan
     if isinstance(plan, ReplicationPlan):
         return _replicated(plan, held_out, progress)
     result = verify_plan(model, plan, rule, facts, seed, cancel, progress)
-    if plan.fallback is None or not isinstance(result, Verification) or result.verdict == CONFIRMED:
+    if plan.replication is None or not isinstance(result, Verification) or result.verdict == CONFIRMED:
         return result
-    replication = _replicated(plan.fallback, held_out, progress)
+    replication = _replicated(plan.replication, held_out, progress)
+    if plan.named:
+        result.replication = replication
+        return result
     replication.tried = result.to_dict()
     return replication
 

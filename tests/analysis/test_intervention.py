@@ -233,14 +233,14 @@ def test_findings_that_name_no_unit_take_the_cam_region_then_a_replication_or_sa
         return InputMask("image", region), ""
     plan = plan_for_finding("slices-2", {"description": "site = C", "idx": [70, 71, 5]}, facts(cam_region=cam_region))
     assert plan.intervention.region is region and "Grad-CAM" in plan.why
-    assert plan.fallback is None  # no conditions: nothing to replicate if the region does not confirm it
+    assert plan.replication is None and not plan.named  # no conditions: nothing to replicate
     run = facts()
     assert set(seen["failing"]) == {i for i in (70, 71, 5) if run.failed[i]}
     assert not run.failed[seen["passing"]].any() and not np.isin(seen["passing"], [70, 71, 5]).any()
     gradcam_summary = plan_for_finding("separators-2", {"column": "gradcam.entropy", "direction": "higher in failures",
                                                         "idx": [1]}, facts(cam_region=cam_region))
     assert isinstance(gradcam_summary.intervention, InputMask)  # a cam statistic names no unit of the layer
-    assert gradcam_summary.fallback.kind == SEPARATOR  # the replication gives the verdict if the region does not
+    assert gradcam_summary.replication.kind == SEPARATOR and not gradcam_summary.named  # its verdict, if unconfirmed
 
 
 def test_a_meta_slice_is_replicated_and_a_prompted_segmentation_moves_its_prompt_first():
@@ -251,7 +251,7 @@ def test_a_meta_slice_is_replicated_and_a_prompted_segmentation_moves_its_prompt
     assert [(c.column, c.op, c.value) for c in plan.conditions] == [("site", "=", "C"), ("size", ">=", 3.5)]
     prompted = RunFacts(**{**vars(facts()), "prompt": PromptMove("point", "mask")})
     moved = plan_for_finding("meta.slices-0", finding, prompted)
-    assert moved.intervention == PromptMove("point", "mask") and moved.fallback.conditions == plan.conditions
+    assert moved.intervention == PromptMove("point", "mask") and moved.replication.conditions == plan.conditions
 
 
 def test_a_family_of_units_is_patched_at_every_unit_that_separates():
@@ -267,7 +267,7 @@ def test_a_family_of_units_is_patched_at_every_unit_that_separates():
                                                                                    "auroc": 0.9}], "family_size": 8}
     plan = plan_for_finding("internals.separators-0", family, run)
     assert plan.intervention == UnitPatch("backbone.stage2", (1, 4, 6)) and "the 3 units of energy.c*" in plan.why
-    assert plan.fallback is None  # it names its units: the patch's verdict is the finding's
+    assert plan.named and plan.replication.kind == SEPARATOR  # the patch's verdict, the replication beside it
 
 
 def test_an_attention_head_column_names_a_head():
@@ -280,7 +280,7 @@ def test_an_attention_head_column_names_a_head():
 
 def test_a_subgroup_is_moved_onto_the_passing_datapoints_along_the_units_that_set_it_apart():
     """A subgroup lies apart in units 0 and 2 of a 5-unit space: those two are shifted by the passing mean minus
-    its own; its replication is the fallback."""
+    its own; its replication gives the verdict where the shift does not confirm it."""
     rng = np.random.default_rng(2)
     n = 300
     vectors = rng.normal(size=(n, 5))
@@ -297,7 +297,7 @@ def test_a_subgroup_is_moved_onto_the_passing_datapoints_along_the_units_that_se
     expected = vectors[passing][:, [0, 2]].mean(axis=0) - vectors[members][:, [0, 2]].mean(axis=0)
     assert isinstance(plan.intervention, UnitShift) and plan.intervention.channels == (0, 2)
     np.testing.assert_allclose(plan.intervention.offsets, expected)
-    assert plan.fallback.kind == SUBGROUP
+    assert plan.replication.kind == SUBGROUP and not plan.named
     unknown = plan_for_finding("subgroups-1", {"debugger": "other", "idx": members.tolist()}, run)
     assert isinstance(unknown, ReplicationPlan)
 
