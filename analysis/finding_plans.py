@@ -125,13 +125,14 @@ def not_offered(key: str, roles: Mapping[str, Any]) -> Optional[str]:
 
 
 def plan_for_finding(key: str, finding: dict[str, Any], facts: RunFacts) -> Plan:
+    """The check of finding ``key`` (the module docstring's order), or why none can test it."""
     name = finding_name(finding)
     kind = key.rsplit("-", 1)[0]
     if kind in NOT_VERIFIABLE:
         return NotVerifiable(key, name, NOT_VERIFIABLE[kind])
     idx = _datapoints(finding, facts)
     idx = idx[np.isin(idx, facts.table_idx)] if idx is not None else np.zeros(0, dtype=np.int64)
-    replication = _replication(key, kind, finding, name, idx, facts)
+    replication = _replication(key, kind, finding, name, idx)
     if not len(idx):  # a flag whose passing datapoints hold it too leaves none beyond 90% of them
         return replication or NotVerifiable(key, name, "none of the finding's datapoints is in the epoch table "
                                                        "(it names none: no 'idx', no column with a direction)")
@@ -151,8 +152,8 @@ def plan_for_finding(key: str, finding: dict[str, Any], facts: RunFacts) -> Plan
                                     "separating quantity to replicate on held-out datapoints")
 
 
-def _replication(key: str, kind: str, finding: dict[str, Any], name: str, idx: np.ndarray,
-                 facts: RunFacts) -> Optional[ReplicationPlan]:
+def _replication(key: str, kind: str, finding: dict[str, Any], name: str,
+                 idx: np.ndarray) -> Optional[ReplicationPlan]:
     """The held-out replication of a slice or a separating quantity (of its family, read off the key), or of a
     subgroup of a captured feature space."""
     if kind == "subgroups":
