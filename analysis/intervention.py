@@ -198,8 +198,8 @@ def matched_control(table_idx: np.ndarray, failed: np.ndarray, finding_idx: np.n
 def control_size(finding_size: int, reference_size: int = REFERENCE_SIZE) -> int:
     """As many as the finding, less the reference where the finding holds at least twice as many: the reference's
     unpatched pass is then paid for by a smaller control, and a verification reruns twice the finding's datapoints
-    (issue 26: at most twice the time of evaluating them). The control is compared at the finding's composition
-    (``compare``), so its size sets only the width of its interval."""
+    (a verification must cost at most twice the time of evaluating them). The control is compared at the finding's
+    composition (``compare``), so its size sets only the width of its interval."""
     return finding_size - reference_size if finding_size >= 2 * reference_size else finding_size
 
 

@@ -1,1 +1,1 @@
-"""Measurements against DESIGN.md's targets; run each script directly, never part of the tests."""
+"""Measurements against Lantern's targets (docs/benchmarks.md); run each script directly, never part of the tests."""

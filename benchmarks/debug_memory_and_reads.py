@@ -3,7 +3,7 @@
 * **Open one datapoint** of epochs of two sizes, at two page sizes: a fresh
   ``load_debug_outputs`` (index and locations read) and the datapoint's array summed,
   against ``numpy.load(batch file, mmap_mode='r')[row].sum()``; also the bytes each open
-  read (``/proc/self/io``). Target (DESIGN.md): <= 2x the floor, flat in page and epoch size.
+  read (``/proc/self/io``). Target: <= 2x the floor, flat in page and epoch size.
 * **Page writes**: a page of 1,024 small arrays (16 and 64 KiB) with ``write_page``, and
   through the trainer's page writer (batches of 64) as an epoch of one page and page after
   page in an epoch of four, against ``numpy.save`` of the same bytes, wall and CPU time.

@@ -105,7 +105,7 @@ def print_table(title: str, seconds: dict[str, float], datapoints: int) -> None:
         print(f"| {name:<40} | {1000 * value / datapoints:>14.3f} | {value / base:>6.2f} |")
 
 
-# ------------------------------------------------- Grad-CAM side by side (issue 12 §2)
+# ------------------------------------------------- Grad-CAM side by side with captum
 def _cam_of(activations: torch.Tensor, gradients: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     """Grad-CAM from A and dy/dA, upsampled and divided by its max: what every workload below saves."""
     cam = F.relu((gradients.mean(dim=(2, 3), keepdim=True) * activations).sum(1, keepdim=True))

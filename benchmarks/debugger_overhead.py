@@ -7,7 +7,7 @@ each case's ratio to the floor (captum for Grad-CAM) in the same round, its medi
 
 * **feature maps**: ``SmallCNN``, the full output of ``backbone.layer2`` of every datapoint
   to disk; also a configured but disabled debugger. Floor: a forward hook ``numpy.save``-ing
-  each batch. Targets (DESIGN.md): disabled <= 1.02, capture <= 1.10.
+  each batch. Targets: disabled <= 1.02, capture <= 1.10.
 * **attention**: ``AttentionClassifier``, ``AttentionDebugger('blocks.1.attn')``; also with
   ``direct_io=False`` (the weights written through the page cache, not with O_DIRECT), and with
   its summaries only (no page written: what the page writer's thread adds is the difference), and with the

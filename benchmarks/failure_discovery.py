@@ -16,7 +16,7 @@ truth:
 - label noise is scored by the precision of the top 10 label suspects, beside plain cleanlab's;
 - NaN by the NaN origin list, a dead channel by the dead-unit list.
 
-Targets (issue 26): every cause whose datapoints fail at least 1.5x the rest is named in the top 3 of its family
+Targets: every cause whose datapoints fail at least 1.5x the rest is named in the top 3 of its family
 or found as a group in the top 3 of its list; no distractor meta column in any top 5; label precision at 10 at
 least plain cleanlab's. ``--default-example`` also trains ``configs/examples/cnn_trainer.py`` and prints its top
 findings: their top 3 must name ``occluded`` (its real mark), not a restatement of the failure.

@@ -11,8 +11,9 @@ without the monitor. A pass with the monitor ends with the epoch's histograms, a
 * ``every step``: a row at every step (``every_n_steps=1``): the cost of a row.
 * ``checks only``: ``every_n_steps`` past the pass (one row per pass): the cost of the per-step check.
 
-Target (DESIGN.md): ``on`` <= 1.03. On a loaded machine the ratios carry a few percent of noise either way, so
-the script also prints the monitor's own CPU time per step, by part, timed around its calls during the passes
+Target: ``on`` <= 1.03 (monitoring costs at most 3 % of training). On a loaded machine the ratios carry a few percent of
+noise either way, so the script also prints the monitor's own CPU time per step, by part, timed around its calls during
+the passes
 (``TimedMonitor``), as a share of a step without it: what the monitor adds, read directly.
 
     python -m benchmarks.training_monitor_overhead [--workloads cnn attention] [--steps 60] [--rounds 7]

@@ -18,8 +18,8 @@ order each round (medians):
 - **replicate**: the held-out replication of the run's first meta slice (half A analysed over its columns, half B
   tested; no model runs), from a new split each round.
 
-``--cpu-time`` times this process's CPU instead of the wall clock (steadier on a loaded machine). Target (issues 26,
-34): verify at most 2x evaluate. Figures: docs/benchmarks.md, "Verifying a finding".
+``--cpu-time`` times this process's CPU instead of the wall clock (steadier on a loaded machine). Target:
+verify at most 2x evaluate. Figures: docs/benchmarks.md, "Verifying a finding".
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from debuggers.pages.legacy import LEGACY_INDEX_VERSION
 from debuggers.pages.pickle_pages import page_kind, pickle_page_paths, pickle_pages_error, read_pickle_page
 from debuggers.pages.reader import CONVERTING
 from debuggers.pages.values import UnsupportedOutputError, to_page_value
-from debuggers.pages.writer import PageWriter, PageWriterError
+from debuggers.pages.writer import PageWriter, WriterThreadError
 from run_dir.run_files import open_regular
 from utils.folder_glob import glob_in
 
@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     except AlreadyConvertedError as exc:
         print(exc)
         return 0
-    except (DebugDataError, OSError, KeyError, UnsupportedOutputError, PageWriterError) as exc:
+    except (DebugDataError, OSError, KeyError, UnsupportedOutputError, WriterThreadError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"converted {args.debugger_dir}; the previous pages are in {backup} (delete it when done)")

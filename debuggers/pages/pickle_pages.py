@@ -1,7 +1,7 @@
 """Pylon's debug pages: a ``debugger/`` folder of joblib pickles, which Lantern never opens unless told to trust them.
 
 Pylon's ``SequentialDebugger`` saves each page with ``joblib.dump(page, 'page_{n}.pkl')``, ``page`` a dict
-``{datapoint_idx: {debugger_name: output}}`` (its design card also describes a list of ``(idx, outputs)``
+``{datapoint_idx: {debugger_name: output}}`` (Pylon's documents also describe a list of ``(idx, outputs)``
 pairs), with no index. Loading such a page unpickles it, and unpickling runs whatever code the file names: a
 reader of a run folder, which is data from anyone, must not. So the reader only looks at each page's first
 bytes (``page_kind``) to say what the folder is and what to run (``pickle_pages_error``), and

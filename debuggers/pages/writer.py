@@ -19,7 +19,7 @@ moves again: later waits, and ``start_epoch``, give up at once instead of waitin
 ``stall_timeout_s`` again on a disk known to hang, and ``close`` does not wait for
 the worker. A failure in the worker is kept in
 ``error``; the worker then discards what is queued (so callers never block) and the
-next ``add`` or ``flush`` raises ``PageWriterError`` chaining it.
+next ``add`` or ``flush`` raises ``WriterThreadError`` chaining it.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ DEFAULT_IN_FLIGHT_BYTES = 16 * 1024 * 1024
 _GROUP_ITEMS = 16  # queued batches written together at most
 
 
-class PageWriterError(RuntimeError):
+class WriterThreadError(RuntimeError):
     """The background page writer failed; the original error is chained as ``__cause__``."""
 
 
@@ -156,7 +156,7 @@ class PageWriter:
         """Open ``output_dir`` for a new epoch, deleting this rank's leftovers of a crashed attempt."""
         self._check_open("start_epoch()")
         if self.stuck:
-            raise PageWriterError(f"the debug page writer is still stuck writing {self._epoch.output_dir} (no "
+            raise WriterThreadError(f"the debug page writer is still stuck writing {self._epoch.output_dir} (no "
                                   f"progress for {self.stall_timeout_s:g} s or more: the disk seems to hang), so "
                                   f"nothing is written to {output_dir}. Check the disk, or raise stall_timeout_s")
         self._close_previous_epoch()
@@ -166,7 +166,7 @@ class PageWriter:
                            LocationsFile(os.path.join(output_dir, locations_file_name(self.rank, self.world_size))))
             write_index(epoch.index_path, self._index(epoch, complete=False))
         except (OSError, PageWriteError) as exc:
-            raise PageWriterError(f"cannot prepare the debug page folder {output_dir}: {exc}. Check that the "
+            raise WriterThreadError(f"cannot prepare the debug page folder {output_dir}: {exc}. Check that the "
                                   "path is a writable folder (not a file) with free space.") from exc
         with self._cond:
             self._epoch = epoch
@@ -332,14 +332,14 @@ class PageWriter:
 
     def _check_worker(self, what: str) -> None:
         if self._thread is None or not self._thread.is_alive():
-            raise PageWriterError(f"the background page writer thread stopped ({self._fatal!r}) before it could "
+            raise WriterThreadError(f"the background page writer thread stopped ({self._fatal!r}) before it could "
                                   f"{what}; call start_epoch() to restart it") from self._fatal
 
     def _raise_if_failed(self, epoch: _Epoch, what: str) -> None:
         """Raise the epoch's recorded failure (each time until start_epoch), or a dead worker."""
         if epoch.error is not None:
             epoch.error_reported = True
-            raise PageWriterError(
+            raise WriterThreadError(
                 f"debug pages for {epoch.output_dir} could not be written: {epoch.error_context}{epoch.error} "
                 "The pages of this epoch are incomplete (index 'complete': false); "
                 "start_epoch() starts the next epoch afresh.") from epoch.error

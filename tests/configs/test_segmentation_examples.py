@@ -17,7 +17,7 @@ from analysis.failures import analyze
 from data.datasets.prompted_shapes import PromptedShapesDataset
 from debuggers.pages.reader import load_debug_outputs
 from runners.config_file import load_config
-from runners.eval_viewer.export import export_report
+from runners.eval_viewer.export.report import export_report
 from runners.trainers import BaseTrainer
 from tests.runs import REPO_ROOT, one_thread
 from utils.builders import build_from_config
@@ -121,8 +121,9 @@ def test_a_wrong_failure_definition_stops_the_run_before_training(tmp_path, entr
 @pytest.mark.timeout(600)
 def test_the_current_analysis_names_the_planted_thin_parts(tmp_path):
     """A shorter run of the example, its masks only (the current analysis lets internal summaries, such as the
-    prompt attention's entropy, take the failures of low contrast and touching objects: issue 26's rework): the
-    worst 15 % by IoU, the run's own definition. Every planted cause fails more than the rest; thin parts, which fail
+    prompt attention's entropy, take the failures of low contrast and touching objects: the analysis's rework that keeps
+    restatements apart): the worst 15 % by IoU, the run's own definition. Every planted cause fails more than the rest;
+    thin parts, which fail
     far more, are the top slice, named by their meta column."""
     config = shrunk("promptable_segmentation_trainer.py", tmp_path / "run", train=1200, val=400)
     config.update(epochs=5, datapoint_capture=False)

@@ -25,7 +25,7 @@ import torch
 
 from debuggers.pages.file_format import PAGE_GLOB, CorruptPageError, UnsafePageError, load_page
 from debuggers.pages.index import read_index
-from debuggers.pages.writer import PageWriterError
+from debuggers.pages.writer import WriterThreadError
 from debuggers.wrappers.sequential_debugger import DebuggerError
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from tests.runs import run_main, train, write_config
@@ -233,7 +233,7 @@ def test_page_folder_replaced_by_a_file_mid_epoch(tmp_path, strict):
     config_path = config_file(tmp_path, "replaced", f"STRICT = {strict}\n" + FOLDER_BECOMES_A_FILE)
     work_dir = str(tmp_path / "replaced")
     if strict:
-        with pytest.raises(PageWriterError, match="epoch_1/debugger"):
+        with pytest.raises(WriterThreadError, match="epoch_1/debugger"):
             train(config_path)
         assert completed_epochs(work_dir) == 1
     else:

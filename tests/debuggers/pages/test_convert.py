@@ -40,7 +40,7 @@ def pylon_outputs(idx: int) -> dict:
 
 def write_pylon_folder(folder) -> dict[int, dict]:
     """A ``debugger/`` folder as Pylon's ``SequentialDebugger`` writes it: ``joblib.dump`` of a dict
-    ``{idx: outputs}`` per page, no index; its design card's later pages are lists of ``(idx, outputs)``. Pages
+    ``{idx: outputs}`` per page, no index; its documents' later pages are lists of ``(idx, outputs)``. Pages
     are numbered past 9, so that their order is not the names'."""
     os.makedirs(folder)
     pages = {0: range(0, 3), 2: range(3, 6), 10: range(6, 9)}

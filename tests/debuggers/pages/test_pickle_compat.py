@@ -1,4 +1,4 @@
-"""Every kind of page Lantern writes loads with ``joblib.load`` and ``pickle.load``, as the design card says, to
+"""Every kind of page Lantern writes loads with ``joblib.load`` and ``pickle.load``, as Pylon's pages do, to
 exactly what Lantern's own reader (which never unpickles) reads from it."""
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from debuggers.pages.file_format import PAGE_GLOB, PageWriteError, load_page
 from debuggers.pages.index import read_index
 from debuggers.pages.reader import DebugOutputs
 from debuggers.pages.values import UnsupportedOutputError
-from debuggers.pages.writer import PageWriter, PageWriterError
+from debuggers.pages.writer import PageWriter, WriterThreadError
 from tests.debuggers.library import page_table, wait_until
 from tests.runs import REPO_ROOT
 
@@ -251,9 +251,9 @@ def test_folder_replaced_by_file_fails_clearly(tmp_path, make_writer):
     for i in range(20):
         try:
             writer.add(i, {"x": torch.zeros(8192)})
-        except PageWriterError:
+        except WriterThreadError:
             break
-    with pytest.raises(PageWriterError) as info:
+    with pytest.raises(WriterThreadError) as info:
         writer.flush()
     assert str(folder / "page_0.pkl") in str(info.value) and "writable" in str(info.value)
     assert isinstance(writer.error, PageWriteError)
@@ -262,7 +262,7 @@ def test_folder_replaced_by_file_fails_clearly(tmp_path, make_writer):
 
 def test_start_epoch_under_a_file_fails_clearly(tmp_path, make_writer):
     (tmp_path / "file").write_text("x")
-    with pytest.raises(PageWriterError, match="not a file"):
+    with pytest.raises(WriterThreadError, match="not a file"):
         make_writer(MB).start_epoch(str(tmp_path / "file" / "debugger"))
 
 
@@ -277,7 +277,7 @@ def test_dead_worker_is_reported_not_waited_for(tmp_path, make_writer, monkeypat
     writer = make_writer(MB)
     writer.start_epoch(str(tmp_path))
     writer.add(0, {"x": 1})
-    with pytest.raises(PageWriterError, match="thread stopped.*worker killed"):
+    with pytest.raises(WriterThreadError, match="thread stopped.*worker killed"):
         writer.flush()
     assert isinstance(writer.error, Fatal)
     monkeypatch.undo()
@@ -316,7 +316,7 @@ def test_a_writer_known_to_be_stuck_gives_up_at_once_until_its_disk_answers_agai
     writer.stall_timeout_s = 3600.0  # a second wait would now hold the test until its timeout
     with pytest.raises(TimeoutError, match="seems stuck"):
         writer.flush()
-    with pytest.raises(PageWriterError, match=f"still stuck writing {tmp_path / 'epoch_0'}.*nothing is written to "
+    with pytest.raises(WriterThreadError, match=f"still stuck writing {tmp_path / 'epoch_0'}.*nothing is written to "
                                               f"{tmp_path / 'epoch_1'}"):
         writer.start_epoch(str(tmp_path / "epoch_1"))
     release.set()
