@@ -16,7 +16,7 @@ import torch
 from scipy.ndimage import distance_transform_edt
 
 from analysis.epoch_table import EpochTable
-from analysis.failures import FailureDefinition, analyze, resolve_epoch_dir
+from analysis.failures import FailureDefinition
 from analysis.finding_plans import NOT_VERIFIABLE, finding_entries, plan_for_finding
 from analysis.findings import decode_idx
 from analysis.intervention import (
@@ -34,47 +34,14 @@ from analysis.intervention import (
 )
 from analysis.replication import Replication
 from run_dir.names import EPOCH_TABLE_FILE
-from runners.config_file import load_config
-from runners.run_model import EpochModel
-from runners.trainers import BaseTrainer
 from runners.verify import Verification, run_facts, verify_findings, verify_plan
 from tests.runners.burst_signals import BURST_VALUE, CLAMP, UNIT
 from tests.runs import REPO_ROOT
-from tests.runs import one_thread as one_torch_thread
 from utils.builders import build_from_config
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("one_thread")]
-HERE = os.path.dirname(os.path.abspath(__file__))
 VERDICTS = {"intervention": {"confirmed", "correlational", "inconclusive"},
             "replication": {"replicated", "not replicated"}}
-
-
-def trained(tmp_path_factory, config_file: str, name: str) -> dict:
-    config = load_config(os.path.join(HERE, config_file))
-    config["work_dir"] = str(tmp_path_factory.mktemp("verify") / name)
-    with one_torch_thread():
-        BaseTrainer(config).run()
-    epoch_dir = resolve_epoch_dir(config["work_dir"], None)
-    return {"work_dir": config["work_dir"], "epoch_dir": epoch_dir, "config": config,
-            "findings": analyze(config["work_dir"]).to_dict(), "model": EpochModel.rebuild(epoch_dir, True)}
-
-
-@pytest.fixture(scope="module")
-def burst(tmp_path_factory):
-    run = trained(tmp_path_factory, "burst_signals_config.py", "burst")
-    dataset = build_from_config(run["config"]["val_dataset"])
-    run["bursts"] = [i for i in range(len(dataset)) if dataset.burst(i)]
-    return run
-
-
-@pytest.fixture(scope="module")
-def sequences(tmp_path_factory):
-    return trained(tmp_path_factory, "sequences_small_config.py", "sequences")
-
-
-@pytest.fixture(scope="module")
-def segmentation(tmp_path_factory):
-    return trained(tmp_path_factory, "segmentation_small_config.py", "segmentation")
 
 
 def failures_before(run) -> dict[int, bool]:

@@ -13,12 +13,13 @@ then shows it, Debug Outputs included.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Optional
 
 from dash import dcc, html
 
 from analysis.findings import Findings, MetaMatch, Slice
-from runners.eval_viewer.failures.data import FINDINGS_ERRORS, chosen_epoch
+from runners.eval_viewer.failures.data import FINDINGS_ERRORS, chosen_epoch, table_roles
 from runners.eval_viewer.failures.ids import (
     FAILURES_CONFUSION_CHART,
     FAILURES_DATA_MAP_CHART,
@@ -61,32 +62,35 @@ def failures_tab(backend: ViewerBackend, first: FirstView) -> dcc.Tab:
     ], className="tab-body"))
 
 
-def findings_view(findings: Findings) -> tuple[list[Any], list[Any]]:
+def findings_view(findings: Findings, roles: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
     """The finding lists above and below the meta chart, best first; each entry a button that filters the table to
-    its datapoints. The analysis's notes (what it left out, and why) come first."""
+    its datapoints, and a verify button where a check can test it (by the epoch table's ``roles``). The analysis's
+    notes (what it left out, and why) come first."""
     above = [
         html.P(f"{findings.failures} of {findings.datapoints} datapoints fail ({findings.failure_definition}). "
                "Click a finding to filter the table to its datapoints.", className="hint"),
         *[alert(note, "warning", "failures-note") for note in findings.notes],
         _section("Meta info: slices that fail more than the rest (what the data says)", [
-            _finding(f"slice-{i}", s.description, _slice_detail(s)) for i, s in enumerate(findings.meta.slices)]),
-        separator_buttons(findings),
+            _finding(f"slice-{i}", s.description, _slice_detail(s), roles)
+            for i, s in enumerate(findings.meta.slices)]),
+        separator_buttons(findings, roles),
     ]
     below = [
         _section("What the model does: slices on the debuggers' summaries", [
-            _finding(f"islice-{i}", s.description, _slice_detail(s)) for i, s in enumerate(findings.internals.slices)]),
+            _finding(f"islice-{i}", s.description, _slice_detail(s), roles)
+            for i, s in enumerate(findings.internals.slices)]),
         _section("What the model does: separating quantities (a family of units counts once)", [
             _finding(f"iseparator-{i}", s.column, f"AUROC {s.auroc:.3f}, {s.direction}"
                      + (f"; best units {', '.join(f'{u.column} {u.auroc:.3f}' for u in s.units)}" if s.units else "")
-                     + f"; {_match(s.meta_match)}")
+                     + f"; {_match(s.meta_match)}", roles)
             for i, s in enumerate(findings.internals.separators)]),
         _section("Subgroups in captured feature spaces", [
             _finding(f"subgroup-{i}", f"{g.debugger}: {g.size} datapoints, {g.failure_rate:.0%} fail "
                                       f"(rest {g.rest_failure_rate:.0%})",
-                     f"{_match(g.meta_match)}; typical: {', '.join(f'#{i}' for i in g.examples)}")
+                     f"{_match(g.meta_match)}; typical: {', '.join(f'#{i}' for i in g.examples)}", roles)
             for i, g in enumerate(findings.subgroups)]),
         _section("Systematic subgroups among the suspected label errors (fix the data or the model, not the labels)", [
-            _finding(f"suspects-{i}", g.description, f"{g.why}; {_match(g.meta_match)}")
+            _finding(f"suspects-{i}", g.description, f"{g.why}; {_match(g.meta_match)}", roles)
             for i, g in enumerate(findings.suspect_groups)]),
         _section("Suspected label errors (cleanlab, systematic subgroups left out)", [
             _finding("labels-0", f"{len(findings.label_issues)} most suspicious labels",
@@ -96,7 +100,7 @@ def findings_view(findings: Findings) -> tuple[list[Any], list[Any]]:
         _section("Restate the failure (computed from the model's output: never a cause)", [
             html.Li(f"{r.column}: {r.why}", className="hint") for r in findings.restatements]),
         _section("Where NaN/Inf first appears", [
-            _finding(f"nan-{i}", o.module, f"{o.count} datapoints ({o.module_type})")
+            _finding(f"nan-{i}", o.module, f"{o.count} datapoints ({o.module_type})", roles)
             for i, o in enumerate(findings.nan_origins)]),
         _section("Dead units (the same value for every datapoint)", [
             _finding(f"dead-{i}", f"{d.column} = {d.value:g}", "for every datapoint: open one to see the unit")
@@ -189,10 +193,12 @@ def _section(title: str, items: list) -> html.Div:
     return html.Div([html.H5(title), html.Ul(items) if items else html.P("none", className="hint")])
 
 
-def _finding(key: str, title: str, detail: str) -> html.Li:
-    """The finding's button (it narrows the table) and, for a finding an intervention can test, its verify button."""
+def _finding(key: str, title: str, detail: str, roles: Optional[Mapping[str, Any]] = None) -> html.Li:
+    """The finding's button (it narrows the table) and, given the epoch table's ``roles``, its verify button where a
+    check can test it."""
     return html.Li([html.Button([html.B(title), html.Span(f"  {detail}")], id={"type": FAILURES_FINDING, "index": key},
-                                className="finding-button", style=FINDING_STYLE), verify_button(key)],
+                                className="finding-button", style=FINDING_STYLE),
+                    verify_button(key, roles) if roles is not None else None],
                    style={"display": "flex", "alignItems": "center"})
 
 
@@ -207,6 +213,6 @@ def findings_content(backend: ViewerBackend, run_path: Optional[str], epoch_key:
         findings = backend.findings(epoch)
     except FINDINGS_ERRORS as exc:
         return alert(str(exc), "danger", "failures-error"), [], {}, {}, {}
-    above, below = findings_view(findings)
+    above, below = findings_view(findings, table_roles(backend, epoch))
     return (above, below, separators_figure(findings), data_map_figure(findings),
             confusion_figure(findings))
