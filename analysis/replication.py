@@ -39,7 +39,7 @@ from scipy.stats import fisher_exact, mannwhitneyu
 
 from analysis.epoch_table import EpochTable, write_epoch_table
 from analysis.failures import FailureDefinition, analyze_table
-from analysis.findings import ClassSlice, Condition, Findings
+from analysis.findings import Condition, Findings
 from analysis.intervention import OfPlan
 
 REPLICATED, NOT_REPLICATED = "replicated", "not replicated"
@@ -200,14 +200,12 @@ def _families(plan: ReplicationPlan, found: Findings) -> list[Any]:
 
 
 def _same_slice(plan: ReplicationPlan, found: Findings) -> Optional[list[Condition]]:
-    """The conditions of half A's first slice over the finding's columns and operators (values where '='); a slice
-    within a class counts its class among its conditions."""
+    """The conditions of half A's first slice over the finding's columns and operators (values where '=')."""
     wanted = sorted(_shape(c) for c in plan.conditions)
-    candidates = [family.slices for family in _families(plan, found)] + [found.class_slices]
-    for candidate in (s for slices in candidates for s in slices):
-        conditions = [*candidate.conditions, *([candidate.label] if isinstance(candidate, ClassSlice) else [])]
-        if sorted(_shape(c) for c in conditions) == wanted:
-            return conditions
+    for family in _families(plan, found):
+        for candidate in family.slices:
+            if sorted(_shape(c) for c in candidate.conditions) == wanted:
+                return list(candidate.conditions)
     return None
 
 

@@ -9,6 +9,7 @@ from scipy.stats import fisher_exact
 
 from analysis.epoch_table import EpochTable, write_epoch_table
 from analysis.failures import FailureDefinition
+from analysis.finding_plans import RunFacts, plan_for_finding
 from analysis.findings import Condition
 from analysis.intervention import failure_rule
 from analysis.replication import NOT_REPLICATED, REPLICATED, SEPARATOR, SLICE, SUBGROUP, HeldOut, ReplicationPlan
@@ -71,9 +72,11 @@ def test_a_subgroup_is_picked_again_on_half_a_then_tested_on_half_b(held_out):
     assert dropped.verdict == NOT_REPLICATED and "half A would not pick it" in dropped.reason
 
 
-def test_a_slice_within_a_class_is_found_again_within_its_class_on_half_a(tmp_path):
+
+def test_a_slice_within_a_class_replicates_within_its_class(tmp_path):
     """Dust makes class 0 fail (70% against 15% for the rest of it and for every other class, dusty or not): the
-    replication of 'dust = True among label = 0' finds it among half A's slices within a class, then on half B."""
+    check of 'dust = True among label = 0', made from the finding as stored, keeps its class among its conditions,
+    finds it again on half A and holds on half B (dust alone would restate nothing of the other classes)."""
     rng = np.random.default_rng(2)
     label, dust = rng.integers(0, 3, N), rng.random(N) < 0.3
     wrong = rng.random(N) < np.where(dust & (label == 0), 0.7, 0.15)
@@ -82,10 +85,14 @@ def test_a_slice_within_a_class_is_found_again_within_its_class_on_half_a(tmp_pa
                              "dust": dust}, {"meta": ["dust"]})
     table = EpochTable(path)
     _, failed = failure_rule(table, FailureDefinition())
-    halves = HeldOut(table, failed, FailureDefinition(), seed=1)
-    result = halves.replicate(ReplicationPlan("class_slices-0", "dust = True among label = 0", [], SLICE, None,
-                                              [Condition("dust", "=", True), Condition("label", "=", 0)]))
+    inside = dust & (label == 0)
+    finding = {"conditions": [{"column": "dust", "op": "=", "value": True}], "idx": np.flatnonzero(inside).tolist(),
+               "label": {"column": "label", "op": "=", "value": 0}, "description": "dust = True among label = 0"}
+    plan = plan_for_finding("class_slices-0", finding, RunFacts(np.arange(N), failed, frozenset(), {},
+                                                                lambda column: None))
+    assert isinstance(plan, ReplicationPlan) and [c.column for c in plan.conditions] == ["dust", "label"]
+    result = HeldOut(table, failed, FailureDefinition(), seed=1).replicate(plan)
     assert result.verdict == REPLICATED, result.describe()
-    on_b, inside = ~halves.in_a, dust & (label == 0)
+    on_b = ~HeldOut(table, failed, FailureDefinition(), seed=1).in_a
     assert [result.inside, result.outside] == [(int((failed & part & on_b).sum()), int((part & on_b).sum()))
                                                for part in (inside, ~inside)]
