@@ -44,6 +44,7 @@ from runners.hooks import (
     RunnerHook,
 )
 from runners.metric_contract import check_buffer, check_scores, checked_summary
+from runners.plain_model import ModelCallSettings, PlainModel, as_lantern_model
 from runners.run_writes import write_run_file
 from runners.unique_idx import SeenIdx, merge_rank_buffers
 from runners.work_dir_guard import WorkDirWatch, lock_work_dir, recorded_launch, release_work_dir
@@ -213,7 +214,10 @@ class BaseRunner:
         model = build_from_config(self.config["model"], "config['model']")
         if not isinstance(model, torch.nn.Module):
             raise ConfigError(f"config['model'] must build a torch.nn.Module, got {type(model).__name__}")
-        self.model = model.to(self.device)
+        first = self.first_eval_batch["inputs"] if isinstance(self.first_eval_batch, dict) else None
+        self.model = as_lantern_model(model, ModelCallSettings.from_config(self.config), first).to(self.device)
+        if isinstance(self.model, PlainModel):
+            self.logger.info(f"config['model'] ({type(model).__name__}) takes tensors: {self.model.describe()}")
 
     def _init_metric_(self) -> None:
         self.metric = build_from_config(self.config["metric"], "config['metric']")
@@ -302,10 +306,12 @@ class BaseRunner:
         outputs = model(inputs)
         if not isinstance(outputs, dict):
             raise ModelContractError(
-                f"{type(self.eval_model).__name__}.forward returned {describe_value(outputs)}, but Lantern's models "
-                "return a dict of named outputs: forward(inputs: dict) -> dict. The criterion and the metric read "
-                "it by key (CrossEntropyCriterion and ClassificationMetric read outputs['logits'], set by their "
-                "output_key argument). Return e.g. {'logits': logits} from forward; see docs/your_project.md")
+                f"{type(self.eval_model).__name__}.forward takes the inputs dict and returned "
+                f"{describe_value(outputs)}, but a model that takes the dict returns a dict of named outputs: "
+                "forward(inputs: dict) -> dict. The criterion and the metric read it by key (CrossEntropyCriterion "
+                "and ClassificationMetric read outputs['logits'], set by their output_key argument). Return e.g. "
+                "{'logits': logits}, or take a tensor (forward(self, x)) and Lantern names a tensor output 'logits'; "
+                "see docs/your_project.md, 'Your model as it is'")
         return outputs
 
     def _eval_loop(self, dataloader: DataLoader, desc: str, eval_pass: EvalPass) -> dict:
