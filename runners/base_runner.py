@@ -32,6 +32,7 @@ from run_dir.run_log import append_to_log, get_run_logger
 from runners.config_file import config_differences, describe_config
 from runners.config_keys import UNIDENTIFYING_KEYS, RunnerSettings, check_config_keys
 from runners.datapoint_capture import CaptureLimits
+from runners.datapoint_errors import CollateErrors, DatapointErrors
 from runners.failure_definition import FailureDefinitionSettings
 from runners.hooks import (
     DatapointCaptureHook,
@@ -55,9 +56,7 @@ from utils.errors import (
     ConfigError,
     DatasetContractError,
     ModelContractError,
-    UserCodeError,
     WorkDirError,
-    describe_exception,
 )
 from utils.folder_glob import glob_in
 from utils.ops import apply_tensor_op, describe_value, idx_list
@@ -264,8 +263,12 @@ class BaseRunner:
                     f"config['{dataloader_key}']['args'] sets '{key}', which the runner decides (training is "
                     "shuffled with the run's seed, evaluation reads in order); remove it"
                 )
+        where = f"config['{dataset_key}'] ({type(dataset).__name__})"
+        if not isinstance(dataset, IterableDataset):  # an error names the datapoint's index
+            dataset = DatapointErrors(dataset, where)
         loader = build_from_config(entry, f"config['{dataloader_key}']", dataset=dataset, sampler=sampler(dataset))
-        first_batch = _check_first_datapoint(loader, dataset_key)
+        loader.collate_fn = CollateErrors(loader.collate_fn, f"config['{dataloader_key}']")
+        first_batch = _check_first_datapoint(loader, where)
         if dataset_key == self.EVAL_DATASET_KEY:
             self.first_eval_batch = first_batch
         return loader
@@ -396,20 +399,18 @@ def _check_shared_work_dir(info_path: str, launch: str, rank: int, wait_s: float
         time.sleep(0.2)
 
 
-def _check_first_datapoint(loader: DataLoader, dataset_key: str) -> Any:
+def _check_first_datapoint(loader: DataLoader, dataset_name: str) -> Any:
     """Collate ``dataset[0]`` here, in the main process, before any epoch: a dataset that breaks the datapoint
     contract is refused at once, in one line naming the dataset, not later from inside a DataLoader worker.
     Returns that batch of one, or None where there is no datapoint 0 to check."""
     dataset = loader.dataset
     if loader.batch_sampler is None or isinstance(dataset, IterableDataset) or len(dataset) == 0:
         return None  # no batches of datapoints to check, or no datapoint 0
-    where = f"config['{dataset_key}'] ({type(dataset).__name__}), dataset[0]"
-    try:
+    where = f"{dataset_name}, dataset[0]"
+    try:  # the project's __getitem__ or collate_fn raising: one line naming the datapoint (DatasetItemError)
         return loader.collate_fn([dataset[0]])
     except DatasetContractError as exc:
         raise DatasetContractError(f"{where}: {exc}") from None
-    except Exception as exc:  # the project's __getitem__ or collate_fn: one line here, the traceback in the log
-        raise UserCodeError(f"{where}: {describe_exception(exc)}") from exc
 
 
 def _another_run(work_dir: str, previous: dict, identity: dict, shown: int = 3) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import os
-from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -17,10 +16,10 @@ from torch import nn
 from transformers import BertConfig, BertForSequenceClassification, ViTConfig, ViTForImageClassification
 
 from data.datasets import SyntheticShapesDataset, collate_datapoints
-from debuggers.attention_debugger import AttentionDebugger
-from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from data.datasets.planted_sequences import PlantedSequencesDataset
 from data.datasets.planted_signals import PlantedSignalsDataset
+from debuggers.attention_debugger import AttentionDebugger
+from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from models import SignalCNN, SmallCNN
 from run_dir import RunDir
 from runners.checkpoints import load_checkpoint_file
@@ -263,7 +262,8 @@ def test_another_example_with_its_model_as_a_plain_module(tmp_path, config_name,
     config["scheduler"] = {**config["scheduler"], "args": {"T_max": 1}}
     run = train(config)
     outputs = load_debug_outputs(run.epoch(0).path)
-    assert len(outputs) == len(build_from_config(config["val_dataset"])) and all(list(outputs[idx]) == debugged for idx in outputs)
+    assert len(outputs) == len(build_from_config(config["val_dataset"]))
+    assert all(list(outputs[idx]) == debugged for idx in outputs)
     assert read_json(run.epoch(0).scores)["aggregated"]["accuracy"] > 0.5
 
 
@@ -271,7 +271,7 @@ def test_another_example_with_its_model_as_a_plain_module(tmp_path, config_name,
 def test_the_signals_model_given_as_a_plain_module_with_a_tuple_output_through_main(tmp_path):
     """The signals benchmark's SignalCNN taking ``signal`` by keyword and returning a tuple named by the config;
     without ``model_outputs`` the criterion's error names the key to set, in one line."""
-    body = f"""
+    body = """
 import torch
 from torch.utils.data import DataLoader
 
@@ -294,20 +294,21 @@ class PlainSignalCNN(SignalCNN):
         return self.head(features), features.mean(dim=-1)
 
 
-config = {{
+config = {
     "runner": BaseTrainer, "work_dir": WORK_DIR, "epochs": 1,
-    "train_dataset": {{"class": PlantedSignalsDataset, "args": {{"num_datapoints": 64, "split": "train"}}}},
-    "train_dataloader": {{"class": DataLoader, "args": {{"batch_size": 16, "collate_fn": collate_datapoints}}}},
-    "val_dataset": {{"class": PlantedSignalsDataset, "args": {{"num_datapoints": 24, "split": "val"}}}},
-    "val_dataloader": {{"class": DataLoader, "args": {{"batch_size": 8, "collate_fn": collate_datapoints}}}},
-    "model": {{"class": PlainSignalCNN, "args": {{}}}},
-    "criterion": {{"class": CrossEntropyCriterion, "args": {{}}}},
-    "metric": {{"class": ClassificationMetric, "args": {{}}}},
-    "optimizer": {{"class": torch.optim.Adam, "args": {{"lr": 1e-3}}}},
-    "debugger": {{"class": SequentialDebugger, "args": {{"debuggers_config": [
-        {{"name": "stage2", "debugger_config": {{"class": LayerOutputDebugger, "args": {{"layer_name": "backbone.stage2"}}}}}},
-    ]}}}},
-}}
+    "train_dataset": {"class": PlantedSignalsDataset, "args": {"num_datapoints": 64, "split": "train"}},
+    "train_dataloader": {"class": DataLoader, "args": {"batch_size": 16, "collate_fn": collate_datapoints}},
+    "val_dataset": {"class": PlantedSignalsDataset, "args": {"num_datapoints": 24, "split": "val"}},
+    "val_dataloader": {"class": DataLoader, "args": {"batch_size": 8, "collate_fn": collate_datapoints}},
+    "model": {"class": PlainSignalCNN, "args": {}},
+    "criterion": {"class": CrossEntropyCriterion, "args": {}},
+    "metric": {"class": ClassificationMetric, "args": {}},
+    "optimizer": {"class": torch.optim.Adam, "args": {"lr": 1e-3}},
+    "debugger": {"class": SequentialDebugger, "args": {"debuggers_config": [
+        {"name": "stage2",
+         "debugger_config": {"class": LayerOutputDebugger, "args": {"layer_name": "backbone.stage2"}}},
+    ]}},
+}
 """
     unnamed = tmp_path / "unnamed.py"
     unnamed.write_text(body.replace("WORK_DIR", repr(str(tmp_path / "unnamed"))))
