@@ -24,7 +24,6 @@ from typing import Any, Optional
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset
-from tqdm import tqdm
 
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from run_dir.names import EPOCH_GLOB, LOCK_FILE, RUN_INFO_FILE, RUNNER_LOG
@@ -46,6 +45,7 @@ from runners.hooks import (
 )
 from runners.metric_contract import check_buffer, check_scores, checked_summary
 from runners.plain_model import ModelCallSettings, PlainModel, as_lantern_model
+from runners.progress import Progress
 from runners.run_writes import write_run_file
 from runners.unique_idx import SeenIdx, merge_rank_buffers
 from runners.work_dir_guard import WorkDirWatch, lock_work_dir, recorded_launch, release_work_dir
@@ -326,7 +326,7 @@ class BaseRunner:
         self._seen_idx = SeenIdx(len(dataloader.dataset) if isinstance(dataloader.dataset, Sized) else 0)
         self.hooks.call("before_eval_epoch", self, eval_pass)
         with torch.no_grad():
-            for dp in tqdm(dataloader, desc=desc, leave=False, disable=not self.is_main):
+            for dp in Progress(dataloader, desc, self.logger, self.is_main):
                 self._eval_step(dp)
         every_rank = merge_rank_buffers(distributed.gather_objects(self.metric.buffer))
         scores = checked_summary(self.metric.summarize(every_rank), self.metric)

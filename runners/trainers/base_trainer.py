@@ -15,7 +15,6 @@ from typing import Any
 
 import torch
 from torch.utils.data import DistributedSampler, RandomSampler
-from tqdm import tqdm
 
 from debuggers.training_monitor import MonitorSettings
 from run_dir.names import (
@@ -30,6 +29,7 @@ from runners.base_runner import BaseRunner, seed_everything, write_scores
 from runners.checkpoints import load_checkpoint_file, load_model_state
 from runners.config_keys import TRAINER_KEYS, TrainerSettings
 from runners.hooks import DiskBudgetHook, DiskBudgetSettings, EvalPass, RunnerHook, TrainingMonitorHook
+from runners.progress import Progress
 from runners.run_writes import write_run_file
 from utils import distributed
 from utils.atomic_files import atomic_torch_save, atomic_write_json, read_json
@@ -173,10 +173,10 @@ class BaseTrainer(BaseRunner):
         self.model.train()
         self.hooks.call("before_train_epoch", self, epoch)
         losses = []
-        bar = tqdm(self.train_dataloader, desc=f"train {epoch}", leave=False, disable=not self.is_main)
-        for dp in bar:
+        progress = Progress(self.train_dataloader, f"train {epoch}", self.logger, self.is_main)
+        for dp in progress:
             losses.append(self._train_step(dp))
-            bar.set_postfix(loss=f"{losses[-1]:.3f}")
+            progress.note(loss=f"{losses[-1]:.3f}")
         self.hooks.call("after_train_epoch", self, epoch)
         if self.scheduler is not None:
             self.scheduler.step()
