@@ -17,7 +17,9 @@ from runners.datapoint_capture import CaptureLimits
 from runners.failure_definition import FailureDefinitionSettings
 from runners.hooks.disk_budget import DiskBudgetSettings
 from runners.hooks.findings import FindingsSettings
+from runners.overfit import OverfitSettings
 from runners.plain_model import ModelCallSettings
+from runners.training_step import TrainingStepSettings
 from utils.distributed import DEFAULT_TIMEOUT_S
 from utils.errors import ConfigError
 from utils.settings import POSITIVE_NUMBER, REQUIRED, ConfigKey, Rule, Settings, is_whole_number, setting, whole_number
@@ -81,7 +83,7 @@ TRAINER_ONLY = _keys(
     ConfigKey("criterion", "`criterion(outputs, labels) -> loss`"),
     ConfigKey("optimizer", "a `torch.optim` entry (the runner adds the model's parameters)"),
     ConfigKey("scheduler", "optional `torch.optim.lr_scheduler` entry, stepped once per epoch"),
-    DiskBudgetSettings, MonitorSettings,
+    TrainingStepSettings, OverfitSettings, DiskBudgetSettings, MonitorSettings,
 )
 EVALUATOR_ONLY = _keys(
     ConfigKey("checkpoint", "a `checkpoint.pt`, or a trainer work dir (its best epoch's)"),

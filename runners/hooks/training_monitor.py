@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sized
 from typing import Any, Optional
 
 import torch
@@ -23,8 +22,7 @@ class TrainingMonitorHook(RunnerHook):
     def before_run(self, runner: Trainer) -> None:
         if self.settings is None:
             return
-        loader = runner.train_dataloader
-        steps = len(loader) if isinstance(loader.dataset, Sized) else None
+        steps = runner.optimizer_steps_per_epoch
         self.monitor = TrainingMonitor(runner.eval_model, runner.optimizer, self.settings, runner.work_dir,
                                        runner.logger, runner.rank, runner.world_size, runner.cum_epochs, steps)
         every = self.settings.every_n_steps
