@@ -17,6 +17,7 @@ from runners.datapoint_capture import CaptureLimits
 from runners.failure_definition import FailureDefinitionSettings
 from runners.hooks.disk_budget import DiskBudgetSettings
 from runners.hooks.findings import FindingsSettings
+from runners.hooks.profiler import ProfilerSettings
 from runners.overfit import OverfitSettings
 from runners.plain_model import ModelCallSettings
 from runners.training_step import TrainingStepSettings
@@ -83,7 +84,7 @@ TRAINER_ONLY = _keys(
     ConfigKey("criterion", "`criterion(outputs, labels) -> loss`"),
     ConfigKey("optimizer", "a `torch.optim` entry (the runner adds the model's parameters)"),
     ConfigKey("scheduler", "optional `torch.optim.lr_scheduler` entry, stepped once per epoch"),
-    TrainingStepSettings, OverfitSettings, DiskBudgetSettings, MonitorSettings,
+    TrainingStepSettings, OverfitSettings, DiskBudgetSettings, MonitorSettings, ProfilerSettings,
 )
 EVALUATOR_ONLY = _keys(
     ConfigKey("checkpoint", "a `checkpoint.pt`, or a trainer work dir (its best epoch's)"),

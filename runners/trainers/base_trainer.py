@@ -32,7 +32,15 @@ from run_dir.names import (
 from runners.base_runner import BaseRunner, seed_everything, write_scores
 from runners.checkpoints import load_checkpoint_file, load_model_state
 from runners.config_keys import TRAINER_KEYS, TrainerSettings
-from runners.hooks import DiskBudgetHook, DiskBudgetSettings, EvalPass, RunnerHook, TrainingMonitorHook
+from runners.hooks import (
+    DiskBudgetHook,
+    DiskBudgetSettings,
+    EvalPass,
+    ProfilerHook,
+    ProfilerSettings,
+    RunnerHook,
+    TrainingMonitorHook,
+)
 from runners.overfit import OverfitSettings, RepeatedBatch, verdict
 from runners.progress import Progress
 from runners.run_writes import write_run_file
@@ -62,7 +70,8 @@ class BaseTrainer(BaseRunner):
 
     def _hooks_of(self, config: dict[str, Any]) -> list[RunnerHook]:
         return [*super()._hooks_of(config), DiskBudgetHook(DiskBudgetSettings.from_config(config)),
-                TrainingMonitorHook(MonitorSettings.from_config(config))]
+                TrainingMonitorHook(MonitorSettings.from_config(config)),
+                ProfilerHook(ProfilerSettings.from_config(config))]
 
     # ----------------------------------------------------------- initialisation
     def _init_components_(self) -> None:
