@@ -8,7 +8,7 @@ from typing import Any, Optional
 import torch
 
 from debuggers.training_monitor import MonitorSettings, TrainingMonitor
-from runners.hooks.base import Runner, RunnerHook, Trainer
+from runners.hooks.base import EvalPass, Runner, RunnerHook, Trainer
 
 
 class TrainingMonitorHook(RunnerHook):
@@ -47,6 +47,10 @@ class TrainingMonitorHook(RunnerHook):
     def after_train_epoch(self, runner: Trainer, epoch: int) -> None:
         if self.monitor is not None:
             self.monitor.end_epoch()
+
+    def after_eval_epoch(self, runner: Runner, eval_pass: EvalPass, scores: dict[str, Any]) -> None:
+        if self.monitor is not None:
+            self.monitor.add_validation(scores["aggregated"])
 
     def close(self, runner: Runner) -> None:
         if self.monitor is not None:
