@@ -63,7 +63,8 @@ import os
 
 class CrashOnce(SyntheticShapesDataset):
     def __getitem__(self, i):
-        if os.environ.get("CRASH_IN_EPOCH_1") and self.epoch_reads > 1 + 64 + 32:  # dataset[0] at start-up, epoch 0, 2 batches
+        # after dataset[0] at start-up, epoch 0 and 2 batches of epoch 1
+        if os.environ.get("CRASH_IN_EPOCH_1") and self.epoch_reads > 1 + 64 + 32:
             raise RuntimeError("simulated crash in epoch 1")
         self.epoch_reads += 1
         return super().__getitem__(i)
