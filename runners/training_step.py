@@ -34,10 +34,11 @@ class TrainingStepSettings(Settings):
     mixed_precision: Any = setting(False, Rule("True, False, 'float16' or 'bfloat16'", lambda value: isinstance(
         value, bool) or (isinstance(value, str) and value in PRECISIONS)),
         "train under torch.autocast: True is float16 with a GradScaler on CUDA and bfloat16 on the CPU; "
-        "validation stays in full precision", see="[training_monitor.md](training_monitor.md#mixed-precision)")
+        "validation stays in full precision",
+        see="[training_monitor.md](training_monitor.md#mixed-precision-and-gradient-accumulation)")
     gradient_accumulation_steps: int = setting(1, whole_number(1, MAX_ACCUMULATION), "batches whose gradients each "
                                                "optimizer step sums, each loss divided by their number",
-                                               see="[training_monitor.md](training_monitor.md#gradient-accumulation)")
+                                               see="[training_monitor.md](training_monitor.md#mixed-precision-and-gradient-accumulation)")
 
 
 @dataclass
