@@ -79,7 +79,7 @@ def measure(path: str, part: str) -> dict[str, Any]:
         return {"peak_rss_mb": _peak_rss_mb(), "seconds": time.perf_counter() - start}
     folder = os.path.dirname(path)
     if part == "stored":
-        from runners.eval_viewer.layout import failures as layout  # here: the other parts never load Dash
+        from runners.eval_viewer.failures import view as layout  # here: the other parts never load Dash
 
         findings = load_findings(folder)
         layout.findings_view(findings)

@@ -34,7 +34,7 @@ from data.datasets import SyntheticShapesDataset
 from debuggers.base_debugger import BaseDebugger
 from debuggers.summaries import DebuggerSummaries
 from run_dir.names import EPOCH_TABLE_FILE
-from runners.eval_viewer.callbacks.scores import grid_data
+from runners.eval_viewer.scores.data import grid_data
 
 BATCH = 1024
 CLASSES = 6

@@ -26,12 +26,17 @@ from analysis.failures import analyze
 from benchmarks.analysis_memory import write_table
 from benchmarks.viewer_browser import CHROMIUM, CHROMIUM_ARGS, SHOWN, serve
 from run_dir.names import EPOCH_TABLE_FILE, RUN_INFO_FILE, VALIDATION_SCORES_FILE, epoch_dir_name
-from runners.eval_viewer.layout import failures as layout
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.datapoint.ids import TAB_DATAPOINT
+from runners.eval_viewer.failures.ids import (
+    FAILURES_CONFUSION_CHART,
+    FAILURES_PANEL,
+    FAILURES_SEPARATORS_CHART,
+    TAB_FAILURES,
+)
 
-DRAWN = f"""() => document.querySelector('#{layout.PANEL} .finding-button')
-    && document.querySelector('#{layout.SEPARATORS_CHART} .main-svg')
-    && document.querySelector('#{layout.CONFUSION_CHART} .heatmaplayer')"""
+DRAWN = f"""() => document.querySelector('#{FAILURES_PANEL} .finding-button')
+    && document.querySelector('#{FAILURES_SEPARATORS_CHART} .main-svg')
+    && document.querySelector('#{FAILURES_CONFUSION_CHART} .heatmaplayer')"""
 
 
 def write_run(folder: str, rows: int) -> str:
@@ -58,7 +63,7 @@ def tab_ms(browser, url: str) -> float:
     page.goto(url)
     page.wait_for_function(SHOWN, timeout=120_000)
     start = page.evaluate("performance.now()")
-    page.click(f"#{layout.TAB_FAILURES}")
+    page.click(f"#{TAB_FAILURES}")
     page.wait_for_function(DRAWN, timeout=600_000)
     elapsed = page.evaluate("performance.now()") - start
     page.close()
@@ -85,7 +90,7 @@ def main() -> None:
                     runs = {"stored": stored, "computed": computed}
                     for name in (list(runs) if round_ % 2 == 0 else list(runs)[::-1]):
                         times[name].append(tab_ms(browser, f"{url}?run={runs[name]}&epoch=epoch_1&"
-                                                           f"tab={ids.TAB_DATAPOINT}"))
+                                                           f"tab={TAB_DATAPOINT}"))
                 finally:
                     server.shutdown()
             browser.close()

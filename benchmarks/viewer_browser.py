@@ -55,8 +55,14 @@ from run_dir.names import DATAPOINTS_DIR, EPOCH_TABLE_FILE, RUN_INFO_FILE, VALID
 from runners.config_file import load_config
 from runners.datapoint_capture import CaptureLimits, DatapointCapture
 from runners.eval_viewer.app import create_app
-from runners.eval_viewer.layout import ids
-from runners.eval_viewer.layout.pictures import PICTURE_PATH, version_tag
+from runners.eval_viewer.compare_epochs.ids import COMPARE_EPOCHS_PANEL, COMPARE_EPOCHS_STATUS, TAB_COMPARE_EPOCHS
+from runners.eval_viewer.controls.ids import EPOCH_SELECT, RUN_SELECT
+from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL, TAB_DATAPOINT
+from runners.eval_viewer.pictures.ids import PICTURE_PATH
+from runners.eval_viewer.pictures.view import version_tag
+from runners.eval_viewer.scores.ids import SCORE_GRID
+from runners.eval_viewer.shared.ids import SELECTED, TABS
+from runners.eval_viewer.table.ids import TABLE, TABLE_CAPTION, TABLE_QUERY
 from runners.trainers import BaseTrainer
 from tests.reliability.viewer_server import viewer_process
 
@@ -65,8 +71,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The score grid drawn: by the page's script, or as a plotly heatmap in a --baseline checkout from before that.
-GRID_DRAWN = ", ".join(f"#{ids.SCORE_GRID}{drawn}" for drawn in ("[data-drawn] canvas", " .heatmaplayer image", " .hm"))
-FIRST_IDX = f"#{ids.TABLE} .ag-center-cols-container .ag-row[row-index='0'] [col-id='idx']"
+GRID_DRAWN = ", ".join(f"#{SCORE_GRID}{drawn}" for drawn in ("[data-drawn] canvas", " .heatmaplayer image", " .hm"))
+FIRST_IDX = f"#{TABLE} .ag-center-cols-container .ag-row[row-index='0'] [col-id='idx']"
 # The table's first row with its data (AG Grid shows an empty row while its rows are asked for), and the grid drawn.
 SHOWN = f"""() => (document.querySelector("{FIRST_IDX}") || {{}}).textContent > ''
     && document.querySelector('{GRID_DRAWN}')"""
@@ -136,7 +142,7 @@ def serve(log_dirs: list[str]):
     return server, f"http://127.0.0.1:{server.server_port}/"
 
 
-THUMBNAILS = f"""() => {{ const pictures = [...document.querySelectorAll('#{ids.TABLE} img.thumbnail')];
+THUMBNAILS = f"""() => {{ const pictures = [...document.querySelectorAll('#{TABLE} img.thumbnail')];
     return pictures.length > 0 && pictures.every(img => img.complete && img.naturalWidth > 0); }}"""
 
 
@@ -189,11 +195,11 @@ def click_ms(browser, url: str, clicks: int, key: bool = True) -> list[float]:
     page.goto(url)
     page.wait_for_function(SHOWN, timeout=60_000)
     page.locator(FIRST_IDX).click()
-    page.wait_for_selector(f"#{ids.DATAPOINT_PANEL} .section-debug-outputs .debugger-block", timeout=60_000)
+    page.wait_for_selector(f"#{DATAPOINT_PANEL} .section-debug-outputs .debugger-block", timeout=60_000)
     times = []
     for row in range(1, clicks + 1):
-        before = page.locator(f"#{ids.DATAPOINT_PANEL} .datapoint-title").inner_text()
-        target = page.locator(f"#{ids.TABLE} .ag-center-cols-container .ag-row[row-index='{row}'] [col-id='idx']")
+        before = page.locator(f"#{DATAPOINT_PANEL} .datapoint-title").inner_text()
+        target = page.locator(f"#{TABLE} .ag-center-cols-container .ag-row[row-index='{row}'] [col-id='idx']")
         if not key:
             target.scroll_into_view_if_needed()
         start = page.evaluate("performance.now()")
@@ -203,7 +209,7 @@ def click_ms(browser, url: str, clicks: int, key: bool = True) -> list[float]:
                 const title = document.querySelector('#' + panel + ' .datapoint-title');
                 const section = document.querySelector('#' + panel + ' .section-debug-outputs');
                 return title && title.innerText !== before && section && (DRAWN)(section);
-            }""".replace("DRAWN", DRAWN), arg=[ids.DATAPOINT_PANEL, before], timeout=60_000)
+            }""".replace("DRAWN", DRAWN), arg=[DATAPOINT_PANEL, before], timeout=60_000)
         times.append(page.evaluate("performance.now()") - start)
     page.close()
     return times
@@ -222,10 +228,10 @@ def switch_ms(browser, url: str, runs: dict[str, int], switches: int) -> dict[st
         for run, rows in runs.items():
             if run != current:
                 times.setdefault(f"switch run, to the {rows:,}-datapoint run", []).append(
-                    _choose(page, ids.RUN_SELECT, f"{os.path.basename(run)} (trainer)", f"epoch 1: {rows} "))
+                    _choose(page, RUN_SELECT, f"{os.path.basename(run)} (trainer)", f"epoch 1: {rows} "))
                 current = run
             times.setdefault(f"switch epoch, {rows:,}-datapoint run", []).append(
-                _choose(page, ids.EPOCH_SELECT, "epoch 0", f"epoch 0: {rows} "))
+                _choose(page, EPOCH_SELECT, "epoch 0", f"epoch 0: {rows} "))
     page.close()
     return times
 
@@ -240,7 +246,7 @@ def _choose(page, dropdown: str, option: str, caption: str) -> float:
             const shown = document.querySelector('#' + caption);
             return shown && shown.innerText.startsWith(text) && document.querySelector(
                 '#' + table + ' .ag-center-cols-container .ag-row[row-index="0"] [col-id="idx"]');
-        }""", arg=[ids.TABLE_CAPTION, ids.TABLE, caption], timeout=60_000)
+        }""", arg=[TABLE_CAPTION, TABLE, caption], timeout=60_000)
     return page.evaluate("performance.now()") - start
 
 
@@ -263,27 +269,27 @@ def compare_ms(browser, url: str, times: int) -> list[tuple[float, float]]:
     page.locator(FIRST_IDX).click()
     found = []
     for _ in range(times):
-        title = page.locator(f"#{ids.DATAPOINT_PANEL} .datapoint-title")
+        title = page.locator(f"#{DATAPOINT_PANEL} .datapoint-title")
         title.wait_for(timeout=60_000)
         idx = title.inner_text().split()[1]
         start = page.evaluate("performance.now()")
-        page.click(f"#{ids.TAB_COMPARE_EPOCHS}")
+        page.click(f"#{TAB_COMPARE_EPOCHS}")
         page.wait_for_function(
             """([panel, status, idx]) => {
                 const title = document.querySelector('#' + panel + ' .datapoint-title');
                 return title && title.innerText.startsWith('datapoint ' + idx + ' ')
                     && document.getElementById(status).innerText === ''
                     && (DRAWN)(document.getElementById(panel));
-            }""".replace("DRAWN", DRAWN), arg=[ids.COMPARE_EPOCHS_PANEL, ids.COMPARE_EPOCHS_STATUS, idx],
+            }""".replace("DRAWN", DRAWN), arg=[COMPARE_EPOCHS_PANEL, COMPARE_EPOCHS_STATUS, idx],
             timeout=60_000)
         drawn = page.evaluate("performance.now()")
         page.wait_for_function(f"() => performance.now() - Math.max(window.lanternLastLongTask || 0, {drawn}) "
                                f"> {QUIET_MS}", timeout=60_000)
         done = max(drawn, page.evaluate("window.lanternLastLongTask || 0"))
         found.append((drawn - start, done - start))
-        page.click(f"#{ids.TAB_DATAPOINT}")
+        page.click(f"#{TAB_DATAPOINT}")
         page.keyboard.press("j")
-        page.wait_for_function(f"() => !document.querySelector('#{ids.DATAPOINT_PANEL} .datapoint-title')"
+        page.wait_for_function(f"() => !document.querySelector('#{DATAPOINT_PANEL} .datapoint-title')"
                                f".innerText.startsWith('datapoint {idx} ')", timeout=60_000)
     page.close()
     return found
@@ -325,8 +331,8 @@ def parallel_open_ms(url: str, run: str, rows: int, clients: int, opens: int) ->
     def client(seed: int) -> None:
         generator = random.Random(seed)
         callbacks = {c["output"]: c for c in dependencies(base, timeout=60)}
-        table = next(c for name, c in callbacks.items() if f"{ids.TABLE}.getRowsResponse" in name)
-        panel = next(c for name, c in callbacks.items() if f"{ids.DATAPOINT_PANEL}.children" in name)
+        table = next(c for name, c in callbacks.items() if f"{TABLE}.getRowsResponse" in name)
+        panel = next(c for name, c in callbacks.items() if f"{DATAPOINT_PANEL}.children" in name)
         for _ in range(opens):
             idx = generator.randrange(rows)
             start = time.perf_counter()
@@ -336,13 +342,12 @@ def parallel_open_ms(url: str, run: str, rows: int, clients: int, opens: int) ->
                 with urllib.request.urlopen(request, timeout=60) as response:
                     response.read()
                 status, body = post_callback(base, table, {
-                    f"{ids.TABLE}.getRowsRequest": {"startRow": 0, "endRow": 100}, f"{ids.TABLE_QUERY}.data": query},
+                    f"{TABLE}.getRowsRequest": {"startRow": 0, "endRow": 100}, f"{TABLE_QUERY}.data": query},
                     timeout=60)
                 statuses = [status, *thumbnail_statuses(url, run, body, tag)]
                 statuses.append(post_callback(base, panel, {
-                    f"{ids.SELECTED}.data": idx, f"{ids.RUN_SELECT}.value": run,
-                    f"{ids.EPOCH_SELECT}.value": epoch_dir_name(1),
-                    f"{ids.TABS}.value": ids.TAB_DATAPOINT}, timeout=60)[0])
+                    f"{SELECTED}.data": idx, f"{RUN_SELECT}.value": run,
+                    f"{EPOCH_SELECT}.value": epoch_dir_name(1), f"{TABS}.value": TAB_DATAPOINT}, timeout=60)[0])
             except OSError:
                 statuses = [0]
             with lock:
@@ -364,7 +369,7 @@ def thumbnail_statuses(url: str, run: str, rows_answer: str, tag: str, shown: in
     import urllib.parse
     import urllib.request
 
-    rows = json.loads(rows_answer)["response"][ids.TABLE]["getRowsResponse"]["rowData"]
+    rows = json.loads(rows_answer)["response"][TABLE]["getRowsResponse"]["rowData"]
     statuses = []
     for row in rows[:shown]:
         address = f"{url}{PICTURE_PATH}?" + urllib.parse.urlencode({"run": run, "idx": row["idx"], "v": tag})

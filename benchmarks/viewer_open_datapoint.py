@@ -29,16 +29,16 @@ from collections.abc import Callable
 import numpy as np
 from plotly.io.json import to_json_plotly
 
-from data.viewer.layout.display.figures import figures_for_output
 from debuggers.outputs import KIND_FEATURE_MAP
 from debuggers.pages.file_format import PAGE_GLOB
 from debuggers.pages.reader import load_debug_outputs
 from debuggers.pages.writer import PageWriter
 from run_dir.names import DEBUGGER_DIR, EVALUATION_SCORES_FILE, RUN_INFO_FILE
 from runners.eval_viewer.app import create_app
-from runners.eval_viewer.backend.runs import EVALUATION_KEY
-from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks.datapoint import render_datapoint
+from runners.eval_viewer.datapoint.view import render_datapoint
+from runners.eval_viewer.figures.registry import output_figures
+from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.shared.runs import EVALUATION_KEY
 
 CHANNELS, SIDE = 64, 64  # one 64x64x64 float32 map: 1 MiB per datapoint
 DATAPOINT_BYTES = CHANNELS * SIDE * SIDE * 4
@@ -135,7 +135,7 @@ def measure(run_dir: str) -> dict:
     idx = one_idx_per_page(run_dir)[-1]  # its page is in the viewer's page cache now
     warm = [_seconds(lambda: open_datapoint(backend, run_dir, idx)) for _ in range(5)]
     output = debug.get(idx)["features"]
-    figures = [_seconds(lambda: figures_for_output(output)) for _ in range(5)]
+    figures = [_seconds(lambda: output_figures(output)) for _ in range(5)]
     return {"pages": len(glob.glob(os.path.join(run_dir, DEBUGGER_DIR, PAGE_GLOB))), "dataset": dataset_build,
             "cold": statistics.median(cold), "cold_max": max(cold), "read": statistics.median(reads),
             "warm": statistics.median(warm), "figures": statistics.median(figures),
@@ -181,7 +181,7 @@ def main() -> None:
               f"{r['warm'] * 1e3:>10.0f} {r['read'] * 1e3:>10.0f} {r['figures'] * 1e3:>8.0f} "
               f"{r['dataset'] * 1e3:>8.0f} {r['startup'] * 1e3:>9.1f}")
     print("cold open: the page read from disk (medians over one datapoint per page, at most 9); warm: the page in "
-          "the viewer's page cache; page read: the cold read alone; figures: figures_for_output alone (part of "
+          "the viewer's page cache; page read: the cold read alone; figures: output_figures alone (part of "
           "every open); dataset: first open of a run (config import, once per run)")
 
 

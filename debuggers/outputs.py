@@ -9,7 +9,10 @@ datapoint's outputs always say what happened to every debugger.
 from __future__ import annotations
 
 import traceback
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 KIND_ERROR = "error"
 KIND_NOT_RUN = "not_run"
@@ -31,34 +34,100 @@ KIND_TENSOR = "tensor"
 
 ROOT_MODULE_NAME = "(model)"  # how outputs name the model itself, whose named_modules() path is ''
 
-KIND_FIELDS: dict[str, str] = {
-    KIND_ERROR: "type, message, traceback: the debugger raised on this datapoint's batch",
-    KIND_NOT_RUN: "message: the hooked layer (or model) did not run in this forward pass",
-    KIND_FEATURE_MAP: "layer_name, feature_map (C',H,W) of the channels channel_indices (C',), "
-                      "stats {mean, std, min, max} of the whole map, shape (C,H,W)",
-    KIND_STATISTICS: "layer_name, module_type, shape, mean, std, min, max, l1_norm, l2_norm, sparsity, "
-                     "positive_ratio, saturation_low/high, nonfinite_ratio, channel_means/stds (C,), "
-                     "histogram (bins,) with histogram_edges (bins+1,), sample_values (<=100,)",
-    KIND_LAYER_OUTPUT: "layer_name, output (spatially average-pooled), original_shape, downsample_factor",
-    KIND_ATTENTION: "layer_name, attention (heads,Lq,Lk) cropped to the real tokens, entropy_per_head (heads,), "
-                    "max_attention, "
-                    "grid [h, w] of the key tokens or None",
-    KIND_CAM: "target_layer, cam (H,W) in [0, 1], target_class, target_score, raw_max (the upsampled cam's "
-              "max, its divisor: cam * raw_max is the cam before normalisation), "
-              "spatial {centroid_x, centroid_y, centre_fraction, spread, entropy}",
-    KIND_NAN_ORIGIN: "first_module (name or None), module_type, input_min/input_max of first_module's input "
-                     "(nan if none), bad_modules (names in execution order), modules_checked, "
-                     "batch_dim_unknown (why a non-finite output could not be attributed)",
-    KIND_GRADIENT_FLOW: "layers (names), grad_norms (L,), missing (L,) bool, zero (L,) bool, below_rounding (L,) "
-                        "bool, frozen (L,) bool",
-    KIND_CAPTURED_STATES: "states {component: {state: {kind, data, metadata, unsplit, shared}}}, each state's kind "
-                          "one of attention, embedding, position_encoding, tensor; shared: declared without a batch",
-    KIND_MASK: "label_mask and predicted_mask (S,H,W) uint8 (0/1 masks, or class indices with 255 ignored), "
-               "probability (S,H,W) float16, point (N,2) (x, y) pixels or absent, iou, dice, mask_iou (S,), "
-               "num_classes; predicted_iou and mask_predicted_iou (S,) for a model that predicts its IoU",
-    KIND_EMBEDDING: "data (C,H,W) or (N,D) tokens (metadata['grid'] gives the token grid)",
-    KIND_POSITION_ENCODING: "data (N,D) or (C,H,W) encodings (metadata['grid'] gives the token grid)",
-    KIND_TENSOR: "data: any array captured by a capture point",
+
+@dataclass(frozen=True)
+class Field:
+    """One field of an output kind: the types its value has as a page holds it (arrays as NumPy arrays, numbers
+    as int or float; ``NONE`` among them where it may be None), whether every output of the kind has it, and what
+    it holds. Shapes are per datapoint."""
+
+    types: tuple[type, ...]
+    doc: str
+    required: bool = True
+
+
+ARRAY, NUMBER, WHOLE, TEXT = (np.ndarray,), (int, float), (int,), (str,)
+FLAG, RECORD, LIST, NONE = (bool,), (dict,), (list,), (type(None),)
+
+
+def _fields(**fields: tuple) -> dict[str, Field]:
+    return {name: Field(*spec) for name, spec in fields.items()}
+
+
+_LAYER_STATISTICS = {name: (NUMBER, f"{name.replace('_', ' ')} of the layer's output") for name in (
+    "mean", "std", "min", "max", "l1_norm", "l2_norm", "sparsity", "positive_ratio", "saturation_low",
+    "saturation_high", "nonfinite_ratio")}
+
+# The fields of each kind of output a debugger gives (a view picks the output's figures by its kind: each kind has its
+# drawing function in the viewer's figure registry). A debugger's own output without a 'kind' is drawn generically.
+KIND_FIELDS: dict[str, dict[str, Field]] = {
+    KIND_ERROR: _fields(type=(TEXT, "the exception's class"), message=(TEXT, "what it said"),
+                        traceback=(TEXT, "its last frames: the debugger raised on this datapoint's batch")),
+    KIND_NOT_RUN: _fields(message=(TEXT, "the hooked layer (or model) did not run in this forward pass")),
+    KIND_FEATURE_MAP: _fields(
+        layer_name=(TEXT, "the layer"), feature_map=(ARRAY, "(C', H, W): the channels channel_indices"),
+        channel_indices=(ARRAY, "(C',) of the layer's C channels"),
+        stats=(RECORD, "{mean, std, min, max} of the whole map"), shape=(LIST, "[C, H, W] of the whole map")),
+    KIND_STATISTICS: _fields(
+        layer_name=(TEXT, "the layer"), module_type=(TEXT, "its class"), shape=(LIST, "of its output"),
+        **_LAYER_STATISTICS, histogram=(ARRAY, "(bins,) counts"), histogram_edges=(ARRAY, "(bins+1,)"),
+        sample_values=(ARRAY, "(<=100,) of the output's values"),
+        channel_means=(ARRAY, "(C,), for an output with channels", False),
+        channel_stds=(ARRAY, "(C,), for an output with channels", False)),
+    KIND_LAYER_OUTPUT: _fields(
+        layer_name=(TEXT, "the layer"), output=(ARRAY, "spatially average-pooled"),
+        original_shape=(LIST, "before pooling"), downsample_factor=(WHOLE, "of the pooling")),
+    KIND_ATTENTION: _fields(
+        layer_name=(TEXT, "the layer"), attention=(ARRAY, "(heads, Lq, Lk) cropped to the real tokens"),
+        entropy_per_head=(ARRAY, "(heads,)"), max_attention=(NUMBER, "the largest weight"),
+        grid=(LIST + NONE, "[h, w] of the key tokens (image patches), or None")),
+    KIND_CAM: _fields(
+        target_layer=(TEXT, "the layer"), cam=(ARRAY, "(H, W) in [0, 1]"), target_class=(WHOLE, "the class explained"),
+        target_score=(NUMBER, "its score"), raw_max=(NUMBER, "the upsampled cam's max, its divisor: cam * raw_max is "
+                                                             "the cam before normalisation"),
+        spatial=(RECORD, "{centroid_x, centroid_y, centre_fraction, spread, entropy}", False),
+        predicted_class=(WHOLE, "the model's class", False), label_class=(WHOLE, "the label's, with labels", False),
+        other_target=(RECORD + NONE, "{cam, target_class, target_score, raw_max} of the other class where label and "
+                                     "prediction differ", False),
+        region=(TEXT, "'all', 'predicted' or 'label': where a segmentation's score was summed", False),
+        region_pixels=(NUMBER, "the pixels of that region", False)),
+    KIND_NAN_ORIGIN: _fields(
+        first_module=(TEXT + NONE, "the first module whose output held NaN/Inf, or None"),
+        module_type=(TEXT + NONE, "its class"), first_module_index=(NUMBER, "its place in execution order (nan: none)"),
+        input_min=(NUMBER, "of its input (nan if none)"), input_max=(NUMBER, "of its input (nan if none)"),
+        bad_modules=(LIST, "the modules with NaN/Inf, in execution order"), modules_checked=(WHOLE, "module calls"),
+        batch_dim_unknown=(LIST, "why a non-finite output could not be attributed to a datapoint")),
+    KIND_GRADIENT_FLOW: _fields(
+        layers=(LIST, "names"), grad_norms=(ARRAY, "(L,)"), missing=(ARRAY, "(L,) bool"), zero=(ARRAY, "(L,) bool"),
+        below_rounding=(ARRAY, "(L,) bool"), frozen=(LIST + ARRAY, "(L,) bool"),
+        loss=(NUMBER, "the loss the gradients are of", False)),
+    KIND_CAPTURED_STATES: _fields(
+        states=(RECORD, "{component: {state: record}}, each record as STATE_FIELDS gives its kind's"),
+        frames=(RECORD, "{every_n_frames, kept, dropped}: the frames a FrameCaptureDebugger kept", False)),
+    KIND_MASK: _fields(
+        label_mask=(ARRAY, "(S, H, W) uint8: 0/1 masks, or class indices with 255 ignored"),
+        predicted_mask=(ARRAY, "(S, H, W) uint8, as label_mask"), probability=(ARRAY, "(S, H, W) float16"),
+        iou=(NUMBER, "of the prediction"), dice=(NUMBER, "of the prediction"),
+        mask_iou=(ARRAY, "(S,) per mask"), num_classes=(WHOLE, "1 for 0/1 masks"),
+        mask_step=(WHOLE, "the stride the maps were kept at (1: every pixel; points stay in the image's pixels)"),
+        point=(ARRAY, "(N, 2) (x, y) prompt pixels", False),
+        predicted_iou=(NUMBER, "for a model that predicts its IoU", False),
+        mask_predicted_iou=(ARRAY, "(S,), for a model that predicts its IoU", False)),
+}
+
+
+def _state(data: tuple[type, ...], doc: str) -> dict[str, Field]:
+    return _fields(data=(data, doc), metadata=(RECORD, "what the capture point declared (batch_dim, grid, ...)"),
+                   unsplit=(LIST, "parts that could not be split by datapoint"),
+                   shared=(FLAG, "declared without a batch: the same for every datapoint"))
+
+
+# The fields of a captured state (a record inside a captured_states output), by the state's kind.
+STATE_FIELDS: dict[str, dict[str, Field]] = {
+    KIND_ATTENTION: _state(ARRAY, "(heads, Lq, Lk) weights or scores"),
+    KIND_EMBEDDING: _state(ARRAY, "(C, H, W), or (N, D) tokens on metadata['grid']"),
+    KIND_POSITION_ENCODING: _state(ARRAY, "(N, D) or (C, H, W) encodings (metadata['grid'] gives the token grid)"),
+    KIND_TENSOR: _state((object,), "any value a capture point gave, arrays as arrays"),
 }
 
 

@@ -5,7 +5,7 @@
 Captures come from real runs of every debugger on the demo models (trained weights
 from logs/examples/cnn_trainer and attention_trainer when they exist, otherwise
 fresh ones) on validation datapoints, through ``SequentialDebugger`` and pages,
-then drawn with ``data.viewer.layout.display.figures`` and photographed in headless Chromium.
+then drawn through ``runners.eval_viewer.figures.registry`` and photographed in headless Chromium.
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from configs.examples.all_debuggers_trainer import config as cnn_tour  # noqa: E402
 from configs.examples.attention_debuggers_trainer import config as attention_tour  # noqa: E402
 from data.datasets import collate_datapoints  # noqa: E402
-from data.viewer.layout.display.figures import display_image, figures_for_output  # noqa: E402
 from debuggers.pages.reader import load_debug_outputs  # noqa: E402
 from run_dir.names import DEBUGGER_DIR  # noqa: E402
 from runners.checkpoints import load_checkpoint_file  # noqa: E402
+from runners.eval_viewer.figures.base import display_image  # noqa: E402
+from runners.eval_viewer.figures.context import DrawContext  # noqa: E402
+from runners.eval_viewer.figures.registry import output_figures  # noqa: E402
 from runners.evaluators.base_evaluator import resolve_checkpoint  # noqa: E402
 from utils.builders import build_from_config  # noqa: E402
 from utils.errors import CheckpointError  # noqa: E402
@@ -72,7 +74,8 @@ def main() -> None:
             outputs, image, class_names = capture(config, os.path.join("logs", "examples", run),
                                                   os.path.join(tmp, run))
             for name, output in outputs.items():
-                drawn = figures_for_output(output, display_image(image.numpy()), class_names) if name in SHOWN else []
+                context = DrawContext(image=display_image(image.numpy()), class_names=class_names)
+                drawn = output_figures(output, context) if name in SHOWN else []
                 for file_name, index in SHOWN.get(name, []):
                     if file_name not in figures and index < len(drawn):
                         figures[file_name] = drawn[index]

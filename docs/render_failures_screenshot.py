@@ -16,8 +16,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from runners.eval_viewer.layout import failures as failures_layout  # noqa: E402
-from runners.eval_viewer.layout import ids  # noqa: E402
+from runners.eval_viewer.controls.ids import METRIC_SELECT
+from runners.eval_viewer.failures.ids import FAILURES_FILTER_NOTE, FAILURES_PANEL, TAB_FAILURES
+from runners.eval_viewer.scores.ids import SCORE_GRID
+from runners.eval_viewer.table.ids import TABLE_CAPTION
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, serve_viewer  # noqa: E402
 from tests.e2e.viewer_page import pick  # noqa: E402
 
@@ -36,14 +38,14 @@ def main() -> None:
         page = browser.new_page(viewport={"width": 1600, "height": 1250})
         page.set_default_timeout(120_000)
         page.goto(url, wait_until="networkidle")
-        page.wait_for_selector(f"#{ids.TABLE_CAPTION}:has-text('datapoints')")
-        pick(page, ids.METRIC_SELECT, "accuracy")
-        page.wait_for_selector(f"#{ids.TABLE_CAPTION}:has-text('sorted by accuracy')")
-        page.click(f"#{failures_layout.TAB_FAILURES}")
-        page.locator(f"#{failures_layout.PANEL} button").first.click()
-        page.wait_for_selector(f"#{failures_layout.FILTER_NOTE}:has-text('Table filtered')")
-        page.wait_for_selector(f"#{ids.TABLE_CAPTION}:has-text('narrowed')")
-        page.wait_for_selector(f"#{ids.SCORE_GRID}:has-text('chosen datapoints')")
+        page.wait_for_selector(f"#{TABLE_CAPTION}:has-text('datapoints')")
+        pick(page, METRIC_SELECT, "accuracy")
+        page.wait_for_selector(f"#{TABLE_CAPTION}:has-text('sorted by accuracy')")
+        page.click(f"#{TAB_FAILURES}")
+        page.locator(f"#{FAILURES_PANEL} button").first.click()
+        page.wait_for_selector(f"#{FAILURES_FILTER_NOTE}:has-text('Table filtered')")
+        page.wait_for_selector(f"#{TABLE_CAPTION}:has-text('narrowed')")
+        page.wait_for_selector(f"#{SCORE_GRID}:has-text('chosen datapoints')")
         page.wait_for_timeout(1000)
         page.screenshot(path=args.out, full_page=False)
         browser.close()

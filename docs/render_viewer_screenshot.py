@@ -23,7 +23,8 @@ from werkzeug.serving import make_server  # noqa: E402
 
 from runners.config_file import load_config  # noqa: E402
 from runners.eval_viewer.app import create_app  # noqa: E402
-from runners.eval_viewer.layout import ids  # noqa: E402
+from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL  # noqa: E402
+from runners.eval_viewer.table.ids import TABLE  # noqa: E402
 from runners.trainers import BaseTrainer  # noqa: E402
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -49,9 +50,9 @@ def screenshot(run: str, out: str) -> None:
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
             page.set_default_timeout(60_000)
             page.goto(f"http://127.0.0.1:{server.server_port}/")
-            first = page.locator(f"#{ids.TABLE} .ag-center-cols-container .ag-row[row-index='0'] [col-id='idx']")
+            first = page.locator(f"#{TABLE} .ag-center-cols-container .ag-row[row-index='0'] [col-id='idx']")
             first.click()
-            page.locator(f"#{ids.DATAPOINT_PANEL} .section-debug-outputs .debugger-block").first.wait_for()
+            page.locator(f"#{DATAPOINT_PANEL} .section-debug-outputs .debugger-block").first.wait_for()
             page.wait_for_timeout(1500)  # let every figure finish drawing
             os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
             page.screenshot(path=out)

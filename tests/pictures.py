@@ -1,4 +1,4 @@
-"""Reading the viewer's pictures back (``data/viewer/layout/display/pictures.py``): the PNG of a mosaic as its maps'
+"""Reading the viewer's pictures back (``runners/eval_viewer/figures/pictures.py``): the PNG of a mosaic as its maps'
 colours, and the colours a captured array should have, computed by plotly's own sampling of the colour scale (not by
 the viewer's ``colours``), so a test checks what is drawn against the captured numbers."""
 

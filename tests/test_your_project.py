@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from runners.eval_viewer.backend.datapoint import load_datapoint
-from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.shared.datapoint import load_datapoint
 from tests.runs import REPO_ROOT, run_main
 
 GUIDE = os.path.join(REPO_ROOT, "docs", "your_project.md")

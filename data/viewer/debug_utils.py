@@ -5,9 +5,14 @@
                                          DebugStateCapture, visualize_debug_states)
 
 The capture API lives with the capture points (``debuggers.capture``, which model code imports, also as
-``from debuggers import ...``); ``visualize_debug_states`` draws with the viewer's figures, so it lives at the
-viewer's layer (``runners.eval_viewer.export``) and this module, at that layer too, gathers both.
+``from debuggers import ...``). ``visualize_debug_states`` draws with the viewer's figures
+(``runners.eval_viewer.export.debug_states``): it is imported when first asked for by name, so model code that imports
+this module for its capture points (by name or ``*``) loads none of the viewer (plotly, Dash, DuckDB, Arrow).
 """
+
+from __future__ import annotations
+
+from typing import Any
 
 from debuggers.capture import (
     DebugStateCapture,
@@ -18,7 +23,15 @@ from debuggers.capture import (
     get_debug_states,
     is_debug_enabled,
 )
-from runners.eval_viewer.export import visualize_debug_states
 
 __all__ = ["DebugStateCapture", "capture_debug_state", "clear_debug_states", "disable_debug_mode",
-           "enable_debug_mode", "get_debug_states", "is_debug_enabled", "visualize_debug_states"]
+           "enable_debug_mode", "get_debug_states", "is_debug_enabled"]  # and, on first use, visualize_debug_states
+
+
+def __getattr__(name: str) -> Any:
+    """``visualize_debug_states``, imported from the viewer the first time it is asked for."""
+    if name != "visualize_debug_states":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from runners.eval_viewer.export.debug_states import visualize_debug_states
+
+    return visualize_debug_states

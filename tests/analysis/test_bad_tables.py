@@ -18,8 +18,8 @@ import pytest
 
 from analysis.epoch_table import ROLES_KEY, write_epoch_table
 from runners.analyze import main
-from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.callbacks.failures import findings_content
+from runners.eval_viewer.failures.view import findings_content
+from runners.eval_viewer.shared.backend import ViewerBackend
 from tests.runs import REPO_ROOT
 
 ROWS = 60

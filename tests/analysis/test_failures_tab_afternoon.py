@@ -16,8 +16,11 @@ import pytest
 
 from analysis.failures import analyze
 from run_dir.names import EPOCH_TABLE_FILE
-from runners.eval_viewer.layout import failures as failures_layout
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.controls.ids import EPOCH_SELECT, RUN_SELECT
+from runners.eval_viewer.datapoint.ids import TAB_DATAPOINT
+from runners.eval_viewer.failures.ids import FAILURES_FILTER_NOTE, FAILURES_PANEL, TAB_FAILURES
+from runners.eval_viewer.shared.ids import TABS
+from runners.eval_viewer.table.ids import TABLE_CAPTION, TABLE_CLEAR_FILTERS, TABLE_IDX_FILTER
 from tests.e2e.conftest import SLOW_WAIT_MS, expect, serve_viewer
 from tests.e2e.viewer_page import column, pick, wait_caption, wait_settled
 from tests.reliability.crafted_index import damage_debug_files
@@ -62,8 +65,8 @@ def open_run(new_page, url: str, run: str, tab: str = ""):
 
 def narrow_to_first_slice(page) -> int:
     """Show the Failures tab and click its first slice; the slice's size."""
-    page.click(f"#{failures_layout.TAB_FAILURES}")
-    first = page.locator(f"#{failures_layout.PANEL} .finding-button").first
+    page.click(f"#{TAB_FAILURES}")
+    first = page.locator(f"#{FAILURES_PANEL} .finding-button").first
     counted = re.compile(r"(\d[\d,]*)\s+datapoints")
     expect(first, SLOW_WAIT_MS).to_contain_text(counted)  # the count itself, not a placeholder that says datapoints
     text = first.inner_text()
@@ -72,7 +75,7 @@ def narrow_to_first_slice(page) -> int:
     size = int(found.group(1).replace(",", ""))
     first.click()
     wait_caption(page, f"{size} of")
-    assert "narrowed" in page.locator(f"#{ids.TABLE_CAPTION}").inner_text()
+    assert "narrowed" in page.locator(f"#{TABLE_CAPTION}").inner_text()
     return size
 
 
@@ -83,23 +86,23 @@ def without_last_epoch(work_dir: str, last: str, copy: str) -> str:
 
 
 def pick_epoch(page, number: int) -> None:
-    page.click(f"#{ids.EPOCH_SELECT}")
+    page.click(f"#{EPOCH_SELECT}")
     page.get_by_role("option").filter(has_text=re.compile(rf"^epoch {number}\b")).click()
 
 
 def assert_not_narrowed(page, total: int) -> None:
     wait_caption(page, f"{total} datapoints, sorted")
-    assert "narrowed" not in page.locator(f"#{ids.TABLE_CAPTION}").inner_text()
-    assert page.locator(f"#{failures_layout.FILTER_NOTE}").inner_text() == ""
+    assert "narrowed" not in page.locator(f"#{TABLE_CAPTION}").inner_text()
+    assert page.locator(f"#{FAILURES_FILTER_NOTE}").inner_text() == ""
 
 
 def test_the_tab_says_what_the_analysis_left_out(runs, viewer_url, new_page):
     _, damaged, _ = runs
     [note] = analyze(damaged).notes
     page = open_run(new_page, viewer_url, damaged)
-    page.click(f"#{failures_layout.TAB_FAILURES}")
+    page.click(f"#{TAB_FAILURES}")
     # the findings stored after validation are of the debug outputs before the damage: the tab computes them anew
-    expect(page.locator(f"#{failures_layout.PANEL} .failures-note"), SLOW_WAIT_MS).to_have_text(
+    expect(page.locator(f"#{FAILURES_PANEL} .failures-note"), SLOW_WAIT_MS).to_have_text(
         [re.compile("These findings were computed now: its stored findings.json is of an earlier version"), note])
     assert "were skipped" in note and "rerun the epoch" in note
 
@@ -109,7 +112,7 @@ def test_a_narrowing_ends_with_clear_filters_another_epoch_and_another_run(runs,
     total = analyze(work_dir).datapoints
     page = open_run(new_page, viewer_url, work_dir)
     narrow_to_first_slice(page)
-    page.click(f"#{ids.TABLE_CLEAR_FILTERS}")
+    page.click(f"#{TABLE_CLEAR_FILTERS}")
     assert_not_narrowed(page, total)
 
     narrow_to_first_slice(page)
@@ -121,7 +124,7 @@ def test_a_narrowing_ends_with_clear_filters_another_epoch_and_another_run(runs,
     pick_epoch(page, latest)
     wait_caption(page, f"epoch {latest}:")
     narrow_to_first_slice(page)
-    pick(page, ids.RUN_SELECT, f"{os.path.basename(damaged)} (trainer)")
+    pick(page, RUN_SELECT, f"{os.path.basename(damaged)} (trainer)")
     assert_not_narrowed(page, total)
     assert os.path.basename(damaged) in page.url
 
@@ -129,9 +132,9 @@ def test_a_narrowing_ends_with_clear_filters_another_epoch_and_another_run(runs,
 def test_a_reload_on_the_failures_tab_reopens_it_with_its_findings(runs, viewer_url, new_page):
     work_dir, _, _ = runs
     findings = analyze(work_dir)
-    page = open_run(new_page, viewer_url, work_dir, tab=failures_layout.TAB_FAILURES)
-    assert page.locator(f"#{ids.TABS} .tab--selected").inner_text() == "Failures"
-    expect(page.locator(f"#{failures_layout.PANEL} .finding-button b"), SLOW_WAIT_MS).to_have_text(
+    page = open_run(new_page, viewer_url, work_dir, tab=TAB_FAILURES)
+    assert page.locator(f"#{TABS} .tab--selected").inner_text() == "Failures"
+    expect(page.locator(f"#{FAILURES_PANEL} .finding-button b"), SLOW_WAIT_MS).to_have_text(
         [s.description for s in findings.meta.slices])
     narrow_to_first_slice(page)  # the first page's findings are live buttons
 
@@ -150,15 +153,15 @@ def test_a_narrowing_stays_when_the_training_run_writes_a_new_epoch(runs, unfini
     url, live, _ = unfinished
     page = open_run(new_page, url, live)
     size = narrow_to_first_slice(page)
-    narrowed = page.locator(f"#{ids.TABLE_CAPTION}").inner_text()
+    narrowed = page.locator(f"#{TABLE_CAPTION}").inner_text()
     written = shutil.copytree(os.path.join(work_dir, last), str(tmp_path / last))
     os.rename(written, os.path.join(live, last))  # the trainer finishes the epoch
-    page.click(f"#{ids.EPOCH_SELECT}")  # a refresh tick lists it (and sends the shown epoch again)
+    page.click(f"#{EPOCH_SELECT}")  # a refresh tick lists it (and sends the shown epoch again)
     page.get_by_role("option").filter(has_text=re.compile(rf"^epoch {int(last.split('_')[1])}\b")).wait_for()
     page.keyboard.press("Escape")
     wait_settled(page)
-    assert page.locator(f"#{ids.TABLE_CAPTION}").inner_text() == narrowed
-    assert f"Table filtered to {size} datapoints" in page.locator(f"#{failures_layout.FILTER_NOTE}").inner_text()
+    assert page.locator(f"#{TABLE_CAPTION}").inner_text() == narrowed
+    assert f"Table filtered to {size} datapoints" in page.locator(f"#{FAILURES_FILTER_NOTE}").inner_text()
 
 
 def held_finding_answer(page) -> list:
@@ -168,7 +171,7 @@ def held_finding_answer(page) -> list:
 
     def route(request_route) -> None:
         body = json.loads(request_route.request.post_data or "{}")
-        if not held and str(body.get("output", "")).startswith(f"..{ids.TABLE_IDX_FILTER}.data"):
+        if not held and str(body.get("output", "")).startswith(f"..{TABLE_IDX_FILTER}.data"):
             held.append(request_route)
         else:
             request_route.continue_()
@@ -182,22 +185,22 @@ def test_a_finding_answered_after_a_run_switch_narrows_neither_run(runs, unfinis
     url, _, other = unfinished
     total = analyze(work_dir).datapoints
     page = open_run(new_page, url, work_dir)
-    page.click(f"#{failures_layout.TAB_FAILURES}")
-    first = page.locator(f"#{failures_layout.PANEL} .finding-button").first
+    page.click(f"#{TAB_FAILURES}")
+    first = page.locator(f"#{FAILURES_PANEL} .finding-button").first
     expect(first, SLOW_WAIT_MS).to_contain_text("datapoints")
     held = held_finding_answer(page)
     first.click()
-    page.click(f"#{ids.TAB_DATAPOINT}")  # the findings are not drawn again, so nothing supersedes the answer
-    pick(page, ids.RUN_SELECT, "other (trainer)")
+    page.click(f"#{TAB_DATAPOINT}")  # the findings are not drawn again, so nothing supersedes the answer
+    pick(page, RUN_SELECT, "other (trainer)")
     page.wait_for_function(f"() => new URLSearchParams(location.search).get('run') === {json.dumps(other)}"
                            f" && !['{last}', null].includes(new URLSearchParams(location.search).get('epoch'))")
     [answer] = held
     answer.continue_()  # the answer for the run just left comes back
     wait_settled(page)
-    page.click(f"#{failures_layout.TAB_FAILURES}")  # where the note of a narrowing shows
+    page.click(f"#{TAB_FAILURES}")  # where the note of a narrowing shows
     wait_settled(page)
     assert_not_narrowed(page, total)
-    pick(page, ids.RUN_SELECT, f"{os.path.basename(work_dir)} (trainer)")  # nor does it narrow the run it is of
+    pick(page, RUN_SELECT, f"{os.path.basename(work_dir)} (trainer)")  # nor does it narrow the run it is of
     wait_caption(page, f"epoch {int(last.split('_')[1])}:")
     wait_settled(page)
     assert_not_narrowed(page, total)

@@ -18,8 +18,19 @@ from analysis.failures import Findings, analyze
 from benchmarks.failure_discovery import evaluate
 from benchmarks.planted_benchmarks import planted
 from data.datasets.synthetic_shapes import Planted
-from runners.eval_viewer.layout import failures as failures_layout
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL
+from runners.eval_viewer.failures import view as failures_layout
+from runners.eval_viewer.failures.ids import (
+    FAILURES_DATA_MAP_CHART,
+    FAILURES_FILTER_NOTE,
+    FAILURES_FINDING,
+    FAILURES_MORE,
+    FAILURES_PANEL,
+    FAILURES_SEPARATORS_CHART,
+    TAB_FAILURES,
+)
+from runners.eval_viewer.scores.ids import SCORE_GRID
+from runners.eval_viewer.table.ids import TABLE
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, SLOW_WAIT_MS, browser_or_skip, serve_viewer
 from tests.e2e.viewer_page import column, wait_caption
 from utils.builders import build_from_config
@@ -29,7 +40,7 @@ MAX_CLICKS = 3
 GRID_IDX = """() => {
     const grid = document.getElementById('GRID').scoreGrid;  // what the page's script drew: the idx of each cell
     return grid ? grid.idx.filter(idx => idx >= 0) : null;
-}""".replace("GRID", ids.SCORE_GRID)
+}""".replace("GRID", SCORE_GRID)
 
 
 @dataclass
@@ -72,31 +83,31 @@ class Clicks:
 
 def finding_button(page, key: str):
     """The finding's button: Dash writes a dict id as JSON with sorted keys."""
-    return page.locator(f"""[id='{{"index":"{key}","type":"{failures_layout.FINDING}"}}']""")
+    return page.locator(f"""[id='{{"index":"{key}","type":"{FAILURES_FINDING}"}}']""")
 
 
 SEPARATORS = """() => {
     const bars = document.querySelector('#CHART .js-plotly-plot')._fullData[0];
     return [Array.from(bars.y), Array.from(bars.x)];
-}""".replace("CHART", failures_layout.SEPARATORS_CHART)
+}""".replace("CHART", FAILURES_SEPARATORS_CHART)
 
 
 def assert_the_tab_shows(page, findings: Findings) -> None:
     """The tab lists what ``analyze`` returns, in its order (the command's output is compared with it in
     test_planted_discovery.py)."""
-    page.locator(f"#{failures_layout.PANEL} button").first.wait_for()
-    titles = page.locator(f"#{failures_layout.PANEL} button b").all_inner_texts()
+    page.locator(f"#{FAILURES_PANEL} button").first.wait_for()
+    titles = page.locator(f"#{FAILURES_PANEL} button b").all_inner_texts()
     assert titles == [s.description for s in findings.meta.slices]
     columns, aurocs = page.evaluate(SEPARATORS)
     assert columns[::-1] == [s.column for s in findings.meta.separators]
     assert aurocs[::-1] == pytest.approx([s.auroc for s in findings.meta.separators])
-    more = page.locator(f"#{failures_layout.MORE}").inner_text()
+    more = page.locator(f"#{FAILURES_MORE}").inner_text()
     shown = [s.description for s in findings.internals.slices] + [s.column for s in findings.internals.separators]
     shown += [g.description for g in [*findings.subgroups, *findings.suspect_groups]]
     shown += [f"#{e.idx} {e.label}" for e in findings.label_issues[:5]] + [r.column for r in findings.restatements]
     shown += [o.module for o in findings.nan_origins] + [d.column for d in findings.dead_units]
     assert all(text in more for text in shown), (shown, more)
-    kinds = page.evaluate(f"() => document.querySelector('#{failures_layout.DATA_MAP_CHART} .js-plotly-plot')"
+    kinds = page.evaluate(f"() => document.querySelector('#{FAILURES_DATA_MAP_CHART} .js-plotly-plot')"
                           "._fullData.map(trace => [trace.name, trace.x.length])")
     drawn, points = dict(kinds), findings.data_map.points
     assert sum(drawn.values()) == len(points["idx"])
@@ -162,15 +173,15 @@ def test_every_planted_cause_is_three_clicks_from_opening_the_viewer(planted_run
             page.goto(url, wait_until="networkidle")  # opening the viewer; clicks wait for its first callbacks
             wait_caption(page, f"{total} datapoints")
 
-            clicks.on(page.locator(f"#{failures_layout.TAB_FAILURES}"))
+            clicks.on(page.locator(f"#{TAB_FAILURES}"))
             if walk is WALKS[0]:
                 assert_the_tab_shows(page, findings)
             if walk.finding == "separator":  # its bar; the strongest is drawn on top, the data runs bottom-up
-                bars = page.locator(f"#{failures_layout.SEPARATORS_CHART} .barlayer .point")
+                bars = page.locator(f"#{FAILURES_SEPARATORS_CHART} .barlayer .point")
                 clicks.on_bar(page, bars.nth(len(findings.meta.separators) - rank))
             else:
                 clicks.on(finding_button(page, key))
-            page.wait_for_selector(f"#{failures_layout.FILTER_NOTE}:has-text('filtered to {len(expected)} datapoints')")
+            page.wait_for_selector(f"#{FAILURES_FILTER_NOTE}:has-text('filtered to {len(expected)} datapoints')")
             if len(expected) < total:
                 wait_caption(page, f"{len(expected)} of {total} datapoints match")
             page.wait_for_function(f"() => ({GRID_IDX})()?.length === {len(expected)}")
@@ -179,11 +190,11 @@ def test_every_planted_cause_is_three_clicks_from_opening_the_viewer(planted_run
             shown = [int(text) for text in column(page, "idx")]
             assert set(shown) <= set(expected)
             row = next(i for i, idx in enumerate(shown) if walk.planted(dataset.planted(idx)))
-            clicks.on(page.locator(f"#{ids.TABLE} .ag-center-cols-container .ag-row[row-index='{row}'] "
+            clicks.on(page.locator(f"#{TABLE} .ag-center-cols-container .ag-row[row-index='{row}'] "
                                    "[col-id='idx']"))
             idx = shown[row]
-            page.wait_for_selector(f"#{ids.DATAPOINT_PANEL} .datapoint-title:has-text('{idx}')")
-            panel = page.locator(f"#{ids.DATAPOINT_PANEL}").inner_text()
+            page.wait_for_selector(f"#{DATAPOINT_PANEL} .datapoint-title:has-text('{idx}')")
+            panel = page.locator(f"#{DATAPOINT_PANEL}").inner_text()
             assert "Debug Outputs" in panel and walk.shown in panel, f"{walk.cause}: {panel[:500]}"
             assert re.search(rf"\b{idx}\b", panel)
             assert clicks.count <= MAX_CLICKS, f"{walk.cause} took {clicks.count} clicks"

@@ -8,12 +8,13 @@ import torch
 import torch.nn.functional as F
 from captum.attr import LayerGradCam
 
-from data.viewer.layout.display.output_figures import output_figures
 from debuggers.attention_debugger import AttentionDebugger
 from debuggers.feature_map_debugger import FeatureMapDebugger
 from debuggers.mask_debugger import MaskDebugger
 from debuggers.segmentation_gradcam_debugger import SegmentationGradCAMDebugger
 from debuggers.utils import require_layer
+from runners.eval_viewer.figures.context import DrawContext
+from runners.eval_viewer.figures.registry import output_figures
 from tests.compat import huggingface as hf
 from tests.compat.harness import alone, assert_same_outputs, capture
 from tests.compat.segmentation_models import NUM_CLASSES, class_map_batches, segformer, unet
@@ -79,6 +80,6 @@ def test_user_segmentation_models(tmp_path, name):
         own = hf.eager_attentions(model, {"pixel_values": images})[0]
         for i in range(4):  # (heads, 256 queries, 64 keys: the first stage reduces its keys 2x a side)
             np.testing.assert_allclose(batched[i]["attention"]["attention"], own[i].numpy(), rtol=1e-4, atol=1e-6)
-    figures = output_figures(batched[0]["masks"], image=images[0].numpy())
+    figures = output_figures(batched[0]["masks"], DrawContext(image=images[0].numpy()))
     assert figures[0].layout.updatemenus and figures[1].data[0].y[0] == pytest.approx(batched[0]["masks"]["iou"])
     assert_same_outputs(batched, capture(model, alone(batches), tmp_path / "alone", debuggers))

@@ -17,7 +17,7 @@ from analysis.failures import analyze
 from data.datasets.prompted_shapes import PromptedShapesDataset
 from debuggers.pages.reader import load_debug_outputs
 from runners.config_file import load_config
-from runners.eval_viewer.export import export_report
+from runners.eval_viewer.export.report import export_report
 from runners.trainers import BaseTrainer
 from tests.runs import REPO_ROOT, one_thread
 from utils.builders import build_from_config

@@ -14,8 +14,16 @@ import pytest
 from run_dir.monitor_file import MonitorFileWriter
 from run_dir.names import MONITOR_FILE
 from run_dir.training_log import KIND_STEP, read_training_log
-from runners.eval_viewer.layout import ids
-from runners.eval_viewer.layout import training as tab
+from runners.eval_viewer.training.ids import (
+    TAB_TRAINING,
+    TRAINING_GRAD_CHART,
+    TRAINING_HISTOGRAM_CHART,
+    TRAINING_LAYER_SELECT,
+    TRAINING_LOSS_CHART,
+    TRAINING_NONFINITE_NOTE,
+    TRAINING_STATES_TABLE,
+    TRAINING_UPDATE_CHART,
+)
 from tests.e2e.conftest import serve_viewer
 from tests.e2e.viewer_page import pick, wait_settled
 from tests.runners.test_training_monitor_runs import NAN_ON_SATURATED
@@ -49,49 +57,49 @@ def logs(tmp_path_factory):
     return root / "logs"
 
 
-def open_tab(new_page, url: str, address: str = f"/?tab={ids.TAB_TRAINING}"):
+def open_tab(new_page, url: str, address: str = f"/?tab={TAB_TRAINING}"):
     page = new_page(url + address)
-    page.locator(f"#{tab.LOSS_CHART} .js-plotly-plot").wait_for()
+    page.locator(f"#{TRAINING_LOSS_CHART} .js-plotly-plot").wait_for()
     return page
 
 
 def loss_steps(page) -> list[float]:
-    return dict(page.evaluate(TRACES, tab.LOSS_CHART))["loss"]
+    return dict(page.evaluate(TRACES, TRAINING_LOSS_CHART))["loss"]
 
 
 def test_the_tab_draws_what_the_run_s_file_holds(new_page, viewer_url, logs):
     log = read_training_log(str(logs / "monitored" / MONITOR_FILE))
     page = open_tab(new_page, viewer_url)
-    traces = dict(page.evaluate(TRACES, tab.LOSS_CHART))
+    traces = dict(page.evaluate(TRACES, TRAINING_LOSS_CHART))
     finite = np.isfinite(log.losses)
     assert traces["loss"] == log.loss_steps.tolist()
     assert traces["non-finite loss"] == log.loss_steps[~finite].tolist() and (~finite).any()
     step = log.first_nonfinite_step
-    for chart in (tab.LOSS_CHART, tab.GRAD_CHART, tab.UPDATE_CHART):
+    for chart in (TRAINING_LOSS_CHART, TRAINING_GRAD_CHART, TRAINING_UPDATE_CHART):
         assert f"first non-finite step {step}" in page.evaluate(ANNOTATIONS, chart), chart
-    layers = page.evaluate(f"() => Array.from(({FIGURE})('{tab.GRAD_CHART}')._fullData[0].y)")
+    layers = page.evaluate(f"() => Array.from(({FIGURE})('{TRAINING_GRAD_CHART}')._fullData[0].y)")
     assert layers == log.layers
-    event = page.locator(f"#{tab.NONFINITE_NOTE}").inner_text()
+    event = page.locator(f"#{TRAINING_NONFINITE_NOTE}").inner_text()
     assert f"First non-finite step: {step}" in event and str(log.events[0].first_layer_idx) in event
-    states = page.locator(f"#{tab.STATES_TABLE}").inner_text()
+    states = page.locator(f"#{TRAINING_STATES_TABLE}").inner_text()
     assert "backbone.layer4.bn\tfrozen" in states and "non-finite" not in states
-    assert page.evaluate(TITLE, tab.HISTOGRAM_CHART).startswith(f"{log.layers[0]}:")
-    pick(page, tab.LAYER_SELECT, f"head.fc ({log.layer_types[log.layers.index('head.fc')]})")
-    page.wait_for_function(f"() => ({FIGURE})('{tab.HISTOGRAM_CHART}').layout.title.text.startsWith('head.fc:')")
+    assert page.evaluate(TITLE, TRAINING_HISTOGRAM_CHART).startswith(f"{log.layers[0]}:")
+    pick(page, TRAINING_LAYER_SELECT, f"head.fc ({log.layer_types[log.layers.index('head.fc')]})")
+    page.wait_for_function(f"() => ({FIGURE})('{TRAINING_HISTOGRAM_CHART}').layout.title.text.startsWith('head.fc:')")
     head = log.layers.index("head.fc")
     drawn = [h.epoch for h in log.histograms for bounds in (h.weight_range, h.grad_range)
              if np.isfinite(bounds[head]).all()]
     said = [f"epoch {h.epoch}: all {h.grad_nonfinite[head]} values NaN/Inf" for h in log.histograms
             if not np.isfinite(h.grad_range[head]).all()]  # an epoch that ended on a skipped NaN step
-    assert [name for name, _ in page.evaluate(TRACES, tab.HISTOGRAM_CHART)] == [f"epoch {e}" for e in drawn]
-    assert said and "<br>".join(said) in page.evaluate(ANNOTATIONS, tab.HISTOGRAM_CHART)
+    assert [name for name, _ in page.evaluate(TRACES, TRAINING_HISTOGRAM_CHART)] == [f"epoch {e}" for e in drawn]
+    assert said and "<br>".join(said) in page.evaluate(ANNOTATIONS, TRAINING_HISTOGRAM_CHART)
 
 
 def test_the_tab_opened_from_another_tab_is_drawn(new_page, viewer_url, logs):
     page = new_page(viewer_url)
     wait_settled(page)
-    page.click(f"#{ids.TAB_TRAINING}")
-    page.locator(f"#{tab.LOSS_CHART} .js-plotly-plot").wait_for()
+    page.click(f"#{TAB_TRAINING}")
+    page.locator(f"#{TRAINING_LOSS_CHART} .js-plotly-plot").wait_for()
     assert len(loss_steps(page)) == read_training_log(str(logs / "monitored" / MONITOR_FILE)).loss_steps.size
 
 
@@ -112,7 +120,7 @@ def test_a_run_still_training_is_followed(new_page, logs, tmp_path):
                        "grad_norm": np.ones(layers, np.float32), "weight_norm": np.ones(layers, np.float32),
                        "update_ratio": np.full(layers, 1e-3, np.float32), "grad_state": np.zeros(layers, np.uint8)})
         writer.close()
-        page.wait_for_function(f"() => {{ const t = ({FIGURE})('{tab.LOSS_CHART}')._fullData[0].x; "
+        page.wait_for_function(f"() => {{ const t = ({FIGURE})('{TRAINING_LOSS_CHART}')._fullData[0].x; "
                                f"return Number(t[t.length - 1]) === {new}; }}")  # within the page's refresh tick
-        steps = page.evaluate(f"() => Array.from(({FIGURE})('{tab.GRAD_CHART}')._fullData[0].x).map(Number)")
+        steps = page.evaluate(f"() => Array.from(({FIGURE})('{TRAINING_GRAD_CHART}')._fullData[0].x).map(Number)")
         assert steps[-1] == new and not math.isnan(steps[-1])

@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from runners.config_file import load_config
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.compare_epochs.ids import COMPARE_EPOCHS_PANEL, TAB_COMPARE_EPOCHS
+from runners.eval_viewer.controls.ids import EPOCH_BADGES, EPOCH_SELECT, NEAREST_DEBUG_EPOCH
+from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL, TAB_DATAPOINT
 from runners.trainers import BaseTrainer
 from tests.e2e.conftest import DEBUGGER, serve_viewer
 from tests.e2e.viewer_page import column, debug_figures, grid_cell, open_row, pick, wait_caption, wait_title
@@ -36,35 +38,35 @@ def _headings(page, panel: str) -> list[str]:
 def test_open_the_worst_datapoint_compare_epochs_and_an_epoch_without_debug_outputs(viewer_url, new_page):
     page = new_page(viewer_url)
     wait_caption(page, "epoch 2: ")  # the latest epoch with debug outputs
-    pick(page, ids.EPOCH_SELECT, "epoch 1 · debug")
+    pick(page, EPOCH_SELECT, "epoch 1 · debug")
     wait_caption(page, "epoch 1: ")
 
     idx = open_row(page, 0)
-    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {idx} · logs/run · epoch 1")
+    wait_title(page, DATAPOINT_PANEL, f"datapoint {idx} · logs/run · epoch 1")
     drawn = debug_figures(page)
     drawn.first.wait_for()
-    assert _headings(page, ids.DATAPOINT_PANEL) == ALL_SECTIONS
-    assert page.locator(f"#{ids.DATAPOINT_PANEL} .debugger-block .card-header").all_inner_texts() == [
+    assert _headings(page, DATAPOINT_PANEL) == ALL_SECTIONS
+    assert page.locator(f"#{DATAPOINT_PANEL} .debugger-block .card-header").all_inner_texts() == [
         "layer3_energy", "gradcam"]
     assert drawn.count() >= 2
 
-    page.click(f"#{ids.TAB_COMPARE_EPOCHS}")
-    columns = page.locator(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-column")
-    page.wait_for_selector(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-column >> nth=1")
+    page.click(f"#{TAB_COMPARE_EPOCHS}")
+    columns = page.locator(f"#{COMPARE_EPOCHS_PANEL} .compare-column")
+    page.wait_for_selector(f"#{COMPARE_EPOCHS_PANEL} .compare-column >> nth=1")
     assert [t.splitlines()[0] for t in columns.all_inner_texts()] == ["epoch 1", "epoch 2"]
-    first_row = page.locator(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-figure-row").first
+    first_row = page.locator(f"#{COMPARE_EPOCHS_PANEL} .compare-figure-row").first
     first_row.locator(":is(img.picture, .js-plotly-plot)").nth(1).wait_for()
 
-    page.click(f"#{ids.TAB_DATAPOINT}")
-    pick(page, ids.EPOCH_SELECT, "epoch 0")
-    wait_title(page, ids.DATAPOINT_PANEL, "epoch 0")
-    assert _headings(page, ids.DATAPOINT_PANEL) == ALL_SECTIONS[:3]
-    assert page.locator(f"#{ids.EPOCH_BADGES} .badge").inner_text() == "no debug outputs"
-    assert page.locator(f"#{ids.NEAREST_DEBUG_EPOCH}").inner_text() == "→ epoch 1 has debug outputs"
+    page.click(f"#{TAB_DATAPOINT}")
+    pick(page, EPOCH_SELECT, "epoch 0")
+    wait_title(page, DATAPOINT_PANEL, "epoch 0")
+    assert _headings(page, DATAPOINT_PANEL) == ALL_SECTIONS[:3]
+    assert page.locator(f"#{EPOCH_BADGES} .badge").inner_text() == "no debug outputs"
+    assert page.locator(f"#{NEAREST_DEBUG_EPOCH}").inner_text() == "→ epoch 1 has debug outputs"
 
     other = 1 if idx == "0" else 0
     _click_grid_cell(page, other)
-    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {other} ")
+    wait_title(page, DATAPOINT_PANEL, f"datapoint {other} ")
     assert column(page, "idx")  # the table still shows the epoch's rows
 
 

@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from run_dir.names import EPOCH_TABLE_FILE
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.export.ids import EXPORT_BUTTON
+from runners.eval_viewer.table.ids import TABLE, TABLE_CAPTION
 from tests.e2e.conftest import DEBUGGER, expect
 from tests.e2e.viewer_page import filter_column, wait_caption
 from tests.runs import train, write_config
@@ -38,19 +39,19 @@ def logs(tmp_path_factory):
 
 def export(page) -> str:
     with page.expect_download() as download:
-        page.click(f"#{ids.EXPORT_BUTTON}")
+        page.click(f"#{EXPORT_BUTTON}")
     return open(download.value.path(), encoding="utf-8").read()
 
 
 def test_every_filtered_row_is_exported_in_order_saying_how_they_were_chosen(viewer_url, logs, new_page):
     page = new_page(viewer_url)
     wait_caption(page, f"epoch 0: {ROWS} datapoints")
-    page.click(f"#{ids.TABLE} .ag-header-cell[col-id='idx'] .ag-header-cell-label")
+    page.click(f"#{TABLE} .ag-header-cell[col-id='idx'] .ag-header-cell-label")
     wait_caption(page, "sorted by idx (lowest first)")
     report = export(page)
     assert re.findall(r"<h2>Datapoint (\d+)</h2>", report) == [str(i) for i in range(ROWS)]  # no longer 50
     assert f"{ROWS} of {ROWS} datapoints of epoch 0 (no filter), sorted by idx (lowest first)." in report
-    expect(page.locator(f"#{ids.TABLE_CAPTION}")).to_contain_text(f"exported {ROWS} datapoints")
+    expect(page.locator(f"#{TABLE_CAPTION}")).to_contain_text(f"exported {ROWS} datapoints")
     header = re.search(r"<h2>Datapoints</h2><table><thead><tr>(.*?)</tr>", report).group(1)
     assert re.findall(r"<th>([^<]*)</th>", header) == ["idx", "label", "prediction", "accuracy", "cross_entropy",
                                                        "true_class_confidence"]
@@ -62,7 +63,7 @@ def test_every_filtered_row_is_exported_in_order_saying_how_they_were_chosen(vie
     wait_caption(page, "match the filters")
     labels = pq.read_table(logs / "run" / "epoch_0" / EPOCH_TABLE_FILE, columns=["label"]).column(0).to_numpy()
     rings = np.flatnonzero(labels == 4).tolist()
-    page.click(f"#{ids.TABLE} .ag-header-cell[col-id='cross_entropy'] .ag-header-cell-label")
+    page.click(f"#{TABLE} .ag-header-cell[col-id='cross_entropy'] .ag-header-cell-label")
     wait_caption(page, "sorted by cross_entropy (lowest first)")
     report = export(page)
     order = sorted(rings, key=lambda i: losses[i])

@@ -13,9 +13,12 @@ import pytest
 
 from analysis.epoch_table import EpochTable
 from run_dir.names import EPOCH_TABLE_FILE
-from runners.eval_viewer.backend.datapoint import load_datapoint
-from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.compare_epochs.ids import COMPARE_EPOCHS_PANEL, TAB_COMPARE_EPOCHS
+from runners.eval_viewer.controls.ids import RUN_SELECT
+from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL, TAB_DATAPOINT
+from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.shared.datapoint import load_datapoint
+from runners.eval_viewer.table.ids import TABLE, TABLE_CAPTION
 from tests.e2e.conftest import DEBUGGER, expect
 from tests.e2e.viewer_page import wait_title
 from tests.pictures import feature_map_colours, mosaic_blocks, mosaic_maps, png_pixels
@@ -68,7 +71,7 @@ def _block(page, name: str):
 def test_a_wrong_datapoint_names_its_classes_and_shows_grad_cam_for_label_and_prediction(viewer_url, logs, new_page):
     row = _wrong_row(logs / "run")
     page = new_page(_url(viewer_url, logs / "run", idx=row["idx"]))
-    page.wait_for_selector(f"#{ids.DATAPOINT_PANEL} .badge-label")
+    page.wait_for_selector(f"#{DATAPOINT_PANEL} .badge-label")
     assert page.locator(".badge-label").inner_text() == f"label {row['label_name']} ({row['label']})"
     assert page.locator(".badge-prediction").inner_text() == \
         f"prediction {row['prediction_name']} ({row['prediction']})"
@@ -119,7 +122,7 @@ def _texts(picture: dict) -> list[str]:
 def _check_compared_feature_maps(page, backend, run, epochs, idx: int) -> None:
     """The features row shows datapoint ``idx``'s captured maps, pixel for pixel: the same channels in each epoch's
     column on one colour scale, their difference on a scale centred on 0, each colour bar titled with its unit."""
-    wait_title(page, ids.COMPARE_EPOCHS_PANEL, f"datapoint {idx} ")
+    wait_title(page, COMPARE_EPOCHS_PANEL, f"datapoint {idx} ")
     pictures = _row_pictures(page, "features", len(epochs) + 1)
     assert all(picture["complete"] for picture in pictures)
     captions = [_texts(picture)[:16] for picture in pictures]
@@ -143,11 +146,11 @@ def test_compare_epochs_draws_the_asked_datapoint_s_captured_maps(viewer_url, lo
     backend = ViewerBackend([str(logs)])
     run = backend.run(str(logs / "run"))
     epochs = [epoch for epoch in backend.epochs(run) if epoch.has_debug]
-    page = new_page(_url(viewer_url, logs / "run", idx=3, tab=ids.TAB_COMPARE_EPOCHS))
+    page = new_page(_url(viewer_url, logs / "run", idx=3, tab=TAB_COMPARE_EPOCHS))
     _check_compared_feature_maps(page, backend, run, epochs, 3)
-    headings = page.locator(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-headings").inner_text()
+    headings = page.locator(f"#{COMPARE_EPOCHS_PANEL} .compare-headings").inner_text()
     assert "epoch 0" in headings and "epoch 1" in headings and "epoch 1 − epoch 0" in headings
-    assert page.locator(f"#{ids.COMPARE_EPOCHS_PANEL} .dash-graph").count() == 0  # nothing drawn by plotly at once
+    assert page.locator(f"#{COMPARE_EPOCHS_PANEL} .dash-graph").count() == 0  # nothing drawn by plotly at once
     means = _block(page, "stats").locator(".compare-figure-row").nth(2).locator(".lazy-graph")
     expect(means).to_have_count(3)  # both epochs and the difference, drawn when scrolled to
     means.first.scroll_into_view_if_needed()
@@ -155,13 +158,13 @@ def test_compare_epochs_draws_the_asked_datapoint_s_captured_maps(viewer_url, lo
     ranges = [means.nth(i).evaluate("gd => gd._fullLayout.yaxis.range") for i in range(2)]
     assert ranges[0] == ranges[1]  # one axis for the row
 
-    page.click(f"#{ids.TAB_DATAPOINT}")
-    page.locator(f"#{ids.TABLE} .ag-row.open-datapoint").wait_for()  # the table knows the open row: j steps on
+    page.click(f"#{TAB_DATAPOINT}")
+    page.locator(f"#{TABLE} .ag-row.open-datapoint").wait_for()  # the table knows the open row: j steps on
     page.keyboard.press("j")
     page.wait_for_function(f"() => (title => title && !title.innerText.startsWith('datapoint 3 '))"
-                           f"(document.querySelector('#{ids.DATAPOINT_PANEL} .datapoint-title'))")
-    following = int(page.locator(f"#{ids.DATAPOINT_PANEL} .datapoint-title").inner_text().split()[1])
-    page.click(f"#{ids.TAB_COMPARE_EPOCHS}")
+                           f"(document.querySelector('#{DATAPOINT_PANEL} .datapoint-title'))")
+    following = int(page.locator(f"#{DATAPOINT_PANEL} .datapoint-title").inner_text().split()[1])
+    page.click(f"#{TAB_COMPARE_EPOCHS}")
     _check_compared_feature_maps(page, backend, run, epochs, following)
 
 
@@ -174,7 +177,7 @@ def test_every_column_of_compare_epochs_is_readable_at_the_usual_widths(viewer_u
     """The last epoch's column and the difference are as large as the others (their colour bars lie under the
     maps, the others keep the room), the maps of a row level, text no smaller than 8 px, titles whole, and
     channel captions cover neither each other nor the maps."""
-    page = new_page(_url(viewer_url, logs / "run", idx=3, tab=ids.TAB_COMPARE_EPOCHS), width, height)
+    page = new_page(_url(viewer_url, logs / "run", idx=3, tab=TAB_COMPARE_EPOCHS), width, height)
     for name in ("features", "gradcam"):
         pictures = _row_pictures(page, name, 3)
         boxes = [picture["box"] for picture in pictures]
@@ -193,7 +196,7 @@ def test_every_column_of_compare_epochs_is_readable_at_the_usual_widths(viewer_u
                 maps += [[x0 + c0 * across, y0 + r0 * down, x0 + c1 * across, y0 + r1 * down]
                          for r0, r1, c0, c1 in (mosaic_blocks(pixels) if captions else [])]
             assert not [(a, b) for i, a in enumerate(captions) for b in captions[i + 1:] + maps if _overlap(a, b)]
-    titles = page.locator(f"#{ids.COMPARE_EPOCHS_PANEL} .compare-cell .figure-title")
+    titles = page.locator(f"#{COMPARE_EPOCHS_PANEL} .compare-cell .figure-title")
     assert titles.count() and not titles.evaluate_all("ts => ts.filter(t => t.scrollWidth > t.clientWidth + 1)")
 
 
@@ -213,7 +216,7 @@ def test_statistics_are_a_text_table_of_every_statistic_and_the_input_a_plain_im
     assert set(expected) <= set(shown)
     for key, value in expected.items():
         assert shown[key] == (f"{value:.6g}" if isinstance(value, (float, np.floating)) else str(value)), key
-    image = page.locator(f"#{ids.DATAPOINT_PANEL} .section-inputs img")
+    image = page.locator(f"#{DATAPOINT_PANEL} .section-inputs img")
     assert image.evaluate("img => img.complete && img.naturalWidth") == np.shape(datapoint["inputs"]["image"])[-1]
 
 
@@ -233,9 +236,9 @@ def test_a_graph_below_the_fold_is_drawn_when_scrolled_to_and_follows_the_open_d
     expected = load_datapoint(backend, run, epoch, first)["debug"]["stats"]["channel_means"]
     assert means.evaluate(DRAWN_Y) == pytest.approx(np.asarray(expected).tolist())
 
-    page.locator(f"#{ids.TABLE} .ag-row[row-id='{second}']").wait_for(state="attached")  # the rows are loaded
+    page.locator(f"#{TABLE} .ag-row[row-id='{second}']").wait_for(state="attached")  # the rows are loaded
     page.keyboard.press("j")  # the table's next row, drawn in the same place (in view now)
-    page.wait_for_selector(f"#{ids.DATAPOINT_PANEL} .datapoint-title:has-text('datapoint {second} ')")
+    page.wait_for_selector(f"#{DATAPOINT_PANEL} .datapoint-title:has-text('datapoint {second} ')")
     expected = load_datapoint(backend, run, epoch, second)["debug"]["stats"]["channel_means"]
     page.wait_for_function("([g, y]) => g._fullData && g._fullData[0].y.length === y.length "
                            "&& Array.from(g._fullData[0].y).every((v, i) => Math.abs(v - y[i]) < 1e-6)",
@@ -244,8 +247,8 @@ def test_a_graph_below_the_fold_is_drawn_when_scrolled_to_and_follows_the_open_d
 
 def test_dropdown_options_never_lie_under_the_search_box(viewer_url, logs, new_page):
     page = new_page(_url(viewer_url, logs / COPIES[-1]))  # its option is the last: the list opens scrolled
-    page.wait_for_selector(f"#{ids.TABLE_CAPTION}:has-text('epoch 1')")
-    page.click(f"#{ids.RUN_SELECT}")
+    page.wait_for_selector(f"#{TABLE_CAPTION}:has-text('epoch 1')")
+    page.click(f"#{RUN_SELECT}")
     page.locator(".dash-dropdown-search").wait_for()
     overlaps = page.evaluate("""() => {
         const search = document.querySelector('.dash-dropdown-search-container').getBoundingClientRect();

@@ -13,8 +13,11 @@ from plotly.offline import get_plotlyjs_version
 
 from benchmarks.viewer_browser import SHOWN, write_large_run
 from run_dir.names import EPOCH_TABLE_FILE
-from runners.eval_viewer.app import plotly_url
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.controls.ids import EPOCH_BADGES
+from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL
+from runners.eval_viewer.scores.ids import SCORE_CHART, SCORE_CHART_DATA, SCORE_GRID, SCORE_GRID_DATA
+from runners.eval_viewer.shared.plotly_bundle import plotly_url
+from runners.eval_viewer.table.ids import TABLE, TABLE_CAPTION
 from tests.e2e.conftest import serve_viewer
 from tests.e2e.viewer_page import GRID, grid_cell, reload_noting_asked, wait_caption, wait_title
 
@@ -25,7 +28,7 @@ SCRIPTS = """() => performance.getEntriesByType('resource').filter(e => e.initia
 FIRST_ASKED = """(path) => performance.getEntriesByType('resource').find(e => e.name.includes(path)).startTime"""
 PLOTLY_LOADED = "() => typeof window.Plotly.newPlot === 'function'"
 PIXEL = f"""([x, y]) => {{  // the grid's colour at a point of the page
-    const canvas = document.querySelector('#{ids.SCORE_GRID} canvas'), box = canvas.getBoundingClientRect();
+    const canvas = document.querySelector('#{SCORE_GRID} canvas'), box = canvas.getBoundingClientRect();
     return Array.from(canvas.getContext('2d').getImageData((x - box.left) * devicePixelRatio,
         (y - box.top) * devicePixelRatio, 1, 1).data.slice(0, 3)); }}"""
 
@@ -51,7 +54,7 @@ def test_bootstrap_styles_the_page_from_the_viewer_itself(viewer_url, new_page):
     assert brand.inner_text() == "Lantern eval viewer"
     assert page.evaluate("() => getComputedStyle(document.querySelector('.navbar.bg-dark')).backgroundColor") == \
         "rgb(33, 37, 41)"  # Bootstrap's dark
-    badge = page.locator(f"#{ids.EPOCH_BADGES} .badge").first
+    badge = page.locator(f"#{EPOCH_BADGES} .badge").first
     assert badge.evaluate("element => getComputedStyle(element).borderRadius") != "0px"
 
 
@@ -73,7 +76,7 @@ def test_the_first_page_asks_the_server_for_the_table_s_rows_only(viewer_url, ne
     asked = reload_noting_asked(page)
     page.wait_for_function(SHOWN)
     page.wait_for_function(PLOTLY_LOADED)
-    assert asked == [f"..{ids.TABLE}.getRowsResponse...{ids.TABLE_CAPTION}.children.."], \
+    assert asked == [f"..{TABLE}.getRowsResponse...{TABLE_CAPTION}.children.."], \
         "the hidden tabs' callbacks (or the score views') ran for the first page"
 
 
@@ -83,10 +86,10 @@ def test_the_score_grid_and_chart_come_with_the_page_drawn_by_its_script(viewer_
     asked = reload_noting_asked(page)
     page.wait_for_function(SHOWN)
     wait_caption(page, "epoch 1: 30 datapoints")
-    assert not [output for output in asked if ids.SCORE_CHART_DATA in output or ids.SCORE_GRID_DATA in output]
-    assert page.locator(f"#{ids.SCORE_CHART} .score-line").count() == 1
-    assert page.locator(f"#{ids.SCORE_CHART} .score-point").count() == 2  # epochs 0 and 1
-    assert page.locator(f"#{ids.SCORE_CHART} .chosen-epoch").count() == 1
+    assert not [output for output in asked if SCORE_CHART_DATA in output or SCORE_GRID_DATA in output]
+    assert page.locator(f"#{SCORE_CHART} .score-line").count() == 1
+    assert page.locator(f"#{SCORE_CHART} .score-point").count() == 2  # epochs 0 and 1
+    assert page.locator(f"#{SCORE_CHART} .chosen-epoch").count() == 1
 
     grid = page.evaluate(GRID)
     assert grid["idx"] == list(range(30)) and grid["mark"] == [1, 1]  # idx 7 in a 6 x 5 grid: column 1, row 1
@@ -103,7 +106,7 @@ def test_the_score_grid_and_chart_come_with_the_page_drawn_by_its_script(viewer_
         page.mouse.move(x, y)
         assert page.locator(".score-grid-tooltip").inner_text() == f"idx {idx}: cross_entropy {values[idx]:.4g}"
     page.mouse.click(*grid_cell(page, 2, 3))  # column 2, row 3: idx 20
-    wait_title(page, ids.DATAPOINT_PANEL, "datapoint 20 ")
+    wait_title(page, DATAPOINT_PANEL, "datapoint 20 ")
     page.wait_for_function(f"() => ({GRID})().mark[0] === 2 && ({GRID})().mark[1] === 3")
 
 
@@ -130,6 +133,6 @@ def test_the_score_grid_s_tooltip_goes_with_the_grid_it_describes(viewer_url, ne
     page.mouse.move(*grid_cell(page, 0, 0))  # over idx 0
     tooltip = page.locator(".score-grid-tooltip")
     assert tooltip.is_visible()
-    page.evaluate(f"dash_clientside.set_props('{ids.SCORE_GRID_DATA}', {{data: {{title: 'no scores'}}}})")
-    page.wait_for_selector(f"#{ids.SCORE_GRID} canvas", state="detached")
+    page.evaluate(f"dash_clientside.set_props('{SCORE_GRID_DATA}', {{data: {{title: 'no scores'}}}})")
+    page.wait_for_selector(f"#{SCORE_GRID} canvas", state="detached")
     assert not tooltip.is_visible(), "the tooltip of a grid no longer drawn stays on screen"

@@ -17,7 +17,19 @@ import pytest
 from analysis.epoch_table import write_epoch_table
 from benchmarks.viewer_browser import write_large_run
 from run_dir.names import EPOCH_TABLE_FILE
-from runners.eval_viewer.layout import gallery, ids
+from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL
+from runners.eval_viewer.gallery import view as gallery
+from runners.eval_viewer.gallery.ids import (
+    GALLERY_CAPTION,
+    GALLERY_ORDER,
+    GALLERY_OVERLAY,
+    GALLERY_PAGE,
+    GALLERY_TILES,
+    TAB_GALLERY,
+)
+from runners.eval_viewer.scores.ids import SCORE_GRID
+from runners.eval_viewer.shared.ids import TABS
+from runners.eval_viewer.table.ids import TABLE, TABLE_CAPTION, TABLE_CLEAR_FILTERS
 from tests.e2e.conftest import DEBUGGER, expect, serve_viewer
 from tests.e2e.viewer_page import (
     GRID,
@@ -56,7 +68,7 @@ def losses(logs) -> np.ndarray:
 
 
 def tiles(page) -> list[int]:
-    return [int(idx) for idx in page.locator(f"#{gallery.TILES} .gallery-tile").evaluate_all(
+    return [int(idx) for idx in page.locator(f"#{GALLERY_TILES} .gallery-tile").evaluate_all(
         "tiles => tiles.map(tile => tile.dataset.idx)")]
 
 
@@ -64,13 +76,13 @@ def test_the_table_shows_thumbnails_of_its_visible_rows_only_asked_once_its_rows
                                                                                            new_page):
     page = new_page(viewer_url)
     wait_caption(page, f"epoch 0: {ROWS} datapoints")
-    page.wait_for_function(DECODED, arg=f"#{ids.TABLE} img.thumbnail")
+    page.wait_for_function(DECODED, arg=f"#{TABLE} img.thumbnail")
     shown = {int(idx) for idx in column(page, "idx")}
     asked = page.evaluate(PICTURES_ASKED)
     assert {int(query["idx"]) for query, _ in asked} <= shown < set(range(ROWS)), "pictures of rows not drawn"
     assert {query["run"] for query, _ in asked} == {str(logs / "run")}
     assert min(start for _, start in asked) >= page.evaluate(ROWS_ANSWERED), "a picture was asked before the rows"
-    first = page.locator(f"#{ids.TABLE} .ag-row[row-index='0'] img.thumbnail")
+    first = page.locator(f"#{TABLE} .ag-row[row-index='0'] img.thumbnail")
     picture = PIL.Image.open(io.BytesIO(page.request.get(first.evaluate("img => img.src")).body()))
     assert picture.size == (16, 16)  # the captured input, kept at its size
 
@@ -80,45 +92,45 @@ def test_the_gallery_shows_the_table_s_rows_in_its_order_under_its_filters_and_o
     wait_caption(page, f"epoch 0: {ROWS} datapoints")
     order = np.argsort(-losses(logs), kind="stable").tolist()  # the table: the loss, highest first (ties by idx)
     lowest = np.argsort(losses(logs), kind="stable").tolist()
-    page.click(f"#{ids.TAB_GALLERY}")
-    expect(page.locator(f"#{gallery.CAPTION}")).to_contain_text(f"{ROWS} datapoints, sorted by cross_entropy")
+    page.click(f"#{TAB_GALLERY}")
+    expect(page.locator(f"#{GALLERY_CAPTION}")).to_contain_text(f"{ROWS} datapoints, sorted by cross_entropy")
     assert tiles(page) == order[:gallery.PAGE_SIZE]
-    page.locator(f"#{gallery.PAGE} a:text-is('2')").click()  # the second page: the rest
-    expect(page.locator(f"#{gallery.CAPTION}")).to_contain_text(f"{gallery.PAGE_SIZE + 1}–{ROWS} shown")
+    page.locator(f"#{GALLERY_PAGE} a:text-is('2')").click()  # the second page: the rest
+    expect(page.locator(f"#{GALLERY_CAPTION}")).to_contain_text(f"{gallery.PAGE_SIZE + 1}–{ROWS} shown")
     assert tiles(page) == order[gallery.PAGE_SIZE:]
 
     filter_column(page, "idx", "7")  # the table's filter: the gallery follows, from its first page
-    expect(page.locator(f"#{gallery.CAPTION}")).to_contain_text(f"1 of {ROWS} datapoints match the table's filters")
+    expect(page.locator(f"#{GALLERY_CAPTION}")).to_contain_text(f"1 of {ROWS} datapoints match the table's filters")
     assert tiles(page) == [7]
-    page.click(f"#{ids.TABLE_CLEAR_FILTERS}")  # the gallery shows every row again (its answer also sets the order)
-    expect(page.locator(f"#{gallery.CAPTION}")).to_contain_text(f"{ROWS} datapoints, sorted by cross_entropy")
-    page.click(f"#{gallery.ORDER} label:has-text('lowest first')")  # sorting the gallery sorts the table
+    page.click(f"#{TABLE_CLEAR_FILTERS}")  # the gallery shows every row again (its answer also sets the order)
+    expect(page.locator(f"#{GALLERY_CAPTION}")).to_contain_text(f"{ROWS} datapoints, sorted by cross_entropy")
+    page.click(f"#{GALLERY_ORDER} label:has-text('lowest first')")  # sorting the gallery sorts the table
     wait_caption(page, "sorted by cross_entropy (lowest first)")
-    expect(page.locator(f"#{gallery.CAPTION}")).to_contain_text("lowest first")
+    expect(page.locator(f"#{GALLERY_CAPTION}")).to_contain_text("lowest first")
     assert tiles(page) == lowest[:gallery.PAGE_SIZE]
 
-    pick(page, gallery.OVERLAY, "gradcam")
-    expect(page.locator(f"#{gallery.CAPTION}")).to_contain_text("gradcam drawn over each input")
-    first = page.locator(f"#{gallery.TILES} .gallery-picture").first
-    page.wait_for_function(DECODED, arg=f"#{gallery.TILES} .gallery-tile:first-child img[src*='overlay=gradcam']")
+    pick(page, GALLERY_OVERLAY, "gradcam")
+    expect(page.locator(f"#{GALLERY_CAPTION}")).to_contain_text("gradcam drawn over each input")
+    first = page.locator(f"#{GALLERY_TILES} .gallery-picture").first
+    page.wait_for_function(DECODED, arg=f"#{GALLERY_TILES} .gallery-tile:first-child img[src*='overlay=gradcam']")
     overlaid = page.request.get(first.evaluate("img => img.src")).body()
     plain = page.request.get(first.evaluate("img => img.src").replace("&overlay=gradcam", "")).body()
     assert overlaid != plain and PIL.Image.open(io.BytesIO(overlaid)).size == (16, 16)
 
-    page.locator(f"#{gallery.TILES} .gallery-tile").nth(1).click()
-    wait_title(page, ids.DATAPOINT_PANEL, f"datapoint {lowest[1]} ")
-    expect(page.locator(f"#{ids.TABS} .tab--selected")).to_have_text("Datapoint")
+    page.locator(f"#{GALLERY_TILES} .gallery-tile").nth(1).click()
+    wait_title(page, DATAPOINT_PANEL, f"datapoint {lowest[1]} ")
+    expect(page.locator(f"#{TABS} .tab--selected")).to_have_text("Datapoint")
 
 
 def test_a_link_to_the_gallery_opens_it_drawn_with_the_page(viewer_url, logs, new_page):
-    page = new_page(f"{viewer_url}?run={logs / 'run'}&epoch=epoch_0&tab={ids.TAB_GALLERY}&idx=3")
+    page = new_page(f"{viewer_url}?run={logs / 'run'}&epoch=epoch_0&tab={TAB_GALLERY}&idx=3")
     asked = reload_noting_asked(page)
     wait_caption(page, f"epoch 0: {ROWS} datapoints")
-    expect(page.locator(f"#{gallery.TILES} .gallery-tile.open")).to_have_attribute("data-idx", "3")
+    expect(page.locator(f"#{GALLERY_TILES} .gallery-tile.open")).to_have_attribute("data-idx", "3")
     assert len(tiles(page)) == gallery.PAGE_SIZE
-    page.wait_for_function(DECODED, arg=f"#{gallery.TILES} .gallery-picture[src]")
+    page.wait_for_function(DECODED, arg=f"#{GALLERY_TILES} .gallery-picture[src]")
     wait_settled(page)
-    assert asked == [f"..{ids.TABLE}.getRowsResponse...{ids.TABLE_CAPTION}.children.."], \
+    assert asked == [f"..{TABLE}.getRowsResponse...{TABLE_CAPTION}.children.."], \
         "the gallery drawn for the first page ran callbacks (or its view of the table changed as the rows came)"
 
 
@@ -133,7 +145,7 @@ def test_the_score_grid_follows_the_table_s_filters_its_colour_bar_titled_and_gr
     with serve_viewer([str(tmp_path)]) as url:
         page = new_page(f"{url}?epoch=epoch_1")
         wait_caption(page, "epoch 1: 30 datapoints")
-        note = page.locator(f"#{ids.SCORE_GRID} .score-grid-note")
+        note = page.locator(f"#{SCORE_GRID} .score-grid-note")
         expect(note).to_have_text("grey: 3 datapoints have no cross_entropy (NaN: the metric gave no number for "
                                   "them, e.g. a non-finite loss)")
         assert page.evaluate(GRID)["colorbar"] == "cross_entropy (lower is better)"
@@ -141,9 +153,9 @@ def test_the_score_grid_follows_the_table_s_filters_its_colour_bar_titled_and_gr
 
         filter_column(page, "idx", "7")
         page.wait_for_function(f"() => ({GRID})().idx.join() === '7'")
-        expect(page.locator(f"#{ids.SCORE_GRID} .score-view-title")).to_contain_text(
+        expect(page.locator(f"#{SCORE_GRID} .score-view-title")).to_contain_text(
             "cross_entropy of the datapoint the table shows")
         expect(note).to_contain_text("grey: 1 datapoint has no cross_entropy")
-        page.click(f"#{ids.TABLE_CLEAR_FILTERS}")
+        page.click(f"#{TABLE_CLEAR_FILTERS}")
         page.wait_for_function(f"() => ({GRID})().idx.length === 30")
         page.close()  # before the server stops

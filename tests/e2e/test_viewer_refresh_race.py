@@ -1,6 +1,6 @@
 """Run switches and Clear filters in a real headless Chromium, with the page's refresh tick at the worst moment.
 
-The page re-reads the runs when they change on disk (``callbacks/refresh.py``). Dash keeps only the newest call
+The page re-reads the runs when they change on disk (``controls/callbacks.py``). Dash keeps only the newest call
 of a callback: when the tick fires it again before an earlier call's answer is applied, that answer is dropped.
 A run switch or a Clear filters click that met a tick that way used to be lost without a word (the epoch
 stayed, the caption never named the new run's latest epoch; the filters stayed on). By chance that is about
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.controls.ids import EPOCH_SELECT, REFRESH, RUN_SELECT
+from runners.eval_viewer.table.ids import TABLE_CLEAR_FILTERS
 from tests.e2e.viewer_page import filter_column, pick, wait_caption
 from tests.runs import train, write_config
 
@@ -23,7 +24,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 SIZES = {"many": 24, "few": 12}  # two runs with the same epochs (0 and 1); their sizes tell them apart
 TICK = f"""
 window.refreshTicks = 1000;
-window.tickRefresh = () => window.dash_clientside.set_props('{ids.REFRESH}', {{data: ++window.refreshTicks}});
+window.tickRefresh = () => window.dash_clientside.set_props('{REFRESH}', {{data: ++window.refreshTicks}});
 window.tickOn = null;  // 'click': with the next click; 'id.prop': when a request for that changed prop leaves
 document.addEventListener('click', () => {{
     if (window.tickOn === 'click') {{ window.tickOn = null; window.tickRefresh(); }}
@@ -61,15 +62,15 @@ def _open(new_page, url: str, logs: Path, run: str):
 def test_a_run_switch_met_by_a_refresh_tick_opens_the_new_runs_latest_epoch(viewer_url, logs, new_page, tick_on):
     first, second = SIZES
     page = _open(new_page, viewer_url, logs, first)
-    arm = f"window.tickOn = '{ids.RUN_SELECT}.value'" if tick_on == "request" else "window.tickOn = 'click'"
+    arm = f"window.tickOn = '{RUN_SELECT}.value'" if tick_on == "request" else "window.tickOn = 'click'"
     for run in [second, first] * 3:
-        page.click(f"#{ids.RUN_SELECT}")
+        page.click(f"#{RUN_SELECT}")
         page.evaluate(arm)
         page.get_by_role("option", name=f"logs/{run} (trainer)", exact=True).click()
         wait_caption(page, f"epoch 1: {SIZES[run]} datapoints")
         assert page.evaluate("window.tickOn") is None, "the refresh tick did not come (the test's timing is off)"
-        assert page.locator(f"#{ids.EPOCH_SELECT}").inner_text().strip() == "epoch 1"
-        pick(page, ids.EPOCH_SELECT, "epoch 0")  # so that the next run switch changes the epoch back to 1
+        assert page.locator(f"#{EPOCH_SELECT}").inner_text().strip() == "epoch 1"
+        pick(page, EPOCH_SELECT, "epoch 0")  # so that the next run switch changes the epoch back to 1
         wait_caption(page, f"epoch 0: {SIZES[run]} datapoints")
 
 
@@ -80,6 +81,6 @@ def test_clear_filters_met_by_a_refresh_tick_clears_them(viewer_url, logs, new_p
         filter_column(page, "idx", "7")
         wait_caption(page, f"epoch 0: 1 of {SIZES[run]} datapoints match the filters")
         page.evaluate("window.tickOn = 'click'")
-        page.click(f"#{ids.TABLE_CLEAR_FILTERS}")
+        page.click(f"#{TABLE_CLEAR_FILTERS}")
         wait_caption(page, f"epoch 0: {SIZES[run]} datapoints")
         assert page.evaluate("window.tickOn") is None, "the refresh tick did not come (the test's timing is off)"

@@ -9,15 +9,24 @@ import pyarrow.parquet as pq
 import pytest
 
 from run_dir.names import EPOCH_TABLE_FILE
-from runners.eval_viewer.backend.run_diff import RIGHT_TO_WRONG, WRONG_TO_RIGHT
-from runners.eval_viewer.layout import ids, run_diff
+from runners.eval_viewer.compare_runs.data import RIGHT_TO_WRONG, WRONG_TO_RIGHT
+from runners.eval_viewer.compare_runs.ids import (
+    COMPARE_RUN_SELECT,
+    COMPARE_RUNS_PANEL,
+    RUN_DIFF_CAPTION,
+    RUN_DIFF_SUMMARY,
+    RUN_DIFF_TABLE,
+    RUN_DIFF_TO_RIGHT,
+    RUN_DIFF_TO_WRONG,
+    TAB_COMPARE_RUNS,
+)
 from tests.e2e.conftest import DEBUGGER, expect
 from tests.e2e.viewer_page import pick, wait_caption, wait_title
 from tests.runs import train, write_config
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
-ROWS = f"#{run_diff.TABLE} .ag-center-cols-container .ag-row"
+ROWS = f"#{RUN_DIFF_TABLE} .ag-center-cols-container .ag-row"
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +62,10 @@ def shown_idx(page) -> list[int]:
 def test_two_runs_joined_by_idx_say_what_flipped_and_open_a_datapoint_in_both(viewer_url, logs, new_page):
     page = new_page(viewer_url)
     wait_caption(page, "epoch 1: 40 datapoints")
-    page.click(f"#{ids.TAB_COMPARE_RUNS}")
-    pick(page, ids.COMPARE_RUN_SELECT, "logs/seed3 (trainer)")
+    page.click(f"#{TAB_COMPARE_RUNS}")
+    pick(page, COMPARE_RUN_SELECT, "logs/seed3 (trainer)")
     found = changes(logs, ("seed8", "epoch_1"), ("seed3", "epoch_1"))
-    summary = page.locator(f"#{run_diff.SUMMARY}")
+    summary = page.locator(f"#{RUN_DIFF_SUMMARY}")
     expect(summary).to_contain_text(f"{len(found[RIGHT_TO_WRONG])} flipped to wrong, {len(found[WRONG_TO_RIGHT])} to "
                                     f"right, {len(found['wrong in both'])} wrong in both, "
                                     f"{len(found['right in both'])} right in both (of 40 in both)")
@@ -64,15 +73,15 @@ def test_two_runs_joined_by_idx_say_what_flipped_and_open_a_datapoint_in_both(vi
     assert len(found[RIGHT_TO_WRONG]) + len(found[WRONG_TO_RIGHT]) > 0, "the two seeds disagree nowhere"
 
     flips = RIGHT_TO_WRONG if len(found[RIGHT_TO_WRONG]) else WRONG_TO_RIGHT
-    page.click(f"#{run_diff.SHOW_TO_WRONG if flips == RIGHT_TO_WRONG else run_diff.SHOW_TO_RIGHT}")
-    expect(page.locator(f"#{run_diff.CAPTION}")).to_contain_text(f"{len(found[flips])} of 40 datapoints match")
+    page.click(f"#{RUN_DIFF_TO_WRONG if flips == RIGHT_TO_WRONG else RUN_DIFF_TO_RIGHT}")
+    expect(page.locator(f"#{RUN_DIFF_CAPTION}")).to_contain_text(f"{len(found[flips])} of 40 datapoints match")
     assert sorted(shown_idx(page)) == sorted(found[flips].tolist())
     assert set(page.locator(f"{ROWS} [col-id='change']").all_inner_texts()) == {flips}
 
     page.locator(f"{ROWS}[row-index='0'] [col-id='idx']").click()
     idx = shown_idx(page)[0]
-    wait_title(page, ids.COMPARE_RUNS_PANEL, f"datapoint {idx} · logs/seed8 · epoch 1 and logs/seed3 · epoch 1")
-    panel = page.locator(f"#{ids.COMPARE_RUNS_PANEL}")
+    wait_title(page, COMPARE_RUNS_PANEL, f"datapoint {idx} · logs/seed8 · epoch 1 and logs/seed3 · epoch 1")
+    panel = page.locator(f"#{COMPARE_RUNS_PANEL}")
     expect(panel.locator(".section-debug-outputs")).to_have_count(1)
     for section in ("inputs", "labels", "meta-info"):  # the same validation set: shown once, not per run
         assert panel.locator(f".section-{section}").count() == 1, section
@@ -81,27 +90,27 @@ def test_two_runs_joined_by_idx_say_what_flipped_and_open_a_datapoint_in_both(vi
 def test_two_epochs_of_one_run_are_joined_and_the_table_sorts_and_filters(viewer_url, logs, new_page):
     page = new_page(viewer_url)
     wait_caption(page, "epoch 1: 40 datapoints")
-    page.click(f"#{ids.TAB_COMPARE_RUNS}")
-    pick(page, ids.COMPARE_RUN_SELECT, "this run: logs/seed8 (trainer)")  # its epoch: the one before the open one
-    expect(page.locator(f"#{run_diff.SUMMARY}")).to_contain_text(
+    page.click(f"#{TAB_COMPARE_RUNS}")
+    pick(page, COMPARE_RUN_SELECT, "this run: logs/seed8 (trainer)")  # its epoch: the one before the open one
+    expect(page.locator(f"#{RUN_DIFF_SUMMARY}")).to_contain_text(
         "first: logs/seed8 · epoch 1 · second: logs/seed8 · epoch 0")
     found = changes(logs, ("seed8", "epoch_1"), ("seed8", "epoch_0"))
-    expect(page.locator(f"#{run_diff.SUMMARY}")).to_contain_text(
+    expect(page.locator(f"#{RUN_DIFF_SUMMARY}")).to_contain_text(
         f"{len(found[RIGHT_TO_WRONG])} flipped to wrong, {len(found[WRONG_TO_RIGHT])} to right")
 
     losses = [pq.read_table(logs / "seed8" / epoch / EPOCH_TABLE_FILE, columns=["cross_entropy"]).column(0)
               .to_numpy() for epoch in ("epoch_1", "epoch_0")]
     delta = losses[1] - losses[0]
-    expect(page.locator(f"#{run_diff.CAPTION}")).to_contain_text("sorted by Δcross_entropy (highest first)")
+    expect(page.locator(f"#{RUN_DIFF_CAPTION}")).to_contain_text("sorted by Δcross_entropy (highest first)")
     assert shown_idx(page)[:10] == np.argsort(-delta, kind="stable")[:10].tolist()  # the loss grew most: first
-    header = page.locator(f"#{run_diff.TABLE} .ag-header-cell[col-id='delta'] .ag-header-cell-label")
+    header = page.locator(f"#{RUN_DIFF_TABLE} .ag-header-cell[col-id='delta'] .ag-header-cell-label")
     header.click()  # AG Grid's order of sorts: highest first, none (idx order), lowest first
-    expect(page.locator(f"#{run_diff.CAPTION}")).to_have_text("40 datapoints; click one to open it in both below.")
+    expect(page.locator(f"#{RUN_DIFF_CAPTION}")).to_have_text("40 datapoints; click one to open it in both below.")
     header.click()
-    expect(page.locator(f"#{run_diff.CAPTION}")).to_contain_text("sorted by Δcross_entropy (lowest first)")
+    expect(page.locator(f"#{RUN_DIFF_CAPTION}")).to_contain_text("sorted by Δcross_entropy (lowest first)")
     assert shown_idx(page)[:10] == np.argsort(delta, kind="stable")[:10].tolist()
 
-    box = page.locator(f"#{run_diff.TABLE} .ag-header-row-filter input[aria-label='idx Filter Input']:not([disabled])")
+    box = page.locator(f"#{RUN_DIFF_TABLE} .ag-header-row-filter input[aria-label='idx Filter Input']:not([disabled])")
     box.fill("12")
-    expect(page.locator(f"#{run_diff.CAPTION}")).to_contain_text("1 of 40 datapoints match")
+    expect(page.locator(f"#{RUN_DIFF_CAPTION}")).to_contain_text("1 of 40 datapoints match")
     assert shown_idx(page) == [12]

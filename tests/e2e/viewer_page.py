@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 
 from benchmarks.viewer_browser import SHOWN
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.compare_epochs.ids import COMPARE_EPOCHS_PANEL, TAB_COMPARE_EPOCHS
+from runners.eval_viewer.controls.ids import REFRESH
+from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL
+from runners.eval_viewer.scores.ids import SCORE_GRID
+from runners.eval_viewer.table.ids import TABLE, TABLE_CAPTION
 
-GRID = f"() => document.getElementById('{ids.SCORE_GRID}').scoreGrid"  # what the grid's script drew (score_views.js)
+GRID = f"() => document.getElementById('{SCORE_GRID}').scoreGrid"  # what the grid's script drew (score_views.js)
 # No callback of Dash's renderer is waiting, running or has an answer not yet applied (``callbacks`` of its store;
 # ``stored`` and the ``completed`` count are done).
 SETTLED = """() => window.store && Object.entries(window.store.getState().callbacks)
@@ -22,8 +26,8 @@ def pick(page, dropdown: str, label: str) -> None:
 
 def wait_caption(page, text: str) -> str:
     """Wait until the table's caption holds ``text`` (it names the epoch, so the table is current)."""
-    page.wait_for_selector(f"#{ids.TABLE_CAPTION}:has-text('{text}')")
-    return page.locator(f"#{ids.TABLE_CAPTION}").inner_text()
+    page.wait_for_selector(f"#{TABLE_CAPTION}:has-text('{text}')")
+    return page.locator(f"#{TABLE_CAPTION}").inner_text()
 
 
 def wait_settled(page) -> None:
@@ -35,7 +39,7 @@ def wait_settled(page) -> None:
 
 def column(page, name: str) -> list[str]:
     """The shown cells of a table column, top to bottom (rows in the order the table shows them)."""
-    rows = page.locator(f"#{ids.TABLE} .ag-center-cols-container .ag-row")
+    rows = page.locator(f"#{TABLE} .ag-center-cols-container .ag-row")
     rows.first.wait_for()
     cells = {int(row.get_attribute("row-index")): row.locator(f"[col-id='{name}']").inner_text()
              for row in rows.all()}
@@ -53,13 +57,13 @@ def wait_rows(page, expected: set[int]) -> None:
             shown.push(node.data.idx);
         }
         return JSON.stringify(shown.sort((a, b) => a - b)) === JSON.stringify(expected);
-    }""", arg=[ids.TABLE, sorted(expected)])
+    }""", arg=[TABLE, sorted(expected)])
 
 
 def cell(page, row: int, name: str) -> str:
     """The text of a table cell (its column scrolled into view first where it is off screen)."""
-    page.evaluate(f"dash_ag_grid.getApi('{ids.TABLE}').ensureColumnVisible({name!r})")
-    locator = page.locator(f"#{ids.TABLE} .ag-center-cols-container .ag-row[row-index='{row}'] [col-id='{name}']")
+    page.evaluate(f"dash_ag_grid.getApi('{TABLE}').ensureColumnVisible({name!r})")
+    locator = page.locator(f"#{TABLE} .ag-center-cols-container .ag-row[row-index='{row}'] [col-id='{name}']")
     return locator.inner_text()
 
 
@@ -69,12 +73,12 @@ def set_filter(page, name: str, kind: str, text: str = "") -> None:
         const api = dash_ag_grid.getApi(table);
         const filterType = api.getColumnDef(name).filter === 'agNumberColumnFilter' ? 'number' : 'text';
         api.setFilterModel({[name]: {filterType, type: kind, filter: text || null}});
-    }""", [ids.TABLE, name, kind, text])
+    }""", [TABLE, name, kind, text])
 
 
 def filter_box(page, name: str):
     """The filter box under the column's header."""
-    return page.locator(f"#{ids.TABLE} .ag-header-row-filter input[aria-label='{name} Filter Input']:not([disabled])")
+    return page.locator(f"#{TABLE} .ag-header-row-filter input[aria-label='{name} Filter Input']:not([disabled])")
 
 
 def filter_column(page, name: str, text: str) -> None:
@@ -84,7 +88,7 @@ def filter_column(page, name: str, text: str) -> None:
 
 def open_row(page, row: int) -> str:
     """Click a table row; return the idx it shows."""
-    cell = page.locator(f"#{ids.TABLE} .ag-center-cols-container .ag-row[row-index='{row}'] [col-id='idx']")
+    cell = page.locator(f"#{TABLE} .ag-center-cols-container .ag-row[row-index='{row}'] [col-id='idx']")
     idx = cell.inner_text().strip()
     cell.click()
     return idx
@@ -95,8 +99,8 @@ def compare_first_row(page, caption: str) -> list[str]:
     wait_caption(page, caption)
     order = column(page, "idx")
     open_row(page, 0)
-    page.click(f"#{ids.TAB_COMPARE_EPOCHS}")
-    wait_title(page, ids.COMPARE_EPOCHS_PANEL, f"datapoint {order[0]} ")
+    page.click(f"#{TAB_COMPARE_EPOCHS}")
+    wait_title(page, COMPARE_EPOCHS_PANEL, f"datapoint {order[0]} ")
     return order
 
 
@@ -104,14 +108,14 @@ def wait_title(page, panel: str, text: str) -> None:
     page.wait_for_selector(f"#{panel} .datapoint-title:has-text('{text}')")
 
 
-def debug_figures(page, panel: str = ids.DATAPOINT_PANEL):
+def debug_figures(page, panel: str = DATAPOINT_PANEL):
     """The drawn Debug Outputs figures of a panel: plotly graphs and maps drawn as pictures."""
     return page.locator(f"#{panel} .section-debug-outputs :is(.js-plotly-plot, img.picture)")
 
 
 def grid_cell(page, column: int, row: int) -> tuple[float, float]:
     """The page point at the middle of a score grid cell (the grid scrolled into view), where its script drew it."""
-    canvas = page.locator(f"#{ids.SCORE_GRID} canvas")
+    canvas = page.locator(f"#{SCORE_GRID} canvas")
     canvas.scroll_into_view_if_needed()
     box, grid = canvas.bounding_box(), page.evaluate(GRID)
     return (box["x"] + grid["plot"]["left"] + grid["cell"] * (column + 0.5),
@@ -130,7 +134,7 @@ def reload_noting_asked(page) -> list[str]:
     def note(request) -> None:
         if "_dash-update-component" in request.url:
             body = json.loads(request.post_data or "{}")
-            if body.get("changedPropIds") != [f"{ids.REFRESH}.data"]:
+            if body.get("changedPropIds") != [f"{REFRESH}.data"]:
                 asked.append(body.get("output", ""))
 
     page.on("request", note)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from debuggers.pages.writer import PageWriter
-from runners.eval_viewer.export import main
+from runners.eval_viewer.export.__main__ import main
 from tests.reliability.crafted_index import INDEX_DAMAGES, TouchMarker, damage_index
 
 pytestmark = pytest.mark.timeout(60)

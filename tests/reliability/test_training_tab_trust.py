@@ -11,8 +11,9 @@ import pytest
 
 from run_dir.monitor_file import FRAME_HEAD, read_frames
 from run_dir.names import MONITOR_FILE
-from runners.eval_viewer.layout import ids
-from runners.eval_viewer.layout import training as tab
+from runners.eval_viewer.controls.ids import RUN_SELECT
+from runners.eval_viewer.shared.ids import TABS
+from runners.eval_viewer.training.ids import TAB_TRAINING, TRAINING_SUMMARY
 from tests.reliability.test_viewer_trust import _within_seconds
 from tests.reliability.viewer_server import call_callback, serve_viewer
 from tests.runs import train, write_config
@@ -29,10 +30,10 @@ def monitored_run(tmp_path_factory):
 
 
 def _summary(url: str, run_path: str) -> str:
-    status, body = call_callback(url, f"{tab.SUMMARY}.children", {
-        f"{ids.TABS}.value": ids.TAB_TRAINING, f"{ids.RUN_SELECT}.value": run_path})
+    status, body = call_callback(url, f"{TRAINING_SUMMARY}.children", {
+        f"{TABS}.value": TAB_TRAINING, f"{RUN_SELECT}.value": run_path})
     assert status == 200, body
-    return json.dumps(json.loads(body)["response"][tab.SUMMARY]["children"])
+    return json.dumps(json.loads(body)["response"][TRAINING_SUMMARY]["children"])
 
 
 def _damage(path: str, kind: str, outside: str) -> tuple[str, list[str]]:

@@ -18,8 +18,10 @@ import torch.nn.functional as F
 from data.datasets import SyntheticShapesDataset
 from runners.config_file import load_config
 from runners.eval_viewer.backend.initialization import DebugOutputs
-from runners.eval_viewer.export import main as export_main
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.controls.ids import EPOCH_SELECT, RUN_SELECT
+from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL, TAB_DATAPOINT
+from runners.eval_viewer.export.__main__ import main as export_main
+from runners.eval_viewer.shared.ids import SELECTED, TABS
 from runners.trainers import BaseTrainer
 from tests.reliability.viewer_server import call_callback, viewer_process
 from tests.runs import write_config
@@ -62,9 +64,9 @@ def _name_config(run_dir, config_filepath):
 
 
 def _datapoint(url, run_dir, idx):
-    status, body = call_callback(url, f"{ids.DATAPOINT_PANEL}.children", {
-        f"{ids.SELECTED}.data": idx, f"{ids.RUN_SELECT}.value": run_dir, f"{ids.EPOCH_SELECT}.value": EPOCH,
-        f"{ids.TABS}.value": ids.TAB_DATAPOINT})
+    status, body = call_callback(url, f"{DATAPOINT_PANEL}.children", {
+        f"{SELECTED}.data": idx, f"{RUN_SELECT}.value": run_dir, f"{EPOCH_SELECT}.value": EPOCH,
+        f"{TABS}.value": TAB_DATAPOINT})
     assert status == 200, body
     return body
 

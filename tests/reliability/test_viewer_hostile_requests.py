@@ -13,10 +13,26 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 
-from runners.eval_viewer.app import create_app
-from runners.eval_viewer.backend.saved_views import SavedViews, SavedViewsError
-from runners.eval_viewer.callbacks.browser_input import sent_by_the_page
-from runners.eval_viewer.layout import failures, ids, training
+from runners.eval_viewer.address.ids import SAVE_VIEW_ASKED, SAVED_VIEWS, VIEW_NOTE
+from runners.eval_viewer.address.saved_views import SavedViews, SavedViewsError
+from runners.eval_viewer.app import PAGE_SENDS, create_app
+from runners.eval_viewer.compare_epochs.ids import (
+    COMPARE_EPOCHS_PANEL,
+    COMPARE_EPOCHS_SELECT,
+    COMPARE_EPOCHS_SHOWN,
+    TAB_COMPARE_EPOCHS,
+)
+from runners.eval_viewer.compare_runs.ids import COMPARE_RUNS_SHOWN, TAB_COMPARE_RUNS
+from runners.eval_viewer.controls.ids import EPOCH_SELECT, RUN_SELECT
+from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL, TAB_DATAPOINT
+from runners.eval_viewer.failures.ids import FAILURES_CONFUSION_CHART, FAILURES_SEPARATORS_CHART
+from runners.eval_viewer.gallery.ids import TAB_GALLERY
+from runners.eval_viewer.model_report.ids import MODEL_REPORT_PANEL
+from runners.eval_viewer.scores.ids import SCORE_GRID_FILTERS
+from runners.eval_viewer.shared.ids import SELECTED, TABS
+from runners.eval_viewer.shared.request_check import sent_by_the_page
+from runners.eval_viewer.table.ids import TABLE, TABLE_CAPTION, TABLE_IDX_FILTER, TABLE_QUERY
+from runners.eval_viewer.training.ids import TAB_TRAINING, TRAINING_SHOWN
 from tests.e2e.synthetic_runs import write_table_run
 from tests.reliability.viewer_server import (
     HTTP_WAIT_S,
@@ -45,8 +61,8 @@ def served(tmp_path_factory):
 
 def _rows(url: str, run: str, request: object) -> tuple[int, dict]:
     query = {"run": run, "epoch": "epoch_0", "metric": "cross_entropy", "version": None, "idx": None}
-    status, body = call_callback(url, f"{ids.TABLE}.getRowsResponse", {
-        f"{ids.TABLE}.getRowsRequest": request, f"{ids.TABLE_QUERY}.data": query})
+    status, body = call_callback(url, f"{TABLE}.getRowsResponse", {
+        f"{TABLE}.getRowsRequest": request, f"{TABLE_QUERY}.data": query})
     return status, (json.loads(body)["response"] if status == 200 else {"body": body})
 
 
@@ -72,8 +88,8 @@ def test_a_malformed_request_for_rows_gives_a_message_in_the_caption(served, req
     url, run = served
     status, response = _rows(url, run, request_body)
     assert status == 200, response
-    assert response[ids.TABLE]["getRowsResponse"] == {"rowData": [], "rowCount": 0}
-    assert response[ids.TABLE_CAPTION]["children"], "no message says what was wrong"
+    assert response[TABLE]["getRowsResponse"] == {"rowData": [], "rowCount": 0}
+    assert response[TABLE_CAPTION]["children"], "no message says what was wrong"
 
 
 def test_a_superscript_digit_in_the_label_filter_matches_no_class(served):
@@ -81,15 +97,15 @@ def test_a_superscript_digit_in_the_label_filter_matches_no_class(served):
     status, response = _rows(url, run, {"startRow": 0, "endRow": 100, "filterModel": {
         "label": {"filterType": "text", "type": "contains", "filter": "²"}}})
     assert status == 200, response
-    assert response[ids.TABLE]["getRowsResponse"]["rowCount"] == 0
+    assert response[TABLE]["getRowsResponse"]["rowCount"] == 0
 
 
 @pytest.mark.parametrize("idx", [10**30, -1, "7", 1.5, True, [1], {"idx": 3}])
 def test_an_open_idx_that_is_not_a_dataset_index_gives_a_message_in_the_panel(served, idx):
     url, run = served
-    status, body = call_callback(url, f"{ids.DATAPOINT_PANEL}.children", {
-        f"{ids.SELECTED}.data": idx, f"{ids.RUN_SELECT}.value": run, f"{ids.EPOCH_SELECT}.value": "epoch_0",
-        f"{ids.TABS}.value": ids.TAB_DATAPOINT})
+    status, body = call_callback(url, f"{DATAPOINT_PANEL}.children", {
+        f"{SELECTED}.data": idx, f"{RUN_SELECT}.value": run, f"{EPOCH_SELECT}.value": "epoch_0",
+        f"{TABS}.value": TAB_DATAPOINT})
     assert status == 200, body
     assert "is not a dataset index" in body
 
@@ -97,9 +113,9 @@ def test_an_open_idx_that_is_not_a_dataset_index_gives_a_message_in_the_panel(se
 @pytest.mark.parametrize("shown", [{"idx": 10**30}, {"idx": "3"}, ["idx", 3], "3"])
 def test_a_compared_idx_that_is_not_a_dataset_index_gives_a_message_or_nothing(served, shown):
     url, run = served
-    status, body = call_callback(url, f"{ids.COMPARE_EPOCHS_PANEL}.children", {
-        f"{ids.COMPARE_EPOCHS_SHOWN}.data": shown, f"{ids.COMPARE_EPOCHS_SELECT}.value": ["epoch_0"],
-        f"{ids.TABS}.value": ids.TAB_COMPARE_EPOCHS, f"{ids.RUN_SELECT}.value": run})
+    status, body = call_callback(url, f"{COMPARE_EPOCHS_PANEL}.children", {
+        f"{COMPARE_EPOCHS_SHOWN}.data": shown, f"{COMPARE_EPOCHS_SELECT}.value": ["epoch_0"],
+        f"{TABS}.value": TAB_COMPARE_EPOCHS, f"{RUN_SELECT}.value": run})
     assert status == 200, body
     assert "is not a dataset index" in body or json.loads(body)["response"] == {}  # not a store the page writes
 
@@ -125,10 +141,10 @@ def test_a_hostile_address_builds_the_page(served, address):
 @pytest.mark.parametrize("name", ["x" * 81, "a\x00b", "", "   ", 5, None, ["a"]])
 def test_a_saved_view_name_that_is_not_one_is_refused_saying_why(served, tmp_path, name):
     url, run = served
-    status, body = call_callback(url, f"{ids.SAVED_VIEWS}.options", {
-        f"{ids.SAVE_VIEW_ASKED}.data": {"name": name, "address": f"?run={run}"}, f"{ids.RUN_SELECT}.value": run})
+    status, body = call_callback(url, f"{SAVED_VIEWS}.options", {
+        f"{SAVE_VIEW_ASKED}.data": {"name": name, "address": f"?run={run}"}, f"{RUN_SELECT}.value": run})
     assert status == 200, body
-    note = json.loads(body)["response"][ids.VIEW_NOTE]["children"]
+    note = json.loads(body)["response"][VIEW_NOTE]["children"]
     assert note.startswith("not saved: ") and ("name" in note)
 
 
@@ -186,21 +202,21 @@ def _page_values(url: str, run: str) -> dict[str, Any]:
             for child in node.values():
                 walk(child)
 
-    for address in (f"tab={ids.TAB_GALLERY}&idx=3", f"tab={ids.TAB_TRAINING}",
-                    f"tab={ids.TAB_COMPARE_RUNS}&cmp_run={quote(run)}&cmp_epoch=epoch_0"):
+    for address in (f"tab={TAB_GALLERY}&idx=3", f"tab={TAB_TRAINING}",
+                    f"tab={TAB_COMPARE_RUNS}&cmp_run={quote(run)}&cmp_epoch=epoch_0"):
         request = urllib.request.Request(f"{url}/_dash-layout", headers={"Referer": f"{url}/?{address}"})
         with urllib.request.urlopen(request, timeout=HTTP_WAIT_S) as response:
             walk(json.load(response))
     return {**found, **{  # written by the browser's scripts and by callbacks, as they write them
-        f"{ids.COMPARE_EPOCHS_SHOWN}.data": {"idx": 3}, f"{ids.COMPARE_RUNS_SHOWN}.data": {"idx": 3},
-        f"{ids.SAVE_VIEW_ASKED}.data": {"name": "mine", "address": f"?run={quote(run)}", "at": 1764000000000},
-        f"{ids.TABLE_IDX_FILTER}.data": {"run": run, "epoch": "epoch_0", "idx": [1, 2], "finding": "slice-0",
-                                         "what": "a slice"},
-        f"{ids.TABLE}.getRowsRequest": {"startRow": 0, "endRow": 100, "filterModel": {}, "sortModel": []},
-        f"{ids.SCORE_GRID_FILTERS}.data": {"label": {"filterType": "text", "type": "contains", "filter": "1"}},
-        f"{failures.CONFUSION_CHART}.clickData": {"points": [{"x": "1", "y": "2"}]},
-        f"{failures.SEPARATORS_CHART}.clickData": {"points": [{"customdata": "cross_entropy"}]},
-        f"{training.SHOWN}.data": {"run": run, "version": "1", "layer": 0}}}
+        f"{COMPARE_EPOCHS_SHOWN}.data": {"idx": 3}, f"{COMPARE_RUNS_SHOWN}.data": {"idx": 3},
+        f"{SAVE_VIEW_ASKED}.data": {"name": "mine", "address": f"?run={quote(run)}", "at": 1764000000000},
+        f"{TABLE_IDX_FILTER}.data": {"run": run, "epoch": "epoch_0", "idx": [1, 2], "finding": "slice-0",
+                                     "what": "a slice"},
+        f"{TABLE}.getRowsRequest": {"startRow": 0, "endRow": 100, "filterModel": {}, "sortModel": []},
+        f"{SCORE_GRID_FILTERS}.data": {"label": {"filterType": "text", "type": "contains", "filter": "1"}},
+        f"{FAILURES_CONFUSION_CHART}.clickData": {"points": [{"x": "1", "y": "2"}]},
+        f"{FAILURES_SEPARATORS_CHART}.clickData": {"points": [{"customdata": "cross_entropy"}]},
+        f"{TRAINING_SHOWN}.data": {"run": run, "version": "1", "layer": 0}}}
 
 
 def _hostile(value: Any) -> Iterator[tuple[str, Any]]:
@@ -226,7 +242,7 @@ def test_no_callback_answers_a_value_of_a_type_the_page_never_sends_with_an_http
         inputs = [dependency_name(d) for d in callback["inputs"]]
         for name in (dependency_name(d) for d in callback["inputs"] + callback["state"]):
             for replaced, value in _hostile(page.get(name)):
-                values = {f"{ids.RUN_SELECT}.value": run, name: value}
+                values = {f"{RUN_SELECT}.value": run, name: value}
                 status, _ = post_callback(url, callback, values, changed=[name] if name in inputs else None)
                 if status == 500:
                     failed.append(f"{callback['output'][:70]} <- {name}{replaced}")
@@ -238,13 +254,13 @@ def test_every_request_the_page_sends_passes_the_check(served, tmp_path):
     url, run = served
     page, callbacks = _page_values(url, run), create_app([str(tmp_path)]).callback_map
     refused = [c["output"] for c in dependencies(url) if not c.get("clientside_function")
-               and not sent_by_the_page(callback_body(c, page), callbacks)]
+               and not sent_by_the_page(callback_body(c, page), callbacks, PAGE_SENDS)]
     assert not refused, f"the page's own requests refused: {refused}"
 
 
 BODIES = {"JSON null": "null", "a list": "[1]", "text": '"x"', "deep nesting": "[" * 100_000 + "]" * 100_000,
           "no output named": "{}", "an unknown output": '{"output": "x.y", "inputs": []}',
-          "inputs not a list": json.dumps({"output": f"{ids.MODEL_REPORT_PANEL}.children", "inputs": 5})}
+          "inputs not a list": json.dumps({"output": f"{MODEL_REPORT_PANEL}.children", "inputs": 5})}
 
 
 @pytest.mark.parametrize("body", BODIES.values(), ids=BODIES.keys())
@@ -260,15 +276,15 @@ def test_a_refused_request_is_logged_naming_its_callback(served):
     """So a feature the check wrongly refuses shows in the viewer's log (and fails the tests, ``serve_viewer``)."""
     url, run = served
     before = len(REFUSED)
-    status, _ = call_callback(url, f"{ids.EPOCH_SELECT}.options", {f"{ids.RUN_SELECT}.value": ["not", "a", "run"]})
+    status, _ = call_callback(url, f"{EPOCH_SELECT}.options", {f"{RUN_SELECT}.value": ["not", "a", "run"]})
     assert status == 204
-    assert len(REFUSED) == before + 1 and f"{ids.EPOCH_SELECT}.options" in REFUSED[-1]
+    assert len(REFUSED) == before + 1 and f"{EPOCH_SELECT}.options" in REFUSED[-1]
 
 
 def test_a_request_for_a_callback_that_runs_in_the_browser_gives_no_http_500(served):
     url, run = served
     clientside = next(c for c in dependencies(url) if c.get("clientside_function"))
-    status, body = post_callback(url, clientside, {f"{ids.RUN_SELECT}.value": run})
+    status, body = post_callback(url, clientside, {f"{RUN_SELECT}.value": run})
     assert (status, body) == (204, "")
 
 

@@ -16,10 +16,13 @@ from debuggers.pages.writer import PageWriter
 from run_dir.folder import MAX_RUN_INFO_BYTES
 from run_dir.names import REMOVED_MARKER
 from runners.config_file import load_config
-from runners.eval_viewer.backend.datapoint import load_datapoint
-from runners.eval_viewer.backend.table import TABLE_ERRORS
-from runners.eval_viewer.backend.viewer import ViewerBackend
-from runners.eval_viewer.layout import ids
+from runners.eval_viewer.controls.ids import EPOCH_SELECT, RUN_SELECT
+from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL, TAB_DATAPOINT
+from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.shared.datapoint import load_datapoint
+from runners.eval_viewer.shared.ids import SELECTED, TABS
+from runners.eval_viewer.shared.table import TABLE_ERRORS
+from runners.eval_viewer.table.ids import TABLE, TABLE_QUERY
 from runners.trainers import BaseTrainer
 from tests.reliability.crafted_index import (
     INDEX_DAMAGES,
@@ -59,16 +62,16 @@ def _copy(trained_run, logs, name):
 
 
 def _datapoint(url, run_path, idx=0):
-    return call_callback(url, f"{ids.DATAPOINT_PANEL}.children", {
-        f"{ids.SELECTED}.data": idx, f"{ids.RUN_SELECT}.value": run_path, f"{ids.EPOCH_SELECT}.value": EPOCH,
-        f"{ids.TABS}.value": ids.TAB_DATAPOINT})
+    return call_callback(url, f"{DATAPOINT_PANEL}.children", {
+        f"{SELECTED}.data": idx, f"{RUN_SELECT}.value": run_path, f"{EPOCH_SELECT}.value": EPOCH,
+        f"{TABS}.value": TAB_DATAPOINT})
 
 
 def _table(url, run_path):
     """The first rows of the epoch's table, as the grid asks for them."""
     query = {"run": run_path, "epoch": EPOCH, "metric": "cross_entropy", "version": None, "idx": None}
-    return call_callback(url, f"{ids.TABLE}.getRowsResponse", {
-        f"{ids.TABLE}.getRowsRequest": {"startRow": 0, "endRow": 100}, f"{ids.TABLE_QUERY}.data": query})
+    return call_callback(url, f"{TABLE}.getRowsResponse", {
+        f"{TABLE}.getRowsRequest": {"startRow": 0, "endRow": 100}, f"{TABLE_QUERY}.data": query})
 
 
 def test_a_page_that_blocks_forever_does_not_block_other_runs(trained_run, tmp_path):
@@ -113,7 +116,7 @@ def test_a_malformed_index_or_bad_unindexed_page_is_shown_in_place(trained_run, 
             assert "Debug Outputs" in body and "cannot be" in body and "rerun this epoch" in body.lower()
         status, body = _table(url, bad)
         assert status == 200, body
-        assert json.loads(body)["response"][ids.TABLE]["getRowsResponse"]["rowCount"] == 8  # scores still listed
+        assert json.loads(body)["response"][TABLE]["getRowsResponse"]["rowCount"] == 8  # scores still listed
         status, body = _datapoint(url, good)
         assert status == 200 and "layer3_energy" in body
 
@@ -192,7 +195,7 @@ def test_a_link_in_a_run_folder_is_refused_naming_it_never_followed(trained_run,
 
 
 def _aggregated(backend, epoch):
-    """The epoch's point on the chart over epochs ({} where the chart shows none: ``callbacks/scores.py``)."""
+    """The epoch's point on the chart over epochs ({} where the chart shows none: ``scores/data.py``)."""
     try:
         return backend.aggregated(epoch)
     except TABLE_ERRORS:
@@ -237,7 +240,7 @@ def test_a_malformed_scores_file_is_shown_in_place(trained_run, tmp_path, damage
         assert f"{path}: " in shown and "rerun the epoch" in shown and "layer3_energy" in shown
         status, body = _table(url, bad)
         assert status == 200, body
-        assert json.loads(body)["response"][ids.TABLE]["getRowsResponse"]["rowCount"] == 8  # the captured idx
+        assert json.loads(body)["response"][TABLE]["getRowsResponse"]["rowCount"] == 8  # the captured idx
 
 
 def test_a_page_whose_header_is_too_big_to_parse_is_shown_in_place(trained_run, tmp_path, monkeypatch):
@@ -262,7 +265,7 @@ def test_a_page_whose_header_is_too_big_to_parse_is_shown_in_place(trained_run, 
         assert status == 200 and "layer3_energy" in body and "has a header made of" not in body
         status, body = _table(url, bad)
         assert status == 200, body
-        assert json.loads(body)["response"][ids.TABLE]["getRowsResponse"]["rowCount"] == 8
+        assert json.loads(body)["response"][TABLE]["getRowsResponse"]["rowCount"] == 8
 
 
 def test_a_folder_of_pylon_pickles_is_never_opened_and_says_how_to_convert_it(trained_run, tmp_path):
@@ -283,7 +286,7 @@ def test_a_folder_of_pylon_pickles_is_never_opened_and_says_how_to_convert_it(tr
         assert "Rerun this epoch" not in shown
         status, body = _table(url, pylon)
         assert status == 200, body
-        assert json.loads(body)["response"][ids.TABLE]["getRowsResponse"]["rowCount"] == 8
+        assert json.loads(body)["response"][TABLE]["getRowsResponse"]["rowCount"] == 8
     assert not marker.exists()
 
 
@@ -300,4 +303,4 @@ def test_bad_locations_or_index_numbers_are_shown_in_place(trained_run, tmp_path
         assert "Debug Outputs" in body and ("rerun the epoch" in body or "cannot be read" in body)
         status, body = _table(url, bad)
         assert status == 200, body
-        assert json.loads(body)["response"][ids.TABLE]["getRowsResponse"]["rowCount"] == 8
+        assert json.loads(body)["response"][TABLE]["getRowsResponse"]["rowCount"] == 8

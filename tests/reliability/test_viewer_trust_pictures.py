@@ -13,8 +13,11 @@ import urllib.request
 
 import pytest
 
-from runners.eval_viewer.export import Selection, write_html
-from runners.eval_viewer.layout import gallery, ids, run_diff
+from runners.eval_viewer.compare_runs import view as run_diff
+from runners.eval_viewer.compare_runs.ids import RUN_DIFF_QUERY, RUN_DIFF_SHOWN, RUN_DIFF_TABLE
+from runners.eval_viewer.export.report import Selection, write_html
+from runners.eval_viewer.gallery import view as gallery
+from runners.eval_viewer.gallery.ids import GALLERY_OVERLAY, GALLERY_PAGE, GALLERY_SHOWN, GALLERY_TILES
 from tests.e2e.conftest import DEBUGGER
 from tests.reliability.viewer_server import HTTP_WAIT_S, call_callback, serve_viewer
 from tests.runs import train, write_config
@@ -79,25 +82,25 @@ def test_the_gallery_answers_a_malformed_or_hostile_view_with_a_message(served):
         ({"query": ["not", "an", "object"]}, gallery.NOTHING),
     ]
     for shown, message in cases:
-        status, body = call_callback(url, f"{gallery.TILES}.children", {f"{gallery.SHOWN}.data": shown,
-                                                                        f"{gallery.PAGE}.active_page": 1})
+        status, body = call_callback(url, f"{GALLERY_TILES}.children", {f"{GALLERY_SHOWN}.data": shown,
+                                                                        f"{GALLERY_PAGE}.active_page": 1})
         assert status == 200 and message in body, (shown, body)
     for overlay, page in (("<img src=x onerror=alert(1)>", 10**30), ("gradcam", "2"), (None, -4), ("gradcam", True)):
-        status, body = call_callback(url, f"{gallery.TILES}.children", {
-            f"{gallery.SHOWN}.data": {"query": query, "filterModel": {}, "sortModel": []},
-            f"{gallery.OVERLAY}.value": overlay, f"{gallery.PAGE}.active_page": page})
+        status, body = call_callback(url, f"{GALLERY_TILES}.children", {
+            f"{GALLERY_SHOWN}.data": {"query": query, "filterModel": {}, "sortModel": []},
+            f"{GALLERY_OVERLAY}.value": overlay, f"{GALLERY_PAGE}.active_page": page})
         assert status == 200, body
         response = json.loads(body)["response"]
-        assert response[gallery.OVERLAY]["value"] in ("", "gradcam")
-        assert "onerror" not in json.dumps(response[gallery.TILES])
-        assert len(response[gallery.TILES]["children"]) == 8  # the last page there is: all eight
+        assert response[GALLERY_OVERLAY]["value"] in ("", "gradcam")
+        assert "onerror" not in json.dumps(response[GALLERY_TILES])
+        assert len(response[GALLERY_TILES]["children"]) == 8  # the last page there is: all eight
 
 
 def test_run_against_run_answers_hostile_sides_and_requests_with_a_message(served):
     url, run = served
     for shown in ({"first": "x", "second": None}, {"first": {"run": ["x"]}, "second": {"run": {"a": 1}}},
                   {"first": {"run": run, "epoch": "../epoch_0"}, "second": {"run": run, "epoch": "epoch_0"}}):
-        status, body = call_callback(url, f"{ids.RUN_DIFF_QUERY}.data", {f"{ids.RUN_DIFF_SHOWN}.data": shown})
+        status, body = call_callback(url, f"{RUN_DIFF_QUERY}.data", {f"{RUN_DIFF_SHOWN}.data": shown})
         assert status == 200 and run_diff.CHOOSE in body, body
     query = {"first": {"run": run, "epoch": "epoch_0"}, "second": {"run": run, "epoch": "epoch_0"}, "metric": None}
     for request, message in (({"startRow": "0", "endRow": 100}, "not a row number"),
@@ -106,12 +109,12 @@ def test_run_against_run_answers_hostile_sides_and_requests_with_a_message(serve
                              ({"startRow": 0, "endRow": 100, "filterModel": {'x") OR 1=1 --': {
                                  "filterType": "text", "type": "contains", "filter": "1"}}}, "no column"),
                              ("everything", "not an object")):
-        status, body = call_callback(url, f"{run_diff.TABLE}.getRowsResponse", {
-            f"{run_diff.TABLE}.getRowsRequest": request, f"{ids.RUN_DIFF_QUERY}.data": query})
+        status, body = call_callback(url, f"{RUN_DIFF_TABLE}.getRowsResponse", {
+            f"{RUN_DIFF_TABLE}.getRowsRequest": request, f"{RUN_DIFF_QUERY}.data": query})
         assert status == 200 and message in body, (request, body)
-    status, body = call_callback(url, f"{run_diff.TABLE}.getRowsResponse", {
-        f"{run_diff.TABLE}.getRowsRequest": {"startRow": 0, "endRow": 100}, f"{ids.RUN_DIFF_QUERY}.data": query})
-    assert status == 200 and json.loads(body)["response"][run_diff.TABLE]["getRowsResponse"]["rowCount"] == 8
+    status, body = call_callback(url, f"{RUN_DIFF_TABLE}.getRowsResponse", {
+        f"{RUN_DIFF_TABLE}.getRowsRequest": {"startRow": 0, "endRow": 100}, f"{RUN_DIFF_QUERY}.data": query})
+    assert status == 200 and json.loads(body)["response"][RUN_DIFF_TABLE]["getRowsResponse"]["rowCount"] == 8
 
 
 def test_the_export_s_record_of_the_filters_is_text_never_markup(tmp_path):

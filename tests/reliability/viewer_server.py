@@ -23,7 +23,7 @@ from typing import Any, Optional
 from werkzeug.serving import make_server
 
 from runners.eval_viewer.app import create_app
-from runners.eval_viewer.callbacks import browser_input
+from runners.eval_viewer.shared import request_check
 from tests.runs import REPO_ROOT
 
 # How long a test waits for the viewer's answer over HTTP, or for a viewer process to print its address: generous
@@ -36,14 +36,14 @@ START_WAIT_S = 180
 def serve_viewer(log_dirs: list[str], refused: Optional[list[str]] = None, **options: Any) -> Iterator[str]:
     """The viewer app over ``log_dirs`` served by werkzeug in threads; yields its base URL.
 
-    A callback request refused as one the page never sends (``browser_input.refuse_what_the_page_never_sends``)
+    A callback request refused as one the page never sends (``request_check.refuse_what_the_page_never_sends``)
     fails the test when the server stops, naming it: the page's own requests must all pass, or a feature would
     silently do nothing. A test that sends such requests on purpose passes ``refused``, a list that collects them
     as they come.
     """
     flask_app = create_app(log_dirs, **options).server
     refusals = _Refusals(flask_app, [] if refused is None else refused)
-    browser_input.LOG.addHandler(refusals)
+    request_check.LOG.addHandler(refusals)
     server = make_server("127.0.0.1", 0, flask_app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -52,10 +52,10 @@ def serve_viewer(log_dirs: list[str], refused: Optional[list[str]] = None, **opt
     finally:
         server.shutdown()
         thread.join(timeout=HTTP_WAIT_S)
-        browser_input.LOG.removeHandler(refusals)
+        request_check.LOG.removeHandler(refusals)
     if refused is None and refusals.messages:
-        raise AssertionError("the viewer refused requests as ones the page never sends (PAGE_SENDS in "
-                             f"callbacks/browser_input.py): {refusals.messages[:5]}")
+        raise AssertionError("the viewer refused requests as ones the page never sends (the features' SENDS, joined in "
+                             f"app.PAGE_SENDS): {refusals.messages[:5]}")
 
 
 class _Refusals(logging.Handler):

@@ -15,7 +15,7 @@ import torch
 from analysis.epoch_table import EpochTable
 from run_dir.names import EPOCH_TABLE_FILE, MODEL_REPORT_FILE
 from runners.config_file import load_config
-from runners.eval_viewer.backend.scores import read_scores
+from runners.eval_viewer.shared.scores import read_scores
 from runners.trainers import BaseTrainer
 from runners.unique_idx import SeenIdx, merge_rank_buffers
 from tests.runs import REPO_ROOT, run_main, train

@@ -16,7 +16,7 @@ from analysis.findings import load_findings
 from run_dir.findings_file import epoch_signature
 from run_dir.names import FINDINGS_FILE
 from runners import findings_worker
-from runners.eval_viewer.backend.findings import epoch_findings
+from runners.eval_viewer.shared.findings import epoch_findings
 from runners.findings_worker import BackgroundFindings
 from tests.runs import train, write_config
 

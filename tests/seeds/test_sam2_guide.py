@@ -248,7 +248,7 @@ def test_visualize_debug_states_with_a_summary(model, tmp_path):
     assert mean == pytest.approx(float(debug_states["image_encoder"]["vision_features_final"]["data"][1].mean()),
                                  rel=1e-3)
     titles = [f.layout.title.text for f in figures[1:]]
-    # the guide's components are drawn by data/viewer/layout/display/sam2_figures.py: the prompt's attention per
+    # the guide's components are drawn by runners/eval_viewer/figures/sam2.py: the prompt's attention per
     # head and layer in one figure
     attention = next(f for f in figures[1:] if "cross-attention, per head (columns) and layer (rows)"
                      in f.layout.title.text)

@@ -1,1 +1,1 @@
-"""Dash components for one datapoint."""
+"""The seed's place of the display functions of one datapoint (``display/``)."""

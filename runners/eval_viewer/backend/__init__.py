@@ -1,1 +1,1 @@
-"""Reading runs from disk: scores, progress, debug pages. Nothing here runs code from a log folder."""
+"""The seed's place of ``load_debug_outputs`` (``initialization.py``); the viewer reads runs in ``shared/``."""

@@ -14,8 +14,8 @@ from analysis.failures import analyze
 from debuggers.pages.keep_policy import scores_as_arrays
 from debuggers.pages.reader import load_debug_outputs
 from runners.config_file import load_config
-from runners.eval_viewer.backend.datapoint import load_datapoint
-from runners.eval_viewer.backend.viewer import ViewerBackend
+from runners.eval_viewer.shared.backend import ViewerBackend
+from runners.eval_viewer.shared.datapoint import load_datapoint
 from runners.trainers import BaseTrainer
 from tests.runs import train
 from utils.errors import ConfigError

@@ -1,13 +1,6 @@
-"""The Inputs section: every input of the datapoint, images drawn as images."""
+"""The seed's place of ``display_inputs``; it lives with the Datapoint tab
+(``runners/eval_viewer/datapoint/display_inputs.py``)."""
 
-from __future__ import annotations
+from runners.eval_viewer.datapoint.display_inputs import display_inputs
 
-from typing import Any
-
-from dash import html
-
-from data.viewer.layout.display.values import value_component
-
-
-def display_inputs(inputs: dict[str, Any]) -> html.Div:
-    return html.Div([value_component(name, value) for name, value in inputs.items()], className="value-list")
+__all__ = ["display_inputs"]

@@ -1,13 +1,6 @@
-"""The Meta info section: one row per key (idx, class name, how the datapoint was made)."""
+"""The seed's place of ``display_meta_info``; it lives with the Datapoint tab
+(``runners/eval_viewer/datapoint/display_meta_info.py``)."""
 
-from __future__ import annotations
+from runners.eval_viewer.datapoint.display_meta_info import display_meta_info
 
-from typing import Any
-
-from dash import html
-
-from data.viewer.layout.display.values import key_value_table
-
-
-def display_meta_info(meta_info: dict[str, Any]) -> html.Div:
-    return html.Div(key_value_table(meta_info))
+__all__ = ["display_meta_info"]

@@ -1,0 +1,1 @@
+"""The Datapoint tab: the open datapoint's inputs, labels, meta info and Debug Outputs."""

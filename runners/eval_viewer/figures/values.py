@@ -1,0 +1,136 @@
+"""Drawing the values a datapoint holds (tensors, arrays, numbers, strings) whatever the dataset.
+
+Datasets differ in what ``inputs``, ``labels`` and ``meta_info`` hold, so values
+are drawn by what they are: an image-shaped array as an image, any other array
+as its shape and statistics, a scalar as text, a dict as a table.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+from dash import html
+
+from runners.eval_viewer.figures.base import MAX_TABLE_ROWS, png_data_uri, table_height
+
+IMAGE_CHANNELS = (1, 3)
+FIGURE_TITLE = {"fontSize": "14px", "color": "#2a3f5f", "margin": "4px 0"}  # as plotly titles the graphs beside it
+GRAPH_CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": "hover"}  # no toolbar over titles
+
+
+def array_or_none(value: Any) -> Optional[np.ndarray]:
+    """A NumPy view of a tensor or array; None for anything else."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().float().numpy() if value.is_floating_point() else value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray):
+        return value
+    return None
+
+
+def as_image(value: Any) -> Optional[np.ndarray]:
+    """(H, W, 3) or (H, W) float image in [0, 1] from a (C, H, W) or (H, W) array; None if not image-shaped."""
+    array = array_or_none(value)
+    if array is None or array.dtype.kind not in "fiub" or array.size == 0:
+        return None
+    if array.ndim == 3 and array.shape[0] in IMAGE_CHANNELS:
+        array = array[0] if array.shape[0] == 1 else array.transpose(1, 2, 0)
+    elif array.ndim != 2 or min(array.shape) < 2:
+        return None
+    array = array.astype(np.float32)
+    low, high = float(np.nanmin(array)), float(np.nanmax(array))
+    return (array - low) / (high - low) if high > low else np.zeros_like(array)
+
+
+def first_image(inputs: Optional[dict]) -> Optional[np.ndarray]:
+    """The datapoint's input image (for overlays such as Grad-CAM), if it has one."""
+    for value in (inputs or {}).values():
+        image = as_image(value)
+        if image is not None:
+            return image
+    return None
+
+
+def token_strings(datapoint: dict[str, Any]) -> Optional[list[str]]:
+    """The datapoint's tokens as strings (``tokens`` in its inputs or meta info), to label attention axes."""
+    for part in ("inputs", "meta_info"):
+        value = (datapoint.get(part) or {}).get("tokens")
+        if isinstance(value, np.ndarray) and value.dtype.kind in "US":
+            value = value.tolist()
+        if isinstance(value, (list, tuple)) and value and all(isinstance(token, str) for token in value):
+            return list(value)
+    return None
+
+
+def image_component(image: np.ndarray, title: str) -> html.Figure:
+    """An image as a plain ``<img>`` (a PNG built here) under its title: no plotly graph to draw on a click."""
+    pixels = (np.nan_to_num(image) * 255).round().astype(np.uint8)
+    return html.Figure([html.Figcaption(title, className="figure-title", style=FIGURE_TITLE),
+                        html.Img(src=png_data_uri(pixels), alt=title, style={"width": "100%",
+                                                                             "imageRendering": "pixelated"})],
+                       className="datapoint-image")
+
+
+def is_table(figure: go.Figure) -> bool:
+    """Whether the figure is one table (``figures._table``)."""
+    return len(figure.data) == 1 and isinstance(figure.data[0], go.Table)
+
+
+def lazy_graph(figure: go.Figure, class_name: str) -> html.Div:
+    """A graph the page draws once it comes into view (``assets/lazy_graphs.js``), so a click draws the graphs on
+    screen only; its height is kept meanwhile. The figure travels as JSON, converted once with the panel."""
+    return html.Div(className=f"{class_name} lazy-graph", style={"height": f"{figure.layout.height or 450}px"},
+                    **{"data-figure": figure.to_json()})
+
+
+def table_component(figure: go.Figure, class_name: str) -> html.Figure:
+    """The cells of a one-table figure (``figures._table``) under its title, as aligned columns of
+    text: one component, where an HTML table costs the page's renderer one per cell on every click."""
+    title = html.Figcaption(str(figure.layout.title.text or ""), className="figure-title", style=FIGURE_TITLE)
+    text = html.Pre(table_text(figure), className="figure-table", style={
+        "maxHeight": f"{table_height(MAX_TABLE_ROWS)}px", "overflow": "auto", "fontSize": "12px"})
+    return html.Figure([title, text], className=f"{class_name} table-figure")
+
+
+def table_text(figure: go.Figure) -> str:
+    """The cells of a one-table figure as aligned columns of text, its header first."""
+    table = figure.data[0]
+    header = [str(value) for value in table.header.values or ()]
+    rows = [header, *([str(value) for value in row] for row in zip(*(list(column) for column in table.cells.values)))]
+    widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+
+
+def value_summary(value: Any) -> str:
+    """Text for a value that is not drawn as an image: scalars as such, arrays by shape and range."""
+    array = array_or_none(value)
+    if array is None:
+        return _scalar_text(value)
+    if array.size == 1:
+        return _scalar_text(array.reshape(-1)[0].item())
+    if array.dtype.kind in "fiub" and array.size:
+        return (f"array {tuple(array.shape)} {array.dtype}: min {np.nanmin(array):.4g}, "
+                f"max {np.nanmax(array):.4g}, mean {np.nanmean(array):.4g}")
+    return f"array {tuple(array.shape)} {array.dtype}"
+
+
+def _scalar_text(value: Any) -> str:
+    """Floats to 4 significant digits (a meta-info float printed to 17 digits hides its size)."""
+    return f"{value:.4g}" if isinstance(value, (float, np.floating)) else str(value)
+
+
+def value_component(name: str, value: Any) -> Any:
+    """An image graph for image-shaped values, a table for dicts, text otherwise."""
+    image = as_image(value)
+    if image is not None:
+        return image_component(image, f"{name} {tuple(array_or_none(value).shape)}")
+    if isinstance(value, dict):
+        return html.Div([html.Strong(name), key_value_table(value)])
+    return html.Div([html.Strong(f"{name}: "), html.Span(value_summary(value))])
+
+
+def key_value_table(mapping: dict) -> html.Table:
+    rows = [html.Tr([html.Th(str(key)), html.Td(value_summary(value))]) for key, value in mapping.items()]
+    return html.Table(html.Tbody(rows), className="key-value-table")

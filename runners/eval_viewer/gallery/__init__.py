@@ -1,0 +1,1 @@
+"""The Gallery tab: the table's rows as pictures, a page of tiles at a time."""

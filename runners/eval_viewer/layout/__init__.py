@@ -1,1 +1,0 @@
-"""The viewer's page: controls, score views and the datapoint panel."""

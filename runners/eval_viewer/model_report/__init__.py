@@ -1,0 +1,1 @@
+"""The Model report tab: figures of the run's ``model_report.json``."""

@@ -1,0 +1,1 @@
+"""The score chart (the metric over epochs) and the score grid (one cell per datapoint)."""

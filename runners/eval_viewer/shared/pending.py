@@ -1,0 +1,61 @@
+"""Panels of a tab are drawn only while their tab is shown, and say "loading datapoint N …" until they show the
+datapoint asked for.
+
+A panel is drawn by a server callback, which can take seconds (Compare epochs on a loaded machine); until its
+answer lands the panel would go on showing the datapoint it showed before, as if it were the one asked for. So
+each panel has a status line and a store of what it shows (its ``DRAWN`` store: the values it was drawn for, in the
+order of what it is asked for, first the open idx), both written by the callback that draws it, with the panel (the
+status emptied). Whenever what is asked for changes, the browser compares it with what is drawn and says "loading"
+at once (``status_script``, wired by each panel's callbacks); ``viewer.css`` dims the Datapoint tab under a status
+(drawn in a blink, it would flicker if emptied) and hides a comparison under one (drawn in seconds). The browser
+reads ``DRAWN`` from the page's state rather than as a callback's input: Dash holds back a callback whose inputs a
+pending callback writes, so the word would come only with the answer.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+from dash import dcc, html
+
+_STATUS = """function() {
+    const wanted = Array.from(arguments);
+    const idx = wanted[0];
+    const store = window.dash_component_api.getLayout(DRAWN);
+    const drawn = store && store.props ? store.props.data : null;
+    if (idx === null || idx === undefined || JSON.stringify(wanted) === JSON.stringify(drawn || null)) {
+        return window.dash_clientside.no_update;
+    }
+    return `loading datapoint ${idx} …`;
+}"""
+
+
+_WHILE_SHOWN = """function(idx, tab) {
+    return tab === 'TAB' ? {idx: idx === undefined ? null : idx} : window.dash_clientside.no_update;
+}"""
+
+
+def while_shown_script(tab: str) -> str:
+    """The browser's script that passes the open idx (as ``{idx}``) to a panel's store only while its ``tab`` is
+    shown: nothing is computed for a hidden tab, and a click on another tab sends no request for it."""
+    return _WHILE_SHOWN.replace("TAB", tab)
+
+
+def loading(idx: Optional[int]) -> str:
+    """The status line of a panel asked for ``idx`` that does not show it yet ('' when nothing is asked for)."""
+    return "" if idx is None else f"loading datapoint {idx} …"
+
+
+def status_script(drawn: str) -> str:
+    """The browser's check, for the panel whose ``drawn`` store holds what it shows: given what the panel is asked
+    for (the callback's inputs, first the open idx), "loading datapoint N …" unless it shows that already."""
+    return _STATUS.replace("DRAWN", json.dumps(drawn))
+
+
+def pending_status(status: str, drawn: str, idx: Optional[int], data: Optional[list] = None) -> list:
+    """A panel's status line (loading ``idx`` where the panel is not ``data``, drawn for it) and the store of what it
+    shows; a store of nothing drawn is given no data (a Store given None sets it again when it mounts, which would
+    run its callbacks)."""
+    return [dcc.Store(id=drawn, **({} if data is None else {"data": data})),
+            html.Div("" if data else loading(idx), id=status, className="panel-status", role="status")]

@@ -1,0 +1,112 @@
+"""Verifying a finding from the Failures tab: a background job (the server keeps answering), one at a time per run,
+cancellable, refused without --trust-configs; and in a real browser, the button, the status and the verdict."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from analysis.failures import analyze
+from runners.eval_viewer.failures.ids import TAB_FAILURES, VERIFY, VERIFY_CANCEL, VERIFY_STATUS
+from runners.eval_viewer.failures.verify_jobs import CANCELLED, DONE, RUNNING, VerifyJobs, VerifyRefused
+from runners.verify import verify_findings
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, browser_or_skip
+from tests.reliability.viewer_server import serve_viewer
+
+pytestmark = [pytest.mark.timeout(600), pytest.mark.usefixtures("one_thread")]
+UNIT = {"separators": [{"column": "unit_energy.c3", "auroc": 0.7, "direction": "higher in failures"},
+                       {"column": "monitor_energy.c0", "auroc": 0.7, "direction": "higher in failures"}]}
+
+
+def ended(jobs: VerifyJobs, run: str, timeout: float = 120.0):
+    """The run's job once it has ended (polled, as the tab does)."""
+    deadline = time.monotonic() + timeout
+    while jobs.job(run).running:
+        assert time.monotonic() < deadline, f"the verification did not end within {timeout} s: {jobs.job(run)}"
+        time.sleep(0.05)
+    return jobs.job(run)
+
+
+def test_a_verification_runs_in_the_background_one_at_a_time_per_run(planted_units_run):
+    run, epoch_dir = planted_units_run["work_dir"], planted_units_run["epoch_dir"]
+    jobs = VerifyJobs(trust_configs=True)
+    job = jobs.start(run, "epoch_2", epoch_dir, "separators-0", UNIT)
+    assert job.state == RUNNING  # start() returned while the rerun goes on: the server is free to answer
+    with pytest.raises(VerifyRefused, match="separators-0.*cancel it or wait"):
+        jobs.start(run, "epoch_2", epoch_dir, "separators-1", UNIT)
+    done = ended(jobs, run)
+    assert done.state == DONE, done.message
+    [expected] = verify_findings(epoch_dir, UNIT, ["separators-0"], trust_configs=True)
+    assert done.result == {**expected.to_dict(), "seconds": done.result["seconds"]}
+
+    second = jobs.start(run, "epoch_2", epoch_dir, "separators-1", UNIT)  # the run is free again
+    assert ended(jobs, run) is second and second.state == DONE
+    assert [job.key for job in jobs.results(run, "epoch_2")] == ["separators-0", "separators-1"]
+
+
+def test_a_running_verification_is_cancelled_and_one_without_trust_is_refused(planted_units_run):
+    run, epoch_dir = planted_units_run["work_dir"], planted_units_run["epoch_dir"]
+    jobs = VerifyJobs(trust_configs=True)
+    job = jobs.start(run, "epoch_2", epoch_dir, "separators-0", UNIT)
+    assert jobs.cancel(run)  # before its first batch: the model is still being rebuilt
+    assert ended(jobs, run).state == CANCELLED and jobs.results(run, "epoch_2") == []
+    assert not jobs.cancel(run) and job.message == "cancelled"
+    with pytest.raises(VerifyRefused, match="--trust-configs"):
+        VerifyJobs(trust_configs=False).start(run, "epoch_2", epoch_dir, "separators-0", UNIT)
+    with pytest.raises(VerifyRefused, match="no finding slices-7"):
+        jobs.start(run, "epoch_2", epoch_dir, "slices-7", UNIT)
+
+
+def test_verifications_of_several_runs_do_not_pile_up_and_a_cancelled_one_frees_the_viewer(planted_units_run):
+    """Each verification rebuilds a model and uses every core: clicks on the findings of several runs start one,
+    the others are refused naming it. Once it is cancelled (it stops after the batch in hand) another may start."""
+    run, epoch_dir = planted_units_run["work_dir"], planted_units_run["epoch_dir"]
+    jobs = VerifyJobs(trust_configs=True)
+    jobs.start(run, "epoch_2", epoch_dir, "separators-0", UNIT)
+    with pytest.raises(VerifyRefused, match="separators-0.*cancel it or wait"):
+        jobs.start(f"{run}-copy", "epoch_2", epoch_dir, "separators-1", UNIT)
+    assert jobs.cancel(run)
+    other = jobs.start(f"{run}-copy", "epoch_2", epoch_dir, "separators-1", UNIT)
+    assert ended(jobs, run).state == CANCELLED
+    assert ended(jobs, f"{run}-copy") is other and other.state == DONE, other.message
+
+
+def verify_button(page, key: str):
+    """A finding's verify button: Dash writes a dict id as JSON with sorted keys."""
+    return page.locator(f"""[id='{{"index":"{key}","type":"{VERIFY}"}}']""")
+
+
+def test_the_tab_verifies_a_finding_and_shows_its_verdict(planted_units_run):
+    browser_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    findings = analyze(planted_units_run["work_dir"])
+    assert findings.internals.separators, "the run has no separating quantity to verify"
+    key = "internals.separators-0"
+    [expected] = verify_findings(planted_units_run["epoch_dir"], findings.to_dict(), [key], trust_configs=True)
+    logs = os.path.dirname(planted_units_run["work_dir"])
+    errors = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for trusted in (False, True):
+            with serve_viewer([logs], trust_configs=trusted) as url:
+                page = browser.new_page(viewport={"width": 1500, "height": 1000})
+                page.set_default_timeout(4 * WAIT_MS)  # the tab analyses the epoch first: slow on a busy machine
+                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+                page.goto(f"{url}/?tab={TAB_FAILURES}", wait_until="networkidle")
+                verify_button(page, key).click()
+                status = page.locator(f"#{VERIFY_STATUS}")
+                if not trusted:
+                    status.locator("text=--trust-configs").wait_for()
+                else:
+                    status.locator(f"text={expected.verdict}").wait_for()
+                    shown = status.inner_text()
+                    counts = expected.comparison.finding
+                    assert f"{key} ({expected.finding})" in shown
+                    assert f"failing {counts.failures_before} → {counts.failures_after} of {counts.size}" in shown
+                    assert not page.locator(f"#{VERIFY_CANCEL}").is_visible()  # nothing runs any more
+                page.close()  # before its server stops: the page's refresh would find no server
+        browser.close()
+    assert not errors, f"the page logged errors: {errors}"
