@@ -111,6 +111,7 @@ class PlainModel(nn.Module):
                              _non_persistent_buffers_set=model._non_persistent_buffers_set)
         self._settings = settings
         self._signature = _signature(model)
+        self._whole = settings.model_inputs is None and takes_inputs_dict(model)  # only its outputs are named
         self._calls: dict[tuple[str, ...], _Call] = {}  # by the sorted input keys: decided once per set of keys
 
     @property
@@ -128,6 +129,8 @@ class PlainModel(nn.Module):
 
     def forward(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         call = self.call_for(inputs)
+        if call.whole:
+            return self.named_outputs(self.plain(inputs))
         args = [inputs[key] for key in call.positional]
         kwargs = {argument: inputs[key] for argument, key in call.keywords.items()}
         return self.named_outputs(self.plain(*args, **kwargs))
@@ -175,6 +178,8 @@ class PlainModel(nn.Module):
         return dict(zip(names, output))
 
     def _decide(self, keys: tuple[str, ...]) -> _Call:
+        if self._whole:
+            return _Call((), {}, whole=True)
         call = self._from_config(keys) if self._settings.model_inputs is not None else self._by_rule(keys)
         if self._signature is not None:
             try:
@@ -244,12 +249,16 @@ _SET_INPUTS = ("set config['model_inputs'] to the input to pass (a key), the inp
 
 @dataclass(frozen=True)
 class _Call:
-    """Which inputs a plain model is given: by position (their keys), and by keyword ({argument: key})."""
+    """Which inputs a plain model is given: by position (their keys), and by keyword ({argument: key}); or the
+    inputs dict itself."""
 
     positional: tuple[str, ...]
     keywords: dict[str, str]
+    whole: bool = False  # the inputs dict itself (a model that takes it, whose outputs alone are named)
 
     def describe(self) -> str:
+        if self.whole:
+            return "the inputs dict"
         parts = [f"inputs[{key!r}]" for key in self.positional]
         parts += [f"{argument}=inputs[{key!r}]" for argument, key in self.keywords.items()]
         return ", ".join(parts)

@@ -355,3 +355,18 @@ def test_a_plain_sequence_model_on_padded_tokens_gives_each_datapoint_its_real_t
         weights = np.asarray(outputs[idx]["attention"]["attention"])
         assert weights.shape == (2, real, real), idx
         np.testing.assert_allclose(weights.sum(-1), 1, atol=1e-5)
+
+
+def test_a_model_taking_the_inputs_dict_with_its_outputs_named_by_the_config_is_given_the_dict():
+    class DictInTupleOut(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.head = nn.Linear(3, 2)
+
+        def forward(self, inputs: dict) -> tuple:
+            return self.head(inputs["x"]), inputs["x"].sum(1)
+
+    model = as_lantern_model(DictInTupleOut(), ModelCallSettings(model_outputs=["logits", "total"]), {"x": 1})
+    assert "given the inputs dict" in model.describe()
+    outputs = model({"x": torch.ones(4, 3)})
+    assert list(outputs) == ["logits", "total"] and outputs["total"].tolist() == [3.0] * 4
