@@ -6,9 +6,10 @@ float32's range); ``'float16'`` or ``'bfloat16'`` choose the type on any device.
 so debuggers see float32 activations.
 
 ``gradient_accumulation_steps`` = k: each optimizer step follows k batches, each batch's loss divided by k before its
-backward pass (an epoch's last, shorter window by its own size), so the step sees the gradient of the mean loss
-over the k batches, as one batch k times larger would give (BatchNorm aside: it still normalises each batch). Under
-torchrun the gradients are all-reduced on the window's last batch only.
+backward pass (an epoch's last, shorter window by its own size; by k where the loader has no length, an
+IterableDataset's), so the step sees the gradient of the mean loss over the k batches, as one batch k times larger
+would give (BatchNorm aside: it still normalises each batch). Under torchrun the gradients are all-reduced on the
+window's last batch only.
 """
 
 from __future__ import annotations
