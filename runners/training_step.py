@@ -97,9 +97,10 @@ class AccumulationWindow:
 
     @property
     def length(self) -> int:
-        """The open window's number of batches: ``size``, or fewer for the epoch's last."""
+        """The open window's number of batches: ``size``, or fewer for the epoch's last (and 1 for batches beyond the
+        epoch's count, which a caller stepping without ``begin_epoch`` gives: each is then a step of its own)."""
         start = self.position - len(self.losses)
-        return self.size if self.batches is None else min(self.size, self.batches - start)
+        return self.size if self.batches is None else max(1, min(self.size, self.batches - start))
 
     @property
     def ends(self) -> bool:
