@@ -10,8 +10,9 @@ same layers and a checkpoint loads into the plain model outside Lantern.
 The rule (checked on the evaluated dataset's first datapoint at start-up, else on the first batch):
 
 - **Which models**: one whose ``forward``'s first parameter is annotated as a dict (or Mapping), or named ``inputs``
-  without annotation, takes the ``inputs`` dict itself (Lantern's contract; it must return a dict). Any other is
-  plain, and so is every model when the config sets ``model_inputs`` or ``model_outputs``.
+  without annotation, takes the ``inputs`` dict itself (Lantern's contract; it must return a dict, unless the config
+  sets ``model_outputs``, which names any model's outputs). Any other is plain, and so is every model when the
+  config sets ``model_inputs``.
 - **Its inputs**: ``config['model_inputs']`` when set (a key: that input by position; a list of keys: by position;
   ``{argument: key}``: by keyword); else the inputs whose keys are names of ``forward``'s parameters, by keyword
   (Hugging Face's ``pixel_values``, ``input_ids``, ``attention_mask``); else the datapoint's only input.
