@@ -9,7 +9,7 @@ import torch
 from debuggers.batch_mode import BATCHED
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import KIND_STATISTICS
-from debuggers.tensor_utils import per_datapoint, require_tensor, to_numpy
+from debuggers.tensor_utils import per_datapoint, require_tensor, std_along_last
 from utils.errors import ConfigError
 
 SAMPLE_SIZE = 100
@@ -50,12 +50,12 @@ class ActivationStatsDebugger(ForwardDebugger):
         if activation.ndim >= 3:
             channels = activation.float().reshape(*activation.shape[:2], -1)
             stats["channel_means"] = channels.mean(2)
-            stats["channel_stds"] = channels.std(2, correction=0)
+            stats["channel_stds"] = std_along_last(channels, stats["channel_means"])
         return stats
 
-    def summary(self, output: dict[str, Any]) -> dict[str, float]:
-        """The datapoint's scalar statistics, as they are."""
-        return {key: float(to_numpy(output[key])) for key in _SCALARS}
+    def summary_columns(self, output: dict[str, Any]) -> dict[str, Any]:
+        """The datapoints' scalar statistics, as they are."""
+        return {key: output[key] for key in _SCALARS}
 
 
 _SCALARS = ("mean", "std", "min", "max", "l1_norm", "l2_norm", "sparsity", "positive_ratio", "saturation_low",
@@ -64,9 +64,10 @@ _SCALARS = ("mean", "std", "min", "max", "l1_norm", "l2_norm", "sparsity", "posi
 
 def _value_stats(flat: torch.Tensor) -> dict[str, torch.Tensor]:
     """(B,) statistics of (B, N) values."""
+    mean = flat.mean(1)
     return {
-        "mean": flat.mean(1),
-        "std": flat.std(1, correction=0),
+        "mean": mean,
+        "std": std_along_last(flat, mean),
         "min": flat.amin(1),
         "max": flat.amax(1),
         "l1_norm": flat.abs().mean(1),

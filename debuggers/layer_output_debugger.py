@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from debuggers.batch_mode import BATCHED
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import KIND_LAYER_OUTPUT
-from debuggers.tensor_utils import require_tensor, to_numpy
+from debuggers.tensor_utils import as_tensor, require_tensor, std_along_last
 from utils.errors import ConfigError
 
 _POOLS = {3: F.avg_pool1d, 4: F.avg_pool2d, 5: F.avg_pool3d}
@@ -48,10 +47,12 @@ class LayerOutputDebugger(ForwardDebugger):
             "downsample_factor": self.downsample_factor,
         }
 
-    def summary(self, output: dict[str, Any]) -> dict[str, float]:
+    def summary_columns(self, output: dict[str, Any]) -> dict[str, torch.Tensor]:
         """The (pooled) output's Euclidean norm, mean and std."""
-        values = to_numpy(output["output"])
-        return {"pooled_norm": float(np.linalg.norm(values)), "mean": float(values.mean()), "std": float(values.std())}
+        values = as_tensor(output["output"])
+        flat = values.reshape(len(values), -1).float()
+        mean = flat.mean(1)
+        return {"pooled_norm": torch.linalg.vector_norm(flat, dim=1), "mean": mean, "std": std_along_last(flat, mean)}
 
     def _downsample(self, tensor: torch.Tensor) -> torch.Tensor:
         pool = _POOLS.get(tensor.ndim)

@@ -143,9 +143,10 @@ def run_facts(table: EpochTable, failed: np.ndarray, model: EpochModel, epoch_di
     region = None
     if cams:
         try:
-            region = partial(cam_region, load_debug_outputs(epoch_dir), *cams[0])
-        except DebugDataError:  # no pages (or unreadable ones): findings name no region then
-            region = None
+            outputs = load_debug_outputs(epoch_dir)
+        except DebugDataError:  # unreadable pages: findings name no region then
+            outputs = None
+        region = partial(cam_region, outputs, *cams[0]) if outputs is not None else None  # None: no pages
     return RunFacts(table_idx, failed, frozenset(table.roles.get("summaries", [])), layers,
                     lambda column: table.values([column])[column], region)
 
