@@ -97,7 +97,6 @@ class AttentionDebugger(ForwardDebugger):
         self._signature: Optional[inspect.Signature] = None  # the layer's forward, to read positional masks
         self._decoder: Optional[bool] = None  # whether the layer is a decoder's, where it says (see _is_decoder)
         self._windowed = False  # whether the layer computes windowed attention (Swin's), for _check_batch
-        self._pool = BufferPool()  # the weights' copies and the entropy's scratch, reused from batch to batch
 
     def attach(self, model: torch.nn.Module) -> list[Removable]:
         layer = require_layer(model, self.layer_name)
@@ -225,9 +224,6 @@ class AttentionDebugger(ForwardDebugger):
         heads = {f"entropy_head{h}": entropy[:, h] for h in range(min(entropy.shape[1], MAX_SUMMARY_HEADS))}
         return {"entropy_mean": entropy.mean(1), "entropy_min": entropy.amin(1), "entropy_max": entropy.amax(1),
                 "max_attention": output["max_attention"], **heads}
-
-    def release(self) -> None:
-        self._pool.release()
 
     def clear(self) -> None:
         _discard(self.last_capture)

@@ -46,7 +46,8 @@ class FeatureMapDebugger(ForwardDebugger):
             "layer_name": self.layer_name,
             "feature_map": kept,
             "channel_indices": channels,
-            "stats": {"mean": mean, "std": std_along_last(flat, mean), "min": flat.amin(1), "max": flat.amax(1)},
+            "stats": {"mean": mean, "std": std_along_last(flat, mean, self._pool), "min": flat.amin(1),
+                      "max": flat.amax(1)},
             "shape": list(fmap.shape[1:]),
         }
 

@@ -12,6 +12,7 @@ from debuggers.batch_dims import BatchDims
 from debuggers.batch_mode import BATCHED, BatchFailure, Ran, batch_mode_check
 from debuggers.datapoint_slices import HookedCall
 from debuggers.outputs import AloneOutputs
+from debuggers.pages.buffer_pool import BufferPool
 from debuggers.tensor_utils import iter_tensors
 from debuggers.utils import compiled_hint, require_layer
 from utils.ops import apply_tensor_op
@@ -48,6 +49,7 @@ class ForwardDebugger(BaseDebugger):
         self.datapoint_captures: AloneOutputs | None = None  # each datapoint's own, where it runs per datapoint
         self._captured = False
         self._failure: Exception | None = None
+        self._pool = BufferPool()  # copies of the layer's tensors (and scratch), in memory reused batch to batch
 
     def forward_hook_fn(self, module: torch.nn.Module, input: Any, output: Any) -> None:
         """PyTorch forward hook: process the output; the last call in a forward pass wins."""
@@ -66,11 +68,12 @@ class ForwardDebugger(BaseDebugger):
         live = storages(output)
         check = batch_mode_check(self)
         if check.mode == BATCHED:
-            capture = own_copies(self.process_forward(module, input, output), live)
+            capture = own_copies(self.process_forward(module, input, output), live, self._pool)
             return Ran(capture, capture)
         call = HookedCall(self.layer_name, input, output, self._batch_dims, self._model_batch)
-        return check.run(lambda: own_copies(self.process_forward(module, input, output), live),
-                         lambda i: own_copies(self.process_forward(module, *call.alone(i)), live), call.batch_size)
+        return check.run(lambda: own_copies(self.process_forward(module, input, output), live, self._pool),
+                         lambda i: own_copies(self.process_forward(module, *call.alone(i)), live, self._pool),
+                         call.batch_size)
 
     @abstractmethod
     def process_forward(self, module: torch.nn.Module, input: Any, output: Any) -> Any:
@@ -109,6 +112,9 @@ class ForwardDebugger(BaseDebugger):
         self.last_capture, self.datapoint_captures, self._captured, self._failure = None, None, False, None
         self._model_batch = None
 
+    def release(self) -> None:
+        self._pool.release()
+
 
 def storages(module_output: Any) -> set[int]:
     """The memory ``module_output``'s tensors live in (which a later in-place op may change)."""
@@ -117,8 +123,9 @@ def storages(module_output: Any) -> set[int]:
     return live
 
 
-def own_copies(capture: Any, live: set[int]) -> Any:
-    """``capture`` with every tensor that aliases the ``live`` memory (``storages``) replaced by a copy."""
+def own_copies(capture: Any, live: set[int], pool: BufferPool) -> Any:
+    """``capture`` with every tensor that aliases the ``live`` memory (``storages``) replaced by a copy, in
+    ``pool``'s reused memory: a fresh block for each batch's copy costs more in page faults than in copying."""
     if not live:
         return capture
-    return apply_tensor_op(lambda t: t.clone() if t.untyped_storage().data_ptr() in live else t, capture)
+    return apply_tensor_op(lambda t: pool.copy_of(t) if t.untyped_storage().data_ptr() in live else t, capture)
