@@ -58,11 +58,13 @@ class BatchFailure:
 
 class Ran(NamedTuple):
     """A debugger's run on a batch: ``returned``, what it returned for the whole batch (as the seed's
-    ``SequentialDebugger`` gives it back; a ``BatchFailure`` where that raised), and ``pages``, what its pages get:
-    the same where it is batch-first, else ``AloneOutputs`` of each datapoint's own output."""
+    ``SequentialDebugger`` gives it back; a ``BatchFailure`` where that raised), ``pages``, what its pages get:
+    the same where it is batch-first, else ``AloneOutputs`` of each datapoint's own output, and ``columns``, its
+    ``summary_columns`` of ``pages`` where they were computed already (in a forward hook), else None."""
 
     returned: Any
     pages: Any
+    columns: Any = None
 
 
 def declared_mode(debugger: BaseDebugger) -> Optional[str]:

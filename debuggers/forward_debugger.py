@@ -47,6 +47,7 @@ class ForwardDebugger(BaseDebugger):
         self.layer_name = layer_name
         self.last_capture: Any = None
         self.datapoint_captures: AloneOutputs | None = None  # each datapoint's own, where it runs per datapoint
+        self.captured_columns: Any = None  # summary_columns of last_capture, computed in the hook (or its error)
         self._captured = False
         self._failure: Exception | None = None
         self._pool = BufferPool()  # copies of the layer's tensors (and scratch), in memory reused batch to batch
@@ -60,7 +61,22 @@ class ForwardDebugger(BaseDebugger):
             self.datapoint_captures = None if ran.pages is ran.returned else ran.pages
         except Exception as exc:  # kept for __call__: a debugger must not break the model
             self.last_capture, self.datapoint_captures, self._failure = None, None, exc
+        self.captured_columns = self._columns_now()
         self._captured = True
+
+    def _columns_now(self) -> Any:
+        """``summary_columns`` of a batch-first capture that ``__call__`` returns as it is, computed here, while the
+        layer's values (and their copy) are still in the CPU's cache: by the time the batch's debuggers are
+        called, the rest of the forward pass has pushed them out, and reading them back costs more than the
+        arithmetic. None where there is nothing to compute now; what it raised where it failed."""
+        plain = type(self).__call__ is ForwardDebugger.__call__
+        if not plain or self.datapoint_captures is not None or self.last_capture is None \
+                or type(self).summary_columns is BaseDebugger.summary_columns:
+            return None
+        try:
+            return self.summary_columns(self.last_capture)
+        except Exception as exc:  # said once by the summaries, as from any summary
+            return exc
 
     def _process(self, module: torch.nn.Module, input: Any, output: Any) -> Ran:
         """``process_forward`` of the batch, and of each datapoint's slice of it where it runs per datapoint
@@ -110,7 +126,7 @@ class ForwardDebugger(BaseDebugger):
 
     def clear(self) -> None:
         self.last_capture, self.datapoint_captures, self._captured, self._failure = None, None, False, None
-        self._model_batch = None
+        self.captured_columns = self._model_batch = None
 
     def release(self) -> None:
         self._pool.release()

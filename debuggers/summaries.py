@@ -50,17 +50,21 @@ class DebuggerSummaries(ColumnChunks):
     def reset(self) -> None:
         self.chunks, self._failed = {}, set()
 
-    def batch_columns(self, outputs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    def batch_columns(self, outputs: dict[str, Any], computed: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """``summary_columns`` of each debugger that has them, from its batch output in ``outputs`` (what its
         pages get), where it gave one: not an error or not-run record, nor each datapoint's own output (a
-        debugger run per datapoint: ``summary()`` of each, in ``add_batch``). Tensors stay on their device."""
+        debugger run per datapoint: ``summary()`` of each, in ``add_batch``). ``computed``: those computed
+        already (in a forward hook), or what that raised. Tensors stay on their device."""
         columns: dict[str, dict[str, Any]] = {}
         for name, debugger in self.batched.items():
             output = outputs.get(name)
             if output is None or is_shared_record(output) or isinstance(output, AloneOutputs):
                 continue
             try:
-                columns[name] = debugger.summary_columns(output) or {}
+                batch = computed[name] if name in computed else debugger.summary_columns(output)
+                if isinstance(batch, Exception):
+                    raise batch
+                columns[name] = batch or {}
             except Exception as exc:  # a user's summary must not stop validation
                 self._warn_once(name, "summary_columns()", exc)
                 columns[name] = {}

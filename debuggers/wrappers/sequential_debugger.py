@@ -223,7 +223,8 @@ class SequentialDebugger(BaseDebugger):
         self._log_batch_modes()
         if len(idx) > 1:
             self._warn_whole_batch_numbers(pages)
-        self._buffer_batch(idx, pages, datapoint.get("scores"))
+        computed = {name: run.columns for name, run in runs.items() if run.columns is not None}
+        self._buffer_batch(idx, pages, computed, datapoint.get("scores"))
         return {name: runs[name].returned for name in self.debuggers}
 
     def watch_forward(self) -> AbstractContextManager:
@@ -298,16 +299,17 @@ class SequentialDebugger(BaseDebugger):
                     "output.mean(dim=(1, 2, 3)) instead of float(output.mean()); a value meant for the whole "
                     "batch can stay as it is (this is said once per debugger)")
 
-    def _buffer_batch(self, idx: list[int], pages: dict[str, Any], scores: Optional[dict] = None) -> None:
-        """Compute the summaries of the batch, split each debugger's output into its datapoints' (GPU tensors
-        copied to the host first, one wait for the batch, summaries included; one conversion per batch), and
-        queue one dict per datapoint that the capture policy keeps (``scores``: the metric's, for the policy).
-        Without full outputs only what the summaries read is copied and split.
+    def _buffer_batch(self, idx: list[int], pages: dict[str, Any], computed: dict[str, Any],
+                      scores: Optional[dict] = None) -> None:
+        """Compute the summaries of the batch (``computed``: those computed already), split each debugger's output
+        into its datapoints' (GPU tensors copied to the host first, one wait for the batch, summaries included;
+        one conversion per batch), and queue one dict per datapoint that the capture policy keeps (``scores``:
+        the metric's, for the policy). Without full outputs only what the summaries read is copied and split.
 
         A debugger whose output breaks the batch contract or cannot be stored gets an error record;
         the other debuggers' outputs are kept.
         """
-        columns = self.summaries.batch_columns(pages)
+        columns = self.summaries.batch_columns(pages, computed)
         if not self.full_outputs:
             pages = {name: output for name, output in pages.items() if self.summaries.needs_rows(name, columns)}
         pages, columns = to_host((pages, columns))
@@ -450,7 +452,10 @@ def _call(debugger: BaseDebugger, datapoint: dict, model: torch.nn.Module, batch
             return Ran(debugger(datapoint, model), captures)
         except Exception as exc:
             return Ran(BatchFailure(exc), captures)
-    if isinstance(debugger, ForwardDebugger) or not calls_alone(debugger):
+    if isinstance(debugger, ForwardDebugger):
+        output = debugger(datapoint, model)
+        return Ran(output, output, debugger.captured_columns)
+    if not calls_alone(debugger):
         output = debugger(datapoint, model)
         return Ran(output, output)
     return batch_mode_check(debugger).run(lambda: debugger(datapoint, model),

@@ -263,3 +263,28 @@ def test_the_epoch_tables_batched_summaries_equal_each_datapoint_computed_alone_
             alone = built[name].summary(pages[i][name])[key]
             np.testing.assert_allclose([columns[column][i], alone], [value, value], rtol=2e-5, atol=1e-6,
                                        err_msg=f"datapoint {i}: {column}")
+
+
+def test_summaries_without_pages_equal_those_of_a_full_capture(tmp_path):
+    """``full_outputs=False`` (``summaries_every_epoch``): the batched summaries are computed without copying or
+    splitting the outputs, and equal a full capture's."""
+    torch.manual_seed(0)
+    model = TinyResNet().eval()
+    images = torch.randn(5, 3, 12, 12)
+    batch = {"inputs": {"image": images}, "labels": {"class": torch.arange(5)}, "meta_info": {"idx": torch.arange(5)}}
+    columns = {}
+    for full in (True, False):
+        sequential = SequentialDebugger([entry(name, cls, **args) for name, (cls, args) in DEBUGGERS.items()],
+                                        model=model, strict=True)
+        sequential.reset_buffer(str(tmp_path / "debugger"), full_outputs=full)
+        sequential.enabled = True
+        with torch.no_grad():
+            dp = dict(batch)
+            dp["outputs"] = model(dp["inputs"])
+            sequential(dp, model)
+        sequential.save_all(str(tmp_path / "debugger"))
+        sequential.close()
+        columns[full] = {name: values for name, (_, values) in sequential.summaries.concatenated().items()}
+    assert len(columns[True]) > 40 and columns[False].keys() == columns[True].keys()
+    for name, values in columns[True].items():
+        np.testing.assert_array_equal(columns[False][name], values, err_msg=name)
