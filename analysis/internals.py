@@ -25,7 +25,7 @@ import numpy as np
 from analysis.findings import NaNOrigin
 from debuggers.feature_layout import TOKENS
 from debuggers.outputs import KIND_LAYER_OUTPUT, KIND_NAN_ORIGIN, is_shared_record
-from debuggers.pages.errors import DebugDataError, DebugOutputsNotFoundError
+from debuggers.pages.errors import DebugDataError
 from debuggers.pages.reader import load_debug_outputs
 
 
@@ -49,10 +49,7 @@ def read_internals(epoch_dir: str) -> CapturedInternals:
 
 
 def _read_captured(epoch_dir: str) -> CapturedInternals:
-    try:
-        outputs = load_debug_outputs(epoch_dir)
-    except DebugOutputsNotFoundError:  # the debugger did not run for this epoch
-        outputs = None
+    outputs = load_debug_outputs(epoch_dir)  # None: the debugger did not run for this epoch
     vectors: dict[str, dict[int, np.ndarray]] = defaultdict(dict)
     origins: dict[tuple[str, str], list[int]] = defaultdict(list)
     if outputs is not None:

@@ -194,10 +194,9 @@ class GradCAMDebugger(BaseDebugger):
                      **{key: "input_region" for key in ("centroid_x", "centroid_y", "centroid_z", "centre_fraction",
                                                         "spread", "entropy")}}
 
-    def summary(self, output: dict[str, Any]) -> dict[str, float]:
+    def summary_columns(self, output: dict[str, Any]) -> dict[str, Any]:
         """The target's score and class, the cam's raw maximum, and where its mass lies (``spatial``)."""
-        scores = {key: float(output[key]) for key in ("target_score", "raw_max", "target_class")}
-        return {**scores, **{key: float(value) for key, value in output["spatial"].items()}}
+        return {**{key: output[key] for key in ("target_score", "raw_max", "target_class")}, **output["spatial"]}
 
     def _activations_and_logits(self, datapoint: dict[str, Any],
                                 model: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:

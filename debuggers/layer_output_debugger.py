@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -12,7 +11,7 @@ from debuggers.batch_mode import BATCHED
 from debuggers.feature_layout import LAYOUTS, MASK_KEY, TOKENS, output_layout, token_mask
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import KIND_LAYER_OUTPUT
-from debuggers.tensor_utils import require_tensor, to_numpy
+from debuggers.tensor_utils import as_tensor, require_tensor, std_along_last
 from utils.errors import ConfigError
 
 _POOLS = {3: F.avg_pool1d, 4: F.avg_pool2d, 5: F.avg_pool3d}
@@ -69,13 +68,20 @@ class LayerOutputDebugger(ForwardDebugger):
         self._inputs = None
         super().clear()
 
-    def summary(self, output: dict[str, Any]) -> dict[str, float]:
-        """The (pooled) output's Euclidean norm, mean and std (over blocks holding real tokens)."""
-        values = to_numpy(output["output"])
-        if "token_weight" in output:
-            values = values[to_numpy(output["token_weight"]) > 0]
-        return {"pooled_norm": float(np.linalg.norm(values)), "mean": float(values.mean()) if values.size else
-                float("nan"), "std": float(values.std()) if values.size else float("nan")}
+    def summary_columns(self, output: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """The (pooled) output's Euclidean norm, mean and std, over the blocks holding real tokens where some hold
+        none (padding)."""
+        values = as_tensor(output["output"])
+        flat = values.reshape(len(values), -1).float()
+        if "token_weight" not in output:
+            mean = flat.mean(1)
+            return {"pooled_norm": torch.linalg.vector_norm(flat, dim=1), "mean": mean,
+                    "std": std_along_last(flat, mean)}
+        real = (as_tensor(output["token_weight"]) > 0).float()[..., None].expand_as(values).reshape(len(values), -1)
+        count = real.sum(1)
+        mean = (flat * real).sum(1) / count
+        variance = (((flat - mean[:, None]) ** 2) * real).sum(1) / count
+        return {"pooled_norm": torch.linalg.vector_norm(flat * real, dim=1), "mean": mean, "std": variance.sqrt()}
 
     def _token_blocks(self, tokens: torch.Tensor, mask: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, T', D) means over the real tokens of each block of ``downsample_factor`` tokens (0 where a block has

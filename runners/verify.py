@@ -196,9 +196,11 @@ def run_facts(table: EpochTable, failed: np.ndarray, model: EpochModel, epoch_di
     region = None
     if cams:
         try:
-            region = partial(cam_region, load_debug_outputs(epoch_dir), *cams[0], fill=_fill(first, cams[0][1]))
-        except DebugDataError:  # no pages (or unreadable ones): findings name no region then
-            region = None
+            outputs = load_debug_outputs(epoch_dir)
+        except DebugDataError:  # unreadable pages: findings name no region then
+            outputs = None
+        region = (partial(cam_region, outputs, *cams[0], fill=_fill(first, cams[0][1])) if outputs is not None
+                  else None)  # None: no pages
     return RunFacts(table_idx, failed, frozenset(table.roles.get("summaries", [])), layers,
                     lambda column: table.values([column])[column], region, _captured_spaces(epoch_dir, spaces),
                     _prompt(first, model.metric))
