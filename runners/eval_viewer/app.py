@@ -45,11 +45,11 @@ PAGE_SENDS = {key: kind for sends in (ids.SENDS, *(feature.sends for feature in 
               for key, kind in sends.items()}
 
 
-def create_app(log_dirs: list[str], trust_configs: bool = False, views_file: str | None = None) -> dash.Dash:
+def create_app(log_dirs: list[str], trust_configs: bool = False, views_dir: str | None = None) -> dash.Dash:
     """A viewer over the runs in ``log_dirs`` (each a run or a folder of runs); folders without runs are
     reported in the page. ``trust_configs`` lets it import the config files runs name (see ViewerBackend);
-    ``views_file`` keeps the runs' named views (default: ``run_dir.saved_views.default_views_file``)."""
-    backend = ViewerBackend(log_dirs, trust_configs=trust_configs, views_file=views_file)
+    ``views_dir`` keeps the runs' named views (default: ``run_dir.saved_views.default_views_dir``)."""
+    backend = ViewerBackend(log_dirs, trust_configs=trust_configs, views_dir=views_dir)
     app = dash.Dash(__name__, title="Lantern eval viewer", suppress_callback_exceptions=True, serve_locally=True,
                     assets_ignore=re.escape(SLIM_PLOTLY_BUNDLE))  # not a script of the page: plotly_loader.js
     url = plotly_url(app.config.requests_pathname_prefix, get_plotlyjs_version())
