@@ -34,6 +34,7 @@ from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.feature import Feature
 from runners.eval_viewer.shared.plotly_bundle import SLIM_PLOTLY_BUNDLE, plotly_url
 from runners.eval_viewer.shared.request_check import refuse_what_the_page_never_sends
+from runners.eval_viewer.shared.request_size import cap_request_size
 from runners.eval_viewer.table import callbacks as table
 from runners.eval_viewer.training import callbacks as training
 
@@ -52,6 +53,7 @@ def create_app(log_dirs: list[str], trust_configs: bool = False, views_dir: str 
     backend = ViewerBackend(log_dirs, trust_configs=trust_configs, views_dir=views_dir)
     app = dash.Dash(__name__, title="Lantern eval viewer", suppress_callback_exceptions=True, serve_locally=True,
                     assets_ignore=re.escape(SLIM_PLOTLY_BUNDLE))  # not a script of the page: plotly_loader.js
+    cap_request_size(app.server)  # before every other check: a body too large is never read
     url = plotly_url(app.config.requests_pathname_prefix, get_plotlyjs_version())
     app.index_string = app.index_string.replace(  # Dash's own template: where assets/plotly_loader.js finds it
         "{%scripts%}", f"<script>window.lanternPlotlyURL = {json.dumps(url)};</script>\n{{%scripts%}}")
