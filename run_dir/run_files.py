@@ -62,6 +62,14 @@ def refuse_link(path: str, what: str, error: type[LanternUserError] = RunFileErr
     return path
 
 
+def lies_inside(path: str, folder: str) -> bool:
+    """Whether ``path`` lies inside ``folder``, as named or with every link resolved (either of them): a config
+    named inside a run folder but linked to a file elsewhere lies inside it as much as one linked into it."""
+    named, real = os.path.abspath(path), os.path.realpath(path)
+    roots = {os.path.abspath(folder), os.path.realpath(folder)}
+    return any(os.path.commonpath([candidate, root]) == root for candidate in (named, real) for root in roots)
+
+
 def read_run_json(path: str, what: str, max_bytes: int) -> Any:
     """The JSON of ``path``, a regular file of at most ``max_bytes``; ``RunFileError`` for anything else
     (a link, a FIFO, a device, a larger file, text that is not JSON). ``FileNotFoundError`` when absent."""
