@@ -7,10 +7,13 @@ was asked: a running one is cancelled between batches, and holds the turn until 
 start waits ``STOP_WAIT_S`` for it, then is refused saying it is still stopping); otherwise starting and cancelling
 in a row left a thread per click, each rebuilding the model. It imports the run's config file, so it needs the viewer's
 ``--trust-configs``; without it a click says so. The last ``MAX_KEPT`` results are kept by run, epoch and finding.
+A verification that fails says why in the tab and in the server's log (with the traceback where the run's own code
+raised).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -25,6 +28,7 @@ from utils.errors import LanternUserError
 RUNNING, DONE, FAILED, CANCELLED = "running", "done", "failed", "cancelled"
 MAX_KEPT = 64
 STOP_WAIT_S = 10.0  # how long a start waits for a cancelled verification to stop (it stops after its batch)
+LOG = logging.getLogger(__name__)
 
 
 class VerifyRefused(Exception):
@@ -121,8 +125,10 @@ class VerifyJobs:
             job.message, state = "cancelled", CANCELLED
         except LanternUserError as exc:
             job.message, state = str(exc), FAILED
+            LOG.warning("verifying %s of %s failed: %s", job.key, job.run, exc)
         except Exception as exc:  # the run's own model or dataset code failed: say so, the viewer goes on
             job.message, state = f"the rerun failed: {type(exc).__name__}: {exc}", FAILED
+            LOG.exception("verifying %s of %s failed", job.key, job.run)
         with self._lock:
             job.state = state
             if state == DONE:
