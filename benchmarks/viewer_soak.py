@@ -34,7 +34,8 @@ import urllib.request
 from collections import defaultdict
 from collections.abc import Callable
 
-from run_dir.names import EPOCH_TABLE_FILE
+from run_dir import RunDir
+from run_dir.names import EPOCH_TABLE_FILE, epoch_dir_name
 from runners.eval_viewer.controls.ids import EPOCH_SELECT, RUN_SELECT
 from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL, TAB_DATAPOINT
 from runners.eval_viewer.shared.ids import SELECTED, TABS
@@ -178,12 +179,9 @@ def _get(address: str, referer: str) -> int:
 
 def _epochs(run: str) -> list[str]:
     """The run's epochs whose table is written (a training run's grow as it goes)."""
-    try:
-        names = os.listdir(run)
-    except OSError:
+    if not os.path.isdir(run):
         return []
-    return sorted(name for name in names if name.startswith("epoch_")
-                  and os.path.isfile(os.path.join(run, name, EPOCH_TABLE_FILE)))
+    return [epoch_dir_name(number) for number in RunDir(run).epochs_holding(EPOCH_TABLE_FILE)]
 
 
 def _verifications(run: str, deadline: float, counts: list[int]) -> None:
