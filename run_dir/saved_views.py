@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from run_dir.errors import RunFileError
 from run_dir.run_files import MIB, read_run_json
 from utils.atomic_files import atomic_write, write_new_file
+from utils.errors import LanternUserError
 
 MAX_BYTES = 4 * MIB  # of one run's file; the writer refuses a change that would make it larger
 MAX_VIEWS = 200  # per run
@@ -32,6 +33,11 @@ FORMAT = "lantern-viewer-views"
 LOCK_FILE = ".lock"
 LOCK_TIMEOUT_S = 10.0
 Views = dict[str, str]
+
+
+class ViewsNotSaved(LanternUserError):
+    """A change the views file cannot take now (the lock not had in time, the file would be too large); the file
+    itself is fine."""
 
 
 def default_views_dir() -> str:
@@ -63,14 +69,14 @@ def read_views(folder: str, run_path: str) -> Views:
 
 def change_views(folder: str, run_path: str, change: Callable[[Views], None]) -> None:
     """Read ``run_path``'s views, ``change`` them in place and write them back, all under the folder's lock;
-    ``RunFileError`` when the lock is not had in time or the file would exceed ``MAX_BYTES``."""
+    ``ViewsNotSaved`` when the lock is not had in time or the file would exceed ``MAX_BYTES``."""
     os.makedirs(folder, exist_ok=True)
     with _locked(os.path.join(folder, LOCK_FILE)):
         views = read_views(folder, run_path)
         change(views)
         data = json.dumps({"format": FORMAT, "version": 2, "run": run_path, "views": views}, indent=1).encode()
         if len(data) > MAX_BYTES or len(views) > MAX_VIEWS:
-            raise RunFileError(f"the saved views of {run_path} would take {len(data)} bytes in {len(views)} views, "
+            raise ViewsNotSaved(f"the saved views of {run_path} would take {len(data)} bytes in {len(views)} views, "
                                f"more than a views file holds ({MAX_BYTES} bytes, {MAX_VIEWS} views); delete some "
                                f"from {views_file(folder, run_path)}")
         atomic_write(views_file(folder, run_path), lambda temp: write_new_file(temp, data))
@@ -88,7 +94,7 @@ def _locked(path: str) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise RunFileError(f"another viewer has held {path} for {LOCK_TIMEOUT_S:g} s; save again, or "
+                    raise ViewsNotSaved(f"another viewer has held {path} for {LOCK_TIMEOUT_S:g} s; save again, or "
                                        "stop the viewer that hangs on it") from None
                 time.sleep(0.01)
         yield

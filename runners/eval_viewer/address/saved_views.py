@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Optional
 from urllib.parse import parse_qsl, urlencode
 
-from run_dir.saved_views import MAX_VIEWS, Views, change_views, default_views_dir, read_views, views_file
+from run_dir.saved_views import MAX_VIEWS, Views, ViewsNotSaved, change_views, default_views_dir, read_views, views_file
 from utils.errors import LanternUserError
 
 MAX_NAME = 80  # characters of a view's name
@@ -88,6 +88,8 @@ class SavedViews:
             _check_addresses(views)
         except SavedViewsError:
             raise
+        except ViewsNotSaved as exc:
+            raise SavedViewsError(str(exc)) from None
         except (OSError, ValueError) as exc:  # RunFileError included
             raise SavedViewsError(f"the saved views of this run cannot be used ({exc}); move "
                                   f"{views_file(self.path, run_path)} away to start its views afresh (other runs' "
