@@ -21,6 +21,7 @@ from runners.eval_viewer.shared.runs import Epoch
 from runners.eval_viewer.shared.scores import ScoresError
 
 SEPARATOR_SHARE = 0.1  # clicking a separating quantity shows the failing side's most extreme tenth of it
+MAP_KINDS = {"ambiguous": "ambiguous", "hard": "hard", "learning": "still_learning"}  # a data-map button's datapoints
 FINDINGS_ERRORS = (AnalysisError, EpochTableError, ScoresError)
 
 
@@ -84,12 +85,12 @@ def chosen_datapoints(findings: Findings, trigger: Any, separator: Optional[dict
     kind, _, position = str((trigger or {}).get("index", "")).partition("-")
     if kind == "labels":
         return [issue.idx for issue in findings.label_issues], "suspected label errors"
-    if kind == "map" and findings.data_map is not None and position in ("ambiguous", "hard"):
-        chosen = findings.data_map.ambiguous if position == "ambiguous" else findings.data_map.hard
-        return chosen.tolist(), f"{position} datapoints of the data map"
+    if kind == "map" and findings.data_map is not None and position in MAP_KINDS:
+        chosen = getattr(findings.data_map, MAP_KINDS[position])
+        return chosen.tolist(), f"{MAP_KINDS[position].replace('_', ' ')} datapoints of the data map"
     lists = {"slice": findings.meta.slices, "islice": findings.internals.slices, "subgroup": findings.subgroups,
              "suspects": findings.suspect_groups, "nan": findings.nan_origins, "dead": findings.dead_units,
-             "iseparator": findings.internals.separators}
+             "iseparator": findings.internals.separators, "trainlabels": findings.training_label_groups}
     if kind not in lists or not position.isdigit() or int(position) >= len(lists[kind]):
         return None
     found = lists[kind][int(position)]
@@ -97,6 +98,8 @@ def chosen_datapoints(findings: Findings, trigger: Any, separator: Optional[dict
         return dead_unit(findings, found)
     if kind == "iseparator":
         return separator_side(findings, found.units[0].column if found.units else found.column, found.direction)
+    if kind == "trainlabels":
+        return found.idx.tolist(), f"label {found.label}, predicted consistently as {found.predicted}"
     what = getattr(found, "description", None) or getattr(found, "module", "")
     return found.idx.tolist(), str(what)
 
