@@ -15,6 +15,7 @@ from debuggers import outputs as kinds
 from debuggers.capture import split_frame
 from runners.eval_viewer.figures.base import (
     AXIS_TITLES,
+    NARROW_BAR_MARGIN,
     PLOT_PX,
     Figures,
     colour_bar,
@@ -24,6 +25,7 @@ from runners.eval_viewer.figures.base import (
     image_axes,
     labelled_mosaic,
     maps_figure,
+    narrow_colour_bar,
     stretched_over,
     title_number,
     top_margin,
@@ -112,7 +114,7 @@ def token_grid_figure(columns: list[tuple[str, np.ndarray]], side: tuple[str, tu
             hover[r * tile[0]:r * tile[0] + height, c * tile[1]:c * tile[1] + width] = [
                 [f"{caption}: {name} {verb} cell ({y}, {x})" for x in range(width)] for y in range(height)]
     fig = go.Figure(go.Heatmap(z=mosaic, customdata=hover, colorscale="Viridis", zmin=0.0, hoverongaps=False,
-                               colorbar={**colour_bar("attention weight"), "thickness": 14},
+                               colorbar=narrow_colour_bar("attention weight"),
                                hovertemplate="%{customdata}: %{z:.4f}<extra></extra>"))
     fig.update_layout(annotations=labels, showlegend=False, plot_bgcolor="white",
                       meta={"tiles": [[r * tile[0], c * tile[1], height, width] for r in range(len(rows))
@@ -124,7 +126,7 @@ def token_grid_figure(columns: list[tuple[str, np.ndarray]], side: tuple[str, tu
     cell = min(TILE_PX / max(height, width), (PLOT_PX - 20) / mosaic.shape[1])
     title = fit_title(title)
     top = top_margin(title, [str(label["text"]) for label in labels[:len(columns)]])
-    return finish(fig, title, int(top + 30 + cell * mosaic.shape[0]), {"l": 80, "t": top, "r": 110})
+    return finish(fig, title, int(top + 30 + cell * mosaic.shape[0]), {"l": 80, "t": top, "r": NARROW_BAR_MARGIN})
 
 
 def _over_grid(side: tuple[str, tuple[int, int]]) -> str:
@@ -143,7 +145,8 @@ def attention_maps_figure(maps: list[np.ndarray], captions: list[str], title: st
     stretch = max(1.0, MIN_ASPECT * keys / queries)
     names = tokens if tokens is not None and len(tokens) == keys == queries else None
     tiles = fig.layout.meta["tiles"]
-    fig.update_traces(dy=stretch, y0=(stretch - 1) / 2, selector={"type": "heatmap"})
+    fig.update_traces(dy=stretch, y0=(stretch - 1) / 2, colorbar=narrow_colour_bar("attention weight"),
+                      selector={"type": "heatmap"})
     for note in fig.layout.annotations:
         note.y = (note.y + 0.5) * stretch - 0.5
     fig.update_xaxes(showticklabels=True, title_text="key" + (" token" if names else " (token index)"),
@@ -152,7 +155,7 @@ def attention_maps_figure(maps: list[np.ndarray], captions: list[str], title: st
                      **_tile_ticks([(top, height) for top, _, height, _ in tiles], queries, names, stretch))
     mosaic = np.asarray(fig.data[0].z)
     plot = float(np.clip(PLOT_PX * mosaic.shape[0] * stretch / mosaic.shape[1], 60, 600))
-    fig.update_layout(margin={"l": 70, "b": 60}, height=int(plot + 50 + 60 + 20),
+    fig.update_layout(margin={"l": 70, "b": 60, "r": NARROW_BAR_MARGIN}, height=int(plot + 50 + 60 + 20),
                       meta={**fig.layout.meta, "picture": False, "stretch": stretch})  # weights are read on hover
     return fig
 

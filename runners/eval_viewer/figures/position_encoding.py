@@ -13,12 +13,13 @@ import plotly.graph_objects as go
 
 from runners.eval_viewer.figures.base import (
     AXIS_TITLES,
+    NARROW_BAR_MARGIN,
     Figures,
-    colour_bar,
     finish,
     image_axes,
     labelled_mosaic,
     maps_figure,
+    narrow_colour_bar,
     pca_rgb,
     top_margin,
 )
@@ -78,13 +79,13 @@ def frequencies_figure(frequencies: np.ndarray, encoding_type: str, name: str) -
             x=frequencies[0], y=frequencies[1], mode="markers+text", text=[str(k) for k in range(len(wavelength))],
             textposition="top center", textfont={"size": 9}, customdata=wavelength,
             marker={"size": 10, "color": np.log10(wavelength), "colorscale": "Viridis",
-                    "colorbar": {**colour_bar("log10 wavelength"), "thickness": 14}},
+                    "colorbar": narrow_colour_bar("log10 wavelength")},
             hovertemplate="frequency %{text}: (%{x:.2f}, %{y:.2f}), wavelength %{customdata:.3g} of the image"
                           "<extra></extra>"))
         fig.update_xaxes(title_text="g_x (along x)", zeroline=True)
         fig.update_yaxes(title_text="g_y (along y)", zeroline=True, scaleanchor="x")
         return finish(fig, f"{name}: its random frequencies, each a direction and a wavelength", 380,
-                      {**AXIS_TITLES, "r": 110})
+                      {**AXIS_TITLES, "r": NARROW_BAR_MARGIN})
     return None
 
 
@@ -100,7 +101,7 @@ def similarity_figure(encodings: dict[str, np.ndarray]) -> Optional[go.Figure]:
     rows = [[_similarity(encoding, cell) for cell in references] for encoding in encodings.values()]
     mosaic, labels, tile = labelled_mosaic(rows, list(encodings), [f"to cell ({r}, {c})" for r, c in references])
     fig = go.Figure(go.Heatmap(z=mosaic, colorscale="RdBu_r", zmin=-1.0, zmax=1.0, hoverongaps=False,
-                               colorbar={**colour_bar("cosine similarity"), "thickness": 14},
+                               colorbar=narrow_colour_bar("cosine similarity"),
                                hovertemplate="row %{y}, col %{x}: %{z:.3f}<extra></extra>"))
     fig.add_trace(go.Scatter(x=[c + k * tile[1] for _ in rows for k, (_, c) in enumerate(references)],
                              y=[r + i * tile[0] for i in range(len(rows)) for r, _ in references], mode="markers",
@@ -113,7 +114,7 @@ def similarity_figure(encodings: dict[str, np.ndarray]) -> Optional[go.Figure]:
     title = "position encodings compared: how alike each cell's encoding is to a reference cell's (x)"
     top = top_margin(title, [str(label["text"]) for label in labels[:len(references)]])
     cell = SIMILARITY_TILE_PX / max(height, width)
-    return finish(fig, title, int(top + 30 + cell * mosaic.shape[0]), {"l": 200, "t": top, "r": 110})
+    return finish(fig, title, int(top + 30 + cell * mosaic.shape[0]), {"l": 200, "t": top, "r": NARROW_BAR_MARGIN})
 
 
 def _similarity(encoding: np.ndarray, cell: tuple[int, int]) -> np.ndarray:

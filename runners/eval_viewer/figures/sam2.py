@@ -28,14 +28,15 @@ import plotly.graph_objects as go
 from debuggers.capture import frame_component, split_frame
 from runners.eval_viewer.figures.base import (
     AXIS_TITLES,
+    NARROW_BAR_MARGIN,
     SHARED,
     Figures,
-    colour_bar,
     display_image,
     finish,
     image_axes,
     labelled_mosaic,
     maps_figure,
+    narrow_colour_bar,
     pca_rgb,
     table_figure,
     title_number,
@@ -172,7 +173,7 @@ def prompt_attention_figures(states: States, image: Optional[np.ndarray] = None,
         fig.add_trace(go.Image(z=_tiled_picture(picture, tile, len(maps), heads, scale), hoverinfo="skip"))
     fig.add_trace(go.Heatmap(z=heat, colorscale="Jet", zmin=0.0, zmax=float(np.nanmax(heat)), hoverongaps=False,
                              opacity=0.5 if image is not None else 1.0, x0=(scale - 1) / 2, dx=scale,
-                             y0=(scale - 1) / 2, dy=scale, colorbar=colour_bar("attention weight"),
+                             y0=(scale - 1) / 2, dy=scale, colorbar=narrow_colour_bar("attention weight"),
                              hovertemplate="row %{y:.0f}, col %{x:.0f}: %{z:.3f}<extra></extra>"))
     if points is not None and image is not None:
         xs, ys = points[:, 0] * width * scale - 0.5, points[:, 1] * height * scale - 0.5
@@ -187,7 +188,7 @@ def prompt_attention_figures(states: States, image: Optional[np.ndarray] = None,
     label = "prompt" if token == PROMPT_TOKEN else token
     return [finish(fig, f"{label} token to image cross-attention, per head (columns) and layer (rows)"
                    f"{' over the input' if image is not None else ''}",
-                   120 + 110 * len(maps), {"l": 110, "t": 60})]
+                   120 + 110 * len(maps), {"l": 110, "t": 60, "r": NARROW_BAR_MARGIN})]
 
 
 def _layer_label(component: str) -> str:
