@@ -36,6 +36,7 @@ from data.viewer.debug_utils import (
 )
 from debuggers.capture import listen
 from models.promptable_segmenter import PromptableSegmenter
+from models.promptable_video_segmenter import PromptableVideoSegmenter
 from tests.seeds.seedproj import sam2_reader
 from tests.seeds.test_debugger_examples import seed_file
 
@@ -363,6 +364,39 @@ def test_gradients_of_a_captured_parameter_leave_one_hook_on_it_whatever_the_num
     finally:
         disable_debug_mode()
         clear_debug_states()
+
+
+def test_a_clip_keeps_every_frames_states_and_draws_its_memory_attention_over_the_frames():
+    """A debug session over the video model keeps each frame's states under ``<component>_frame_<t>`` (not the last
+    frame's only), each what the model offered during that frame, and ``visualize_debug_states`` draws the share of
+    each frame's attention on each frame in its memory bank (the prompted one and the latest)."""
+    torch.manual_seed(0)
+    model = PromptableVideoSegmenter(num_memory_frames=3).eval()
+    inputs = {"frames": torch.randn(2, 5, 3, 32, 32), "point": torch.tensor([[[10.0, 12.0]], [[3.0, 4.0]]])}
+    heard = []  # the memory attention as offered, frame after frame
+    with listen(lambda component, state, data, metadata: heard.append(data.clone()) if (
+            component, state) == ("memory_attention", "attention_weights") else None):
+        enable_debug_mode()
+        try:
+            with torch.no_grad():
+                model(inputs)
+        finally:
+            disable_debug_mode()
+    states = get_debug_states()
+    assert {f"image_encoder_frame_{t}" for t in range(5)} <= set(states) and "image_encoder" not in states
+    banks = {1: [0], 2: [0, 1], 3: [0, 1, 2], 4: [0, 2, 3]}  # the prompted frame and the latest, 3 at most
+    for t, bank in banks.items():
+        record = states[f"memory_attention_frame_{t}"]["attention_weights"]
+        torch.testing.assert_close(record["data"], heard[t - 1])
+        assert record["metadata"]["memory_frames"] == bank
+    (shares,) = [f for f in visualize_debug_states(states, datapoint=1) if "share of each frame" in f.layout.title.text]
+    for row, (t, bank) in enumerate(banks.items()):
+        weights = heard[t - 1][1].numpy().mean(axis=(0, 1)).reshape(len(bank), -1).sum(axis=1)
+        np.testing.assert_allclose(np.asarray(shares.data[0].z)[row, bank], weights, rtol=1e-5)
+        assert np.isnan(np.asarray(shares.data[0].z)[row, [f for f in range(5) if f not in bank]]).all()
+    with torch.no_grad():
+        own = model(inputs, return_debug_states=True)["debug_states"]  # the forward's own states: the same frames
+    assert set(own) == set(states) and not is_debug_enabled()
 
 
 # ---------------------------------------------------------------- the guide's code blocks, one after the other
