@@ -25,7 +25,7 @@
 
 Lists never verifiable: ``label_issues`` (a wrong label is tested by relabelling, not by patching the model),
 ``dead_units`` (a unit with one value for every datapoint: its mean is that value, so patching it changes
-nothing) and ``restatements`` (no cause, no datapoints).
+nothing), ``restatements`` (no cause, no datapoints) and ``confusions`` (what fails, not why).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ NOT_VERIFIABLE = {
     "label_issues": "a suspected label error is tested by relabelling the datapoint, not by patching the model",
     "dead_units": "a dead unit has one value for every datapoint, which is its mean: patching it changes nothing",
     "restatements": "a column that restates the failure is no cause: there is nothing to intervene on",
+    "confusions": "a confusion says what fails, not why: verify the slice or subgroup that explains it",
 }
 FAMILIES = ("meta", "internals")  # Findings.to_dict()'s families of slices and separating quantities
 SEPARATOR_SHARE = 0.1  # a separating quantity stands for the datapoints more failure-like than 90% of passes

@@ -16,7 +16,7 @@ from run_dir.names import DEBUGGER_DIR, EPOCH_TABLE_FILE, FINDINGS_FILE
 from run_dir.run_files import read_run_json
 from utils.atomic_files import atomic_write_json
 
-FORMAT = 1  # bumped when a field changes meaning: older files are then recomputed, not misread
+FORMAT = 2  # bumped when a field changes meaning: older files are then recomputed, not misread
 MAX_FINDINGS_BYTES = 256 * 2**20  # far above what an epoch of a million datapoints gives
 
 

@@ -70,13 +70,16 @@ def format_findings(findings: Findings) -> str:
     lines = [f"{findings.table_path}",
              f"failures: {findings.failures} of {findings.datapoints} datapoints ({findings.failure_definition})"]
     lines += [f"note: {note}" for note in findings.notes]
+    lines += _confusions(findings)
     lines += _family("Meta info (what the data says)", findings.meta)
+    lines += _within_a_class(findings)
     lines += _family("Internals (what the model does)", findings.internals)
     lines += _table("Subgroups in captured feature spaces (a rare variant: failures of one label that fail alike, "
                     "predicted as several classes)",
                     ["#", "space", "kind", "size", "fail", "rest", "described by", "typical idx"],
                     [[i + 1, g.debugger, "rare variant" if g.kind == "variant" else "cluster", g.size,
-                      f"{g.failure_rate:.0%}", f"{g.rest_failure_rate:.0%}", g.description,
+                      f"{g.failure_rate:.0%}", f"{g.rest_failure_rate:.0%}",
+                      g.description + (f" | {g.class_note}" if g.class_note else ""),
                       " ".join(map(str, g.examples))]
                      for i, g in enumerate(findings.subgroups)])
     lines += _training_label_groups(findings)
@@ -120,6 +123,27 @@ def _training_label_groups(findings: Findings) -> list[str]:
                     f"{', '.join(map(str, g.examples[:3]))}): the model learnt '{g.predicted}' for them, most often "
                     f"from training labels that say so; if those say '{g.label}', what they share makes the model see "
                     f"'{g.predicted}'" for i, g in enumerate(groups)]
+def _confusions(findings: Findings) -> list[str]:
+    """The main confusions, first: what the model mistakes for what."""
+    if findings.confusion is None:
+        return []
+    listed = sum(c.count for c in findings.confusions)
+    return _table(f"Main confusions (label read as prediction; {listed} of the {findings.failures} failures)",
+                  ["#", "label", "read as", "datapoints", "of the label", "most confident idx"],
+                  [[i + 1, c.label, c.prediction, c.count, f"{c.share:.0%}", " ".join(map(str, c.examples))]
+                   for i, c in enumerate(findings.confusions)])
+
+
+def _within_a_class(findings: Findings) -> list[str]:
+    """The slices within one class (a classifier's only), or why none."""
+    if findings.confusion is None:
+        return []
+    lines = _table("Within a class: conditions that make one class fail more than the rest of it",
+                   ["#", "class", "slice", "size", "fail inside", "rest of the class", "class fails"],
+                   [[i + 1, c.label.describe(), " and ".join(x.describe() for x in c.conditions), c.size,
+                     f"{c.failure_rate:.0%}", f"{c.rest_failure_rate:.0%}",
+                     f"{c.class_failure_rate:.0%} of {c.class_size}"] for i, c in enumerate(findings.class_slices)])
+    return lines + ([f"why none: {findings.class_no_slice.description}"] if findings.class_no_slice else [])
 
 
 def _family(title: str, family: FamilyFindings) -> list[str]:
@@ -127,10 +151,12 @@ def _family(title: str, family: FamilyFindings) -> list[str]:
                    ["#", "slice", "size", "fail inside", "fail outside", "also / in meta terms"],
                    [[i + 1, s.description, s.size, f"{s.failure_rate:.0%}", f"{s.rest_failure_rate:.0%}", _words(s)]
                     for i, s in enumerate(family.slices)])
+    if family.no_slice is not None:
+        lines.append(f"why none: {family.no_slice.description}")
     tested = family.separators_tested
     return lines + _table(f"{title}: separating quantities (AUROC failures vs passes; Mann-Whitney p < 0.05/{tested}, "
                           f"{tested} quantities tested, a family of units counting once)",
-                          ["#", "quantity", "AUROC", "direction", "best units / in meta terms"],
+                          ["#", "quantity", "AUROC", "direction", "best units / twins / in meta terms"],
                           [[i + 1, s.column, f"{s.auroc:.3f}", s.direction, _units(s)]
                            for i, s in enumerate(family.separators)])
 
@@ -143,13 +169,16 @@ def _words(found: Any) -> str:
                      f"no meta column describes it; examples {' '.join(map(str, found.examples))}")
     parts += [f"inside the model: {'; '.join(found.inside_model)}"] if found.inside_model else []
     parts += [f"NaN first appears in {found.nan_origin}"] if found.nan_origin else []
+    parts += [found.class_note] if found.class_note else []
     return " | ".join(parts)
 
 
 def _units(separator: Any) -> str:
     parts = [", ".join(f"{u.column} {u.auroc:.3f}" for u in separator.units)] if separator.units else []
+    parts += [separator.twins_description] if separator.twins else []
     if separator.target.debugger is not None:
         parts.append(separator.meta_match.describe() if separator.meta_match else "no meta column describes it")
+    parts += [separator.class_note] if separator.class_note else []
     return " | ".join(parts)
 
 

@@ -90,7 +90,8 @@ def chosen_datapoints(findings: Findings, trigger: Any, separator: Optional[dict
         return chosen.tolist(), f"{MAP_KINDS[position].replace('_', ' ')} datapoints of the data map"
     lists = {"slice": findings.meta.slices, "islice": findings.internals.slices, "subgroup": findings.subgroups,
              "suspects": findings.suspect_groups, "nan": findings.nan_origins, "dead": findings.dead_units,
-             "iseparator": findings.internals.separators, "trainlabels": findings.training_label_groups}
+             "iseparator": findings.internals.separators, "trainlabels": findings.training_label_groups,
+             "confusion": findings.confusions, "classslice": findings.class_slices}
     if kind not in lists or not position.isdigit() or int(position) >= len(lists[kind]):
         return None
     found = lists[kind][int(position)]

@@ -13,7 +13,8 @@ from runners.eval_viewer.failures.verify_jobs import CANCELLED, FAILED, VerifyJo
 
 POLL_MS = 1000
 LISTS = {"slice": "meta.slices", "islice": "internals.slices", "iseparator": "internals.separators",
-         "subgroup": "subgroups", "suspects": "suspect_groups", "nan": "nan_origins"}  # the tab's keys -> to_dict()'s
+         "subgroup": "subgroups", "suspects": "suspect_groups", "nan": "nan_origins",
+         "classslice": "class_slices"}  # the tab's keys -> to_dict()'s
 HOW = ("Reruns the epoch's model on the finding's datapoints with what it names (a unit, a NaN module, an input "
        "region) set to its mean over passing datapoints, and on as many failing and passing ones drawn at random")
 VERDICT_COLOURS = {"confirmed": "#2b8a3e", "correlational": "#666", "inconclusive": "#b35c00"}
