@@ -1,7 +1,6 @@
 """The mask figures in the viewer, in a real headless Chromium over a real one-epoch run of the promptable
 segmentation example: the overlay drawn by the viewer's own plotly bundle, its view buttons and opacity slider
-working, the prompt's attention over the image per head and layer, the attention figures readable at the widths
-people use (no caption over another, no map drawn as a sliver), and a broken datapoint's error in its place."""
+working, the prompt's attention over the image per head and layer, and a broken datapoint's error in its place."""
 
 from __future__ import annotations
 
