@@ -21,9 +21,12 @@ from run_dir.names import (
     LOCK_FILE,
     MODEL_REPORT_FILE,
     MONITOR_FILE,
+    PROFILER_SUMMARY_FILE,
+    PROFILER_TRACE_FILE,
     PROGRESS_FILE,
     REMOVED_MARKER,
     RUN_INFO_FILE,
+    TENSORBOARD_DIR,
     TRAINING_LOSSES_FILE,
     VALIDATION_SCORES_FILE,
     epoch_dir_name,
@@ -140,6 +143,18 @@ class RunDir:
     @property
     def model_report(self) -> str:
         return self.file(MODEL_REPORT_FILE)
+
+    @property
+    def tensorboard(self) -> str:
+        return self.file(TENSORBOARD_DIR)
+
+    @property
+    def profiler_trace(self) -> str:
+        return self.file(PROFILER_TRACE_FILE)
+
+    @property
+    def profiler_summary(self) -> str:
+        return self.file(PROFILER_SUMMARY_FILE)
 
     @property
     def is_evaluator(self) -> bool:

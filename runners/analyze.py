@@ -5,9 +5,9 @@
 
 The same findings as ``analysis.failures.analyze`` (for notebooks) and the viewer's Failures tab. ``--save``
 stores them in the epoch's folder (``findings.json``), as the trainer does after each validation epoch, so the
-viewer shows them at once. ``--verify`` confirms findings by intervention on the epoch's own model
-(``runners/verify.py``): it rebuilds the model from the config file the run names, so it needs
-``--trust-configs``. A run or table it cannot analyse gives one line on stderr and exit status 2.
+viewer shows them at once. ``--verify`` gives findings a verdict, by intervention on the epoch's own model, or by a
+held-out replication where none applies (``runners/verify.py``): it rebuilds the model from the config file the run
+names, so it needs ``--trust-configs``. A run or table it cannot analyse gives one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ import sys
 from typing import Any
 
 from analysis.failures import FailureDefinition, Findings, analyze, resolve_epoch_dir
+from analysis.finding_plans import NOT_VERIFIABLE
 from analysis.findings import FamilyFindings
-from analysis.intervention import Comparison
+from analysis.intervention import Comparison, NotVerifiable
+from analysis.replication import REPLICATED, Replication
 from run_dir.names import FINDINGS_FILE
 from runners.run_model import TRUST_FLAG
 from runners.verify import Result, Verification, verify_findings
@@ -40,9 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save", action="store_true", help="store the findings in the epoch's folder "
                                                             f"({FINDINGS_FILE}) for the viewer")
     parser.add_argument("--verify", nargs="*", metavar="KEY", default=None,
-                        help="confirm findings by intervention on the epoch's model: the findings named "
-                             "(meta.slices-0, internals.separators-2, subgroups-0, nan_origins-0, ...), or every one "
-                             "but label suspects, dead units and restatements")
+                        help="verify findings: by intervention on the epoch's model, else by a held-out "
+                             "replication; the findings named (meta.slices-0, internals.separators-2, subgroups-0, "
+                             "nan_origins-0, ...), or every one but label suspects, dead units and restatements")
     parser.add_argument(TRUST_FLAG, action="store_true", dest="trust_configs",
                         help="let --verify import the config file the run names (runs its code: only for runs you "
                              "trust)")
@@ -189,7 +191,9 @@ def _share(value: Any, digits: int = 0) -> str:
 
 
 def format_verifications(results: list[Result]) -> str:
-    """What each intervention did to its finding's failures, against the matched random set."""
+    """Each finding's verdict, by what it rests on: an intervention (what it did to the finding's failures, against
+    the matched random set), a held-out replication (found on one half, tested on the other); then the findings
+    no check can test, and why."""
     done = [r for r in results if isinstance(r, Verification)]
     lines = _table("Verified by intervention (the finding's datapoints rerun with the patch, against as many failing "
                    "and passing ones drawn at random elsewhere; 95% intervals)",
@@ -201,8 +205,26 @@ def format_verifications(results: list[Result]) -> str:
     for r in done:
         reasons.setdefault((r.verdict, r.comparison.reason), []).append(r.key)
     lines += [f"{', '.join(keys)}: {verdict}: {reason}" for (verdict, reason), keys in reasons.items()]
-    lines += [f"{r.key} ({r.finding}): not verifiable: {r.reason}" for r in results if not isinstance(r, Verification)]
+    lines += [f"{r.key}: held out, {r.replication.verdict} ({r.replication.describe()})"
+              + (": the finding is real, and what it names not shown to cause it" if r.replication.verdict == REPLICATED
+                 else "") for r in done if r.replication is not None]
+    replicated = [r for r in results if isinstance(r, Replication)]
+    lines += _table("Replicated on held-out datapoints (found on one half of the epoch, tested on the other; no "
+                    "intervention applies, or the one tried did not confirm it)",
+                    ["key", "finding", "found on half A as", "on half B", "verdict"],
+                    [[r.key, r.finding, r.found_as or "-", r.describe(), r.verdict] for r in replicated])
+    lines += [f"{r.key}: {r.verdict}: {r.reason}" + (f" (tried first: {_tried(r.tried)})" if r.tried else "")
+              for r in replicated]
+    skipped = [r for r in results if isinstance(r, NotVerifiable)]
+    lines += ["", "Skipped (no check can test them):"] + [f"{r.key} ({r.finding}): {r.reason}" for r in skipped] \
+        + [f"suspected label errors, dead units and restatements: {'; '.join(NOT_VERIFIABLE.values())}"]
     return "\n".join(lines)
+
+
+def _tried(tried: dict[str, Any]) -> str:
+    counts = tried["finding_counts"]
+    before, after = counts["fixed"] + counts["stayed_failing"], counts["broken"] + counts["stayed_failing"]
+    return f"{tried['intervention']}: {before} → {after} failing of {sum(counts.values())}, {tried['verdict']}"
 
 
 def _before_after(result: Verification) -> str:

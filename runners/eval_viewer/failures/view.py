@@ -17,12 +17,13 @@ then shows it, Debug Outputs included.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Optional
 
 from dash import dcc, html
 
 from analysis.findings import Findings, MetaMatch, NoSlice, Separator, Slice, TrainingLabelGroup
-from runners.eval_viewer.failures.data import FINDINGS_ERRORS, chosen_epoch
+from runners.eval_viewer.failures.data import FINDINGS_ERRORS, chosen_epoch, table_roles
 from runners.eval_viewer.failures.ids import (
     FAILURES_CONFUSION_CHART,
     FAILURES_DATA_MAP_CHART,
@@ -65,35 +66,38 @@ def failures_tab(backend: ViewerBackend, first: FirstView) -> dcc.Tab:
     ], className="tab-body"))
 
 
-def findings_view(findings: Findings) -> tuple[list[Any], list[Any]]:
+def findings_view(findings: Findings, roles: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
     """The finding lists above and below the meta chart, best first; each entry a button that filters the table to
-    its datapoints. The analysis's notes (what it left out, and why) come first."""
+    its datapoints, and a verify button where a check can test it (by the epoch table's ``roles``). The analysis's
+    notes (what it left out, and why) come first."""
     above = [
         html.P(f"{findings.failures} of {findings.datapoints} datapoints fail ({findings.failure_definition}). "
                "Click a finding to filter the table to its datapoints.", className="hint"),
         *[alert(note, "warning", "failures-note") for note in findings.notes],
         *_confusions(findings),
         _section("Meta info: slices that fail more than the rest (what the data says)", [
-            _finding(f"slice-{i}", s.description, _slice_detail(s)) for i, s in enumerate(findings.meta.slices)],
+            _finding(f"slice-{i}", s.description, _slice_detail(s), roles)
+            for i, s in enumerate(findings.meta.slices)],
             findings.meta.no_slice),
-        *_class_slices(findings),
-        separator_buttons(findings),
+        *_class_slices(findings, roles),
+        separator_buttons(findings, roles),
     ]
     below = [
         _section("What the model does: slices on the debuggers' summaries", [
-            _finding(f"islice-{i}", s.description, _slice_detail(s)) for i, s in enumerate(findings.internals.slices)],
+            _finding(f"islice-{i}", s.description, _slice_detail(s), roles)
+            for i, s in enumerate(findings.internals.slices)],
             findings.internals.no_slice),
         _section("What the model does: separating quantities (a family of units counts once)", [
             _finding(f"iseparator-{i}", s.column, f"AUROC {s.auroc:.3f}, {s.direction}"
                      + (f"; best units {', '.join(f'{u.column} {u.auroc:.3f}' for u in s.units)}" if s.units else "")
-                     + "".join(f"; {part}" for part in _separator_notes(s)) + f"; {_match(s.meta_match)}")
+                     + "".join(f"; {part}" for part in _separator_notes(s)) + f"; {_match(s.meta_match)}", roles)
             for i, s in enumerate(findings.internals.separators)]),
         _section("Subgroups in captured feature spaces (a rare variant: one label's failures that fail alike, "
                  "predicted as several classes)", [
             _finding(f"subgroup-{i}", f"{g.debugger}{': rare variant' if g.kind == 'variant' else ''}: {g.size} "
                                       f"datapoints, {g.failure_rate:.0%} fail (rest {g.rest_failure_rate:.0%})",
                      f"{_match(g.meta_match)}; typical: {', '.join(f'#{i}' for i in g.examples)}"
-                     + (f"; {g.class_note}" if g.class_note else ""))
+                     + (f"; {g.class_note}" if g.class_note else ""), roles)
             for i, g in enumerate(findings.subgroups)]),
         _section("Systematic training-label groups: one label predicted consistently as another class, the validation "
                  "labels agreeing with their neighbours' (check the TRAINING labels of datapoints like these)", [
@@ -101,7 +105,7 @@ def findings_view(findings: Findings) -> tuple[list[Any], list[Any]]:
                                          f"(rest {g.rest_failure_rate:.0%})", _training_label_detail(g))
             for i, g in enumerate(findings.training_label_groups)]),
         _section("Systematic subgroups among the suspected label errors (fix the data or the model, not the labels)", [
-            _finding(f"suspects-{i}", g.description, f"{g.why}; {_match(g.meta_match)}")
+            _finding(f"suspects-{i}", g.description, f"{g.why}; {_match(g.meta_match)}", roles)
             for i, g in enumerate(findings.suspect_groups)]),
         _section("Suspected label errors (cleanlab; groups left out; the most confident disagreement its neighbours "
                  "back first)", ([
@@ -114,7 +118,7 @@ def findings_view(findings: Findings) -> tuple[list[Any], list[Any]]:
         _section("Restate the failure (computed from the model's output: never a cause)", [
             html.Li(f"{r.column}: {r.why}", className="hint") for r in findings.restatements]),
         _section("Where NaN/Inf first appears", [
-            _finding(f"nan-{i}", o.module, f"{o.count} datapoints ({o.module_type})")
+            _finding(f"nan-{i}", o.module, f"{o.count} datapoints ({o.module_type})", roles)
             for i, o in enumerate(findings.nan_origins)]),
         _section("Dead units (the same value for every datapoint)", [
             _finding(f"dead-{i}", f"{d.column} = {d.value:g}", "for every datapoint: open one to see the unit")
@@ -153,14 +157,15 @@ def _confusions(findings: Findings) -> list[html.Div]:
         for i, c in enumerate(findings.confusions)], empty="no label is read as one prediction more than once")]
 
 
-def _class_slices(findings: Findings) -> list[html.Div]:
-    """Conditions that make one class fail more than the rest of it (a classifier's only), or why none."""
+def _class_slices(findings: Findings, roles: Mapping[str, Any]) -> list[html.Div]:
+    """Conditions that make one class fail more than the rest of it (a classifier's only), or why none; each
+    verifiable as a slice."""
     if findings.confusion is None:
         return []
     return [_section("Within a class: conditions that make one class fail more than the rest of it", [
         _finding(f"classslice-{i}", c.description, f"{c.size} datapoints, {c.failure_rate:.0%} fail (the rest of the "
                                                    f"class {c.rest_failure_rate:.0%}); the class: "
-                                                   f"{c.class_failure_rate:.0%} of {c.class_size} fail")
+                                                   f"{c.class_failure_rate:.0%} of {c.class_size} fail", roles)
         for i, c in enumerate(findings.class_slices)], findings.class_no_slice)]
 
 
@@ -250,10 +255,12 @@ def _section(title: str, items: list, why_none: Optional[NoSlice] = None, empty:
     return html.Div([html.H5(title), html.P(empty, className="hint"), *why])
 
 
-def _finding(key: str, title: str, detail: str) -> html.Li:
-    """The finding's button (it narrows the table) and, for a finding an intervention can test, its verify button."""
+def _finding(key: str, title: str, detail: str, roles: Optional[Mapping[str, Any]] = None) -> html.Li:
+    """The finding's button (it narrows the table) and, given the epoch table's ``roles``, its verify button where a
+    check can test it."""
     return html.Li([html.Button([html.B(title), html.Span(f"  {detail}")], id={"type": FAILURES_FINDING, "index": key},
-                                className="finding-button", style=FINDING_STYLE), verify_button(key)],
+                                className="finding-button", style=FINDING_STYLE),
+                    verify_button(key, roles) if roles is not None else None],
                    style={"display": "flex", "alignItems": "center"})
 
 
@@ -268,6 +275,6 @@ def findings_content(backend: ViewerBackend, run_path: Optional[str], epoch_key:
         findings = backend.findings(epoch)
     except FINDINGS_ERRORS as exc:
         return alert(str(exc), "danger", "failures-error"), [], {}, {}, {}
-    above, below = findings_view(findings)
+    above, below = findings_view(findings, table_roles(backend, epoch))
     return (above, below, separators_figure(findings), data_map_figure(findings),
             confusion_figure(findings))
