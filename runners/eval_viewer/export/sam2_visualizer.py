@@ -13,7 +13,6 @@ from typing import Any, Optional
 
 import numpy as np
 
-from debuggers.tensor_utils import to_numpy
 from runners.eval_viewer.export.debug_states import states_of_datapoint
 from runners.eval_viewer.export.report import ExportError, write_html
 from runners.eval_viewer.figures.attention import MAX_HEADS, attention_heads_figure, entropy_figure
@@ -74,7 +73,7 @@ class SAM2Visualizer:
         (``show_individual_dims``), its top-3 principal components as RGB, how alike it makes each cell to a few
         reference cells, and its ``frequencies`` (the state ``frequency_dimensions``) if given."""
         encoding = _rows(pos_enc_data, 4, 0, "a position encoding (channels, h, w)")
-        figures = encoding_figures(encoding, str(encoding_type), None if frequencies is None else to_numpy(frequencies),
+        figures = encoding_figures(encoding, str(encoding_type), None if frequencies is None else _numpy(frequencies),
                                    show_individual_dims, f"position encoding ({encoding_type})")
         similarity = similarity_figure({str(encoding_type): encoding})
         return self._done(figures + ([similarity] if similarity is not None else []), save_path,
@@ -102,10 +101,18 @@ class SAM2Visualizer:
         return figures
 
 
+def _numpy(value: Any) -> np.ndarray:
+    """A tensor (on any device, of any dtype: bfloat16 has no NumPy twin) as a float NumPy array; anything else
+    (an array, a PIL image, numbers) as NumPy reads it."""
+    if hasattr(value, "detach"):
+        return value.detach().cpu().float().numpy()
+    return np.asarray(value)
+
+
 def _rows(data: Any, batched: int, datapoint: int, what: str, least: int = 3) -> np.ndarray:
     """``data`` as a float array, row ``datapoint`` of it where it has ``batched`` dimensions (a batch first);
     at least ``least`` dimensions are left."""
-    array = to_numpy(data) if hasattr(data, "detach") else np.asarray(data)
+    array = _numpy(data)
     if array.dtype.kind not in "biuf" or not least <= array.ndim <= batched:
         raise ExportError(f"expected {what}, got an array of shape {array.shape} and dtype {array.dtype}")
     if array.ndim == batched:
@@ -117,7 +124,7 @@ def _rows(data: Any, batched: int, datapoint: int, what: str, least: int = 3) ->
 
 def _image(image: Any, datapoint: int) -> np.ndarray:
     """An input image (batch, 3, H, W), (3, H, W), (H, W, 3) or a PIL image as an array of one image."""
-    array = np.asarray(image) if not hasattr(image, "detach") else to_numpy(image)
+    array = _numpy(image)
     return array[datapoint] if array.ndim == 4 else array
 
 
