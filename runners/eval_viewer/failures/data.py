@@ -87,9 +87,7 @@ def chosen_datapoints(findings: Findings, trigger: Any, separator: Optional[dict
     if kind == "map" and findings.data_map is not None and position in ("ambiguous", "hard"):
         chosen = findings.data_map.ambiguous if position == "ambiguous" else findings.data_map.hard
         return chosen.tolist(), f"{position} datapoints of the data map"
-    lists = {"slice": findings.meta.slices, "islice": findings.internals.slices, "subgroup": findings.subgroups,
-             "suspects": findings.suspect_groups, "nan": findings.nan_origins, "dead": findings.dead_units,
-             "iseparator": findings.internals.separators}
+    lists = finding_lists(findings)
     if kind not in lists or not position.isdigit() or int(position) >= len(lists[kind]):
         return None
     found = lists[kind][int(position)]
@@ -97,8 +95,30 @@ def chosen_datapoints(findings: Findings, trigger: Any, separator: Optional[dict
         return dead_unit(findings, found)
     if kind == "iseparator":
         return separator_side(findings, found.units[0].column if found.units else found.column, found.direction)
-    what = getattr(found, "description", None) or getattr(found, "module", "")
-    return found.idx.tolist(), str(what)
+    return found.idx.tolist(), _what(found)
+
+
+def finding_lists(findings: Findings) -> dict[str, list]:
+    """The findings a key names by kind and place (``slice-0``), as ``chosen_datapoints`` reads them."""
+    return {"slice": findings.meta.slices, "islice": findings.internals.slices, "subgroup": findings.subgroups,
+            "suspects": findings.suspect_groups, "nan": findings.nan_origins, "dead": findings.dead_units,
+            "iseparator": findings.internals.separators}
+
+
+def finding_names(findings: Findings) -> list[tuple[str, str]]:
+    """``(key, what it is)`` of every finding that stands for a set of datapoints, as ``chosen_datapoints`` reads
+    the key; a separating quantity's key names its failing tenth."""
+    named = [(f"{kind}-{place}", f"{kind}: {_what(found)}") for kind, found_list in finding_lists(findings).items()
+             for place, found in enumerate(found_list)]
+    named += [(f"separator:{found.column}", f"separator: {found.column}") for found in findings.meta.separators]
+    named += [("labels-0", "suspected label errors")] if findings.label_issues else []
+    if findings.data_map is not None:
+        named += [(f"map-{kind}", f"data map: {kind}") for kind in ("ambiguous", "hard")]
+    return named
+
+
+def _what(found: Any) -> str:
+    return str(getattr(found, "description", None) or getattr(found, "module", None) or getattr(found, "column", ""))
 
 
 def separator_side(findings: Findings, column: str, direction: str) -> tuple[list[int], str]:
