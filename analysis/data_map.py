@@ -10,7 +10,13 @@ where the prediction was right and is wrong at the next. The kinds of datapoint:
 - *ambiguous*: the model changes its mind (variability >= 0.2);
 - *hard to learn*: the model consistently gives its label a low probability (confidence < 0.5, variability < 0.2).
   Mislabelled datapoints gather here, and so do systematic subgroups the model never learns: the suspects'
-  neighbourhoods (``analysis/label_noise.py``) tell them apart.
+  neighbourhoods (``analysis/label_noise.py``, ``analysis/failure_groups.py``) tell them apart;
+- *still learning*: one that would be ambiguous or hard to learn, but whose probability rose by at least ``RISE``
+  from the first epoch to the last and is at its highest (within ``PEAK``) at the last. A model stopped while it was
+  still learning leaves such datapoints with a low mean or a wide spread; that is not the model changing its mind.
+
+The whole run is still learning when the mean probability of the labels rose by at least ``RUN_RISE`` over the
+epochs and is at its highest at the last: the map then says so (``DataMap.note``).
 
 The validation set is never trained on, so this is the map of how the model's view of unseen data settles.
 """
@@ -31,7 +37,8 @@ from run_dir.names import EPOCH_TABLE_FILE, epoch_number
 
 MIN_EPOCHS = 3
 CONFIDENCE_CUT, VARIABILITY_CUT = 0.5, 0.2
-KINDS = ("easy", "ambiguous", "hard to learn")
+RISE, PEAK, RUN_RISE = 0.2, 0.05, 0.05
+KINDS = ("easy", "ambiguous", "hard to learn", "still learning")
 POINTS = 3000  # datapoints drawn in the chart (SVG markers): every failure first (up to half), then a random sample
 
 
@@ -41,12 +48,25 @@ class History:
     confidence: np.ndarray  # aligned with the analysed table's idx; NaN where a datapoint has no history
     variability: np.ndarray
     forgetting: np.ndarray
+    rising: np.ndarray  # bool: p(label) up by RISE from the first epoch to the last, and at its peak there
+    mean_confidence: list[float]  # the mean p(label) of every datapoint with one, per epoch
 
     def kinds(self) -> np.ndarray:
         """Each datapoint's kind (an index into KINDS)."""
         ambiguous = self.variability >= VARIABILITY_CUT
         hard = ~ambiguous & (self.confidence < CONFIDENCE_CUT)
-        return np.where(ambiguous, 1, np.where(hard, 2, 0))
+        kinds = np.where(ambiguous, 1, np.where(hard, 2, 0))
+        return np.where((kinds > 0) & self.rising, 3, kinds)
+
+    def still_learning(self) -> Optional[str]:
+        """Why the whole run is still learning (its mean confidence still rising at the end), else None."""
+        trend = self.mean_confidence
+        if not trend[-1] - trend[0] >= RUN_RISE or trend[-1] < max(trend):
+            return None
+        shown = " → ".join(f"{value:.2f}" for value in self.mean_confidence)
+        return (f"the model was still learning: the mean probability of the labels rose over the validation epochs "
+                f"{self.epochs} ({shown}); datapoints it had not learnt yet are 'still learning', not ambiguous or "
+                "hard to learn")
 
 
 def read_history(epoch_dir: str, idx: np.ndarray, notes: list[str]) -> Optional[History]:
@@ -78,8 +98,12 @@ def read_history(epoch_dir: str, idx: np.ndarray, notes: list[str]) -> Optional[
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a datapoint without any history: NaN, as it should be
         mean, spread = np.nanmean(confidence, axis=0), np.nanstd(confidence, axis=0)
+        per_epoch = [float(value) for value in np.nanmean(confidence, axis=1)]
+        peak = np.nanmax(confidence, axis=0)
     forgetting = (correct[:-1] & ~correct[1:]).sum(axis=0)
-    return History(epochs, mean, spread, forgetting)
+    with np.errstate(invalid="ignore"):  # NaN where an epoch lacks the datapoint: not rising
+        rising = (confidence[-1] - confidence[0] >= RISE) & (confidence[-1] >= peak - PEAK)
+    return History(epochs, mean, spread, forgetting, rising, per_epoch)
 
 
 def data_map(history: History, idx: np.ndarray, failed: np.ndarray, seed: int = 0) -> DataMap:
@@ -97,4 +121,6 @@ def data_map(history: History, idx: np.ndarray, failed: np.ndarray, seed: int = 
               "variability": np.round(history.variability[shown], 4).tolist(),
               "forgetting": history.forgetting[shown].tolist(), "kind": [KINDS[k] for k in kinds[shown]],
               "failed": failed[shown].tolist()}
-    return DataMap(history.epochs, counts, failures, points, idx[known & (kinds == 1)], idx[known & (kinds == 2)])
+    return DataMap(history.epochs, counts, failures, points, idx[known & (kinds == 1)], idx[known & (kinds == 2)],
+                   idx[known & (kinds == 3)], [round(value, 4) for value in history.mean_confidence],
+                   history.still_learning())

@@ -32,18 +32,20 @@ from typing import Any, Optional
 import numpy as np
 from sklearn.metrics import confusion_matrix
 
+from analysis.class_names import class_name
 from analysis.columns import UNIT, Columns, split_columns
 from analysis.data_map import data_map, read_history
 from analysis.epoch_table import FAILURE_DEFINITION_ROLE, EpochTable
 from analysis.explain import explain, rows_of
+from analysis.failure_groups import Neighbourhoods, failure_groups, neighbourhoods
 from analysis.findings import DeadUnit, FamilyFindings, Findings, save_findings
 from analysis.internals import CapturedInternals, read_internals
-from analysis.label_noise import class_name, suspected_label_errors
+from analysis.label_noise import suspected_label_errors
 from analysis.meta_terms import MetaVocabulary
 from analysis.outcomes import measured_restatements
 from analysis.separators import separating_quantities
 from analysis.slices import find_slices
-from analysis.subgroups import find_subgroups, reduced_space
+from analysis.subgroups import distinct_groups, find_subgroups, reduced_space
 from analysis.table_checks import AnalysisError, check_table
 from analysis.tag_columns import tag_columns
 from run_dir import EpochDir, RunDir
@@ -155,21 +157,44 @@ def analyze_table(table: EpochTable, internals: Optional[CapturedInternals] = No
     for found in findings.internals.slices:
         for condition in found.conditions:
             condition.same_on += columns.same_as.get(condition.column, [])
-    space = None
+    near, grouped = None, np.zeros(n, dtype=bool)
     if internals is not None:
         findings.notes += [internals.problem] if internals.problem else []
-        findings.subgroups = find_subgroups(internals, idx, failed, vocabulary, min_size, layers,
-                                            findings.notes)[:top]
+        findings.subgroups = find_subgroups(internals, idx, failed, vocabulary, min_size, layers, findings.notes)
         findings.nan_origins = internals.nan_origins[:top]
-        space = _suspects_space(internals, idx)
+        near, grouped = _groups_failing_alike(findings, internals, values, failed, vocabulary, min_size, layers,
+                                              columns.label_copies)
+        findings.subgroups = findings.subgroups[:top]
+        findings.training_label_groups = findings.training_label_groups[:top]
     explain(findings, values, failed, vocabulary, layers, set(table.roles.get("input_region", [])))
     history = read_history(epoch_dir, idx, findings.notes) if epoch_dir else None
     findings.data_map = data_map(history, idx, failed) if history is not None else None
-    findings.label_issues, findings.suspect_groups = suspected_label_errors(
-        values, failed, _explaining(findings, idx, columns), space, vocabulary, history, top)
+    findings.label_issues, findings.suspect_groups, findings.label_issues_note = suspected_label_errors(
+        values, failed, _explaining(findings, idx, columns), near, vocabulary, history, top, grouped)
     findings.dead_units = dead_units(values, table.roles.get("summaries", []))
     findings.confusion = confusion(values)
     return findings
+
+
+def _groups_failing_alike(findings: Findings, internals: CapturedInternals, values: dict[str, np.ndarray],
+                          failed: np.ndarray, vocabulary: MetaVocabulary, min_size: int, layers: dict[str, str],
+                          label_columns: frozenset[str]) -> tuple[Optional[Neighbourhoods], np.ndarray]:
+    """The neighbourhoods of the suspects' feature space and the groups that fail alike in it
+    (``analysis/failure_groups.py``): systematic groups in ``findings.training_label_groups``, variants among the
+    subgroups. Also the bool mask of their rows (and of the groups a meta condition shifts), which leave the label
+    suspects."""
+    name, space = _suspects_space(internals, values["idx"])
+    near = neighbourhoods(name, space) if space is not None and "label" in values and "prediction" in values \
+        else None
+    if near is None:
+        return None, np.zeros(len(failed), dtype=bool)
+    systematic, variants, grouped = failure_groups(near, values, failed, vocabulary, min_size, layers.get(name),
+                                                   label_columns)
+    findings.training_label_groups = systematic
+    findings.subgroups = distinct_groups(findings.subgroups, variants, systematic)
+    for group in [*systematic, *(found for found in findings.subgroups if found.kind == "variant")]:
+        grouped |= rows_of(values["idx"], group.idx)
+    return near, grouped
 
 
 def _columns(table: EpochTable, values: dict[str, np.ndarray], failed: np.ndarray) -> Columns:
@@ -195,16 +220,17 @@ def _top(found: tuple[list, int], top: int) -> tuple[list, int]:
     return found[0][:top], found[1]
 
 
-def _suspects_space(internals: CapturedInternals, table_idx: np.ndarray) -> Optional[np.ndarray]:
-    """The captured feature space with the most datapoints, reduced, one row per table row (NaN: not captured)."""
+def _suspects_space(internals: CapturedInternals, table_idx: np.ndarray) -> tuple[str, Optional[np.ndarray]]:
+    """The captured feature space with the most datapoints (its debugger), reduced, one row per table row (NaN: not
+    captured)."""
     if not internals.vectors:
-        return None
-    idx, vectors = max(internals.vectors.values(), key=lambda pair: len(pair[0]))
+        return "", None
+    name, (idx, vectors) = max(internals.vectors.items(), key=lambda item: len(item[1][0]))
     usable = np.isfinite(vectors).all(axis=1)
     space = np.full((len(table_idx), min(16, vectors.shape[1])), np.nan, dtype=np.float32)
     if usable.sum() > space.shape[1]:
         space[np.searchsorted(table_idx, idx[usable])] = reduced_space(vectors[usable])
-    return space
+    return name, space
 
 
 def _explaining(findings: Findings, idx: np.ndarray, columns: Columns) -> list[tuple[str, str, np.ndarray]]:

@@ -154,6 +154,34 @@ class Subgroup:
     meta_match: Optional[MetaMatch] = None
     examples: list[int] = field(default_factory=list)  # its most typical datapoints
     target: Target = field(default_factory=Target)
+    kind: str = "cluster"  # 'cluster': a dense cluster; 'variant': failures of one label that fail alike
+
+    @property
+    def description(self) -> str:
+        return self.meta_match.describe() if self.meta_match else "no meta column describes it"
+
+
+@dataclass
+class TrainingLabelGroup:
+    """Datapoints of one label that the model predicts consistently as one other class, among neighbours (in a
+    captured feature space) that share their label and fail alike: not noise in the validation labels, which agree
+    with their neighbours, but a class the model learnt for them, most often from their training labels
+    (``analysis/failure_groups.py``)."""
+
+    debugger: str  # the feature space
+    label: Any  # their (validation) label
+    predicted: Any  # the class they are predicted as
+    size: int
+    failures: int
+    failure_rate: float
+    rest_failure_rate: float
+    consistency: float  # the share of its failures predicted as ``predicted``
+    confidence: float  # the median probability of ``predicted`` on its failures
+    neighbours_agree: float  # the share of its failures' nearest neighbours that carry their label
+    idx: np.ndarray = field(repr=False)
+    meta_match: Optional[MetaMatch] = None
+    examples: list[int] = field(default_factory=list)  # its most typical datapoints
+    target: Target = field(default_factory=Target)
 
     @property
     def description(self) -> str:
@@ -167,7 +195,9 @@ class LabelIssue:
     suggested: Any
     self_confidence: float
     mean_confidence: Optional[float] = None  # p(label) over the validation epochs (the data map)
-    neighbours_failing: Optional[float] = None  # share of its nearest same-prediction datapoints that fail
+    neighbours_failing: Optional[float] = None  # share of its nearest neighbours (a captured space) that fail
+    margin: Optional[float] = None  # p(suggested) - p(label): how confidently the model disagrees
+    neighbours_suggest: Optional[float] = None  # share of its nearest neighbours whose label is the suggested class
 
 
 @dataclass
@@ -196,6 +226,9 @@ class DataMap:
     points: dict[str, list[Any]] = field(repr=False)  # idx, confidence, variability, forgetting, kind, failed
     ambiguous: np.ndarray = field(repr=False)  # the idx of each kind but the easy ones
     hard: np.ndarray = field(repr=False)
+    still_learning: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
+    mean_confidence: list[float] = field(default_factory=list)  # every datapoint's mean p(label), per epoch
+    note: Optional[str] = None  # what the whole run's trend says (the model still learning)
 
 
 @dataclass
@@ -241,6 +274,8 @@ class Findings:
     restatements: list[Restatement] = field(default_factory=list)
     label_issues: list[LabelIssue] = field(default_factory=list)
     suspect_groups: list[SuspectGroup] = field(default_factory=list)
+    training_label_groups: list[TrainingLabelGroup] = field(default_factory=list)
+    label_issues_note: Optional[str] = None  # why the label suspects are withheld
     data_map: Optional[DataMap] = None
     nan_origins: list[NaNOrigin] = field(default_factory=list)
     dead_units: list[DeadUnit] = field(default_factory=list)

@@ -24,7 +24,7 @@ from sklearn.cluster import HDBSCAN
 from sklearn.decomposition import PCA
 from sklearn.neighbors import KNeighborsClassifier
 
-from analysis.findings import Subgroup, Target
+from analysis.findings import Subgroup, Target, TrainingLabelGroup
 from analysis.internals import CapturedInternals
 from analysis.meta_terms import MetaVocabulary
 from analysis.slices import ALPHA
@@ -34,6 +34,7 @@ CLUSTERED_ROWS = 20_000
 MIN_SAMPLES = 5
 EXAMPLES = 5
 FAR_MORE = 1.5  # a subgroup's failure rate, even at its lower confidence bound, over the rest's
+SAME_GROUP = 0.5  # the Jaccard index of two groups' datapoints above which they are one group
 
 
 def find_subgroups(internals: CapturedInternals, table_idx: np.ndarray, failed: np.ndarray,
@@ -71,6 +72,21 @@ def find_subgroups(internals: CapturedInternals, table_idx: np.ndarray, failed: 
             beta.ppf(level, found.failures, found.size - found.failures + 1) >= FAR_MORE * found.rest_failure_rate]
     for found in kept:
         found.target.conditions = list(found.meta_match.conditions) if found.meta_match else []
+    return sorted(kept, key=lambda found: -found.failure_rate)
+
+
+def distinct_groups(clusters: list[Subgroup], variants: list[Subgroup], systematic: list[TrainingLabelGroup]
+                    ) -> list[Subgroup]:
+    """The clusters and the variants (``analysis/failure_groups.py``) as one list, highest failure rate first, each
+    group once: one whose datapoints are mostly those of a systematic group, a variant or a cluster before it (in
+    this order: the first says more of them) is left out (Jaccard >= SAME_GROUP)."""
+    kept: list[Subgroup] = []
+    seen = [set(group.idx.tolist()) for group in systematic]
+    for group in variants + clusters:
+        rows = set(group.idx.tolist())
+        if all(len(rows & other) < SAME_GROUP * len(rows | other) for other in seen):
+            kept.append(group)
+            seen.append(rows)
     return sorted(kept, key=lambda found: -found.failure_rate)
 
 

@@ -12,7 +12,8 @@ truth:
   of the cause's datapoints (half of the slice, or three times the cause's share of the epoch for a rare cause; a
   SliceLine slice likewise);
 - any cause is **found as a group** when an entry of a list (a slice of either family, a subgroup, a systematic
-  suspect group; a Domino component) is made mostly of its datapoints and holds at least 30% of them;
+  suspect group, a systematic training-label group; a Domino component) is made mostly of its datapoints and holds
+  at least 30% of them;
 - label noise is scored by the precision of the top 10 label suspects, beside plain cleanlab's;
 - NaN by the NaN origin list, a dead channel by the dead-unit list.
 
@@ -34,7 +35,8 @@ for every label past a value of one column must be cut there: the first meta sli
 
 ``--real`` trains ``configs/examples/digits_trainer.py`` (scikit-learn's digits, nothing planted) and a weaker run
 of it on 550 of its training images, and prints each one's accuracy and the report of ``python -m runners.analyze``,
-for a person to judge by looking at the datapoints each finding names.
+for a person to judge by looking at the datapoints each finding names, and how many of the top-10 label suspects
+(Lantern's, plain cleanlab's) a second, independent model contradicts too (``independent_check``).
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ from typing import Any, Optional
 
 import numpy as np
 import torch
+from sklearn.datasets import load_digits
+from sklearn.linear_model import LogisticRegression
 
 from analysis.columns import LABEL
 from analysis.epoch_table import EpochTable
@@ -66,6 +70,7 @@ from benchmarks.planted_benchmarks import (
 from run_dir.names import EPOCH_TABLE_FILE
 from runners import analyze as analyze_command
 from runners.trainers import BaseTrainer
+from utils.builders import build_from_config
 
 TARGET = 3
 DISTRACTOR_TOP = 5
@@ -75,6 +80,7 @@ SUSPECT_TOPS = (10, 50)
 MAX_MEMBERS = (1, 5)  # of a systematic group or a rare variant, in the label suspects' top 10 and top 50
 FLIP_PRECISION = 0.8
 THRESHOLD_TOLERANCE = 0.05  # a found threshold's distance from the planted one, as a share of the column's range
+FOLDS = 5  # the independent model's fits on the digits' training split
 
 
 @dataclass
@@ -232,7 +238,9 @@ def _cause_ranks(cause: Cause, findings: Findings, idx: np.ndarray, failed_idx: 
                            for s in findings.internals.slices],
              "subgroups": [(g.idx, [c.column for c in g.meta_match.conditions] if g.meta_match else [])
                            for g in findings.subgroups],
-             "suspect groups": [(g.idx, []) for g in findings.suspect_groups]}
+             "suspect groups": [(g.idx, []) for g in findings.suspect_groups],
+             "training-label groups": [(g.idx, [c.column for c in g.meta_match.conditions] if g.meta_match else [])
+                                       for g in findings.training_label_groups]}
     grouped = cause.kind in GROUPED
     # a systematic group or a rare variant counts only where an entry is at least half of it: a slice on its class
     # alone holds it at three times its share and says nothing of it
@@ -290,7 +298,8 @@ def _distractors(findings: Findings, sliceline: list[FoundGroup], distractors: t
             texts += [found.description, *found.also, found.meta_match.description if found.meta_match else ""]
         for separator in family.separators[:DISTRACTOR_TOP]:
             texts += [separator.column, separator.meta_match.description if separator.meta_match else ""]
-    for group in [*findings.subgroups[:DISTRACTOR_TOP], *findings.suspect_groups[:DISTRACTOR_TOP]]:
+    for group in [*findings.subgroups[:DISTRACTOR_TOP], *findings.suspect_groups[:DISTRACTOR_TOP],
+                  *findings.training_label_groups[:DISTRACTOR_TOP]]:
         texts.append(group.meta_match.description if group.meta_match else "")
     return {"lantern": [text for text in texts if named(text)],
             "sliceline": [g.description for g in sliceline[:DISTRACTOR_TOP] if named(g.description)]}
@@ -301,18 +310,18 @@ def report(name: str, result: dict[str, Any], seconds: tuple[float, float]) -> b
     failures, rows = result["failures"]
     print(f"\n== {name}: {failures} of {rows} fail ({result['outside']:.1%} of those no planted cause touches); "
           f"training {seconds[0]:.0f} s, analysis {seconds[1]:.1f} s")
-    print(f"{'cause':44s} {'fail x':>6s}  {'Lantern named':16s} {'Lantern group':18s} {'SliceLine':>9s} "
+    print(f"{'cause':44s} {'fail x':>6s}  {'Lantern named':16s} {'Lantern group':26s} {'SliceLine':>9s} "
           f"{'Domino':>6s}  target")
     met = True
     for r in result["ranks"]:
         verdict = ("ok" if r.named_or_grouped else "MISSED") if r.must_find else "(fails < 1.5x the rest)"
         met &= r.named_or_grouped
-        print(f"{r.cause[:44]:44s} {r.fail_ratio:6.1f}  {r.lantern_named or '-':16s} {r.lantern_group or '-':18s} "
+        print(f"{r.cause[:44]:44s} {r.fail_ratio:6.1f}  {r.lantern_named or '-':16s} {r.lantern_group or '-':26s} "
               f"{r.sliceline or '-':>9} {r.domino or '-':>6}  {verdict}")
     for cause, rank in result["other"].items():
         ok = rank is not None and rank <= TARGET
         met &= ok
-        print(f"{cause[:44]:44s} {'':6s}  {'#' + str(rank) if rank else '-':16s} {'':18s} {'':>9s} {'':>6s}  "
+        print(f"{cause[:44]:44s} {'':6s}  {'#' + str(rank) if rank else '-':16s} {'':26s} {'':>9s} {'':>6s}  "
               f"{'ok' if ok else 'MISSED'}")
     if result["label precision"] is not None:
         ours, plain = result["label precision"]
@@ -331,11 +340,11 @@ def _report_told_apart(result: dict[str, Any]) -> bool:
     grouped = [r for r in result["ranks"] if r.kind in GROUPED]
     met = True
     if grouped:
-        print(f"\n{'systematic group / rare variant':44s} {'kind':10s} {'Lantern group':18s} "
+        print(f"\n{'systematic group / rare variant':44s} {'kind':10s} {'Lantern group':26s} "
               f"{'suspects top 10/50: Lantern':>28s} {'cleanlab':>9s} {'Domino':>6s}  target")
     for r in grouped:
         met &= r.met
-        print(f"{r.cause[:44]:44s} {r.kind:10s} {r.lantern_group or '-':18s} {_counts(r.suspects):>28s} "
+        print(f"{r.cause[:44]:44s} {r.kind:10s} {r.lantern_group or '-':26s} {_counts(r.suspects):>28s} "
               f"{_counts(r.cleanlab):>9s} {r.domino or '-':>6}  {_verdict(r)}")
     if result["flip target"] is not None and result["label precision"] is not None:
         ours, plain = result["label precision"]
@@ -382,7 +391,8 @@ def _verdict(ranks: Ranks) -> str:
 
 
 def real_data_report(work_dir: str) -> None:
-    """Train the digits example and its weaker run, and print each one's accuracy and analysis report."""
+    """Train the digits example and its weaker run, and print each one's accuracy, its analysis report and how many
+    of its top-10 label suspects an independent model contradicts too."""
     for weak in (False, True):
         benchmark = digits(os.path.join(work_dir, "digits_weak" if weak else "digits"), weak)
         seconds = train(benchmark.config)
@@ -391,6 +401,32 @@ def real_data_report(work_dir: str) -> None:
         print(f"\n== {benchmark.name}: accuracy {accuracy:.1%} ({findings.failures} of {findings.datapoints} fail); "
               f"training {seconds:.0f} s\n")
         analyze_command.main(["--run", benchmark.config["work_dir"]])
+        print(independent_check(benchmark, findings))
+
+
+def independent_check(benchmark: Benchmark, findings: Findings) -> str:
+    """How many of Lantern's top-10 label suspects, and of plain cleanlab's, a second model contradicts too: a
+    logistic regression on the 8x8 pixels, its validation probabilities averaged over ``FOLDS`` fits that each leave
+    out a fold of the training split (out-of-sample for validation, independent of the network)."""
+    val, train_split = (build_from_config({**benchmark.config[key], "args": {
+        **benchmark.config[key]["args"], "train_limit": None}}, key) for key in ("val_dataset", "train_dataset"))
+    scans = load_digits()  # the images DigitsDataset's rows index
+    pixels, labels = scans.data / 16.0, scans.target
+    folds = np.array_split(np.random.default_rng(0).permutation(train_split.rows), FOLDS)
+    probabilities = np.mean([LogisticRegression(max_iter=2000).fit(
+        pixels[np.setdiff1d(train_split.rows, fold)], labels[np.setdiff1d(train_split.rows, fold)]).predict_proba(
+        pixels[val.rows]) for fold in folds], axis=0)
+    contradicts = probabilities.argmax(axis=1) != labels[val.rows]
+    epoch_dir = resolve_epoch_dir(benchmark.config["work_dir"], None)
+    values = EpochTable(os.path.join(epoch_dir, EPOCH_TABLE_FILE)).values(["idx", "label", "probabilities"])
+    plain = values["idx"][cleanlab_suspects(values["label"], values["probabilities"])][:10].tolist()
+    ours = [issue.idx for issue in findings.label_issues[:10]]
+    accuracy = 1 - contradicts.mean()
+    return (f"independent check (logistic regression on the pixels, {FOLDS} folds of the training split, validation "
+            f"accuracy {accuracy:.1%}): it contradicts the label of {int(contradicts[ours].sum())} of Lantern's "
+            f"{len(ours)} top label suspects {ours}, and of {int(contradicts[plain].sum())} of plain cleanlab's "
+            f"{len(plain)} {plain}" + (f"; Lantern: {findings.label_issues_note}" if findings.label_issues_note
+                                       else ""))
 
 
 def main() -> None:

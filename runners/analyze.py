@@ -72,22 +72,31 @@ def format_findings(findings: Findings) -> str:
     lines += [f"note: {note}" for note in findings.notes]
     lines += _family("Meta info (what the data says)", findings.meta)
     lines += _family("Internals (what the model does)", findings.internals)
-    lines += _table("Subgroups in captured feature spaces", ["#", "space", "size", "fail", "rest", "described by",
-                                                             "typical idx"],
-                    [[i + 1, g.debugger, g.size, f"{g.failure_rate:.0%}", f"{g.rest_failure_rate:.0%}", g.description,
-                      " ".join(map(str, g.examples))] for i, g in enumerate(findings.subgroups)])
+    lines += _table("Subgroups in captured feature spaces (a rare variant: failures of one label that fail alike, "
+                    "predicted as several classes)",
+                    ["#", "space", "kind", "size", "fail", "rest", "described by", "typical idx"],
+                    [[i + 1, g.debugger, "rare variant" if g.kind == "variant" else "cluster", g.size,
+                      f"{g.failure_rate:.0%}", f"{g.rest_failure_rate:.0%}", g.description,
+                      " ".join(map(str, g.examples))]
+                     for i, g in enumerate(findings.subgroups)])
+    lines += _training_label_groups(findings)
     lines += _table("Systematic subgroups among the suspected label errors (not label noise)",
                     ["#", "group", "suspects", "why", "meta description"],
                     [[i + 1, g.description, g.size, g.why, g.meta_match.describe() if g.meta_match else "none"]
                      for i, g in enumerate(findings.suspect_groups)])
-    lines += _table("Suspected label errors (cleanlab; not in a systematic subgroup, by self-confidence)",
-                    ["#", "idx", "label", "model says", "p(label)", "over epochs", "neighbours failing"],
-                    [[i + 1, e.idx, e.label, e.suggested, f"{e.self_confidence:.3f}", _share(e.mean_confidence, 3),
-                      _share(e.neighbours_failing)] for i, e in enumerate(findings.label_issues)])
+    lines += _table("Suspected label errors (cleanlab; not in a group; the most confident disagreement its neighbours "
+                    "back first)",
+                    ["#", "idx", "label", "model says", "p(label)", "margin", "over epochs", "neighbours labelled so",
+                     "neighbours failing"],
+                    [[i + 1, e.idx, e.label, e.suggested, f"{e.self_confidence:.3f}", _share(e.margin, 2),
+                      _share(e.mean_confidence, 3), _share(e.neighbours_suggest), _share(e.neighbours_failing)]
+                     for i, e in enumerate(findings.label_issues)])
+    lines += [f"note: {findings.label_issues_note}"] if findings.label_issues_note else []
     if findings.data_map is not None:
         counts, failing = findings.data_map.counts, findings.data_map.failures
         lines += ["", f"Data map over validation epochs {findings.data_map.epochs}: " + ", ".join(
             f"{kind} {counts[kind]} ({failing[kind]} fail)" for kind in counts)]
+        lines += [f"note: {findings.data_map.note}"] if findings.data_map.note else []
     lines += _table("Restate the failure (computed from the model's output: never a cause)", ["column", "why"],
                     [[r.column, r.why] for r in findings.restatements])
     lines += _table("Where NaN/Inf first appears", ["#", "module", "type", "datapoints"],
@@ -95,6 +104,22 @@ def format_findings(findings: Findings) -> str:
     lines += _table("Dead units (a summary with one value for every datapoint)", ["#", "column", "value"],
                     [[i + 1, d.column, f"{d.value:g}"] for i, d in enumerate(findings.dead_units)])
     return "\n".join(lines)
+
+
+def _training_label_groups(findings: Findings) -> list[str]:
+    """The systematic groups, each with what to do about it."""
+    groups = findings.training_label_groups
+    lines = _table("Systematic training-label groups: datapoints of one label predicted consistently as another class, "
+                   "whose validation labels agree with their neighbours' (not label noise)",
+                   ["#", "label → predicted", "size", "fail", "rest", "as predicted", "p(predicted)",
+                    "neighbours share the label", "described by", "typical idx"],
+                   [[i + 1, f"{g.label} → {g.predicted}", g.size, f"{g.failure_rate:.0%}", f"{g.rest_failure_rate:.0%}",
+                     f"{g.consistency:.0%}", _share(g.confidence, 2), f"{g.neighbours_agree:.0%}", g.description,
+                     " ".join(map(str, g.examples))] for i, g in enumerate(groups)])
+    return lines + [f"#{i + 1}: check the TRAINING labels of datapoints like these ({g.failures} of {g.size}; e.g. "
+                    f"{', '.join(map(str, g.examples[:3]))}): the model learnt '{g.predicted}' for them, most often "
+                    f"from training labels that say so; if those say '{g.label}', what they share makes the model see "
+                    f"'{g.predicted}'" for i, g in enumerate(groups)]
 
 
 def _family(title: str, family: FamilyFindings) -> list[str]:

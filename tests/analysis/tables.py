@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from analysis.epoch_table import EpochTable, write_epoch_table
@@ -31,3 +33,42 @@ def probabilities_of(rng: np.random.Generator, label: np.ndarray, prediction: np
     logits[np.arange(len(label)), prediction] += confidence
     logsumexp = np.log(np.exp(logits).sum(axis=1))
     return np.exp(logits - logsumexp[:, None]).astype(np.float32), logsumexp
+
+
+@dataclass
+class PlantedGroups:
+    """A validation epoch where the truth is known: labels, a model's probabilities and a feature space."""
+
+    label: np.ndarray
+    probabilities: np.ndarray
+    vectors: np.ndarray
+    systematic: np.ndarray  # bool: a subgroup of class 0 the model calls class 1 every time, its labels right
+    variant: np.ndarray  # bool: a subgroup of class 2 the model calls 0, 1 or 3 at random, never sure
+    flipped: np.ndarray  # bool: a label flipped at random (the datapoint still looks like its class)
+
+
+def nearest_centre_model(rng: np.random.Generator, vectors: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """Probabilities of a model that predicts the class whose centre is nearest to a datapoint's vector."""
+    distances = ((vectors[:, None, :] - centres[None]) ** 2).sum(axis=2)
+    logits = -3.0 * distances / vectors.shape[1] + rng.normal(0, 0.2, size=distances.shape)
+    probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return (probabilities / probabilities.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def planted_groups(rng: np.random.Generator, rows: int, classes: int = 5, dim: int = 8) -> PlantedGroups:
+    """Classes around far-apart centres. 4% of the labels flipped at random. A systematic group: 40% of class 0 sit
+    in a tight cluster near class 1, so the model calls them 1 every time (a model trained on labels 1 for them
+    would). A variant: 30% of class 2 sit in a cluster of their own, which the model calls 0, 1 or 3 at random."""
+    centres = rng.normal(0, 3, size=(classes, dim))
+    truth = rng.integers(0, classes, rows)
+    systematic = (truth == 0) & (rng.random(rows) < 0.4)
+    variant = (truth == 2) & (rng.random(rows) < 0.3)
+    flipped = ~systematic & ~variant & (rng.random(rows) < 0.04)
+    label = np.where(flipped, (truth + rng.integers(1, classes, rows)) % classes, truth)
+    vectors = centres[truth] + rng.normal(0, 1.0, size=(rows, dim))
+    vectors[systematic] = 0.8 * centres[1] + 0.2 * centres[0] + rng.normal(0, 0.3, (int(systematic.sum()), dim))
+    vectors[variant] = centres[[0, 1, 3]].mean(axis=0) + rng.normal(0, 0.5, (int(variant.sum()), dim))
+    probabilities = nearest_centre_model(rng, vectors, centres)
+    probabilities[variant] = 0.1
+    probabilities[np.flatnonzero(variant), rng.choice([0, 1, 3], int(variant.sum()))] = 0.6
+    return PlantedGroups(label, probabilities, vectors.astype(np.float32), systematic, variant, flipped)

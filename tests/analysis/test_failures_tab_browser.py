@@ -19,7 +19,7 @@ from benchmarks.failure_discovery import evaluate
 from benchmarks.planted_benchmarks import planted
 from data.datasets.synthetic_shapes import Planted
 from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL
-from runners.eval_viewer.failures import view as failures_layout
+from runners.eval_viewer.failures.data import SEPARATOR_SHARE
 from runners.eval_viewer.failures.ids import (
     FAILURES_DATA_MAP_CHART,
     FAILURES_FILTER_NOTE,
@@ -46,7 +46,7 @@ GRID_IDX = """() => {
 @dataclass
 class Walk:
     cause: str  # a cause of ``benchmarks.planted_benchmarks.planted``, or 'separator' for its separating quantity
-    finding: str  # the finding list's id prefix in the tab (``failures_layout.FINDING``)
+    finding: str  # the finding list's id prefix in the tab (``FAILURES_FINDING``'s index)
     planted: Callable[[Planted], bool]  # the datapoint to open: one that carries the cause
     shown: str  # what its Debug Outputs must show
 
@@ -126,7 +126,7 @@ def chosen_idx(findings: Findings, walk: Walk, rank: int) -> list[int]:
         table = pq.read_table(findings.table_path, columns=["idx", found.column]).to_pydict()
         values = np.array(table[found.column], dtype=np.float64)
         lower = found.direction == "lower in failures"
-        cut = np.nanquantile(values, failures_layout.SEPARATOR_SHARE if lower else 1 - failures_layout.SEPARATOR_SHARE)
+        cut = np.nanquantile(values, SEPARATOR_SHARE if lower else 1 - SEPARATOR_SHARE)
         chosen = values <= cut if lower else values >= cut
         return np.array(table["idx"])[chosen].tolist()
     if walk.finding == "dead":  # every datapoint where the unit has its one value (NaN rows have none)

@@ -10,7 +10,7 @@ import numpy as np
 
 from analysis.epoch_table import EpochTable, EpochTableError
 from analysis.failures import AnalysisError, Findings
-from analysis.findings import DeadUnit
+from analysis.findings import DeadUnit, TrainingLabelGroup
 from runners.eval_viewer.failures.ids import (
     FAILURES_CONFUSION_CHART,
     FAILURES_FINDING,
@@ -21,6 +21,7 @@ from runners.eval_viewer.shared.runs import Epoch
 from runners.eval_viewer.shared.scores import ScoresError
 
 SEPARATOR_SHARE = 0.1  # clicking a separating quantity shows the failing side's most extreme tenth of it
+MAP_KINDS = {"ambiguous": "ambiguous", "hard": "hard", "learning": "still_learning"}  # a data-map button's datapoints
 FINDINGS_ERRORS = (AnalysisError, EpochTableError, ScoresError)
 
 
@@ -84,9 +85,9 @@ def chosen_datapoints(findings: Findings, trigger: Any, separator: Optional[dict
     kind, _, position = str((trigger or {}).get("index", "")).partition("-")
     if kind == "labels":
         return [issue.idx for issue in findings.label_issues], "suspected label errors"
-    if kind == "map" and findings.data_map is not None and position in ("ambiguous", "hard"):
-        chosen = findings.data_map.ambiguous if position == "ambiguous" else findings.data_map.hard
-        return chosen.tolist(), f"{position} datapoints of the data map"
+    if kind == "map" and findings.data_map is not None and position in MAP_KINDS:
+        chosen = getattr(findings.data_map, MAP_KINDS[position])
+        return chosen.tolist(), f"{MAP_KINDS[position].replace('_', ' ')} datapoints of the data map"
     lists = finding_lists(findings)
     if kind not in lists or not position.isdigit() or int(position) >= len(lists[kind]):
         return None
@@ -102,7 +103,7 @@ def finding_lists(findings: Findings) -> dict[str, list]:
     """The findings a key names by kind and place (``slice-0``), as ``chosen_datapoints`` reads them."""
     return {"slice": findings.meta.slices, "islice": findings.internals.slices, "subgroup": findings.subgroups,
             "suspects": findings.suspect_groups, "nan": findings.nan_origins, "dead": findings.dead_units,
-            "iseparator": findings.internals.separators}
+            "iseparator": findings.internals.separators, "trainlabels": findings.training_label_groups}
 
 
 def finding_names(findings: Findings) -> list[tuple[str, str]]:
@@ -113,11 +114,13 @@ def finding_names(findings: Findings) -> list[tuple[str, str]]:
     named += [(f"separator:{found.column}", f"separator: {found.column}") for found in findings.meta.separators]
     named += [("labels-0", "suspected label errors")] if findings.label_issues else []
     if findings.data_map is not None:
-        named += [(f"map-{kind}", f"data map: {kind}") for kind in ("ambiguous", "hard")]
+        named += [(f"map-{kind}", f"data map: {what.replace('_', ' ')}") for kind, what in MAP_KINDS.items()]
     return named
 
 
 def _what(found: Any) -> str:
+    if isinstance(found, TrainingLabelGroup):
+        return f"label {found.label}, predicted consistently as {found.predicted}"
     return str(getattr(found, "description", None) or getattr(found, "module", None) or getattr(found, "column", ""))
 
 

@@ -1,14 +1,15 @@
 """The Failures tab: why the chosen epoch's datapoints fail (``analysis.failures``), each finding clickable.
 
 Meta info first (what the data says: what a user can change), then what the model does (each internal finding with
-the meta conditions that best match it, or "no meta column describes it"), subgroups of the captured feature spaces,
-the label suspects told apart from systematic subgroups, the data map of the validation epochs, the columns that
-restate the failure (never causes), NaN origins and dead units.
+the meta conditions that best match it, or "no meta column describes it"), subgroups of the captured feature spaces
+(rare variants among them), the systematic training-label groups, the label suspects told apart from them (with why
+some are left out, or all withheld), the data map of the validation epochs (and whether the model was still
+learning), the columns that restate the failure (never causes), NaN origins and dead units.
 
-Clicking a finding (a slice, a separating quantity's bar or button, a subgroup, a suspect group, the label suspects,
-a kind of the data map, a confusion-matrix cell, a NaN origin, a dead unit) writes its datapoints' idx to the
-``TABLE_IDX_FILTER`` store, which the datapoint table and the score grid read; opening a datapoint from the table
-then shows it, Debug Outputs included.
+Clicking a finding (a slice, a separating quantity's bar or button, a subgroup, a training-label group, a suspect
+group, the label suspects, a kind of the data map, a confusion-matrix cell, a NaN origin, a dead unit) writes its
+datapoints' idx to the ``TABLE_IDX_FILTER`` store, which the datapoint table and the score grid read; opening a
+datapoint from the table then shows it, Debug Outputs included.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, Optional
 
 from dash import dcc, html
 
-from analysis.findings import Findings, MetaMatch, Slice
+from analysis.findings import Findings, MetaMatch, Slice, TrainingLabelGroup
 from runners.eval_viewer.failures.data import FINDINGS_ERRORS, chosen_epoch
 from runners.eval_viewer.failures.ids import (
     FAILURES_CONFUSION_CHART,
@@ -38,7 +39,7 @@ from runners.eval_viewer.shared.first_view import FirstView
 NO_EPOCH = "Choose a run and an epoch to see why its datapoints fail."
 FINDING_STYLE = {"textAlign": "left", "width": "100%", "cursor": "pointer", "margin": "2px 0",
                  "background": "white", "border": "1px solid #ddd", "borderRadius": "4px", "padding": "4px 8px"}
-KIND_COLOURS = {"easy": "#4c9f70", "ambiguous": "#e0a030", "hard to learn": "#c0392b"}
+KIND_COLOURS = {"easy": "#4c9f70", "ambiguous": "#e0a030", "hard to learn": "#c0392b", "still learning": "#3b73b9"}
 EMPTY_CONTENT = (NO_EPOCH, [], {}, {}, {})
 
 
@@ -80,18 +81,27 @@ def findings_view(findings: Findings) -> tuple[list[Any], list[Any]]:
                      + (f"; best units {', '.join(f'{u.column} {u.auroc:.3f}' for u in s.units)}" if s.units else "")
                      + f"; {_match(s.meta_match)}")
             for i, s in enumerate(findings.internals.separators)]),
-        _section("Subgroups in captured feature spaces", [
-            _finding(f"subgroup-{i}", f"{g.debugger}: {g.size} datapoints, {g.failure_rate:.0%} fail "
-                                      f"(rest {g.rest_failure_rate:.0%})",
+        _section("Subgroups in captured feature spaces (a rare variant: one label's failures that fail alike, "
+                 "predicted as several classes)", [
+            _finding(f"subgroup-{i}", f"{g.debugger}{': rare variant' if g.kind == 'variant' else ''}: {g.size} "
+                                      f"datapoints, {g.failure_rate:.0%} fail (rest {g.rest_failure_rate:.0%})",
                      f"{_match(g.meta_match)}; typical: {', '.join(f'#{i}' for i in g.examples)}")
             for i, g in enumerate(findings.subgroups)]),
+        _section("Systematic training-label groups: one label predicted consistently as another class, the validation "
+                 "labels agreeing with their neighbours' (check the TRAINING labels of datapoints like these)", [
+            _finding(f"trainlabels-{i}", f"{g.label} → {g.predicted}: {g.size} datapoints, {g.failure_rate:.0%} fail "
+                                         f"(rest {g.rest_failure_rate:.0%})", _training_label_detail(g))
+            for i, g in enumerate(findings.training_label_groups)]),
         _section("Systematic subgroups among the suspected label errors (fix the data or the model, not the labels)", [
             _finding(f"suspects-{i}", g.description, f"{g.why}; {_match(g.meta_match)}")
             for i, g in enumerate(findings.suspect_groups)]),
-        _section("Suspected label errors (cleanlab, systematic subgroups left out)", [
-            _finding("labels-0", f"{len(findings.label_issues)} most suspicious labels",
-                     ", ".join(f"#{e.idx} {e.label} (model: {e.suggested})" for e in findings.label_issues[:5]))
-        ] if findings.label_issues else []),
+        _section("Suspected label errors (cleanlab; groups left out; the most confident disagreement its neighbours "
+                 "back first)", ([
+                     _finding("labels-0", f"{len(findings.label_issues)} most suspicious labels",
+                              ", ".join(f"#{e.idx} {e.label} (model: {e.suggested})"
+                                        for e in findings.label_issues[:5]))] if findings.label_issues else [])
+                 + ([html.Li(findings.label_issues_note, className="hint suspects-note")]
+                    if findings.label_issues_note else [])),
         _data_map_kinds(findings),
         _section("Restate the failure (computed from the model's output: never a cause)", [
             html.Li(f"{r.column}: {r.why}", className="hint") for r in findings.restatements]),
@@ -116,6 +126,15 @@ def _slice_detail(found: Slice) -> str:
     return "; ".join(parts)
 
 
+def _training_label_detail(group: TrainingLabelGroup) -> str:
+    """What ties the group together, what describes it, and what to do."""
+    return (f"{group.consistency:.0%} of its failures predicted as {group.predicted} (p {group.confidence:.2f}); "
+            f"{group.neighbours_agree:.0%} of their neighbours share their label; {_match(group.meta_match)}; "
+            f"typical: {', '.join(f'#{i}' for i in group.examples)}. The model learnt '{group.predicted}' for "
+            f"datapoints like these, most often from training labels that say so; if those say '{group.label}', what "
+            f"they share makes the model see '{group.predicted}'")
+
+
 def _match(match: MetaMatch | None) -> str:
     return match.describe() if match is not None else "no meta column describes it"
 
@@ -129,11 +148,14 @@ def _data_map_kinds(findings: Findings) -> html.Div:
     counts, failing = data_map.counts, data_map.failures
     summary = ", ".join(f"{kind} {counts[kind]} ({failing[kind]} fail)" for kind in counts)
     return _section(f"Data map over validation epochs {', '.join(map(str, data_map.epochs))}: {summary}", [
+        *([html.Li(data_map.note, className="hint data-map-note")] if data_map.note else []),
         _finding("map-ambiguous", f"{len(data_map.ambiguous)} ambiguous datapoints",
                  "the model changes its mind about them from epoch to epoch"),
         _finding("map-hard", f"{len(data_map.hard)} hard-to-learn datapoints",
                  "the model consistently gives their label a low probability: mislabelled, or a group it never "
-                 "learns (see the suspects above)")])
+                 "learns (see the groups and suspects above)"),
+        _finding("map-learning", f"{len(data_map.still_learning)} still-learning datapoints",
+                 "their label's probability was still rising at the last epoch: the model had not learnt them yet")])
 
 
 def separators_figure(findings: Findings) -> dict:
