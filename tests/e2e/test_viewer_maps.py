@@ -29,6 +29,7 @@ from runners.eval_viewer.embeddings.ids import (
     EMBEDDING_OPEN,
     TAB_EMBEDDINGS,
 )
+from runners.eval_viewer.export.report import export_report
 from runners.eval_viewer.many_runs.ids import RUNS_CURVES, RUNS_TABLE, TAB_RUNS
 from runners.eval_viewer.shared.ids import SELECTED
 from runners.eval_viewer.table.ids import FILTER_CHIPS, TABLE_CAPTION
@@ -155,8 +156,8 @@ def test_a_click_opens_a_point_and_more_like_this_lists_its_nearest_neighbours(n
     page.wait_for_function(f"() => JSON.stringify(({MARKED})()) === '[{nearest[2]}]'")
 
 
-def test_a_tag_given_from_the_keyboard_is_a_column_that_filters_kept_in_the_run_and_the_link(
-        new_page, viewer_url, logs):
+def test_a_tag_given_from_the_keyboard_is_a_column_that_filters_kept_in_the_run_the_link_and_the_export(
+        new_page, viewer_url, logs, tmp_path):
     run = str(logs / "fast")
     page = new_page(f"{viewer_url}/?run={quote(run)}")
     wait_caption(page, "epoch 1: 40 datapoints")
@@ -184,6 +185,10 @@ def test_a_tag_given_from_the_keyboard_is_a_column_that_filters_kept_in_the_run_
 
     filter_column(page, "tags", "blank")  # the untagged ones
     wait_caption(page, "38 of 40")
+
+    report = open(export_report(run, [first, second, 0 if 0 not in (first, second) else 1],
+                                str(tmp_path / "report.html"))).read()
+    assert report.count("odd one") == 4  # the two tagged ones, in the report's table and in their own sections
 
 
 def test_three_runs_overlaid_with_their_config_differences_sorted_and_a_click_opens_one(new_page, viewer_url, logs):
