@@ -186,6 +186,10 @@ def test_a_tag_given_from_the_keyboard_is_a_column_that_filters_kept_in_the_run_
     filter_column(page, "tags", "blank")  # the untagged ones
     wait_caption(page, "38 of 40")
 
+    coloured = open_map(new_page, viewer_url, run, f"&map_colour={quote('tag:odd one')}")  # the map by the tag
+    drawn = {name: sorted(idx) for name, idx in coloured.evaluate(DRAWN)}
+    assert drawn["tagged odd one (2)"] == sorted([first, second])
+
     report = open(export_report(run, [first, second, 0 if 0 not in (first, second) else 1],
                                 str(tmp_path / "report.html"))).read()
     assert report.count("odd one") == 4  # the two tagged ones, in the report's table and in their own sections
