@@ -14,7 +14,10 @@ the run's earlier epoch tables) and returns ``Findings`` (``analysis/findings.py
   that several families find, reported once;
 - suspected label errors told apart from systematic subgroups (``analysis/label_noise.py``), with the data map of
   the run's validation epochs (``analysis/data_map.py``);
-- NaN origins, dead units, the confusion matrix.
+- NaN origins, dead units, the confusion matrix and its main confusions (``analysis/confusions.py``);
+- slices within one class (``analysis/class_slices.py``), a note on each finding that mostly restates one class
+  (``analysis/class_restatements.py``), and, for a family that names no slice, why not in numbers
+  (``analysis/weak_evidence.py``).
 
 The run's tags (given in the viewer) are meta columns too (``analysis/tag_columns.py``).
 
@@ -33,7 +36,10 @@ import numpy as np
 from sklearn.metrics import confusion_matrix
 
 from analysis.class_names import class_name
+from analysis.class_restatements import note_class_restatements
+from analysis.class_slices import class_slices
 from analysis.columns import UNIT, Columns, split_columns
+from analysis.confusions import main_confusions
 from analysis.data_map import data_map, read_history
 from analysis.epoch_table import FAILURE_DEFINITION_ROLE, EpochTable
 from analysis.explain import explain, rows_of
@@ -48,6 +54,7 @@ from analysis.slices import find_slices
 from analysis.subgroups import distinct_groups, find_subgroups, reduced_space
 from analysis.table_checks import AnalysisError, check_table
 from analysis.tag_columns import tag_columns
+from analysis.weak_evidence import why_no_slice
 from run_dir import EpochDir, RunDir
 from run_dir.errors import EpochNotFoundError
 from run_dir.findings_file import epoch_signature
@@ -157,6 +164,7 @@ def analyze_table(table: EpochTable, internals: Optional[CapturedInternals] = No
     for found in findings.internals.slices:
         for condition in found.conditions:
             condition.same_on += columns.same_as.get(condition.column, [])
+    _why_no_slices(findings, columns, failed, min_size)
     near, grouped = None, np.zeros(n, dtype=bool)
     if internals is not None:
         findings.notes += [internals.problem] if internals.problem else []
@@ -167,6 +175,10 @@ def analyze_table(table: EpochTable, internals: Optional[CapturedInternals] = No
         findings.subgroups = findings.subgroups[:top]
         findings.training_label_groups = findings.training_label_groups[:top]
     explain(findings, values, failed, vocabulary, layers, set(table.roles.get("input_region", [])))
+    findings.class_slices, findings.class_no_slice = class_slices(columns.meta, columns.label_copies, values, failed,
+                                                                  min_size, top, findings.meta.slices)
+    note_class_restatements(findings, values, failed, columns.label_copies)
+    findings.confusions = main_confusions(values, top)
     history = read_history(epoch_dir, idx, findings.notes) if epoch_dir else None
     findings.data_map = data_map(history, idx, failed) if history is not None else None
     findings.label_issues, findings.suspect_groups, findings.label_issues_note = suspected_label_errors(
@@ -214,6 +226,14 @@ def _columns(table: EpochTable, values: dict[str, np.ndarray], failed: np.ndarra
             columns.internals.pop(restatement.column, None)
         columns.restatements += measured
     return columns
+
+
+def _why_no_slices(findings: Findings, columns: Columns, failed: np.ndarray, min_size: int) -> None:
+    """Say why, in numbers, for each family with columns that names no slice."""
+    if columns.meta and not findings.meta.slices:
+        findings.meta.no_slice = why_no_slice(columns.meta, failed, min_size)
+    if columns.internals and not findings.internals.slices:
+        findings.internals.no_slice = why_no_slice(columns.internals, failed, min_size, columns.families)
 
 
 def _top(found: tuple[list, int], top: int) -> tuple[list, int]:

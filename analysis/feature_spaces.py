@@ -17,7 +17,6 @@ import numpy as np
 
 from analysis.epoch_table import EpochTable
 from analysis.internals import feature_space_names, read_feature_space
-from debuggers.pages.errors import DebugOutputsNotFoundError
 from debuggers.pages.reader import load_debug_outputs
 from utils.errors import LanternUserError
 
@@ -54,11 +53,8 @@ def epoch_spaces(table: EpochTable, outputs: Optional[dict[str, Any]]) -> list[S
 def sample_outputs(epoch_dir: str) -> Optional[dict[str, Any]]:
     """The debug outputs of the epoch's first captured datapoint (what ``epoch_spaces`` looks at), None without any
     (``DebugDataError`` when its pages cannot be read)."""
-    try:
-        outputs = load_debug_outputs(epoch_dir)
-    except DebugOutputsNotFoundError:
-        return None
-    first = min(outputs, default=None)
+    outputs = load_debug_outputs(epoch_dir)  # None: the debugger did not run for this epoch
+    first = min(outputs, default=None) if outputs is not None else None
     return None if first is None else outputs[first]
 
 

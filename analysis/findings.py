@@ -114,10 +114,81 @@ class Slice:
     nan_origin: Optional[str] = None  # a slice of missing values: the module where NaN first appeared on them
     examples: list[int] = field(default_factory=list)
     target: Target = field(default_factory=Target)
+    class_note: Optional[str] = None  # set when it mostly restates one class
 
     @property
     def description(self) -> str:
         return " and ".join(condition.describe() for condition in self.conditions)
+
+
+@dataclass
+class ClassSlice(Slice):
+    """A slice within one class: conditions that make the class fail significantly more than its other datapoints
+    (``rest_failure_rate``: the rate of the class's datapoints outside the slice)."""
+
+    label: Condition = field(default_factory=lambda: Condition("label", "="))  # 'label_name = 1'
+    class_size: int = 0
+    class_failure_rate: float = 0.0
+
+    @property
+    def description(self) -> str:
+        return f"{super().description} among {self.label.describe()}"
+
+
+@dataclass
+class Confusion:
+    """Datapoints of one label that the model reads as another class; ``examples``: its most confident mistakes."""
+
+    label: Any
+    prediction: Any
+    count: int
+    share: float  # of the label's datapoints
+    examples: list[int]
+    idx: np.ndarray = field(repr=False)
+
+    @property
+    def description(self) -> str:
+        return f"{self.label} read as {self.prediction}"
+
+
+@dataclass
+class NoSlice:
+    """Why a family names no slice: its failures, and the condition that came closest (the smallest p-value against
+    its level), with how many failures a slice of its size would need at that level."""
+
+    failures: int
+    datapoints: int
+    condition: Optional[Condition] = None  # None: no condition holds min_size datapoints (or nothing fails)
+    size: int = 0
+    inside: int = 0  # its failures
+    rest_failure_rate: float = 0.0
+    p_value: float = 1.0
+    level: float = 0.0
+    needed: Optional[int] = None  # failures it would need, the rest as it is (None: more than its size)
+    within: Optional[Condition] = None  # the class searched, for slices within a class (its figures are the class's)
+
+    @property
+    def description(self) -> str:
+        head = f"{self.failures} failures of {self.datapoints}" + (f" among {self.within.describe()}"
+                                                                     if self.within else "")
+        if self.failures in (0, self.datapoints):
+            return f"{head}: nothing tells failures from passes"
+        if self.condition is None:
+            return f"{head}: no condition holds enough datapoints and fails more than the rest"
+        need = f"at least {self.needed} failures" if self.needed is not None else \
+            f"more failures than its {self.size} datapoints"
+        return (f"{head}: at this level (p < {self.level:.2g}) a slice of {self.size} datapoints needs {need}; "
+                f"the closest is {self.condition.describe()}, with {self.inside} of the {self.failures} failures "
+                f"({self.inside / max(self.size, 1):.1%} fail against {self.rest_failure_rate:.1%} elsewhere; "
+                f"p = {self.p_value:.2g})")
+
+
+@dataclass
+class Twin:
+    """A quantity that is nearly another one (rank correlation ``rho``): listed under it, not again."""
+
+    column: str
+    rho: float
 
 
 @dataclass
@@ -139,6 +210,13 @@ class Separator:
     family_size: int = 1
     meta_match: Optional[MetaMatch] = None
     target: Target = field(default_factory=Target)
+    twins: list[Twin] = field(default_factory=list)  # near-duplicate quantities it stands for
+    class_note: Optional[str] = None  # set when it mostly restates one class
+
+    @property
+    def twins_description(self) -> str:
+        """'twins: aspect (rho +0.99), area (rho +0.91)'; empty without twins."""
+        return f"twins: {', '.join(f'{t.column} (rho {t.rho:+.2f})' for t in self.twins)}" if self.twins else ""
 
 
 @dataclass
@@ -155,6 +233,7 @@ class Subgroup:
     examples: list[int] = field(default_factory=list)  # its most typical datapoints
     target: Target = field(default_factory=Target)
     kind: str = "cluster"  # 'cluster': a dense cluster; 'variant': failures of one label that fail alike
+    class_note: Optional[str] = None  # set when it mostly restates one class
 
     @property
     def description(self) -> str:
@@ -260,6 +339,7 @@ class FamilyFindings:
     slices: list[Slice] = field(default_factory=list)
     separators: list[Separator] = field(default_factory=list)
     separators_tested: int = 0  # columns (families of units count once) given a Mann-Whitney test
+    no_slice: Optional[NoSlice] = None  # why no slice is named, when none is
 
 
 @dataclass
@@ -280,6 +360,9 @@ class Findings:
     nan_origins: list[NaNOrigin] = field(default_factory=list)
     dead_units: list[DeadUnit] = field(default_factory=list)
     confusion: Optional[dict[str, Any]] = None  # {'classes': [...], 'class_ids': [...], 'matrix': [[...]]}
+    confusions: list[Confusion] = field(default_factory=list)  # the largest off-diagonal cells, largest first
+    class_slices: list[ClassSlice] = field(default_factory=list)  # conditions that make one class fail more
+    class_no_slice: Optional[NoSlice] = None  # none within a class: the class and condition that came closest
     notes: list[str] = field(default_factory=list)  # what was left out, and why
 
     def to_dict(self) -> dict[str, Any]:

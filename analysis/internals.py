@@ -1,7 +1,12 @@
 """What the failure analysis needs of the captured outputs themselves, read from an epoch's debug pages.
 
-- Feature vectors: where a debugger captured a pooled feature vector per datapoint (a ``layer_output`` output, or a
-  plain 1-D array), for the subgroups (``analysis/subgroups.py``) and the label suspects' neighbourhoods.
+- Feature vectors: where a debugger captured a feature space per datapoint (a ``layer_output`` output, or a plain
+  1-D array), one value per unit, for the subgroups (``analysis/subgroups.py``) and the label suspects'
+  neighbourhoods. A ``layer_output`` is pooled over its positions with its units kept, by the layout it records
+  (``debuggers/feature_layout.py``): (C,) as it is; (C, T), (C, H, W), (C, D, H, W) channels-first, the mean over
+  the positions; tokens (T, D), the mean over the real tokens (weighted by ``token_weight``, the real tokens each
+  pooled block holds). An output that records no layout (captured before it did) is channels-first, the
+  convention its pooling followed.
 - NaN origins: where a ``NaNInfDebugger`` ran, the modules that first produced a NaN or Inf, by count.
 
 Pages are read through the safe reader (``load_debug_outputs``), one page at a time. An epoch whose debug
@@ -18,8 +23,9 @@ from typing import Any, Optional
 import numpy as np
 
 from analysis.findings import NaNOrigin
+from debuggers.feature_layout import TOKENS
 from debuggers.outputs import KIND_LAYER_OUTPUT, KIND_NAN_ORIGIN, is_shared_record
-from debuggers.pages.errors import DebugDataError, DebugOutputsNotFoundError
+from debuggers.pages.errors import DebugDataError
 from debuggers.pages.reader import load_debug_outputs
 
 
@@ -53,7 +59,8 @@ def read_feature_space(epoch_dir: str, debugger: str) -> tuple[np.ndarray, np.nd
     order, read page by page and keeping that debugger's alone. ``DebugDataError`` when the pages cannot be read or
     its vectors differ in length."""
     rows: dict[int, np.ndarray] = {}
-    for idx, datapoint in load_debug_outputs(epoch_dir).page_by_page():
+    outputs = load_debug_outputs(epoch_dir)  # None: the debugger did not run for this epoch
+    for idx, datapoint in outputs.page_by_page() if outputs is not None else ():
         output = datapoint.get(debugger)
         vector = None if output is None or is_shared_record(output) else _pooled_vector(output)
         if vector is not None:
@@ -66,10 +73,7 @@ def read_feature_space(epoch_dir: str, debugger: str) -> tuple[np.ndarray, np.nd
 
 
 def _read_captured(epoch_dir: str) -> CapturedInternals:
-    try:
-        outputs = load_debug_outputs(epoch_dir)
-    except DebugOutputsNotFoundError:  # the debugger did not run for this epoch
-        outputs = None
+    outputs = load_debug_outputs(epoch_dir)  # None: the debugger did not run for this epoch
     vectors: dict[str, dict[int, np.ndarray]] = defaultdict(dict)
     origins: dict[tuple[str, str], list[int]] = defaultdict(list)
     if outputs is not None:
@@ -94,14 +98,26 @@ def _collect(idx: int, datapoint: dict[str, Any], vectors: dict, origins: dict) 
 
 
 def _pooled_vector(output: Any) -> np.ndarray | None:
-    """A feature vector: a ``layer_output`` (spatial/token mean) or a 1-D array a debugger returned."""
+    """A feature vector, one value per unit: a ``layer_output`` pooled over its positions, or a 1-D array a debugger
+    returned."""
     if isinstance(output, dict) and output.get("kind") == KIND_LAYER_OUTPUT:
-        array = np.asarray(output.get("output"), dtype=np.float64)
-        if array.ndim == 3:
-            return array.mean(axis=(1, 2))
-        if array.ndim == 2:
-            return array.mean(axis=0)
-        return array.reshape(-1) if array.ndim == 1 else None
+        return pooled_layer_output(output)
     if isinstance(output, np.ndarray) and output.ndim == 1 and output.dtype.kind == "f" and len(output) > 1:
         return output.astype(np.float64)
     return None
+
+
+def pooled_layer_output(output: dict[str, Any]) -> np.ndarray | None:
+    """One datapoint's ``layer_output`` as its units' means over its positions (the module docstring's rule)."""
+    array = np.asarray(output.get("output"), dtype=np.float64)
+    if array.ndim == 1:
+        return array
+    if array.ndim < 1 or array.ndim > 4:
+        return None
+    if output.get("layout") != TOKENS:
+        return array.reshape(len(array), -1).mean(axis=1)
+    tokens = array.reshape(-1, array.shape[-1])
+    weight = np.asarray(output.get("token_weight", np.ones(len(tokens))), dtype=np.float64).reshape(-1)
+    if len(weight) != len(tokens) or not weight.sum() > 0:
+        return None
+    return weight @ tokens / weight.sum()

@@ -1,10 +1,12 @@
 """Confirming a finding by intervention: what is patched, on which datapoints, and how the result is judged.
 
-A finding says that some datapoints fail more than the rest and names what sets them apart: a unit of a
-layer, a module where NaN appears, or a region of the input. Only an intervention tells a cause from a
-correlate. ``runners/verify.py`` reruns the epoch's model on the finding's datapoints with the named part
-replaced by its mean over passing datapoints (``UnitPatch``, ``InputMask``), and on a random set matched to
-them (``matched_control``: as many failing and as many passing datapoints, drawn from outside the finding).
+A finding says that some datapoints fail more than the rest and names what sets them apart: units of a layer
+(channels, features, attention heads), a module where NaN appears, or a part of the input. Only an intervention
+tells a cause from a correlate. ``runners/verify.py`` reruns the epoch's model on the finding's datapoints with the
+named part replaced by its mean over passing datapoints (``UnitPatch``, ``InputMask``; token ids by padding), a
+subgroup moved onto the passing datapoints in its feature space (``UnitShift``) or a segmentation's prompt moved
+into its object (``PromptMove``), and on a random set matched to them
+(``matched_control``: as many failing and as many passing datapoints, drawn from outside the finding).
 This module holds the pure parts: the plan, the control and reference draws, the failure rule applied to the
 rerun's outputs, and the statistics.
 
@@ -34,7 +36,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from analysis.epoch_table import EpochTable
+from analysis.epoch_table import FAILURE_DEFINITION_ROLE, EpochTable
 from analysis.failures import AnalysisError, FailureDefinition, worst_rows
 
 CONFIRMED, CORRELATIONAL, INCONCLUSIVE = "confirmed", "correlational", "inconclusive"
@@ -44,49 +46,121 @@ DRAWS = 20_000
 REFERENCE_SIZE = 32  # passing datapoints whose mean replaces the patched part
 
 
+UNITS, HEADS = "units", "heads"
+MEAN, PADDING = "mean", "padding"
+
+
 @dataclass(frozen=True)
 class UnitPatch:
-    """Replace the output of ``module`` by its element-wise mean over passing datapoints: in ``channels`` only
-    (all when None), and with ``nonfinite_only`` only where it is NaN or infinite (a NaN origin)."""
+    """Replace units of ``module``'s output by their mean over passing datapoints: ``channels`` only (all when
+    None), and with ``nonfinite_only`` only where they are NaN or infinite (a NaN origin).
+
+    Units lie along the output's unit dim (``debuggers/feature_layout.py``: dim 1 of a conv layer's output, the last
+    of a (B, T, D) one). A conv layer's units take their element-wise mean (a map per channel); tokens their mean
+    over real tokens (one value per unit, whatever the sequence's length). ``kind=HEADS``: ``channels`` are
+    attention heads of ``module``, each the slice of the heads' concatenation its output projection reads."""
 
     module: str
     channels: Optional[tuple[int, ...]] = None
     nonfinite_only: bool = False
+    kind: str = UNITS
 
     def describe(self) -> str:
-        where = "every unit" if self.channels is None else \
-            f"unit{'s' if len(self.channels) > 1 else ''} {', '.join(map(str, self.channels[:8]))}" \
-            f"{' ...' if len(self.channels) > 8 else ''}"
+        name = "head" if self.kind == HEADS else "unit"
+        where = f"every {name}" if self.channels is None else \
+            f"{name}{'s' if len(self.channels) > 1 else ''} {', '.join(map(str, self.channels[:12]))}" \
+            f"{f' ... ({len(self.channels)})' if len(self.channels) > 12 else ''}"
         what = "NaN/Inf values" if self.nonfinite_only else "output"
         return f"{self.module}: {where}, {what} set to the passing mean"
 
 
+@dataclass(frozen=True)
+class UnitShift:
+    """Add ``offsets`` (one per unit of ``channels``) to ``module``'s output at every position: a subgroup moved onto
+    the passing datapoints' mean in the space it was found in (the units' means over their positions), each
+    datapoint keeping its own variation about it."""
+
+    module: str
+    channels: tuple[int, ...]
+    offsets: tuple[float, ...]
+    kind: str = UNITS
+
+    def describe(self) -> str:
+        shown = ", ".join(map(str, self.channels[:12])) + (f" ... ({len(self.channels)})" if len(self.channels) > 12
+                                                            else "")
+        size = float(np.mean(np.abs(self.offsets))) if self.offsets else 0.0
+        return f"{self.module}: units {shown} shifted onto the passing datapoints' mean (by {size:.3g} on average)"
+
+
 @dataclass(frozen=True, eq=False)
 class InputMask:
-    """Replace input ``input_key`` inside ``region`` (bool, the input's last two dims) by its mean over passing
-    datapoints."""
+    """Replace input ``input_key`` inside ``region`` by its mean over passing datapoints, or, with ``fill=PADDING``
+    (token ids), by padding: the batch's padding token, its attention mask 0.
+
+    ``region``: bool over the input's last ``region.ndim`` dims (from their start): a window of a signal or a span
+    of tokens (1-D), a region of an image (2-D), of a volume (3-D)."""
 
     input_key: str
     region: np.ndarray
+    fill: str = MEAN
 
     def describe(self) -> str:
-        rows, cols = np.nonzero(self.region)
-        return (f"input '{self.input_key}': {len(rows)} pixels (rows {rows.min()}-{rows.max()}, columns "
-                f"{cols.min()}-{cols.max()}) set to the passing mean")
+        where = np.nonzero(self.region)
+        unit = {1: "token" if self.fill == PADDING else "position", 2: "pixel", 3: "voxel"}[self.region.ndim]
+        names = {1: ("",), 2: ("rows ", "columns "), 3: ("depth ", "rows ", "columns ")}[self.region.ndim]
+        ranges = ", ".join(f"{name}{axis.min()}-{axis.max()}" for name, axis in zip(names, where)) \
+            if self.region.ndim > 1 or len(where[0]) > 8 else ", ".join(map(str, where[0]))
+        what = "replaced by padding" if self.fill == PADDING else "set to the passing mean"
+        return f"input '{self.input_key}': {len(where[0])} {unit}{'s' if len(where[0]) > 1 else ''} ({ranges}) {what}"
 
 
-Intervention = Union[UnitPatch, InputMask]
+@dataclass(frozen=True)
+class PromptMove:
+    """Move each datapoint's point prompt (``inputs[point_key]``, (x, y) in pixels) to the pixel of its target
+    (``labels[mask_key]``) farthest from the target's edge: the prompt where the object is surest."""
+
+    point_key: str
+    mask_key: str
+
+    def describe(self) -> str:
+        return f"input '{self.point_key}': the prompt moved to the point of the target '{self.mask_key}' farthest " \
+               "from its edge"
+
+
+Intervention = Union[UnitPatch, UnitShift, InputMask, PromptMove]
 
 
 @dataclass
 class InterventionPlan:
-    """What to do for one finding: which datapoints, and what to patch (``why``: how it was read off the finding)."""
+    """What to do for one finding: which datapoints, and what to patch (``why``: how it was read off the finding).
+
+    ``replication``: the finding's held-out replication, run where the intervention does not confirm it. For an
+    intervention the finding does not name (a Grad-CAM region, a moved prompt, a subgroup's shift: ``named`` False)
+    it gives the verdict: the failures may have another cause than the part tried. For one it names (its units) the
+    verdict stays the intervention's, the replication said beside it: "correlational" says the units are no cause,
+    the replication whether the finding is real all the same (its cause upstream of them)."""
 
     key: str
     finding: str
     idx: list[int]
     intervention: Intervention
     why: str
+    replication: Any = None  # analysis.replication.ReplicationPlan
+    named: bool = True
+
+
+class OfPlan:
+    """A result's key and finding: those of the plan (``plan``) it carried out."""
+
+    plan: Any
+
+    @property
+    def key(self) -> str:
+        return self.plan.key
+
+    @property
+    def finding(self) -> str:
+        return self.plan.finding
 
 
 @dataclass
@@ -98,7 +172,7 @@ class NotVerifiable:
     reason: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "finding": self.finding, "verdict": None, "reason": self.reason}
+        return {"key": self.key, "finding": self.finding, "verdict": None, "rests_on": None, "reason": self.reason}
 
 
 # ----------------------------------------------------------------------------------------------- the sets
@@ -169,9 +243,14 @@ class FailureRule:
 
 
 def failure_rule(table: EpochTable, definition: FailureDefinition) -> tuple[FailureRule, np.ndarray]:
-    """The rule ``definition`` applies to ``table``, and the rows it makes fail (``definition.failed``'s)."""
+    """The rule ``definition`` applies to ``table``, and the rows it makes fail (``definition.failed``'s): the run's
+    own ``failure_definition`` where ``definition`` names no metric and the run named one."""
+    named = table.roles.get(FAILURE_DEFINITION_ROLE)
+    if definition.metric is None and isinstance(named, dict) and isinstance(named.get("metric"), str):
+        definition = FailureDefinition(named["metric"], named["worst_fraction"])
     names = [name for name, _ in table.columns()]
-    values = table.values([name for name in ("label", "prediction") if name in names])
+    present = [name for name in ("label", "prediction") if name in names]
+    values = table.values(present) if present else {}
     failed, _ = definition.failed(table, values)
     if definition.metric is None and "label" in values and "prediction" in values:
         return FailureRule(None), failed

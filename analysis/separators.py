@@ -11,6 +11,11 @@ times the units tested (Bonferroni within the family), it is listed once, by its
 units inside, and it counts once in the correction over the quantities tested: a quantity is listed only when its
 p < 0.05 / (quantities tested). So 64 channels of one debugger neither push a meta column down the list nor dilute
 its test.
+
+Near-duplicate quantities are one finding: a listed quantity whose rank correlation with a stronger listed one
+reaches TWIN_RHO in absolute value (Spearman: each column ranked once on a sample of rows, the ranks correlated where
+both have a value) is nearly a monotone function of it (the width of a digit and its aspect ratio when every digit is
+8 high): it is named as that one's twin, not listed again.
 """
 
 from __future__ import annotations
@@ -18,13 +23,15 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
-from scipy.stats import mannwhitneyu
+from scipy.stats import mannwhitneyu, rankdata
 
-from analysis.findings import Separator, UnitScore
+from analysis.findings import Separator, Twin, UnitScore
 from analysis.slices import ALPHA, SEARCH_ROWS
 
 MIN_ROWS = 10
 UNITS_SHOWN = 3
+TWIN_RHO = 0.9
+TWIN_ROWS = 5000
 
 
 def separating_quantities(columns: dict[str, np.ndarray], failed: np.ndarray,
@@ -49,7 +56,44 @@ def separating_quantities(columns: dict[str, np.ndarray], failed: np.ndarray,
             if len(members) > 1 else []
         found.append(Separator(family if len(members) > 1 else best.column, best.auroc, direction, rows, units,
                                len(members)))
-    return sorted(found, key=lambda separator: -separator.auroc), len(tested)
+    found.sort(key=lambda separator: -separator.auroc)
+    return merge_twins(found, columns, seed), len(tested)
+
+
+def merge_twins(found: list[Separator], columns: dict[str, np.ndarray], seed: int = 0) -> list[Separator]:
+    """``found`` (strongest first) with each quantity that is a near-duplicate of a stronger kept one (module
+    docstring) moved into that one's ``twins``."""
+    rows = len(next(iter(columns.values()))) if columns else 0
+    sample = np.arange(rows) if rows <= TWIN_ROWS else \
+        np.sort(np.random.default_rng(seed).choice(rows, TWIN_ROWS, replace=False))
+    ranks = {s.column: _ranks(columns[s.units[0].column if s.units else s.column][sample]) for s in found}
+    kept: list[Separator] = []
+    for separator in found:
+        for other in kept:
+            rho = rank_correlation(ranks[other.column], ranks[separator.column])
+            if abs(rho) >= TWIN_RHO:
+                other.twins.append(Twin(separator.column, round(rho, 3)))
+                break
+        else:
+            kept.append(separator)
+    return kept
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """The ranks of a column's values (ties sharing their mean rank; NaN where there is no value), computed once
+    per column rather than once per pair."""
+    return rankdata(values.astype(np.float64), nan_policy="omit")
+
+
+def rank_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman's rho of two columns given as ranks (``_ranks``): Pearson's correlation of the ranks over the rows
+    where both have a value (each column ranked over all of its values)."""
+    both = np.isfinite(a) & np.isfinite(b)
+    if both.sum() < MIN_ROWS:
+        return 0.0
+    x, y = a[both] - a[both].mean(), b[both] - b[both].mean()
+    spread = float(np.sqrt((x * x).sum() * (y * y).sum()))
+    return float((x * y).sum()) / spread if spread > 0 else 0.0
 
 
 def _test(values: np.ndarray, failed: np.ndarray) -> Optional[tuple[float, float, str, int]]:

@@ -2,10 +2,12 @@
 
 Conditions (``candidate_conditions``) are ``column is null``, ``column = value`` for strings, flags and the
 frequent values of whole-number columns, and ``column < t`` / ``column >= t`` for numbers, ``t`` at the
-10/25/50/75/90 % quantiles (rounded to 3 significant digits, or of the spread where finer; the value the
-description shows). A beam search grows conjunctions one condition at
-a time, keeping the best ``beam`` slices per level whose rows are not nearly (Jaccard >= 0.95) those of a
-better one, so copies of one signal do not fill it; a child must score higher than its parent.
+10/25/50/75/90 % quantiles (rounded to 3 significant digits, or of the spread where finer). A beam search grows
+conjunctions one condition at a time, keeping the best ``beam`` slices per level whose rows are not nearly (Jaccard
+>= 0.95) those of a better one, so copies of one signal do not fill it; a child must score higher than its parent.
+The quantile cuts decide significance; a found slice is reported with its numeric cuts searched again on the
+column's values (``analysis/thresholds.py``: where failures start), and with a label condition only where it needs
+one (``_label_needed``), then ranked again.
 
 Significance (why random failures give no slice): a slice is a finding only when it fails significantly
 more than the rest, by a one-sided Fisher exact test at its share of alpha = 0.05 (weighted Bonferroni,
@@ -41,6 +43,7 @@ from scipy.special import gammaln
 from scipy.stats import beta, hypergeom
 
 from analysis.findings import Condition, Slice, missing
+from analysis.thresholds import recut
 
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 MAX_CATEGORIES = 12  # a whole-number column with at most this many values gets no thresholds
@@ -127,12 +130,13 @@ def _equal_conditions(name: str, present: list, min_size: int) -> list[Condition
 def find_slices(columns: dict[str, np.ndarray], failed: np.ndarray, idx: np.ndarray, min_size: int,
                 top: int = 10, beam: int = 12, max_conditions: int = 3, seed: int = 0,
                 exclusive: frozenset[str] = frozenset(), families: Optional[dict[str, str]] = None,
-                family: str = "meta") -> list[Slice]:
+                family: str = "meta", alpha: float = ALPHA) -> list[Slice]:
     """The ``top`` significant slices by score (see the module docstring), best first.
 
-    At most one of the ``exclusive`` columns appears in a slice (a label and its copies). ``families`` maps a
-    column to its family of units (``condition_weights``); ``family`` names the kind of column searched ('meta' or
-    'internals'), which the slices carry.
+    At most one of the ``exclusive`` columns appears in a slice (a label and its copies), and one is kept only where
+    the slice needs it (``_label_needed``). ``families`` maps a column to its family of units
+    (``condition_weights``); ``family`` names the kind of column searched ('meta' or 'internals'), which the slices
+    carry; ``alpha``: the level shared among every test of the search.
     """
     conditions = candidate_conditions(columns, min_size, families)
     if not conditions or failed.all() or not failed.any():
@@ -143,10 +147,8 @@ def find_slices(columns: dict[str, np.ndarray], failed: np.ndarray, idx: np.ndar
     bits = _condition_bits(conditions, columns, search)
     search_failed = failed[search]
     scale = len(search) / len(failed)
-    # each child of d conditions: one test against the rest, one against the rows each condition leaves out
-    per_condition = 1 + beam * sum(1 + depth for depth in range(2, max_conditions + 1))
-    alpha = ALPHA * condition_weights(conditions, families) / per_condition
-    score = _Scorer(search_failed, alpha, max(1, int(min_size * scale)))
+    levels = condition_levels(conditions, families, beam, max_conditions, alpha)
+    score = _Scorer(search_failed, levels, max(1, int(min_size * scale)))
 
     level = [(i,) for i in range(len(conditions))]
     alone = score.counts(bits)
@@ -161,11 +163,82 @@ def find_slices(columns: dict[str, np.ndarray], failed: np.ndarray, idx: np.ndar
         level, scores, significant = _extend(best, bits, alone, conditions, score, exclusive)
         if not level:
             break
-    ranked = sorted(found.items(), key=lambda item: -item[1])
-    slices = _report(ranked, conditions, columns, failed, idx, top, alpha, min_size)
+    searched = columns if len(search) == len(failed) else _Rows(columns, search)
+    candidates = _sharpened(found, conditions, levels, searched, search_failed, max(1, int(min_size * scale)),
+                            exclusive)
+    slices = _report(candidates, columns, failed, idx, top, min_size)
     for found_slice in slices:
         found_slice.family = family
     return slices
+
+
+def condition_levels(conditions: list[Condition], families: Optional[dict[str, str]] = None, beam: int = 12,
+                     max_conditions: int = 3, alpha: float = ALPHA) -> np.ndarray:
+    """Each condition's level: its share of ``alpha`` (``condition_weights``) over the tests the search makes with
+    it (each child of d conditions: one test against the rest, one against the rows each condition leaves out)."""
+    per_condition = 1 + beam * sum(1 + depth for depth in range(2, max_conditions + 1))
+    return alpha * condition_weights(conditions, families) / per_condition
+
+
+class _Rows(dict):
+    """The search sample's rows of each column, taken when first asked for."""
+
+    def __init__(self, columns: dict[str, np.ndarray], rows: np.ndarray) -> None:
+        super().__init__()
+        self.columns, self.rows = columns, rows
+
+    def __missing__(self, name: str) -> np.ndarray:
+        self[name] = self.columns[name][self.rows]
+        return self[name]
+
+
+def _sharpened(found: dict[tuple[int, ...], float], conditions: list[Condition], levels: np.ndarray,
+               columns: dict[str, np.ndarray], failed: np.ndarray, min_size: int, labels: frozenset[str]
+               ) -> list[tuple[list[Condition], float, float]]:
+    """Each found slice as it is reported: its numeric cuts searched on the column's values (``recut``), a label
+    condition dropped where the slice does not need it, scored again; (conditions, level, score), best first, each
+    description once. The level stays that of the strictest condition the search tested."""
+    best: dict[str, tuple[list[Condition], float, float]] = {}
+    for members, _ in found.items():
+        level = float(levels[list(members)].min())
+        chosen = recut([conditions[i] for i in members], columns, failed, min_size)
+        if not _label_needed(chosen, labels, columns, failed, level):
+            chosen = recut([c for c in chosen if c.column not in labels], columns, failed, min_size)
+        mask = np.logical_and.reduce([c.mask(columns[c.column]) for c in chosen])
+        inside, size = int((mask & failed).sum()), int(mask.sum())
+        if size < min_size or size == len(failed):
+            continue
+        rank = float(slice_score(inside, size, int(failed.sum()) - inside, len(failed) - size, level))
+        key = " and ".join(sorted(c.describe() for c in chosen))
+        if key not in best or best[key][2] < rank:
+            best[key] = (chosen, level, rank)
+    return sorted(best.values(), key=lambda candidate: -candidate[2])
+
+
+def _label_needed(chosen: list[Condition], labels: frozenset[str], columns: dict[str, np.ndarray],
+                  failed: np.ndarray, level: float) -> bool:
+    """Whether a slice's label condition belongs to it: the label's datapoints in the slice fail significantly more
+    than the slice's others, and the slice without the label does not hold for the other labels (their datapoints
+    in it fail no more than theirs outside it; both one-sided Fisher tests at the slice's level). Where it holds
+    for other labels too, the slice without the label is the cause, and the label only its worst part."""
+    label_part = [c for c in chosen if c.column in labels]
+    rest_part = [c for c in chosen if c.column not in labels]
+    if not label_part or not rest_part:
+        return True
+    label = np.logical_and.reduce([c.mask(columns[c.column]) for c in label_part])
+    rest = np.logical_and.reduce([c.mask(columns[c.column]) for c in rest_part])
+    worse_with_label = fails_more(*_counts(rest & label, failed), *_counts(rest & ~label, failed), level)
+    holds_elsewhere = fails_more(*_counts(rest & ~label, failed), *_counts(~rest & ~label, failed), level)
+    return bool(worse_with_label) and not bool(holds_elsewhere)
+
+
+def slice_score(inside: np.ndarray, size: np.ndarray, rest_failures: np.ndarray, rest: np.ndarray,
+                level: np.ndarray) -> np.ndarray:
+    """The ranking score: the one-sided Clopper-Pearson lower bound of the slice's failure rate at ``level`` minus
+    the rest's rate."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lower = np.nan_to_num(beta.ppf(level, inside, np.asarray(size) - inside + 1), nan=0.0)
+    return lower - np.asarray(rest_failures) / np.maximum(rest, 1)
 
 
 def _condition_bits(conditions: list[Condition], columns: dict[str, np.ndarray], search: np.ndarray) -> np.ndarray:
@@ -267,9 +340,7 @@ class _Scorer:
         """The score of each slice of ``counts`` (from ``counts``), and whether it is significant."""
         inside, size = counts
         rest_failures, rest = self.total_failures - inside, self.n - size
-        with np.errstate(invalid="ignore", divide="ignore"):
-            lower = np.nan_to_num(beta.ppf(self.alpha, inside, size - inside + 1), nan=0.0)
-        score = lower - rest_failures / np.maximum(rest, 1)
+        score = slice_score(inside, size, rest_failures, rest, self.alpha)
         score[(size < self.min_size) | (size == self.n)] = -np.inf
         return score, np.isfinite(score) & fails_more(inside, size, rest_failures, rest, self.alpha)
 
@@ -317,8 +388,8 @@ def _log_choose(n: np.ndarray, k: np.ndarray) -> np.ndarray:
     return gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
 
 
-def _report(ranked: list, conditions: list[Condition], columns: dict[str, np.ndarray], failed: np.ndarray,
-            idx: np.ndarray, top: int, alpha: np.ndarray, min_size: int) -> list[Slice]:
+def _report(candidates: list[tuple[list[Condition], float, float]], columns: dict[str, np.ndarray],
+            failed: np.ndarray, idx: np.ndarray, top: int, min_size: int) -> list[Slice]:
     """Exact figures on every row for the best slices, each adding failures the better ones do not explain.
 
     Sequential covering: a slice is kept only when its datapoints outside the slices kept before it are at
@@ -331,13 +402,11 @@ def _report(ranked: list, conditions: list[Condition], columns: dict[str, np.nda
     reported: list[Slice] = []
     kept_failures: list[np.ndarray] = []
     covered = np.zeros(len(failed), dtype=bool)
-    for members, search_score in ranked:
+    for chosen, level, search_score in candidates:
         if len(reported) == top:
             break
-        chosen = [conditions[i] for i in members]
         mask = np.logical_and.reduce([c.mask(columns[c.column]) for c in chosen])
         new, outside = mask & ~covered, ~(mask | covered)
-        level = float(alpha[list(members)].min())
         mostly_new = 2 * int((new & failed).sum()) >= int((mask & failed).sum())
         if new.sum() < min_size or not mostly_new or not outside.any() or \
                 not fails_more(*_counts(new, failed), *_counts(outside, failed), level):

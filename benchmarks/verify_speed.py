@@ -13,7 +13,10 @@ order each round (medians):
   (what a user reruns to look at them again);
 - **verify (unit)**: ``runners.verify.verify_plan`` patching that unit: the matched control (200 more), the
   reference mean, the patched rerun of both, the statistics;
-- **verify (mask)**: the same with an input region masked instead (the bottom-right corner, where the artefact is).
+- **verify (mask)**: the same with an input region masked instead (the bottom-right corner, where the artefact is);
+- **verify (shift)**: the same with that unit shifted at every position (a subgroup moved in its feature space);
+- **replicate**: the held-out replication of the run's first meta slice (half A analysed over its columns, half B
+  tested; no model runs), from a new split each round.
 
 ``--cpu-time`` times this process's CPU instead of the wall clock (steadier on a loaded machine). Target:
 verify at most 2x evaluate. Figures: docs/benchmarks.md, "Verifying a finding".
@@ -30,9 +33,10 @@ import numpy as np
 import torch
 
 from analysis.epoch_table import EpochTable
-from analysis.failures import FailureDefinition, resolve_epoch_dir
-from analysis.finding_plans import plan_for_finding
-from analysis.intervention import InputMask, InterventionPlan, failure_rule
+from analysis.failures import FailureDefinition, analyze, resolve_epoch_dir
+from analysis.finding_plans import finding_entries, plan_for_finding
+from analysis.intervention import InputMask, InterventionPlan, UnitShift, failure_rule
+from analysis.replication import HeldOut
 from benchmarks.common import interleaved_medians
 from run_dir.names import EPOCH_TABLE_FILE, PROGRESS_FILE
 from runners.config_file import load_config
@@ -86,11 +90,19 @@ def main() -> None:
         region = np.zeros((32, 32), dtype=bool)
         region[-8:, -8:] = True
         mask = InterventionPlan("groups-1", "corner", idx.tolist(), InputMask("image", region), "a box")
+        shift = InterventionPlan("groups-2", "shifted", idx.tolist(), UnitShift("trigger", (3,), (-1.0,)), "a unit")
+        findings = analyze(epoch_dir).to_dict()
+        key = next(key for key, _ in finding_entries(findings) if key.startswith("meta.slices"))
+        slice_plan = plan_for_finding(key, dict(finding_entries(findings))[key], facts)
+        slice_plan = getattr(slice_plan, "replication", None) or slice_plan
         results = {}
         medians = interleaved_medians({
             "evaluate": lambda: evaluate(model, idx),
             "verify (unit)": lambda: results.update(unit=verify_plan(model, unit, rule, facts)),
             "verify (mask)": lambda: results.update(mask=verify_plan(model, mask, rule, facts)),
+            "verify (shift)": lambda: results.update(shift=verify_plan(model, shift, rule, facts)),
+            "replicate": lambda: results.update(replication=HeldOut(table, failed, FailureDefinition()).replicate(
+                slice_plan)),
         }, args.rounds, clock=time.process_time if args.cpu_time else time.perf_counter)
     print(f"finding: {len(idx)} datapoints, {int(failed[np.searchsorted(facts.table_idx, idx)].sum())} failing; "
           f"torch threads {args.threads}; {'CPU' if args.cpu_time else 'wall'} time; rebuilding the model once "
@@ -98,6 +110,9 @@ def main() -> None:
     for name, seconds in medians.items():
         print(f"{name:14s} {seconds:7.3f} s  {seconds / medians['evaluate']:5.2f}x evaluate")
     for name, result in results.items():
+        if name == "replication":
+            print(f"{name} of {result.finding}: {result.verdict}, {result.describe()}")
+            continue
         print(f"{name}: {result.verdict}, {result.comparison.finding.failures_before} -> "
               f"{result.comparison.finding.failures_after} failing ({result.intervention}); control of "
               f"{len(result.control_idx)}, reference of {len(result.reference_idx)}")

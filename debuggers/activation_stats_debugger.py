@@ -9,7 +9,8 @@ import torch
 from debuggers.batch_mode import BATCHED
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import KIND_STATISTICS
-from debuggers.tensor_utils import per_datapoint, require_tensor, to_numpy
+from debuggers.pages.buffer_pool import BufferPool
+from debuggers.tensor_utils import per_datapoint, require_tensor, std_along_last
 from utils.errors import ConfigError
 
 SAMPLE_SIZE = 100
@@ -42,7 +43,7 @@ class ActivationStatsDebugger(ForwardDebugger):
             "layer_name": self.layer_name,
             "module_type": type(module).__name__,
             "shape": list(activation.shape[1:]),
-            **_value_stats(flat),
+            **_value_stats(flat, self._pool),
             "histogram": counts,
             "histogram_edges": edges,
             "sample_values": flat[:, :SAMPLE_SIZE],
@@ -50,23 +51,24 @@ class ActivationStatsDebugger(ForwardDebugger):
         if activation.ndim >= 3:
             channels = activation.float().reshape(*activation.shape[:2], -1)
             stats["channel_means"] = channels.mean(2)
-            stats["channel_stds"] = channels.std(2, correction=0)
+            stats["channel_stds"] = std_along_last(channels, stats["channel_means"], self._pool)
         return stats
 
-    def summary(self, output: dict[str, Any]) -> dict[str, float]:
-        """The datapoint's scalar statistics, as they are."""
-        return {key: float(to_numpy(output[key])) for key in _SCALARS}
+    def summary_columns(self, output: dict[str, Any]) -> dict[str, Any]:
+        """The datapoints' scalar statistics, as they are."""
+        return {key: output[key] for key in _SCALARS}
 
 
 _SCALARS = ("mean", "std", "min", "max", "l1_norm", "l2_norm", "sparsity", "positive_ratio", "saturation_low",
             "saturation_high", "nonfinite_ratio")
 
 
-def _value_stats(flat: torch.Tensor) -> dict[str, torch.Tensor]:
-    """(B,) statistics of (B, N) values."""
+def _value_stats(flat: torch.Tensor, pool: BufferPool) -> dict[str, torch.Tensor]:
+    """(B,) statistics of (B, N) values (``pool``: reused memory for a scratch of their size)."""
+    mean = flat.mean(1)
     return {
-        "mean": flat.mean(1),
-        "std": flat.std(1, correction=0),
+        "mean": mean,
+        "std": std_along_last(flat, mean, pool),
         "min": flat.amin(1),
         "max": flat.amax(1),
         "l1_norm": flat.abs().mean(1),

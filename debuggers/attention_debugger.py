@@ -21,7 +21,7 @@ from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import KIND_ATTENTION, PerDatapoint
 from debuggers.pages.buffer_pool import BufferPool
 from debuggers.pages.host_copies import copy_arrays
-from debuggers.tensor_utils import batch_size_of, describe
+from debuggers.tensor_utils import as_tensor, batch_size_of, describe
 from debuggers.utils import require_layer
 
 _MHA_SIGNATURE = inspect.signature(nn.MultiheadAttention.forward)
@@ -97,7 +97,6 @@ class AttentionDebugger(ForwardDebugger):
         self._signature: Optional[inspect.Signature] = None  # the layer's forward, to read positional masks
         self._decoder: Optional[bool] = None  # whether the layer is a decoder's, where it says (see _is_decoder)
         self._windowed = False  # whether the layer computes windowed attention (Swin's), for _check_batch
-        self._pool = BufferPool()  # the weights' copies and the entropy's scratch, reused from batch to batch
 
     def attach(self, model: torch.nn.Module) -> list[Removable]:
         layer = require_layer(model, self.layer_name)
@@ -172,14 +171,15 @@ class AttentionDebugger(ForwardDebugger):
     def __call__(self, datapoint: dict[str, Any], model: torch.nn.Module) -> Any:
         capture = super().__call__(datapoint, model)
         if not isinstance(capture, _Capture):
-            return capture  # a not-run record
+            return capture  # None: the layer did not run (or this batch's record, called again)
         _check_batch(self.layer_name, capture.weights, datapoint, self._windowed)
         if capture.rows is not None and capture.key_real is None:  # not nn.MultiheadAttention's own padding
             inputs = datapoint["inputs"] if isinstance(datapoint.get("inputs"), dict) else {}
             capture.query_real, capture.key_real = self._real_tokens(capture, inputs)
         if capture.element is not None:
             _check_probabilities(self.layer_name, model, capture)
-        return attention_output(self.layer_name, capture)
+        self.last_capture = attention_output(self.layer_name, capture)
+        return self.last_capture
 
     def _real_tokens(self, capture: _Capture, inputs: dict) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
         """(query_real, key_real): the layer's own mask where it has one, else the batch's mask of its tokens."""
@@ -216,23 +216,14 @@ class AttentionDebugger(ForwardDebugger):
             return inputs.get(self.mask_key), True
         return inputs.get(_DECODER + self.mask_key if self._decoder else self.mask_key), False
 
-    def summary(self, output: dict[str, Any]) -> dict[str, float]:
-        """Entropy per head (the first 8 heads), its mean, min and max over heads, and the largest weight."""
-        return {key: float(column[0]) for key, column in self.summary_columns([output]).items()}
-
-    def summary_columns(self, outputs: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-        """``summary`` of each datapoint, for a whole batch in a few NumPy calls (a NaN propagates)."""
-        if not outputs:
-            return {}
-        entropy = np.array([output["entropy_per_head"] for output in outputs], dtype=np.float64)
-        entropy = entropy.reshape(len(outputs), -1)
+    def summary_columns(self, output: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """Entropy per head (the first 8 heads), its mean, min and max over heads, and the largest weight
+        (a NaN propagates)."""
+        entropy = as_tensor(output["entropy_per_head"]).double()
+        entropy = entropy.reshape(len(entropy), -1)
         heads = {f"entropy_head{h}": entropy[:, h] for h in range(min(entropy.shape[1], MAX_SUMMARY_HEADS))}
-        return {"entropy_mean": entropy.mean(axis=1), "entropy_min": entropy.min(axis=1),
-                "entropy_max": entropy.max(axis=1),
-                "max_attention": np.array([output["max_attention"] for output in outputs], dtype=np.float64), **heads}
-
-    def release(self) -> None:
-        self._pool.release()
+        return {"entropy_mean": entropy.mean(1), "entropy_min": entropy.amin(1), "entropy_max": entropy.amax(1),
+                "max_attention": output["max_attention"], **heads}
 
     def clear(self) -> None:
         _discard(self.last_capture)

@@ -5,7 +5,8 @@ A debugger written for Lantern returns its output for the whole batch with the b
 (``float(output.mean())``, ``list(output.shape)``, ``attention.mean(dim=0)``), does not: run on a batch,
 it describes the batch. Such a debugger runs **per datapoint**, on each datapoint's slice of what it
 hooked (``ForwardDebugger.process_forward``) or of the datapoint (``BaseDebugger.__call__``), exactly as
-at batch 1, and each datapoint keeps what it gave alone (``one_datapoint``).
+at batch 1, and each datapoint's pages keep what it gave alone (``one_datapoint``). It also runs once on the
+whole batch, as the seed calls it: that is what ``SequentialDebugger.__call__`` returns for it.
 
 A debugger declares its mode with the class attribute ``batch_mode``: ``BATCHED`` or ``PER_DATAPOINT``.
 Undeclared, ``BatchModeCheck`` finds it on the first batch of two or more datapoints by running it both
@@ -19,7 +20,7 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -45,6 +46,25 @@ class DatapointFailure:
     error: Exception
     position: int  # in the batch
     hint: str = ""  # what to do, where the debugger ran on the whole batch
+
+
+@dataclass
+class BatchFailure:
+    """What a debugger run per datapoint raised on the whole batch: only its own return value is lost, its pages hold
+    what each datapoint gave alone."""
+
+    error: Exception
+
+
+class Ran(NamedTuple):
+    """A debugger's run on a batch: ``returned``, what it returned for the whole batch (as the seed's
+    ``SequentialDebugger`` gives it back; a ``BatchFailure`` where that raised), ``pages``, what its pages get:
+    the same where it is batch-first, else ``AloneOutputs`` of each datapoint's own output, and ``columns``, its
+    ``summary_columns`` of ``pages`` where they were computed already (in a forward hook), else None."""
+
+    returned: Any
+    pages: Any
+    columns: Any = None
 
 
 def declared_mode(debugger: BaseDebugger) -> Optional[str]:
@@ -78,43 +98,47 @@ class BatchModeCheck:
     """Runs one debugger batched or per datapoint, deciding which on its first batch of two or more when undeclared.
 
     ``run(batched, alone, batch_size)``: ``batched()`` computes the output of the whole batch, ``alone(i)`` that of
-    datapoint i alone (as at batch 1). The decision is kept in ``mode``; ``news`` says what was decided and why,
-    once, for the run's log.
+    datapoint i alone (as at batch 1); it gives both (``Ran``). The decision is kept in ``mode``; ``news`` says what
+    was decided and why, once, for the run's log.
     """
 
     def __init__(self, declared: Optional[str]) -> None:
         self.mode = declared
         self.news: Optional[str] = None
 
-    def run(self, batched: Callable[[], Any], alone: Callable[[int], Any], batch_size: int) -> Any:
+    def run(self, batched: Callable[[], Any], alone: Callable[[int], Any], batch_size: int) -> Ran:
         if self.mode == BATCHED:
-            return batched()
-        if batch_size == 1 or self.mode == PER_DATAPOINT:
-            return AloneOutputs(_alone(alone, i) for i in range(batch_size))
+            together = batched()
+            return Ran(together, together)
+        if batch_size == 1:  # the batch is the datapoint alone: one call gives both
+            together = _attempt(batched)
+            failed = isinstance(together, BatchFailure)
+            return Ran(together, AloneOutputs([DatapointFailure(together.error, 0) if failed
+                                               else one_datapoint(together)]))
+        if self.mode == PER_DATAPOINT:
+            return Ran(_attempt(batched), AloneOutputs(_alone(alone, i) for i in range(batch_size)))
         return self._decide(batched, alone, batch_size)
 
-    def _decide(self, batched: Callable[[], Any], alone: Callable[[int], Any], batch_size: int) -> Any:
+    def _decide(self, batched: Callable[[], Any], alone: Callable[[int], Any], batch_size: int) -> Ran:
         with full_float32():
-            try:
-                together, failed = batched(), None
-            except Exception as exc:
-                together, failed = None, exc
+            together = _attempt(batched)
             apart = AloneOutputs(_alone(alone, i) for i in range(batch_size))
+        failed = together.error if isinstance(together, BatchFailure) else None
         if all(isinstance(value, DatapointFailure) for value in apart):  # nothing to compare: a later batch decides
             if failed is not None:
                 raise failed
             for value in apart:
                 value.hint = ("it runs on the whole batch but not on one datapoint alone: declare batch_mode = "
                               "'batched' on its class if its outputs have the batch first")
-            return apart
+            return Ran(together, apart)
         try:
             reason = (f"it fails on the whole batch ({type(failed).__name__}: {failed}) and runs on each datapoint "
                       "alone" if failed is not None else batched_verdict(together, apart, batch_size))
         except UnsupportedOutputError:  # a page cannot hold it either way: refused as it is, decided later
-            return together
+            return Ran(together, together)
         self.mode = PER_DATAPOINT if reason else BATCHED
         self.news = _news(reason, batch_size)
-        return apart if reason else together
+        return Ran(together, apart if reason else together)
 
     def take_news(self) -> Optional[str]:
         news, self.news = self.news, None
@@ -159,6 +183,14 @@ def _news(reason: Optional[str], batch_size: int) -> str:
         return (f"runs per datapoint: its output could not be shown to be batch-first ({reason}); see {DOCS}. "
                 "If its outputs have the batch first, declare batch_mode = 'batched'")
     return f"runs per datapoint: its output is not batch-first; see {DOCS}. On a batch of {batch_size}: {reason}"
+
+
+def _attempt(batched: Callable[[], Any]) -> Any:
+    """The batch output, or the ``BatchFailure`` of what computing it raised."""
+    try:
+        return batched()
+    except Exception as exc:
+        return BatchFailure(exc)
 
 
 def _alone(alone: Callable[[int], Any], i: int) -> Any:

@@ -19,10 +19,9 @@ from debuggers.outputs import (
     KIND_EMBEDDING,
     KIND_POSITION_ENCODING,
     KIND_TENSOR,
-    not_run_output,
 )
 from debuggers.pages.host_copies import copy_arrays
-from debuggers.tensor_utils import batch_size_of, to_numpy
+from debuggers.tensor_utils import as_tensor, batch_size_of
 from utils.errors import ConfigError
 
 MAX_SUMMARY_STATES = 8  # captured arrays with a norm column in the summary
@@ -84,21 +83,27 @@ class CaptureDebugger(BaseDebugger):
         if self.wants(component, state):
             self._captured.setdefault(component, {})[state] = (copy_arrays(data), dict(metadata or {}))
 
-    def __call__(self, datapoint: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
+    def __call__(self, datapoint: dict[str, Any], model: torch.nn.Module) -> Optional[dict[str, Any]]:
         if not self._captured:
-            return not_run_output(f"no capture point matched (components={self.components}, states={self.states}, "
-                                  f"families switched off={self.excluded}) in this forward pass")
+            return None
         batch = batch_size_of(datapoint)
         return {"kind": KIND_CAPTURED_STATES, "states": {
             component: {state: _record(state, data, metadata, batch) for state, (data, metadata) in states.items()}
             for component, states in self._captured.items()}}
 
-    def summary(self, output: dict[str, Any]) -> dict[str, float]:
+    def not_run_reason(self, model: torch.nn.Module) -> Optional[str]:
+        if self._captured:
+            return None
+        return (f"no capture point matched (components={self.components}, states={self.states}, families switched "
+                f"off={self.excluded}) in this forward pass")
+
+    def summary_columns(self, output: dict[str, Any]) -> dict[str, torch.Tensor]:
         """The Euclidean norm of each captured array (the first 8): ``'<component>.<state>.norm'``."""
         arrays = ((f"{component}.{state}.norm", record["data"])
                   for component, states in output["states"].items() for state, record in states.items()
                   if isinstance(record["data"], (np.ndarray, torch.Tensor)))
-        return {name: float(np.linalg.norm(to_numpy(data))) for name, data in islice(arrays, MAX_SUMMARY_STATES)}
+        return {name: torch.linalg.vector_norm(as_tensor(data).reshape(len(data), -1).double(), dim=1)
+                for name, data in islice(arrays, MAX_SUMMARY_STATES)}
 
     def clear(self) -> None:
         self._captured = {}

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
 from debuggers.batch_mode import BATCHED
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import KIND_FEATURE_MAP
-from debuggers.tensor_utils import per_datapoint, require_tensor, to_numpy
+from debuggers.tensor_utils import as_tensor, per_datapoint, require_tensor, std_along_last
 from utils.errors import ConfigError
 
 
@@ -40,30 +39,38 @@ class FeatureMapDebugger(ForwardDebugger):
         fmap = require_tensor(output, f"layer '{self.layer_name}'", "FeatureMapDebugger", ndim=4,
                               what="a (B, C, H, W) feature map").detach()
         flat = per_datapoint(fmap)
-        channels = self._strongest_channels(fmap)
+        mean = flat.mean(1)
+        kept, channels = self._strongest_channels(fmap)
         return {
             "kind": KIND_FEATURE_MAP,
             "layer_name": self.layer_name,
-            "feature_map": fmap.gather(1, channels[:, :, None, None].expand(-1, -1, *fmap.shape[2:])),
+            "feature_map": kept,
             "channel_indices": channels,
-            "stats": {"mean": flat.mean(1), "std": flat.std(1, correction=0),
-                      "min": flat.amin(1), "max": flat.amax(1)},
+            "stats": {"mean": mean, "std": std_along_last(flat, mean, self._pool), "min": flat.amin(1),
+                      "max": flat.amax(1)},
             "shape": list(fmap.shape[1:]),
         }
 
-    def summary(self, output: dict[str, Any]) -> dict[str, float]:
+    def summary_columns(self, output: dict[str, Any]) -> dict[str, torch.Tensor]:
         """The whole map's statistics, the kept channels' energy (mean square), the share of them that are
         dead (all zero) and the strongest channel's index (highest mean)."""
-        fmap = to_numpy(output["feature_map"])
-        channels = fmap.reshape(fmap.shape[0], -1)
-        stats = {key: float(to_numpy(value)) for key, value in output["stats"].items()}
-        return {**stats, "energy": float(np.mean(channels ** 2)),
-                "dead_channel_fraction": float(np.mean(~channels.any(axis=1))),
-                "strongest_channel": float(to_numpy(output["channel_indices"])[np.argmax(channels.mean(axis=1))])}
+        kept = as_tensor(output["feature_map"])
+        channels = kept.reshape(*kept.shape[:2], -1).float()  # (B, C', H*W)
+        flat = channels.reshape(len(channels), -1)
+        strongest = channels.mean(2).argmax(1, keepdim=True)
+        indices = as_tensor(output["channel_indices"]).to(strongest.device)
+        return {**{key: as_tensor(value) for key, value in output["stats"].items()},
+                "energy": torch.linalg.vecdot(flat, flat) / flat.shape[1],
+                "dead_channel_fraction": ((channels.amax(2) == 0) & (channels.amin(2) == 0)).float().mean(1),
+                "strongest_channel": indices.gather(1, strongest)[:, 0]}
 
-    def _strongest_channels(self, fmap: torch.Tensor) -> torch.Tensor:
-        """(B, C') channel indices: all of them, or the ``max_channels`` of highest mean activation."""
+    def _strongest_channels(self, fmap: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The kept maps (B, C', H, W) and their channel indices (B, C'): all of them, or the ``max_channels`` of
+        highest mean activation, in that order."""
         batch, num_channels = fmap.shape[:2]
         if self.max_channels is None or self.max_channels >= num_channels:
-            return torch.arange(num_channels, device=fmap.device).expand(batch, -1)
-        return fmap.float().mean(dim=(2, 3)).topk(self.max_channels, dim=1).indices
+            return fmap, torch.arange(num_channels, device=fmap.device).expand(batch, -1)
+        channels = fmap.float().mean(dim=(2, 3)).topk(self.max_channels, dim=1).indices
+        rows = channels + torch.arange(batch, device=fmap.device)[:, None] * num_channels  # in (B * C, H, W)
+        kept = fmap.reshape(batch * num_channels, *fmap.shape[2:]).index_select(0, rows.reshape(-1))
+        return kept.reshape(batch, self.max_channels, *fmap.shape[2:]), channels

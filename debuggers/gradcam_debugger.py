@@ -1,4 +1,5 @@
-"""``GradCAMDebugger``: Grad-CAM heatmaps (Selvaraju et al., 2017), one per datapoint."""
+"""``GradCAMDebugger``: Grad-CAM heatmaps (Selvaraju et al., 2017), one per datapoint, over an image, a signal, a
+volume or a sequence of tokens."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch.nn.functional as F
 
 from debuggers.base_debugger import BaseDebugger, Removable
 from debuggers.batch_mode import BATCHED
+from debuggers.feature_layout import CHANNELS_FIRST, TOKENS, output_layout, token_mask
 from debuggers.model_runs import eval_mode, output_tensor
 from debuggers.outputs import KIND_CAM, PerDatapoint
 from debuggers.tensor_utils import describe
@@ -19,36 +21,46 @@ from utils.errors import ConfigError
 
 Target = Union[str, int]
 _NAMED_TARGETS = ("predicted", "label")
+_MODES = {1: "linear", 2: "bilinear", 3: "trilinear"}  # F.interpolate's mode by the number of position dims
+_AXES = {1: ("x",), 2: ("y", "x"), 3: ("z", "y", "x")}  # a cam's position dims, by their number
 
 
 class GradCAMDebugger(BaseDebugger):
-    """Which pixels raised each datapoint's target class score, seen from ``target_layer``.
+    """Which positions of the input (pixels, samples of a signal, voxels, tokens) raised each datapoint's target class
+    score, seen from ``target_layer``.
 
     While attached (inside ``SequentialDebugger``), the evaluation loop's own forward pass
     (in eval mode) records a graph from ``target_layer`` up to the logits, even inside
     ``torch.no_grad()``; the loop still gets outputs without a graph, and grad mode is put
     back when the forward pass ends. Called on its own, or when the model was in training
     mode or ran on other inputs, the debugger reruns the forward on ``datapoint['inputs']``
-    in eval mode instead, with no graph below ``target_layer``. For activations A
-    (B, C, h, w) and the target logits y (one per datapoint):
+    in eval mode instead, with no graph below ``target_layer``. For activations A with units c
+    over positions p (``debuggers/feature_layout.py``: a conv layer's (B, C, t), (B, C, h, w) or
+    (B, C, d, h, w); a transformer block's tokens (B, T, D)) and the target logits y (one per
+    datapoint):
 
-        w_c = mean over (h, w) of dy/dA_c,   cam = ReLU(sum_c w_c A_c)
+        w_c = mean over p of dy/dA_c,   cam = ReLU(sum_c w_c A_c)
 
-    upsampled bilinearly to the input image size and divided by its maximum per
-    datapoint (an all-zero cam stays zero). Gradients are taken with
-    ``torch.autograd.grad`` w.r.t. A only: no parameter's ``.grad`` is touched.
+    upsampled (linearly, bilinearly, trilinearly) to the size of input ``input_key`` (its dims after
+    the channels: (B, C_in, T) signals, (B, C_in, H, W) images, (B, C_in, D, H, W) volumes; token ids
+    (B, T) are of the cam's own size) and divided by its maximum per datapoint (an all-zero cam stays
+    zero). Tokens: the mean runs over the real tokens where the inputs hold an ``attention_mask``,
+    and padding gets no cam. Gradients are taken with ``torch.autograd.grad`` w.r.t. A only: no
+    parameter's ``.grad`` is touched.
 
     Args:
-        target_layer: a layer whose output is a (B, C, h, w) map, e.g. ``backbone.layer4``.
+        target_layer: a layer whose output has positions, e.g. ``backbone.layer4`` (a Conv2d stage),
+            ``backbone.stage3`` (a Conv1d stage), ``blocks.1`` (a transformer block).
         target: ``'predicted'`` (argmax of the logits), ``'label'`` (``labels[label_key]``)
             or a class index.
         output_key: key of the (B, K) logits in the model's output dict (None: the output itself).
-        input_key: key of the image in ``inputs``; its (H, W) is the cam's size.
+        input_key: key of the input in ``inputs`` (an image, a signal, token ids); its positions are the cam's size.
         label_key: key of the class labels, for ``target='label'``.
 
-    Output ``{'kind': 'cam', 'cam': (B, H, W), 'target_class': (B,), 'target_score': (B,),
-    'target_layer', 'raw_max': (B,), 'spatial': {'centroid_x', 'centroid_y', 'centre_fraction', 'spread',
-    'entropy': (B,)}, 'predicted_class': (B,), 'label_class': (B,), 'other_target': PerDatapoint}`` where
+    Output ``{'kind': 'cam', 'cam': (B, *positions) e.g. (B, H, W), 'target_class': (B,), 'target_score': (B,),
+    'target_layer', 'layer_size' (the layer's positions the cam was upsampled from, e.g. [h, w]), 'raw_max': (B,),
+    'spatial': {'centroid_x', 'centroid_y', 'centre_fraction', 'spread', 'entropy': (B,)}, 'predicted_class': (B,),
+    'label_class': (B,), 'other_target': PerDatapoint}`` where
     ``raw_max`` is what the upsampled cam was divided by, its maximum (how strong the evidence is: ``cam *
     raw_max`` is the cam before normalisation; a peak between the (h, w) map's pixels is a little lower after
     the upsampling than in the map) and
@@ -81,6 +93,7 @@ class GradCAMDebugger(BaseDebugger):
         self.label_key = label_key
         self._armed: Optional[_EvalPass] = None
         self._eval_pass: Optional[_EvalPass] = None
+        self._layout = CHANNELS_FIRST  # of the target layer's output, set when it runs
 
     def layer_names(self) -> list[str]:
         return [self.target_layer]
@@ -98,7 +111,14 @@ class GradCAMDebugger(BaseDebugger):
         self._armed = _EvalPass(args[0] if args else None, torch.is_grad_enabled()) if reusable else None
 
     def _keep_eval_pass(self, module: torch.nn.Module, args: tuple, output: Any) -> Any:
-        return start_graph(output, self._armed.kept) if self._armed is not None else None
+        if self._armed is None:
+            return None
+        self._note_layout(module, output, self._armed.inputs)
+        return start_graph(output, self._armed.kept)
+
+    def _note_layout(self, module: torch.nn.Module, output: Any, inputs: Any) -> None:
+        if isinstance(output, torch.Tensor):
+            self._layout = output_layout(module, output, inputs)
 
     def _disarm(self, model: torch.nn.Module, args: tuple, output: Any) -> Any:
         armed, self._armed = self._armed, None
@@ -130,6 +150,7 @@ class GradCAMDebugger(BaseDebugger):
             "target_score": scores.detach(),
             "target_layer": self.target_layer,
             "raw_max": raw_max,
+            "layer_size": list(activations.shape[1:2] if self._layout == TOKENS else activations.shape[2:]),
             "spatial": cam_spatial_stats(cam),
             "predicted_class": predicted,
         }
@@ -141,12 +162,12 @@ class GradCAMDebugger(BaseDebugger):
 
     def _cam(self, gradients: torch.Tensor, activations: torch.Tensor,
              datapoint: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        """The normalised, upsampled cams (B, H, W) and what each was divided by, its maximum (B,): one number, so
-        that ``cam * raw_max`` is the upsampled cam before normalisation."""
-        cam = torch.einsum("bc,bchw->bhw", gradients.mean(dim=(2, 3)), activations).relu_()
-        cam = self._upsample(cam, datapoint)
-        raw_max = cam.amax(dim=(1, 2))
-        cam.div_(raw_max[:, None, None].clamp(min=torch.finfo(cam.dtype).tiny))
+        """The normalised, upsampled cams (B, *positions) and what each was divided by, its maximum (B,): one number,
+        so that ``cam * raw_max`` is the upsampled cam before normalisation."""
+        mask = token_mask(datapoint.get("inputs"), activations) if self._layout == TOKENS else None
+        cam = self._upsample(position_cam(gradients, activations, self._layout, mask), datapoint)
+        raw_max = cam.flatten(1).amax(dim=1)
+        cam.div_(raw_max.view(-1, *[1] * (cam.ndim - 1)).clamp(min=torch.finfo(cam.dtype).tiny))
         return cam, raw_max
 
     def _other_cams(self, logits: torch.Tensor, activations: torch.Tensor, other: torch.Tensor,
@@ -170,13 +191,12 @@ class GradCAMDebugger(BaseDebugger):
         return PerDatapoint(records)
 
     summary_roles = {"target_score": "outcome", "target_class": "outcome", "raw_max": "outcome",
-                     **{key: "input_region" for key in ("centroid_x", "centroid_y", "centre_fraction", "spread",
-                                                        "entropy")}}
+                     **{key: "input_region" for key in ("centroid_x", "centroid_y", "centroid_z", "centre_fraction",
+                                                        "spread", "entropy")}}
 
-    def summary(self, output: dict[str, Any]) -> dict[str, float]:
+    def summary_columns(self, output: dict[str, Any]) -> dict[str, Any]:
         """The target's score and class, the cam's raw maximum, and where its mass lies (``spatial``)."""
-        scores = {key: float(output[key]) for key in ("target_score", "raw_max", "target_class")}
-        return {**scores, **{key: float(value) for key, value in output["spatial"].items()}}
+        return {**{key: output[key] for key in ("target_score", "raw_max", "target_class")}, **output["spatial"]}
 
     def _activations_and_logits(self, datapoint: dict[str, Any],
                                 model: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
@@ -198,7 +218,11 @@ class GradCAMDebugger(BaseDebugger):
         """Rerun the model (grad enabled by the caller); return the target layer's activations and the logits."""
         layer = require_layer(model, self.target_layer)
         kept: list[Any] = []
-        handle = layer.register_forward_hook(lambda module, args, output: start_graph(output, kept))
+
+        def keep(module: torch.nn.Module, args: tuple, output: Any) -> Any:
+            self._note_layout(module, output, datapoint.get("inputs"))
+            return start_graph(output, kept)
+        handle = layer.register_forward_hook(keep)
         try:
             with eval_mode(model), torch.no_grad():  # grad mode is back as it was after the block
                 logits = self._logits(model(datapoint["inputs"]))
@@ -208,9 +232,11 @@ class GradCAMDebugger(BaseDebugger):
             raise RuntimeError(f"layer '{self.target_layer}' did not run in the model's forward pass; "
                                f"pick a layer on the path from the input to the logits{compiled_hint(model)}")
         activations = kept[-1]
-        if not isinstance(activations, torch.Tensor) or activations.ndim != 4:
-            raise TypeError(f"GradCAMDebugger needs a (B, C, h, w) map from layer '{self.target_layer}', "
-                            f"which returned {describe(activations)}; pick a convolutional layer")
+        if not isinstance(activations, torch.Tensor) or not 3 <= activations.ndim <= 5:
+            raise TypeError(f"GradCAMDebugger needs an output with positions from layer '{self.target_layer}' (a conv "
+                            f"layer's (B, C, t), (B, C, h, w) or (B, C, d, h, w), or tokens (B, T, D)), which "
+                            f"returned {describe(activations)}; pick a layer before the model pools its positions "
+                            "away")
         if not logits.requires_grad:
             raise RuntimeError(f"the logits do not depend on layer '{self.target_layer}' through differentiable "
                                "operations; pick a layer on the path from the input to the logits")
@@ -242,10 +268,27 @@ class GradCAMDebugger(BaseDebugger):
         return None
 
     def _upsample(self, cam: torch.Tensor, datapoint: dict[str, Any]) -> torch.Tensor:
+        """The cam at the size of the input's positions (its dims after the channels), where it has as many."""
         image = datapoint["inputs"].get(self.input_key) if isinstance(datapoint["inputs"], dict) else None
-        if not isinstance(image, torch.Tensor) or image.ndim != 4:
+        positions = cam.ndim - 1
+        if not isinstance(image, torch.Tensor) or image.ndim != positions + 2 or image.shape[2:] == cam.shape[1:]:
             return cam
-        return F.interpolate(cam[:, None], size=image.shape[-2:], mode="bilinear", align_corners=False)[:, 0]
+        return F.interpolate(cam[:, None], size=image.shape[2:], mode=_MODES[positions], align_corners=False)[:, 0]
+
+
+def position_cam(gradients: torch.Tensor, activations: torch.Tensor, layout: str,
+                 mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """ReLU(sum_c w_c A_c), w_c the mean over positions of dy/dA_c: (B, *positions). Tokens (B, T, D) have their
+    units last; ``mask`` (B, T), True on real tokens, keeps padding out of the mean and of the cam."""
+    if layout == TOKENS:
+        gradients, activations = gradients.transpose(1, 2), activations.transpose(1, 2)
+    if mask is None:
+        weights = gradients.flatten(2).mean(dim=2)
+    else:
+        real = mask.to(gradients.dtype)
+        weights = (gradients * real[:, None]).sum(dim=2) / real.sum(dim=1, keepdim=True).clamp(min=1)
+    cam = torch.einsum("bc,bc...->b...", weights, activations).relu_()
+    return cam if mask is None else cam * mask
 
 
 def _other_target(target: Target, labels: Optional[torch.Tensor],
@@ -257,13 +300,14 @@ def _other_target(target: Target, labels: Optional[torch.Tensor],
 
 
 def start_graph(output: Any, kept: list[Any]) -> Any:
-    """Forward hook on the target layer: keep its (B, C, h, w) output A as a leaf and record a graph from here.
+    """Forward hook on the target layer: keep its output A (with positions: 3 to 5 dims) as a leaf and record a graph
+    from here.
 
     The model goes on with a copy, as captum's LayerGradCam does: an in-place op next
     (``ReLU(inplace=True)``, ``out += identity``) then changes the copy, never the kept A; and
     frozen layers below are no obstacle. Layers below ran without a graph: none is needed.
     """
-    if not (isinstance(output, torch.Tensor) and output.ndim == 4 and output.is_floating_point()):
+    if not (isinstance(output, torch.Tensor) and 3 <= output.ndim <= 5 and output.is_floating_point()):
         kept.append(output)
         return None
     # Another Grad-CAM debugger's hook on this layer may have started the graph already: its copy is then
@@ -305,26 +349,31 @@ def _detached(output: Any) -> Any:
 
 
 def cam_spatial_stats(cam: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Where the mass of each (H, W) cam of a batch lies, as a distribution over the image.
+    """Where the mass of each cam of a batch lies, as a distribution over its positions: (B, H, W) images, (B, T)
+    signals and sequences, (B, D, H, W) volumes.
 
-    Coordinates are pixel centres in [0, 1] (x across, y down): the centroid, the share of the
-    mass in the central box (the middle half of each side), the spread (root mean squared
-    distance from the centroid) and the entropy divided by log(H W) (1: uniform, 0: one pixel).
+    Coordinates are position centres in [0, 1] (x across, y down, z in depth; a 1-D cam has x only): the centroid,
+    the share of the mass in the central box (the middle half of each side), the spread (root mean squared
+    distance from the centroid) and the entropy divided by log(number of positions) (1: uniform, 0: one position).
     All (B,), nan for an all-zero cam.
     """
-    batch, h, w = cam.shape
+    sizes = cam.shape[1:]
     cam = cam.double()
-    total = cam.sum(dim=(1, 2))
+    total = cam.flatten(1).sum(dim=1)
     share = torch.where(total > 0, 1 / total, torch.nan)
-    ys = (torch.arange(h, dtype=cam.dtype, device=cam.device) + 0.5) / h
-    xs = (torch.arange(w, dtype=cam.dtype, device=cam.device) + 0.5) / w
-    rows, columns = cam.sum(dim=2) * share[:, None], cam.sum(dim=1) * share[:, None]
-    cy, cx = rows @ ys, columns @ xs
-    variance = rows @ ys.square() - cy.square() + columns @ xs.square() - cx.square()
-    plogp = torch.special.xlogy(cam, cam).sum(dim=(1, 2)) * share - torch.log(total)  # sum p log p
+    centroids, variance = {}, torch.zeros_like(total)
+    for dim, (axis, size) in enumerate(zip(_AXES[len(sizes)], sizes), start=1):
+        others = [d for d in range(1, cam.ndim) if d != dim]
+        marginal = (cam.sum(dim=others) if others else cam) * share[:, None]
+        coords = (torch.arange(size, dtype=cam.dtype, device=cam.device) + 0.5) / size
+        centroids[axis] = marginal @ coords
+        variance = variance + marginal @ coords.square() - centroids[axis].square()
+    plogp = torch.special.xlogy(cam, cam).flatten(1).sum(dim=1) * share - torch.log(total)  # sum p log p
+    positions = math.prod(sizes)
+    centre = cam[(slice(None), *(slice(size // 4, size - size // 4) for size in sizes))]
     return {
-        "centroid_x": cx, "centroid_y": cy,
-        "centre_fraction": cam[:, h // 4:h - h // 4, w // 4:w - w // 4].sum(dim=(1, 2)) * share,
+        **{f"centroid_{axis}": centroids[axis] for axis in ("x", "y", "z") if axis in centroids},
+        "centre_fraction": centre.flatten(1).sum(dim=1) * share,
         "spread": variance.clamp(min=0).sqrt(),
-        "entropy": -plogp / math.log(h * w) if h * w > 1 else torch.zeros_like(total) * share,
+        "entropy": -plogp / math.log(positions) if positions > 1 else torch.zeros_like(total) * share,
     }

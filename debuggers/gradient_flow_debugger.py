@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad_and_value, vmap
@@ -15,7 +13,7 @@ from debuggers.base_debugger import BaseDebugger
 from debuggers.batch_mode import BATCHED
 from debuggers.model_runs import eval_mode, output_tensor
 from debuggers.outputs import KIND_GRADIENT_FLOW, ROOT_MODULE_NAME
-from debuggers.tensor_utils import batch_size_of, select_datapoint, to_numpy
+from debuggers.tensor_utils import as_tensor, batch_size_of, select_datapoint
 from utils.errors import ConfigError
 
 LossFn = Callable[[Any, Any], torch.Tensor]
@@ -89,17 +87,18 @@ class GradientFlowDebugger(BaseDebugger):
             "loss": losses,
         }
 
-    def summary(self, output: dict[str, Any]) -> dict[str, float]:
-        """The loss, the norm over all layers, the largest and smallest layer norm, how many layers get no
-        gradient or a zero one, and each layer's norm when there are at most 12 layers."""
-        norms, missing = to_numpy(output["grad_norms"]), to_numpy(output["missing"]).astype(bool)
-        reached = norms[~missing]
-        summary = {"loss": float(to_numpy(output["loss"])), "total_norm": float(np.sqrt((norms ** 2).sum())),
-                   "max_norm": float(reached.max()) if reached.size else math.nan,
-                   "min_norm": float(reached.min()) if reached.size else math.nan,
-                   "missing_layers": float(missing.sum()), "zero_layers": float(to_numpy(output["zero"]).sum())}
-        if len(norms) <= MAX_SUMMARY_LAYERS:
-            summary.update({f"norm.{layer}": float(norm) for layer, norm in zip(output["layers"], norms)})
+    def summary_columns(self, output: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """The loss, the norm over all layers, the largest and smallest norm of a layer the gradient reaches, how
+        many layers get no gradient or a zero one, and each layer's norm when there are at most 12 layers."""
+        norms = as_tensor(output["grad_norms"]).double()  # (B, L)
+        missing = as_tensor(output["missing"]).to(device=norms.device, dtype=torch.bool)
+        unreached = missing.all(1)
+        summary = {"loss": output["loss"], "total_norm": torch.linalg.vector_norm(norms, dim=1),
+                   "max_norm": torch.where(missing, -torch.inf, norms).amax(1).masked_fill(unreached, torch.nan),
+                   "min_norm": torch.where(missing, torch.inf, norms).amin(1).masked_fill(unreached, torch.nan),
+                   "missing_layers": missing.sum(1), "zero_layers": as_tensor(output["zero"]).sum(1)}
+        if norms.shape[1] <= MAX_SUMMARY_LAYERS:
+            summary.update({f"norm.{layer}": norms[:, i] for i, layer in enumerate(output["layers"])})
         return summary
 
     def _gradients(self, model: torch.nn.Module, layers: list, datapoint: dict[str, Any], batch: int

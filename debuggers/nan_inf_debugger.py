@@ -12,8 +12,8 @@ import torch
 from debuggers.base_debugger import BaseDebugger, Removable
 from debuggers.batch_dims import BatchDims, check_declared, describe_unknown
 from debuggers.batch_mode import BATCHED
-from debuggers.outputs import KIND_NAN_ORIGIN, ROOT_MODULE_NAME, PerDatapoint, not_run_output
-from debuggers.tensor_utils import batch_size_of, iter_tensors, to_numpy
+from debuggers.outputs import KIND_NAN_ORIGIN, ROOT_MODULE_NAME, PerDatapoint
+from debuggers.tensor_utils import as_tensor, batch_size_of, iter_tensors
 
 
 @dataclass
@@ -79,7 +79,7 @@ class NaNInfDebugger(BaseDebugger):
 
     def __call__(self, datapoint: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
         if self._modules_checked == 0:
-            return not_run_output("the model did not run while NaNInfDebugger was attached")
+            return None
         batch = batch_size_of(datapoint)
         first: list[_BadCall | None] = [None] * batch
         bad_modules: list[list[str]] = [[] for _ in range(batch)]
@@ -105,12 +105,16 @@ class NaNInfDebugger(BaseDebugger):
             "batch_dim_unknown": unknown,
         }
 
-    def summary(self, output: dict[str, Any]) -> dict[str, float]:
+    def summary_columns(self, output: dict[str, Any]) -> dict[str, Any]:
         """Whether a NaN/Inf appeared, where first (index of the module call in execution order, nan if
         none) and in how many modules."""
-        return {"has_nan": float(output["first_module"] is not None),
-                "first_module_index": float(to_numpy(output["first_module_index"])),
-                "bad_module_count": float(len(output["bad_modules"]))}
+        first = as_tensor(output["first_module_index"])
+        bad = output["bad_modules"]  # one list per datapoint; a datapoint's own list as a batch of one
+        return {"has_nan": first.isfinite(), "first_module_index": first,
+                "bad_module_count": [len(modules) for modules in bad] if isinstance(bad, PerDatapoint) else [len(bad)]}
+
+    def not_run_reason(self, model: torch.nn.Module) -> Optional[str]:
+        return "the model did not run while NaNInfDebugger was attached" if self._modules_checked == 0 else None
 
     def clear(self) -> None:
         self._calls, self._modules_checked = [], 0

@@ -75,17 +75,22 @@ KIND_FIELDS: dict[str, dict[str, Field]] = {
         channel_means=(ARRAY, "(C,), for an output with channels", False),
         channel_stds=(ARRAY, "(C,), for an output with channels", False)),
     KIND_LAYER_OUTPUT: _fields(
-        layer_name=(TEXT, "the layer"), output=(ARRAY, "spatially average-pooled"),
-        original_shape=(LIST, "before pooling"), downsample_factor=(WHOLE, "of the pooling")),
+        layer_name=(TEXT, "the layer"), output=(ARRAY, "average-pooled over its positions, its units kept"),
+        original_shape=(LIST, "before pooling"), downsample_factor=(WHOLE, "of the pooling"),
+        layout=(TEXT, "'channels_first' (C, *positions) or 'tokens' (T, D): debuggers/feature_layout.py", False),
+        token_weight=(ARRAY, "(T',) the real tokens each pooled block of a token output holds", False)),
     KIND_ATTENTION: _fields(
         layer_name=(TEXT, "the layer"), attention=(ARRAY, "(heads, Lq, Lk) cropped to the real tokens"),
         entropy_per_head=(ARRAY, "(heads,)"), max_attention=(NUMBER, "the largest weight"),
         grid=(LIST + NONE, "[h, w] of the key tokens (image patches), or None")),
     KIND_CAM: _fields(
-        target_layer=(TEXT, "the layer"), cam=(ARRAY, "(H, W) in [0, 1]"), target_class=(WHOLE, "the class explained"),
+        target_layer=(TEXT, "the layer"), cam=(ARRAY, "(H, W) in [0, 1]; a signal's or tokens' (T,), a volume's "
+                                                      "(D, H, W)"), target_class=(WHOLE, "the class explained"),
+        layer_size=(LIST, "the layer's positions the cam was upsampled from", False),
         target_score=(NUMBER, "its score"), raw_max=(NUMBER, "the upsampled cam's max, its divisor: cam * raw_max is "
                                                              "the cam before normalisation"),
-        spatial=(RECORD, "{centroid_x, centroid_y, centre_fraction, spread, entropy}", False),
+        spatial=(RECORD, "{centroid_x, centroid_y (2-D, 3-D), centroid_z (3-D), centre_fraction, spread, entropy}",
+                 False),
         predicted_class=(WHOLE, "the model's class", False), label_class=(WHOLE, "the label's, with labels", False),
         other_target=(RECORD + NONE, "{cam, target_class, target_score, raw_max} of the other class where label and "
                                      "prediction differ", False),

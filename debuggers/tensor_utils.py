@@ -8,10 +8,12 @@ datapoint is taken out of a batch.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import torch
+
+from debuggers.pages.buffer_pool import BufferPool
 
 
 def describe(value: Any) -> str:
@@ -38,11 +40,23 @@ def per_datapoint(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.detach().reshape(tensor.shape[0], -1).float()
 
 
-def to_numpy(value: Any) -> np.ndarray:
-    """A float64 NumPy array of a tensor (any device), an array or a number: what summaries compute on."""
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu()
-    return np.asarray(value, dtype=np.float64)
+def as_tensor(value: Any) -> torch.Tensor:
+    """A tensor of ``value`` (a tensor, a NumPy array, numbers) for ``summary_columns`` arithmetic, without a copy
+    where it can (a read-only array, as a page or ``numpy.broadcast_to`` gives, is copied: torch refuses to share
+    it)."""
+    if isinstance(value, np.ndarray) and not value.flags.writeable:
+        value = np.array(value)
+    return torch.as_tensor(value)
+
+
+def std_along_last(values: torch.Tensor, means: torch.Tensor, pool: Optional[BufferPool] = None) -> torch.Tensor:
+    """The population std along the last dimension of float ``values``, given their ``means`` there: two passes
+    (centre, then each row's dot product with itself), as exact as ``Tensor.std`` and an order of magnitude faster
+    on a CPU, where its one-pass kernel runs element by element. The centred values go in ``pool``'s reused
+    memory where one is given (a batch's fresh block costs more in page faults than the arithmetic)."""
+    centred = pool.empty_like(values) if pool is not None else torch.empty_like(values)
+    torch.sub(values, means[..., None], out=centred)
+    return torch.linalg.vecdot(centred, centred).div_(values.shape[-1]).sqrt_()
 
 
 def iter_tensors(value: Any) -> Iterator[torch.Tensor]:

@@ -29,9 +29,10 @@ import torch
 from debuggers.layer_histograms import layer_histograms
 from debuggers.layer_norms import ModelLayers, squares_on, tensor_norms
 from debuggers.nonfinite_step import NonFiniteStep, batch_idx_of, find_forward_origin, nonfinite_gradient_layers
+from debuggers.tensorboard_log import TensorBoardLog, require_tensorboard
 from run_dir.errors import MonitorFileError
 from run_dir.monitor_file import Frame, MonitorFileWriter
-from run_dir.names import MONITOR_FILE
+from run_dir.names import MONITOR_FILE, TENSORBOARD_DIR
 from run_dir.training_log import (
     GRAD_FROZEN,
     GRAD_MISSING,
@@ -76,6 +77,8 @@ class MonitorSettings(Settings):
     histogram_bins: int = setting(32, whole_number(*BINS_RANGE), "bins of each layer's histograms per epoch")
     update_ratio: bool = setting(True, BOOLEAN, "record each layer's update/weight ratio, which copies the trainable "
                                  "parameters during each monitored step")
+    tensorboard: bool = setting(False, BOOLEAN, "also write what it records, and the validation scores, as TensorBoard "
+                                "event files in the run's `tensorboard/` (needs the tensorboard package)")
 
 
 @dataclass
@@ -103,10 +106,15 @@ class TrainingMonitor:
         self.world_size = world_size
         self.path = os.path.join(work_dir, MONITOR_FILE)
         self._file: Optional[MonitorFileWriter] = None
+        self._tensorboard: Optional[TensorBoardLog] = None
+        if settings.tensorboard:
+            require_tensorboard()  # on every rank: none is left waiting for one that stopped
         start_step = completed_epochs * (steps_per_epoch or 0)
         if rank == 0:
             start_step = self._open_file(completed_epochs, start_step)
         self.step = distributed.broadcast_object(start_step)  # the optimizer steps done by this run so far
+        if settings.tensorboard and rank == 0:
+            self._tensorboard = TensorBoardLog(os.path.join(work_dir, TENSORBOARD_DIR), self.layers.names, self.step)
         self.epoch, self.batch_in_epoch = completed_epochs, 0
         self._losses: list[float] = []  # of the steps since the last frame
         self._pending: Optional[_PendingRow] = None
@@ -148,9 +156,12 @@ class TrainingMonitor:
                 "histogram_bins": self.settings.histogram_bins, "world_size": self.world_size}
 
     def _append(self, fields: dict[str, Any], arrays: Optional[dict[str, np.ndarray]] = None) -> None:
-        """Write a frame; a failed write (a full disk) ends the file, not the run, and is logged once."""
+        """Write a frame (and its TensorBoard events); a failed write (a full disk) ends the file, not the run, and is
+        logged once."""
         if self._file is None:
             return
+        if self._tensorboard is not None:
+            self._tensorboard.add(fields, arrays or {})
         try:
             self._file.append(fields, arrays)
         except (OSError, MonitorFileError) as exc:
@@ -239,11 +250,20 @@ class TrainingMonitor:
         self._losses = []
         self._sync()
 
+    def add_validation(self, scores: dict[str, Any]) -> None:
+        """An epoch's aggregated validation scores, for TensorBoard (the monitor file has them in the epoch's scores
+        file already)."""
+        if self._tensorboard is not None:
+            self._tensorboard.add_scores(self.step, scores)
+
     def close(self) -> None:
         for hook in self._hooks:
             hook.remove()
         self._hooks = []
         self._close_file()
+        if self._tensorboard is not None:
+            self._tensorboard.close()
+            self._tensorboard = None
 
     def _save_buffers(self, module: torch.nn.Module, args: Any) -> None:
         """Before a training forward pass (not the NaN rerun, which runs without gradients)."""

@@ -7,6 +7,9 @@ A trainer's work dir::
     .lantern.lock                 held by the running process (``runners.work_dir_guard``)
     train.log, train_rank<r>.log  the log of rank 0, and of the other ranks (``run_log``)
     training_monitor.bin          with config['training_monitor'] (``monitor_file``, ``training_log``)
+    tensorboard/                  with config['training_monitor']['tensorboard']: TensorBoard's event files
+    profiler_trace.json.gz        with config['profiler']: torch.profiler's trace of the chosen steps
+    profiler_summary.json         and the ops that took the most time in them (``profiler_summary``)
     model_report.json             the model's layers and parameters, for the viewer
     datapoints/                   each validation datapoint's inputs, labels, meta info, for the viewer
     epoch_N/training_losses.pt    each training step's loss
@@ -25,7 +28,7 @@ The modules: ``names`` (each name above, once), ``folder`` (``RunDir`` and ``Epo
 what each holds, the epoch to use when none is given), ``run_files`` (safe opening and JSON reading: no link
 followed, no special file opened, sizes capped), ``errors`` (``RunFileError`` and its family, each naming its
 file), ``budget``, ``monitor_file`` and ``training_log``, ``table_file``, ``findings_file``, ``run_log``, and
-``saved_views`` (the viewer's own file of named views, kept outside every run folder).
+``saved_views`` (the viewer's own file of named views, kept outside every run folder), ``profiler_summary``.
 """
 
 from run_dir.folder import EpochDir, RunDir

@@ -19,7 +19,7 @@ from run_dir.run_files import read_run_json
 from run_dir.tags_file import tags_version
 from utils.atomic_files import atomic_write_json
 
-FORMAT = 1  # bumped when a field changes meaning: older files are then recomputed, not misread
+FORMAT = 2  # bumped when a field changes meaning: older files are then recomputed, not misread
 MAX_FINDINGS_BYTES = 256 * 2**20  # far above what an epoch of a million datapoints gives
 
 

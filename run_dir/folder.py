@@ -22,11 +22,14 @@ from run_dir.names import (
     LOCK_FILE,
     MODEL_REPORT_FILE,
     MONITOR_FILE,
+    PROFILER_SUMMARY_FILE,
+    PROFILER_TRACE_FILE,
     PROGRESS_FILE,
     REMOVED_MARKER,
     RUN_INFO_FILE,
     TAGS_FILE,
     TAGS_LOCK_FILE,
+    TENSORBOARD_DIR,
     TRAINING_LOSSES_FILE,
     VALIDATION_SCORES_FILE,
     epoch_dir_name,
@@ -165,6 +168,18 @@ class RunDir:
     @property
     def tags_lock(self) -> str:
         return self.file(TAGS_LOCK_FILE)
+
+    @property
+    def tensorboard(self) -> str:
+        return self.file(TENSORBOARD_DIR)
+
+    @property
+    def profiler_trace(self) -> str:
+        return self.file(PROFILER_TRACE_FILE)
+
+    @property
+    def profiler_summary(self) -> str:
+        return self.file(PROFILER_SUMMARY_FILE)
 
     @property
     def is_evaluator(self) -> bool:

@@ -1,10 +1,16 @@
-"""One logger per run: to the console and to a log file in the work dir."""
+"""One logger per run: to the console and to a log file in the work dir; a log's last line read back as data."""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 from typing import Optional
+
+from run_dir.run_files import open_regular
+
+TAIL_BYTES = 8192  # a stop line with its reason fits; a log is never read whole here
+_RECORD_PREFIX = re.compile(r"^\d\d:\d\d:\d\d \[rank \d+\] ")
 
 
 def get_run_logger(work_dir: str, file_name: str, rank: int = 0) -> logging.Logger:
@@ -48,3 +54,22 @@ def log_path(work_dir: str, file_name: str, rank: int) -> str:
 
 def _formatter(rank: int) -> logging.Formatter:
     return logging.Formatter(f"%(asctime)s [rank {rank}] %(levelname)s %(message)s", "%H:%M:%S")
+
+
+def last_log_line(path: str, max_chars: int = 400) -> Optional[str]:
+    """The last non-empty line of the log at ``path`` without its time and rank (``ERROR process 12 stopped during
+    start-up (exit code 2): ...``), at most ``max_chars``; None when there is no such regular file (a link or a
+    FIFO is not opened) or it is empty. Only its last ``TAIL_BYTES`` are read."""
+    try:
+        fd = open_regular(path, "run log")
+    except (OSError, ValueError):
+        return None
+    with open(fd, "rb") as log:
+        size = os.fstat(fd).st_size
+        log.seek(max(0, size - TAIL_BYTES))
+        tail = log.read(TAIL_BYTES).decode("utf-8", errors="replace")
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    if not lines:
+        return None
+    line = _RECORD_PREFIX.sub("", lines[-1])
+    return line if len(line) <= max_chars else line[:max_chars - 1] + "…"

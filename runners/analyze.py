@@ -5,9 +5,9 @@
 
 The same findings as ``analysis.failures.analyze`` (for notebooks) and the viewer's Failures tab. ``--save``
 stores them in the epoch's folder (``findings.json``), as the trainer does after each validation epoch, so the
-viewer shows them at once. ``--verify`` confirms findings by intervention on the epoch's own model
-(``runners/verify.py``): it rebuilds the model from the config file the run names, so it needs
-``--trust-configs``. A run or table it cannot analyse gives one line on stderr and exit status 2.
+viewer shows them at once. ``--verify`` gives findings a verdict, by intervention on the epoch's own model, or by a
+held-out replication where none applies (``runners/verify.py``): it rebuilds the model from the config file the run
+names, so it needs ``--trust-configs``. A run or table it cannot analyse gives one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ import sys
 from typing import Any
 
 from analysis.failures import FailureDefinition, Findings, analyze, resolve_epoch_dir
+from analysis.finding_plans import NOT_VERIFIABLE
 from analysis.findings import FamilyFindings
-from analysis.intervention import Comparison
+from analysis.intervention import Comparison, NotVerifiable
+from analysis.replication import REPLICATED, Replication
 from run_dir.names import FINDINGS_FILE
 from runners.run_model import TRUST_FLAG
 from runners.verify import Result, Verification, verify_findings
@@ -40,9 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save", action="store_true", help="store the findings in the epoch's folder "
                                                             f"({FINDINGS_FILE}) for the viewer")
     parser.add_argument("--verify", nargs="*", metavar="KEY", default=None,
-                        help="confirm findings by intervention on the epoch's model: the findings named "
-                             "(meta.slices-0, internals.separators-2, subgroups-0, nan_origins-0, ...), or every one "
-                             "but label suspects, dead units and restatements")
+                        help="verify findings: by intervention on the epoch's model, else by a held-out "
+                             "replication; the findings named (meta.slices-0, internals.separators-2, subgroups-0, "
+                             "nan_origins-0, ...), or every one but label suspects, dead units and restatements")
     parser.add_argument(TRUST_FLAG, action="store_true", dest="trust_configs",
                         help="let --verify import the config file the run names (runs its code: only for runs you "
                              "trust)")
@@ -70,13 +72,16 @@ def format_findings(findings: Findings) -> str:
     lines = [f"{findings.table_path}",
              f"failures: {findings.failures} of {findings.datapoints} datapoints ({findings.failure_definition})"]
     lines += [f"note: {note}" for note in findings.notes]
+    lines += _confusions(findings)
     lines += _family("Meta info (what the data says)", findings.meta)
+    lines += _within_a_class(findings)
     lines += _family("Internals (what the model does)", findings.internals)
     lines += _table("Subgroups in captured feature spaces (a rare variant: failures of one label that fail alike, "
                     "predicted as several classes)",
                     ["#", "space", "kind", "size", "fail", "rest", "described by", "typical idx"],
                     [[i + 1, g.debugger, "rare variant" if g.kind == "variant" else "cluster", g.size,
-                      f"{g.failure_rate:.0%}", f"{g.rest_failure_rate:.0%}", g.description,
+                      f"{g.failure_rate:.0%}", f"{g.rest_failure_rate:.0%}",
+                      g.description + (f" | {g.class_note}" if g.class_note else ""),
                       " ".join(map(str, g.examples))]
                      for i, g in enumerate(findings.subgroups)])
     lines += _training_label_groups(findings)
@@ -120,6 +125,27 @@ def _training_label_groups(findings: Findings) -> list[str]:
                     f"{', '.join(map(str, g.examples[:3]))}): the model learnt '{g.predicted}' for them, most often "
                     f"from training labels that say so; if those say '{g.label}', what they share makes the model see "
                     f"'{g.predicted}'" for i, g in enumerate(groups)]
+def _confusions(findings: Findings) -> list[str]:
+    """The main confusions, first: what the model mistakes for what."""
+    if findings.confusion is None:
+        return []
+    listed = sum(c.count for c in findings.confusions)
+    return _table(f"Main confusions (label read as prediction; {listed} of the {findings.failures} failures)",
+                  ["#", "label", "read as", "datapoints", "of the label", "most confident idx"],
+                  [[i + 1, c.label, c.prediction, c.count, f"{c.share:.0%}", " ".join(map(str, c.examples))]
+                   for i, c in enumerate(findings.confusions)])
+
+
+def _within_a_class(findings: Findings) -> list[str]:
+    """The slices within one class (a classifier's only), or why none."""
+    if findings.confusion is None:
+        return []
+    lines = _table("Within a class: conditions that make one class fail more than the rest of it",
+                   ["#", "class", "slice", "size", "fail inside", "rest of the class", "class fails"],
+                   [[i + 1, c.label.describe(), " and ".join(x.describe() for x in c.conditions), c.size,
+                     f"{c.failure_rate:.0%}", f"{c.rest_failure_rate:.0%}",
+                     f"{c.class_failure_rate:.0%} of {c.class_size}"] for i, c in enumerate(findings.class_slices)])
+    return lines + ([f"why none: {findings.class_no_slice.description}"] if findings.class_no_slice else [])
 
 
 def _family(title: str, family: FamilyFindings) -> list[str]:
@@ -127,10 +153,12 @@ def _family(title: str, family: FamilyFindings) -> list[str]:
                    ["#", "slice", "size", "fail inside", "fail outside", "also / in meta terms"],
                    [[i + 1, s.description, s.size, f"{s.failure_rate:.0%}", f"{s.rest_failure_rate:.0%}", _words(s)]
                     for i, s in enumerate(family.slices)])
+    if family.no_slice is not None:
+        lines.append(f"why none: {family.no_slice.description}")
     tested = family.separators_tested
     return lines + _table(f"{title}: separating quantities (AUROC failures vs passes; Mann-Whitney p < 0.05/{tested}, "
                           f"{tested} quantities tested, a family of units counting once)",
-                          ["#", "quantity", "AUROC", "direction", "best units / in meta terms"],
+                          ["#", "quantity", "AUROC", "direction", "best units / twins / in meta terms"],
                           [[i + 1, s.column, f"{s.auroc:.3f}", s.direction, _units(s)]
                            for i, s in enumerate(family.separators)])
 
@@ -143,13 +171,16 @@ def _words(found: Any) -> str:
                      f"no meta column describes it; examples {' '.join(map(str, found.examples))}")
     parts += [f"inside the model: {'; '.join(found.inside_model)}"] if found.inside_model else []
     parts += [f"NaN first appears in {found.nan_origin}"] if found.nan_origin else []
+    parts += [found.class_note] if found.class_note else []
     return " | ".join(parts)
 
 
 def _units(separator: Any) -> str:
     parts = [", ".join(f"{u.column} {u.auroc:.3f}" for u in separator.units)] if separator.units else []
+    parts += [separator.twins_description] if separator.twins else []
     if separator.target.debugger is not None:
         parts.append(separator.meta_match.describe() if separator.meta_match else "no meta column describes it")
+    parts += [separator.class_note] if separator.class_note else []
     return " | ".join(parts)
 
 
@@ -160,7 +191,9 @@ def _share(value: Any, digits: int = 0) -> str:
 
 
 def format_verifications(results: list[Result]) -> str:
-    """What each intervention did to its finding's failures, against the matched random set."""
+    """Each finding's verdict, by what it rests on: an intervention (what it did to the finding's failures, against
+    the matched random set), a held-out replication (found on one half, tested on the other); then the findings
+    no check can test, and why."""
     done = [r for r in results if isinstance(r, Verification)]
     lines = _table("Verified by intervention (the finding's datapoints rerun with the patch, against as many failing "
                    "and passing ones drawn at random elsewhere; 95% intervals)",
@@ -172,8 +205,26 @@ def format_verifications(results: list[Result]) -> str:
     for r in done:
         reasons.setdefault((r.verdict, r.comparison.reason), []).append(r.key)
     lines += [f"{', '.join(keys)}: {verdict}: {reason}" for (verdict, reason), keys in reasons.items()]
-    lines += [f"{r.key} ({r.finding}): not verifiable: {r.reason}" for r in results if not isinstance(r, Verification)]
+    lines += [f"{r.key}: held out, {r.replication.verdict} ({r.replication.describe()})"
+              + (": the finding is real, and what it names not shown to cause it" if r.replication.verdict == REPLICATED
+                 else "") for r in done if r.replication is not None]
+    replicated = [r for r in results if isinstance(r, Replication)]
+    lines += _table("Replicated on held-out datapoints (found on one half of the epoch, tested on the other; no "
+                    "intervention applies, or the one tried did not confirm it)",
+                    ["key", "finding", "found on half A as", "on half B", "verdict"],
+                    [[r.key, r.finding, r.found_as or "-", r.describe(), r.verdict] for r in replicated])
+    lines += [f"{r.key}: {r.verdict}: {r.reason}" + (f" (tried first: {_tried(r.tried)})" if r.tried else "")
+              for r in replicated]
+    skipped = [r for r in results if isinstance(r, NotVerifiable)]
+    lines += ["", "Skipped (no check can test them):"] + [f"{r.key} ({r.finding}): {r.reason}" for r in skipped] \
+        + [f"suspected label errors, dead units and restatements: {'; '.join(NOT_VERIFIABLE.values())}"]
     return "\n".join(lines)
+
+
+def _tried(tried: dict[str, Any]) -> str:
+    counts = tried["finding_counts"]
+    before, after = counts["fixed"] + counts["stayed_failing"], counts["broken"] + counts["stayed_failing"]
+    return f"{tried['intervention']}: {before} → {after} failing of {sum(counts.values())}, {tried['verdict']}"
 
 
 def _before_after(result: Verification) -> str:

@@ -24,7 +24,6 @@ from typing import Any, Optional
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset
-from tqdm import tqdm
 
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from run_dir.names import EPOCH_GLOB, LOCK_FILE, RUN_INFO_FILE, RUNNER_LOG
@@ -32,6 +31,7 @@ from run_dir.run_log import append_to_log, get_run_logger
 from runners.config_file import config_differences, describe_config
 from runners.config_keys import UNIDENTIFYING_KEYS, RunnerSettings, check_config_keys
 from runners.datapoint_capture import CaptureLimits
+from runners.datapoint_errors import CollateErrors, DatapointErrors
 from runners.failure_definition import FailureDefinitionSettings
 from runners.hooks import (
     DatapointCaptureHook,
@@ -44,6 +44,8 @@ from runners.hooks import (
     RunnerHook,
 )
 from runners.metric_contract import check_buffer, check_scores, checked_summary
+from runners.plain_model import ModelCallSettings, PlainModel, as_lantern_model
+from runners.progress import Progress
 from runners.run_writes import write_run_file
 from runners.unique_idx import SeenIdx, merge_rank_buffers
 from runners.work_dir_guard import WorkDirWatch, lock_work_dir, recorded_launch, release_work_dir
@@ -54,9 +56,7 @@ from utils.errors import (
     ConfigError,
     DatasetContractError,
     ModelContractError,
-    UserCodeError,
     WorkDirError,
-    describe_exception,
 )
 from utils.folder_glob import glob_in
 from utils.ops import apply_tensor_op, describe_value, idx_list
@@ -213,7 +213,10 @@ class BaseRunner:
         model = build_from_config(self.config["model"], "config['model']")
         if not isinstance(model, torch.nn.Module):
             raise ConfigError(f"config['model'] must build a torch.nn.Module, got {type(model).__name__}")
-        self.model = model.to(self.device)
+        first = self.first_eval_batch["inputs"] if isinstance(self.first_eval_batch, dict) else None
+        self.model = as_lantern_model(model, ModelCallSettings.from_config(self.config), first).to(self.device)
+        if isinstance(self.model, PlainModel):
+            self.logger.info(f"config['model'] ({type(model).__name__}) takes tensors: {self.model.describe()}")
 
     def _init_metric_(self) -> None:
         self.metric = build_from_config(self.config["metric"], "config['metric']")
@@ -260,8 +263,12 @@ class BaseRunner:
                     f"config['{dataloader_key}']['args'] sets '{key}', which the runner decides (training is "
                     "shuffled with the run's seed, evaluation reads in order); remove it"
                 )
+        where = f"config['{dataset_key}'] ({type(dataset).__name__})"
+        if not isinstance(dataset, IterableDataset):  # an error names the datapoint's index
+            dataset = DatapointErrors(dataset, where)
         loader = build_from_config(entry, f"config['{dataloader_key}']", dataset=dataset, sampler=sampler(dataset))
-        first_batch = _check_first_datapoint(loader, dataset_key)
+        loader.collate_fn = CollateErrors(loader.collate_fn, f"config['{dataloader_key}']")
+        first_batch = _check_first_datapoint(loader, where)
         if dataset_key == self.EVAL_DATASET_KEY:
             self.first_eval_batch = first_batch
         return loader
@@ -302,10 +309,12 @@ class BaseRunner:
         outputs = model(inputs)
         if not isinstance(outputs, dict):
             raise ModelContractError(
-                f"{type(self.eval_model).__name__}.forward returned {describe_value(outputs)}, but Lantern's models "
-                "return a dict of named outputs: forward(inputs: dict) -> dict. The criterion and the metric read "
-                "it by key (CrossEntropyCriterion and ClassificationMetric read outputs['logits'], set by their "
-                "output_key argument). Return e.g. {'logits': logits} from forward; see docs/your_project.md")
+                f"{type(self.eval_model).__name__}.forward takes the inputs dict and returned "
+                f"{describe_value(outputs)}, but a model that takes the dict returns a dict of named outputs: "
+                "forward(inputs: dict) -> dict. The criterion and the metric read it by key (CrossEntropyCriterion "
+                "and ClassificationMetric read outputs['logits'], set by their output_key argument). Return e.g. "
+                "{'logits': logits}, or take a tensor (forward(self, x)) and Lantern names a tensor output 'logits'; "
+                "see docs/your_project.md, 'Your model as it is'")
         return outputs
 
     def _eval_loop(self, dataloader: DataLoader, desc: str, eval_pass: EvalPass) -> dict:
@@ -317,7 +326,7 @@ class BaseRunner:
         self._seen_idx = SeenIdx(len(dataloader.dataset) if isinstance(dataloader.dataset, Sized) else 0)
         self.hooks.call("before_eval_epoch", self, eval_pass)
         with torch.no_grad():
-            for dp in tqdm(dataloader, desc=desc, leave=False, disable=not self.is_main):
+            for dp in Progress(dataloader, desc, self.logger, self.is_main):
                 self._eval_step(dp)
         every_rank = merge_rank_buffers(distributed.gather_objects(self.metric.buffer))
         scores = checked_summary(self.metric.summarize(every_rank), self.metric)
@@ -390,20 +399,18 @@ def _check_shared_work_dir(info_path: str, launch: str, rank: int, wait_s: float
         time.sleep(0.2)
 
 
-def _check_first_datapoint(loader: DataLoader, dataset_key: str) -> Any:
+def _check_first_datapoint(loader: DataLoader, dataset_name: str) -> Any:
     """Collate ``dataset[0]`` here, in the main process, before any epoch: a dataset that breaks the datapoint
     contract is refused at once, in one line naming the dataset, not later from inside a DataLoader worker.
     Returns that batch of one, or None where there is no datapoint 0 to check."""
     dataset = loader.dataset
     if loader.batch_sampler is None or isinstance(dataset, IterableDataset) or len(dataset) == 0:
         return None  # no batches of datapoints to check, or no datapoint 0
-    where = f"config['{dataset_key}'] ({type(dataset).__name__}), dataset[0]"
-    try:
+    where = f"{dataset_name}, dataset[0]"
+    try:  # the project's __getitem__ or collate_fn raising: one line naming the datapoint (DatasetItemError)
         return loader.collate_fn([dataset[0]])
     except DatasetContractError as exc:
         raise DatasetContractError(f"{where}: {exc}") from None
-    except Exception as exc:  # the project's __getitem__ or collate_fn: one line here, the traceback in the log
-        raise UserCodeError(f"{where}: {describe_exception(exc)}") from exc
 
 
 def _another_run(work_dir: str, previous: dict, identity: dict, shown: int = 3) -> str:

@@ -17,6 +17,10 @@ from runners.datapoint_capture import CaptureLimits
 from runners.failure_definition import FailureDefinitionSettings
 from runners.hooks.disk_budget import DiskBudgetSettings
 from runners.hooks.findings import FindingsSettings
+from runners.hooks.profiler import ProfilerSettings
+from runners.overfit import OverfitSettings
+from runners.plain_model import ModelCallSettings
+from runners.training_step import TrainingStepSettings
 from utils.distributed import DEFAULT_TIMEOUT_S
 from utils.errors import ConfigError
 from utils.settings import POSITIVE_NUMBER, REQUIRED, ConfigKey, Rule, Settings, is_whole_number, setting, whole_number
@@ -61,7 +65,10 @@ COMMON = _keys(
                                  "`run_info.json` (`--verify` rebuilds the model from it)", identifies_run=False),
     ConfigKey("seed", "base seed (default 0); model init, shuffling and dropout derive from it per epoch"),
     ConfigKey("device", "`'cpu'` (default) or `'cuda'`; without CUDA the run warns and uses the CPU"),
-    ConfigKey("model", "an `nn.Module` entry; `forward(inputs: dict) -> dict`"),
+    ConfigKey("model", "an `nn.Module` entry: `forward(inputs: dict) -> dict`, or a plain model that takes tensors "
+                       "and returns a tensor, a tuple or a Hugging Face `ModelOutput` (see "
+                       "[your_project.md](your_project.md#your-model-as-it-is))"),
+    ModelCallSettings,
     ConfigKey("metric", "per-datapoint scores, e.g. `ClassificationMetric`"),
     ConfigKey("debugger", "optional `SequentialDebugger` entry, see [debugger.md](debugger.md) (what to keep: its "
                           "`keep` and `summaries_every_epoch`)"),
@@ -77,7 +84,7 @@ TRAINER_ONLY = _keys(
     ConfigKey("criterion", "`criterion(outputs, labels) -> loss`"),
     ConfigKey("optimizer", "a `torch.optim` entry (the runner adds the model's parameters)"),
     ConfigKey("scheduler", "optional `torch.optim.lr_scheduler` entry, stepped once per epoch"),
-    DiskBudgetSettings, MonitorSettings,
+    TrainingStepSettings, OverfitSettings, DiskBudgetSettings, MonitorSettings, ProfilerSettings,
 )
 EVALUATOR_ONLY = _keys(
     ConfigKey("checkpoint", "a `checkpoint.pt`, or a trainer work dir (its best epoch's)"),

@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -110,12 +110,12 @@ class DatapointCapture:
             self._guard(f"datapoints {idx[0]}..{idx[len(rows) - 1]}",
                         partial(self._writer.add_converted, idx[:len(rows)], rows))
 
-    def finish(self) -> None:
-        """Write the last page and mark the capture complete, then stop the writer thread."""
-        if not self._failed and self._guard("finish", self._flush):
-            self._log.info(f"Captured the inputs, labels and meta info of {self._summary['datapoints']} datapoints "
-                           f"for the viewer ({self._summary['bytes'] / 2**20:.1f} MB) in {self.folder}")
+    def finish(self) -> Optional[tuple[int, int]]:
+        """Write the last page and mark the capture complete, then stop the writer thread; return the datapoints
+        and bytes this process captured (None where the capture failed)."""
+        done = not self._failed and self._guard("finish", self._flush)
         self._writer.close()
+        return (self._summary["datapoints"], self._summary["bytes"]) if done else None
 
     def _flush(self) -> None:
         self._summary = self._writer.flush()

@@ -28,6 +28,7 @@ from runners.base_runner import seed_everything
 from runners.checkpoints import load_checkpoint_file, load_model_state
 from runners.config_file import config_differences, describe_config, load_config
 from runners.evaluators.base_evaluator import resolve_checkpoint
+from runners.plain_model import ModelCallSettings, as_lantern_model
 from utils.builders import build_from_config
 from utils.errors import CheckpointError, ConfigError, LanternUserError
 from utils.ops import apply_tensor_op, idx_list
@@ -62,14 +63,16 @@ class EpochModel:
         config = _load(path)
         dataset_key, loader_key = ("eval_dataset", "eval_dataloader") if evaluator \
             else ("val_dataset", "val_dataloader")
-        _check_unchanged(path, info, config, ("model", "metric", dataset_key, loader_key))
+        _check_unchanged(path, info, config, ("model", "model_inputs", "model_outputs", "metric", dataset_key,
+                                              loader_key))
         checkpoint = resolve_checkpoint(str(config["checkpoint"])) if evaluator and config.get("checkpoint") \
             else _epoch_checkpoint(epoch_dir, run_dir)
         device = torch.device(str(config.get("device", "cpu")))
         if device.type == "cuda" and not torch.cuda.is_available():
             device = torch.device("cpu")
         seed_everything(int(config.get("seed", 0)))
-        model = build_from_config(config["model"], "config['model']")
+        model = as_lantern_model(build_from_config(config["model"], "config['model']"),
+                                 ModelCallSettings.from_config(config))
         load_model_state(model, load_checkpoint_file(checkpoint)["model_state_dict"], checkpoint)
         return cls(model.to(device).eval(), build_from_config(config["metric"], "config['metric']"),
                    build_from_config(config[dataset_key], f"config['{dataset_key}']"),

@@ -24,7 +24,7 @@ from typing import Any
 from run_dir.run_log import log_path
 from runners.base_runner import BaseRunner
 from utils import distributed
-from utils.errors import LanternUserError, UserCodeError, describe_exception, user_message
+from utils.errors import LanternUserError, UserCodeError, describe_exception, from_worker, user_message
 
 USER_ERROR, UNCAUGHT_ERROR, INTERRUPTED, TERMINATED = 2, 1, 130, 143
 _AGAIN = "once fixed, run the same command again"
@@ -74,6 +74,8 @@ def _describe(exc: BaseException, advice: str) -> tuple[int, str, str]:
     """The exit code, the one-line message (what stopped the run and what to do) and the traceback to log."""
     if isinstance(exc, LanternUserError):
         cause = exc.__cause__ if isinstance(exc, UserCodeError) else None
+        if cause is None and isinstance(exc, UserCodeError) and from_worker(exc):
+            return USER_ERROR, user_message(exc), str(exc)  # the worker's traceback, as text
         return USER_ERROR, user_message(exc), _traceback(cause) if cause is not None else ""
     if isinstance(exc, KeyboardInterrupt):
         return INTERRUPTED, f"interrupted (KeyboardInterrupt: Ctrl-C); {advice}", ""

@@ -1,17 +1,24 @@
-"""Confirm findings by intervention on the epoch's own model: ``python -m runners.analyze --run RUN --verify``.
+"""Verify findings on the epoch's own model and data: ``python -m runners.analyze --run RUN --verify``.
 
-For each finding that ``analysis.finding_plans`` turns into a plan (a unit or NaN module to patch, or an input
-region to mask; ``analysis/intervention.py`` says how the result is judged):
+For each finding, ``analysis.finding_plans`` picks the check (``analysis/intervention.py`` says how an intervention
+is judged, ``analysis/replication.py`` how a replication is):
+
+An intervention (units of a layer, a NaN module, a part of the input, a segmentation's prompt):
 
 1. draw the matched control (the finding's failing and passing shares, from outside the finding: as many
    datapoints, less the reference's where the finding holds twice as many, ``control_size``) and the passing
    reference (the control's passing datapoints first), with a fixed seed;
-2. run the reference through the rebuilt model unpatched: the mean of the patched module's output (a forward
-   hook sums it) or of the masked input, and a check that the model reproduces the epoch (the reference passed
-   in the epoch and must still pass);
+2. run the reference through the rebuilt model unpatched: the mean of what the patch replaces (a forward hook sums
+   it, ``runners/interventions.py``) or of the masked input, and a check that the model reproduces the epoch (the
+   reference passed in the epoch and must still pass);
 3. run the finding and the control in one pass with the patch (a forward hook that returns the patched output,
-   or the masked inputs), and judge each datapoint by the epoch's own failure definition;
-4. compare the finding's change in failure rate with the control's.
+   or the edited inputs), and judge each datapoint by the epoch's own failure definition;
+4. compare the finding's change in failure rate with the control's. An intervention the finding does not name (a
+   Grad-CAM region, a moved prompt) that does not confirm it hands the verdict to the replication, where the
+   finding has one.
+
+A replication: the finding looked for by the analysis of one half of the datapoints, and what that half found
+tested on the other half (no model runs).
 
 The model is rebuilt once per call (``runners/run_model.py``: only with ``--trust-configs``).
 """
@@ -33,31 +40,50 @@ import torch
 
 from analysis.epoch_table import EpochTable
 from analysis.failures import FailureDefinition
-from analysis.finding_plans import NOT_VERIFIABLE, RunFacts, cam_region, finding_entries, plan_for_finding
+from analysis.finding_plans import (
+    NOT_VERIFIABLE,
+    Plan,
+    RunFacts,
+    cam_region,
+    finding_entries,
+    finding_name,
+    not_offered,
+    plan_for_finding,
+)
+from analysis.internals import CapturedInternals, read_internals
 from analysis.intervention import (
+    CONFIRMED,
+    MEAN,
+    PADDING,
     Comparison,
     FailureRule,
     InputMask,
     Intervention,
     InterventionPlan,
     NotVerifiable,
+    OfPlan,
     OutcomeCounts,
+    PromptMove,
     UnitPatch,
+    UnitShift,
     compare,
     control_size,
     failure_rule,
     matched_control,
     passing_reference,
 )
+from analysis.replication import HeldOut, Replication, ReplicationPlan
 from debuggers.gradcam_debugger import GradCAMDebugger
+from debuggers.layer_output_debugger import LayerOutputDebugger
 from debuggers.pages.errors import DebugDataError
 from debuggers.pages.reader import load_debug_outputs
-from debuggers.utils import compiled_hint, require_layer
+from debuggers.utils import compiled_hint
 from metrics.classification_metric import predicted_classes
 from run_dir.names import EPOCH_TABLE_FILE
+from runners.interventions import Mean, Patch, Shift, VerifyError, edited, input_tensor, patch_site, reduced
 from runners.run_model import EpochModel
 from utils.builders import build_from_config
-from utils.errors import LanternUserError, ModelContractError
+from utils.errors import ModelContractError
 from utils.keyed import label, model_output
 from utils.ops import apply_tensor_op, describe_value, idx_list
 
@@ -65,14 +91,11 @@ MAX_NOT_REPRODUCED = 0.1  # share of the reference (passing in the epoch) allowe
 KEEP_BYTES = 128 * 2**20  # loaded reference batches kept for the patched run (they hold control datapoints)
 
 Progress = Callable[[str], None]
-
-
-class VerifyError(LanternUserError):
-    """A finding cannot be verified as asked; the message says why and what to do."""
+POINT_KEYS = ("point", "points", "point_coords")  # the inputs a promptable segmentation's point prompt goes by
 
 
 @dataclass
-class Verification:
+class Verification(OfPlan):
     """One finding's intervention and what it did, against the matched control."""
 
     plan: InterventionPlan
@@ -80,14 +103,7 @@ class Verification:
     reference_idx: list[int]  # the passing datapoints the mean was taken over
     comparison: Comparison
     seconds: float
-
-    @property
-    def key(self) -> str:
-        return self.plan.key
-
-    @property
-    def finding(self) -> str:
-        return self.plan.finding
+    replication: Optional[Replication] = None  # beside a verdict that does not confirm what the finding names
 
     @property
     def intervention(self) -> str:
@@ -100,55 +116,126 @@ class Verification:
     def to_dict(self) -> dict[str, Any]:
         c = self.comparison
         return {"key": self.key, "finding": self.finding, "intervention": self.intervention, "why": self.plan.why,
-                "verdict": c.verdict, "reason": c.reason, "seconds": self.seconds, "idx": self.plan.idx,
+                "verdict": c.verdict, "rests_on": "intervention", "reason": c.reason, "seconds": self.seconds,
+                "idx": self.plan.idx,
                 "control_idx": self.control_idx, "reference_idx": self.reference_idx,
                 "finding_counts": vars(c.finding), "control_counts": vars(c.control),
                 "change": c.finding.change, "change_interval": [c.finding_interval.low, c.finding_interval.high],
                 "control_change": c.control_change,
                 "control_change_interval": [c.control_interval.low, c.control_interval.high],
-                "effect": c.effect, "effect_interval": [c.effect_interval.low, c.effect_interval.high]}
+                "effect": c.effect, "effect_interval": [c.effect_interval.low, c.effect_interval.high],
+                "replication": None if self.replication is None else self.replication.to_dict()}
 
 
-Result = Union[Verification, NotVerifiable]
+Result = Union[Verification, Replication, NotVerifiable]
 
 
 def verify_findings(epoch_dir: str, findings: dict[str, Any], keys: Optional[list[str]] = None,
                     trust_configs: bool = False, failure: Optional[FailureDefinition] = None, seed: int = 0,
                     cancel: Optional[threading.Event] = None, progress: Optional[Progress] = None) -> list[Result]:
-    """Verify the findings ``keys`` (``slices-0``, ...; None: every finding but label suspects and dead units) of
-    ``findings`` (``Findings.to_dict()`` of ``epoch_dir``), in that order."""
+    """Verify the findings ``keys`` (``slices-0``, ...; None: every finding but label suspects, dead units and
+    restatements) of ``findings`` (``Findings.to_dict()`` of ``epoch_dir``), in that order; one that no check can
+    test (``not_offered``) is a ``NotVerifiable`` saying why."""
     entries = _chosen(finding_entries(findings), keys)
     table = EpochTable(os.path.join(epoch_dir, EPOCH_TABLE_FILE))
-    rule, failed = failure_rule(table, failure or FailureDefinition())
+    definition = failure or FailureDefinition()
+    rule, failed = failure_rule(table, definition)
     model = EpochModel.rebuild(epoch_dir, trust_configs)
     facts = run_facts(table, failed, model, epoch_dir)
+    held_out = HeldOut(table, failed, definition, seed)
     results: list[Result] = []
     for key, finding in entries:
-        plan = plan_for_finding(key, finding, facts)
-        results.append(plan if isinstance(plan, NotVerifiable)
-                       else verify_plan(model, plan, rule, facts, seed, cancel, progress))
+        reason = not_offered(key, table.roles)
+        plan = NotVerifiable(key, finding_name(finding), reason) if reason else plan_for_finding(key, finding, facts)
+        results.append(check(plan, model, rule, facts, held_out, seed, cancel, progress))
     return results
 
 
+def check(plan: Plan, model: EpochModel, rule: FailureRule, facts: RunFacts, held_out: HeldOut, seed: int = 0,
+          cancel: Optional[threading.Event] = None, progress: Optional[Progress] = None) -> Result:
+    """The plan's result: the intervention's (with the replication beside it where it names what it patched and
+    does not confirm it), the replication's, or (an intervention the finding does not name, which does not confirm
+    it) the replication's with the intervention tried."""
+    if isinstance(plan, NotVerifiable):
+        return plan
+    if isinstance(plan, ReplicationPlan):
+        return _replicated(plan, held_out, progress)
+    result = verify_plan(model, plan, rule, facts, seed, cancel, progress)
+    if plan.replication is None or not isinstance(result, Verification) or result.verdict == CONFIRMED:
+        return result
+    replication = _replicated(plan.replication, held_out, progress)
+    if plan.named:
+        result.replication = replication
+        return result
+    replication.tried = result.to_dict()
+    return replication
+
+
+def _replicated(plan: ReplicationPlan, held_out: HeldOut, progress: Optional[Progress]) -> Replication:
+    _say(progress, f"{plan.key}: found on one half of the datapoints, tested on the other")
+    start = time.perf_counter()
+    replication = held_out.replicate(plan)
+    replication.seconds = time.perf_counter() - start
+    return replication
+
+
 def run_facts(table: EpochTable, failed: np.ndarray, model: EpochModel, epoch_dir: str) -> RunFacts:
-    """What the adapter needs of the run: the table's idx and failures, summaries, the debuggers' layers and
-    the captured Grad-CAM."""
+    """What the adapter needs of the run: the table's idx and failures, summaries, the debuggers' layers, the
+    captured Grad-CAM and feature spaces, and whether the datapoints carry a point prompt."""
     table_idx = table.values(["idx"])["idx"].astype(np.int64)
-    layers, cams = {}, []
+    layers, cams, spaces = {}, [], set()
     for name, debugger in _debuggers(model.config):
         hooked = debugger.layer_names()
         if len(hooked) == 1:
             layers[name] = hooked[0]
         if isinstance(debugger, GradCAMDebugger):
             cams.append((name, debugger.input_key))
+        if isinstance(debugger, LayerOutputDebugger):  # its space's units are its layer's
+            spaces.add(name)
+    first = model.dataset[int(table_idx[0])] if len(table_idx) else {}
     region = None
     if cams:
         try:
-            region = partial(cam_region, load_debug_outputs(epoch_dir), *cams[0])
-        except DebugDataError:  # no pages (or unreadable ones): findings name no region then
-            region = None
+            outputs = load_debug_outputs(epoch_dir)
+        except DebugDataError:  # unreadable pages: findings name no region then
+            outputs = None
+        region = (partial(cam_region, outputs, *cams[0], fill=_fill(first, cams[0][1])) if outputs is not None
+                  else None)  # None: no pages
     return RunFacts(table_idx, failed, frozenset(table.roles.get("summaries", [])), layers,
-                    lambda column: table.values([column])[column], region)
+                    lambda column: table.values([column])[column], region, _captured_spaces(epoch_dir, spaces),
+                    _prompt(first, model.metric))
+
+
+def _fill(datapoint: dict[str, Any], key: str) -> str:
+    """How an input is masked: token ids by padding, anything else by the mean."""
+    inputs = datapoint.get("inputs") if isinstance(datapoint, dict) else None
+    value = inputs.get(key) if isinstance(inputs, dict) else None
+    return PADDING if isinstance(value, torch.Tensor) and not value.is_floating_point() else MEAN
+
+
+def _prompt(datapoint: dict[str, Any], metric: Any) -> Optional[PromptMove]:
+    """A point prompt to move, where a datapoint's inputs hold one ((2,) or (N, 2) floats) and its labels the
+    target mask the metric reads (its ``label_key``, at least 2-D)."""
+    inputs, labels = (datapoint.get(part) if isinstance(datapoint, dict) else None for part in ("inputs", "labels"))
+    point = next((key for key in POINT_KEYS if isinstance(inputs, dict) and isinstance(inputs.get(key), torch.Tensor)
+                  and inputs[key].is_floating_point() and inputs[key].shape[-1:] == (2,)), None)
+    mask_key = getattr(metric, "label_key", None)
+    mask = labels.get(mask_key) if isinstance(labels, dict) and isinstance(mask_key, str) else None
+    return PromptMove(point, mask_key) if point and isinstance(mask, torch.Tensor) and mask.ndim >= 2 else None
+
+
+def _captured_spaces(epoch_dir: str, spaces: set[str]) -> Callable[[str], Optional[tuple[np.ndarray, np.ndarray]]]:
+    """The feature space a layer-output debugger of ``spaces`` captured (``analysis.internals``), the epoch's pages
+    read once, when first asked."""
+    read: list[CapturedInternals] = []
+
+    def vectors(debugger: str) -> Optional[tuple[np.ndarray, np.ndarray]]:
+        if debugger not in spaces:
+            return None
+        if not read:
+            read.append(read_internals(epoch_dir))
+        return read[0].vectors.get(debugger)
+    return vectors
 
 
 def verify_plan(model: EpochModel, plan: InterventionPlan, rule: FailureRule, facts: RunFacts, seed: int = 0,
@@ -176,24 +263,27 @@ def verify_plan(model: EpochModel, plan: InterventionPlan, rule: FailureRule, fa
 
 
 def reference_mean(model: EpochModel, intervention: Intervention, reference: np.ndarray, rule: FailureRule,
-                   control: np.ndarray, cancel: Optional[threading.Event] = None) -> tuple[torch.Tensor, list[dict]]:
-    """The mean over ``reference`` of what the intervention replaces, from an unpatched run that must reproduce
-    the epoch (the reference passed in it: at most ``MAX_NOT_REPRODUCED`` of them may fail now); and the loaded
-    batches that hold datapoints of ``control``, up to ``KEEP_BYTES``, so that the patched run loads them no more."""
-    total = _Mean()
+                   control: np.ndarray, cancel: Optional[threading.Event] = None
+                   ) -> tuple[Optional[torch.Tensor], list[dict]]:
+    """The mean over ``reference`` of what the intervention replaces (None where it needs none: padding, a moved
+    prompt), from an unpatched run that must reproduce the epoch (the reference passed in it: at most
+    ``MAX_NOT_REPRODUCED`` of them may fail now); and the loaded batches that hold datapoints of ``control``, up to
+    ``KEEP_BYTES``, so that the patched run loads them no more."""
+    total = Mean(_replaced(intervention))
     still_failing = 0
     kept: list[dict] = []
-    hook = require_layer(model.model, intervention.module).register_forward_hook(
-        lambda module, args, output: total.add(_tensor_output(output, intervention.module))) \
-        if isinstance(intervention, UnitPatch) else None
+    inputs: list[Any] = [None]  # the batch under way, for the layout and the attention mask
+    site = patch_site(model.model, intervention) if isinstance(intervention, UnitPatch) else None
+    hook = site.watch(lambda tensor: total.add(reduced(site, tensor, inputs[0]))) if site is not None else None
     try:
         for batch in model.batches(reference, cancel):
-            if isinstance(intervention, InputMask):
-                total.add(_input(batch, intervention.input_key))
+            if isinstance(intervention, InputMask) and intervention.fill == MEAN:
+                total.add(input_tensor(batch, intervention.input_key))
             keep = np.isin(idx_list(batch["meta_info"]["idx"]), control).any() \
                 and sum(map(_tensor_bytes, kept + [batch])) <= KEEP_BYTES
             kept += [batch] if keep else []
             run = apply_tensor_op(torch.clone, batch) if keep else batch  # a model may change its inputs in place
+            inputs[0] = run["inputs"]
             still_failing += int(_outcomes(model, run, rule)[1].sum())
     finally:
         if hook is not None:
@@ -202,24 +292,29 @@ def reference_mean(model: EpochModel, intervention: Intervention, reference: np.
         raise VerifyError(f"the model rebuilt from {model.config_path} and {model.checkpoint} does not reproduce the "
                           f"epoch: {still_failing} of {len(reference)} datapoints that passed in it fail now. Was the "
                           "dataset's code or the model's changed since the run? Verify with the code it ran with")
-    return total.mean(getattr(intervention, "module", None) or f"input '{intervention.input_key}'"), kept
+    needs_mean = site is not None or isinstance(intervention, InputMask) and intervention.fill == MEAN
+    return total.mean() if needs_mean else None, kept
 
 
-def patched_outcomes(model: EpochModel, intervention: Intervention, mean: torch.Tensor,
+def patched_outcomes(model: EpochModel, intervention: Intervention, mean: Optional[torch.Tensor],
                      batches: Iterable[dict[str, Any]], rule: FailureRule) -> list[tuple[int, bool]]:
     """``(idx, failed)`` of every datapoint of ``batches`` with the intervention applied. A patch whose hook did not
-    run for every batch (code ``torch.compile`` made calls no hook) is an error, not an intervention without effect."""
-    patch = _Patch(intervention, mean) if isinstance(intervention, UnitPatch) else None
-    hook = require_layer(model.model, intervention.module).register_forward_hook(patch) if patch else None
+    run for every batch (code ``torch.compile`` made calls no hook; an attention module that calls its output
+    projection's weights directly) is an error, not an intervention without effect."""
+    site = patch_site(model.model, intervention) if isinstance(intervention, (UnitPatch, UnitShift)) else None
+    patch = None if site is None else Patch(intervention, site, mean) if isinstance(intervention, UnitPatch) \
+        else Shift(intervention, site)
+    hook = site.watch(patch) if site is not None else None
     outcomes = []
     try:
         for batch in batches:
             calls = patch.calls if patch else 0
-            if isinstance(intervention, InputMask):
-                batch = _masked(batch, intervention, mean)
+            batch = edited(batch, intervention, mean)
+            if patch is not None:
+                patch.inputs = batch["inputs"]
             rows, failed = _outcomes(model, batch, rule)
             if patch is not None and patch.calls == calls:
-                raise VerifyError(f"{intervention.module} did not run in the patched forward pass of "
+                raise VerifyError(f"{site.name} did not run in the patched forward pass of "
                                   f"{type(model.model).__name__}{compiled_hint(model.model)}")
             outcomes += zip(rows, failed.tolist())
     finally:
@@ -228,103 +323,14 @@ def patched_outcomes(model: EpochModel, intervention: Intervention, mean: torch.
     return outcomes
 
 
-def channel_dim(tensor: torch.Tensor) -> int:
-    """The dim that holds a layer's units: 1 for (B, C) and (B, C, H, W, ...), the last for tokens (B, T, D)."""
-    return tensor.ndim - 1 if tensor.ndim == 3 else 1
-
-
-class _Patch:
-    """The forward hook that returns the module's output with the patched units set to ``mean``; counts its calls."""
-
-    def __init__(self, patch: UnitPatch, mean: torch.Tensor) -> None:
-        self.patch, self.mean, self.calls = patch, mean, 0
-
-    def __call__(self, module: torch.nn.Module, args: Any, output: Any) -> torch.Tensor:
-        self.calls += 1
-        tensor = _tensor_output(output, self.patch.module)
-        if tuple(tensor.shape[1:]) != tuple(self.mean.shape):
-            raise VerifyError(f"{self.patch.module} gives {tuple(tensor.shape[1:])} per datapoint here but "
-                              f"{tuple(self.mean.shape)} on the reference: only a layer whose output has one shape "
-                              "for every datapoint can be patched to a mean")
-        replace = _unit_mask(self.patch, tensor)
-        if self.patch.nonfinite_only:
-            replace = replace & ~torch.isfinite(tensor)
-        return torch.where(replace, self.mean.to(tensor.dtype), tensor)
-
-
-def _unit_mask(patch: UnitPatch, tensor: torch.Tensor) -> torch.Tensor:
-    if patch.channels is None:
-        return torch.ones((), dtype=torch.bool, device=tensor.device)
-    dim = channel_dim(tensor)
-    units = tensor.shape[dim]
-    outside = [c for c in patch.channels if not 0 <= c < units]
-    if outside:
-        raise VerifyError(f"{patch.module} has no unit {outside[0]}: its output {tuple(tensor.shape)} holds {units} "
-                          f"units along dim {dim}")
-    mask = torch.zeros(units, dtype=torch.bool, device=tensor.device)
-    mask[list(patch.channels)] = True
-    shape = [1] * tensor.ndim
-    shape[dim] = units
-    return mask.view(shape)
-
-
-def _masked(batch: dict[str, Any], mask: InputMask, mean: torch.Tensor) -> dict[str, Any]:
-    image = _input(batch, mask.input_key)
-    height, width = image.shape[-2:]
-    if mask.region.shape[0] > height or mask.region.shape[1] > width:
-        raise VerifyError(f"the region {mask.region.shape} is larger than input '{mask.input_key}' "
-                          f"({height}, {width})")
-    region = np.zeros((height, width), dtype=bool)
-    region[:mask.region.shape[0], :mask.region.shape[1]] = mask.region
-    masked = torch.where(torch.from_numpy(region).to(image.device), mean.to(image.dtype), image)
-    return {**batch, "inputs": {**batch["inputs"], mask.input_key: masked}}
-
-
-def _input(batch: dict[str, Any], key: str) -> torch.Tensor:
-    inputs = batch.get("inputs")
-    image = inputs.get(key) if isinstance(inputs, dict) else None
-    if not isinstance(image, torch.Tensor) or image.ndim < 3:
-        found = sorted(map(str, inputs)) if isinstance(inputs, dict) else describe_value(inputs)
-        raise VerifyError(f"the region is of input '{key}', but the datapoints' inputs hold no batched image under "
-                          f"that name (inputs: {found})")
-    return image
+def _replaced(intervention: Intervention) -> str:
+    return getattr(intervention, "module", None) or f"input '{getattr(intervention, 'input_key', '')}'"
 
 
 def _tensor_bytes(value: Any) -> int:
     sizes: list[int] = []
     apply_tensor_op(lambda tensor: sizes.append(tensor.numel() * tensor.element_size()), value)
     return sum(sizes)
-
-
-def _tensor_output(output: Any, module: str) -> torch.Tensor:
-    if not isinstance(output, torch.Tensor) or output.ndim < 2:
-        raise VerifyError(f"{module} returns {describe_value(output)}: only a layer that returns one batched tensor "
-                          "can be patched; name the layer inside it that computes the units")
-    return output
-
-
-class _Mean:
-    """The element-wise mean of batched tensors over their rows that hold no NaN or Inf."""
-
-    def __init__(self) -> None:
-        self.total: Optional[torch.Tensor] = None
-        self.rows = 0
-
-    def add(self, batch: torch.Tensor) -> None:
-        batch = batch.detach()
-        finite = torch.isfinite(batch.flatten(1)).all(dim=1)
-        if self.total is None:
-            self.total = torch.zeros(batch.shape[1:], dtype=torch.float64, device=batch.device)
-        if batch.shape[1:] != self.total.shape:
-            raise VerifyError(f"the patched part has the shape {tuple(batch.shape[1:])} in one batch and "
-                              f"{tuple(self.total.shape)} in another: it cannot be replaced by a mean")
-        self.total += batch[finite].double().sum(dim=0)
-        self.rows += int(finite.sum())
-
-    def mean(self, what: str) -> torch.Tensor:
-        if self.total is None or not self.rows:
-            raise VerifyError(f"{what} has no finite value on any passing datapoint of the reference (did it run?)")
-        return (self.total / self.rows).float()
 
 
 def _outcomes(model: EpochModel, batch: dict[str, Any], rule: FailureRule) -> tuple[list[int], np.ndarray]:

@@ -133,3 +133,39 @@ def test_run_from_inside_the_package_the_results_stay_beside_it(guide_run):
     results = folder / "logs" / "myproj"
     assert f"Results are in {results / 'config'}\n" in again.stdout
     assert f"Look at them: python -m runners.eval_viewer --log-dirs {results}\n" in again.stdout
+
+
+def python_block(containing: str) -> str:
+    """The page's one ``python`` block (without a ``# myproj/`` header) that holds ``containing``."""
+    [block] = [block for block in re.findall(r"```python\n(.*?)```", page(), re.DOTALL) if containing in block]
+    return block
+
+
+@pytest.mark.timeout(360)
+def test_the_model_outside_lantern_snippet_loads_a_checkpoint_the_run_kept(guide_run):
+    folder, _, result = guide_run
+    assert result.returncode == 0, result.stderr
+    snippet = python_block("model.load_state_dict(torch.load(")
+    check = snippet + "\nprint(sum(p.numel() for p in model.parameters()))\n"
+    ran = subprocess.run([sys.executable, "-c", check], cwd=folder, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert int(ran.stdout.split()[-1]) > 0
+
+
+@pytest.mark.timeout(420)
+def test_the_plain_version_of_the_model_trains_to_the_same_scores(guide_run):
+    """'Your model as it is': the page's PlainQuadrantNet in the config's model entry and nothing else changed; from
+    the same seed it is the same network, so it reaches the dict model's scores exactly."""
+    folder, files, result = guide_run
+    assert result.returncode == 0, result.stderr
+    plain = python_block("class PlainQuadrantNet")
+    (folder / "myproj" / "plain_config.py").write_text(
+        "import torch\nfrom torch import nn\n\nfrom .utils import conv_block\n" + files["config.py"] + "\n\n" + plain)
+    again = run_main(os.path.join("myproj", "plain_config.py"), cwd=folder, timeout=300,
+                     env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert again.returncode == 0, again.stderr
+    scores = {}
+    for name in ("config", "plain_config"):
+        with open(folder / "logs" / "myproj" / name / "epoch_5" / "validation_scores.json") as f:
+            scores[name] = json.load(f)["aggregated"]
+    assert scores["plain_config"] == pytest.approx(scores["config"])

@@ -19,6 +19,11 @@ class ConfigEntryError(ConfigError, UserCodeError):
     """Building a config entry raised: ``config['optimizer'] (Adam): TypeError: ...``."""
 
 
+class DatasetItemError(UserCodeError):
+    """A dataset's ``__getitem__`` or a collate function raised: the message names the datapoint (its index, its
+    file where the dataset says one) in one line; the traceback goes to the run's log."""
+
+
 class WorkDirError(LanternUserError):
     """The work dir cannot be used for this run."""
 
@@ -42,11 +47,18 @@ class DatasetContractError(LanternUserError):
 _WORKER_WRAPPING = " in DataLoader worker process "
 
 
+def from_worker(exc: BaseException) -> bool:
+    """Whether ``exc`` is a DataLoader worker's, re-raised in the main process with the worker's whole traceback as
+    its message."""
+    message = str(exc)
+    return message.startswith("Caught ") and _WORKER_WRAPPING in message.split("\n", 1)[0]
+
+
 def user_message(exc: LanternUserError) -> str:
     """The message of ``exc`` alone: a DataLoader worker re-raises it in the main process with the worker's
     whole traceback as its message, which would bury the one line the user needs under a traceback."""
     message = str(exc)
-    if not message.startswith("Caught ") or _WORKER_WRAPPING not in message.split("\n", 1)[0]:
+    if not from_worker(exc):
         return message
     marker = f"{type(exc).__name__}: "
     return message[message.rfind(marker) + len(marker):].strip()

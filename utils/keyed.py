@@ -15,7 +15,8 @@ from utils.ops import describe_value
 def model_output(outputs: Any, key: str, reader: object, entry: str) -> Any:
     """``outputs[key]`` for ``reader`` (a criterion or metric built from ``config[entry]``)."""
     return _read(outputs, key, "the model's outputs", "output_key", reader, entry,
-                 f"or return {{{key!r}: ...}} from the model's forward", ModelContractError)
+                 f"or return {{{key!r}: ...}} from the model's forward (a plain model's outputs are named by "
+                 "config['model_outputs'])", ModelContractError)
 
 
 def label(labels: Any, key: str, reader: object, entry: str) -> Any:

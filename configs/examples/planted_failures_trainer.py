@@ -15,6 +15,7 @@ import torch
 
 from configs.examples.cnn_trainer import config as cnn_config
 from data.datasets import SyntheticShapesDataset
+from debuggers.feature_layout import output_layout, pooled_units
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.layer_output_debugger import LayerOutputDebugger
 from debuggers.nan_inf_debugger import NaNInfDebugger
@@ -28,10 +29,12 @@ PLANTED = {"label_noise": 0.08, "hard_fraction": 0.12}
 
 
 class ChannelEnergy(ForwardDebugger):
-    """Mean squared activation of each channel of ``layer_name``; its summary gives one column per channel."""
+    """Mean squared activation of each channel (unit) of ``layer_name`` over its positions, whatever its layout (a
+    Conv1d's time, a Conv2d's rows and columns, a transformer's tokens); its summary gives one column per unit."""
 
     def process_forward(self, module: torch.nn.Module, input: tuple, output: torch.Tensor) -> dict:
-        return {"channel_energy": output.detach().float().pow(2).mean(dim=(2, 3))}
+        energy = output.detach().float().pow(2)
+        return {"channel_energy": pooled_units(energy, output_layout(module, energy))}
 
     def summary(self, output: dict) -> dict[str, float]:
         return {f"c{c}": value for c, value in enumerate(output["channel_energy"].tolist())}

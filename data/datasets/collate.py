@@ -62,10 +62,11 @@ def _stack(items: list[Any], path: str, datapoints: list[dict]) -> Any:
     try:
         return torch.stack(tensors)
     except RuntimeError as exc:
-        shapes = sorted({tuple(t.shape) for t in tensors})
+        odd = next((i for i, t in enumerate(tensors) if t.shape != tensors[0].shape), 0)
         raise DatasetContractError(
-            f"{path} cannot be stacked into a batch (shapes {shapes}: {exc}); give it the same shape and dtype in "
-            "every datapoint (resize or pad in the dataset)"
+            f"{path} cannot be stacked into a batch: datapoint idx={_idx(datapoints[odd])} gives shape "
+            f"{tuple(tensors[odd].shape)}, the batch's first (idx={_idx(datapoints[0])}) {tuple(tensors[0].shape)} "
+            f"({exc}); give it the same shape and dtype in every datapoint (resize or pad in the dataset)"
         ) from exc
 
 

@@ -29,10 +29,6 @@ class PicklePagesError(PagesToConvertError):
     """The folder holds Pylon's joblib pickles, which Lantern opens only to convert them, when told to trust them."""
 
 
-class DebugOutputsNotFoundError(DebugDataError, FileNotFoundError):
-    """A path given to the reading API is not a folder with debug outputs."""
-
-
 class PageWriteError(RuntimeError):
     """A page or index could not be written; ``path`` and ``errno`` say where and why."""
 

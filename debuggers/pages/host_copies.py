@@ -4,9 +4,10 @@ A synchronous ``tensor.cpu()`` waits for the GPU to finish everything queued bef
 per tensor. Instead, every CUDA tensor of a batch's outputs is copied with
 ``non_blocking=True`` into a pinned (page-locked) host buffer, which the GPU's copy engine
 writes directly, and the host waits once per device, after the last copy is queued: just
-before the batch split and the summaries read the bytes. Pinned buffers come from
-PyTorch's caching host allocator, so after the first batches no new pinned memory is
-allocated; a buffer goes back to the cache when the page writer has written its bytes.
+before the batch split reads the bytes (the summaries computed on the device come with
+them). Pinned buffers come from PyTorch's caching host allocator, so after the first
+batches no new pinned memory is allocated; a buffer goes back to the cache when the page
+writer has written its bytes.
 
 Outputs with no CUDA tensor are returned as they are, at the cost of one walk.
 """

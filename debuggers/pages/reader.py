@@ -4,21 +4,23 @@
 ``epoch_dir/debugger/`` and returns a mapping ``idx -> {debugger_name: output}``;
 looking up an idx finds its record through the locations file and reads that
 record alone (``debuggers.pages.file_format``). The same call works on a trainer's
-``epoch_N`` folder and an evaluator's work dir; any other path raises an error
-saying what was expected. A ``debugger/`` folder without an index raises an error
-saying what it holds: Pylon's joblib pickles (never opened: see
-``debuggers.pages.pickle_pages``), Lantern pages whose index is gone, or nothing.
+``epoch_N`` folder and an evaluator's work dir; for a folder without ``debugger/``
+it returns None, as the seed's does, and logs what the path is and what was expected.
+A ``debugger/`` folder without an index raises an error saying what it holds: Pylon's
+joblib pickles (never opened: see ``debuggers.pages.pickle_pages``), Lantern pages
+whose index is gone, or nothing.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
-from debuggers.pages.errors import CorruptPageError, DebugDataError, DebugOutputsNotFoundError
+from debuggers.pages.errors import CorruptPageError, DebugDataError
 from debuggers.pages.file_format import (
     INDEX_GLOB,
     PAGE_GLOB,
@@ -33,6 +35,7 @@ from run_dir.names import DEBUGGER_DIR, EPOCH_TABLE_FILE, epoch_dir_name
 from run_dir.run_files import open_regular, refuse_link, removal_reason
 from utils.folder_glob import glob_in
 
+logger = logging.getLogger("lantern.debugger")
 CONVERTING = ".converting"  # ``debuggers.pages.convert`` writes the converted folder beside the old one, then swaps
 
 
@@ -152,38 +155,43 @@ def _as_idx(idx: Any) -> int:
     raise KeyError(idx)
 
 
-def load_debug_outputs(epoch_dir: str) -> DebugOutputs:
-    """Debug outputs of a trainer's ``epoch_N`` folder or an evaluator's work dir.
+def load_debug_outputs(epoch_dir: str) -> Optional[DebugOutputs]:
+    """Debug outputs of a trainer's ``epoch_N`` folder or an evaluator's work dir; None where it has no
+    ``debugger/`` folder, as the seed's ``load_debug_outputs`` returns.
 
-    Raises ``DebugOutputsNotFoundError`` naming the path and what was expected when it is not
-    such a folder (a missing path, the ``debugger/`` folder itself, a trainer's work dir, an
-    epoch without debug outputs).
+    Why there are none is logged (``lantern.debugger``): a warning where the path is not such a folder (a missing
+    path, the ``debugger/`` folder itself, a trainer's work dir, a conversion cut short), an info line for an epoch
+    whose full outputs were not written or were removed.
     """
     debugger_dir = os.path.join(epoch_dir, DEBUGGER_DIR)
     if os.path.isdir(debugger_dir):
         return DebugOutputs(debugger_dir)
-    raise DebugOutputsNotFoundError(f"{epoch_dir} holds no debug outputs: {_what_it_is(epoch_dir)}")
+    why, mistaken = _what_it_is(epoch_dir)
+    (logger.warning if mistaken else logger.info)(f"{epoch_dir} holds no debug outputs: {why}")
+    return None
 
 
-def _what_it_is(path: str) -> str:
+def _what_it_is(path: str) -> tuple[str, bool]:
+    """What ``path`` is, said for a reader who expected debug outputs there, and whether it looks like a mistake
+    (not an epoch folder at all)."""
     expected = (f"expected a trainer epoch folder (work_dir/{epoch_dir_name('N')}) or an evaluator work dir, with a "
                 f"'{DEBUGGER_DIR}/' folder inside")
     if not os.path.exists(path):
-        return f"no such folder; {expected}"
+        return f"no such folder; {expected}", True
     if not os.path.isdir(path):
-        return f"it is a file; {expected}"
+        return f"it is a file; {expected}", True
     if glob_in(path, INDEX_GLOB):
-        return f"it is a '{DEBUGGER_DIR}/' folder itself; pass its parent folder {os.path.dirname(path) or '.'}"
+        return f"it is a '{DEBUGGER_DIR}/' folder itself; pass its parent folder {os.path.dirname(path) or '.'}", True
     epochs = [epoch_dir_name(epoch) for epoch in RunDir(path).epochs_holding(DEBUGGER_DIR)]
     if epochs:
-        return f"it is a trainer work dir; pass one of its epoch folders with debug outputs: {', '.join(epochs)}"
+        return f"it is a trainer work dir; pass one of its epoch folders with debug outputs: {', '.join(epochs)}", True
     if os.path.isdir(os.path.join(path, DEBUGGER_DIR + CONVERTING)):
         return (f"a conversion of its '{DEBUGGER_DIR}/' folder was cut short; finish it with: python -m "
-                f"debuggers.pages.convert {os.path.join(path, DEBUGGER_DIR)}")
+                f"debuggers.pages.convert {os.path.join(path, DEBUGGER_DIR)}"), True
     removed = removal_reason(path)
     if removed:
         return (f"its debug outputs were {removed} (config['debug_disk_budget_gb']); its scores and summaries "
-                "are kept. Open an epoch that still has them, or raise the budget for the next run")
+                "are kept. Open an epoch that still has them, or raise the budget for the next run"), False
     return (f"no full debug outputs were written there (no '{DEBUGGER_DIR}/' folder): a trainer writes them at "
             "checkpoint epochs only (at the others, summaries_every_epoch keeps only the summaries, in "
-            f"{EPOCH_TABLE_FILE}), and only with a 'debugger' in the config; {expected}")
+            f"{EPOCH_TABLE_FILE}), and only with a 'debugger' in the config; {expected}"), False

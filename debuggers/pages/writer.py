@@ -172,6 +172,16 @@ class PageWriter:
             self._epoch = epoch
         self._ensure_thread()
 
+    def end_epoch(self) -> None:
+        """Let go of the open epoch before its folder is removed (a staging folder): what it left is written there
+        first, as ``start_epoch`` would (its index incomplete unless flushed), and nothing after. A stuck writer
+        keeps it: ``start_epoch`` says so."""
+        if self.stuck:
+            return
+        self._close_previous_epoch()
+        with self._cond:
+            self._epoch = None
+
     def add(self, idx: int, outputs: dict) -> None:
         """Convert and queue one datapoint's outputs; waits while the in-flight budget is used up.
 

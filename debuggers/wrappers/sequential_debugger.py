@@ -6,10 +6,13 @@ Lifecycle, driven by the runner::
     register_hooks(model)       at start-up: check every layer name exists
     reset_buffer(output_dir)    an epoch to capture starts; pages go to output_dir
     enabled = True              hooks are installed (none exist while disabled)
-    __call__(datapoint, model)  each batch of the validation loop
+    __call__(datapoint, model)  each batch of the validation loop: {name: that debugger's output}
     save_all(output_dir)        last page and final index written
     enabled = False             hooks removed: training and testing see none
     close()                     background writer stopped
+
+``enabled = True`` may also come first, as in the seed: the hooks go on once the model is known
+(``register_hooks``, or the first ``__call__`` with a model).
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ import torch.distributed as dist
 from debuggers.base_debugger import BaseDebugger, Removable
 from debuggers.batch_mode import (
     PER_DATAPOINT,
+    BatchFailure,
     DatapointFailure,
+    Ran,
     batch_mode_check,
     calls_alone,
     declared_mode,
@@ -36,7 +41,7 @@ from debuggers.batch_mode import (
 from debuggers.batch_split import BatchContractError, split_batch_value
 from debuggers.datapoint_slices import datapoint_slice
 from debuggers.forward_debugger import ForwardDebugger
-from debuggers.outputs import PerDatapoint, error_output, is_shared_record
+from debuggers.outputs import PerDatapoint, error_output, is_shared_record, not_run_output
 from debuggers.pages.encoding import MAX_HEADER_NODES
 from debuggers.pages.file_format import INDEX_GLOB, LOCATIONS_GLOB, PAGE_GLOB
 from debuggers.pages.host_copies import to_host
@@ -113,7 +118,7 @@ class SequentialDebugger(BaseDebugger):
         self._epoch_open = False
         self.write_error: Optional[BaseException] = None
         self._watchdog = StallWatchdog(self._writer.stall_timeout_s, logger)
-        self._output_dir: Optional[str] = None
+        self.output_dir: Optional[str] = None  # where this epoch's pages go (the seed's attribute)
         if model is not None:
             self.register_hooks(model)
 
@@ -167,12 +172,10 @@ class SequentialDebugger(BaseDebugger):
 
     @enabled.setter
     def enabled(self, value: bool) -> None:
-        """Enabling installs every hook; disabling removes them all."""
+        """Enabling installs every hook (once the model is known: ``register_hooks``); disabling removes them all."""
         value = bool(value)
         if value == self._enabled:
             return
-        if value and self._model is None:
-            raise RuntimeError("SequentialDebugger: call register_hooks(model) (or pass model=) before enabling")
         self._enabled = value
         if value:
             self._attach()
@@ -182,6 +185,8 @@ class SequentialDebugger(BaseDebugger):
                 debugger.release()
 
     def _attach(self) -> None:
+        if self._model is None:
+            return
         for debugger in self.debuggers.values():
             self._handles.extend(debugger.attach(self._model))
 
@@ -195,47 +200,56 @@ class SequentialDebugger(BaseDebugger):
     # ---------------------------------------------------------- capture
     def __call__(self, datapoint: dict[str, Any], model: Optional[torch.nn.Module] = None,
                  idx: Any = None) -> dict[str, Any]:
-        """Run every debugger on this batch, buffer one output per datapoint, return the batch outputs."""
+        """Run every debugger on this batch and hand each datapoint's outputs to the pages; return ``{name: that
+        debugger's own return value}`` for the batch, as the seed does (None where it did not run, its error
+        record where it raised)."""
         if not self.enabled or not self.debuggers:
             return {}
+        if self._model is None and model is not None:  # enabled before the model was known
+            self.register_hooks(model)
         model = self._model if model is None else model
         idx = idx_list(datapoint["meta_info"]["idx"] if idx is None else idx)
-        outputs = {name: self._run(name, d, datapoint, model, len(idx)) for name, d in self.debuggers.items()
-                   if not d.runs_model}
+        runs = {name: self._run(name, d, datapoint, model, len(idx)) for name, d in self.debuggers.items()
+                if not d.runs_model}
         active = {name: d for name, d in self.debuggers.items() if d.runs_model}
         if active:
             self._detach()
-            outputs.update({name: self._run(name, d, datapoint, model, len(idx)) for name, d in active.items()})
+            runs.update({name: self._run(name, d, datapoint, model, len(idx)) for name, d in active.items()})
             self._attach()
         else:
             for debugger in self.debuggers.values():
                 debugger.clear()
-        outputs = {name: self._datapoint_records(name, outputs[name], idx) for name in self.debuggers}
+        pages = {name: self._datapoint_records(name, runs[name].pages, idx) for name in self.debuggers}
         self._log_batch_modes()
         if len(idx) > 1:
-            self._warn_whole_batch_numbers(outputs)
-        self._buffer_batch(idx, outputs, datapoint.get("scores"))
-        return outputs
+            self._warn_whole_batch_numbers(pages)
+        computed = {name: run.columns for name, run in runs.items() if run.columns is not None}
+        self._buffer_batch(idx, pages, computed, datapoint.get("scores"))
+        return {name: runs[name].returned for name in self.debuggers}
 
     def watch_forward(self) -> AbstractContextManager:
-        """Wrap the model's forward pass while enabled: the forward debuggers' hooks run inside it."""
+        """Wrap the model's forward pass while enabled: the forward debuggers' hooks run in there."""
         names = [name for name, d in self.debuggers.items() if isinstance(d, ForwardDebugger)]
         return self._watchdog.watch(f"the model's forward pass with the hooks of forward debuggers {names}",
                                     interrupt=True)
 
     def _run(self, name: str, debugger: BaseDebugger, datapoint: dict, model: torch.nn.Module,
-             batch_size: int) -> Any:
-        """The debugger's output for the batch: batched, or per datapoint where it is not batch-first
-        (``debuggers/batch_mode.py``; a ``ForwardDebugger`` does that in its hook)."""
+             batch_size: int) -> Ran:
+        """What the debugger returns for the batch and what its pages get (``Ran``): a not-run record where it
+        did not run, its error record where it raised."""
         with self._watchdog.watch(f"debugger '{name}' (its call on a batch)", interrupt=True):
             try:
-                if isinstance(debugger, ForwardDebugger) or not calls_alone(debugger):
-                    return debugger(datapoint, model)
-                return batch_mode_check(debugger).run(
-                    lambda: debugger(datapoint, model),
-                    lambda i: debugger(datapoint_slice(datapoint, i, batch_size), model), batch_size)
+                ran = _call(debugger, datapoint, model, batch_size)
             except Exception as exc:
-                return self._record_failure(name, exc)
+                record = self._record_failure(name, exc)
+                return Ran(record, record)
+        if isinstance(ran.returned, BatchFailure):  # its pages hold what each datapoint gave alone
+            return Ran(error_output(ran.returned.error), ran.pages)
+        if ran.pages is None:
+            reason = debugger.not_run_reason(model)
+            if reason is not None:
+                return Ran(None, not_run_output(reason))
+        return ran
 
     def _record_failure(self, name: str, exc: Exception, datapoint: Optional[int] = None, hint: str = "") -> dict:
         """The error record of a debugger that raised on the batch, or on ``datapoint`` alone (``hint``: what to
@@ -285,19 +299,25 @@ class SequentialDebugger(BaseDebugger):
                     "output.mean(dim=(1, 2, 3)) instead of float(output.mean()); a value meant for the whole "
                     "batch can stay as it is (this is said once per debugger)")
 
-    def _buffer_batch(self, idx: list[int], outputs: dict[str, Any], scores: Optional[dict] = None) -> None:
-        """Split each debugger's output (GPU tensors copied to the host first, one wait for the batch; one
-        conversion per batch), collect the summaries, and queue one
-        dict per datapoint that the capture policy keeps (``scores``: the metric's, for the policy).
+    def _buffer_batch(self, idx: list[int], pages: dict[str, Any], computed: dict[str, Any],
+                      scores: Optional[dict] = None) -> None:
+        """Compute the summaries of the batch (``computed``: those computed already), split each debugger's output
+        into its datapoints' (GPU tensors copied to the host first, one wait for the batch, summaries included;
+        one conversion per batch), and queue one dict per datapoint that the capture policy keeps (``scores``:
+        the metric's, for the policy). Without full outputs only what the summaries read is copied and split.
 
         A debugger whose output breaks the batch contract or cannot be stored gets an error record;
         the other debuggers' outputs are kept.
         """
-        split = {name: self._split(name, output, len(idx)) for name, output in to_host(outputs).items()}
+        columns = self.summaries.batch_columns(pages, computed)
+        if not self.full_outputs:
+            pages = {name: output for name, output in pages.items() if self.summaries.needs_rows(name, columns)}
+        pages, columns = to_host((pages, columns))
+        split = {name: self._split(name, output, len(idx)) for name, output in pages.items()}
         for name, exc in _refused_for_the_header({name: batch_value for name, (_, batch_value) in split.items()}):
             split[name] = split_batch_value(self._record_failure(name, exc), len(idx))
         per_name = {name: rows for name, (rows, _) in split.items()}
-        self.summaries.add_batch(idx, per_name)
+        self.summaries.add_batch(idx, per_name, columns)
         if self.full_outputs:
             batch_values = {name: batch_value for name, (_, batch_value) in split.items()}
             self._queue(*self.capture_policy.select(idx, per_name, scores, batch_values))
@@ -342,7 +362,7 @@ class SequentialDebugger(BaseDebugger):
             return to_page_value(self._record_failure(name, exc))
 
     def _watch_writer(self, phase: str) -> AbstractContextManager:
-        return self._watchdog.watch(f"the page writer of {self._output_dir} ({phase})", interrupt=False,
+        return self._watchdog.watch(f"the page writer of {self.output_dir} ({phase})", interrupt=False,
                                     extra_threads=(WRITER_THREAD,))
 
     def _write_failed(self, exc: Exception) -> None:
@@ -350,7 +370,7 @@ class SequentialDebugger(BaseDebugger):
         if self.strict:
             raise exc
         self.write_error = exc
-        self._log.error(f"debug outputs of {self._output_dir} cannot be written ({exc}); capture stops for this "
+        self._log.error(f"debug outputs of {self.output_dir} cannot be written ({exc}); capture stops for this "
                         "epoch, training goes on")
 
     # ----------------------------------------------------------- pages
@@ -359,8 +379,12 @@ class SequentialDebugger(BaseDebugger):
 
         ``full_outputs=False``: only the summaries are collected, no page is written (``output_dir`` unused).
         """
-        self._discard_staging()
         self.write_error = None
+        try:
+            self._writer.end_epoch()  # before the last staging folder goes: nothing is written there afterwards
+        except Exception as exc:
+            self._write_failed(exc)
+        self._discard_staging()
         self._failed = set()
         self.summaries.reset()
         self.capture_policy.start_epoch()
@@ -370,7 +394,7 @@ class SequentialDebugger(BaseDebugger):
             return
         if output_dir is None:
             self._staging_dir = tempfile.mkdtemp(prefix="lantern-debug-")
-        self._output_dir = output_dir or self._staging_dir
+        self.output_dir = output_dir or self._staging_dir
         try:
             self._writer.start_epoch(output_dir or self._staging_dir)
             self._epoch_open = True
@@ -395,6 +419,7 @@ class SequentialDebugger(BaseDebugger):
                 raise ValueError("save_all needs output_dir: reset_buffer() was called without one")
             _move_pages(self._staging_dir, output_dir)
             self._discard_staging()
+            self.output_dir = output_dir
         if self.write_error is not None:
             summary["error"] = str(self.write_error)
         return summary
@@ -410,6 +435,32 @@ class SequentialDebugger(BaseDebugger):
         if self._staging_dir is not None:
             shutil.rmtree(self._staging_dir, ignore_errors=True)
             self._staging_dir = None
+
+
+def _call(debugger: BaseDebugger, datapoint: dict, model: torch.nn.Module, batch_size: int) -> Ran:
+    """The debugger's output for the batch, and what its pages get: the same where it is batch-first; where it runs
+    per datapoint (``debuggers/batch_mode.py``; a ``ForwardDebugger`` does that in its hook), what each datapoint
+    gave alone."""
+    if isinstance(debugger, ForwardDebugger) and debugger.datapoint_captures is not None:
+        captures = debugger.datapoint_captures
+        if len(captures) != batch_size:
+            raise BatchContractError(
+                f"layer '{debugger.layer_name}' gave {len(captures)} datapoint(s) along its batch dimension but the "
+                f"batch has {batch_size}, so it cannot be run per datapoint; declare batch_mode = 'batched' on the "
+                "class if process_forward returns batch-first outputs")
+        try:
+            return Ran(debugger(datapoint, model), captures)
+        except Exception as exc:
+            return Ran(BatchFailure(exc), captures)
+    if isinstance(debugger, ForwardDebugger):
+        output = debugger(datapoint, model)
+        return Ran(output, output, debugger.captured_columns)
+    if not calls_alone(debugger):
+        output = debugger(datapoint, model)
+        return Ran(output, output)
+    return batch_mode_check(debugger).run(lambda: debugger(datapoint, model),
+                                          lambda i: debugger(datapoint_slice(datapoint, i, batch_size), model),
+                                          batch_size)
 
 
 def _refused_for_the_header(parts: dict[str, Any]) -> list[tuple[str, UnsupportedOutputError]]:

@@ -28,7 +28,7 @@ Each call goes to every hook in order: the built-in ones, then the config's own 
 summaries before the debugger hook disables it, and the findings read the table and the debug pages::
 
     EpochTableHook, DatapointCaptureHook, DebuggerHook, FindingsHook, and for a trainer DiskBudgetHook,
-    TrainingMonitorHook
+    TrainingMonitorHook, ProfilerHook
 
 Every rank calls every hook; a hook writing a file alone checks ``runner.is_main``.
 """
@@ -39,7 +39,9 @@ from runners.hooks.debugger import DebuggerHook
 from runners.hooks.disk_budget import DiskBudgetHook, DiskBudgetSettings
 from runners.hooks.epoch_table import EpochTableHook
 from runners.hooks.findings import FindingsHook, FindingsSettings
+from runners.hooks.profiler import ProfilerHook, ProfilerSettings
 from runners.hooks.training_monitor import TrainingMonitorHook
 
 __all__ = ["DatapointCaptureHook", "DebuggerHook", "DiskBudgetHook", "DiskBudgetSettings", "EpochTableHook", "EvalPass",
-           "FindingsHook", "FindingsSettings", "Hooks", "Runner", "RunnerHook", "Trainer", "TrainingMonitorHook"]
+           "FindingsHook", "FindingsSettings", "Hooks", "ProfilerHook", "ProfilerSettings", "Runner", "RunnerHook",
+           "Trainer", "TrainingMonitorHook"]

@@ -48,6 +48,9 @@ class Trainer(Runner, Protocol):
     cum_epochs: int  # the epochs finished: the epoch running now
     tot_epochs: int
 
+    @property
+    def optimizer_steps_per_epoch(self) -> Optional[int]: ...
+
 
 @dataclass(frozen=True)
 class EvalPass:

@@ -10,6 +10,7 @@ from debuggers.pages.watchdog import DEFAULT_STALL_TIMEOUT_S
 from run_dir.names import DATAPOINTS_DIR
 from runners.datapoint_capture import CaptureLimits, DatapointCapture, capture_is_complete
 from runners.hooks.base import EvalPass, Runner, RunnerHook
+from utils import distributed
 
 
 class DatapointCaptureHook(RunnerHook):
@@ -37,10 +38,19 @@ class DatapointCaptureHook(RunnerHook):
             self._capture.add_batch(batch)
 
     def after_eval_epoch(self, runner: Runner, eval_pass: EvalPass, scores: dict[str, Any]) -> None:
+        captured = None
         if self._capture is not None:
-            self._capture.finish()
+            captured = self._capture.finish()
             self._stuck = self._capture.stuck
             self._capture = None
+        if self.limits is None:
+            return
+        every_rank = [c for c in distributed.gather_objects(captured) if c is not None]  # every rank gathers
+        if every_rank and runner.is_main:
+            datapoints, nbytes = (sum(counts) for counts in zip(*every_rank))
+            ranks = f" by {len(every_rank)} ranks" if runner.world_size > 1 else ""
+            runner.logger.info(f"Captured the inputs, labels and meta info of {datapoints} datapoints for the viewer"
+                               f"{ranks} ({nbytes / 2**20:.1f} MB) in {os.path.join(runner.work_dir, DATAPOINTS_DIR)}")
 
     def close(self, runner: Runner) -> None:
         if self._capture is not None:

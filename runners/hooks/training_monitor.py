@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sized
 from typing import Any, Optional
 
 import torch
 
 from debuggers.training_monitor import MonitorSettings, TrainingMonitor
-from runners.hooks.base import Runner, RunnerHook, Trainer
+from runners.hooks.base import EvalPass, Runner, RunnerHook, Trainer
 
 
 class TrainingMonitorHook(RunnerHook):
@@ -23,8 +22,7 @@ class TrainingMonitorHook(RunnerHook):
     def before_run(self, runner: Trainer) -> None:
         if self.settings is None:
             return
-        loader = runner.train_dataloader
-        steps = len(loader) if isinstance(loader.dataset, Sized) else None
+        steps = runner.optimizer_steps_per_epoch
         self.monitor = TrainingMonitor(runner.eval_model, runner.optimizer, self.settings, runner.work_dir,
                                        runner.logger, runner.rank, runner.world_size, runner.cum_epochs, steps)
         every = self.settings.every_n_steps
@@ -49,6 +47,10 @@ class TrainingMonitorHook(RunnerHook):
     def after_train_epoch(self, runner: Trainer, epoch: int) -> None:
         if self.monitor is not None:
             self.monitor.end_epoch()
+
+    def after_eval_epoch(self, runner: Runner, eval_pass: EvalPass, scores: dict[str, Any]) -> None:
+        if self.monitor is not None:
+            self.monitor.add_validation(scores["aggregated"])
 
     def close(self, runner: Runner) -> None:
         if self.monitor is not None:

@@ -9,13 +9,16 @@ rest with the same per-epoch seeds.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import os
-from typing import Any
+from collections.abc import Iterable, Sized
+from contextlib import AbstractContextManager
+from typing import Any, Optional
 
 import torch
 from torch.utils.data import DistributedSampler, RandomSampler
-from tqdm import tqdm
 
 from debuggers.training_monitor import MonitorSettings
 from run_dir.names import (
@@ -29,13 +32,24 @@ from run_dir.names import (
 from runners.base_runner import BaseRunner, seed_everything, write_scores
 from runners.checkpoints import load_checkpoint_file, load_model_state
 from runners.config_keys import TRAINER_KEYS, TrainerSettings
-from runners.hooks import DiskBudgetHook, DiskBudgetSettings, EvalPass, RunnerHook, TrainingMonitorHook
+from runners.hooks import (
+    DiskBudgetHook,
+    DiskBudgetSettings,
+    EvalPass,
+    ProfilerHook,
+    ProfilerSettings,
+    RunnerHook,
+    TrainingMonitorHook,
+)
+from runners.overfit import OverfitSettings, RepeatedBatch, verdict
+from runners.progress import Progress
 from runners.run_writes import write_run_file
+from runners.training_step import AccumulationWindow, Precision, TrainingStepSettings
 from utils import distributed
 from utils.atomic_files import atomic_torch_save, atomic_write_json, read_json
 from utils.builders import build_from_config
 from utils.errors import CheckpointError, ConfigError
-from utils.ops import apply_tensor_op
+from utils.ops import apply_tensor_op, idx_list
 
 
 class BaseTrainer(BaseRunner):
@@ -50,11 +64,14 @@ class BaseTrainer(BaseRunner):
     def __init__(self, config: dict[str, Any]) -> None:
         super().__init__(config)
         self.trainer_settings = TrainerSettings.from_config(config)
+        self.step_settings = TrainingStepSettings.from_config(config)
+        self.overfit = OverfitSettings.from_config(config)
         self.tot_epochs = self.trainer_settings.epochs
 
     def _hooks_of(self, config: dict[str, Any]) -> list[RunnerHook]:
         return [*super()._hooks_of(config), DiskBudgetHook(DiskBudgetSettings.from_config(config)),
-                TrainingMonitorHook(MonitorSettings.from_config(config))]
+                TrainingMonitorHook(MonitorSettings.from_config(config)),
+                ProfilerHook(ProfilerSettings.from_config(config))]
 
     # ----------------------------------------------------------- initialisation
     def _init_components_(self) -> None:
@@ -69,6 +86,7 @@ class BaseTrainer(BaseRunner):
         self._init_model_()
         self._init_optimizer_()
         self._init_scheduler_()
+        self._init_training_step_()
         self._load_checkpoint_()
         self._init_debugger()
 
@@ -117,6 +135,37 @@ class BaseTrainer(BaseRunner):
         entry = self.config.get("scheduler")
         self.scheduler = build_from_config(entry, "config['scheduler']", optimizer=self.optimizer) if entry else None
 
+    def _init_training_step_(self) -> None:
+        """Mixed precision, the accumulation window, and the overfit check's one batch (``runners/training_step.py``,
+        ``runners/overfit.py``)."""
+        self.precision = Precision.of(self.step_settings.mixed_precision, self.device)
+        self.one_batch = self._first_batch() if self.overfit is not None else None
+        batches = self._epoch_batches()
+        self.window = AccumulationWindow(self.step_settings.gradient_accumulation_steps,
+                                         len(batches) if isinstance(batches, Sized) else None)
+        if self.precision.dtype is not None or self.window.size > 1:
+            self.logger.info(f"Training step: {self.precision.describe()}, an optimizer step every "
+                             f"{self.window.size} batch(es)")
+        if self.one_batch is not None:
+            self.logger.info(f"Overfit check: each epoch trains {self.overfit.steps} steps on one batch (idx "
+                             f"{idx_list(self.one_batch['meta_info']['idx'])[:8]}...)")
+
+    def _first_batch(self) -> dict[str, Any]:
+        """The first batch of epoch 0's order: the same one in a resumed run."""
+        self._seed_sampler(0)
+        return next(iter(self.train_dataloader))
+
+    def _epoch_batches(self) -> Iterable[dict[str, Any]]:
+        """What a training epoch iterates: the training set, or the overfit check's one batch again and again."""
+        if self.one_batch is not None:
+            return RepeatedBatch(self.one_batch, self.overfit.steps)
+        return self.train_dataloader
+
+    @property
+    def optimizer_steps_per_epoch(self) -> Optional[int]:
+        """Optimizer steps in a training epoch (None where the training loader has no length)."""
+        return self.window.steps()
+
     def _load_checkpoint_(self) -> None:
         """Resume after the last finished epoch, if this work dir has one."""
         progress_path = os.path.join(self.work_dir, PROGRESS_FILE)
@@ -136,6 +185,8 @@ class BaseTrainer(BaseRunner):
         self.optimizer.load_state_dict(checkpoint["optimizer_state_dict"])
         if self.scheduler is not None and checkpoint.get("scheduler_state_dict") is not None:
             self.scheduler.load_state_dict(checkpoint["scheduler_state_dict"])
+        if self.precision.scaler is not None and checkpoint.get("scaler_state_dict") is not None:
+            self.precision.scaler.load_state_dict(checkpoint["scaler_state_dict"])
         self.cum_epochs = done
         self.best_epoch, self.best_score = progress.get("best_epoch"), progress.get("best_score")
         self.logger.info(f"Resuming after epoch {done - 1} from {path}")
@@ -163,21 +214,22 @@ class BaseTrainer(BaseRunner):
     def _train_epoch_(self) -> None:
         epoch = self.cum_epochs
         self.stage = f"epoch {epoch} training"
-        epoch_seed = self.seed * 1000 + epoch
-        seed_everything(epoch_seed + 1_000_003 * self.rank)  # per rank: dropout differs across ranks
-        sampler = self.train_dataloader.sampler
-        if isinstance(sampler, DistributedSampler):
-            sampler.set_epoch(epoch)
-        else:
-            sampler.generator.manual_seed(epoch_seed)
+        seed_everything(self.seed * 1000 + epoch + 1_000_003 * self.rank)  # per rank: dropout differs across ranks
+        self._seed_sampler(epoch)
         self.model.train()
+        self.window.begin_epoch()
         self.hooks.call("before_train_epoch", self, epoch)
         losses = []
-        bar = tqdm(self.train_dataloader, desc=f"train {epoch}", leave=False, disable=not self.is_main)
-        for dp in bar:
+        progress = Progress(self._epoch_batches(), f"train {epoch}", self.logger, self.is_main)
+        for dp in progress:
             losses.append(self._train_step(dp))
-            bar.set_postfix(loss=f"{losses[-1]:.3f}")
+            progress.note(loss=f"{losses[-1]:.3f}")
+        if not self.window.starts:  # a loader without a length: its last window is shorter than announced
+            self._step_window()
         self.hooks.call("after_train_epoch", self, epoch)
+        if self.one_batch is not None and losses:
+            memorised, line = verdict(self.overfit, losses, idx_list(self.one_batch["meta_info"]["idx"]))
+            self.logger.log(logging.INFO if memorised else logging.WARNING, line)
         if self.scheduler is not None:
             self.scheduler.step()
         epoch_dir = self._epoch_path(epoch)
@@ -188,23 +240,51 @@ class BaseTrainer(BaseRunner):
             write_run_file(path, lambda: atomic_torch_save(torch.tensor(losses), path))
         self.logger.info(f"epoch {epoch}: mean training loss {sum(losses) / max(len(losses), 1):.4f}")
 
+    def _seed_sampler(self, epoch: int) -> None:
+        """The training order of ``epoch``, from the run's seed."""
+        sampler = self.train_dataloader.sampler
+        if isinstance(sampler, DistributedSampler):
+            sampler.set_epoch(epoch)
+        else:
+            sampler.generator.manual_seed(self.seed * 1000 + epoch)
+
     def _train_step(self, dp: dict[str, Any]) -> float:
+        """One batch: its forward pass (under autocast with mixed precision) and backward pass, and the optimizer's
+        step where the batch closes an accumulation window. Returns the batch's loss (the mean over ranks)."""
         dp = apply_tensor_op(lambda t: t.to(self.device, non_blocking=True), dp)
-        outputs = self._forward(self.model, dp["inputs"])
-        loss = self.criterion(outputs, dp["labels"])
+        with self.precision.autocast():
+            outputs = self._forward(self.model, dp["inputs"])
+            loss = self.criterion(outputs, dp["labels"])
         if not self._metric_checked:  # before the first step: a metric breaking its contract costs no epoch
             self._check_metric(outputs, dp["labels"])
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self._optimizer_step(dp, loss)
-        return float(distributed.mean_across_ranks(loss.detach()))
+        if self.window.starts:
+            self.optimizer.zero_grad(set_to_none=True)
+        ends = self.window.ends
+        with self._gradient_sync(ends):
+            self.precision.backward(loss / self.window.length)
+        value = float(distributed.mean_across_ranks(loss.detach()))
+        self.window.add(dp, loss, value)
+        if ends:
+            self._step_window()
+        return value
+
+    def _gradient_sync(self, ends_window: bool) -> AbstractContextManager:
+        """DDP all-reduces the gradients on a window's last batch only."""
+        if not ends_window and isinstance(self.model, torch.nn.parallel.DistributedDataParallel):
+            return self.model.no_sync()
+        return contextlib.nullcontext()
+
+    def _step_window(self) -> None:
+        batch, loss = self.window.close()
+        self._optimizer_step(batch, loss, self.precision.scaler)
 
     def _optimizer_step(self, dp: dict[str, Any], loss: torch.Tensor,
                         scaler: torch.amp.GradScaler | None = None) -> None:
         """``optimizer.step()`` between the hooks' ``before_optimizer_step`` (the training monitor's checks: it may
-        skip a non-finite step's update, or stop the run) and ``after_train_step``. A subclass training in mixed
-        precision passes its ``GradScaler`` (after ``scaler.scale(loss).backward()``): the gradients are unscaled
-        before the hooks read them, the step is the scaler's, and its overflow steps are no NaN for the monitor."""
+        skip a non-finite step's update, or stop the run) and ``after_train_step``. With a ``GradScaler`` (mixed
+        precision in float16, after ``scaler.scale(loss).backward()``) the gradients are unscaled before the hooks
+        read them, the step is the scaler's, and its overflow steps are no NaN for the monitor. ``dp``: the batch
+        that speaks for the step (of an accumulation window, the first with a non-finite loss, else the last)."""
         if scaler is not None:
             scaler.unscale_(self.optimizer)
         if self.hooks.before_optimizer_step(self, dp, loss, scaler):
@@ -244,6 +324,7 @@ class BaseTrainer(BaseRunner):
                 "model_state_dict": self.eval_model.state_dict(),
                 "optimizer_state_dict": self.optimizer.state_dict(),
                 "scheduler_state_dict": self.scheduler.state_dict() if self.scheduler is not None else None,
+                "scaler_state_dict": scaler.state_dict() if (scaler := self.precision.scaler) is not None else None,
             }, checkpoint_path))
             progress_path = os.path.join(self.work_dir, PROGRESS_FILE)
             write_run_file(progress_path, lambda: atomic_write_json(progress_path, {

@@ -26,7 +26,8 @@ NULL_ROWS = 1000
 @pytest.mark.parametrize("seed", range(NULL_SEEDS))
 def test_random_failures_give_no_slice_no_separating_quantity_and_no_subgroup(tmp_path, seed):
     """30% of the datapoints fail at random; 20 Gaussian columns, 3 categorical ones, a flag and a captured
-    feature space carry no information, so every finding would be a false one."""
+    feature space carry no information, so every finding would be a false one (a slice within a class too), and the
+    report says why no slice is named."""
     rng = np.random.default_rng(seed)
     failed = rng.random(NULL_ROWS) < 0.3
     meta = {f"x{j}": rng.normal(size=NULL_ROWS) for j in range(20)}
@@ -42,6 +43,8 @@ def test_random_failures_give_no_slice_no_separating_quantity_and_no_subgroup(tm
     assert findings.meta.separators_tested == 21  # the 20 Gaussian columns and the flag
     assert findings.subgroups == [], [(g.size, g.failure_rate) for g in findings.subgroups]
     assert findings.restatements == []
+    assert findings.class_slices == [], [c.description for c in findings.class_slices]
+    assert findings.meta.no_slice is not None and findings.meta.no_slice.p_value >= findings.meta.no_slice.level
 
 
 def test_a_planted_cause_is_reported_alone_never_with_a_noise_condition(tmp_path):

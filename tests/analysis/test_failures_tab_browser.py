@@ -97,7 +97,8 @@ def assert_the_tab_shows(page, findings: Findings) -> None:
     test_planted_discovery.py)."""
     page.locator(f"#{FAILURES_PANEL} button").first.wait_for()
     titles = page.locator(f"#{FAILURES_PANEL} button b").all_inner_texts()
-    assert titles == [s.description for s in findings.meta.slices]
+    assert titles == [c.description for c in findings.confusions] + [s.description for s in findings.meta.slices] \
+        + [c.description for c in findings.class_slices]  # what fails first, then what the data says
     columns, aurocs = page.evaluate(SEPARATORS)
     assert columns[::-1] == [s.column for s in findings.meta.separators]
     assert aurocs[::-1] == pytest.approx([s.auroc for s in findings.meta.separators])

@@ -63,10 +63,15 @@ def open_run(new_page, url: str, run: str, tab: str = ""):
     return page
 
 
+def slice_buttons(page):
+    """The meta slices' buttons of the tab (its panel also holds the main confusions above them)."""
+    return page.locator(f"""#{FAILURES_PANEL} [id*='"index":"slice-']""")
+
+
 def narrow_to_first_slice(page) -> int:
     """Show the Failures tab and click its first slice; the slice's size."""
     page.click(f"#{TAB_FAILURES}")
-    first = page.locator(f"#{FAILURES_PANEL} .finding-button").first
+    first = slice_buttons(page).first
     counted = re.compile(r"(\d[\d,]*)\s+datapoints")
     expect(first, SLOW_WAIT_MS).to_contain_text(counted)  # the count itself, not a placeholder that says datapoints
     text = first.inner_text()
@@ -134,8 +139,7 @@ def test_a_reload_on_the_failures_tab_reopens_it_with_its_findings(runs, viewer_
     findings = analyze(work_dir)
     page = open_run(new_page, viewer_url, work_dir, tab=TAB_FAILURES)
     assert page.locator(f"#{TABS} .tab--selected").inner_text() == "Failures"
-    expect(page.locator(f"#{FAILURES_PANEL} .finding-button b"), SLOW_WAIT_MS).to_have_text(
-        [s.description for s in findings.meta.slices])
+    expect(slice_buttons(page).locator("b"), SLOW_WAIT_MS).to_have_text([s.description for s in findings.meta.slices])
     narrow_to_first_slice(page)  # the first page's findings are live buttons
 
 

@@ -7,25 +7,37 @@ import numpy as np
 import pytest
 from scipy.stats import beta
 
-from analysis.epoch_table import EpochTable, write_epoch_table
+from analysis.epoch_table import FAILURE_DEFINITION_ROLE, EpochTable, write_epoch_table
 from analysis.failures import FailureDefinition
-from analysis.finding_plans import RunFacts, failure_side, finding_entries, plan_for_finding
+from analysis.finding_plans import (
+    NOT_VERIFIABLE,
+    RunFacts,
+    failure_side,
+    finding_entries,
+    not_offered,
+    plan_for_finding,
+    separating_units,
+)
 from analysis.intervention import (
     CONFIRMED,
     CORRELATIONAL,
+    HEADS,
     INCONCLUSIVE,
     REFERENCE_SIZE,
     InputMask,
     InterventionPlan,
     NotVerifiable,
     OutcomeCounts,
+    PromptMove,
     UnitPatch,
+    UnitShift,
     compare,
     control_size,
     failure_rule,
     matched_control,
     passing_reference,
 )
+from analysis.replication import SEPARATOR, SLICE, SUBGROUP, ReplicationPlan
 
 
 def test_the_control_matches_the_findings_failing_and_passing_counts_from_outside_it():
@@ -206,10 +218,12 @@ def test_a_separating_quantity_stands_for_the_rows_beyond_90_percent_of_the_pass
     assert lower.tolist() == [0]
 
 
-def test_findings_that_name_no_unit_take_the_cam_region_or_say_why_not():
+def test_findings_that_name_no_unit_take_the_cam_region_then_a_replication_or_say_why_not():
     statistic = {"column": "stats.sparsity", "direction": "higher in failures", "auroc": 0.8}
     no_cam = plan_for_finding("separators-1", statistic, facts())
-    assert isinstance(no_cam, NotVerifiable) and "GradCAMDebugger" in no_cam.reason
+    assert isinstance(no_cam, ReplicationPlan) and (no_cam.kind, no_cam.column) == (SEPARATOR, "stats.sparsity")
+    group = plan_for_finding("suspect_groups-0", {"description": "site = C", "idx": [70, 71, 5]}, facts())
+    assert isinstance(group, NotVerifiable) and "GradCAMDebugger" in group.reason
     region = np.zeros((8, 8), bool)
     region[:2, :2] = True
     seen = {}
@@ -219,12 +233,73 @@ def test_findings_that_name_no_unit_take_the_cam_region_or_say_why_not():
         return InputMask("image", region), ""
     plan = plan_for_finding("slices-2", {"description": "site = C", "idx": [70, 71, 5]}, facts(cam_region=cam_region))
     assert plan.intervention.region is region and "Grad-CAM" in plan.why
+    assert plan.replication is None and not plan.named  # no conditions: nothing to replicate
     run = facts()
     assert set(seen["failing"]) == {i for i in (70, 71, 5) if run.failed[i]}
     assert not run.failed[seen["passing"]].any() and not np.isin(seen["passing"], [70, 71, 5]).any()
     gradcam_summary = plan_for_finding("separators-2", {"column": "gradcam.entropy", "direction": "higher in failures",
                                                         "idx": [1]}, facts(cam_region=cam_region))
     assert isinstance(gradcam_summary.intervention, InputMask)  # a cam statistic names no unit of the layer
+    assert gradcam_summary.replication.kind == SEPARATOR and not gradcam_summary.named  # its verdict, if unconfirmed
+
+
+def test_a_meta_slice_is_replicated_and_a_prompted_segmentation_moves_its_prompt_first():
+    finding = {"conditions": [{"column": "site", "op": "=", "value": "C"}, {"column": "size", "op": ">=",
+                                                                           "value": 3.5}], "idx": [1, 2, 3]}
+    plan = plan_for_finding("meta.slices-0", finding, facts())
+    assert isinstance(plan, ReplicationPlan) and (plan.kind, plan.family) == (SLICE, "meta")
+    assert [(c.column, c.op, c.value) for c in plan.conditions] == [("site", "=", "C"), ("size", ">=", 3.5)]
+    prompted = RunFacts(**{**vars(facts()), "prompt": PromptMove("point", "mask")})
+    moved = plan_for_finding("meta.slices-0", finding, prompted)
+    assert moved.intervention == PromptMove("point", "mask") and moved.replication.conditions == plan.conditions
+
+
+def test_a_family_of_units_is_patched_at_every_unit_that_separates():
+    """Eight units; failures raise units 1, 4 and 6 (each alone separates them), the others are noise. The plan
+    patches exactly those three, not the one or three a report lists."""
+    rng = np.random.default_rng(5)
+    n = 400
+    failed = rng.random(n) < 0.3
+    columns = {f"energy.c{u}": rng.normal(size=n) + (1.5 * failed if u in (1, 4, 6) else 0) for u in range(8)}
+    run = RunFacts(np.arange(n), failed, frozenset(columns), {"energy": "backbone.stage2"}, columns.__getitem__)
+    assert separating_units("energy.c*", run) == ["energy.c1", "energy.c4", "energy.c6"]
+    family = {"column": "energy.c*", "direction": "higher in failures", "units": [{"column": "energy.c4",
+                                                                                   "auroc": 0.9}], "family_size": 8}
+    plan = plan_for_finding("internals.separators-0", family, run)
+    assert plan.intervention == UnitPatch("backbone.stage2", (1, 4, 6)) and "the 3 units of energy.c*" in plan.why
+    assert plan.named and plan.replication.kind == SEPARATOR  # the patch's verdict, the replication beside it
+
+
+def test_an_attention_head_column_names_a_head():
+    run = RunFacts(np.arange(4), np.zeros(4, bool), frozenset({"attn.entropy_head3"}), {"attn": "blocks.1.attn"},
+                   lambda column: np.arange(4.0))
+    plan = plan_for_finding("internals.slices-0", {"conditions": [{"column": "attn.entropy_head3", "op": "<",
+                                                                   "value": 1.0}], "idx": [1, 2]}, run)
+    assert plan.intervention == UnitPatch("blocks.1.attn", (3,), kind=HEADS)
+
+
+def test_a_subgroup_is_moved_onto_the_passing_datapoints_along_the_units_that_set_it_apart():
+    """A subgroup lies apart in units 0 and 2 of a 5-unit space: those two are shifted by the passing mean minus
+    its own; its replication gives the verdict where the shift does not confirm it."""
+    rng = np.random.default_rng(2)
+    n = 300
+    vectors = rng.normal(size=(n, 5))
+    members = np.arange(40)
+    vectors[members, 0] += 3.0
+    vectors[members, 2] -= 2.0
+    failed = np.zeros(n, bool)
+    failed[members[:30]] = True
+    failed[300 - 20:] = True
+    run = RunFacts(np.arange(n), failed, frozenset(), {"space": "backbone.stage3"}, lambda column: None,
+                   vectors=lambda debugger: (np.arange(n), vectors) if debugger == "space" else None)
+    plan = plan_for_finding("subgroups-0", {"debugger": "space", "idx": members.tolist()}, run)
+    passing = ~failed & ~np.isin(np.arange(n), members)
+    expected = vectors[passing][:, [0, 2]].mean(axis=0) - vectors[members][:, [0, 2]].mean(axis=0)
+    assert isinstance(plan.intervention, UnitShift) and plan.intervention.channels == (0, 2)
+    np.testing.assert_allclose(plan.intervention.offsets, expected)
+    assert plan.replication.kind == SUBGROUP and not plan.named
+    unknown = plan_for_finding("subgroups-1", {"debugger": "other", "idx": members.tolist()}, run)
+    assert isinstance(unknown, ReplicationPlan)
 
 
 def test_an_explicit_region_labels_and_dead_units():
@@ -235,6 +310,33 @@ def test_an_explicit_region_labels_and_dead_units():
         assert isinstance(plan_for_finding(key, {"idx": 3, "column": "energy.c7", "value": 0.0}, facts()),
                           NotVerifiable)
     empty = plan_for_finding("slices-3", {"idx": [], "conditions": []}, facts())
-    assert isinstance(empty, NotVerifiable) and "no datapoint" in empty.reason
+    assert isinstance(empty, NotVerifiable) and "none of the finding's datapoints" in empty.reason
+    flag = plan_for_finding("meta.separators-0", {"column": "stats.sparsity", "direction": "higher in failures",
+                                                  "idx": []}, facts())
+    assert isinstance(flag, ReplicationPlan)  # no datapoints to patch, a quantity to replicate
     assert [key for key, _ in finding_entries({"slices": [{}, {}], "failures": 3, "nan_origins": [{}]})] == \
         ["slices-0", "slices-1", "nan_origins-0"]
+
+
+def test_the_runs_own_failure_definition_is_applied_to_a_table_without_labels(tmp_path):
+    """A segmentation run: no label or prediction column, failures the worst 15% of IoU as its config names them
+    (a query for label and prediction there had no column to select: a DuckDB parser error)."""
+    iou = np.random.default_rng(4).random(200)
+    path = str(tmp_path / "epoch_table.parquet")
+    write_epoch_table(path, {"idx": np.arange(200), "iou": iou},
+                      {"scores": ["iou"], "higher_is_better": {"iou": True}, FAILURE_DEFINITION_ROLE:
+                       {"metric": "iou", "worst_fraction": 0.15}})
+    rule, failed = failure_rule(EpochTable(path), FailureDefinition())
+    assert rule.metric == "iou" and failed.sum() == 30 and np.array_equal(failed, iou <= np.sort(iou)[29])
+    assert np.array_equal(rule.failed({"iou": iou}, None, None), failed)
+
+
+def test_which_findings_are_offered_for_verification_without_the_model():
+    """Slices, separating quantities, subgroups and NaN origins always have a check (at worst a replication); label
+    suspects, dead units and restatements never; a group of label suspects only where Grad-CAM was captured."""
+    cam = {"input_region": ["gradcam.centroid_x"]}
+    for key in ("meta.slices-0", "internals.separators-3", "subgroups-1", "nan_origins-0"):
+        assert not_offered(key, {}) is None
+    for key in ("label_issues-0", "dead_units-2", "restatements-0"):
+        assert not_offered(key, cam) == NOT_VERIFIABLE[key.rsplit("-", 1)[0]]
+    assert "GradCAMDebugger" in not_offered("suspect_groups-0", {}) and not_offered("suspect_groups-0", cam) is None

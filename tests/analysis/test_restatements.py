@@ -60,8 +60,8 @@ def test_gradcams_summary_roles_reach_the_epoch_tables_roles():
     summaries = DebuggerSummaries({"gradcam": GradCAMDebugger("backbone.layer4")}, log=None)
     assert summaries.column_roles() == {
         "outcome": ["gradcam.target_score", "gradcam.target_class", "gradcam.raw_max"],
-        "input_region": [f"gradcam.{key}" for key in ("centroid_x", "centroid_y", "centre_fraction", "spread",
-                                                       "entropy")]}
+        "input_region": [f"gradcam.{key}" for key in ("centroid_x", "centroid_y", "centroid_z", "centre_fraction",
+                                                       "spread", "entropy")]}
     assert summaries.layers == {"gradcam": "backbone.layer4"}
 
 

@@ -42,6 +42,11 @@ def run_epoch(model, images, out_dir, batch_size, debuggers, labels=None, **debu
 def run_batches(model, batches, out_dir, debuggers, **debugger_args):
     """One 'validation epoch' over collated ``batches`` (with ``meta_info['idx']``), as the evaluator runs it:
     ``torch.no_grad()``, forward, debugger; returns ``save_all``'s summary and the pages read back."""
+    return run_batches_with_columns(model, batches, out_dir, debuggers, **debugger_args)[:2]
+
+
+def run_batches_with_columns(model, batches, out_dir, debuggers, **debugger_args):
+    """``run_batches``, and the epoch table's summary columns it collected: ``{column: values in idx order}``."""
     debugger = SequentialDebugger(debuggers, model=model, **debugger_args)
     debugger.reset_buffer(str(out_dir / "debugger"))
     debugger.enabled = True
@@ -52,7 +57,8 @@ def run_batches(model, batches, out_dir, debuggers, **debugger_args):
             debugger(dp, model)
     summary = debugger.save_all(str(out_dir / "debugger"))
     debugger.close()
-    return summary, load_debug_outputs(str(out_dir))
+    columns = {name: values[np.argsort(idx)] for name, (idx, values) in debugger.summaries.concatenated().items()}
+    return summary, load_debug_outputs(str(out_dir)), columns
 
 
 def capture_epoch(model, images, out_dir, batch_size, debuggers, labels=None, **debugger_args):

@@ -358,7 +358,9 @@ def test_a_batch_of_summaries_equals_each_datapoint_summarised_alone():
     outputs = [{"entropy_per_head": rng.random(10).astype(np.float32), "max_attention": float(rng.random())}
                for _ in range(5)]
     outputs[2]["entropy_per_head"][3] = np.nan
-    columns = debugger.summary_columns(outputs)
+    batch = {"entropy_per_head": torch.from_numpy(np.stack([output["entropy_per_head"] for output in outputs])),
+             "max_attention": torch.tensor([output["max_attention"] for output in outputs])}  # as __call__ gives it
+    columns = debugger.summary_columns(batch)
     assert set(columns) == set(debugger.summary(outputs[0])) and len(columns) == 4 + 8
     for i, output in enumerate(outputs):
         alone = debugger.summary(output)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pickle
+import re
 import struct
 import threading
 import tracemalloc
@@ -15,7 +17,7 @@ import torch
 
 from debuggers.batch_split import split_batch_value
 from debuggers.pages.convert import main as convert_main
-from debuggers.pages.errors import CorruptPageError, DebugOutputsNotFoundError, LegacyPagesError
+from debuggers.pages.errors import CorruptPageError, LegacyPagesError
 from debuggers.pages.file_format import LOCATION, load_page
 from debuggers.pages.index import RankIndex, read_index
 from debuggers.pages.writer import PageWriter
@@ -300,22 +302,27 @@ def test_header_floats_beyond_range_read_as_infinity_and_long_strings_whole(tmp_
     assert value["big"] == float("inf") and value["small"] == -float("inf") and len(value["text"]) == 100_000
 
 
-def test_wrong_paths_say_what_was_expected(tmp_path):
+def test_paths_without_debug_outputs_give_none_and_the_log_says_what_was_expected(tmp_path, caplog):
+    """As the seed's load_debug_outputs: None for a folder without ``debugger/``; why is logged, a warning where the
+    path is a mistake, an info line for an epoch that has no full outputs."""
     write_epoch(tmp_path / "run" / "epoch_2", {0: 10}, KB)
     (tmp_path / "run" / "epoch_0").mkdir()
     (tmp_path / "run" / "epoch_1").mkdir()  # the disk budget removed its outputs
     remove_debug_outputs(str(tmp_path / "run" / "epoch_1"), 1000, 0.5)
     cases = {
-        tmp_path / "nowhere": "no such folder",
-        tmp_path / "run" / "epoch_2" / "debugger": "pass its parent folder",
-        tmp_path / "run": "pass one of its epoch folders with debug outputs: epoch_2",
-        tmp_path / "run" / "epoch_0": "no full debug outputs were written there.*summaries_every_epoch",
-        tmp_path / "run" / "epoch_1": r"its debug outputs were removed to stay under 0.5 GB \(config\['debug_disk",
+        tmp_path / "nowhere": (logging.WARNING, "no such folder"),
+        tmp_path / "run" / "epoch_2" / "debugger": (logging.WARNING, "pass its parent folder"),
+        tmp_path / "run": (logging.WARNING, "pass one of its epoch folders with debug outputs: epoch_2"),
+        tmp_path / "run" / "epoch_0": (logging.INFO, "no full debug outputs were written there.*summaries_every_epoch"),
+        tmp_path / "run" / "epoch_1": (logging.INFO, r"its debug outputs were removed to stay under 0.5 GB \(config"),
     }
-    for path, expected in cases.items():
-        with pytest.raises(DebugOutputsNotFoundError, match=expected) as info:
-            load_debug_outputs(str(path))
-        assert str(path) in str(info.value)
+    for path, (level, expected) in cases.items():
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="lantern.debugger"):
+            assert load_debug_outputs(str(path)) is None
+        [record] = caplog.records
+        assert record.levelno == level and re.search(expected, record.getMessage()), record.getMessage()
+        assert record.getMessage().startswith(f"{path} holds no debug outputs: ")
 
 
 def test_unindexed_pages_of_an_incomplete_epoch_are_found_and_bad_ones_reported(tmp_path):

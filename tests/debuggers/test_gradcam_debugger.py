@@ -9,11 +9,11 @@ import torch.nn.functional as F
 
 from debuggers.gradcam_debugger import GradCAMDebugger
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
-from models import SmallCNN
+from models import AttentionClassifier, SignalCNN, SmallCNN
 from runners.eval_viewer.backend.initialization import load_debug_outputs
 from tests.compat.architectures import TinyResNet
 from tests.compat.references import captum_gradcam
-from tests.debuggers.library import capture_epoch, entry, leftover_hooks, make_batch
+from tests.debuggers.library import capture_epoch, entry, leftover_hooks, make_batch, run_batches
 from utils.errors import ConfigError
 
 
@@ -117,7 +117,7 @@ def test_frozen_backbone_still_gets_a_cam(model, images):
 
 
 @pytest.mark.parametrize("args, message", [
-    ({"target_layer": "head.fc"}, "needs a (B, C, h, w) map from layer 'head.fc', which returned Tensor(2, 6)"),
+    ({"target_layer": "head.fc"}, "needs an output with positions from layer 'head.fc'"),
     ({"target_layer": "backbone.layer4", "target": 9}, "target class 9 does not exist: the model has 6 classes"),
     ({"target_layer": "backbone.layer4", "output_key": "scores"}, "needs the model output 'scores'"),
 ])
@@ -264,3 +264,52 @@ def test_two_grad_cam_debuggers_on_one_layer_share_the_forward_pass(model, image
             assert out["kind"] == "cam", out.get("message")
             np.testing.assert_allclose(out["cam"], cam[i].numpy(), rtol=1e-4, atol=1e-5)
     assert all(p.grad is None for p in model.parameters())
+
+
+def normalised(cam: torch.Tensor) -> np.ndarray:
+    peak = cam.flatten(1).amax(dim=1).view(-1, *[1] * (cam.ndim - 1))
+    return torch.where(peak > 0, cam / peak, 0.0).numpy()
+
+
+def test_a_conv1d_layer_gets_a_cam_over_the_signal(tmp_path):
+    """Grad-CAM of a Conv1d stage (B, C, t), linearly upsampled to the signal's length, against one written out."""
+    torch.manual_seed(0)
+    model = SignalCNN(num_classes=4).eval()
+    signals = torch.randn(6, 1, 64)
+    batches = [{"inputs": {"signal": signals[rows]}, "labels": {"class": torch.tensor(rows) % 4},
+                "meta_info": {"idx": torch.tensor(rows)}} for rows in ([0, 1, 2, 3], [4, 5])]
+    outputs = run_batches(model, batches, tmp_path, [entry("cam", GradCAMDebugger, target_layer="backbone.stage3",
+                                                           input_key="signal")])[1]
+    with torch.enable_grad():
+        activation = model.backbone(signals).detach().requires_grad_()
+        logits = model.head(activation)
+        (grad,) = torch.autograd.grad(logits.max(dim=1).values.sum(), activation)
+    cam = torch.relu((grad.mean(dim=2, keepdim=True) * activation).sum(1)).detach()
+    expected = normalised(F.interpolate(cam[:, None], size=64, mode="linear", align_corners=False)[:, 0])
+    for i in range(6):
+        assert outputs[i]["cam"]["cam"].shape == (64,)
+        np.testing.assert_allclose(outputs[i]["cam"]["cam"], expected[i], rtol=1e-4, atol=1e-5)
+        assert set(outputs[i]["cam"]["spatial"]) == {"centroid_x", "centre_fraction", "spread", "entropy"}
+
+
+def test_a_transformer_block_gets_a_cam_over_its_real_tokens(tmp_path):
+    """Grad-CAM of a block's tokens (B, T, D): the unit weights averaged over the real tokens, none on padding."""
+    torch.manual_seed(0)
+    model = AttentionClassifier(num_classes=3, dim=16, depth=2, num_heads=2, vocab_size=20).eval()
+    lengths = torch.tensor([9, 4, 6, 2])
+    real = torch.arange(9)[None] < lengths[:, None]
+    tokens = torch.randint(1, 20, (4, 9)) * real
+    batch = {"inputs": {"tokens": tokens, "attention_mask": real.long()}, "labels": {"class": torch.zeros(4).long()},
+             "meta_info": {"idx": torch.arange(4)}}
+    outputs = run_batches(model, [batch], tmp_path, [entry("cam", GradCAMDebugger, target_layer="blocks.1",
+                                                           input_key="tokens")])[1]
+    with torch.enable_grad():
+        x, grid, padding = model._embedded(batch["inputs"])
+        activation = model.blocks[1](model.blocks[0](x, grid, padding), grid, padding).detach().requires_grad_()
+        logits = model.head(model.pool(model.norm(activation), padding))
+        (grad,) = torch.autograd.grad(logits.max(dim=1).values.sum(), activation)
+    weights = (grad * real[..., None]).sum(1) / lengths[:, None]
+    expected = normalised(torch.relu((weights[:, None] * activation).sum(2)).detach() * real)
+    for i in range(4):
+        np.testing.assert_allclose(outputs[i]["cam"]["cam"], expected[i], rtol=1e-4, atol=1e-5)
+        assert not outputs[i]["cam"]["cam"][int(lengths[i]):].any()

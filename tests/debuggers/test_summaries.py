@@ -1,4 +1,5 @@
-"""Each ready-made debugger's ``summary()`` on outputs read back from real pages, against hand computations."""
+"""Each ready-made debugger's summaries, as the epoch table collects them (``summary_columns`` of each batch) and as
+``summary()`` gives them for a datapoint read back from real pages, against NumPy computations of each datapoint."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from debuggers.nan_inf_debugger import NaNInfDebugger
 from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from tests.compat.architectures import SeqFirstClassifier, TinyResNet
 from tests.compat.harness import capture
-from tests.debuggers.library import entry
+from tests.debuggers.library import entry, run_batches_with_columns
 
 DEBUGGERS = {
     "stats": (ActivationStatsDebugger, {"layer_name": "layer2.bn1"}),
@@ -152,14 +153,16 @@ def test_attention_summary(tmp_path):
     tokens = torch.randint(1, 20, (2, 5))
     tokens[1, 3:] = 0
     batches = [{"inputs": {"tokens": tokens}, "meta_info": {"idx": torch.arange(2)}}]
-    outputs = capture(model, batches, tmp_path, [entry("att", AttentionDebugger, layer_name="attn")])
+    _, outputs, columns = run_batches_with_columns(model, batches, tmp_path,
+                                                   [entry("att", AttentionDebugger, layer_name="attn")], strict=True)
     for i in range(2):
         p = outputs[i]["att"]["attention"].astype(np.float64)  # (heads, real, real)
         entropy = -(np.where(p > 0, p * np.log(np.where(p > 0, p, 1)), 0)).sum(-1).mean(-1)
         summary = AttentionDebugger("attn").summary(outputs[i]["att"])
-        assert summary["entropy_head0"] == pytest.approx(entropy[0], rel=1e-5)
-        assert summary["entropy_mean"] == pytest.approx(entropy.mean(), rel=1e-5)
-        assert summary["max_attention"] == pytest.approx(p.max(), rel=1e-6)
+        for key, value in {"entropy_head0": entropy[0], "entropy_mean": entropy.mean(), "entropy_min": entropy.min(),
+                           "entropy_max": entropy.max(), "max_attention": p.max()}.items():
+            assert summary[key] == pytest.approx(value, rel=1e-5), key
+            assert columns[f"att.{key}"][i] == pytest.approx(value, rel=1e-5), key  # the epoch table's, per batch
 
 
 def test_summaries_of_split_tensors_equal_those_of_pages(resnet_run):
@@ -178,3 +181,110 @@ def test_summaries_of_split_tensors_equal_those_of_pages(resnet_run):
     for name, debugger in debuggers.items():
         for i, output in enumerate(split_batch(batch_outputs[name], 3)):
             assert debugger.summary(output) == pytest.approx(debugger.summary(outputs[i][name]), nan_ok=True), name
+
+
+def numpy_summaries(model, images, pages):
+    """Every ready-made debugger's summary of each datapoint, computed here in NumPy (float64), datapoint by
+    datapoint: from the layer outputs of a forward pass of this test's own, and from what the pages hold for the
+    gradients, the cams and the NaN origins."""
+    bn1, layer1, layer2 = (layer_output(model, name, images) for name in ("layer2.bn1", "layer1", "layer2"))
+    order = []
+    handles = [m.register_forward_hook(lambda mod, a, out, name=name: order.append(name))
+               for name, m in model.named_modules()]
+    with torch.no_grad():
+        model({"image": images[:1]})
+    for handle in handles:
+        handle.remove()
+    rows = []
+    for i in range(len(images)):
+        x, channels = bn1[i].reshape(-1), layer1[i].reshape(8, -1)
+        top = pages[i]["features_top"]["channel_indices"]  # the 3 of highest mean (with a NaN map: torch's choice)
+        if np.isfinite(channels).all():
+            assert sorted(top) == sorted(np.argsort(-channels.mean(1))[:3])
+        pooled = channels.mean(1)  # downsample_factor beyond the map: one cell per channel
+        cam = pages[i]["cam"]["cam"].astype(np.float64)
+        p = cam / cam.sum()
+        ys, xs = ((np.arange(n) + 0.5) / n for n in cam.shape)
+        centroid_x, centroid_y = (p.sum(0) * xs).sum(), (p.sum(1) * ys).sum()
+        gradients = pages[i]["gradients"]
+        norms, missing = gradients["grad_norms"].astype(np.float64), gradients["missing"]
+        row = {"stats.mean": x.mean(), "stats.std": x.std(), "stats.min": x.min(), "stats.max": x.max(),
+               "stats.l1_norm": np.abs(x).mean(), "stats.l2_norm": np.sqrt((x ** 2).sum()),
+               "stats.sparsity": (x == 0).mean(), "stats.positive_ratio": (x > 0).mean(),
+               "stats.saturation_low": (x <= -1).mean(), "stats.saturation_high": (x >= 1).mean(),
+               "stats.nonfinite_ratio": (~np.isfinite(x)).mean()}
+        for name, kept, indices in (("features", channels, np.arange(8)), ("features_top", channels[top], top)):
+            row.update({f"{name}.mean": channels.mean(), f"{name}.std": channels.std(),
+                        f"{name}.min": channels.min(), f"{name}.max": channels.max(),
+                        f"{name}.energy": (kept ** 2).mean(),
+                        f"{name}.dead_channel_fraction": (~kept.any(1)).mean(),
+                        f"{name}.strongest_channel": indices[np.argmax(kept.mean(1))]})
+        row.update({"output.pooled_norm": np.sqrt((pooled ** 2).sum()), "output.mean": pooled.mean(),
+                    "output.std": pooled.std(),
+                    "cam.target_score": pages[i]["cam"]["target_score"], "cam.raw_max": pages[i]["cam"]["raw_max"],
+                    "cam.target_class": pages[i]["cam"]["target_class"],
+                    "cam.centroid_x": centroid_x, "cam.centroid_y": centroid_y,
+                    "cam.centre_fraction": p[3:9, 3:9].sum(),
+                    "cam.spread": np.sqrt((p.sum(0) * (xs - centroid_x) ** 2).sum()
+                                          + (p.sum(1) * (ys - centroid_y) ** 2).sum()),
+                    "cam.entropy": -(p * np.log(p, where=p > 0, out=np.zeros_like(p))).sum() / np.log(p.size),
+                    "gradients.loss": gradients["loss"], "gradients.total_norm": np.sqrt((norms ** 2).sum()),
+                    "gradients.max_norm": norms[~missing].max(), "gradients.min_norm": norms[~missing].min(),
+                    "gradients.missing_layers": missing.sum(), "gradients.zero_layers": (norms[~missing] == 0).sum(),
+                    **{f"gradients.norm.{layer}": norm for layer, norm in zip(gradients["layers"], norms)},
+                    "captured.head.embedding.norm": np.sqrt((layer2[i].mean(axis=(1, 2)) ** 2).sum())})
+        first = pages[i]["nan"]["first_module"]
+        row.update({"nan.has_nan": first is not None,
+                    "nan.first_module_index": order.index(first) if first is not None else np.nan,
+                    "nan.bad_module_count": len(pages[i]["nan"]["bad_modules"])})
+        rows.append(row)
+    return rows
+
+
+def test_the_epoch_tables_batched_summaries_equal_each_datapoint_computed_alone_in_numpy(tmp_path):
+    """Two batches (3 and 2), a NaN input in one datapoint: every column of every ready-made debugger, as computed
+    per batch, equals the NumPy computation of each datapoint, and so does ``summary()`` of its page."""
+    torch.manual_seed(0)
+    model = TinyResNet().eval()
+    images = torch.randn(5, 3, 12, 12)
+    images[2, 0, 0, 0] = math.nan
+    labels = torch.tensor([0, 1, 2, 3, 4])
+    batches = [{"inputs": {"image": images[rows]}, "labels": {"class": labels[rows]},
+                "meta_info": {"idx": torch.arange(5)[rows]}} for rows in (slice(0, 3), slice(3, 5))]
+    debuggers = {**DEBUGGERS, "features_top": (FeatureMapDebugger, {"layer_name": "layer1", "max_channels": 3})}
+    _, pages, columns = run_batches_with_columns(model, batches, tmp_path,
+                                                 [entry(name, cls, **args) for name, (cls, args) in debuggers.items()])
+    expected = numpy_summaries(model, images, pages)
+    assert set(columns) == set(expected[0])
+    built = {name: cls(**args) for name, (cls, args) in debuggers.items()}
+    for i, row in enumerate(expected):
+        for column, value in row.items():
+            name, key = column.split(".", 1)
+            alone = built[name].summary(pages[i][name])[key]
+            np.testing.assert_allclose([columns[column][i], alone], [value, value], rtol=2e-5, atol=1e-6,
+                                       err_msg=f"datapoint {i}: {column}")
+
+
+def test_summaries_without_pages_equal_those_of_a_full_capture(tmp_path):
+    """``full_outputs=False`` (``summaries_every_epoch``): the batched summaries are computed without copying or
+    splitting the outputs, and equal a full capture's."""
+    torch.manual_seed(0)
+    model = TinyResNet().eval()
+    images = torch.randn(5, 3, 12, 12)
+    batch = {"inputs": {"image": images}, "labels": {"class": torch.arange(5)}, "meta_info": {"idx": torch.arange(5)}}
+    columns = {}
+    for full in (True, False):
+        sequential = SequentialDebugger([entry(name, cls, **args) for name, (cls, args) in DEBUGGERS.items()],
+                                        model=model, strict=True)
+        sequential.reset_buffer(str(tmp_path / "debugger"), full_outputs=full)
+        sequential.enabled = True
+        with torch.no_grad():
+            dp = dict(batch)
+            dp["outputs"] = model(dp["inputs"])
+            sequential(dp, model)
+        sequential.save_all(str(tmp_path / "debugger"))
+        sequential.close()
+        columns[full] = {name: values for name, (_, values) in sequential.summaries.concatenated().items()}
+    assert len(columns[True]) > 40 and columns[False].keys() == columns[True].keys()
+    for name, values in columns[True].items():
+        np.testing.assert_array_equal(columns[False][name], values, err_msg=name)

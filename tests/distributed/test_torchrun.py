@@ -156,7 +156,11 @@ def test_training_with_2_processes_debugs_every_idx_once_and_validates_its_check
         torch.load(os.path.join(epoch_dir, "checkpoint.pt"), weights_only=True)
         stored = load_findings(epoch_dir)
         assert stored is not None and stored.datapoints == VAL_SIZE  # by rank 0, from every rank's rows
-    assert open(os.path.join(work_dir, "train.log")).read().count("findings of") == 2  # once an epoch, not a rank
+    log = open(os.path.join(work_dir, "train.log")).read()
+    assert log.count("findings of") == 2  # once an epoch, not a rank
+    # rank 0 says what every rank captured (13 + 12 of the 25), once: the capture is complete after epoch 0
+    assert log.count(f"Captured the inputs, labels and meta info of {VAL_SIZE} datapoints for the viewer by 2 "
+                     "ranks") == 1 and "Captured" not in open(os.path.join(work_dir, "train_rank1.log")).read()
     # Every rank validated exactly the model rank 0 saved (BatchNorm statistics included).
     checkpoint = os.path.join(work_dir, "epoch_1", "checkpoint.pt")
     evaluation = load_config(evaluator_file(tmp_path, "check", checkpoint=checkpoint))

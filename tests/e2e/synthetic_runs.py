@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Optional
 
 import numpy as np
 
@@ -15,10 +16,10 @@ CLASS_NAMES = np.array(["circle", "square", "triangle", "cross", "ring", "star"]
 
 
 def write_table_run(folder: str, name: str, label: np.ndarray, prediction: np.ndarray, loss: np.ndarray,
-                    epochs: int = 1) -> str:
+                    epochs: int = 1, meta: Optional[dict[str, np.ndarray]] = None) -> str:
     """A trainer run ``name`` of ``epochs`` epochs with the same datapoints: ``label`` (float, NaN where a datapoint
-    has none, named 'unlabelled') and ``prediction`` as class ids named by ``CLASS_NAMES``, and a ``cross_entropy``
-    score (NaN for missing)."""
+    has none, named 'unlabelled') and ``prediction`` as class ids named by ``CLASS_NAMES``, a ``cross_entropy``
+    score (NaN for missing), and the meta-info columns ``meta``."""
     run = os.path.join(folder, name)
     os.makedirs(run)
     with open(os.path.join(run, "run_info.json"), "w") as f:
@@ -27,9 +28,9 @@ def write_table_run(folder: str, name: str, label: np.ndarray, prediction: np.nd
     label_name = np.array([CLASS_NAMES[int(i)] if ok else "unlabelled" for i, ok in zip(label, known)], dtype=object)
     accuracy = np.where(known, (label == prediction).astype(float), np.nan)
     columns = {"idx": np.arange(len(loss)), "label": label, "prediction": prediction, "label_name": label_name,
-               "prediction_name": CLASS_NAMES[prediction], "accuracy": accuracy, "cross_entropy": loss}
+               "prediction_name": CLASS_NAMES[prediction], "accuracy": accuracy, "cross_entropy": loss, **(meta or {})}
     roles = {"scores": ["accuracy", "cross_entropy"], "higher_is_better": {"accuracy": True, "cross_entropy": False},
-             "meta": [], "summaries": []}
+             "meta": list(meta or {}), "summaries": []}
     for epoch in range(epochs):
         epoch_dir = os.path.join(run, f"epoch_{epoch}")
         os.makedirs(epoch_dir)

@@ -184,8 +184,9 @@ def test_a_model_returning_a_tensor_is_stopped_at_its_forward_naming_the_contrac
     """)
     result = run_main(path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "TensorCNN.forward returned a Tensor of shape (16, 6)" in result.stderr
+    assert "TensorCNN.forward takes the inputs dict and returned a Tensor of shape (16, 6)" in result.stderr
     assert "forward(inputs: dict) -> dict" in result.stderr and "{'logits': logits}" in result.stderr
+    assert "or take a tensor (forward(self, x)) and Lantern names a tensor output 'logits'" in result.stderr
 
 
 def test_ranks_that_scored_the_same_idx_are_refused():
@@ -213,7 +214,8 @@ def test_an_idx_repeated_in_a_pass_is_refused_within_and_outside_the_dataset_ran
 
         config["model"] = {"class": ScoresCNN, "args": {"widths": (8, 8, 16, 16)}}
     """, "CrossEntropyCriterion reads the model's outputs['logits'], but they have the keys ['scores']: set "
-         "output_key='scores' in config['criterion']['args'], or return {'logits': ...} from the model's forward"),
+         "output_key='scores' in config['criterion']['args'], or return {'logits': ...} from the model's forward (a "
+         "plain model's outputs are named by config['model_outputs'])"),
     ("""
         config["criterion"]["args"]["label_key"] = "label"
     """, "CrossEntropyCriterion reads the datapoint's labels['label'], but they have the keys ['class']: set "

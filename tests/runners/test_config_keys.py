@@ -42,7 +42,7 @@ def test_each_key_is_declared_once_and_documented():
 def test_what_is_captured_and_how_a_run_is_read_do_not_identify_it():
     assert set(UNIDENTIFYING_KEYS) == {"work_dir", "config_filepath", "distributed_timeout_s", "datapoint_capture",
                                        "debug_disk_budget_gb", "training_monitor", "failure_definition",
-                                       "failure_analysis"}
+                                       "failure_analysis", "profiler"}
 
 
 @pytest.mark.parametrize("settings, key, value, expected", [

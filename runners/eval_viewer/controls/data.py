@@ -7,9 +7,12 @@ import hashlib
 from typing import Optional
 
 from runners.eval_viewer.shared.backend import ViewerBackend
-from runners.eval_viewer.shared.runs import Discovery, Epoch, is_finished, last_modified
+from runners.eval_viewer.shared.runs import Discovery, Epoch, is_finished, last_modified, unfinished_reason
 from runners.eval_viewer.shared.scores import ScoresError
-from runners.eval_viewer.training.data import TRAINING_LOGS
+from runners.eval_viewer.training.data import tab_version
+
+UNFINISHED_MARK = "✗"  # before a run that never finished an epoch, listed after the others
+MAX_REASON_CHARS = 140  # of the reason in the label; the option's tooltip has it whole
 
 
 def default_epoch(epochs: list[Epoch]) -> Optional[str]:
@@ -33,7 +36,7 @@ def nearest_debug_epoch(epochs: list[Epoch], epoch: Epoch) -> Optional[Epoch]:
 
 
 def epoch_state(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str]) -> str:
-    """The signature of the run's epochs, the chosen epoch's files and the run's training monitor file."""
+    """The signature of the run's epochs, the chosen epoch's files and what the Training tab draws."""
     run = backend.run(run_path)
     epochs = backend.epochs(run) if run else []
     epoch = next((e for e in epochs if e.key == epoch_key), None)
@@ -41,7 +44,7 @@ def epoch_state(backend: ViewerBackend, run_path: Optional[str], epoch_key: Opti
         version = backend.version(epoch) if epoch else None
     except ScoresError as exc:  # removed while listed: that too is a change
         version = str(exc)
-    training = TRAINING_LOGS.version(run) if run else None  # the Training tab follows the run's monitor file
+    training = tab_version(run) if run else None  # the Training tab follows the run's monitor file and profile
     return digest(([epoch_option(e) for e in epochs], version, training))
 
 
@@ -50,9 +53,19 @@ def digest(value: object) -> str:
 
 
 def run_options(discovery: Discovery) -> list[dict]:
-    runs = sorted(discovery.runs.values(), key=lambda run: run.name)
-    return [{"label": f"{run.name} ({'evaluator' if run.is_evaluator else 'trainer'})", "value": run.path}
-            for run in runs]
+    """The runs by name, those that never finished an epoch (or an evaluation) last, apart, each saying why: its
+    log's last line (the whole line as the option's tooltip)."""
+    finished, unfinished = [], []
+    for run in sorted(discovery.runs.values(), key=lambda run: run.name):
+        label = f"{run.name} ({'evaluator' if run.is_evaluator else 'trainer'})"
+        reason = unfinished_reason(run)
+        if reason is None:
+            finished.append({"label": label, "value": run.path})
+        else:
+            short = reason if len(reason) <= MAX_REASON_CHARS else reason[:MAX_REASON_CHARS - 1] + "…"
+            unfinished.append({"label": f"{UNFINISHED_MARK} {label}: no epoch finished: {short}", "value": run.path,
+                               "title": reason})
+    return finished + unfinished
 
 
 def most_recent_run(discovery: Discovery) -> Optional[str]:

@@ -19,10 +19,19 @@ from runners.eval_viewer.failures.ids import (
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.runs import Epoch
 from runners.eval_viewer.shared.scores import ScoresError
+from runners.eval_viewer.shared.table import TABLE_ERRORS
 
 SEPARATOR_SHARE = 0.1  # clicking a separating quantity shows the failing side's most extreme tenth of it
 MAP_KINDS = {"ambiguous": "ambiguous", "hard": "hard", "learning": "still_learning"}  # a data-map button's datapoints
 FINDINGS_ERRORS = (AnalysisError, EpochTableError, ScoresError)
+
+
+def table_roles(backend: ViewerBackend, epoch: Epoch) -> dict[str, Any]:
+    """The epoch table's column roles (which columns Grad-CAM summarised, ...); none where it cannot be read."""
+    try:
+        return dict(backend.table(epoch).roles)
+    except TABLE_ERRORS:
+        return {}
 
 
 def narrowing(run_path: Optional[str], epoch_key: Optional[str], idx: list[int], finding: str = "",
@@ -103,7 +112,8 @@ def finding_lists(findings: Findings) -> dict[str, list]:
     """The findings a key names by kind and place (``slice-0``), as ``chosen_datapoints`` reads them."""
     return {"slice": findings.meta.slices, "islice": findings.internals.slices, "subgroup": findings.subgroups,
             "suspects": findings.suspect_groups, "nan": findings.nan_origins, "dead": findings.dead_units,
-            "iseparator": findings.internals.separators, "trainlabels": findings.training_label_groups}
+            "iseparator": findings.internals.separators, "trainlabels": findings.training_label_groups,
+            "confusion": findings.confusions, "classslice": findings.class_slices}
 
 
 def finding_names(findings: Findings) -> list[tuple[str, str]]:

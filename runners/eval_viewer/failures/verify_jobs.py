@@ -5,10 +5,13 @@ own and the tab polls its status. One at a time in the viewer, whatever the run 
 every core: a second click while one runs is refused, saying which); a running one is cancelled between batches,
 and once asked to stop it no longer holds the viewer's turn. It imports the run's config file, so it needs the viewer's
 ``--trust-configs``; without it a click says so. The last ``MAX_KEPT`` results are kept by run, epoch and finding.
+A verification that fails says why in the tab and in the server's log (with the traceback where the run's own code
+raised).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -22,6 +25,7 @@ from utils.errors import LanternUserError
 
 RUNNING, DONE, FAILED, CANCELLED = "running", "done", "failed", "cancelled"
 MAX_KEPT = 64
+LOG = logging.getLogger(__name__)
 
 
 class VerifyRefused(Exception):
@@ -106,8 +110,10 @@ class VerifyJobs:
             job.message, state = "cancelled", CANCELLED
         except LanternUserError as exc:
             job.message, state = str(exc), FAILED
+            LOG.warning("verifying %s of %s failed: %s", job.key, job.run, exc)
         except Exception as exc:  # the run's own model or dataset code failed: say so, the viewer goes on
             job.message, state = f"the rerun failed: {type(exc).__name__}: {exc}", FAILED
+            LOG.exception("verifying %s of %s failed", job.key, job.run)
         with self._lock:
             job.state = state
             if state == DONE:

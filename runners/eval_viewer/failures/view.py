@@ -1,25 +1,29 @@
 """The Failures tab: why the chosen epoch's datapoints fail (``analysis.failures``), each finding clickable.
 
-Meta info first (what the data says: what a user can change), then what the model does (each internal finding with
+What fails first (a classifier's main confusions: label read as prediction), then meta info (what the data says:
+what a user can change; where it names no slice, why not in numbers), the slices within one class, then what the
+model does (each internal finding with
 the meta conditions that best match it, or "no meta column describes it"), subgroups of the captured feature spaces
 (rare variants among them), the systematic training-label groups, the label suspects told apart from them (with why
 some are left out, or all withheld), the data map of the validation epochs (and whether the model was still
 learning), the columns that restate the failure (never causes), NaN origins and dead units.
 
-Clicking a finding (a slice, a separating quantity's bar or button, a subgroup, a training-label group, a suspect
-group, the label suspects, a kind of the data map, a confusion-matrix cell, a NaN origin, a dead unit) writes its
-datapoints' idx to the ``TABLE_IDX_FILTER`` store, which the datapoint table and the score grid read; opening a
-datapoint from the table then shows it, Debug Outputs included.
+Clicking a finding (a confusion, a slice, a slice within a class, a separating quantity's bar or button, a subgroup,
+a training-label group, a suspect group, the label suspects,
+a kind of the data map, a confusion-matrix cell, a NaN origin, a dead unit) writes its datapoints' idx to the
+``TABLE_IDX_FILTER`` store, which the datapoint table and the score grid read; opening a datapoint from the table
+then shows it, Debug Outputs included.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Optional
 
 from dash import dcc, html
 
-from analysis.findings import Findings, MetaMatch, Slice, TrainingLabelGroup
-from runners.eval_viewer.failures.data import FINDINGS_ERRORS, chosen_epoch
+from analysis.findings import Findings, MetaMatch, NoSlice, Separator, Slice, TrainingLabelGroup
+from runners.eval_viewer.failures.data import FINDINGS_ERRORS, chosen_epoch, table_roles
 from runners.eval_viewer.failures.ids import (
     FAILURES_CONFUSION_CHART,
     FAILURES_DATA_MAP_CHART,
@@ -62,30 +66,38 @@ def failures_tab(backend: ViewerBackend, first: FirstView) -> dcc.Tab:
     ], className="tab-body"))
 
 
-def findings_view(findings: Findings) -> tuple[list[Any], list[Any]]:
+def findings_view(findings: Findings, roles: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
     """The finding lists above and below the meta chart, best first; each entry a button that filters the table to
-    its datapoints. The analysis's notes (what it left out, and why) come first."""
+    its datapoints, and a verify button where a check can test it (by the epoch table's ``roles``). The analysis's
+    notes (what it left out, and why) come first."""
     above = [
         html.P(f"{findings.failures} of {findings.datapoints} datapoints fail ({findings.failure_definition}). "
                "Click a finding to filter the table to its datapoints.", className="hint"),
         *[alert(note, "warning", "failures-note") for note in findings.notes],
+        *_confusions(findings),
         _section("Meta info: slices that fail more than the rest (what the data says)", [
-            _finding(f"slice-{i}", s.description, _slice_detail(s)) for i, s in enumerate(findings.meta.slices)]),
-        separator_buttons(findings),
+            _finding(f"slice-{i}", s.description, _slice_detail(s), roles)
+            for i, s in enumerate(findings.meta.slices)],
+            findings.meta.no_slice),
+        *_class_slices(findings, roles),
+        separator_buttons(findings, roles),
     ]
     below = [
         _section("What the model does: slices on the debuggers' summaries", [
-            _finding(f"islice-{i}", s.description, _slice_detail(s)) for i, s in enumerate(findings.internals.slices)]),
+            _finding(f"islice-{i}", s.description, _slice_detail(s), roles)
+            for i, s in enumerate(findings.internals.slices)],
+            findings.internals.no_slice),
         _section("What the model does: separating quantities (a family of units counts once)", [
             _finding(f"iseparator-{i}", s.column, f"AUROC {s.auroc:.3f}, {s.direction}"
                      + (f"; best units {', '.join(f'{u.column} {u.auroc:.3f}' for u in s.units)}" if s.units else "")
-                     + f"; {_match(s.meta_match)}")
+                     + "".join(f"; {part}" for part in _separator_notes(s)) + f"; {_match(s.meta_match)}", roles)
             for i, s in enumerate(findings.internals.separators)]),
         _section("Subgroups in captured feature spaces (a rare variant: one label's failures that fail alike, "
                  "predicted as several classes)", [
             _finding(f"subgroup-{i}", f"{g.debugger}{': rare variant' if g.kind == 'variant' else ''}: {g.size} "
                                       f"datapoints, {g.failure_rate:.0%} fail (rest {g.rest_failure_rate:.0%})",
-                     f"{_match(g.meta_match)}; typical: {', '.join(f'#{i}' for i in g.examples)}")
+                     f"{_match(g.meta_match)}; typical: {', '.join(f'#{i}' for i in g.examples)}"
+                     + (f"; {g.class_note}" if g.class_note else ""), roles)
             for i, g in enumerate(findings.subgroups)]),
         _section("Systematic training-label groups: one label predicted consistently as another class, the validation "
                  "labels agreeing with their neighbours' (check the TRAINING labels of datapoints like these)", [
@@ -93,7 +105,7 @@ def findings_view(findings: Findings) -> tuple[list[Any], list[Any]]:
                                          f"(rest {g.rest_failure_rate:.0%})", _training_label_detail(g))
             for i, g in enumerate(findings.training_label_groups)]),
         _section("Systematic subgroups among the suspected label errors (fix the data or the model, not the labels)", [
-            _finding(f"suspects-{i}", g.description, f"{g.why}; {_match(g.meta_match)}")
+            _finding(f"suspects-{i}", g.description, f"{g.why}; {_match(g.meta_match)}", roles)
             for i, g in enumerate(findings.suspect_groups)]),
         _section("Suspected label errors (cleanlab; groups left out; the most confident disagreement its neighbours "
                  "back first)", ([
@@ -106,7 +118,7 @@ def findings_view(findings: Findings) -> tuple[list[Any], list[Any]]:
         _section("Restate the failure (computed from the model's output: never a cause)", [
             html.Li(f"{r.column}: {r.why}", className="hint") for r in findings.restatements]),
         _section("Where NaN/Inf first appears", [
-            _finding(f"nan-{i}", o.module, f"{o.count} datapoints ({o.module_type})")
+            _finding(f"nan-{i}", o.module, f"{o.count} datapoints ({o.module_type})", roles)
             for i, o in enumerate(findings.nan_origins)]),
         _section("Dead units (the same value for every datapoint)", [
             _finding(f"dead-{i}", f"{d.column} = {d.value:g}", "for every datapoint: open one to see the unit")
@@ -123,6 +135,7 @@ def _slice_detail(found: Slice) -> str:
                      f"{_match(None)}; examples: {', '.join(f'#{i}' for i in found.examples)}")
     parts += [f"inside the model: {'; '.join(found.inside_model)}"] if found.inside_model else []
     parts += [f"NaN first appears in {found.nan_origin}"] if found.nan_origin else []
+    parts += [found.class_note] if found.class_note else []
     return "; ".join(parts)
 
 
@@ -133,6 +146,32 @@ def _training_label_detail(group: TrainingLabelGroup) -> str:
             f"typical: {', '.join(f'#{i}' for i in group.examples)}. The model learnt '{group.predicted}' for "
             f"datapoints like these, most often from training labels that say so; if those say '{group.label}', what "
             f"they share makes the model see '{group.predicted}'")
+def _confusions(findings: Findings) -> list[html.Div]:
+    """A classifier's main confusions, first: what the model mistakes for what, each a button to its datapoints."""
+    if findings.confusion is None:
+        return []
+    listed = sum(c.count for c in findings.confusions)
+    return [_section(f"Main confusions: label read as prediction ({listed} of the {findings.failures} failures)", [
+        _finding(f"confusion-{i}", c.description, f"{c.count} datapoints, {c.share:.0%} of the label; most confident: "
+                                                  f"{', '.join(f'#{i}' for i in c.examples)}")
+        for i, c in enumerate(findings.confusions)], empty="no label is read as one prediction more than once")]
+
+
+def _class_slices(findings: Findings, roles: Mapping[str, Any]) -> list[html.Div]:
+    """Conditions that make one class fail more than the rest of it (a classifier's only), or why none; each
+    verifiable as a slice."""
+    if findings.confusion is None:
+        return []
+    return [_section("Within a class: conditions that make one class fail more than the rest of it", [
+        _finding(f"classslice-{i}", c.description, f"{c.size} datapoints, {c.failure_rate:.0%} fail (the rest of the "
+                                                   f"class {c.rest_failure_rate:.0%}); the class: "
+                                                   f"{c.class_failure_rate:.0%} of {c.class_size} fail", roles)
+        for i, c in enumerate(findings.class_slices)], findings.class_no_slice)]
+
+
+def _separator_notes(separator: Separator) -> list[str]:
+    """A separating quantity's near-duplicates and, where it restates which classes fail, the note that says so."""
+    return [part for part in (separator.twins_description, separator.class_note) if part]
 
 
 def _match(match: MetaMatch | None) -> str:
@@ -163,7 +202,8 @@ def separators_figure(findings: Findings) -> dict:
     return {
         "data": [{"type": "bar", "orientation": "h", "x": [s.auroc for s in separators],
                   "y": [s.column for s in separators], "customdata": [s.column for s in separators],
-                  "text": [s.direction for s in separators], "hovertemplate": "%{y}: %{x:.3f} (%{text})"}],
+                  "text": ["; ".join([s.direction, *_separator_notes(s)]) for s in separators],
+                  "hovertemplate": "%{y}: %{x:.3f} (%{text})"}],
         "layout": {"height": 60 + 24 * len(separators), "margin": {"l": 160, "r": 10, "t": 10, "b": 30},
                    "xaxis": {"range": [0.5, 1.0], "title": "AUROC"}},
     }
@@ -207,14 +247,20 @@ def confusion_figure(findings: Findings) -> dict:
     }
 
 
-def _section(title: str, items: list) -> html.Div:
-    return html.Div([html.H5(title), html.Ul(items) if items else html.P("none", className="hint")])
+def _section(title: str, items: list, why_none: Optional[NoSlice] = None, empty: str = "none") -> html.Div:
+    """A titled list of findings; where it is empty, ``empty``, and why none is named (``NoSlice``) in numbers."""
+    if items:
+        return html.Div([html.H5(title), html.Ul(items)])
+    why = [html.P(f"Why none: {why_none.description}", className="hint why-none")] if why_none else []
+    return html.Div([html.H5(title), html.P(empty, className="hint"), *why])
 
 
-def _finding(key: str, title: str, detail: str) -> html.Li:
-    """The finding's button (it narrows the table) and, for a finding an intervention can test, its verify button."""
+def _finding(key: str, title: str, detail: str, roles: Optional[Mapping[str, Any]] = None) -> html.Li:
+    """The finding's button (it narrows the table) and, given the epoch table's ``roles``, its verify button where a
+    check can test it."""
     return html.Li([html.Button([html.B(title), html.Span(f"  {detail}")], id={"type": FAILURES_FINDING, "index": key},
-                                className="finding-button", style=FINDING_STYLE), verify_button(key)],
+                                className="finding-button", style=FINDING_STYLE),
+                    verify_button(key, roles) if roles is not None else None],
                    style={"display": "flex", "alignItems": "center"})
 
 
@@ -229,6 +275,6 @@ def findings_content(backend: ViewerBackend, run_path: Optional[str], epoch_key:
         findings = backend.findings(epoch)
     except FINDINGS_ERRORS as exc:
         return alert(str(exc), "danger", "failures-error"), [], {}, {}, {}
-    above, below = findings_view(findings)
+    above, below = findings_view(findings, table_roles(backend, epoch))
     return (above, below, separators_figure(findings), data_map_figure(findings),
             confusion_figure(findings))

@@ -35,7 +35,7 @@ def cam_figures(output: dict[str, Any], context: DrawContext) -> Figures:
     annotations = []
     for i, (cam, target, _) in enumerate(panels):
         axes = {"xaxis": "x" if i == 0 else f"x{i + 1}", "yaxis": "y" if i == 0 else f"y{i + 1}"}
-        cam = np.asarray(cam, dtype=np.float64)
+        cam = np.atleast_2d(np.asarray(cam, dtype=np.float64))  # a signal's or a sequence's cam: one row
         heat = {"zmin": 0.0, "zmax": 1.0, "colorscale": "Jet", "showscale": i == len(panels) - 1,
                 "colorbar": colour_bar("share of max"), **axes}
         if picture is not None:

@@ -14,8 +14,18 @@ from typing import Any, Optional
 
 from run_dir import EpochDir, RunDir
 from run_dir.errors import RunFileError
-from run_dir.names import EVALUATION_SCORES_FILE, PROGRESS_FILE, RUN_INFO_FILE, VALIDATION_SCORES_FILE, epoch_dir_name
+from run_dir.names import (
+    EVALUATION_SCORES_FILE,
+    EVALUATOR_LOG,
+    PROGRESS_FILE,
+    RUN_INFO_FILE,
+    RUNNER_LOG,
+    TRAINER_LOG,
+    VALIDATION_SCORES_FILE,
+    epoch_dir_name,
+)
 from run_dir.run_files import MIB, read_run_json
+from run_dir.run_log import last_log_line
 
 EVALUATION_KEY = "evaluation"
 MAX_SEARCH_DEPTH = 6  # a log folder deeper than this is almost certainly not a folder of runs
@@ -123,6 +133,20 @@ def is_finished(run: Run) -> bool:
     done, total = (progress.get(key) if isinstance(progress, dict) else None for key in ("completed_epochs",
                                                                                           "tot_epochs"))
     return isinstance(done, int) and isinstance(total, int) and 0 < total <= done
+
+
+def unfinished_reason(run: Run) -> Optional[str]:
+    """Why a run has nothing to show, when it never finished an epoch (a trainer without a progress file) or an
+    evaluation (no scores): its log's last line (the stop's reason, or what it is doing while it still runs); None
+    for a run that finished some work."""
+    folder = RunDir(run.path)
+    if os.path.isfile(folder.progress) or os.path.isfile(folder.evaluation.scores):
+        return None
+    for name in (TRAINER_LOG, EVALUATOR_LOG, RUNNER_LOG):
+        line = last_log_line(folder.file(name))
+        if line is not None:
+            return line
+    return "it wrote no log"
 
 
 def last_modified(run: Run) -> float:

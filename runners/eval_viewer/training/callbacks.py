@@ -16,7 +16,7 @@ from runners.eval_viewer.controls.ids import REFRESH, RUN_SELECT
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.feature import Feature, Tab
 from runners.eval_viewer.shared.ids import TABS
-from runners.eval_viewer.training.data import TRAINING_LOGS
+from runners.eval_viewer.training.data import tab_version
 from runners.eval_viewer.training.ids import (
     SENDS,
     TAB_TRAINING,
@@ -52,8 +52,7 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         if tab != TAB_TRAINING:
             return nothing
         run = backend.run(run_path)
-        if shown and run is not None and shown == {"run": run.path, "version": TRAINING_LOGS.version(run),
-                                                   "layer": layer}:
+        if shown and run is not None and shown == {"run": run.path, "version": tab_version(run), "layer": layer}:
             return nothing  # a refresh tick with nothing new
         content = training_content(backend, run_path, layer)
         return (content.summary, *(content.figures.get(chart, {}) for chart in charts), content.style,

@@ -1,4 +1,5 @@
-"""A run's training monitor file (``training_monitor.bin``) for the Training tab, read as a live run grows it.
+"""A run's training monitor file (``training_monitor.bin``) for the Training tab, read as a live run grows it, and
+the version of what the tab draws (the monitor file and the profiler's summary).
 
 One reader per run is kept (``TRAINING_LOGS``, at most ``MAX_RUNS``): each read takes only the frames the run
 appended since the last one, so following a long run every few seconds costs its new rows, not the file. The
@@ -11,6 +12,7 @@ import os
 import threading
 from typing import Optional
 
+from run_dir import RunDir
 from run_dir.names import MONITOR_FILE
 from run_dir.training_log import TrainingLog, TrainingLogReader
 from runners.eval_viewer.shared.cache import BoundedCache
@@ -41,11 +43,7 @@ class TrainingLogs:
 
     def version(self, run: Run) -> Optional[str]:
         """Changes whenever the run's file is appended to, cut or replaced; None when it has none."""
-        try:
-            stat = os.lstat(self.path(run))
-        except OSError:
-            return None
-        return f"{stat.st_ino}-{stat.st_size}-{stat.st_mtime_ns}"
+        return _file_version(self.path(run))
 
     def read(self, run: Run) -> TrainingLog:
         """The run's log; ``FileNotFoundError`` without a file, ``DebugDataError`` for one that is not a monitor
@@ -55,3 +53,16 @@ class TrainingLogs:
 
 
 TRAINING_LOGS = TrainingLogs()
+
+
+def tab_version(run: Run) -> str:
+    """Changes whenever what the tab draws changes: the monitor file, or the profiler's summary written."""
+    return f"{TRAINING_LOGS.version(run)}|{_file_version(RunDir(run.path).profiler_summary)}"
+
+
+def _file_version(path: str) -> Optional[str]:
+    try:
+        stat = os.lstat(path)
+    except OSError:
+        return None
+    return f"{stat.st_ino}-{stat.st_size}-{stat.st_mtime_ns}"

@@ -14,6 +14,8 @@ TRAINING_SHOWN = "training-shown"  # {run, version, layer} drawn: a refresh that
 TRAINING_TICK = "training-tick"  # the page's refresh ticks while the tab is shown (none reach the server otherwise)
 TRAINING_NONFINITE_NOTE = "training-nonfinite"
 TRAINING_STATES_TABLE = "training-grad-states"
+TRAINING_PROFILE = "training-profile"  # the steps config['profiler'] recorded
+TRAINING_PROFILE_TABLE = "training-profile-ops"  # their ops with the most time of their own
 
 SENDS: Sends = {(TRAINING_LAYER_SELECT, "value"): whole, (TRAINING_TICK, "data"): whole,
                 (TRAINING_SHOWN, "data"): record(run=text, version=text, layer=whole)}

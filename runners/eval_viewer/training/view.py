@@ -1,7 +1,8 @@
 """The Training tab: what the run's training monitor recorded (``config['training_monitor']``, see
 docs/training_monitor.md): the loss and learning rate over steps, per-layer gradient norms and update ratios
 over steps, weight and gradient histograms per epoch, the first non-finite step and the layers whose gradients
-do not update. It follows a run still training (``training/callbacks.py``)."""
+do not update; and the steps ``config['profiler']`` recorded (``training/profile.py``). It follows a run still
+training (``training/callbacks.py``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.components import message
 from runners.eval_viewer.shared.elements import alert
 from runners.eval_viewer.shared.first_view import FirstView
-from runners.eval_viewer.training.data import TRAINING_LOGS
+from runners.eval_viewer.training.data import TRAINING_LOGS, tab_version
 from runners.eval_viewer.training.figures import histogram_figure, loss_figure, norm_heatmap, state_colour, states_table
 from runners.eval_viewer.training.ids import (
     TAB_TRAINING,
@@ -34,6 +35,7 @@ from runners.eval_viewer.training.ids import (
     TRAINING_TICK,
     TRAINING_UPDATE_CHART,
 )
+from runners.eval_viewer.training.profile import profile_view
 
 NO_RUN = "Choose a run to see how its training went."
 
@@ -113,17 +115,17 @@ def training_content(backend: ViewerBackend, run_path: Optional[str], layer: Opt
     run = backend.run(run_path)
     if run is None:
         return TrainingContent([html.P(NO_RUN, className="hint")])
-    version = TRAINING_LOGS.version(run)
-    shown = {"run": run.path, "version": version, "layer": layer}
-    if version is None:
-        return TrainingContent([message(NO_FILE.format(run=run.name), "secondary")], shown=shown)
+    shown = {"run": run.path, "version": tab_version(run), "layer": layer}
+    profile = profile_view(run)
+    if TRAINING_LOGS.version(run) is None:
+        return TrainingContent([message(NO_FILE.format(run=run.name), "secondary"), *profile], shown=shown)
     try:
         log = TRAINING_LOGS.read(run)
     except (OSError, RunFileError) as exc:
-        return TrainingContent([message(f"{MONITOR_FILE} of {run.name} cannot be read: {exc}", "danger")],
-                               shown=shown)
+        return TrainingContent([message(f"{MONITOR_FILE} of {run.name} cannot be read: {exc}", "danger"),
+                                *profile], shown=shown)
     if not log.layers:
-        return TrainingContent([message(f"{run.name}'s {MONITOR_FILE} holds no rows yet.", "secondary")],
+        return TrainingContent([message(f"{run.name}'s {MONITOR_FILE} holds no rows yet.", "secondary"), *profile],
                                shown=shown)
     chosen = layer if isinstance(layer, int) and 0 <= layer < len(log.layers) else 0
     figures = {TRAINING_LOSS_CHART: loss_figure(log), TRAINING_GRAD_CHART: norm_heatmap(log, "grad_norm"),
@@ -131,5 +133,5 @@ def training_content(backend: ViewerBackend, run_path: Optional[str], layer: Opt
                TRAINING_HISTOGRAM_CHART: histogram_figure(log, chosen)}
     options = [{"label": f"{name} ({kind})", "value": i} for i, (name, kind) in enumerate(zip(log.layers,
                                                                                            log.layer_types))]
-    return TrainingContent(summary_view(log, run.name), {k: f.to_dict() for k, f in figures.items()},
+    return TrainingContent([*summary_view(log, run.name), *profile], {k: f.to_dict() for k, f in figures.items()},
                            options, chosen, {**shown, "layer": chosen})

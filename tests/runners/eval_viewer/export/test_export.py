@@ -80,7 +80,7 @@ def test_report_draws_maps_as_images_one_section_per_idx_and_plotly_once(run_dir
         titles = [f"label: {row['label_name']}", f"prediction: {row['prediction_name']}"] if wrong \
             else [f"label and prediction: {row['label_name']}"]
         assert svg.count("<image ") == len(titles) and all(f">{title}</text>" in svg for title in titles)
-    assert page.count("from layer &#x27;head.fc&#x27;, which returned Tensor(8, 6); pick a convolutional layer") == 3
+    assert page.count("which returned Tensor(8, 6); pick a layer before the model pools its positions away") == 3
     assert "features: backbone.layer4 feature map" in _pictures(page).__repr__()
     assert [title for title in _pictures(page) if title.endswith("(RGB)")], "the model's first conv filters, a picture"
     assert page.count("<th>class</th>") == 3  # each datapoint's labels as a table, not as Python text

@@ -1,17 +1,27 @@
 """Verifying a finding from the Failures tab: a background job (the server keeps answering), one at a time per run,
-cancellable, refused without --trust-configs; and in a real browser, the button, the status and the verdict."""
+cancellable, refused without --trust-configs, its failure said in the tab and the server's log, a segmentation's
+finding too; and in a real browser, a button beside each finding a check can test, the status and the verdict
+under a heading that says what it rests on."""
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import shutil
 import time
 
 import pytest
 
+from analysis.epoch_table import EpochTable
 from analysis.failures import analyze
+from analysis.finding_plans import finding_entries, not_offered
+from analysis.replication import Replication
+from run_dir.names import EPOCH_TABLE_FILE
+from runners.eval_viewer.failures import verify_jobs
 from runners.eval_viewer.failures.ids import TAB_FAILURES, VERIFY, VERIFY_CANCEL, VERIFY_STATUS
-from runners.eval_viewer.failures.verify_jobs import CANCELLED, DONE, RUNNING, VerifyJobs, VerifyRefused
-from runners.verify import verify_findings
+from runners.eval_viewer.failures.verify_jobs import CANCELLED, DONE, FAILED, RUNNING, VerifyJobs, VerifyRefused
+from runners.verify import Verification, verify_findings
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, WAIT_MS, browser_or_skip
 from tests.reliability.viewer_server import serve_viewer
 
@@ -110,3 +120,66 @@ def test_the_tab_verifies_a_finding_and_shows_its_verdict(planted_units_run):
                 page.close()  # before its server stops: the page's refresh would find no server
         browser.close()
     assert not errors, f"the page logged errors: {errors}"
+
+
+def test_a_segmentation_finding_is_verified_from_the_tab(segmentation):
+    """The segmentation run names its failure definition (the worst 15% by IoU) and its table has no label or
+    prediction: the tab's verification reads both right (it once asked DuckDB for no column at all)."""
+    jobs = VerifyJobs(trust_configs=True)
+    key = next(key for key, _ in finding_entries(segmentation["findings"]) if key.startswith("meta.slices"))
+    jobs.start(segmentation["work_dir"], "last", segmentation["epoch_dir"], key, segmentation["findings"])
+    done = ended(jobs, segmentation["work_dir"], timeout=300)
+    assert done.state == DONE, done.message
+    assert done.result["verdict"] in ("confirmed", "correlational", "inconclusive", "replicated", "not replicated")
+
+
+def test_a_failed_verification_is_said_in_the_tab_and_in_the_server_log(planted_units_run, tmp_path, caplog):
+    run = str(tmp_path / "planted_units")
+    shutil.copytree(planted_units_run["work_dir"], run)
+    epoch_dir = os.path.join(run, os.path.basename(planted_units_run["epoch_dir"]))
+    with open(os.path.join(epoch_dir, "checkpoint.pt"), "wb") as damaged:
+        damaged.write(b"not a checkpoint")
+    jobs = VerifyJobs(trust_configs=True)
+    with caplog.at_level(logging.WARNING, logger=verify_jobs.__name__):
+        jobs.start(run, "epoch_2", epoch_dir, "separators-0", UNIT)
+        failed = ended(jobs, run)
+    assert failed.state == FAILED and "checkpoint" in failed.message
+    assert any("separators-0" in record.getMessage() and "checkpoint" in record.getMessage()
+               for record in caplog.records), caplog.records
+
+
+def test_the_tab_offers_a_button_per_testable_finding_and_heads_each_verdict_by_what_it_rests_on(planted_units_run):
+    """A verify button beside exactly the findings a check can test (none beside label suspects, dead units,
+    restatements); a unit's patch under "Verified by intervention", a finding no intervention confirms under
+    "Replicated on held-out datapoints"."""
+    browser_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    findings = analyze(planted_units_run["work_dir"]).to_dict()
+    roles = EpochTable(os.path.join(planted_units_run["epoch_dir"], EPOCH_TABLE_FILE)).roles
+    offered = {key for key, _ in finding_entries(findings) if not_offered(key, roles) is None}
+    results = {r.key: r for r in verify_findings(planted_units_run["epoch_dir"], findings, sorted(offered),
+                                                 trust_configs=True)}
+    by_intervention = next(key for key, r in results.items() if isinstance(r, Verification))
+    by_replication = next(key for key, r in results.items() if isinstance(r, Replication) and r.inside is not None)
+    logs = os.path.dirname(planted_units_run["work_dir"])
+    with sync_playwright() as playwright, serve_viewer([logs], trust_configs=True) as url:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        page.set_default_timeout(4 * WAIT_MS)
+        page.goto(f"{url}/?tab={TAB_FAILURES}", wait_until="networkidle")
+        verify_button(page, by_intervention).wait_for()
+        buttons = page.locator(f"""[id*='"type":"{VERIFY}"']""")
+        shown = {json.loads(buttons.nth(i).get_attribute("id"))["index"] for i in range(buttons.count())}
+        assert shown == offered
+        status = page.locator(f"#{VERIFY_STATUS}")
+        for key in (by_intervention, by_replication):
+            verify_button(page, key).click()
+            status.locator(f"text={key} ({results[key].finding})").wait_for()
+            page.locator(f"#{VERIFY_CANCEL}").wait_for(state="hidden")
+        headings = status.locator("h4").all_inner_texts()
+        assert headings == ["Verified by intervention", "Replicated on held-out datapoints"], headings
+        replicated = status.locator("li", has_text=f"{by_replication} (").inner_text()
+        assert replicated.startswith(results[by_replication].verdict) and "on B:" in replicated
+        page.close()
+        browser.close()
