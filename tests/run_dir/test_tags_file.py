@@ -20,11 +20,13 @@ pytestmark = pytest.mark.timeout(300)
 
 WRITERS = 4
 CHANGES = 15
-# One writer: waits for the start file, then tags its own idx one change at a time (and takes one tag off again).
+# One writer: says it is ready, waits for the start file, then tags its own idx one change at a time (and takes one
+# tag off again).
 WRITER = """
 import os, sys, time
 from run_dir.tags_file import change_tags
 run, start, me, changes = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+open(f"{start}.ready{me}", "w").close()
 while not os.path.exists(start):
     time.sleep(0.001)
 for i in range(changes):
@@ -39,8 +41,11 @@ def test_several_processes_tagging_one_run_at_once_lose_nothing(tmp_path):
     run.mkdir()
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(run), str(start), str(me), str(CHANGES)],
                                 cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True) for me in range(WRITERS)]
-    time.sleep(1.0)  # every writer imported and waiting: they start together
-    start.touch()
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"start.ready{me}").exists() for me in range(WRITERS)):  # all imported and waiting
+        assert time.monotonic() < deadline and all(writer.poll() is None for writer in writers), "a writer failed"
+        time.sleep(0.01)
+    start.touch()  # they start together
     for writer in writers:
         assert writer.wait(timeout=240) == 0, writer.stderr.read()
     tags = read_tags(str(run))
