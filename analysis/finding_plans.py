@@ -35,7 +35,7 @@ What is checked, first that applies:
      (``cam_region``), where the run captured Grad-CAM;
    - the prompt of a promptable segmentation, moved into its object (``RunFacts.prompt``).
 3. A held-out replication (``analysis/replication.py``): a slice or a separating quantity of either family, a
-   subgroup of a captured feature space.
+   subgroup or a training-label group of a captured feature space.
 
 Never checked (no button): ``label_issues`` (a wrong label is tested by relabelling, not by patching the model),
 ``dead_units`` (a unit with one value for every datapoint: its mean is that value, so patching it changes
@@ -77,6 +77,7 @@ SEPARATOR_SHARE = 0.1  # a separating quantity stands for the datapoints more fa
 MIN_CAM_GAIN = 0.2  # the finding's failures must put this much more (mean, normalised) cam mass somewhere
 MIN_CAMS = 5  # failing datapoints with a cam needed to find a region
 SIGNIFICANCE = 0.05  # a unit separates when its Mann-Whitney p times the units tested is below this
+SPACE_GROUPS = ("subgroups", "training_label_groups")  # groups found in a captured feature space
 MIN_SUBGROUP_AUROC = 0.7  # ... and, for a subgroup's units, when its AUROC against passing ones reaches this
 TEST_ROWS = 100_000  # rows a unit's test reads at most (a random sample above)
 _UNIT = re.compile(r"(?:c|ch|channel|unit)_?(\d+)", re.IGNORECASE)  # a summary key naming one unit
@@ -148,7 +149,7 @@ def plan_for_finding(key: str, finding: dict[str, Any], facts: RunFacts) -> Plan
         return InterventionPlan(key, name, idx.tolist(), *derived, replication=replication, named=False)
     if replication is not None:
         return replication
-    what = "a subgroup" if kind == "subgroups" else "a group of suspected label errors" \
+    what = "a subgroup" if kind in SPACE_GROUPS else "a group of suspected label errors" \
         if kind == "suspect_groups" else "it"
     return NotVerifiable(key, name, f"{what} names no unit of a layer to patch, {why_not}, and it is no slice or "
                                     "separating quantity to replicate on held-out datapoints")
@@ -157,8 +158,8 @@ def plan_for_finding(key: str, finding: dict[str, Any], facts: RunFacts) -> Plan
 def _replication(key: str, kind: str, finding: dict[str, Any], name: str,
                  idx: np.ndarray) -> Optional[ReplicationPlan]:
     """The held-out replication of a slice or a separating quantity (of its family, read off the key), or of a
-    subgroup of a captured feature space."""
-    if kind == "subgroups":
+    subgroup or a training-label group of a captured feature space."""
+    if kind in SPACE_GROUPS:
         return ReplicationPlan(key, name, idx.tolist(), SUBGROUP)
     family = key.split(".", 1)[0] if "." in kind else finding.get("family")
     family = family if family in FAMILIES else None
@@ -294,7 +295,7 @@ def _subgroup(kind: str, finding: dict[str, Any], idx: np.ndarray,
               facts: RunFacts) -> Optional[tuple[Optional[Target], str]]:
     """A subgroup of a feature space captured from one layer: the units along which it lies apart, moved."""
     debugger = finding.get("debugger")
-    if kind != "subgroups" or facts.vectors is None or debugger not in facts.layers:
+    if kind not in SPACE_GROUPS or facts.vectors is None or debugger not in facts.layers:
         return None
     captured = facts.vectors(debugger)
     if captured is None:

@@ -50,7 +50,6 @@ import torch.nn.functional as F
 from captum.attr import LayerAttribution, LayerGradCam
 from torch.utils.data import DataLoader
 
-from analysis.epoch_rows import EpochRows
 from benchmarks.common import FloorWriter, floor_listener, interleaved_times
 from data.datasets import SyntheticShapesDataset, collate_datapoints
 from debuggers.attention_debugger import AttentionDebugger
@@ -62,6 +61,7 @@ from debuggers.wrappers.sequential_debugger import SequentialDebugger
 from metrics import ClassificationMetric
 from models import AttentionClassifier, SmallCNN
 from runners.evaluators import BaseEvaluator
+from runners.hooks import DebuggerHook, EpochTableHook, EvalPass, Hooks
 from runners.unique_idx import SeenIdx
 
 PATHS = ("call", "runner")
@@ -136,6 +136,9 @@ class PathCases:
                 {"name": "d", "debugger_config": workload.debugger}]}}})
         self.evaluator._init_components_()
         self.evaluator.logger.setLevel(logging.WARNING)  # a line per pass would fill the table
+        self.table, self.debugger = EpochTableHook(None), DebuggerHook()
+        self.evaluator.hooks = Hooks([self.table, self.debugger])  # the runner's order: table rows, then capture
+        self.debugger.before_run(self.evaluator)  # registers the debugger's hooks on the model, as a run starts
         self.model = self.evaluator.eval_model.eval()  # as the evaluator's _eval_loop puts it
         self.batches = list(self.evaluator.eval_dataloader)
         self.called = SequentialDebugger([{"name": "d", "debugger_config": workload.debugger}], model=self.model)
@@ -180,20 +183,21 @@ class PathCases:
             self.called.enabled = False
 
     def _runner_loop(self, capture: bool, after: Optional[Callable[[dict], None]]) -> None:
-        """The evaluator's pass: ``_eval_step`` per batch, capture started and finished as ``run`` does."""
-        evaluator = self.evaluator
-        if capture:
-            evaluator._start_debug_capture(self.folder)
+        """The evaluator's pass: ``_eval_step`` per batch between its hooks' start and end of the pass, as its
+        ``_eval_loop`` calls them (without capture, the debugger hook is left out of both: configured, not enabled)."""
+        evaluator, eval_pass = self.evaluator, EvalPass(self.folder, None)
         evaluator.metric.reset_buffer()
         evaluator._seen_idx = SeenIdx(sum(len(batch["meta_info"]["idx"]) for batch in self.batches))
-        evaluator.epoch_rows = EpochRows.for_metric(evaluator.metric)
+        self.table.before_eval_epoch(evaluator, eval_pass)
+        if capture:
+            self.debugger.before_eval_epoch(evaluator, eval_pass)
         with torch.no_grad():
             for batch in self.batches:
                 evaluator._eval_step(dict(batch))
                 if after is not None:
                     after(batch)
         if capture:
-            evaluator._finish_debug_capture(self.folder)
+            self.debugger.after_eval_epoch(evaluator, eval_pass, {})
 
     def close(self) -> None:
         self.called.close()

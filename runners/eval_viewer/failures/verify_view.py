@@ -18,7 +18,7 @@ from runners.eval_viewer.failures.verify_jobs import CANCELLED, FAILED, VerifyJo
 POLL_MS = 1000
 LISTS = {"slice": "meta.slices", "islice": "internals.slices", "iseparator": "internals.separators",
          "subgroup": "subgroups", "suspects": "suspect_groups", "nan": "nan_origins",
-         "classslice": "class_slices"}  # the tab's keys -> to_dict()'s
+         "classslice": "class_slices", "trainlabels": "training_label_groups"}  # the tab's keys -> to_dict()'s
 HOW = ("Gives the finding a verdict: an intervention on the epoch's model where the finding names a part to act on "
        "(its units, a NaN module, a part of the input), on its datapoints and on as many failing and passing ones "
        "drawn at random; else a held-out replication (found on one half of the datapoints, tested on the other)")

@@ -102,7 +102,7 @@ def findings_view(findings: Findings, roles: Mapping[str, Any]) -> tuple[list[An
         _section("Systematic training-label groups: one label predicted consistently as another class, the validation "
                  "labels agreeing with their neighbours' (check the TRAINING labels of datapoints like these)", [
             _finding(f"trainlabels-{i}", f"{g.label} → {g.predicted}: {g.size} datapoints, {g.failure_rate:.0%} fail "
-                                         f"(rest {g.rest_failure_rate:.0%})", _training_label_detail(g))
+                                         f"(rest {g.rest_failure_rate:.0%})", _training_label_detail(g), roles)
             for i, g in enumerate(findings.training_label_groups)]),
         _section("Systematic subgroups among the suspected label errors (fix the data or the model, not the labels)", [
             _finding(f"suspects-{i}", g.description, f"{g.why}; {_match(g.meta_match)}", roles)

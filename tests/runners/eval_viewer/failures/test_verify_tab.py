@@ -16,7 +16,7 @@ import pytest
 from analysis.epoch_table import EpochTable
 from analysis.failures import analyze
 from analysis.finding_plans import finding_entries, not_offered
-from analysis.replication import Replication
+from analysis.replication import REPLICATED, Replication
 from run_dir.names import EPOCH_TABLE_FILE
 from runners.eval_viewer.failures import verify_jobs
 from runners.eval_viewer.failures.ids import TAB_FAILURES, VERIFY, VERIFY_CANCEL, VERIFY_STATUS
@@ -161,7 +161,7 @@ def test_the_tab_offers_a_button_per_testable_finding_and_heads_each_verdict_by_
     results = {r.key: r for r in verify_findings(planted_units_run["epoch_dir"], findings, sorted(offered),
                                                  trust_configs=True)}
     by_intervention = next(key for key, r in results.items() if isinstance(r, Verification))
-    by_replication = next(key for key, r in results.items() if isinstance(r, Replication) and r.inside is not None)
+    by_replication = next(key for key, r in results.items() if isinstance(r, Replication) and r.verdict == REPLICATED)
     logs = os.path.dirname(planted_units_run["work_dir"])
     with sync_playwright() as playwright, serve_viewer([logs], trust_configs=True) as url:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
