@@ -21,7 +21,7 @@ MAX_NAME = 80  # characters of a view's name
 MAX_QUERY = 16_384  # characters of one view's address
 # What an address may hold (``address/callbacks.py`` writes it, ``page.py`` reads it); ``f.<column>`` are filters.
 ADDRESS_KEYS = ("run", "epoch", "idx", "tab", "metric", "sort", "wrong", "narrow", "cmp_epochs", "cmp_run",
-                "cmp_epoch", "pin", "hide", "follow")
+                "cmp_epoch", "pin", "hide", "follow", "runs", "map_space", "map_colour")
 FILTER_PREFIX = "f."
 
 
