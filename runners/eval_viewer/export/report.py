@@ -36,7 +36,7 @@ from run_dir import RunDir
 from run_dir.names import DEBUGGER_DIR, MODEL_REPORT_FILE
 from run_dir.tags_file import TagsFileError
 from runners.eval_viewer.datapoint.display_labels import class_text
-from runners.eval_viewer.figures.attention import attention_across_layers_figure
+from runners.eval_viewer.figures.attention import attention_across_layers_figures
 from runners.eval_viewer.figures.base import SHARED, is_picture, is_shared
 from runners.eval_viewer.figures.context import NO_CONTEXT, Calibration, DrawContext
 from runners.eval_viewer.figures.overlays import picture_png
@@ -211,8 +211,7 @@ def datapoint_items(outputs: Mapping[str, Any], context: DrawContext = NO_CONTEX
                 continue
             shared.setdefault(fig.layout.title.text, fig)
             items.append(Note(f"{fig.layout.title.text}: drawn once, under '{SHARED_SECTION}'"))
-    across = attention_across_layers_figure(dict(outputs))
-    return items if across is None else [across, *items]
+    return [*attention_across_layers_figures(dict(outputs)), *items]
 
 
 # ------------------------------------------------------------------- runs
