@@ -23,7 +23,7 @@ MAX_QUERY = 16_384  # characters of one view's address, as stored
 ENCODED_GROWTH = 12  # at most, from a character to its URL encoding (4 UTF-8 bytes, each %XX): longer is refused unread
 # What an address may hold (``address/callbacks.py`` writes it, ``page.py`` reads it); ``f.<column>`` are filters.
 ADDRESS_KEYS = ("run", "epoch", "idx", "tab", "metric", "sort", "wrong", "narrow", "cmp_epochs", "cmp_run",
-                "cmp_epoch", "pin", "hide", "follow")
+                "cmp_epoch", "pin", "hide", "follow", "runs", "map_space", "map_colour")
 FILTER_PREFIX = "f."
 
 
