@@ -15,15 +15,13 @@ read, changed and written whole (a temporary file, then renamed). What an addres
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
-import time
 from collections.abc import Callable, Iterator
 
 from run_dir.errors import RunFileError
-from run_dir.run_files import MIB, read_run_json
+from run_dir.run_files import MIB, flock_within, read_run_json
 from utils.atomic_files import atomic_write, write_new_file
 from utils.errors import LanternUserError
 
@@ -87,16 +85,9 @@ def _locked(path: str) -> Iterator[None]:
     """An exclusive ``flock`` on ``path``, tried until ``LOCK_TIMEOUT_S`` (the holder is another viewer saving)."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        deadline = time.monotonic() + LOCK_TIMEOUT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise ViewsNotSaved(f"another viewer has held {path} for {LOCK_TIMEOUT_S:g} s; save again, or "
-                                       "stop the viewer that hangs on it") from None
-                time.sleep(0.01)
+        if not flock_within(fd, LOCK_TIMEOUT_S):
+            raise ViewsNotSaved(f"another viewer has held {path} for {LOCK_TIMEOUT_S:g} s; save again, or stop the "
+                                "viewer that hangs on it")
         yield
     finally:
         os.close(fd)
