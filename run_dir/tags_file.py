@@ -15,10 +15,8 @@ run only, since every run keeps its tags in its own folder.
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import stat
-import time
 import unicodedata
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -26,7 +24,7 @@ from typing import Any, Optional
 
 from run_dir.errors import RunFileError
 from run_dir.folder import RunDir
-from run_dir.run_files import MIB, read_run_json
+from run_dir.run_files import MIB, flock_within, read_run_json
 from utils.atomic_files import atomic_write_json
 
 FORMAT = "lantern-tags"
@@ -124,16 +122,9 @@ def _locked(run_path: str, wait_s: float) -> Iterator[None]:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise TagsFileError(f"{path} is not a regular file (a FIFO, device or folder); remove it, then tag "
                                 "again")
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TagsFileError(f"another viewer has held the tags of {run_path} for over {wait_s:g} s; "
-                                        "tag again in a moment") from None
-                time.sleep(0.005)
+        if not flock_within(fd, wait_s):
+            raise TagsFileError(f"another viewer has held the tags of {run_path} for over {wait_s:g} s; tag again "
+                                "in a moment")
         yield
     finally:
         os.close(fd)

@@ -33,8 +33,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--trust-configs", action="store_true",
                         help="import the config file a run names to rebuild its dataset when the run did not "
                              "capture its inputs (runs code: only for runs you trust)")
-    parser.add_argument("--views-file", default=None,
-                        help="where the runs' named views are kept (default: ~/.config/lantern/viewer_views.json)")
+    parser.add_argument("--views-dir", default=None,
+                        help="the folder where the runs' named views are kept, one file per run "
+                             "(default: ~/.config/lantern/viewer_views/)")
     parser.add_argument("--embedding-method", choices=METHODS, default="auto",
                         help="how the Embeddings tab maps a feature space: umap (umap-learn, the maps extra), pca "
                              "(seconds), or auto: UMAP where installed (default)")
@@ -58,7 +59,7 @@ def network_warning(host: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    app = create_app(args.log_dirs, trust_configs=args.trust_configs, views_file=args.views_file,
+    app = create_app(args.log_dirs, trust_configs=args.trust_configs, views_dir=args.views_dir,
                      embedding_method=args.embedding_method)
     for problem in app.viewer_backend.discovery.problems:
         print(f"warning: {problem}", flush=True)

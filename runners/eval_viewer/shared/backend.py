@@ -39,12 +39,12 @@ class ViewerBackend:
     stay fast, and memory stays at a few pages whatever the runs' size. A datapoint's inputs come
     from what its run captured; ``trust_configs`` also lets the backend import the config file a
     run names to rebuild a dataset the run did not capture (that runs code: the user's opt-in). Named views of a
-    run are kept in ``views_file`` (``address/saved_views.py``); ``embedding_method`` is how the Embeddings tab maps
+    run are kept in ``views_dir`` (``address/saved_views.py``); ``embedding_method`` is how the Embeddings tab maps
     a feature space (``analysis/projection.py``).
     """
 
     def __init__(self, log_dirs: list[str], max_datasets: int = 4, max_debug_epochs: int = 4,
-                 max_scores: int = 16, trust_configs: bool = False, views_file: Optional[str] = None,
+                 max_scores: int = 16, trust_configs: bool = False, views_dir: Optional[str] = None,
                  embedding_method: str = "auto") -> None:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.trust_configs = trust_configs
@@ -60,7 +60,7 @@ class ViewerBackend:
         self._calibration: BoundedCache[Calibration] = BoundedCache(max_scores)
         self._aggregated: BoundedCache[dict] = BoundedCache(4096)  # small: one dict of means per epoch
         self._findings: BoundedCache[Findings] = BoundedCache(max_debug_epochs)
-        self.views = SavedViews(views_file)
+        self.views = SavedViews(views_dir)
         self.discovery = discover_runs(self._given_dirs)
         self._discovered_at = time.monotonic()
 
