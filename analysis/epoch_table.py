@@ -176,6 +176,16 @@ class EpochTable:
                                       "it") from exc
         return arrays
 
+    def class_count(self) -> int | None:
+        """How many classes the ``probabilities`` lists cover (the longest list); None without them."""
+        kind = self._types.get("probabilities")
+        if kind is None:
+            return None
+        if pa.types.is_fixed_size_list(kind):
+            return kind.list_size
+        longest = self._query("SELECT max(len(probabilities)) FROM read_parquet($path)", {})[0][0]
+        return None if longest is None else int(longest)
+
     def label_confidence(self) -> dict[str, np.ndarray] | None:
         """Per row, in idx order: ``idx``, ``confidence`` (the probability of its label; NaN for a label that is no
         class) and ``correct`` (prediction = label), reading one number of each probability list; None for a table

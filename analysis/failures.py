@@ -19,6 +19,8 @@ the run's earlier epoch tables) and returns ``Findings`` (``analysis/findings.py
   (``analysis/class_restatements.py``), and, for a family that names no slice, why not in numbers
   (``analysis/weak_evidence.py``).
 
+The run's tags (given in the viewer) are meta columns too (``analysis/tag_columns.py``).
+
 The failure definition is configurable: by default the one the run named (``config['failure_definition']``, kept
 in the table's roles), else a wrong prediction when the table has labels and predictions, otherwise the worst
 ``worst_fraction`` of a score column (any score: an IoU, a loss), so nothing here assumes a classifier.
@@ -51,6 +53,7 @@ from analysis.separators import separating_quantities
 from analysis.slices import find_slices
 from analysis.subgroups import distinct_groups, find_subgroups, reduced_space
 from analysis.table_checks import AnalysisError, check_table
+from analysis.tag_columns import tag_columns
 from analysis.weak_evidence import why_no_slice
 from run_dir import EpochDir, RunDir
 from run_dir.errors import EpochNotFoundError
@@ -140,10 +143,13 @@ def analyze_table(table: EpochTable, internals: Optional[CapturedInternals] = No
     check_table(table)
     names = [name for name, _ in table.columns()]
     values = table.arrays(names + [name for name in LIST_COLUMNS if table.has_column(name)])
+    tagged, tags_note = tag_columns(epoch_dir, values["idx"]) if epoch_dir else ({}, None)
+    values.update(tagged)  # meta columns like any other (analysis/tag_columns.py)
     failed, definition = (failure or FailureDefinition()).failed(table, values)
     n = len(failed)
     min_size = min_size or max(10, math.ceil(0.01 * n))
     findings = Findings(table.path, definition, n, int(failed.sum()))
+    findings.notes += [tags_note] if tags_note else []
     columns = _columns(table, values, failed)
     findings.restatements = columns.restatements
     idx, layers = values["idx"], table.roles.get("layers", {})

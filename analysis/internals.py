@@ -48,6 +48,30 @@ def read_internals(epoch_dir: str) -> CapturedInternals:
                                          f"spaces and NaN origins are left out: {exc}")
 
 
+def feature_space_names(outputs: dict[str, Any]) -> list[str]:
+    """The debuggers whose output in ``outputs`` (one datapoint's) is a feature vector, pooled as above."""
+    return [name for name, output in outputs.items()
+            if not is_shared_record(output) and _pooled_vector(output) is not None]
+
+
+def read_feature_space(epoch_dir: str, debugger: str) -> tuple[np.ndarray, np.ndarray]:
+    """One debugger's pooled vectors of every captured datapoint of ``epoch_dir``: (idx, (n, d) float32), in idx
+    order, read page by page and keeping that debugger's alone. ``DebugDataError`` when the pages cannot be read or
+    its vectors differ in length."""
+    rows: dict[int, np.ndarray] = {}
+    outputs = load_debug_outputs(epoch_dir)  # None: the debugger did not run for this epoch
+    for idx, datapoint in outputs.page_by_page() if outputs is not None else ():
+        output = datapoint.get(debugger)
+        vector = None if output is None or is_shared_record(output) else _pooled_vector(output)
+        if vector is not None:
+            rows[idx] = vector.astype(np.float32)
+    if len({vector.shape for vector in rows.values()}) > 1:
+        raise DebugDataError(f"the outputs of {debugger!r} in {epoch_dir} are vectors of different lengths: they are "
+                             "no one feature space")
+    order = sorted(rows)
+    return np.array(order, dtype=np.int64), (np.stack([rows[i] for i in order]) if order else np.zeros((0, 0)))
+
+
 def _read_captured(epoch_dir: str) -> CapturedInternals:
     outputs = load_debug_outputs(epoch_dir)  # None: the debugger did not run for this epoch
     vectors: dict[str, dict[int, np.ndarray]] = defaultdict(dict)

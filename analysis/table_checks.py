@@ -16,6 +16,9 @@ from utils.errors import LanternUserError
 
 LIST_COLUMNS = ("probabilities",)
 SHOWN = 5  # offending idx named in a message
+# Without probabilities the class count is unknown; a label beyond this is no class of a classifier but a damaged or
+# crafted value (the analysis counts per class).
+MAX_CLASSES = 1_000_000
 
 
 class AnalysisError(LanternUserError):
@@ -50,7 +53,21 @@ def check_table(table: EpochTable) -> None:
     if "idx" not in types or not pa.types.is_integer(types["idx"]):
         raise AnalysisError(f"{where} has no integer 'idx' column (the dataset index of each row); it was not "
                             "written by Lantern: validate the epoch again")
+    _check_rows(table, where)
     _check_classes(table, types, where)
+
+
+def _check_rows(table: EpochTable, where: str) -> None:
+    """At least one row, and one row per datapoint: every statistic compares datapoints by their idx."""
+    if table.count() == 0:
+        raise AnalysisError(f"{where} has no rows: the epoch validated no datapoints; check the validation set's "
+                            "length, then validate the epoch again")
+    idx = np.sort(table.arrays(["idx"])["idx"])
+    repeated = np.unique(idx[1:][idx[1:] == idx[:-1]])
+    if len(repeated):
+        shown = ", ".join(str(i) for i in repeated[:SHOWN])
+        raise AnalysisError(f"{where}: column 'idx' repeats {len(repeated)} dataset indices (idx {shown}): each row "
+                            "must be one datapoint; the table was edited or damaged: validate the epoch again")
 
 
 def _check_classes(table: EpochTable, types: dict[str, pa.DataType], where: str) -> None:
@@ -68,6 +85,13 @@ def _check_classes(table: EpochTable, types: dict[str, pa.DataType], where: str)
         raise AnalysisError(f"{where}: column 'label' has {int(bad.sum())} values that are no class number (missing "
                             f"or fractional; idx {shown}): give every datapoint a class number, or leave those "
                             "datapoints out of the validation set")
+    classes = table.class_count() or MAX_CLASSES
+    outside = (labels < 0) | (labels >= classes)
+    if outside.any():
+        shown = ", ".join(f"idx {i}: {int(v)}" for i, v in zip(values["idx"][outside][:SHOWN], labels[outside]))
+        raise AnalysisError(f"{where}: column 'label' has {int(outside.sum())} labels outside the class range 0.."
+                            f"{classes - 1} ({shown}): give every datapoint a class number the model predicts, or "
+                            "leave those datapoints out of the validation set")
 
 
 def _is_scalar(kind: pa.DataType) -> bool:

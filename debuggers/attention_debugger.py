@@ -106,7 +106,7 @@ class AttentionDebugger(ForwardDebugger):
                     layer.register_forward_hook(self.forward_hook_fn),
                     layer.register_forward_hook(self._give_caller_its_output, with_kwargs=True)]
         return [*_eager_attention(layer), layer.register_forward_pre_hook(self._enter, with_kwargs=True),
-                listen(self._on_capture),
+                listen(self._on_capture, debug_mode=True),
                 layer.register_forward_hook(self.forward_hook_fn)]
 
     # ------------------------------------------------------ nn.MultiheadAttention

@@ -72,7 +72,7 @@ class CaptureDebugger(BaseDebugger):
         self._captured: dict[str, dict[str, tuple[Any, dict]]] = {}
 
     def attach(self, model: torch.nn.Module) -> list[Removable]:
-        return [listen(self._on_capture)]
+        return [listen(self._on_capture, debug_mode=True)]
 
     def wants(self, component: str, state: str) -> bool:
         """Whether ``component.state`` passes the filters."""

@@ -3,20 +3,18 @@ limit, as the SAM2 guide's video loop captures them."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any, Optional
 
 import numpy as np
 import torch
 
+from debuggers.capture import FRAME_STATE, FRAME_SUFFIX, frame_component, split_frame
 from debuggers.capture_debugger import CaptureDebugger
 from utils.config_values import is_positive_number
 from utils.errors import ConfigError
 
 MAX_FRAMES = 64  # frames kept per forward pass: more is refused at start-up
-FRAME_SUFFIX = "_frame_{}"  # a frame's component: '<component>_frame_<t>'
-_FRAME_COMPONENT = re.compile(r"_frame_\d+$")
 MAX_MB_PER_DATAPOINT = 256.0
 
 
@@ -27,8 +25,9 @@ class FrameCaptureDebugger(CaptureDebugger):
     later one.
 
     The model announces each frame at a capture point, ``capture_debug_state(*frame_state, t)`` (the
-    ``PromptableVideoSegmenter`` offers ``('video', 'frame_index')``); the states offered after it are kept as
-    component ``<component>_frame_<t>``; states offered before any frame keep their names. The limits count
+    ``PromptableVideoSegmenter`` offers ``('video', 'frame_index')``, ``debuggers.capture.FRAME_STATE``), and
+    ``None`` after its last; the states offered in between are kept as component ``<component>_frame_<t>``;
+    states offered outside frames keep their names. The limits count
     bytes per datapoint (a state's size over its batch), so which frames are kept does not depend on the batch.
 
     Output: ``CaptureDebugger``'s, plus ``'frames': {'every_n_frames', 'kept': [t, ...], 'dropped': [t, ...]}``.
@@ -36,7 +35,7 @@ class FrameCaptureDebugger(CaptureDebugger):
     """
 
     def __init__(self, every_n_frames: int = 2, max_frames: int = 8, max_mb_per_datapoint: float = 4.0,
-                 frame_state: Sequence[str] = ("video", "frame_index"), components: Optional[Sequence[str]] = None,
+                 frame_state: Sequence[str] = FRAME_STATE, components: Optional[Sequence[str]] = None,
                  states: Optional[Sequence[str]] = None, capture_attention: bool = True,
                  capture_embeddings: bool = True, capture_position_encoding: bool = True) -> None:
         super().__init__(components, states, capture_attention, capture_embeddings, capture_position_encoding)
@@ -67,7 +66,7 @@ class FrameCaptureDebugger(CaptureDebugger):
 
     def _on_capture(self, component: str, state: str, data: Any, metadata: Optional[dict]) -> None:
         if (component, state) == self.frame_state:
-            self._frame = int(data)
+            self._frame = None if data is None else int(data)
             return
         frame = self._frame
         if frame is None:
@@ -87,7 +86,7 @@ class FrameCaptureDebugger(CaptureDebugger):
             return
         self._bytes += size
         self._frame_bytes += size
-        super()._on_capture(f"{component}{FRAME_SUFFIX.format(frame)}", state, data, metadata)
+        super()._on_capture(frame_component(component, frame), state, data, metadata)
 
     def _drop_frame(self, frame: int) -> None:
         """The frame in hand does not fit under the limit: forget the states it already gave, and take no more
@@ -102,7 +101,7 @@ class FrameCaptureDebugger(CaptureDebugger):
 
     def wants(self, component: str, state: str) -> bool:
         """Whether ``component.state`` passes the filters, a frame's component (``x_frame_4``) judged as ``x``."""
-        return super().wants(_FRAME_COMPONENT.sub("", component), state)
+        return super().wants(split_frame(component)[0], state)
 
     def __call__(self, datapoint: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
         output = super().__call__(datapoint, model)

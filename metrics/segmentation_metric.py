@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from metrics.buffered_scores import BufferedScores
+from utils.errors import DatasetContractError, ModelContractError
 from utils.keyed import label, model_output
 
 VALID_KEY = "valid"
@@ -34,6 +35,7 @@ def predicted_and_target(logits: torch.Tensor, target: torch.Tensor,
                          ignore_index: Optional[int] = 255) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The predicted and labelled masks as ``(B, S, C, H, W)`` booleans (S: masks per datapoint, C: classes) at the
     label's resolution, and where pixels count, ``(B, S, 1, H, W)``."""
+    _check_real(logits, target)
     logits = logits.detach().float()
     if logits.ndim == 4 and logits.shape[1] > 1 and (target.ndim == 3 or (target.ndim == 4 and target.shape[1] == 1)):
         classes = logits.shape[1]  # a class map: one-hot both sides
@@ -53,6 +55,22 @@ def predicted_and_target(logits: torch.Tensor, target: torch.Tensor,
     logits = _resized(logits.reshape(batch, -1, *logits.shape[-2:]), target.shape[-2:])
     labelled = target.reshape(batch, -1, 1, *target.shape[-2:]) > 0.5
     return (logits > 0)[:, :, None], labelled, torch.ones_like(labelled)
+
+
+def _check_real(logits: torch.Tensor, target: torch.Tensor) -> None:
+    """Complex logits or labels have no order (``>`` is not defined for them), and a NaN label pixel is neither
+    foreground nor background: each would make a mask silently empty, or fail deep inside torch."""
+    if logits.is_complex():
+        raise ModelContractError(f"the model's mask logits are complex ({logits.dtype}): return real logits (e.g. "
+                                 "the magnitude or the real part of a complex output)")
+    if target.is_complex():
+        raise DatasetContractError(f"the label mask is complex ({target.dtype}): give 0/1 masks or class indices")
+    if target.is_floating_point():
+        missing = int(torch.isnan(target).sum())
+        if missing:
+            raise DatasetContractError(f"the label mask holds NaN at {missing} of {target.numel()} pixels: a pixel "
+                                       "is 0 or 1 (or a class index); mark pixels that do not count with the "
+                                       "ignore index (255) instead")
 
 
 def _resized(logits: torch.Tensor, size: torch.Size) -> torch.Tensor:

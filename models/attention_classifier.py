@@ -16,7 +16,7 @@ import math
 import torch
 from torch import nn
 
-from debuggers.capture import capture_debug_state, is_debug_enabled
+from debuggers.capture import capture_debug_state, is_capturing
 
 Grid = tuple[int, int]
 PAD = 0  # the token id of padding
@@ -43,7 +43,7 @@ class PositionEncoding(nn.Module):
 
     def forward(self, tokens: torch.Tensor, grid: Grid) -> torch.Tensor:
         encoding = self.encoding(grid, tokens.device, tokens.dtype)
-        if is_debug_enabled():  # the same for every datapoint: offered once, without a batch dimension
+        if is_capturing():  # the same for every datapoint: offered once, without a batch dimension
             capture_debug_state("pos_embed", "position_encoding", encoding[0], {"grid": grid, "batch_dim": None})
         return tokens + encoding
 

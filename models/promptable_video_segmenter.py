@@ -6,10 +6,11 @@ Frame 0 is decoded from the point prompt; every later frame from its memory-cond
 mask into a memory; the bank keeps the prompted frame and the ``num_memory_frames - 1`` latest ones, as SAM2 keeps
 its conditioning frame and recent frames.
 
-Capture points: before each frame the model offers ``video.frame_index`` (the frame's number), so a
-``FrameCaptureDebugger`` files what follows under that frame; then the image model's states (see
-``models.promptable_segmenter``) and, from frame 1 on, ``memory_attention``: ``attention_weights`` (B, heads, h*w,
-memories*h*w) with ``metadata['memory_frames']`` (which frame each block of keys comes from) and ``metadata['grid']``.
+Capture points: before each frame the model offers ``video.frame_index`` (the frame's number; None after the last),
+so a ``FrameCaptureDebugger`` and the guide's debug session file what follows under that frame; then the image
+model's states (see ``models.promptable_segmenter``) and, from frame 1 on, ``memory_attention``:
+``attention_weights`` (B, heads, h*w, memories*h*w) with ``metadata['memory_frames']`` (which frame each block of
+keys comes from) and ``metadata['grid']``.
 """
 
 from __future__ import annotations
@@ -18,10 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from debuggers.capture import capture_debug_state, is_debug_enabled
+from debuggers.capture import FRAME_STATE, capture_debug_state, forward_debug_states, is_capturing
 from models.promptable_segmenter import Attention, PromptableSegmenter
-
-FRAME_COMPONENT, FRAME_STATE = "video", "frame_index"
 
 
 class MemoryAttention(nn.Module):
@@ -44,7 +43,7 @@ class MemoryAttention(nn.Module):
         keys = torch.cat([m.flatten(2).transpose(1, 2) + pos + self.slot_embedding[slot]
                           for slot, m in enumerate(memories)], dim=1)
         values = torch.cat([m.flatten(2).transpose(1, 2) for m in memories], dim=1)
-        if is_debug_enabled():
+        if is_capturing():
             self.cross_attention.metadata = {"memory_frames": list(memory_frames), "grid": [height, width]}
         queries = self.norm1(queries + self.cross_attention(queries + pos, keys, values))
         queries = self.norm2(queries + self.mlp(queries))
@@ -79,14 +78,23 @@ class PromptableVideoSegmenter(nn.Module):
         self.no_prompt_embedding = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
         self.num_memory_frames = num_memory_frames
 
-    def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def forward(self, inputs: dict[str, torch.Tensor], return_debug_states: bool = False) -> dict[str, torch.Tensor]:
+        """``return_debug_states=True``: also ``'debug_states'``, every frame's states as the guide's
+        ``get_debug_states()`` gives them (``debuggers.capture.forward_debug_states``)."""
+        with forward_debug_states(return_debug_states) as capture:
+            outputs = self._clip(inputs)
+        if capture is not None:
+            outputs["debug_states"] = capture.states
+        return outputs
+
+    def _clip(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         frames = inputs["frames"]
         image_size = tuple(frames.shape[-2:])
         memories: list[torch.Tensor] = []
         memory_frames: list[int] = []
         masks, ious = [], []
         for t in range(frames.shape[1]):
-            capture_debug_state(FRAME_COMPONENT, FRAME_STATE, t, {"batch_dim": None})
+            capture_debug_state(*FRAME_STATE, t, {"batch_dim": None})
             features = self.segmenter.image_encoder(frames[:, t])
             if t == 0:
                 outputs = self.segmenter.decode(features, inputs["point"], image_size)
@@ -103,4 +111,5 @@ class PromptableVideoSegmenter(nn.Module):
             memory_frames.append(t)
             if len(memories) > self.num_memory_frames:  # keep the prompted frame and the latest ones
                 del memories[1], memory_frames[1]
+        capture_debug_state(*FRAME_STATE, None, {"batch_dim": None})
         return {"masks": torch.stack(masks, dim=1), "iou_predictions": torch.stack(ious, dim=1)}

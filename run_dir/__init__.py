@@ -26,9 +26,10 @@ findings.json and debugger/.
 
 The modules: ``names`` (each name above, once), ``folder`` (``RunDir`` and ``EpochDir``: the paths, the epochs and
 what each holds, the epoch to use when none is given), ``run_files`` (safe opening and JSON reading: no link
-followed, no special file opened, sizes capped), ``errors`` (``RunFileError`` and its family, each naming its
-file), ``budget``, ``monitor_file`` and ``training_log``, ``table_file``, ``findings_file``, ``run_log``, and
-``saved_views`` (the viewer's own file of named views, kept outside every run folder), ``profiler_summary``.
+followed, no special file opened, sizes capped; whether a path lies inside a folder, through links or not),
+``errors`` (``RunFileError`` and its family, each naming its file), ``budget``, ``monitor_file`` and
+``training_log``, ``table_file``, ``findings_file``, ``run_log``, ``saved_views`` (the viewer's own files of named
+views, kept outside every run folder), and ``profiler_summary``.
 """
 
 from run_dir.folder import EpochDir, RunDir

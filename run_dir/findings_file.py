@@ -2,8 +2,9 @@
 as they were when the analysis began.
 
 The file holds ``{"format", "inputs", "findings"}``: ``inputs`` is the ``epoch_signature`` (the epoch table's and
-the debug files' sizes and times) taken before the analysis read them, so findings of an epoch whose table or debug
-outputs changed since are never shown as its own. What ``findings`` holds is the analysis' (``analysis.findings``).
+the debug files' sizes and times, and the run's tags file's) taken before the analysis read them, so findings of an
+epoch whose table, debug outputs or tags changed since are never shown as its own. What ``findings`` holds is the
+analysis' (``analysis.findings``).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import os
 from typing import Any, Optional
 
 from run_dir.errors import FindingsFileError
+from run_dir.folder import run_of
 from run_dir.names import DEBUGGER_DIR, EPOCH_TABLE_FILE, FINDINGS_FILE
 from run_dir.run_files import read_run_json
+from run_dir.tags_file import tags_version
 from utils.atomic_files import atomic_write_json
 
 FORMAT = 2  # bumped when a field changes meaning: older files are then recomputed, not misread
@@ -43,8 +46,15 @@ def read_findings_file(epoch_dir: str) -> Optional[Any]:
 
 
 def epoch_signature(epoch_dir: str) -> list:
-    """What the findings of ``epoch_dir`` are computed from, as it is now: the epoch table's size and modification
-    time, and those of each file of its debug outputs (names, not contents: a rewrite changes them)."""
+    """What the findings of ``epoch_dir`` are computed from, as it is now: its outputs (``outputs_signature``) and,
+    where the run has tags (meta columns of the analysis), its tags file's version."""
+    tags = tags_version(run_of(epoch_dir))
+    return outputs_signature(epoch_dir) + ([list(tags)] if tags else [])
+
+
+def outputs_signature(epoch_dir: str) -> list:
+    """The epoch's outputs as they are now: the epoch table's size and modification time, and those of each file of
+    its debug outputs (names, not contents: a rewrite changes them)."""
     table = os.stat(os.path.join(epoch_dir, EPOCH_TABLE_FILE))
     debugger = os.path.join(epoch_dir, DEBUGGER_DIR)
     files = []

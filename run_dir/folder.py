@@ -15,6 +15,7 @@ from run_dir.names import (
     CHECKPOINT_FILE,
     DATAPOINTS_DIR,
     DEBUGGER_DIR,
+    EMBEDDINGS_DIR,
     EPOCH_TABLE_FILE,
     EVALUATION_SCORES_FILE,
     FINDINGS_FILE,
@@ -26,6 +27,8 @@ from run_dir.names import (
     PROGRESS_FILE,
     REMOVED_MARKER,
     RUN_INFO_FILE,
+    TAGS_FILE,
+    TAGS_LOCK_FILE,
     TENSORBOARD_DIR,
     TRAINING_LOSSES_FILE,
     VALIDATION_SCORES_FILE,
@@ -95,6 +98,10 @@ class EpochDir:
     def removed_marker(self) -> str:
         return self.file(REMOVED_MARKER)
 
+    @property
+    def embeddings(self) -> str:
+        return self.file(EMBEDDINGS_DIR)
+
     def holds(self, name: str) -> bool:
         return os.path.exists(self.file(name))
 
@@ -106,6 +113,16 @@ class EpochDir:
     def removal_reason(self) -> Optional[str]:
         """Why its debug outputs are gone ("removed to stay under N GB"), None unless the disk budget removed them."""
         return removal_reason(self.path)
+
+
+def run_of(epoch_dir: str) -> str:
+    """The run folder an epoch's folder belongs to: a trainer's ``epoch_N`` folder's run, else the folder itself
+    (an evaluator's run is its only epoch)."""
+    folder = os.path.normpath(epoch_dir)
+    parent = os.path.dirname(folder)
+    if epoch_number(os.path.basename(folder)) is not None and os.path.isfile(os.path.join(parent, RUN_INFO_FILE)):
+        return parent
+    return epoch_dir
 
 
 class RunDir:
@@ -143,6 +160,14 @@ class RunDir:
     @property
     def model_report(self) -> str:
         return self.file(MODEL_REPORT_FILE)
+
+    @property
+    def tags(self) -> str:
+        return self.file(TAGS_FILE)
+
+    @property
+    def tags_lock(self) -> str:
+        return self.file(TAGS_LOCK_FILE)
 
     @property
     def tensorboard(self) -> str:

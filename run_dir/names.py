@@ -20,6 +20,8 @@ PROFILER_SUMMARY_FILE = "profiler_summary.json"  # the ops that took the most ti
 MODEL_REPORT_FILE = "model_report.json"
 DATAPOINTS_DIR = "datapoints"  # each validation datapoint's inputs, labels and meta info, for the viewer
 EVALUATION_SCORES_FILE = "evaluation_scores.json"  # an evaluator's scores, in the run folder itself
+TAGS_FILE = "tags.json"  # the names people give datapoints in the viewer, by idx (``tags_file``)
+TAGS_LOCK_FILE = ".tags.lock"  # held while a viewer changes the tags; hidden, like the run's own lock
 
 # an epoch's folder (a trainer's epoch_N, or an evaluator's run folder)
 VALIDATION_SCORES_FILE = "validation_scores.json"
@@ -30,6 +32,7 @@ TRAINING_LOSSES_FILE = "training_losses.pt"
 DEBUGGER_DIR = "debugger"  # the debug pages
 REMOVED_MARKER = "debugger_removed.json"  # what the disk budget removed, and why
 REMOVING_DIR = ".debugger.removing"  # the pages while the budget deletes them; hidden from readers
+EMBEDDINGS_DIR = "embeddings"  # the stored 2-D maps of the epoch's feature spaces (``embedding_file``)
 
 _EPOCH_PREFIX = "epoch_"
 EPOCH_GLOB = _EPOCH_PREFIX + "*"

@@ -10,10 +10,12 @@ costs neither minutes nor gigabytes.
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import math
 import os
 import stat
+import time
 from typing import Any, Optional
 
 from run_dir.errors import RunFileError
@@ -60,6 +62,28 @@ def refuse_link(path: str, what: str, error: type[LanternUserError] = RunFileErr
     if problem:
         raise error(problem)
     return path
+
+
+def flock_within(fd: int, wait_s: float) -> bool:
+    """Take an exclusive ``flock`` on ``fd``, tried until ``wait_s`` has passed (another process holds it for a
+    short change); False when it is still held then: never a hang."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+
+
+def lies_inside(path: str, folder: str) -> bool:
+    """Whether ``path`` lies inside ``folder``, as named or with every link resolved (either of them): a config
+    named inside a run folder but linked to a file elsewhere lies inside it as much as one linked into it."""
+    named, real = os.path.abspath(path), os.path.realpath(path)
+    roots = {os.path.abspath(folder), os.path.realpath(folder)}
+    return any(os.path.commonpath([candidate, root]) == root for candidate in (named, real) for root in roots)
 
 
 def read_run_json(path: str, what: str, max_bytes: int) -> Any:

@@ -123,6 +123,19 @@ def config_differences(old: Any, new: Any, path: str = "") -> list[str]:
     return [] if old == new else [f"{path}: {_short(old)} → {_short(new)}"]
 
 
+def flat_config(value: Any, path: str = "") -> dict[str, Any]:
+    """A described config (``describe_config``) as ``{path: value}`` of its leaves, the paths written as
+    ``config_differences`` writes them (``optimizer.args.lr``, ``debugger.args.debuggers_config[0].name``): runs set
+    side by side, one column per path."""
+    if isinstance(value, dict) and value:
+        items = [(f"{path}.{key}" if path else str(key), item) for key, item in value.items()]
+    elif isinstance(value, list) and value:
+        items = [(f"{path}[{i}]", item) for i, item in enumerate(value)]
+    else:
+        return {path: value}
+    return {leaf: found for where, item in items for leaf, found in flat_config(item, where).items()}
+
+
 def _short(value: Any, limit: int = 60) -> str:
     text = value if value is _ABSENT else repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."

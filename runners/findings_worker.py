@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-import sys
 import tempfile
 import threading
 from typing import Optional
@@ -27,13 +26,11 @@ from typing import Optional
 import pyarrow.parquet as pq
 
 from run_dir.names import EPOCH_TABLE_FILE
+from runners.background_process import start_apart
 from utils.errors import LanternUserError
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IN_PROCESS_ROWS = 50_000
 WAIT_S = 600.0
-THREADS = "1"  # the analysis's numerical libraries, so that training keeps the machine's cores
-NICENESS = 10
 ERROR_LINES = 3
 
 
@@ -100,13 +97,9 @@ class BackgroundFindings:
             self.log.info(f"findings of {epoch_dir} stored")
 
     def _analyse_apart(self, epoch_dir: str) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])),
-               "OMP_NUM_THREADS": THREADS, "OPENBLAS_NUM_THREADS": THREADS, "MKL_NUM_THREADS": THREADS}
-        command = [sys.executable, "-m", "runners.analyze", "--run", epoch_dir, "--save"]
         with tempfile.TemporaryFile("w+") as errors:  # not a pipe: the analysis may outlive this process
             try:
-                process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=errors,
-                                           preexec_fn=_lower_priority if os.name == "posix" else None)
+                process = start_apart("runners.analyze", ["--run", epoch_dir, "--save"], errors)
             except OSError as exc:
                 self.log.warning(f"could not start the failure analysis of {epoch_dir} ({exc}); the Failures tab "
                                  "computes its findings when opened")
@@ -122,10 +115,6 @@ class BackgroundFindings:
                              "complete, and the Failures tab computes its findings when opened")
         else:
             self.log.info(f"findings of {epoch_dir} stored")
-
-
-def _lower_priority() -> None:
-    os.nice(NICENESS)
 
 
 def epoch_rows(epoch_dir: str) -> int:

@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader, Subset
 from run_dir import RunDir
 from run_dir.errors import RunFileError
 from run_dir.names import CHECKPOINT_FILE, RUN_INFO_FILE, epoch_dir_name
+from run_dir.run_files import lies_inside
 from runners.base_runner import seed_everything
 from runners.checkpoints import load_checkpoint_file, load_model_state
 from runners.config_file import config_differences, describe_config, load_config
@@ -116,11 +117,12 @@ def _trusted_config_path(run_dir: str, info: dict[str, Any], trust_configs: bool
                           f"which imports and runs that file: pass {TRUST_FLAG} as well if you trust this run")
     if not os.path.isfile(path):
         raise ConfigError(f"config file {path} of {run_dir} no longer exists: restore it to rebuild the run's model")
-    real, run = os.path.realpath(path), os.path.realpath(run_dir)
-    folder = run if os.path.commonpath([real, run]) == run else _enclosing_run(real)
+    folder = run_dir if lies_inside(path, run_dir) else \
+        _enclosing_run(os.path.abspath(path)) or _enclosing_run(os.path.realpath(path))
     if folder is not None:
-        raise ConfigError(f"config file {path} lies inside the run folder {folder}: a run folder is data, and "
-                          "Lantern imports no file found in one. Move the config into the project (e.g. configs/)")
+        raise ConfigError(f"config file {path} lies inside the run folder {folder} (as named or through a link): a "
+                          "run folder is data, and Lantern imports no file found in one. Move the config into the "
+                          "project (e.g. configs/)")
     return path
 
 

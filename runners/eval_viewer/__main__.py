@@ -17,6 +17,7 @@ import sys
 
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from analysis.projection import METHODS
 from run_dir.names import RUN_INFO_FILE
 from runners.eval_viewer.app import create_app
 
@@ -32,8 +33,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--trust-configs", action="store_true",
                         help="import the config file a run names to rebuild its dataset when the run did not "
                              "capture its inputs (runs code: only for runs you trust)")
-    parser.add_argument("--views-file", default=None,
-                        help="where the runs' named views are kept (default: ~/.config/lantern/viewer_views.json)")
+    parser.add_argument("--views-dir", default=None,
+                        help="the folder where the runs' named views are kept, one file per run "
+                             "(default: ~/.config/lantern/viewer_views/)")
+    parser.add_argument("--embedding-method", choices=METHODS, default="auto",
+                        help="how the Embeddings tab maps a feature space: umap (umap-learn, the maps extra), pca "
+                             "(seconds), or auto: UMAP where installed (default)")
     return parser.parse_args(argv)
 
 
@@ -54,7 +59,8 @@ def network_warning(host: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    app = create_app(args.log_dirs, trust_configs=args.trust_configs, views_file=args.views_file)
+    app = create_app(args.log_dirs, trust_configs=args.trust_configs, views_dir=args.views_dir,
+                     embedding_method=args.embedding_method)
     for problem in app.viewer_backend.discovery.problems:
         print(f"warning: {problem}", flush=True)
     if not is_loopback(args.host):

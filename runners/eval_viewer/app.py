@@ -22,9 +22,11 @@ from runners.eval_viewer.compare_epochs import callbacks as compare_epochs
 from runners.eval_viewer.compare_runs import callbacks as compare_runs
 from runners.eval_viewer.controls import callbacks as controls
 from runners.eval_viewer.datapoint import callbacks as datapoint
+from runners.eval_viewer.embeddings import callbacks as embeddings
 from runners.eval_viewer.export import callbacks as export
 from runners.eval_viewer.failures import callbacks as failures
 from runners.eval_viewer.gallery import callbacks as gallery
+from runners.eval_viewer.many_runs import callbacks as many_runs
 from runners.eval_viewer.model_report import callbacks as model_report
 from runners.eval_viewer.page import address_bar, build_layout
 from runners.eval_viewer.pictures import callbacks as pictures
@@ -34,24 +36,30 @@ from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.feature import Feature
 from runners.eval_viewer.shared.plotly_bundle import SLIM_PLOTLY_BUNDLE, plotly_url
 from runners.eval_viewer.shared.request_check import refuse_what_the_page_never_sends
+from runners.eval_viewer.shared.request_size import cap_request_size
 from runners.eval_viewer.table import callbacks as table
+from runners.eval_viewer.tags import callbacks as tags
 from runners.eval_viewer.training import callbacks as training
 
 FEATURES: tuple[Feature, ...] = tuple(module.FEATURE for module in (
     controls, table, scores, address, pictures, export,
-    datapoint, gallery, compare_epochs, compare_runs, model_report, failures, training))
+    tags, datapoint, gallery, embeddings, compare_epochs, compare_runs, many_runs, model_report, failures, training))
 # What the browser may send each server callback, by component (a pattern's by its type) and property.
 PAGE_SENDS = {key: kind for sends in (ids.SENDS, *(feature.sends for feature in FEATURES))
               for key, kind in sends.items()}
 
 
-def create_app(log_dirs: list[str], trust_configs: bool = False, views_file: str | None = None) -> dash.Dash:
+def create_app(log_dirs: list[str], trust_configs: bool = False, views_dir: str | None = None,
+               embedding_method: str = "auto") -> dash.Dash:
     """A viewer over the runs in ``log_dirs`` (each a run or a folder of runs); folders without runs are
     reported in the page. ``trust_configs`` lets it import the config files runs name (see ViewerBackend);
-    ``views_file`` keeps the runs' named views (default: ``run_dir.saved_views.default_views_file``)."""
-    backend = ViewerBackend(log_dirs, trust_configs=trust_configs, views_file=views_file)
+    ``views_dir`` keeps the runs' named views (default: ``run_dir.saved_views.default_views_dir``);
+    ``embedding_method`` maps the Embeddings tab's spaces ('auto': UMAP where umap-learn is installed, else PCA)."""
+    backend = ViewerBackend(log_dirs, trust_configs=trust_configs, views_dir=views_dir,
+                            embedding_method=embedding_method)
     app = dash.Dash(__name__, title="Lantern eval viewer", suppress_callback_exceptions=True, serve_locally=True,
                     assets_ignore=re.escape(SLIM_PLOTLY_BUNDLE))  # not a script of the page: plotly_loader.js
+    cap_request_size(app.server)  # before every other check: a body too large is never read
     url = plotly_url(app.config.requests_pathname_prefix, get_plotlyjs_version())
     app.index_string = app.index_string.replace(  # Dash's own template: where assets/plotly_loader.js finds it
         "{%scripts%}", f"<script>window.lanternPlotlyURL = {json.dumps(url)};</script>\n{{%scripts%}}")

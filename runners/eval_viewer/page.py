@@ -19,6 +19,8 @@ from runners.eval_viewer.address.view import saved_views
 from runners.eval_viewer.controls.data import default_epoch, disk_state, epoch_option, most_recent_run
 from runners.eval_viewer.controls.view import controls
 from runners.eval_viewer.datapoint.ids import TAB_DATAPOINT
+from runners.eval_viewer.embeddings.data import PREFIX as MAP_SELECTION
+from runners.eval_viewer.embeddings.data import SelectionError, selection_narrowing
 from runners.eval_viewer.export.view import export_button
 from runners.eval_viewer.failures.data import FINDINGS_ERRORS, narrowing_of
 from runners.eval_viewer.scores.view import score_chart, score_grid
@@ -28,6 +30,7 @@ from runners.eval_viewer.shared.feature import Tab
 from runners.eval_viewer.shared.first_view import FirstView
 from runners.eval_viewer.shared.ids import SELECTED, SELECTED_ROW, TABS
 from runners.eval_viewer.table.view import epoch_view, navigation, table_block
+from runners.eval_viewer.tags.view import tag_bar
 
 
 def address_bar() -> dict[str, list[str]]:
@@ -58,8 +61,9 @@ def first_view(backend: ViewerBackend, address: Mapping[str, list[str]], tabs: S
         "opened. Click one in the table, or fix the address."]
     narrowing = None
     try:
-        narrowing = narrowing_of(backend, run_path, epoch_key, one("narrow"))
-    except FINDINGS_ERRORS as exc:
+        narrowing = (selection_narrowing if one("narrow").startswith(MAP_SELECTION) else narrowing_of)(
+            backend, run_path, epoch_key, one("narrow"))
+    except (*FINDINGS_ERRORS, SelectionError) as exc:
         problems.append(f"The address's finding {one('narrow')[:60]!r} cannot be shown: {exc}")
     if one("narrow") and narrowing is None and len(problems) < 2:
         problems.append(f"{epoch_key} has no finding {one('narrow')[:60]!r}: the table shows every datapoint.")
@@ -72,7 +76,7 @@ def first_view(backend: ViewerBackend, address: Mapping[str, list[str]], tabs: S
     compare = {"epochs": address.get("cmp_epochs"), "run": one("cmp_run") or None, "epoch": one("cmp_epoch") or None}
     return FirstView(run_path, [epoch_option(e) for e in epochs], epoch_key, view, idx, tab, problems, filters,
                      narrowing, compare, [n for n in address.get("pin", []) if n in shown],
-                     [n for n in address.get("hide", []) if n in shown], follow)
+                     [n for n in address.get("hide", []) if n in shown], follow, address)
 
 
 def build_layout(backend: ViewerBackend, address: Mapping[str, list[str]], tabs: Sequence[Tab]) -> html.Div:
@@ -91,7 +95,7 @@ def build_layout(backend: ViewerBackend, address: Mapping[str, list[str]], tabs:
         html.Div([
             html.Div(html.Div([*score_chart(backend, first), message, *table_block(first), *grid],
                               className="score-views"), className="left"),
-            html.Div([navigation(export_button()),
+            html.Div([navigation(export_button()), tag_bar(backend, first),
                       dcc.Tabs(id=TABS, value=first.tab, children=[tab.draw(backend, first) for tab in tabs])],
                      className="right"),
         ], className="main"),

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 from urllib.parse import urlencode
 
 import numpy as np
 import pytest
 
 from analysis.epoch_table import EpochTable
+from run_dir.saved_views import views_file
 from runners.eval_viewer.address.ids import SAVE_VIEW, SAVED_VIEWS, VIEW_NAME, VIEW_NOTE
 from runners.eval_viewer.compare_epochs.ids import COMPARE_EPOCHS_PANEL, COMPARE_EPOCHS_STATUS, TAB_COMPARE_EPOCHS
 from runners.eval_viewer.controls import view as controls
@@ -313,7 +315,7 @@ def test_a_link_holds_the_whole_view_filters_narrowing_and_comparisons(logs, tmp
                       ("sort", "idx"), ("f.cross_entropy", "> 0.5"), ("wrong", "1"),
                       ("narrow", "confusion:ring|square"), ("cmp_epochs", "epoch_0"), ("cmp_epochs", "epoch_2"),
                       ("pin", "gradcam.entropy"), ("hide", "true_class_confidence")])
-    with serve_viewer([str(logs)], views_file=str(tmp_path / "views.json")) as url:
+    with serve_viewer([str(logs)], views_dir=str(tmp_path / "views")) as url:
         page = new_page(f"{url}/?{view}")
         caption = wait_caption(page, "2 of 12 datapoints match the filters (narrowed to a chosen set of datapoints)")
         assert "(wrong only), sorted by idx (lowest first)" in caption
@@ -341,10 +343,10 @@ def test_a_link_holds_the_whole_view_filters_narrowing_and_comparisons(logs, tmp
 
 def test_named_views_are_saved_per_run_in_the_viewer_s_own_file(logs, tmp_path, new_page):
     """named saved views; a name never becomes a path, and nothing is written into a run folder."""
-    views_file = tmp_path / "config" / "views.json"
+    views_dir = tmp_path / "config" / "views"
     run = logs / "small"
     before = sorted(p.name for p in run.rglob("*"))
-    with serve_viewer([str(logs)], views_file=str(views_file)) as url:
+    with serve_viewer([str(logs)], views_dir=str(views_dir)) as url:
         page = new_page(f"{url}/?run={run}&epoch=epoch_2")
         wait_caption(page, "12 datapoints")
         filter_column(page, "label", "ring")
@@ -365,10 +367,10 @@ def test_named_views_are_saved_per_run_in_the_viewer_s_own_file(logs, tmp_path, 
         assert filter_box(fresh, "label").input_value() == "ring"
         page.close()
         fresh.close()  # before the server stops
-    stored = json.loads(views_file.read_text())["views"]
-    assert set(stored) == {str(run)} and len(stored[str(run)]) == 3
+    stored = json.loads(Path(views_file(str(views_dir), str(run))).read_text())
+    assert stored["run"] == str(run) and len(stored["views"]) == 3
     assert sorted(p.name for p in run.rglob("*")) == before
-    assert sorted(p.name for p in views_file.parent.iterdir()) == ["views.json"]
+    assert sorted(p.name for p in views_dir.iterdir()) == sorted([".lock", Path(views_file("", str(run))).name])
 
 
 def _rewrite_progress(run, completed: int) -> None:
@@ -389,7 +391,7 @@ def test_live_runs_follow_the_latest_epoch_and_show_new_debug_outputs_without_a_
         shutil.rmtree(live / epoch)
     shutil.rmtree(live / "epoch_0" / "debugger")
     _rewrite_progress(live, 1)  # written last: the most recent run, but half-written
-    with serve_viewer([str(folder)], views_file=str(tmp_path / "views.json")) as url:
+    with serve_viewer([str(folder)], views_dir=str(tmp_path / "views")) as url:
         page = new_page(url)
         wait_caption(page, "epoch 2: 12 datapoints")
         assert page.locator(f"#{RUN_SELECT}").inner_text().strip() == "logs/finished (trainer)"

@@ -31,6 +31,21 @@ from tests.runs import REPO_ROOT, one_thread
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
+# Each drawn graph's boxes in the page: its own, its title's, its captions' (annotations), its colour bars' (with
+# their labels), its heatmap's image, and the rows of its heatmap and of each map in it (layout.meta.tiles: [top,
+# left, rows, columns])
+BOXES = """block => [...block.querySelectorAll('.js-plotly-plot')].map(g => {
+    const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+    const heat = g.querySelector('.hm image'), trace = g.data.find(t => t.type === 'heatmap');
+    const z = trace ? trace.z : [];  // an array of rows, or plotly's typed-array spec {dtype, bdata, shape}
+    return {title: g.layout.title.text, graph: box(g), titleBox: box(g.querySelector('.gtitle')),
+            captions: [...g.querySelectorAll('.annotation')].map(a => [a.textContent, box(a)]),
+            bars: [...g.querySelectorAll('.colorbar')].map(box),
+            heat: heat ? box(heat) : null,
+            rows: z.length !== undefined ? z.length : Number(String(z.shape).split(',')[0]),
+            tiles: ((g.layout.meta || {}).tiles || []).map(t => t[2])};
+})"""
+MIN_MAP_PX = 40  # the least height a map of attention is drawn at: a 3x64 map at 3 px is a sliver no one reads
 VISIBLE = "g => Object.fromEntries(g.data.map(t => [t.name, t.visible]))"  # each trace's visibility, as set
 OPACITY = "g => g.data.filter(t => t.type === 'heatmap').map(t => t.opacity)"
 
@@ -143,3 +158,37 @@ def test_the_prompt_is_a_point_in_the_inputs_and_the_gallery_draws_it_with_the_e
     wrong = (output["label_mask"] != output["predicted_mask"]).any()
     colours = {tuple(pixel) for pixel in drawn.reshape(-1, 3)}
     assert not wrong or {FALSE_POSITIVE, FALSE_NEGATIVE} & colours, "the errors are not drawn"
+
+def _overlap(a, b) -> bool:
+    """Whether two boxes [left, top, right, bottom] share more than a pixel each way."""
+    return min(a[2], b[2]) - max(a[0], b[0]) > 1 and min(a[3], b[3]) - max(a[1], b[1]) > 1
+
+
+@pytest.mark.parametrize("width", [1500, 1920])
+def test_the_attention_figures_are_readable_at_the_widths_people_use(viewer_url, logs, new_page, width):
+    """Attention across layers (self- and cross-attention apart) and the prompt_attention debugger's heads: no
+    caption or title over another, none (nor a colour bar) cut off at the graph's edge, and every map at least
+    ``MIN_MAP_PX`` high."""
+    page = new_page(_url(viewer_url, logs / "run", 4), width=width)
+    graphs = {}
+    for name in ("attention across layers", "prompt_attention"):
+        block = _block(page, name)
+        block.locator(".lazy-graph").first.wait_for()
+        for lazy in block.locator(".lazy-graph").all():
+            lazy.scroll_into_view_if_needed()  # a graph is drawn once in view
+            page.wait_for_function("g => g.classList.contains('js-plotly-plot') && g.querySelector('.gtitle')",
+                                   arg=lazy.element_handle())
+        graphs[name] = block.evaluate(BOXES)
+    for graph in graphs["attention across layers"] + graphs["prompt_attention"][:1]:
+        boxes = [("title", graph["titleBox"])] + graph["captions"]
+        for i, (text, box) in enumerate(boxes):
+            assert box[0] >= graph["graph"][0] - 1 and box[2] <= graph["graph"][2] + 1, (graph["title"], text)
+            for other, second in boxes[i + 1:]:
+                assert not _overlap(box, second), (graph["title"], text, other)
+        for bar in graph["bars"]:  # its tick labels and title too, in a wide window as in a narrow one
+            assert bar[2] <= graph["graph"][2] + 1, (graph["title"], bar, graph["graph"])
+        assert graph["tiles"] and graph["rows"], graph["title"]
+        drawn = graph["heat"][3] - graph["heat"][1]
+        assert min(drawn * rows / graph["rows"] for rows in graph["tiles"]) >= MIN_MAP_PX, (graph["title"], drawn)
+    across = [graph["title"] for graph in graphs["attention across layers"]]
+    assert len(across) == 3 and sum(title.startswith("self-attention") for title in across) == 1, across

@@ -11,7 +11,7 @@ from data.datasets.prompted_masks import collate_prompted_clips, collate_prompte
 from data.datasets.prompted_shapes import PromptedShapesDataset
 from debuggers.capture_debugger import CaptureDebugger
 from debuggers.frame_capture_debugger import FrameCaptureDebugger
-from models.promptable_segmenter import PositionEmbeddingSine, PromptableSegmenter
+from models.promptable_segmenter import PositionEmbeddingRandom, PositionEmbeddingSine, PromptableSegmenter
 from models.promptable_video_segmenter import PromptableVideoSegmenter
 from tests.compat.harness import assert_same_outputs
 from tests.debuggers.library import entry, run_batches
@@ -55,7 +55,7 @@ def test_outputs_and_several_masks():
         assert outputs["iou_predictions"][b] == outputs["all_iou_predictions"][b].max()
 
 
-def test_sine_encoding_matches_its_formula_and_a_prompt_matches_its_cell():
+def test_sine_encoding_matches_its_formula():
     encoding = PositionEmbeddingSine(8, temperature=100.0)((3, 4), torch.device("cpu"))
     assert encoding.shape == (8, 3, 4)
     row, col = 2, 1
@@ -64,10 +64,22 @@ def test_sine_encoding_matches_its_formula_and_a_prompt_matches_its_cell():
     expected = [math.sin(y / f) if k % 2 == 0 else math.cos(y / f) for k, f in enumerate(frequencies)]
     expected += [math.sin(x / f) if k % 2 == 0 else math.cos(x / f) for k, f in enumerate(frequencies)]
     np.testing.assert_allclose(encoding[:, row, col].numpy(), expected, rtol=1e-5, atol=1e-6)
-    # a point at the centre of cell (2, 1) of a 3x4 grid over a 12x16 image is encoded as that cell
-    point = torch.tensor([[[(col + 0.5) * 4, (row + 0.5) * 4]]])
-    np.testing.assert_allclose(PositionEmbeddingSine(8, 100.0).points(point, (12, 16), (3, 4))[0, 0].numpy(),
-                               encoding[:, row, col].numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_random_encoding_matches_its_formula_and_a_prompt_at_a_cells_centre_matches_the_cell():
+    torch.manual_seed(0)
+    layer = PositionEmbeddingRandom(8, scale=0.5)
+    encoding = layer((3, 4), torch.device("cpu"))
+    assert encoding.shape == (8, 3, 4)
+    row, col = 2, 1
+    g = layer.gaussian_matrix.numpy()
+    angles = 2 * math.pi * ((2 * (col + 0.5) / 4 - 1) * g[0] + (2 * (row + 0.5) / 3 - 1) * g[1])
+    np.testing.assert_allclose(encoding[:, row, col].numpy(), np.concatenate([np.sin(angles), np.cos(angles)]),
+                               rtol=1e-5, atol=1e-6)
+    # a point (x, y) in pixels of a 12x16 image at the centre of cell (2, 1) of the 3x4 grid (pixel centres: +0.5)
+    point = torch.tensor([[[(col + 0.5) * 4 - 0.5, (row + 0.5) * 4 - 0.5]]])
+    np.testing.assert_allclose(layer.points(point, (12, 16))[0, 0].numpy(), encoding[:, row, col].numpy(),
+                               rtol=1e-5, atol=1e-6)
 
 
 def test_the_guide_states_are_offered_and_split_per_datapoint(tmp_path):

@@ -13,6 +13,7 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 
+from run_dir.saved_views import views_file
 from runners.eval_viewer.address.ids import SAVE_VIEW_ASKED, SAVED_VIEWS, VIEW_NOTE
 from runners.eval_viewer.address.saved_views import SavedViews, SavedViewsError
 from runners.eval_viewer.app import PAGE_SENDS, create_app
@@ -55,7 +56,7 @@ def served(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hostile") / "logs"
     label = np.arange(ROWS, dtype=np.float64) % 6
     run = write_table_run(str(folder), "run", label, (np.arange(ROWS) + 1) % 6, np.linspace(0.1, 1.0, ROWS))
-    with serve_viewer([str(folder)], refused=REFUSED, views_file=str(folder.parent / "views.json")) as url:
+    with serve_viewer([str(folder)], refused=REFUSED, views_dir=str(folder.parent / "views")) as url:
         yield url, run
 
 
@@ -149,33 +150,38 @@ def test_a_saved_view_name_that_is_not_one_is_refused_saying_why(served, tmp_pat
 
 
 def test_a_saved_view_keeps_only_what_an_address_holds(tmp_path):
-    views = SavedViews(str(tmp_path / "views.json"))
+    views = SavedViews(str(tmp_path / "views"))
     views.save("/runs/a", "../x", "?run=/runs/a&idx=3&evil=1&f.loss=%3E2&__proto__=1")
     assert views.of_run("/runs/a") == {"../x": "run=%2Fruns%2Fa&idx=3&f.loss=%3E2"}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["views.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["views"]
+    stored = sorted(p.name for p in (tmp_path / "views").iterdir())
+    assert stored == [".lock", os.path.basename(views_file("", "/runs/a"))]
 
 
 @pytest.mark.parametrize("kind", ["fifo", "link", "huge", "not_json", "wrong_shape"])
 def test_a_bad_saved_views_file_is_named_never_followed_nor_overwritten(tmp_path, kind):
-    path = tmp_path / "views.json"
+    (tmp_path / "views").mkdir()
+    path = tmp_path / "views" / os.path.basename(views_file("", "/runs/a"))
     if kind == "fifo":
         os.mkfifo(path)
     elif kind == "link":
-        (tmp_path / "elsewhere.json").write_text('{"format": "lantern-viewer-views", "views": {}}')
+        (tmp_path / "elsewhere.json").write_text('{"format": "lantern-viewer-views", "run": "/runs/a", "views": {}}')
         os.symlink(tmp_path / "elsewhere.json", path)
     elif kind == "huge":
-        path.write_text('{"format": "lantern-viewer-views", "views": {}, "pad": "' + "x" * (5 << 20) + '"}')
+        path.write_text('{"format": "lantern-viewer-views", "run": "/runs/a", "views": {}, "pad": "' + "x" * (5 << 20)
+                        + '"}')
     elif kind == "not_json":
         path.write_text("{not json")
     else:
-        path.write_text('{"format": "lantern-viewer-views", "views": {"/runs/a": {"n": 5}}}')
-    views = SavedViews(str(path))
+        path.write_text('{"format": "lantern-viewer-views", "run": "/runs/a", "views": {"n": 5}}')
+    views = SavedViews(str(tmp_path / "views"))
     with pytest.raises(SavedViewsError, match="views"):
         views.of_run("/runs/a")
     with pytest.raises(SavedViewsError):
         views.save("/runs/a", "n", "?run=/runs/a")
     if kind == "link":
-        assert (tmp_path / "elsewhere.json").read_text() == '{"format": "lantern-viewer-views", "views": {}}'
+        assert (tmp_path / "elsewhere.json").read_text() == \
+            '{"format": "lantern-viewer-views", "run": "/runs/a", "views": {}}'
 
 
 # What a hostile request puts in place of a value the page sends: an int beyond 64 bits (Dash's orjson refuses to

@@ -6,6 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import pathlib
+import re
+import sys
+import textwrap
+import types
+from typing import Optional
 
 import matplotlib
 import numpy as np
@@ -14,6 +21,9 @@ import pytest
 import torch
 import torch.nn as nn
 
+from criteria.mask_criterion import PromptedMaskCriterion
+from data.datasets.prompted_masks import collate_prompted_masks
+from data.datasets.prompted_shapes import MEAN, STD, PromptedShapesDataset
 from data.viewer.debug_utils import (
     DebugStateCapture,
     capture_debug_state,
@@ -25,6 +35,10 @@ from data.viewer.debug_utils import (
     visualize_debug_states,
 )
 from debuggers.capture import listen
+from models.promptable_segmenter import PromptableSegmenter
+from models.promptable_video_segmenter import PromptableVideoSegmenter
+from tests.seeds.seedproj import sam2_reader
+from tests.seeds.test_debugger_examples import seed_file
 
 matplotlib.use("Agg")
 
@@ -171,7 +185,8 @@ def test_gradients_of_a_captured_state_when_backward_runs(model):
     # independently: the live tensor offered at the capture point, and autograd.grad of the same loss
     disable_debug_mode()
     offered = {}
-    with listen(lambda component, state, data, metadata: offered.setdefault((component, state), data)):
+    with listen(lambda component, state, data, metadata: offered.setdefault((component, state), data),
+                debug_mode=True):  # a listener that keeps what it hears: TinySAM's guarded capture points offer
         with torch.enable_grad():
             again = model(images, prompts).pow(2).sum()
             expected, = torch.autograd.grad(again, offered[("two_way_transformer_layer_0", "attention_weights")])
@@ -349,3 +364,177 @@ def test_gradients_of_a_captured_parameter_leave_one_hook_on_it_whatever_the_num
     finally:
         disable_debug_mode()
         clear_debug_states()
+
+
+def test_a_clip_keeps_every_frames_states_and_draws_its_memory_attention_over_the_frames():
+    """A debug session over the video model keeps each frame's states under ``<component>_frame_<t>`` (not the last
+    frame's only), each what the model offered during that frame, and ``visualize_debug_states`` draws the share of
+    each frame's attention on each frame in its memory bank (the prompted one and the latest)."""
+    torch.manual_seed(0)
+    model = PromptableVideoSegmenter(num_memory_frames=3).eval()
+    inputs = {"frames": torch.randn(2, 5, 3, 32, 32), "point": torch.tensor([[[10.0, 12.0]], [[3.0, 4.0]]])}
+    heard = []  # the memory attention as offered, frame after frame
+    with listen(lambda component, state, data, metadata: heard.append(data.clone()) if (
+            component, state) == ("memory_attention", "attention_weights") else None):
+        enable_debug_mode()
+        try:
+            with torch.no_grad():
+                model(inputs)
+        finally:
+            disable_debug_mode()
+    states = get_debug_states()
+    assert {f"image_encoder_frame_{t}" for t in range(5)} <= set(states) and "image_encoder" not in states
+    banks = {1: [0], 2: [0, 1], 3: [0, 1, 2], 4: [0, 2, 3]}  # the prompted frame and the latest, 3 at most
+    for t, bank in banks.items():
+        record = states[f"memory_attention_frame_{t}"]["attention_weights"]
+        torch.testing.assert_close(record["data"], heard[t - 1])
+        assert record["metadata"]["memory_frames"] == bank
+    (shares,) = [f for f in visualize_debug_states(states, datapoint=1) if "share of each frame" in f.layout.title.text]
+    for row, (t, bank) in enumerate(banks.items()):
+        weights = heard[t - 1][1].numpy().mean(axis=(0, 1)).reshape(len(bank), -1).sum(axis=1)
+        np.testing.assert_allclose(np.asarray(shares.data[0].z)[row, bank], weights, rtol=1e-5)
+        assert np.isnan(np.asarray(shares.data[0].z)[row, [f for f in range(5) if f not in bank]]).all()
+    with torch.no_grad():
+        own = model(inputs, return_debug_states=True)["debug_states"]  # the forward's own states: the same frames
+    assert set(own) == set(states) and not is_debug_enabled()
+
+
+# ---------------------------------------------------------------- the guide's code blocks, one after the other
+GUIDE = pathlib.Path(__file__).parent / "seedproj" / "sam2_debug_visualization_guide.md"
+PART = re.compile(r"^(#{1,3}) ([^\n]*)$|^( *)```python\n(.*?)^\3```", re.DOTALL | re.MULTILINE)  # heading or code
+RENAME = ("sam2.debug_utils", "data.viewer.debug_utils")  # the guide's module is Lantern's data.viewer.debug_utils
+FILL_INS = {  # the guide's placeholders, as its reader fills them in
+    "image = ... # Your input image (numpy array or PIL Image)": "image = reader_image",
+    '"path/to/sam2_checkpoint.pt"': "reader_checkpoint",
+}
+QUICK_START = "Quick Start"
+NOTEBOOK = "%matplotlib inline"  # the one block for a notebook only: IPython's magic, which a kernel runs, is no Python
+NOTEBOOK_BLOCK = "# Notebook-friendly visualization"  # its first line
+
+
+def guide_blocks() -> list[tuple[str, str, bool, str]]:
+    """The guide's code blocks in its order: (its part, the heading of level 2, and its section, of level 2 or 3,
+    it is in; whether it stands at the top level; its dedented code)."""
+    blocks, part, section = [], "", ""
+    for match in PART.finditer(GUIDE.read_text()):
+        if match.group(1):
+            section = match.group(2)
+            part = section if len(match.group(1)) <= 2 else part
+            continue
+        indent, code = match.group(3), match.group(4)
+        blocks.append((part, section, not indent,
+                       textwrap.dedent("\n".join(line[len(indent):] for line in code.splitlines()))))
+    return blocks
+
+
+def test_the_project_holds_the_guide_character_for_character():
+    path = seed_file("sam2_debug_visualization_guide.md")
+    if path is None:
+        pytest.skip("the seeds' sam2_debug_visualization_guide.md is not beside this checkout")
+    assert GUIDE.read_text() == path.read_text()
+
+
+def scene_image(dataset, idx: int) -> np.ndarray:
+    """A scene as the reader's (H, W, 3) uint8 image."""
+    image = dataset[idx]["inputs"]["image"].permute(1, 2, 0).numpy() * STD + MEAN
+    return (np.clip(image, 0, 1) * 255).round().astype(np.uint8)
+
+
+@pytest.fixture
+def reader(tmp_path, monkeypatch):
+    """The reader's session: their own sam2 package (build_sam2, a predictor: tests/seeds/seedproj/sam2_reader.py),
+    a checkpoint of the example's model, 256-pixel scenes (the guide's point (100, 200) lies inside), a video,
+    a training loop's parts; the working folder a fresh one (the guide writes debug_output/)."""
+    sam2 = types.ModuleType("sam2")
+    sam2.build_sam2 = sam2_reader.build_sam2
+    sam2.sam2_image_predictor = sam2_reader
+    monkeypatch.setitem(sys.modules, "sam2", sam2)
+    monkeypatch.setitem(sys.modules, "sam2.sam2_image_predictor", sam2_reader)
+    monkeypatch.chdir(tmp_path)
+    torch.manual_seed(0)
+    checkpoint = str(tmp_path / "checkpoint.pt")
+    torch.save({"model_state_dict": PromptableSegmenter(dim=32, num_heads=4, depth=2).state_dict()}, checkpoint)
+    scenes = PromptedShapesDataset(12, resolution=256, split="val")
+    points = [[float(v) for v in scenes[i]["inputs"]["point"]] for i in range(12)]
+    small = PromptedShapesDataset(8, split="train")
+    seen: dict[str, list] = {"gradient_flow": [], "activation_statistics": []}
+    namespace = {
+        "reader_image": scene_image(scenes, 0), "reader_checkpoint": checkpoint, "nn": nn,
+        "dataset": [(scene_image(scenes, i), [points[i]]) for i in (1, 2)],
+        "video_frames": [scene_image(scenes, i) for i in range(11)], "tracked_points": [[p] for p in points],
+        "model": PromptableSegmenter(dim=32, num_heads=4, depth=2).train(), "num_epochs": 1, "log_interval": 1,
+        "dataloader": [(batch["inputs"], batch["labels"]) for batch in (
+            collate_prompted_masks([small[i] for i in range(start, start + 4)]) for start in (0, 4))],
+        "criterion": PromptedMaskCriterion(),
+        "analyze_gradient_flow": seen["gradient_flow"].append,
+        "visualize_activation_statistics": seen["activation_statistics"].append,
+        "batches": [0, 1], "batch_id": 0, "should_save_debug": True,
+        "initial_points": [points[3]], "refined_points": [points[3], [points[3][0] + 2, points[3][1]]],
+    }
+    namespace["optimizer"] = torch.optim.SGD(namespace["model"].parameters(), lr=0.01)
+    yield namespace, seen
+    disable_debug_mode()
+    clear_debug_states()
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+def run_blocks(namespace: dict) -> tuple[list[tuple[bool, str, Optional[BaseException]]], dict]:
+    """Every block of the guide, as a reader runs them (the notebook's less its magic line): the Quick Start's in its
+    order, then each section's in its order, each section from what the Quick Start left (its predictor and debug
+    states), with debug mode off and the modules, functions and classes imported or defined so far. Per block:
+    whether it stands at the top level, its first line, and what it raised (None if it ran); and the names the
+    Quick Start left."""
+    ran, section, quick_start = [], None, None
+    for part, heading, top_level, code in guide_blocks():
+        code = code.replace(NOTEBOOK, "")
+        if part != QUICK_START and heading != section:
+            quick_start = dict(namespace) if quick_start is None else quick_start
+            disable_debug_mode()
+            clear_debug_states()
+            namespace = {**quick_start, **{name: value for name, value in namespace.items()
+                                           if isinstance(value, (types.ModuleType, types.FunctionType, type))}}
+        section = heading
+        code = code.replace(*RENAME)
+        for placeholder, filled in FILL_INS.items():
+            code = code.replace(placeholder, filled)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(compile(code, f"guide: {code.splitlines()[0]}", "exec"), namespace)
+            ran.append((top_level, code.splitlines()[0], None))
+        except Exception as error:  # a block that fails is counted, and the next runs as the reader's would
+            ran.append((top_level, code.splitlines()[0], error))
+    return ran, quick_start
+
+
+@pytest.mark.timeout(600)
+def test_the_guides_blocks_run_with_the_module_renamed_and_a_predictor_of_ones_own(reader):
+    namespace, seen = reader
+    ran, quick_start = run_blocks(namespace)
+    top = [(first, error) for top_level, first, error in ran if top_level]
+    assert len(top) == 21 and [error for first, error in top if first == NOTEBOOK_BLOCK] == [None]  # runs in a kernel
+    top = [(first, error) for first, error in top if first != NOTEBOOK_BLOCK]  # the 20 outside a notebook
+    failed = [(first, repr(error)) for first, error in top if error is not None]
+    assert len(top) - len(failed) >= 19, failed
+    # the one the guide itself gets wrong: its second stage reads logits_stage1, which no block assigns
+    assert failed == [("# For multi-stage processing", "NameError(\"name 'logits_stage1' is not defined\")")], failed
+    assert all(error is None for top_level, _, error in ran if not top_level)  # Troubleshooting's four, too
+    # what they drew and kept: Quick Start's page, the selective visualization's per sample, the video's key frames
+    assert os.path.getsize("debug_output/debug_states.html") > 0
+    for sample in (0, 1):
+        pages = set(os.listdir(f"debug_output/sample_{sample}"))
+        assert {"mask_decoder_states.html", "attention_two_way_transformer_layer_0_attention_weights.html",
+                "attention_two_way_transformer_final_attention_weights.html"} <= pages, pages
+    assert {"frame_0", "frame_10"} <= set(os.listdir("debug_output"))
+    assert {"position_encoding_sine.html", "image_embeddings.html", "attention_evolution.png",
+            "attention_two_way_transformer_layer_0.html"} <= set(os.listdir("debug_output"))
+    # Integration with Training: the debug states of each batch, with the gradients of its backward pass
+    assert len(seen["gradient_flow"]) == 2
+    gradient = seen["gradient_flow"][0]["two_way_transformer_layer_0"]["attention_weights"]["gradient"]
+    assert gradient is not None and gradient.shape == (4, 4, 3, 64)  # (batch, heads, tokens, the 8x8 grid)
+    # the guide's own states, under its names: both position encodings, and the states of the predictor's forward
+    states = quick_start["debug_states"]
+    assert {"position_encoding_sine", "position_encoding_random", "image_encoder", "sam_mask_decoder",
+            "two_way_transformer_layer_0"} <= set(states)
+    assert states["position_encoding_random"]["position_embeddings_final"]["data"].shape == (32, 64, 64)

@@ -1,8 +1,9 @@
 """The whole view in the address bar, and named views of a run saved under a name.
 
 The address records run, epoch, open datapoint, tab, metric, the table's sort (``-`` for highest first), its typed
-filters (``f.<column>=<text>``), "wrong only", a Failures narrowing (by the finding's name, ``narrow=slice-0``),
-the comparisons' choices and the pinned and hidden columns; the page is built from it (``page.py``), so a
+filters (``f.<column>=<text>``), "wrong only", a narrowing (a Failures finding by its name, ``narrow=slice-0``, or a
+box or lasso on the Embeddings map), the comparisons' choices, the shown tab's own choices (the map's space and
+colour, the runs side by side) and the pinned and hidden columns; the page is built from it (``page.py``), so a
 link or a reload opens the same view. A view saved under a name (``saved_views.py``) is that address;
 choosing it opens it.
 """
@@ -28,6 +29,8 @@ from runners.eval_viewer.address.view import view_options
 from runners.eval_viewer.compare_epochs.ids import COMPARE_EPOCHS_SELECT
 from runners.eval_viewer.compare_runs.ids import COMPARE_RUN_EPOCH_SELECT, COMPARE_RUN_SELECT
 from runners.eval_viewer.controls.ids import EPOCH_SELECT, FOLLOW_LATEST, METRIC_SELECT, RUN_SELECT
+from runners.eval_viewer.embeddings.ids import EMBEDDING_COLOUR, EMBEDDING_SPACE, TAB_EMBEDDINGS
+from runners.eval_viewer.many_runs.ids import RUNS_CHOSEN, TAB_RUNS
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.feature import Feature
 from runners.eval_viewer.shared.ids import SELECTED, TABS
@@ -62,6 +65,11 @@ _WRITE = """function() {
         set('cmp_run', props('OTHER_RUN').value);
         set('cmp_epoch', props('OTHER_EPOCH').value);
     }
+    if (tab === 'TAB_RUNS') { (props('RUNS_CHOSEN').value || []).forEach(path => set('runs', path)); }
+    if (tab === 'TAB_EMBEDDINGS') {
+        set('map_space', props('MAP_SPACE').value);
+        set('map_colour', props('MAP_COLOUR').value);
+    }
     (props('PINNED').value || []).forEach(name => set('pin', name));
     columns.map(o => o.value === undefined ? o : o.value).filter(n => !shown.includes(n)).forEach(n => set('hide', n));
     const search = '?' + params.toString();
@@ -73,10 +81,12 @@ _PARTS = {"RUN": (RUN_SELECT, "value"), "EPOCH": (EPOCH_SELECT, "value"), "SELEC
           "NARROWING": (TABLE_IDX_FILTER, "data"), "COMPARED": (COMPARE_EPOCHS_SELECT, "value"),
           "OTHER_RUN": (COMPARE_RUN_SELECT, "value"), "OTHER_EPOCH": (COMPARE_RUN_EPOCH_SELECT, "value"),
           "PINNED": (COLUMNS_PINNED, "value"), "SHOWN": (COLUMNS_SHOWN, "value"),
-          "METRIC": (METRIC_SELECT, "value"), "FOLLOW": (FOLLOW_LATEST, "value")}
+          "METRIC": (METRIC_SELECT, "value"), "FOLLOW": (FOLLOW_LATEST, "value"),
+          "RUNS_CHOSEN": (RUNS_CHOSEN, "value"), "MAP_SPACE": (EMBEDDING_SPACE, "value"),
+          "MAP_COLOUR": (EMBEDDING_COLOUR, "value")}
 for _name, (_id, _) in sorted(_PARTS.items(), key=lambda part: -len(part[0])):  # OTHER_RUN before RUN
     _WRITE = _WRITE.replace(f"'{_name}'", f"'{_id}'")
-_WRITE = _WRITE.replace("FILTER", FILTER_PREFIX)
+_WRITE = _WRITE.replace("FILTER", FILTER_PREFIX).replace("TAB_RUNS", TAB_RUNS).replace("TAB_EMBEDDINGS", TAB_EMBEDDINGS)
 # Save: the browser hands the address to the server with the name typed (the address is not a Dash property).
 _ASK_SAVE = """function(clicks, name) {
     const asked = {name: name || '', address: window.location.search, at: Date.now()};

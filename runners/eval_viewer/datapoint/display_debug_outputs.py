@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from dash import html
 
 from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
-from runners.eval_viewer.figures.attention import attention_across_layers_figure
+from runners.eval_viewer.figures.attention import attention_across_layers_figures
 from runners.eval_viewer.figures.base import SHARED, is_picture, is_shared
 from runners.eval_viewer.figures.context import NO_CONTEXT, DrawContext
 from runners.eval_viewer.figures.pictures import picture_component
@@ -35,10 +35,10 @@ def display_debug_outputs(debug: dict[str, Any], context: DrawContext = NO_CONTE
         return html.Div(alert("No debug outputs were saved for this datapoint at this epoch (the epoch's "
                               "debug pages were written only in part).", color="warning"))
     blocks = [_debugger_block(name, output, context) for name, output in debug.items()]
-    across = attention_across_layers_figure(debug)
-    if across is not None:  # several attention layers: how attention changes from layer to layer, at a glance
-        blocks.insert(0, card(html.Strong("attention across layers"), [drawn_figure(across, "debug-figure")],
-                              "debugger-block"))
+    across = attention_across_layers_figures(debug)
+    if across:  # several attention layers: how attention changes from layer to layer, at a glance
+        blocks.insert(0, card(html.Strong("attention across layers"),
+                              [drawn_figure(figure, "debug-figure") for figure in across], "debugger-block"))
     return html.Div(blocks, className="debug-outputs")
 
 

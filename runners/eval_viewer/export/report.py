@@ -34,8 +34,9 @@ from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
 from debuggers.pages.file_format import CorruptPageError, UnsafePageError
 from run_dir import RunDir
 from run_dir.names import DEBUGGER_DIR, MODEL_REPORT_FILE
+from run_dir.tags_file import TagsFileError
 from runners.eval_viewer.datapoint.display_labels import class_text
-from runners.eval_viewer.figures.attention import attention_across_layers_figure
+from runners.eval_viewer.figures.attention import attention_across_layers_figures
 from runners.eval_viewer.figures.base import SHARED, is_picture, is_shared
 from runners.eval_viewer.figures.context import NO_CONTEXT, Calibration, DrawContext
 from runners.eval_viewer.figures.overlays import picture_png
@@ -49,6 +50,7 @@ from runners.eval_viewer.shared.debug import EpochDebug, EpochDebugError, open_e
 from runners.eval_viewer.shared.plotly_bundle import plotly_js
 from runners.eval_viewer.shared.runs import read_model_report
 from runners.eval_viewer.shared.table import HIDDEN_COLUMNS, TABLE_ERRORS
+from runners.eval_viewer.tags.data import TAGS_COLUMN, RunTags, run_tags
 from utils.atomic_files import atomic_write
 from utils.errors import LanternUserError
 
@@ -209,8 +211,7 @@ def datapoint_items(outputs: Mapping[str, Any], context: DrawContext = NO_CONTEX
                 continue
             shared.setdefault(fig.layout.title.text, fig)
             items.append(Note(f"{fig.layout.title.text}: drawn once, under '{SHARED_SECTION}'"))
-    across = attention_across_layers_figure(dict(outputs))
-    return items if across is None else [across, *items]
+    return [*attention_across_layers_figures(dict(outputs)), *items]
 
 
 # ------------------------------------------------------------------- runs
@@ -302,11 +303,23 @@ def table_rows(backend: ViewerBackend, run_dir: str, epoch_dir: str, indices: li
     if "problem" in table.roles:
         found.problems.append(Note(f"scores unavailable: {table.roles['problem']}"))
     scores = [name for name in table.roles.get("scores", []) if name not in HIDDEN_COLUMNS]
+    tags = _run_tags(run.path)
     for row in rows:
         classes = {key: class_text(row[key], found.class_names) for key in ("label", "prediction")
                    if row.get(key) is not None}
-        found.rows[row["idx"]] = {"idx": row["idx"], **classes, **{name: row[name] for name in scores if name in row}}
+        tagged = {TAGS_COLUMN: tags.cells([row["idx"]])[0]} if tags.tags else {}
+        found.rows[row["idx"]] = {"idx": row["idx"], **classes, **tagged,
+                                  **{name: row[name] for name in scores if name in row}}
     return found
+
+
+def _run_tags(run_path: str) -> RunTags:
+    """The run's tags, shown beside each datapoint's scores; none where its tags file cannot be used (the viewer's
+    tag bar says why)."""
+    try:
+        return run_tags(run_path)
+    except TagsFileError:
+        return RunTags({}, "")
 
 
 def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[int] = None,

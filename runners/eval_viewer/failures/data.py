@@ -10,7 +10,7 @@ import numpy as np
 
 from analysis.epoch_table import EpochTable, EpochTableError
 from analysis.failures import AnalysisError, Findings
-from analysis.findings import DeadUnit
+from analysis.findings import DeadUnit, TrainingLabelGroup
 from runners.eval_viewer.failures.ids import (
     FAILURES_CONFUSION_CHART,
     FAILURES_FINDING,
@@ -97,10 +97,7 @@ def chosen_datapoints(findings: Findings, trigger: Any, separator: Optional[dict
     if kind == "map" and findings.data_map is not None and position in MAP_KINDS:
         chosen = getattr(findings.data_map, MAP_KINDS[position])
         return chosen.tolist(), f"{MAP_KINDS[position].replace('_', ' ')} datapoints of the data map"
-    lists = {"slice": findings.meta.slices, "islice": findings.internals.slices, "subgroup": findings.subgroups,
-             "suspects": findings.suspect_groups, "nan": findings.nan_origins, "dead": findings.dead_units,
-             "iseparator": findings.internals.separators, "trainlabels": findings.training_label_groups,
-             "confusion": findings.confusions, "classslice": findings.class_slices}
+    lists = finding_lists(findings)
     if kind not in lists or not position.isdigit() or int(position) >= len(lists[kind]):
         return None
     found = lists[kind][int(position)]
@@ -108,10 +105,33 @@ def chosen_datapoints(findings: Findings, trigger: Any, separator: Optional[dict
         return dead_unit(findings, found)
     if kind == "iseparator":
         return separator_side(findings, found.units[0].column if found.units else found.column, found.direction)
-    if kind == "trainlabels":
-        return found.idx.tolist(), f"label {found.label}, predicted consistently as {found.predicted}"
-    what = getattr(found, "description", None) or getattr(found, "module", "")
-    return found.idx.tolist(), str(what)
+    return found.idx.tolist(), _what(found)
+
+
+def finding_lists(findings: Findings) -> dict[str, list]:
+    """The findings a key names by kind and place (``slice-0``), as ``chosen_datapoints`` reads them."""
+    return {"slice": findings.meta.slices, "islice": findings.internals.slices, "subgroup": findings.subgroups,
+            "suspects": findings.suspect_groups, "nan": findings.nan_origins, "dead": findings.dead_units,
+            "iseparator": findings.internals.separators, "trainlabels": findings.training_label_groups,
+            "confusion": findings.confusions, "classslice": findings.class_slices}
+
+
+def finding_names(findings: Findings) -> list[tuple[str, str]]:
+    """``(key, what it is)`` of every finding that stands for a set of datapoints, as ``chosen_datapoints`` reads
+    the key; a separating quantity's key names its failing tenth."""
+    named = [(f"{kind}-{place}", f"{kind}: {_what(found)}") for kind, found_list in finding_lists(findings).items()
+             for place, found in enumerate(found_list)]
+    named += [(f"separator:{found.column}", f"separator: {found.column}") for found in findings.meta.separators]
+    named += [("labels-0", "suspected label errors")] if findings.label_issues else []
+    if findings.data_map is not None:
+        named += [(f"map-{kind}", f"data map: {what.replace('_', ' ')}") for kind, what in MAP_KINDS.items()]
+    return named
+
+
+def _what(found: Any) -> str:
+    if isinstance(found, TrainingLabelGroup):
+        return f"label {found.label}, predicted consistently as {found.predicted}"
+    return str(getattr(found, "description", None) or getattr(found, "module", None) or getattr(found, "column", ""))
 
 
 def separator_side(findings: Findings, column: str, direction: str) -> tuple[list[int], str]:

@@ -2,8 +2,10 @@
 
 A verification takes seconds to minutes; the server must keep answering meanwhile, so each runs in a thread of its
 own and the tab polls its status. One at a time in the viewer, whatever the run (each rebuilds a model and uses
-every core: a second click while one runs is refused, saying which); a running one is cancelled between batches,
-and once asked to stop it no longer holds the viewer's turn. It imports the run's config file, so it needs the viewer's
+every core: a second click while one runs is refused, saying which). The turn is held by what runs, not by what
+was asked: a running one is cancelled between batches, and holds the turn until its thread has really ended (a new
+start waits ``STOP_WAIT_S`` for it, then is refused saying it is still stopping); otherwise starting and cancelling
+in a row left a thread per click, each rebuilding the model. It imports the run's config file, so it needs the viewer's
 ``--trust-configs``; without it a click says so. The last ``MAX_KEPT`` results are kept by run, epoch and finding.
 A verification that fails says why in the tab and in the server's log (with the traceback where the run's own code
 raised).
@@ -25,6 +27,7 @@ from utils.errors import LanternUserError
 
 RUNNING, DONE, FAILED, CANCELLED = "running", "done", "failed", "cancelled"
 MAX_KEPT = 64
+STOP_WAIT_S = 10.0  # how long a start waits for a cancelled verification to stop (it stops after its batch)
 LOG = logging.getLogger(__name__)
 
 
@@ -44,6 +47,7 @@ class VerifyJob:
     message: str = "starting: rebuilding the model from the run's config and checkpoint"
     result: Optional[dict[str, Any]] = None  # Verification.to_dict() or NotVerifiable.to_dict()
     cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+    ended: threading.Event = field(default_factory=threading.Event, repr=False)  # its thread has nothing left to do
 
     @property
     def running(self) -> bool:
@@ -67,9 +71,16 @@ class VerifyJobs:
                                 "trust).")
         finding = _finding_name(findings, key)
         with self._lock:
-            busy = next((job for job in self._latest.values() if job.running and not job.cancel.is_set()), None)
+            busy = self._busy()
+        if busy is not None and busy.cancel.is_set():
+            busy.ended.wait(STOP_WAIT_S)
+        with self._lock:
+            busy = self._busy()
             if busy is not None:
                 which = "this run" if busy.run == run else os.path.basename(os.path.normpath(busy.run))
+                if busy.cancel.is_set():
+                    raise VerifyRefused(f"The cancelled verification of {which} ({busy.key}) is still stopping (after "
+                                        "the batch in hand); start again in a moment: one runs at a time.")
                 raise VerifyRefused(f"A verification of {which} is running ({busy.key}: {busy.finding}); cancel it "
                                     "or wait for it to end: one runs at a time, each uses every core.")
             job = VerifyJob(run, epoch, key, finding)
@@ -77,6 +88,10 @@ class VerifyJobs:
         threading.Thread(target=self._verify, args=(job, epoch_dir, findings), daemon=True,
                          name=f"verify {key}").start()
         return job
+
+    def _busy(self) -> Optional[VerifyJob]:
+        """The job whose thread has not ended, cancelled or not (under ``_lock``)."""
+        return next((job for job in self._latest.values() if not job.ended.is_set()), None)
 
     def job(self, run: str) -> Optional[VerifyJob]:
         """The latest verification of ``run`` (running or ended), None before any."""
@@ -121,6 +136,7 @@ class VerifyJobs:
                 self._results[(job.run, job.epoch, job.key)] = job
                 while len(self._results) > MAX_KEPT:
                     self._results.popitem(last=False)
+            job.ended.set()
 
 
 def _finding_name(findings: dict[str, Any], key: str) -> str:

@@ -97,6 +97,16 @@ def colour_bar(unit: str) -> dict[str, Any]:
     return {"title": {"text": unit, "side": "right"}}
 
 
+NARROW_BAR_MARGIN = 110  # the right margin that holds a narrow colour bar, its tick labels and its title
+
+
+def narrow_colour_bar(unit: str) -> dict[str, Any]:
+    """``colour_bar`` half as thick, for a figure with a right margin of ``NARROW_BAR_MARGIN``: plotly puts a colour
+    bar a share of the plot's width past its right edge, so in a wide window a default one's labels leave the
+    figure."""
+    return {**colour_bar(unit), "thickness": 14}
+
+
 def colour_unit(trace: Any) -> str:
     """What a heatmap's colours measure (its colour bar's title), '' where the figure does not say."""
     colorbar = getattr(trace, "colorbar", None)
@@ -117,27 +127,30 @@ def image_axes(fig: go.Figure) -> None:
                                                 showticklabels=False))
 
 
-def maps_figure(maps: list[np.ndarray], titles: list[str], title: str, unit: str = "value") -> go.Figure:
+def maps_figure(maps: list[np.ndarray], titles: list[str], title: str, unit: str = "value",
+                columns: int = 4) -> go.Figure:
     """Maps tiled into one image with gaps, on one colour scale (titled ``unit``) so magnitudes compare.
 
     A single heatmap trace draws in a few milliseconds, where one subplot per map
     costs hundreds. ``layout.meta['tiles']`` holds each map's ``[row, col, h, w]``
     in the mosaic (see ``grid_tile``); the mosaic is a picture (``is_picture``).
     """
-    mosaic, tiles, labels = tiled([_shrink(m) for m in maps], titles)
+    mosaic, tiles, labels = tiled([_shrink(m) for m in maps], titles, columns=columns)
     fig = go.Figure(go.Heatmap(z=mosaic, colorscale="Viridis", hoverongaps=False, colorbar=colour_bar(unit)))
     fig.update_layout(annotations=labels, meta={"tiles": tiles, "picture": True}, plot_bgcolor="white")
     fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, scaleanchor="y", constrain="domain")
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed", constrain="domain",
                      constraintoward="top")  # no blank rows between the maps and their tick labels in narrow columns
-    return finish(fig, title, height=120 + 170 * math.ceil(len(maps) / 4))
+    return finish(fig, title, height=120 + 170 * math.ceil(len(maps) / columns))
 
 
-def tiled(maps: list[np.ndarray], titles: list[str], row_gap: Optional[int] = None) -> tuple[np.ndarray, list, list]:
-    """The mosaic of ``maps`` (4 a row, NaN between them), each map's ``[row, col, h, w]`` in it and its caption
-    (an annotation just above it). ``row_gap`` cells between rows of maps (default: the gap between columns)."""
+def tiled(maps: list[np.ndarray], titles: list[str], row_gap: Optional[int] = None,
+          columns: int = 4) -> tuple[np.ndarray, list, list]:
+    """The mosaic of ``maps`` (``columns`` a row, NaN between them), each map's ``[row, col, h, w]`` in it and its
+    caption (an annotation just above it). ``row_gap`` cells between rows of maps (default: the gap between
+    columns)."""
     height, width = max(m.shape[0] for m in maps), max(m.shape[1] for m in maps)
-    cols = min(len(maps), 4)
+    cols = min(len(maps), columns)
     rows = math.ceil(len(maps) / cols)
     gap = max(1, round(max(height, width) / 6))
     row_gap = gap if row_gap is None else row_gap
@@ -150,6 +163,62 @@ def tiled(maps: list[np.ndarray], titles: list[str], row_gap: Optional[int] = No
         labels.append({"x": left + (z.shape[1] - 1) / 2, "y": top - 0.5, "text": text, "showarrow": False,
                        "yanchor": "bottom", "font": {"size": 10}, "xref": "x", "yref": "y"})
     return mosaic, tiles, labels
+
+
+FIGURE_PX = 828  # a figure's width in the Datapoint tab's column at a 1500 px window (the narrowest it is laid out)
+PLOT_PX = 620  # ... and its plot area's, between the margins and the colour bar
+CAPTION_PX_PER_CHAR = 6.2  # the average width of a character of an 11 px caption
+TITLE_PX_PER_CHAR = 7.6  # ... of a 14 px title
+CAPTION_LINES = 2
+
+
+def fit_caption(text: str, pixels: float, px_per_char: float = CAPTION_PX_PER_CHAR) -> str:
+    """``text`` on at most two lines of ``pixels`` each (broken after '.', '_', ':', ',' or a space; cut with '…'
+    where even two lines are too few), so captions side by side never run into each other."""
+    chars = max(4, int(pixels / px_per_char))
+    lines, rest = [], text
+    while len(rest) > chars and len(lines) < CAPTION_LINES - 1:
+        cut = max(rest.rfind(mark, 0, chars) for mark in "._:, ")
+        cut = cut + 1 if cut > 0 else chars
+        lines.append(rest[:cut])
+        rest = rest[cut:]
+    lines.append(rest if len(rest) <= chars else rest[:chars - 1] + "…")
+    return "<br>".join(lines)
+
+
+def fit_title(title: str) -> str:
+    """A figure's title on at most two lines that fit the narrowest figure (``FIGURE_PX`` less its left margin)."""
+    return fit_caption(title, FIGURE_PX * 0.9, TITLE_PX_PER_CHAR)
+
+
+def top_margin(title: str, captions: list[str]) -> int:
+    """The top margin that holds ``title`` (centred on the margin's middle by plotly, lines going down) above
+    ``captions`` (standing on the plot area's top edge), however many lines each has."""
+    title_lines = title.count("<br>") + 1
+    caption_lines = max((caption.count("<br>") + 1 for caption in captions), default=0)
+    return max(60, 2 * (17 * (title_lines - 1) + 14 * caption_lines + 8) + 10)
+
+
+def labelled_mosaic(rows: list[list[np.ndarray]], row_labels: list[str], column_labels: list[str],
+                    scale: int = 1) -> tuple[np.ndarray, list[dict[str, Any]], tuple[int, int]]:
+    """Maps of one shape (h, w) as a table: ``rows`` of maps, one NaN cell between tiles; each column captioned
+    above, each row labelled at the left (annotations in data units times ``scale``, for a mosaic drawn over a
+    picture ``scale`` times as fine); and a tile's (rows, cols) including its gap."""
+    height, width = rows[0][0].shape
+    tile = (height + 1, width + 1)
+    columns = max(len(row) for row in rows)
+    mosaic = np.full((len(rows) * tile[0] - 1, columns * tile[1] - 1), np.nan)
+    for r, row in enumerate(rows):
+        for c, values in enumerate(row):
+            mosaic[r * tile[0]:r * tile[0] + height, c * tile[1]:c * tile[1] + width] = values
+    caption_px = PLOT_PX / columns - 8
+    labels = [{"x": (c * tile[1] + width / 2) * scale - 0.5, "y": -0.5, "text": fit_caption(text, caption_px),
+               "showarrow": False, "yanchor": "bottom", "font": {"size": 11}, "xref": "x", "yref": "y"}
+              for c, text in enumerate(column_labels)]
+    labels += [{"x": -1, "y": (r * tile[0] + height / 2) * scale - 0.5, "text": text, "showarrow": False,
+                "xanchor": "right", "font": {"size": 11}, "xref": "x", "yref": "y"}
+               for r, text in enumerate(row_labels)]
+    return mosaic, labels, tile
 
 
 def with_caption_rows(fig: go.Figure) -> go.Figure:

@@ -19,6 +19,9 @@ from runners.eval_viewer.figures.base import AXIS_TITLES, Figures, display_image
 from runners.eval_viewer.figures.context import DrawContext
 
 MAX_FRAMES = 8  # panels of a clip's masks drawn side by side
+# Pixels a side of a drawn mask: MaskDebugger keeps 256 by default; a page may hold more (a crafted 8000 x 8000 took
+# 1.9 GB to draw), which is strided down to this first.
+MAX_DRAWN_SIDE = 512
 HEIGHT, TOP, BOTTOM = 560, 115, 130  # the overlay's pixels: the title and the buttons above, legend and slider below
 BUTTONS_PX = 62  # from the top of the figure to the bottom of the buttons (the panel titles come after)
 OPACITY = 0.5
@@ -64,11 +67,15 @@ def error_layers(label_mask: np.ndarray, predicted_mask: np.ndarray) -> dict[str
 def mask_overlay_figure(output: dict[str, Any], image: Optional[np.ndarray] = None,
                         frames: Optional[np.ndarray] = None) -> go.Figure:
     """The masks over the input, one panel per mask (a clip's frames); legend, buttons and an opacity slider."""
-    label_masks, predicted_masks = np.asarray(output["label_mask"]), np.asarray(output["predicted_mask"])
-    probability = np.asarray(output.get("probability", np.zeros(label_masks.shape)), dtype=np.float32)
+    shown = min(len(output["label_mask"]), MAX_FRAMES)
+    label_masks = np.asarray(output["label_mask"])[:shown]
+    step = max(1, math.ceil(max(label_masks.shape[-2:], default=1) / MAX_DRAWN_SIDE))
+    label_masks = label_masks[..., ::step, ::step]
+    predicted_masks = np.asarray(output["predicted_mask"])[:shown, ..., ::step, ::step]
+    probability = np.asarray(output["probability"])[:shown, ..., ::step, ::step].astype(np.float32) \
+        if output.get("probability") is not None else np.zeros(label_masks.shape, dtype=np.float32)
     points = np.asarray(output["point"], dtype=np.float64).reshape(-1, 2) if output.get("point") is not None \
         else np.zeros((0, 2))
-    shown = min(len(label_masks), MAX_FRAMES)
     fig = make_subplots(rows=1, cols=shown, horizontal_spacing=0.02,
                         subplot_titles=[_panel_title(output, s) for s in range(shown)] if shown > 1 else None)
     overlays = []
@@ -87,7 +94,7 @@ def mask_overlay_figure(output: dict[str, Any], image: Optional[np.ndarray] = No
                                  name=PROBABILITY, legendgroup=PROBABILITY, showlegend=s == 0, showscale=False,
                                  hovertemplate="probability %{z:.2f}<extra></extra>"), 1, s + 1)
         if len(points) and s == 0:  # the prompt is given on the first frame
-            at = points / int(output.get("mask_step", 1)) - 0.5  # a panel pixel is centred on its index
+            at = points / (int(output.get("mask_step", 1)) * step) - 0.5  # a panel pixel is centred on its index
             fig.add_trace(go.Scatter(x=at[:, 0], y=at[:, 1], mode="markers", name=PROMPT,
                                      legendgroup=PROMPT, marker={"symbol": "star", "size": 14, "color": "white",
                                                                  "line": {"color": "black", "width": 1.5}},

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from debuggers import outputs as kinds
+from debuggers.capture import split_frame
 from runners.eval_viewer.figures.arrays import generic_figures
 from runners.eval_viewer.figures.attention import attention_figures
 from runners.eval_viewer.figures.base import Figures
@@ -18,7 +19,7 @@ from runners.eval_viewer.figures.context import NO_CONTEXT, DrawContext
 from runners.eval_viewer.figures.gradients import gradient_flow_figures, nan_origin_figures
 from runners.eval_viewer.figures.layers import feature_map_figures, layer_output_figures, statistics_figures
 from runners.eval_viewer.figures.masks import mask_figures
-from runners.eval_viewer.figures.sam2 import FRAME, is_sam2_states, sam2_state_figures
+from runners.eval_viewer.figures.sam2 import is_sam2_states, sam2_state_figures
 from runners.eval_viewer.figures.states import captured_states_figures
 
 Draw = Callable[[dict[str, Any], DrawContext], Figures]
@@ -38,7 +39,7 @@ def captured_figures(output: dict[str, Any], context: DrawContext) -> Figures:
     frames = context.frames
     image = context.image if context.image is not None or frames is None else frames[0]
     others = {component: component_states for component, component_states in states.items()
-              if not is_sam2_states({component: component_states}) and not FRAME.match(component)}
+              if not is_sam2_states({component: component_states}) and split_frame(component)[1] is None}
     return [*sam2_state_figures(states, image), *captured_states_figures({"states": others})]
 
 

@@ -2,12 +2,14 @@
 
 ``sam2_state_figures(states, image)`` draws one datapoint's states (``{component: {state: {'data', 'metadata'}}}``,
 as a ``CaptureDebugger`` output's ``states``; ``runners.eval_viewer.export.visualize_debug_states`` draws the guide's
-``debug_states`` through it):
+``debug_states`` through it, and ``SAM2Visualizer`` its parts):
 
 - the prompt token's cross-attention over the image, per head (columns) and layer (rows), over the input;
-- the sine position encoding: individual dimensions, its top-3 principal components, its frequencies;
-- the vision features of each level as the RGB of their top-3 principal components, beside the input;
-- the mask decoder: its raw mask logits with the predicted IoU of each mask, and the distribution of the
+- the position encodings, sine and random: individual dimensions, top-3 principal components, frequencies, and the
+  two compared (``position_encoding.py``);
+- the vision features of each level as the RGB of their top-3 principal components, beside the input, and the final
+  features' leading principal components one by one with the variance each explains;
+- the mask decoder: its raw mask logits with the predicted IoU of each mask, the upsampling stages, and the
   hypernetwork outputs;
 - for a clip (states offered per frame, ``<component>_frame_<t>``): memory attention over earlier frames, per frame;
 - a table of every state: shape, mean, std, range, and a warning for NaN, Inf or no variance (the guide's
@@ -23,30 +25,37 @@ from typing import Any, Optional
 import numpy as np
 import plotly.graph_objects as go
 
+from debuggers.capture import frame_component, split_frame
 from runners.eval_viewer.figures.base import (
+    AXIS_TITLES,
+    NARROW_BAR_MARGIN,
     SHARED,
     Figures,
-    colour_bar,
     display_image,
     finish,
     image_axes,
+    labelled_mosaic,
     maps_figure,
+    narrow_colour_bar,
     pca_rgb,
     table_figure,
     title_number,
 )
+from runners.eval_viewer.figures.position_encoding import encoding_figures, similarity_figure
 
-SAM2_COMPONENTS = ("image_encoder", "position_encoding_sine", "prompt_encoder", "sam_mask_decoder")
+SAM2_COMPONENTS = ("image_encoder", "position_encoding_sine", "position_encoding_random", "prompt_encoder",
+                   "sam_mask_decoder")
+ENCODINGS = {"position_encoding_sine": "sine", "position_encoding_random": "random"}  # component: encoding type
 TRANSFORMER = re.compile(r"two_way_transformer_(?:layer_(\d+)|final)$")
-FRAME = re.compile(r"^(.+)_frame_(\d+)$")
 MEMORY_COMPONENT = "memory_attention"
 PROMPT_TOKEN = "prompt_0"
 MAX_HEADS = 8
-MAX_DIMS = 16
 MAX_PANELS = 6
 LOW_VARIANCE = 1e-6
-FEATURE_STATES = ("trunk_features_level_", "fpn_features_level_", "vision_features_final",
-                  "upscaled_embedding_final")
+FEATURE_STATES = ("trunk_features_level_", "fpn_features_level_", "vision_features_final")
+UPSAMPLING_STATES = {"input_image_embeddings": "image embeddings", "upscaled_embedding_stage_1": "transposed conv x2",
+                     "upscaled_embedding_final": "+ high-res level, normalised"}  # state: its caption
+PCA_COMPONENTS = 8
 PromptPoints = Optional[np.ndarray]
 States = dict[str, dict[str, Any]]
 
@@ -59,10 +68,13 @@ def is_sam2_states(states: Any) -> bool:
 
 
 def sam2_state_figures(states: States, image: Optional[np.ndarray] = None) -> Figures:
-    """All the figures above for one datapoint's ``states``; ``image`` is its input (drawn under the attention)."""
+    """All the figures above for one datapoint's ``states``; ``image`` is its input (drawn under the attention),
+    else the ``input_image`` the image encoder offered, if kept."""
     first = _first_frame(states)
+    if image is None:
+        image = _array(states, f"image_encoder{first}", "input_image")
     points = _prompt_points(states, first)
-    figures = [*prompt_attention_figures(states, image, points, first), *position_encoding_figures(states),
+    figures = [*prompt_attention_figures(states, image, points, first), *position_encoding_figures(states, first),
                *feature_figures(states, image, first), *mask_decoder_figures(states, first),
                *memory_attention_figures(states), states_table(states)]
     return [figure for figure in figures if figure is not None]
@@ -76,14 +88,13 @@ def _numpy(data: Any) -> Any:
 
 
 def _base(component: str) -> str:
-    match = FRAME.match(component)
-    return match.group(1) if match else component
+    return split_frame(component)[0]
 
 
 def _first_frame(states: States) -> str:
     """The suffix of the first (prompted) frame's components ('_frame_0'), or '' for an image's states."""
-    frames = sorted(int(match.group(2)) for component in states if (match := FRAME.match(component)))
-    return f"_frame_{frames[0]}" if frames else ""
+    frames = [frame for component in states if (frame := split_frame(component)[1]) is not None]
+    return frame_component("", min(frames)) if frames else ""
 
 
 def _array(states: States, component: str, state: str) -> Optional[np.ndarray]:
@@ -154,20 +165,16 @@ def prompt_attention_figures(states: States, image: Optional[np.ndarray] = None,
     maps = [[weights[h, query].reshape(height, width) for h in range(min(heads, len(weights)))]
             for _, weights, _ in layers]
     scale = max(1, round(image.shape[-2] / height)) if image is not None else 1
-    heat, tile = _mosaic(maps, height, width)
+    heat, annotations, tile = labelled_mosaic(maps, [_layer_label(component) for component, _, _ in layers],
+                                              [f"head {c}" for c in range(heads)], scale)
     fig = go.Figure()
     if image is not None:
         picture = _resized(display_image(image), height * scale, width * scale)
         fig.add_trace(go.Image(z=_tiled_picture(picture, tile, len(maps), heads, scale), hoverinfo="skip"))
     fig.add_trace(go.Heatmap(z=heat, colorscale="Jet", zmin=0.0, zmax=float(np.nanmax(heat)), hoverongaps=False,
                              opacity=0.5 if image is not None else 1.0, x0=(scale - 1) / 2, dx=scale,
-                             y0=(scale - 1) / 2, dy=scale, colorbar=colour_bar("attention weight"),
+                             y0=(scale - 1) / 2, dy=scale, colorbar=narrow_colour_bar("attention weight"),
                              hovertemplate="row %{y:.0f}, col %{x:.0f}: %{z:.3f}<extra></extra>"))
-    annotations = [{"x": (c * tile[1] + width / 2) * scale - 0.5, "y": -1, "text": f"head {c}", "showarrow": False,
-                    "yanchor": "bottom", "font": {"size": 11}, "xref": "x", "yref": "y"} for c in range(heads)]
-    annotations += [{"x": -1, "y": (r * tile[0] + height / 2) * scale - 0.5, "text": _layer_label(component),
-                     "showarrow": False, "xanchor": "right", "font": {"size": 11}, "xref": "x", "yref": "y"}
-                    for r, (component, _, _) in enumerate(layers)]
     if points is not None and image is not None:
         xs, ys = points[:, 0] * width * scale - 0.5, points[:, 1] * height * scale - 0.5
         tiles = [(r, c) for r in range(len(maps)) for c in range(heads)]
@@ -181,23 +188,12 @@ def prompt_attention_figures(states: States, image: Optional[np.ndarray] = None,
     label = "prompt" if token == PROMPT_TOKEN else token
     return [finish(fig, f"{label} token to image cross-attention, per head (columns) and layer (rows)"
                    f"{' over the input' if image is not None else ''}",
-                   120 + 110 * len(maps), {"l": 110, "t": 60})]
+                   120 + 110 * len(maps), {"l": 110, "t": 60, "r": NARROW_BAR_MARGIN})]
 
 
 def _layer_label(component: str) -> str:
     match = TRANSFORMER.match(_base(component))
     return "final" if match is None or match.group(1) is None else f"layer {match.group(1)}"
-
-
-def _mosaic(maps: list[list[np.ndarray]], height: int, width: int) -> tuple[np.ndarray, tuple[int, int]]:
-    """Rows of maps with one NaN cell between tiles; and a tile's (rows, cols) including its gap."""
-    tile = (height + 1, width + 1)
-    columns = max(len(row) for row in maps)
-    mosaic = np.full((len(maps) * tile[0] - 1, columns * tile[1] - 1), np.nan)
-    for r, row in enumerate(maps):
-        for c, values in enumerate(row):
-            mosaic[r * tile[0]:r * tile[0] + height, c * tile[1]:c * tile[1] + width] = values
-    return mosaic, tile
 
 
 def _tiled_picture(picture: np.ndarray, tile: tuple[int, int], rows: int, columns: int, scale: int) -> np.ndarray:
@@ -211,42 +207,44 @@ def _tiled_picture(picture: np.ndarray, tile: tuple[int, int], rows: int, column
 
 
 # --------------------------------------------------------- position encoding
-def position_encoding_figures(states: States) -> Figures:
-    """The sine encoding's individual dimensions, its top-3 principal components as RGB, and its frequencies."""
-    encoding = _array(states, "position_encoding_sine", "position_embeddings_final")
-    if encoding is None or encoding.ndim != 3:
-        return []
-    dims = sorted(set(np.linspace(0, encoding.shape[0] - 1, min(MAX_DIMS, encoding.shape[0])).astype(int).tolist()))
-    half = encoding.shape[0] // 2
-    titles = [f"dim {d} ({'y' if d < half else 'x'})" for d in dims]
-    figures = [maps_figure([encoding[d] for d in dims], titles,
-                           f"position_encoding_sine: {len(dims)} of {encoding.shape[0]} dimensions over the "
-                           f"{encoding.shape[1]}x{encoding.shape[2]} grid (first half rows, second half columns)",
-                           "encoding")]
-    pca = go.Figure(go.Image(z=pca_rgb(encoding)))
-    image_axes(pca)
-    figures.append(finish(pca, "position_encoding_sine: top-3 principal components as RGB", 300))
-    frequencies = _array(states, "position_encoding_sine", "frequency_dimensions")
-    if frequencies is not None and frequencies.ndim == 1:
-        bars = go.Figure(go.Bar(x=np.arange(len(frequencies)), y=2 * np.pi * frequencies))
-        bars.update_xaxes(title_text="dimension (per axis)")
-        bars.update_yaxes(title_text="wavelength (in 2π of the image)", type="log")
-        figures.append(finish(bars, "position_encoding_sine: the wavelength of each dimension", 260,
-                              {"l": 70, "b": 45}))
-    return [_shared(figure) for figure in figures]
+def position_encoding_figures(states: States, suffix: str = "") -> Figures:
+    """Each position encoding's dimensions, principal components and frequencies (``position_encoding.py``), and,
+    where the model has both, the sine and the random encodings compared by how alike they make positions."""
+    figures: Figures = []
+    encodings = {}
+    for component, encoding_type in ENCODINGS.items():
+        encoding = _array(states, component + suffix, "position_embeddings_final")
+        if encoding is None or encoding.ndim != 3:
+            continue
+        encodings[f"{encoding_type} ({component})"] = encoding
+        figures += encoding_figures(encoding, encoding_type,
+                                    _array(states, component + suffix, "frequency_dimensions"), name=component)
+    compared = similarity_figure(encodings) if len(encodings) > 1 else None
+    return [_shared(figure) for figure in ([compared] if compared is not None else []) + figures]
 
 
 # ------------------------------------------------------------------ features
 def feature_figures(states: States, image: Optional[np.ndarray] = None, suffix: str = "") -> Figures:
-    """The input beside the top-3 principal components (as RGB) of each level's features: one figure of panels."""
+    """The input beside the top-3 principal components (as RGB) of each level's features: one figure of panels;
+    and the final vision features' leading principal components one by one (``principal_components_figures``)."""
+    component = f"image_encoder{suffix}"
     panels = [("input", display_image(image))] if image is not None else []
-    for component in (f"image_encoder{suffix}", f"sam_mask_decoder{suffix}"):
-        for state in (states.get(component) or {}):
-            data = _array(states, component, state)
-            if data is not None and data.ndim == 3 and state.startswith(FEATURE_STATES):
-                panels.append((state.replace("_features", "").replace("_level_", " level "), pca_rgb(data)))
+    for state in (states.get(component) or {}):
+        data = _array(states, component, state)
+        if data is not None and data.ndim == 3 and state.startswith(FEATURE_STATES):
+            panels.append((state.replace("_features", "").replace("_level_", " level "), pca_rgb(data)))
     if len(panels) <= (1 if image is not None else 0):
         return []
+    figures = [pca_panels_figure(panels, "vision features: top-3 principal components as RGB, per level")]
+    final = _array(states, component, "vision_features_final")
+    if final is not None and final.ndim == 3:
+        figures += principal_components_figures(final, None, PCA_COMPONENTS, "vision_features_final")[1:]  # its
+        # top-3 as RGB is in the figure above
+    return figures
+
+
+def pca_panels_figure(panels: list[tuple[str, np.ndarray]], title: str) -> go.Figure:
+    """Pictures (H, W, 3) side by side, each captioned, at most ``MAX_PANELS`` of them."""
     panels = panels[:MAX_PANELS + 1]
     fig = go.Figure()
     width = 1 / len(panels)
@@ -259,13 +257,40 @@ def feature_figures(states: States, image: Optional[np.ndarray] = None, suffix: 
         fig.add_annotation(text=caption, x=0.5, y=1.0, xref=f"x{suffix_axis} domain", yref=f"y{suffix_axis} domain",
                            yanchor="bottom", showarrow=False, font={"size": 10})
     image_axes(fig)
-    return [finish(fig, "vision features: top-3 principal components as RGB, per level", 260)]
+    return finish(fig, title, 260)
+
+
+def principal_components_figures(features: np.ndarray, image: Optional[np.ndarray] = None,
+                                 components: int = PCA_COMPONENTS, name: str = "embeddings") -> Figures:
+    """(C, H, W) features as principal components over the pixels: the input (if given) beside the top-3 as RGB;
+    each of the first ``components`` as a map captioned with the share of the variance it explains; and that share
+    for every component, with its running total (how many directions the features really use)."""
+    channels, height, width = features.shape
+    samples = np.nan_to_num(features.reshape(channels, -1).T.astype(np.float64))
+    samples -= samples.mean(axis=0)
+    u, singular, _ = np.linalg.svd(samples, full_matrices=False)
+    share = singular ** 2 / max(float((singular ** 2).sum()), 1e-12)
+    shown = min(components, len(singular))
+    panels = ([("input", display_image(image))] if image is not None else []) + [("top-3 as RGB", pca_rgb(features))]
+    maps = [(u[:, k] * singular[k]).reshape(height, width) for k in range(shown)]
+    figures = [pca_panels_figure(panels, f"{name}: its top-3 principal components as RGB"),
+               maps_figure(maps, [f"PC {k + 1}: {share[k]:.0%}" for k in range(shown)],
+                           f"{name}: its first {shown} principal components, each with its share of the variance",
+                           "component")]
+    bars = go.Figure([go.Bar(x=np.arange(1, len(share) + 1), y=share, name="share"),
+                      go.Scatter(x=np.arange(1, len(share) + 1), y=np.cumsum(share), name="running total")])
+    bars.update_xaxes(title_text="principal component")
+    bars.update_yaxes(title_text="share of the variance", range=[0, 1.02])
+    bars.update_layout(legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 1, "xanchor": "right"})
+    figures.append(finish(bars, f"{name}: variance explained by each principal component", 260, AXIS_TITLES))
+    return figures
 
 
 # ------------------------------------------------------------- mask decoder
 def mask_decoder_figures(states: States, suffix: str = "") -> Figures:
-    """The raw mask logits (before upsampling) captioned with each mask's predicted IoU, and the distribution of
-    the hypernetwork outputs, one histogram per mask."""
+    """The raw mask logits (before upsampling) captioned with each mask's predicted IoU; the upsampling stages, each
+    as the RGB of its top-3 principal components; and the hypernetwork outputs, the weight each mask token gives each
+    channel of the upscaled embedding."""
     component = f"sam_mask_decoder{suffix}"
     figures: Figures = []
     masks = _array(states, component, "raw_masks_output")
@@ -276,6 +301,11 @@ def mask_decoder_figures(states: States, suffix: str = "") -> Figures:
         figures.append(maps_figure(list(masks), captions, f"{component}.raw_masks_output: mask logits at "
                                    f"{masks.shape[1]}x{masks.shape[2]}, before upsampling",
                                    "mask logit"))
+    stages = [(caption, pca_rgb(data)) for state, caption in UPSAMPLING_STATES.items()
+              if (data := _array(states, component, state)) is not None and data.ndim == 3]
+    if stages:
+        figures.append(pca_panels_figure(stages, f"{component}: the upsampling, each stage's top-3 principal "
+                                                 "components as RGB"))
     hyper = sorted((state for state in (states.get(component) or {}) if state.startswith("hypernetwork_output_")),
                    key=lambda state: int(state.rsplit("_", 1)[1]) if state.rsplit("_", 1)[1].isdigit() else 0)
     if hyper:
@@ -300,11 +330,11 @@ def memory_attention_figures(states: States) -> Figures:
     (frames down, memory frames across), and where in each memory frame it looks."""
     frames = []
     for component in states:
-        match = FRAME.match(component)
-        weights = _array(states, component, "attention_weights") if match and match.group(1) == MEMORY_COMPONENT \
+        base, frame = split_frame(component)
+        weights = _array(states, component, "attention_weights") if frame is not None and base == MEMORY_COMPONENT \
             else None
         if weights is not None and weights.ndim == 3:
-            frames.append((int(match.group(2)), weights, _metadata(states, component, "attention_weights")))
+            frames.append((frame, weights, _metadata(states, component, "attention_weights")))
     if not frames:
         return []
     frames.sort(key=lambda item: item[0])

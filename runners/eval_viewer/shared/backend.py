@@ -15,7 +15,11 @@ import numpy as np
 
 from analysis.failures import Findings
 from debuggers.pages.errors import DebugDataError
-from run_dir.names import DEBUGGER_DIR, EPOCH_TABLE_FILE
+from run_dir.errors import RunFileError
+from run_dir.findings_file import read_findings_file
+from run_dir.folder import run_of
+from run_dir.names import DEBUGGER_DIR, EPOCH_TABLE_FILE, FINDINGS_FILE
+from run_dir.tags_file import tags_version
 from runners.eval_viewer.address.saved_views import SavedViews
 from runners.eval_viewer.figures.context import Calibration
 from runners.eval_viewer.shared.cache import BoundedCache
@@ -35,13 +39,16 @@ class ViewerBackend:
     stay fast, and memory stays at a few pages whatever the runs' size. A datapoint's inputs come
     from what its run captured; ``trust_configs`` also lets the backend import the config file a
     run names to rebuild a dataset the run did not capture (that runs code: the user's opt-in). Named views of a
-    run are kept in ``views_file`` (``address/saved_views.py``).
+    run are kept in ``views_dir`` (``address/saved_views.py``); ``embedding_method`` is how the Embeddings tab maps
+    a feature space (``analysis/projection.py``).
     """
 
     def __init__(self, log_dirs: list[str], max_datasets: int = 4, max_debug_epochs: int = 4,
-                 max_scores: int = 16, trust_configs: bool = False, views_file: Optional[str] = None) -> None:
+                 max_scores: int = 16, trust_configs: bool = False, views_dir: Optional[str] = None,
+                 embedding_method: str = "auto") -> None:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.trust_configs = trust_configs
+        self.embedding_method = embedding_method  # how the Embeddings tab maps a space: 'auto', 'umap' or 'pca'
         self._given_dirs = list(log_dirs)
         self._datasets: BoundedCache[Any] = BoundedCache(max_datasets)
         self._debug: BoundedCache[Union[EpochDebug, EpochDebugError, None]] = BoundedCache(max_debug_epochs)
@@ -53,7 +60,7 @@ class ViewerBackend:
         self._calibration: BoundedCache[Calibration] = BoundedCache(max_scores)
         self._aggregated: BoundedCache[dict] = BoundedCache(4096)  # small: one dict of means per epoch
         self._findings: BoundedCache[Findings] = BoundedCache(max_debug_epochs)
-        self.views = SavedViews(views_file)
+        self.views = SavedViews(views_dir)
         self.discovery = discover_runs(self._given_dirs)
         self._discovered_at = time.monotonic()
 
@@ -151,11 +158,21 @@ class ViewerBackend:
 
     def findings(self, epoch: Epoch) -> Findings:
         """Why the epoch's datapoints fail: the findings stored after its validation, else computed now
-        (``shared/findings.py``; seconds on a large epoch); once per version of its epoch table, so a run still
-        training is analysed again. ``AnalysisError`` or ``EpochTableError`` when it cannot be."""
-        path = os.path.join(epoch.dir, EPOCH_TABLE_FILE)
-        key = _file_signature(path) if os.path.isfile(path) else (epoch.dir, None)
-        return self._findings.get(key, lambda: epoch_findings(epoch.dir))
+        (``shared/findings.py``; seconds on a large epoch); once per version of its epoch table and of its run's tags
+        (meta columns of the analysis), so a run still training, or tagged since, is analysed again.
+        ``AnalysisError`` or ``EpochTableError`` when it cannot be."""
+        return self._findings.get(_findings_key(epoch), lambda: epoch_findings(epoch.dir))
+
+    def findings_ready(self, epoch: Epoch) -> Optional[Findings]:
+        """The epoch's findings where they need no analysis now (kept from an earlier look, or stored and current),
+        else None: for views that offer the findings without waiting for them."""
+        kept = self._findings.peek(_findings_key(epoch))
+        if kept is not None or not os.path.isfile(os.path.join(epoch.dir, FINDINGS_FILE)):
+            return kept
+        try:
+            return self.findings(epoch) if read_findings_file(epoch.dir) is not None else None
+        except (RunFileError, OSError):
+            return None
 
     def debug(self, epoch: Epoch) -> Optional[EpochDebug]:
         """The epoch's debug outputs (index only; pages open on lookup), None without any.
@@ -194,6 +211,12 @@ def _open_or_error(folder: str) -> Union[EpochDebug, EpochDebugError, None]:
         return open_pages(folder)
     except EpochDebugError as exc:
         return exc
+
+
+def _findings_key(epoch: Epoch) -> tuple:
+    path = os.path.join(epoch.dir, EPOCH_TABLE_FILE)
+    table = _file_signature(path) if os.path.isfile(path) else (epoch.dir, None)
+    return table, tags_version(run_of(epoch.dir))
 
 
 def _table_signature(epoch: Epoch) -> tuple:

@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
-from typing import Generic, TypeVar
+from typing import Generic, Optional, TypeVar
 
 T = TypeVar("T")
 
@@ -26,6 +26,11 @@ class BoundedCache(Generic[T]):
         self._entries: OrderedDict[Hashable, T] = OrderedDict()
         self._building: dict[Hashable, Future] = {}
         self._lock = threading.Lock()
+
+    def peek(self, key: Hashable) -> Optional[T]:
+        """The value kept for ``key``, None when none is (nothing is built)."""
+        with self._lock:
+            return self._entries.get(key)
 
     def get(self, key: Hashable, build: Callable[[], T]) -> T:
         """The cached value for ``key``, built with ``build()`` on a miss; a failed build is not kept."""

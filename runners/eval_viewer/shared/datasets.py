@@ -14,6 +14,7 @@ import os
 from typing import Any, Optional
 
 from run_dir.names import DATAPOINTS_DIR, RUN_INFO_FILE
+from run_dir.run_files import lies_inside
 from runners.config_file import load_config
 from runners.eval_viewer.shared.debug import EpochDebug
 from runners.eval_viewer.shared.runs import Run
@@ -56,13 +57,11 @@ def _checked_config_path(run: Run, log_dirs: list[str]) -> str:
     if not os.path.isfile(path):
         raise DatasetUnavailable(f"config file {path} of {run.name} no longer exists, so its datapoints cannot be "
                                  "rebuilt; restore the file (or rerun) to see inputs, labels and meta info")
-    real = os.path.realpath(path)
     for root in [run.path, *log_dirs]:
-        root = os.path.realpath(root)
-        if os.path.commonpath([real, root]) == root:
-            raise DatasetUnavailable(f"config file {path} lies inside the log folder {root}; the viewer imports "
-                                     "only config files of the project, never files found among logs. Move the "
-                                     "config into the project (e.g. configs/) and rerun")
+        if lies_inside(path, root):
+            raise DatasetUnavailable(f"config file {path} lies inside the log folder {root} (as named or through a "
+                                     "link); the viewer imports only config files of the project, never files found "
+                                     "among logs. Move the config into the project (e.g. configs/) and rerun")
     return path
 
 

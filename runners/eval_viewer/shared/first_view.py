@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -37,3 +38,4 @@ class FirstView:
     pinned: list[str] = field(default_factory=list)  # columns pinned to the table's left
     hidden: list[str] = field(default_factory=list)  # columns the column chooser hides
     follow: bool = False  # a new epoch of the run is opened as it comes
+    address: Mapping[str, list[str]] = field(default_factory=dict)  # the page's address: a tab's own choices in it

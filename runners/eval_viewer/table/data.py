@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from run_dir.tags_file import TagsFileError
 from runners.eval_viewer.pictures.view import PICTURE_VERSION, version_tag
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.browser_input import Paging
 from runners.eval_viewer.shared.runs import Epoch
 from runners.eval_viewer.table.filter_text import compile_filter
+from runners.eval_viewer.tags.data import TAGS_COLUMN, run_tags, tag_conditions
 
 DEBUG_MARK = "✓"
 _NULL_OPS = {"blank": "is null", "notBlank": "is not null"}
@@ -36,16 +38,22 @@ def table_rows(backend: ViewerBackend, query: dict, asked: Paging) -> tuple[list
     rows = table.page(where=where, order_by=asked.sort, descending=asked.descending, offset=asked.start,
                       limit=max(asked.end - asked.start, 0))
     debug, pictures = backend.debug_indices(epoch), version_tag(query.get("version"))
-    for row in rows:
+    tags = _tag_cells(query.get("run"), [row["idx"] for row in rows])
+    for row, tagged in zip(rows, tags):
         row["debug"] = DEBUG_MARK if row["idx"] in debug else ""
+        row[TAGS_COLUMN] = tagged
         row[PICTURE_VERSION] = pictures  # its thumbnail is drawn only by columns of the same epoch version
     return rows, table.count(where), table.count(), epoch.label
 
 
 def table_where(backend: ViewerBackend, epoch: Epoch, table: Any, query: dict, filter_model: dict) -> list[tuple]:
-    """The table's rows as ``(column, op, value)`` triples: what its query narrows to and its typed filters; what the
-    rows, the score grid, the gallery and the export all show."""
-    return query_filter(query, table) + where_of(filter_model, dict(table.columns()), backend.class_names(epoch))
+    """The table's rows as ``(column, op, value)`` triples: what its query narrows to and its typed filters (the tags
+    column's as conditions on idx, ``tags/data.py``); what the rows, the score grid, the gallery and the export all
+    show."""
+    typed = {column: condition for column, condition in filter_model.items() if column != TAGS_COLUMN}
+    tagged = where_of({TAGS_COLUMN: filter_model[TAGS_COLUMN]}, {}, {}) if TAGS_COLUMN in filter_model else []
+    return (query_filter(query, table) + where_of(typed, dict(table.columns()), backend.class_names(epoch))
+            + tag_conditions(tagged, query.get("run")))
 
 
 def where_of(filter_model: dict, kinds: dict[str, str], class_names: dict[int, str]) -> list[tuple]:
@@ -58,6 +66,14 @@ def where_of(filter_model: dict, kinds: dict[str, str], class_names: dict[int, s
         else:
             where += compile_filter(column, kinds.get(column, ""), condition.get("filter"), class_names)
     return where
+
+
+def _tag_cells(run_path: Optional[str], idx: list[int]) -> list[str]:
+    """Each row's tags; none when the run's tags file cannot be used (the tag bar says why)."""
+    try:
+        return run_tags(run_path).cells(idx)
+    except TagsFileError:
+        return [""] * len(idx)
 
 
 def query_filter(query: dict, table: Any) -> list[tuple]:

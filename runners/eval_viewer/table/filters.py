@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dash import ALL, Dash, Input, Output, State
 
+from runners.eval_viewer.embeddings.data import PREFIX as MAP_SELECTION
 from runners.eval_viewer.table.ids import (
     COLUMNS_PINNED,
     COLUMNS_SHOWN,
@@ -24,12 +25,13 @@ _CHIPS = """function(model, wrong, narrowed) {
         ({blank: 'blank', notBlank: 'not blank'}[condition.type] || String(condition.filter))]);
     if ((wrong || []).length) { chips.push(['wrong', 'wrong only (label ≠ prediction)']); }
     if (narrowed && narrowed.idx) {
-        chips.push(['narrowing', `finding: ${narrowed.what || narrowed.idx.length + ' datapoints'}`]);
+        const kind = String(narrowed.finding || '').startsWith('MAP') ? 'map' : 'finding';
+        chips.push(['narrowing', `${kind}: ${narrowed.what || narrowed.idx.length + ' datapoints'}`]);
     }
     return chips.map(([key, text]) => ({type: 'Button', namespace: 'dash_html_components', props: {
         id: {type: 'CHIP', index: key}, children: `${text} ×`, className: 'filter-chip',
         title: 'remove this filter'}}));
-}""".replace("CHIP", FILTER_CHIP)
+}""".replace("CHIP", FILTER_CHIP).replace("MAP", MAP_SELECTION)
 _REMOVE = """function(clicks) {
     const none = window.dash_clientside.no_update;
     const fired = window.dash_clientside.callback_context.triggered.filter(t => t.value);

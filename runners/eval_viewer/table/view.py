@@ -36,6 +36,7 @@ from runners.eval_viewer.table.ids import (
     TABLE_QUERY,
     WRONG_ONLY,
 )
+from runners.eval_viewer.tags.data import TAGS_COLUMN
 
 TABLE_BLOCK_SIZE = 100  # rows per request; the grid asks for the next block while scrolling
 OPEN_ROW_CLASS = "open-datapoint"  # the row of the open datapoint (viewer.css)
@@ -157,10 +158,10 @@ def _query(run_path: Optional[str], epoch_key: Optional[str], metric: Optional[s
 
 def column_defs(backend: ViewerBackend, epoch: Epoch, metric: Optional[str], sort: Optional[str] = None) -> list[dict]:
     """One column per table column: idx, label and prediction (by class name), the metric (sorted worst
-    first, unless ``sort`` names another order: ``table_sort``), the other scores, then meta info and debugger
-    summaries. Every other column says it is unsorted: AG Grid keeps a column's sort when new definitions leave
-    ``sort`` out, so after a metric switch the old metric (or a column the user sorted by) would still be sorted
-    beside the new one."""
+    first, unless ``sort`` names another order: ``table_sort``), the run's tags, the other scores, then meta info
+    and debugger summaries. Every other column says it is unsorted: AG Grid keeps a column's sort when new
+    definitions leave ``sort`` out, so after a metric switch the old metric (or a column the user sorted by) would
+    still be sorted beside the new one."""
     try:
         table = backend.table(epoch)
     except TABLE_ERRORS:
@@ -183,8 +184,16 @@ def column_defs(backend: ViewerBackend, epoch: Epoch, metric: Optional[str], sor
         elif kinds[name] == "float":
             column["valueFormatter"] = {"function": "params.value == null ? 'n/a' : d3.format('.4~g')(params.value)"}
         columns.append(column)
+    columns.insert(1 + len(first), tags_column())
     columns.append({"field": "debug", "headerName": "debug", "sortable": False, "filter": False, "maxWidth": 90})
     return columns
+
+
+def tags_column() -> dict:
+    """Each row's tags (``tags/data.py``), after the metric: typed filters as in any column, never sorted (a row's
+    tags are a set)."""
+    return {"field": TAGS_COLUMN, "headerName": TAGS_COLUMN, **typed_filter(TAGS_COLUMN), "sortable": False,
+            "minWidth": 90}
 
 
 def table_sort(sort: Optional[str], columns: list[str], metric: Optional[str],

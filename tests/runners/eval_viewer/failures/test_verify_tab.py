@@ -71,15 +71,16 @@ def test_a_running_verification_is_cancelled_and_one_without_trust_is_refused(pl
 
 def test_verifications_of_several_runs_do_not_pile_up_and_a_cancelled_one_frees_the_viewer(planted_units_run):
     """Each verification rebuilds a model and uses every core: clicks on the findings of several runs start one,
-    the others are refused naming it. Once it is cancelled (it stops after the batch in hand) another may start."""
+    the others are refused naming it. Once it is cancelled and has stopped (after the batch in hand) another may
+    start (``tests/reliability/test_verify_turns.py``: not before)."""
     run, epoch_dir = planted_units_run["work_dir"], planted_units_run["epoch_dir"]
     jobs = VerifyJobs(trust_configs=True)
     jobs.start(run, "epoch_2", epoch_dir, "separators-0", UNIT)
     with pytest.raises(VerifyRefused, match="separators-0.*cancel it or wait"):
         jobs.start(f"{run}-copy", "epoch_2", epoch_dir, "separators-1", UNIT)
     assert jobs.cancel(run)
+    assert ended(jobs, run).state == CANCELLED and jobs.job(run).ended.wait(60)
     other = jobs.start(f"{run}-copy", "epoch_2", epoch_dir, "separators-1", UNIT)
-    assert ended(jobs, run).state == CANCELLED
     assert ended(jobs, f"{run}-copy") is other and other.state == DONE, other.message
 
 

@@ -17,7 +17,7 @@ from debuggers.layer_output_debugger import LayerOutputDebugger
 from debuggers.model_report import build_model_report
 from debuggers.nan_inf_debugger import NaNInfDebugger
 from models import AttentionClassifier, SmallCNN
-from runners.eval_viewer.figures.attention import attention_across_layers_figure
+from runners.eval_viewer.figures.attention import attention_across_layers_figures
 from runners.eval_viewer.figures.base import MAX_PANELS, display_image, grid_tile, pca_rgb
 from runners.eval_viewer.figures.context import DrawContext
 from runners.eval_viewer.figures.registry import output_figures
@@ -209,12 +209,12 @@ def test_a_malformed_filter_entry_is_named_not_drawn():
 
 
 def test_one_attention_figure_across_every_captured_layer(attention_outputs):
-    figure = attention_across_layers_figure(attention_outputs)
+    (figure,) = attention_across_layers_figures(attention_outputs)  # all self-attention of 17 tokens: one figure
     states = attention_outputs["cap"]["states"]
     expected = [attention_outputs["att"]["attention"], states["blocks.0.attn"]["attention_weights"]["data"],
                 states["blocks.1.attn"]["attention_weights"]["data"]]  # the scores before the softmax left out
-    assert [a.text for a in figure.layout.annotations] == [
-        "att: blocks.0.attn", "blocks.0.attn.attention_weights", "blocks.1.attn.attention_weights"]
+    assert [a.text for a in figure.layout.annotations] == ["att", "blocks.0.attn", "blocks.1.attn"]
+    assert figure.layout.title.text.startswith("self-attention across 3 layers, 16 tokens")
     for i, weights in enumerate(expected):
         np.testing.assert_allclose(grid_tile(figure, i), weights.mean(axis=0), rtol=1e-6)
-    assert attention_across_layers_figure({"att": attention_outputs["att"]}) is None  # one layer: its own figure
+    assert attention_across_layers_figures({"att": attention_outputs["att"]}) == []  # one layer: its own figure
