@@ -12,7 +12,11 @@ alternately, side by side under the same load.
   every chart on screen drawn; a report that draws its charts while loading has them drawn when ``load`` fires),
   and to the ``load`` event; the target is "in seconds" (the 250-datapoint report took 60 s before).
 
+With ``--segmentation-run DIR`` (a run of ``configs/examples/promptable_segmentation_trainer.py``) the report of its
+first ``--segmentation-datapoints`` (25) is measured too, after the default example's, in the same run.
+
     python -m benchmarks.export_report [--datapoints 250] [--opens 5] [--baseline DIR]
+        [--segmentation-run DIR] [--segmentation-datapoints 25]
 """
 
 from __future__ import annotations
@@ -74,28 +78,38 @@ def main() -> None:
     parser.add_argument("--datapoints", type=int, default=250)
     parser.add_argument("--opens", type=int, default=5)
     parser.add_argument("--baseline", help="another checkout whose export is measured alongside")
+    parser.add_argument("--segmentation-run", help="a run of the segmentation example (trained as configured) whose "
+                                                   "first --segmentation-datapoints are exported too, in the same run")
+    parser.add_argument("--segmentation-datapoints", type=int, default=25)
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
-    with tempfile.TemporaryDirectory() as folder:
-        run = train_example(folder, args.datapoints)
+    with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         roots = {"this checkout": REPO_ROOT, **({"baseline": os.path.abspath(args.baseline)} if args.baseline else {})}
-        reports = {name: os.path.join(folder, f"report_{i}.html") for i, name in enumerate(roots)}
-        written = {name: write_report(root, run, args.datapoints, reports[name]) for name, root in roots.items()}
-        opened: dict[str, list[tuple[float, float]]] = {name: [] for name in roots}
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            for round_ in range(args.opens):
-                for name in list(roots) if round_ % 2 == 0 else list(roots)[::-1]:
-                    opened[name].append(open_ms(browser, reports[name]))
-            browser.close()
-        print(f"report of {args.datapoints} datapoints of the default example; load {os.getloadavg()[0]:.1f}")
-        for name in roots:
-            drawn = statistics.median(d for d, _ in opened[name])
-            loaded = statistics.median(loaded for _, loaded in opened[name])
-            print(f"{name:<14} {os.path.getsize(reports[name]) / 2**20:6.1f} MB  written in {written[name]:6.1f} s  "
-                  f"first screen drawn: median {drawn:8.0f} ms, load event {loaded:8.0f} ms (n={args.opens})")
+        examples = [("default example", train_example(folder, args.datapoints), args.datapoints)]
+        if args.segmentation_run:
+            examples.append(("segmentation example", os.path.abspath(args.segmentation_run),
+                             args.segmentation_datapoints))
+        for example, run, datapoints in examples:
+            measure(browser, folder, roots, example, run, datapoints, args.opens)
+        browser.close()
 
+
+def measure(browser, folder: str, roots: dict[str, str], example: str, run: str, datapoints: int, opens: int) -> None:
+    """Each checkout's report of ``run``'s first ``datapoints``: written, then opened alternately."""
+    reports = {name: os.path.join(folder, f"report_{example.split()[0]}_{i}.html") for i, name in enumerate(roots)}
+    written = {name: write_report(root, run, datapoints, reports[name]) for name, root in roots.items()}
+    opened: dict[str, list[tuple[float, float]]] = {name: [] for name in roots}
+    for round_ in range(opens):
+        for name in list(roots) if round_ % 2 == 0 else list(roots)[::-1]:
+            opened[name].append(open_ms(browser, reports[name]))
+    print(f"report of {datapoints} datapoints of the {example}; load {os.getloadavg()[0]:.1f}")
+    for name in roots:
+        drawn = statistics.median(d for d, _ in opened[name])
+        loaded = statistics.median(loaded for _, loaded in opened[name])
+        print(f"{name:<14} {os.path.getsize(reports[name]) / 2**20:6.1f} MB  written in {written[name]:6.1f} s  "
+              f"first screen drawn: median {drawn:8.0f} ms, load event {loaded:8.0f} ms (n={opens})")
 
 if __name__ == "__main__":
     main()

@@ -30,6 +30,11 @@ from the user's action to what the user waits for being on screen.
 
     python -m benchmarks.viewer_browser [--quick] [--clicks 20] [--loads 5] [--compares 5] [--rows 1000000]
         [--switches 6] [--clients 20] [--only load click j compare failures switch parallel] [--baseline DIR]
+        [--segmentation-run DIR]
+
+``--segmentation-run DIR`` (a run of ``configs/examples/promptable_segmentation_trainer.py``, trained as configured:
+it takes minutes) measures click, j and Compare epochs on it too, after the two examples in the same run (targets:
+click ≤ 300 ms, j ≤ 200 ms).
 
 ``--baseline DIR`` also serves the viewer of another checkout (e.g. ``main`` before a change) over the same
 examples and interleaves its page loads, clicks and comparisons with this checkout's (side by side under the same
@@ -389,6 +394,7 @@ def report(what: str, times: list[float], target: float) -> None:
 
 
 MEASURES = ("load", "click", "j", "compare", "failures", "switch", "parallel")
+J_TARGETS = {"default example": 300, "segmentation example": 200}  # ms; 600 for the all-debuggers example
 
 
 def main() -> None:
@@ -405,6 +411,8 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=MEASURES, default=list(MEASURES), help="what to measure")
     parser.add_argument("--baseline", help="another checkout whose viewer's page loads and clicks are measured "
                                            "alongside")
+    parser.add_argument("--segmentation-run", help="a run of the segmentation example (trained as configured) whose "
+                                                   "clicks, j and Compare epochs are measured too, in the same run")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -433,7 +441,10 @@ def examples(browser, folder: str, args: argparse.Namespace) -> None:
     """Page load, click and j → Debug Outputs drawn, Compare epochs and the Failures tab on the two examples."""
     default = train_example("cnn_trainer", folder, args.quick)
     everything = train_example("all_debuggers_trainer", folder, args.quick)
-    for name, run, target in (("default example", default, 300), ("all-debuggers example", everything, 600)):
+    runs = [("default example", default, 300), ("all-debuggers example", everything, 600)]
+    if args.segmentation_run:  # its 1,200 datapoints with masks, attention and SAM2's states: targets of their own
+        runs.append(("segmentation example", os.path.abspath(args.segmentation_run), 300))
+    for name, run, target in runs:
         with ExitStack() as stack:
             if args.baseline:  # both viewers in processes of their own, alike
                 urls = {f"{name}, {label}": stack.enter_context(
@@ -457,7 +468,7 @@ def examples(browser, folder: str, args: argparse.Namespace) -> None:
                     report(f"click → Debug Outputs drawn, {what}", times, target)
             if "j" in args.only:
                 for what, times in interleaved(urls, args.clicks, lambda url, n: click_ms(browser, url, n)).items():
-                    report(f"j → next datapoint drawn, {what}", times, 300 if name == "default example" else 600)
+                    report(f"j → next datapoint drawn, {what}", times, J_TARGETS.get(name, 600))
             if "compare" in args.only:
                 for what, times in interleaved(urls, args.compares, lambda url, n: compare_ms(browser, url, n)).items():
                     report(f"Compare epochs drawn, {what}", [drawn for drawn, _ in times], 1500)

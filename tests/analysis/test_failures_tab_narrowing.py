@@ -165,7 +165,9 @@ def test_a_narrowing_stays_when_the_training_run_writes_a_new_epoch(runs, unfini
     page.keyboard.press("Escape")
     wait_settled(page)
     assert page.locator(f"#{TABLE_CAPTION}").inner_text() == narrowed
-    assert f"Table filtered to {size} datapoints" in page.locator(f"#{FAILURES_FILTER_NOTE}").inner_text()
+    note = page.locator(f"#{FAILURES_FILTER_NOTE}").inner_text()
+    assert f"Table filtered to {size} datapoints" in note
+    assert "its own filters (wrong only, a typed filter) apply too: its caption says how many it shows" in note
 
 
 def held_finding_answer(page) -> list:

@@ -1,7 +1,7 @@
 """The viewer in a real headless Chromium: panels never showing a datapoint other than the one asked for, a refresh that
-runs no callback until the runs on disk change, the table's typed filters, chips, column chooser and j / k, links
-and named views holding the whole view, runs followed while they train, and what reads at a glance (percentiles, the
-cam's scale, the confusion matrix's colours). Each test failed before its fix.
+runs no callback until the runs on disk change, the table's typed filters (its rows back after one matching nothing),
+chips, column chooser and j / k, links and named views holding the whole view, runs followed while they train, and
+what reads at a glance (percentiles, the cam's scale, the confusion matrix's colours). Each test failed before its fix.
 
 One trained run, ``small`` (12 validation datapoints, debug outputs at every epoch 0..2), beside runs the
 tests make for themselves.
@@ -450,3 +450,41 @@ window.fetch = async function (url, options) {
     return answer;
 };
 """
+
+
+@pytest.fixture(scope="module")
+def five_hundred(tmp_path_factory):
+    """A 500-datapoint run whose loss spans 0..2 (so '> 100' matches none and '> 1' about half)."""
+    folder = tmp_path_factory.mktemp("five_hundred") / "logs"
+    rng = np.random.default_rng(5)
+    label, prediction = rng.integers(0, 6, 500), rng.integers(0, 6, 500)
+    write_table_run(str(folder), "five_hundred", label.astype(np.float64), prediction, rng.uniform(0, 2, 500))
+    return folder
+
+
+def test_the_table_shows_its_rows_after_a_filter_that_matched_none_or_could_not_be_read(five_hundred, new_page):
+    """after '> 100' (no match) or 'abc' (unreadable), '> 1' left every row 'n/a' with no idx, clicks opened
+    nothing, and Clear filters did not bring the rows back: the grid's answer after an empty one was dropped."""
+    loss = EpochTable(str(five_hundred / "five_hundred" / "epoch_0" / "epoch_table.parquet")).values(
+        ["idx", "cross_entropy"])
+    above = {int(i) for i, v in zip(loss["idx"], loss["cross_entropy"]) if v > 1}
+    with serve_viewer([str(five_hundred)]) as url:
+        page = new_page(url)
+        wait_caption(page, "500 datapoints")
+        for dead_end, said in (("> 100", "no datapoint of 500 matches"), ("abc", "is not a number"),
+                               ("> 100", "no datapoint of 500 matches")):
+            filter_column(page, "cross_entropy", dead_end)
+            wait_caption(page, said)
+            filter_column(page, "cross_entropy", "> 1")
+            wait_caption(page, f"{len(above)} of 500 datapoints match")
+            wait_rows(page, above)
+            assert column(page, "idx")[0] != ""
+            filter_column(page, "cross_entropy", dead_end)
+            wait_caption(page, said)
+            page.click("#table-clear-filters")
+            wait_caption(page, "epoch 0: 500 datapoints")
+            page.wait_for_function(f"() => dash_ag_grid.getApi('{TABLE}').getDisplayedRowAtIndex(0).data")
+            assert column(page, "idx")[0] != ""
+        idx = open_row(page, 0)
+        wait_title(page, DATAPOINT_PANEL, f"datapoint {idx} ")
+        page.close()  # before the server stops

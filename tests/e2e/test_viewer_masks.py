@@ -1,18 +1,32 @@
-"""The mask figures in the viewer, in a real headless Chromium over a real one-epoch run of the promptable
-segmentation example: the overlay drawn by the viewer's own plotly bundle, its view buttons and opacity slider
-working, the prompt's attention over the image per head and layer, and a broken datapoint's error in its place."""
+"""The mask figures in the viewer, in a real headless Chromium over a real two-epoch run of the promptable
+segmentation example (debug outputs kept at its last epoch, as the example keeps them): the overlay drawn by the
+viewer's own plotly bundle, its view buttons and opacity slider working, the prompt's attention over the image per
+head and layer, a broken datapoint's error in its place, the run opened in its own failure order, and the prompt
+drawn as a point in the inputs and on the gallery's tiles, with the masks' errors."""
 
 from __future__ import annotations
 
 import copy
+import io
 import os
 from urllib.parse import urlencode
 
+import numpy as np
+import PIL.Image
 import pytest
 
+from analysis.epoch_table import EpochTable
+from debuggers.pages.reader import DebugOutputs
 from runners.config_file import load_config
+from runners.eval_viewer.compare_epochs.ids import COMPARE_EPOCHS_NOTE, COMPARE_EPOCHS_PANEL, TAB_COMPARE_EPOCHS
+from runners.eval_viewer.controls.ids import METRIC_SELECT
+from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL
+from runners.eval_viewer.figures.marks import FALSE_NEGATIVE, FALSE_POSITIVE, MARK_PX, RING
+from runners.eval_viewer.gallery.ids import GALLERY_CAPTION, GALLERY_TILES, TAB_GALLERY
 from runners.trainers import BaseTrainer
 from tests.configs.test_segmentation_examples import ScenesWithBrokenOnes
+from tests.e2e.conftest import expect
+from tests.e2e.viewer_page import column, open_row, wait_caption, wait_title
 from tests.runs import REPO_ROOT, one_thread
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -41,8 +55,8 @@ def logs(tmp_path_factory):
     root = tmp_path_factory.mktemp("masks") / "logs"
     config = copy.deepcopy(load_config(os.path.join(REPO_ROOT, "configs", "examples",
                                                     "promptable_segmentation_trainer.py")))
-    config.update(work_dir=str(root / "run"), epochs=1)
-    config["scheduler"]["args"]["T_max"] = 1
+    config.update(work_dir=str(root / "run"), epochs=2)
+    config["scheduler"]["args"]["T_max"] = 2
     config["train_dataset"]["args"]["num_datapoints"] = 16
     config["val_dataset"] = {"class": ScenesWithBrokenOnes, "args": {**config["val_dataset"]["args"],
                                                                      "num_datapoints": 8}}
@@ -52,7 +66,7 @@ def logs(tmp_path_factory):
 
 
 def _url(base: str, run, idx: int) -> str:
-    return f"{base}?{urlencode({'run': str(run), 'epoch': 'epoch_0', 'idx': idx})}"
+    return f"{base}?{urlencode({'run': str(run), 'epoch': 'epoch_1', 'idx': idx})}"
 
 
 def _block(page, name: str):
@@ -91,6 +105,59 @@ def test_the_prompt_attention_per_head_and_layer_and_a_broken_datapoint(viewer_u
     error.wait_for()
     assert "outside the 32x32 image" in error.inner_text()
 
+
+def test_the_run_opens_in_its_failure_order_and_compare_epochs_says_which_epochs_kept_outputs(viewer_url, logs,
+                                                                                              new_page):
+    """it opened sorted by iou_prediction_error, highest first, not by the IoU its failure_definition names, lowest
+    first; Compare epochs had one column and did not say that the other epochs kept no outputs."""
+    page = new_page(viewer_url)
+    assert "sorted by iou (lowest first)" in wait_caption(page, "epoch 1: 8 datapoints")
+    assert page.locator(f"#{METRIC_SELECT}").inner_text().strip() == "iou"
+    values = EpochTable(str(logs / "run" / "epoch_1" / "epoch_table.parquet")).values(["idx", "iou"])
+    scored = sorted((iou, idx) for idx, iou in zip(values["idx"], values["iou"]) if iou == iou)
+    assert scored and column(page, "idx")[:len(scored)] == [str(idx) for _, idx in scored]
+
+    idx = open_row(page, 0)
+    page.click(f"#{TAB_COMPARE_EPOCHS}")
+    wait_title(page, COMPARE_EPOCHS_PANEL, f"datapoint {idx} ")
+    assert page.locator(f"#{COMPARE_EPOCHS_NOTE}").inner_text().startswith("Only epoch 1 kept debug outputs")
+    panel = page.locator(f"#{COMPARE_EPOCHS_PANEL}")
+    assert panel.locator(".compare-headings h5").all_inner_texts() == ["epoch 0", "epoch 1", "difference"]
+    assert "epoch 0 has no debug outputs: only its scores are shown" in panel.inner_text()
+
+
+def test_the_prompt_is_a_point_in_the_inputs_and_the_gallery_draws_it_with_the_errors(viewer_url, logs, new_page):
+    """inputs showed the prompt as "point: array (2,) float32: min 12.5, max 12.5, mean 12.5", not drawn on the
+    image; gallery tiles had no prompt and no false positives or negatives to show, and cut the score off."""
+    captured = DebugOutputs(str(logs / "run" / "datapoints"))[4]["inputs"]
+    x, y = (float(v) for v in np.asarray(captured["point"]).reshape(2))
+    page = new_page(_url(viewer_url, logs / "run", 4))
+    wait_title(page, DATAPOINT_PANEL, "datapoint 4 ")
+    inputs = page.locator(f"#{DATAPOINT_PANEL} .section-inputs")
+    assert inputs.locator(".prompt-points").inner_text() == f"point: (x, y) ({x:.4g}, {y:.4g}), marked ○ on image"
+    mark = inputs.locator(".marked-image .point-mark")
+    picture, ring = inputs.locator(".marked-image img").bounding_box(), mark.bounding_box()
+    side = np.asarray(captured["image"]).shape[-1]
+    assert abs(ring["x"] + ring["width"] / 2 - (picture["x"] + x / side * picture["width"])) < 1.5
+    assert abs(ring["y"] + ring["height"] / 2 - (picture["y"] + y / side * picture["height"])) < 1.5
+
+    page.click(f"#{TAB_GALLERY}")
+    expect(page.locator(f"#{GALLERY_CAPTION}")).to_contain_text(
+        "masks › errors drawn over each input (false positives red, false negatives amber)")
+    tile = page.locator(f"#{GALLERY_TILES} .gallery-tile[data-idx='4']")
+    score = tile.locator(".gallery-score")
+    assert score.evaluate("s => s.scrollWidth <= s.clientWidth") and score.inner_text().startswith("iou ")
+    source = tile.locator("img").get_attribute("data-src")
+    assert "overlay=masks" in source
+    drawn = np.asarray(PIL.Image.open(io.BytesIO(page.request.get(viewer_url + source).body())).convert("RGB"))
+    factor = drawn.shape[0] / side
+    assert drawn.shape[0] >= MARK_PX
+    at = (round(y * factor), round(x * factor + RING * drawn.shape[0]))
+    assert tuple(drawn[at]) == (255, 255, 255), "the prompt is not ringed on the tile"
+    output = DebugOutputs(str(logs / "run" / "epoch_1" / "debugger"))[4]["masks"]
+    wrong = (output["label_mask"] != output["predicted_mask"]).any()
+    colours = {tuple(pixel) for pixel in drawn.reshape(-1, 3)}
+    assert not wrong or {FALSE_POSITIVE, FALSE_NEGATIVE} & colours, "the errors are not drawn"
 
 def _overlap(a, b) -> bool:
     """Whether two boxes [left, top, right, bottom] share more than a pixel each way."""

@@ -1,8 +1,11 @@
 """Run against run in a real headless Chromium: two runs on the same validation set (two seeds), and two epochs of
 one run, joined by idx in Compare runs; the summary and the flips against a count made from their epoch tables,
-the table filtered by a flip and sorted, a row opening the datapoint in both, its inputs shown once."""
+the table filtered by a flip and sorted, a row opening the datapoint in both, its inputs shown once; the tab opening
+on a second side that has debug outputs (a rerun of the same config, else another such epoch of the run)."""
 
 from __future__ import annotations
+
+from urllib.parse import urlencode
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -11,6 +14,7 @@ import pytest
 from run_dir.names import EPOCH_TABLE_FILE
 from runners.eval_viewer.compare_runs.data import RIGHT_TO_WRONG, WRONG_TO_RIGHT
 from runners.eval_viewer.compare_runs.ids import (
+    COMPARE_RUN_EPOCH_SELECT,
     COMPARE_RUN_SELECT,
     COMPARE_RUNS_PANEL,
     RUN_DIFF_CAPTION,
@@ -20,7 +24,7 @@ from runners.eval_viewer.compare_runs.ids import (
     RUN_DIFF_TO_WRONG,
     TAB_COMPARE_RUNS,
 )
-from tests.e2e.conftest import DEBUGGER, expect
+from tests.e2e.conftest import DEBUGGER, expect, serve_viewer
 from tests.e2e.viewer_page import pick, wait_caption, wait_title
 from tests.runs import train, write_config
 
@@ -114,3 +118,42 @@ def test_two_epochs_of_one_run_are_joined_and_the_table_sorts_and_filters(viewer
     box.fill("12")
     expect(page.locator(f"#{RUN_DIFF_CAPTION}")).to_contain_text("1 of 40 datapoints match")
     assert shown_idx(page) == [12]
+
+
+@pytest.fixture(scope="module")
+def kept_every_second_epoch(tmp_path_factory):
+    """Runs of 4 epochs that keep debug outputs at epochs 1 and 3: two made from one config file (a rerun), one
+    alone."""
+    root = tmp_path_factory.mktemp("every_second")
+    (root / "configs").mkdir()
+    for config, name in (("twins", "twin_a"), ("twins", "twin_b"), ("alone", "alone")):
+        train(write_config(root / "configs" / f"{config}.py", root / "logs" / name, epochs=4, checkpoint_method=2,
+                           val_size=12, extra=DEBUGGER))
+    return root / "logs"
+
+
+def test_compare_runs_opens_on_a_second_side_with_debug_outputs(kept_every_second_epoch, new_page):
+    """it opened with no second run; "this run" chose the epoch before the open one, which kept no debug outputs,
+    so the second column and the difference were empty."""
+    logs = kept_every_second_epoch
+    with serve_viewer([str(logs)]) as url:
+        page = new_page(f"{url}?{urlencode({'run': str(logs / 'alone'), 'tab': TAB_COMPARE_RUNS})}")
+        wait_caption(page, "epoch 3: 12 datapoints")
+        expect(page.locator(f"#{COMPARE_RUN_SELECT}")).to_contain_text("this run: logs/alone (trainer)")
+        expect(page.locator(f"#{COMPARE_RUN_EPOCH_SELECT}")).to_contain_text("epoch 1 · debug")
+        expect(page.locator(f"#{RUN_DIFF_SUMMARY}")).to_contain_text(
+            "first: logs/alone · epoch 3 · second: logs/alone · epoch 1")
+        page.locator(f"{ROWS}[row-index='0'] [col-id='idx']").click()
+        idx = shown_idx(page)[0]
+        wait_title(page, COMPARE_RUNS_PANEL, f"datapoint {idx} ")
+        panel = page.locator(f"#{COMPARE_RUNS_PANEL}")
+        assert "has no debug outputs" not in panel.inner_text()
+        block = panel.locator(".debugger-block", has=page.locator(".card-header", has_text="gradcam")).first
+        assert block.locator(".compare-figure-row").first.locator(".compare-cell:has(img.picture)").count() == 3
+
+        page.goto(f"{url}?{urlencode({'run': str(logs / 'twin_b'), 'tab': TAB_COMPARE_RUNS})}")
+        wait_caption(page, "epoch 3: 12 datapoints")
+        expect(page.locator(f"#{COMPARE_RUN_SELECT}")).to_contain_text("logs/twin_a (trainer)")
+        expect(page.locator(f"#{RUN_DIFF_SUMMARY}")).to_contain_text(
+            "first: logs/twin_b · epoch 3 · second: logs/twin_a · epoch 3")
+        page.close()  # before the server stops

@@ -222,17 +222,17 @@ window.lanternScoreViews = (function () {
             context.fillRect(bar.left, bar.top, GRID.bar, bar.height);
             context.fillStyle = "#444";
             context.font = FONT;
-            if (high > low) {
-                ticks(low, high, 4).forEach((value) => {
-                    const at = bar.top + bar.height * (high - value) / (high - low);
-                    context.fillText(g4(value), bar.left + GRID.bar + 4, at + 4);
-                });
-            } else {
-                context.fillText(g4(low), bar.left + GRID.bar + 4, bar.top + bar.height / 2 + 4);
-            }
-            if (data.colorbar) {  // the bar's title, along its right side: what the colours are of
+            const labels = high > low
+                ? ticks(low, high, 4).map((value) => [g4(value), bar.top + bar.height * (high - value) / (high - low)])
+                : [[g4(low), bar.top + bar.height / 2]];
+            labels.forEach(([text, at]) => context.fillText(text, bar.left + GRID.bar + 4, at + 4));
+            const labelsRight = bar.left + GRID.bar + 4
+                + Math.max(0, ...labels.map(([text]) => context.measureText(text).width));
+            // the bar's title, along its right side just past its numbers (its letters rise from the baseline)
+            const titleAt = Math.min(labelsRight + 16, width - 4);
+            if (data.colorbar) {  // what the colours are of
                 context.save();
-                context.translate(width - 6, bar.top + bar.height / 2);
+                context.translate(titleAt, bar.top + bar.height / 2);
                 context.rotate(-Math.PI / 2);
                 context.textAlign = "center";
                 context.fillText(data.colorbar, 0, 0);
@@ -267,7 +267,8 @@ window.lanternScoreViews = (function () {
                     window.dash_clientside.set_props(open.row, { data: null });
                 }
             };
-            container.scoreGrid = { idx: data.idx, mark: mark, plot: plot, cell: cell, colorbar: data.colorbar };
+            container.scoreGrid = { idx: data.idx, mark: mark, plot: plot, cell: cell, colorbar: data.colorbar,
+                                    labelsRight: labelsRight, titleAt: titleAt };
         });
     }
 

@@ -10,6 +10,7 @@ from dash import Dash, Input, Output, State, no_update
 
 from runners.eval_viewer.compare_epochs.ids import (
     COMPARE_EPOCHS_DRAWN,
+    COMPARE_EPOCHS_NOTE,
     COMPARE_EPOCHS_PANEL,
     COMPARE_EPOCHS_SELECT,
     COMPARE_EPOCHS_SHOWN,
@@ -36,8 +37,8 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                             prevent_initial_call=True)
 
     @app.callback(Output(COMPARE_EPOCHS_SELECT, "options"), Output(COMPARE_EPOCHS_SELECT, "value"),
-                  Input(EPOCH_SELECT, "options"), Input(EPOCH_SELECT, "value"),
-                  State(RUN_SELECT, "value"), prevent_initial_call=True)
+                  Output(COMPARE_EPOCHS_NOTE, "children"), Input(EPOCH_SELECT, "options"),
+                  Input(EPOCH_SELECT, "value"), State(RUN_SELECT, "value"), prevent_initial_call=True)
     def choose_epochs(_: list, epoch_key: Optional[str], run_path: Optional[str]) -> tuple:
         return epochs_to_compare(backend, run_path, epoch_key)
 

@@ -47,6 +47,7 @@ from runners.eval_viewer.compare_runs.view import (
     other_run_options,
     rows_caption,
     run_columns,
+    second_run,
 )
 from runners.eval_viewer.controls.ids import EPOCH_SELECT, METRIC_SELECT, RUN_SELECT
 from runners.eval_viewer.shared.backend import ViewerBackend
@@ -55,6 +56,7 @@ from runners.eval_viewer.shared.components import message
 from runners.eval_viewer.shared.feature import Feature, Tab
 from runners.eval_viewer.shared.ids import SELECTED, SELECTED_ROW, TABS
 from runners.eval_viewer.shared.pending import status_script, while_shown_script
+from runners.eval_viewer.shared.row_grids import reload_after_empty_script
 from runners.eval_viewer.shared.table import TABLE_ERRORS
 from utils.errors import LanternUserError
 
@@ -112,6 +114,9 @@ def _join_runs(app: Dash, backend: ViewerBackend) -> None:
                             Output(RUN_DIFF_ALL, "id"), Input(RUN_DIFF_ALL, "n_clicks"),
                             Input(RUN_DIFF_TO_WRONG, "n_clicks"), Input(RUN_DIFF_TO_RIGHT, "n_clicks"),
                             prevent_initial_call=True)
+    app.clientside_callback(reload_after_empty_script(RUN_DIFF_TABLE),
+                            Output(RUN_DIFF_TABLE, "id", allow_duplicate=True),
+                            Input(RUN_DIFF_TABLE, "getRowsResponse"), prevent_initial_call=True)
     app.clientside_callback(_OPEN, Output(SELECTED, "data", allow_duplicate=True),
                             Output(SELECTED_ROW, "data", allow_duplicate=True),
                             Input(RUN_DIFF_TABLE, "cellClicked"), prevent_initial_call=True)
@@ -142,16 +147,20 @@ def _join_runs(app: Dash, backend: ViewerBackend) -> None:
 
 
 def _follow_the_second_run(app: Dash, backend: ViewerBackend) -> None:
-    @app.callback(Output(COMPARE_RUN_SELECT, "options"), Input(RUN_SELECT, "options"),
-                  Input(RUN_SELECT, "value"), prevent_initial_call=True)
-    def other_runs(options: list, run_path: Optional[str]) -> list:
-        return other_run_options(options, run_path)
+    @app.callback(Output(COMPARE_RUN_SELECT, "options"), Output(COMPARE_RUN_SELECT, "value"),
+                  Input(RUN_SELECT, "options"), Input(RUN_SELECT, "value"), State(COMPARE_RUN_SELECT, "value"),
+                  prevent_initial_call=True)
+    def other_runs(options: list, run_path: Optional[str], other_path: Optional[str]) -> tuple:
+        """The runs offered; the second run stays while it is one of them, else the run's own (``second_run``)."""
+        offered = other_run_options(options, run_path)
+        kept = other_path in {option["value"] for option in offered}
+        return offered, other_path if kept else second_run(backend, run_path)
 
     @app.callback(Output(COMPARE_RUN_EPOCH_SELECT, "options"), Output(COMPARE_RUN_EPOCH_SELECT, "value"),
                   Input(COMPARE_RUN_SELECT, "value"), State(EPOCH_SELECT, "value"),
                   State(RUN_SELECT, "value"), prevent_initial_call=True)
     def choose_other_epoch(other_path: Optional[str], epoch_key: Optional[str], run_path: Optional[str]) -> tuple:
-        return other_run_epochs(backend, other_path, epoch_key, epoch_key, run_path)
+        return other_run_epochs(backend, other_path, epoch_key, run_path)
 
 
 def _draw_the_datapoint(app: Dash, backend: ViewerBackend) -> None:

@@ -123,8 +123,8 @@ class RunDiffs:
         self._lock = threading.Lock()
 
     def diff(self, first: Side, second: Side, metric: Optional[str]) -> RunDiff:
-        """The two sides joined by idx on ``metric`` (else the first side's default, the loss); ``RunDiffError``
-        or a table error says why they cannot be."""
+        """The two sides joined by idx on ``metric`` (else the first side's default: its failure metric or loss);
+        ``RunDiffError`` or a table error says why they cannot be."""
         tables = (self.backend.table(first.epoch), self.backend.table(second.epoch))
         metric = _shared_metric(self.backend, first, second, metric)
         return self._diffs.get((*tables, metric), lambda: self._join(first, second, tables, metric))
@@ -161,7 +161,8 @@ class RunDiffs:
 
 
 def _shared_metric(backend: ViewerBackend, first: Side, second: Side, metric: Optional[str]) -> str:
-    """``metric`` where both sides have it, else the first side's default (its loss) where the second has it."""
+    """``metric`` where both sides have it, else the first side's default (its failure metric or loss) among those
+    the second has."""
     metrics = [backend.metrics(side.epoch) for side in (first, second)]
     if metric in metrics[0] and metric in metrics[1]:
         return metric
@@ -169,7 +170,7 @@ def _shared_metric(backend: ViewerBackend, first: Side, second: Side, metric: Op
     if not shared:
         raise RunDiffError(f"{first.name} and {second.name} share no per-datapoint score to compare ("
                            f"{', '.join(metrics[0]) or 'none'} against {', '.join(metrics[1]) or 'none'})")
-    return default_metric(shared, backend.table(first.epoch).roles.get("higher_is_better", {}))
+    return default_metric(shared, backend.table(first.epoch).roles)
 
 
 def _side_columns(side: Side, table: Table, metric: str) -> pa.Table:

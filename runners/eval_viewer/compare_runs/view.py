@@ -7,6 +7,7 @@ the datapoint table; a click on a row opens that datapoint in both runs below it
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -35,7 +36,7 @@ from runners.eval_viewer.compare_runs.ids import (
     RUN_DIFF_TO_WRONG,
     TAB_COMPARE_RUNS,
 )
-from runners.eval_viewer.controls.data import default_epoch, epoch_option, run_options
+from runners.eval_viewer.controls.data import epoch_option, run_options
 from runners.eval_viewer.datapoint.display_datapoint import display_summary, section
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.browser_input import BadRequest
@@ -43,6 +44,7 @@ from runners.eval_viewer.shared.components import NOTHING_OPEN, message, tab_of
 from runners.eval_viewer.shared.datapoint import load_datapoint
 from runners.eval_viewer.shared.first_view import FirstView
 from runners.eval_viewer.shared.pending import pending_status
+from runners.eval_viewer.shared.runs import Epoch, last_modified
 from runners.eval_viewer.shared.table import TABLE_ERRORS
 from runners.eval_viewer.table.view import CLASS_NAME_FORMAT, LABEL_WIDTH, typed_filter
 from utils.errors import LanternUserError
@@ -191,23 +193,44 @@ def _same(a: object, b: object) -> bool:
     return type(a) is type(b) and a == b
 
 
-def other_run_epochs(backend: ViewerBackend, other_path: Optional[str], wanted: Optional[str],
-                     epoch_key: Optional[str], run_path: Optional[str]) -> tuple[list, Any]:
-    """The second run's epochs as options, and the one chosen: ``wanted`` (an address's, else the open epoch) where
-    the run has it, else its default; the run itself compared with another of its epochs gets, unless ``wanted``
-    names one, the epoch before the open ``epoch_key`` (the one after for its first epoch)."""
-    other = backend.run(other_path)
+def other_run_epochs(backend: ViewerBackend, other_path: Optional[str], epoch_key: Optional[str],
+                     run_path: Optional[str], wanted: Optional[str] = None) -> tuple[list, Any]:
+    """The second run's epochs as options, and the one chosen: ``wanted`` (an address's) where the run has it, else
+    its epoch with debug outputs nearest to the open ``epoch_key`` (the earlier on a tie; for the run itself, another
+    than the open one), so both columns have Debug Outputs to compare; else, where it kept none, the nearest epoch."""
+    other, run = backend.run(other_path), backend.run(run_path)
     epochs = backend.epochs(other) if other else []
-    keys = [e.key for e in epochs]
+    options = [epoch_option(e) for e in epochs]
     same_run = other_path == run_path
-    if wanted in keys and not (same_run and wanted == epoch_key):
-        chosen = wanted
-    elif same_run and epoch_key in keys and len(keys) > 1:
-        at = keys.index(epoch_key)
-        chosen = keys[at - 1] if at > 0 else keys[1]
-    else:
-        chosen = default_epoch(epochs)
-    return [epoch_option(e) for e in epochs], chosen
+    if wanted in {e.key for e in epochs} and not (same_run and wanted == epoch_key):
+        return options, wanted
+    candidates = [e for e in epochs if not (same_run and e.key == epoch_key)]
+    opened = backend.epoch(run, epoch_key) if run else None
+    return options, _nearest([e for e in candidates if e.has_debug] or candidates, opened.number if opened else None)
+
+
+def _nearest(epochs: list[Epoch], number: Optional[int]) -> Optional[str]:
+    """The key of the epoch of ``epochs`` nearest to epoch ``number``, the earlier on a tie (the last without a
+    number: an evaluator's)."""
+    if not epochs:
+        return None
+    if number is None:
+        return epochs[-1].key
+    return min(epochs, key=lambda e: (math.inf, False) if e.number is None else (abs(e.number - number),
+                                                                                  e.number > number)).key
+
+
+def second_run(backend: ViewerBackend, run_path: Optional[str]) -> Optional[str]:
+    """The run Compare runs opens on beside ``run_path``: the run made from the same config file written to last (a
+    rerun, another seed), else the run itself where it has another epoch, else none."""
+    run = backend.run(run_path)
+    if run is None:
+        return None
+    twins = [other for other in backend.discovery.runs.values()
+             if other.path != run.path and run.config_filepath and other.config_filepath == run.config_filepath]
+    if twins:
+        return max(twins, key=last_modified).path
+    return run.path if len(backend.epochs(run)) > 1 else None
 
 
 def other_run_options(options: Optional[list], run_path: Optional[str]) -> list:
@@ -218,12 +241,12 @@ def other_run_options(options: Optional[list], run_path: Optional[str]) -> list:
 
 
 def compare_runs_tab(backend: ViewerBackend, first: FirstView) -> dcc.Tab:
-    """The tab as the first page shows it: the second run and its epoch chosen (an address's, else none), the two
-    joined when it is the tab the page opens on; the datapoint in both is drawn once the tab is shown."""
+    """The tab as the first page shows it: the second run and its epoch chosen (an address's, else ``second_run``),
+    the two joined when it is the tab the page opens on; the datapoint in both is drawn once the tab is shown."""
     options = other_run_options(run_options(backend.discovery), first.run)
-    other = first.compare.get("run") if first.compare.get("run") in {o["value"] for o in options} else None
-    epochs, other_epoch = other_run_epochs(backend, other, first.compare.get("epoch") or first.epoch, first.epoch,
-                                           first.run)
+    asked = first.compare.get("run")
+    other = asked if asked in {o["value"] for o in options} else second_run(backend, first.run)
+    epochs, other_epoch = other_run_epochs(backend, other, first.epoch, first.run, first.compare.get("epoch"))
     return tab_of("Compare runs", TAB_COMPARE_RUNS, [
         html.Div([
             html.Div([html.Label("Second run"), dcc.Dropdown(id=COMPARE_RUN_SELECT, options=options, value=other)],

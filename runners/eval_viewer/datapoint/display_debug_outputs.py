@@ -61,7 +61,7 @@ def _output_body(name: str, output: Any, context: DrawContext) -> list:
     own = [drawn_figure(figure, "debug-figure") for figure in figures if not is_shared(figure)]
     shared = [figure for figure in figures if is_shared(figure)]
     if shared:  # the same at every datapoint: folded, so it does not repeat itself datapoint after datapoint
-        titles = ", ".join(shared_title(figure) for figure in shared)
+        titles = ", ".join(dict.fromkeys(shared_title(figure) for figure in shared))  # a state drawn thrice, named once
         own.append(html.Details([html.Summary(f"{SHARED}: {titles}", className="shared-summary"),
                                  *[drawn_figure(figure, "debug-figure") for figure in shared]],
                                 className="shared-outputs"))

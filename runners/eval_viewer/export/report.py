@@ -42,7 +42,7 @@ from runners.eval_viewer.figures.context import NO_CONTEXT, Calibration, DrawCon
 from runners.eval_viewer.figures.overlays import picture_png
 from runners.eval_viewer.figures.pictures import picture_svg
 from runners.eval_viewer.figures.registry import output_figures
-from runners.eval_viewer.figures.values import first_image, is_table, table_text, value_summary
+from runners.eval_viewer.figures.values import first_image, is_table, prompt_points, table_text, value_summary
 from runners.eval_viewer.model_report.figures import model_report_figures
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.datapoint import load_item
@@ -236,12 +236,13 @@ def _image_of(datapoint: Optional[dict[str, Any]]) -> Optional[np.ndarray]:
 
 
 def _summary(datapoint: Optional[dict[str, Any]], row: Optional[dict[str, Any]]) -> list[Item]:
-    """The datapoint's row of the epoch table (label, prediction, scores), its input image, then its labels and
-    meta info."""
+    """The datapoint's row of the epoch table (label, prediction, scores), its input image (its prompt points
+    ringed), then its labels and meta info."""
     items: list[Item] = [Records([row])] if row else []
     image = _image_of(datapoint)
     if image is not None:
-        png = base64.b64encode(picture_png(image, None, INPUT_PX)).decode("ascii")
+        points = prompt_points((datapoint or {}).get("inputs"))
+        png = base64.b64encode(picture_png(image, None, INPUT_PX, points)).decode("ascii")
         items.append(Picture(f"data:image/png;base64,{png}", "input image"))
     for part in ("labels", "meta_info"):
         values = (datapoint or {}).get(part)

@@ -99,7 +99,8 @@ def _narrow_the_table(app: Dash, backend: ViewerBackend) -> None:
             return no_update, no_update
         idx, what = chosen
         return (narrowing(run_path, epoch_key, idx, finding_key(trigger, separator, cell), what),
-                f"Table filtered to {len(idx)} datapoints: {what}")
+                f"Table filtered to {len(idx)} datapoints: {what}; its own filters (wrong only, a typed filter) "
+                "apply too: its caption says how many it shows")
 
     app.clientside_callback(  # a narrowing is of the run and epoch it was found in: it ends when either differs
         # (a refresh tick re-sending the same epoch is no switch; a late answer for the run just left is dropped as

@@ -17,6 +17,9 @@ from dash import html
 from runners.eval_viewer.figures.base import MAX_TABLE_ROWS, png_data_uri, table_height
 
 IMAGE_CHANNELS = (1, 3)
+# An input holding prompt points: (2,) or (N, 2), (x, y) in pixels of the input image (SAM's ``point_coords``)
+POINT_NAMES = ("point", "points", "point_coords", "prompt_point", "prompt_points")
+SMALL_ARRAY = 6  # values of an array this small are shown themselves, not its range
 FIGURE_TITLE = {"fontSize": "14px", "color": "#2a3f5f", "margin": "4px 0"}  # as plotly titles the graphs beside it
 GRAPH_CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": "hover"}  # no toolbar over titles
 
@@ -53,6 +56,31 @@ def first_image(inputs: Optional[dict]) -> Optional[np.ndarray]:
     return None
 
 
+def points_of(value: Any) -> Optional[np.ndarray]:
+    """(N, 2) finite (x, y) points from a numeric (2,) or (N, 2) array; None for anything else."""
+    array = array_or_none(value)
+    if array is None or array.dtype.kind not in "fiu" or array.size == 0 or array.shape[-1] != 2 \
+            or array.ndim not in (1, 2):
+        return None
+    points = array.astype(np.float64).reshape(-1, 2)
+    return points if np.isfinite(points).all() else None
+
+
+def prompt_points(inputs: Optional[dict]) -> Optional[np.ndarray]:
+    """The datapoint's prompt points (an input named as ``POINT_NAMES`` says), to mark on its input image."""
+    for name, value in (inputs or {}).items():
+        if str(name).lower() in POINT_NAMES:
+            points = points_of(value)
+            if points is not None:
+                return points
+    return None
+
+
+def points_text(points: np.ndarray) -> str:
+    """``(x, y) (12.5, 3)`` for one point, ``(x, y) (12.5, 3), (4, 5.5)`` for several."""
+    return "(x, y) " + ", ".join(f"({x:.4g}, {y:.4g})" for x, y in points)
+
+
 def token_strings(datapoint: dict[str, Any]) -> Optional[list[str]]:
     """The datapoint's tokens as strings (``tokens`` in its inputs or meta info), to label attention axes."""
     for part in ("inputs", "meta_info"):
@@ -64,12 +92,18 @@ def token_strings(datapoint: dict[str, Any]) -> Optional[list[str]]:
     return None
 
 
-def image_component(image: np.ndarray, title: str) -> html.Figure:
-    """An image as a plain ``<img>`` (a PNG built here) under its title: no plotly graph to draw on a click."""
+def image_component(image: np.ndarray, title: str, points: Optional[np.ndarray] = None) -> html.Figure:
+    """An image as a plain ``<img>`` (a PNG built here) under its title: no plotly graph to draw on a click; each of
+    ``points`` ((x, y) in its pixels) marked over it by a ring that shows on any colour (``viewer.css``)."""
     pixels = (np.nan_to_num(image) * 255).round().astype(np.uint8)
-    return html.Figure([html.Figcaption(title, className="figure-title", style=FIGURE_TITLE),
-                        html.Img(src=png_data_uri(pixels), alt=title, style={"width": "100%",
-                                                                             "imageRendering": "pixelated"})],
+    height, width = image.shape[:2]
+    marks = [html.Span(className="point-mark", title=f"prompt ({x:.4g}, {y:.4g})",
+                       style={"left": f"{100 * x / width:.2f}%", "top": f"{100 * y / height:.2f}%"})
+             for x, y in (points if points is not None else [])]
+    picture = html.Div([html.Img(src=png_data_uri(pixels), alt=title, style={"width": "100%",
+                                                                             "imageRendering": "pixelated"}),
+                        *marks], className="marked-image")
+    return html.Figure([html.Figcaption(title, className="figure-title", style=FIGURE_TITLE), picture],
                        className="datapoint-image")
 
 
@@ -110,6 +144,9 @@ def value_summary(value: Any) -> str:
         return _scalar_text(value)
     if array.size == 1:
         return _scalar_text(array.reshape(-1)[0].item())
+    if array.dtype.kind in "fiub" and 0 < array.size <= SMALL_ARRAY:
+        values = ", ".join(_scalar_text(value) for value in array.ravel().tolist())
+        return f"array {tuple(array.shape)} {array.dtype}: [{values}]"
     if array.dtype.kind in "fiub" and array.size:
         return (f"array {tuple(array.shape)} {array.dtype}: min {np.nanmin(array):.4g}, "
                 f"max {np.nanmax(array):.4g}, mean {np.nanmean(array):.4g}")
@@ -121,11 +158,11 @@ def _scalar_text(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, (float, np.floating)) else str(value)
 
 
-def value_component(name: str, value: Any) -> Any:
-    """An image graph for image-shaped values, a table for dicts, text otherwise."""
+def value_component(name: str, value: Any, points: Optional[np.ndarray] = None) -> Any:
+    """An image for image-shaped values (``points`` marked over it), a table for dicts, text otherwise."""
     image = as_image(value)
     if image is not None:
-        return image_component(image, f"{name} {tuple(array_or_none(value).shape)}")
+        return image_component(image, f"{name} {tuple(array_or_none(value).shape)}", points)
     if isinstance(value, dict):
         return html.Div([html.Strong(name), key_value_table(value)])
     return html.Div([html.Strong(f"{name}: "), html.Span(value_summary(value))])

@@ -15,6 +15,7 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from runners.eval_viewer.datapoint.display_labels import class_text
+from runners.eval_viewer.figures.overlays import ERRORS_NAME, default_overlay
 from runners.eval_viewer.gallery.ids import (
     GALLERY_CAPTION,
     GALLERY_ORDER,
@@ -49,7 +50,7 @@ class GalleryView:
     pages: int = 1
     page: int = 1
     overlays: list[dict] = field(default_factory=lambda: [{"label": "nothing", "value": NO_OVERLAY}])
-    overlay: str = NO_OVERLAY
+    overlay: Optional[str] = None  # None: not chosen yet (the epoch's ``default_overlay`` is drawn)
     sort_options: list[dict] = field(default_factory=list)
     sort: Optional[str] = None
     order: str = "desc"
@@ -89,7 +90,7 @@ def tile(row: dict, address: str, metric: Optional[str], class_names: dict[int, 
                         class_name=f"gallery-badge badge-{role}")
               for role, value in (("label", label), ("prediction", prediction)) if value is not None]
     value = row.get(metric) if metric else None
-    score = f"{metric} {value:.4g}" if isinstance(value, float) else f"{metric} n/a" if metric else ""
+    score = [metric, " ", html.B(f"{value:.4g}" if isinstance(value, float) else "n/a")] if metric else ""
     card = dbc.Card([
         html.Img(**{"data-src": address}, alt=f"datapoint {row['idx']}", className="gallery-picture"),
         dbc.CardBody([html.Div([html.Strong(f"idx {row['idx']}"), html.Span(score, className="gallery-score")],
@@ -108,7 +109,8 @@ MAX_PAGE = 2**31 // PAGE_SIZE  # past any epoch's rows: a page asked beyond it i
 def gallery_view(backend: ViewerBackend, shown: dict, overlay: Optional[str], page: Optional[int],
                  selected: Optional[int]) -> GalleryView:
     """Page ``page`` of the table's rows (``shown``: its query, filter model and sort model) as tiles, with
-    ``overlay`` drawn over their pictures where the epoch's debug outputs offer it."""
+    ``overlay`` drawn over their pictures where the epoch's debug outputs offer it (None: the epoch's
+    ``default_overlay``; ``NO_OVERLAY``: none)."""
     query = shown.get("query") if isinstance(shown.get("query"), dict) else {}
     try:
         asked = paging({"filterModel": shown.get("filterModel"), "sortModel": shown.get("sortModel")})
@@ -118,7 +120,7 @@ def gallery_view(backend: ViewerBackend, shown: dict, overlay: Optional[str], pa
     if table is None:
         return GalleryView()
     offered = overlay_names(backend, epoch)
-    overlay = overlay if overlay in offered else NO_OVERLAY
+    overlay = overlay if overlay in offered or overlay == NO_OVERLAY else default_overlay(offered) or NO_OVERLAY
     page = min(max(1, page if isinstance(page, int) and not isinstance(page, bool) else 1), MAX_PAGE)
     try:
         rows, count, total, label = table_rows(backend, query, _page(asked, page))
@@ -156,7 +158,8 @@ def _caption(label: str, count: int, total: int, page: int, asked: Paging, overl
         return f"{label}: no datapoint of {total} matches the table's filters; clear them to see all."
     first, last = (page - 1) * PAGE_SIZE + 1, min(page * PAGE_SIZE, count)
     order = f", sorted by {asked.sort} ({'highest' if asked.descending else 'lowest'} first)" if asked.sort else ""
-    drawn = f"; {overlay} drawn over each input" if overlay else ""
+    legend = " (false positives red, false negatives amber)" if overlay.endswith(ERRORS_NAME) else ""
+    drawn = f"; {overlay} drawn over each input{legend}" if overlay else ""
     matching = f"{count} of {total} datapoints match the table's filters" if count < total else f"{total} datapoints"
     return f"{label}: {matching}{order}; {first}–{last} shown{drawn}. Click one to open it."
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import numpy as np
+
 from debuggers.pages.file_format import CorruptPageError, UnsafePageError
 from runners.eval_viewer.figures.overlays import find_overlay, overlay_choices, picture_png
-from runners.eval_viewer.figures.values import first_image
+from runners.eval_viewer.figures.values import first_image, prompt_points
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.cache import BoundedCache
 from runners.eval_viewer.shared.datapoint import load_item
@@ -43,18 +45,24 @@ class Thumbnails:
     def thumbnail(self, run: Run, idx: int) -> bytes:
         """The datapoint's input image, at most ``THUMBNAIL_PX`` a side."""
         key = ("thumbnail", run.path, index_signature(captured_folder(run)), idx)
-        return self._made.get(key, lambda: picture_png(self._image(run, idx), None, THUMBNAIL_PX))
+        return self._made.get(key, lambda: picture_png(self._image(run, idx)[0], None, THUMBNAIL_PX))
 
     def tile(self, run: Run, epoch: Epoch, idx: int, overlay: Optional[str]) -> bytes:
-        """The datapoint's input image with the debug output ``overlay`` (``overlay_choices``) drawn over it,
-        at most ``TILE_PX`` a side; without ``overlay``, the image alone."""
+        """The datapoint's input image with the debug output ``overlay`` (``overlay_choices``) drawn over it and its
+        prompt points ringed, at most ``TILE_PX`` a side; without ``overlay``, the image and its points."""
         if not overlay:
             return self._made.get(("tile", run.path, index_signature(captured_folder(run)), idx),
-                                  lambda: picture_png(self._image(run, idx), None, TILE_PX))
+                                  lambda: self._plain(run, idx))
         key = ("tile", run.path, self.backend.datapoint_version(run, epoch), idx, overlay)
         return self._made.get(key, lambda: self._overlaid(run, epoch, idx, overlay))
 
+    def _plain(self, run: Run, idx: int) -> bytes:
+        image, points = self._image(run, idx)
+        return picture_png(image, None, TILE_PX, points)
+
     def _overlaid(self, run: Run, epoch: Epoch, idx: int, name: str) -> bytes:
+        """The tile with the overlay ``name``; a datapoint without it among overlays its epoch offers (its debugger
+        recorded an error or did not run for it) keeps its plain picture, which the tile then shows."""
         try:
             debug = self.backend.debug(epoch)
             outputs = debug.get(idx) if debug is not None else None
@@ -64,18 +72,22 @@ class Thumbnails:
         if outputs is None:
             raise PictureUnavailable(f"datapoint {idx} has no debug outputs at {epoch.label}")
         overlay = find_overlay(outputs, name)
+        if overlay is None and name in overlay_names(self.backend, epoch):
+            return self._plain(run, idx)
         if overlay is None:
             raise PictureUnavailable(f"datapoint {idx} has no output {name!r} to draw over its image at "
                                      f"{epoch.label}; it has: {', '.join(overlay_choices(outputs)) or 'none'}")
-        return picture_png(self._image(run, idx, required=False), overlay, TILE_PX)
+        image, points = self._image(run, idx, required=False)
+        return picture_png(image, overlay, TILE_PX, points)
 
-    def _image(self, run: Run, idx: int, required: bool = True) -> Any:
+    def _image(self, run: Run, idx: int, required: bool = True) -> tuple[Any, Optional[np.ndarray]]:
+        """The datapoint's input image and its prompt points (``values.prompt_points``)."""
         item = load_item(self.backend, run, idx)
         image = first_image(item.get("inputs"))
         if image is None and required:
             raise PictureUnavailable(item.get("dataset_error") or f"datapoint {idx} of {run.name} has no "
                                                                    "image-shaped input")
-        return image
+        return image, prompt_points(item.get("inputs"))
 
 
 def overlay_names(backend: ViewerBackend, epoch: Epoch, idx: Optional[int] = None) -> list[str]:

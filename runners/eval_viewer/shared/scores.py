@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from analysis.epoch_table import FAILURE_DEFINITION_ROLE
 from run_dir.run_files import MIB, finite_or_none, read_run_json
 
 MAX_SCORES_BYTES = 512 * MIB  # ~90 bytes per datapoint and score as Lantern writes it: millions of datapoints
@@ -109,8 +110,16 @@ def _numbers(values: list, name: str, path: str) -> np.ndarray:
     return column
 
 
-def default_metric(metrics: list[str], higher_is_better: dict[str, bool]) -> Optional[str]:
-    """The metric the table is sorted by first: a loss (lower is better) spreads the wrong datapoints out,
-    where a 0/1 accuracy would tie all of them; the first of ``metrics`` when there is no loss."""
+def default_metric(metrics: list[str], roles: dict[str, Any]) -> Optional[str]:
+    """The metric the table is sorted by first, from the epoch table's ``roles``: the metric of the run's own
+    ``failure_definition`` (what the run says fails, e.g. IoU for segmentation), else a loss (lower is better),
+    which spreads the wrong datapoints out where a 0/1 accuracy would tie all of them; else the first of
+    ``metrics``."""
+    definition = roles.get(FAILURE_DEFINITION_ROLE)
+    failure = definition.get("metric") if isinstance(definition, dict) else None
+    if failure in metrics:
+        return failure
+    higher_is_better = roles.get("higher_is_better")
+    higher_is_better = higher_is_better if isinstance(higher_is_better, dict) else {}
     losses = [name for name in metrics if not higher_is_better.get(name, True)]
     return (losses or metrics or [None])[0]

@@ -21,6 +21,7 @@ from runners.eval_viewer.failures.data import narrowed_idx
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.browser_input import BadRequest, paging
 from runners.eval_viewer.shared.feature import Feature
+from runners.eval_viewer.shared.row_grids import reload_after_empty_script
 from runners.eval_viewer.shared.table import TABLE_ERRORS
 from runners.eval_viewer.table import filters, selection
 from runners.eval_viewer.table.data import table_rows
@@ -95,6 +96,8 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         except (*TABLE_ERRORS, BadRequest) as exc:
             return {"rowData": [], "rowCount": 0}, str(exc)
         return {"rowData": rows, "rowCount": count}, caption(label, count, total, query or {}, asked)
+    app.clientside_callback(reload_after_empty_script(TABLE), Output(TABLE, "id", allow_duplicate=True),
+                            Input(TABLE, "getRowsResponse"), prevent_initial_call=True)
     filters.register(app)
     selection.register(app)
 

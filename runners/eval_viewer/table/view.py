@@ -124,9 +124,9 @@ CLASS_NAME_FORMAT = "params.value == null ? 'n/a' : (params.colDef.refData['' + 
 
 def epoch_view(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optional[str], metric: Optional[str],
                idx_filter: Optional[list] = None, sort: Optional[str] = None, wrong: bool = False) -> EpochView:
-    """The view of ``epoch_key`` of ``run_path``, keeping ``metric`` where the epoch has it (else its default:
-    the loss), the table sorted by ``sort`` (``column_defs``; the first page's, from the address bar). Used for the
-    first page and on every switch, so both show the same."""
+    """The view of ``epoch_key`` of ``run_path``, keeping ``metric`` where the epoch has it (else its default: the
+    run's failure metric, else the loss), the table sorted by ``sort`` (``column_defs``; the first page's, from the
+    address bar). Used for the first page and on every switch, so both show the same."""
     run = backend.run(run_path)
     epochs = backend.epochs(run) if run else []
     epoch = next((e for e in epochs if e.key == epoch_key), None)
@@ -134,8 +134,7 @@ def epoch_view(backend: ViewerBackend, run_path: Optional[str], epoch_key: Optio
         return EpochView([], None, [], _query(run_path, epoch_key, None, None, idx_filter, wrong), [])
     try:
         metrics = backend.metrics(epoch)
-        chosen = metric if metric in metrics else default_metric(metrics, backend.table(epoch).roles.get(
-            "higher_is_better", {}))
+        chosen = metric if metric in metrics else default_metric(metrics, backend.table(epoch).roles)
     except TABLE_ERRORS:  # the score views say why; the metric stays for the next epoch
         metrics, chosen = [metric] if metric else [], metric
     try:

@@ -129,7 +129,7 @@ def histogram_figure(log: TrainingLog, layer: int) -> go.Figure:
             fig.add_annotation(text="<br>".join(notes), xref=f"x{'' if col == 1 else col} domain",
                                yref=f"y{'' if col == 1 else col} domain", x=0.5, y=0.9, showarrow=False,
                                font={"color": NONFINITE_COLOUR})
-    fig.update_yaxes(title_text="values", row=1, col=1)
+    fig.update_yaxes(title_text="count", row=1, col=1)
     name = log.layers[layer] if 0 <= layer < len(log.layers) else "?"
     return _finish(fig, f"{name}: weights and gradients per epoch", 340, {**AXIS_TITLES, "autoexpand": True})
 

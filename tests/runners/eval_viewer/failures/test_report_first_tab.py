@@ -58,7 +58,8 @@ def test_the_confusions_come_first_and_a_missing_slice_says_why(few_failures):
         page.locator(f"""[id='{{"index":"confusion-0","type":"{FAILURES_FINDING}"}}']""").click()
         page.locator(f"#{FAILURES_FILTER_NOTE}:has-text('circle read as ring')").wait_for()
         assert page.locator(f"#{FAILURES_FILTER_NOTE}").inner_text() == \
-            "Table filtered to 3 datapoints: circle read as ring"
+            "Table filtered to 3 datapoints: circle read as ring; its own filters (wrong only, a typed filter) " \
+            "apply too: its caption says how many it shows"
         wait_caption(page, f"3 of {ROWS}")
         wait_rows(page, set(circles))
         page.close()  # before its server stops: the page's refresh would find no server

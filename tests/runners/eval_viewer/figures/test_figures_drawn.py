@@ -490,6 +490,18 @@ def test_a_position_encoding_is_drawn_once_folded_and_marked_as_shared(tmp_path)
 
 
 
+def test_a_shared_state_drawn_by_three_figures_is_named_once_in_its_fold():
+    """the fold's summary said "position_encoding_sine, position_encoding_sine, position_encoding_sine"."""
+    rng = np.random.default_rng(0)
+    states = {"position_encoding_sine": {
+        "position_embeddings_final": {"kind": "tensor", "data": rng.random((8, 4, 4)).astype(np.float32)},
+        "frequency_dimensions": {"kind": "tensor", "data": rng.random(4).astype(np.float32)}}}
+    body = display_debug_outputs({"cap": {"kind": "captured_states", "states": states}})
+    folded = [node for node in _walk(body) if type(node).__name__ == "Details"]
+    assert len(_figure_titles(folded[0].children)) == 3
+    assert folded[0].children[0].children == f"{SHARED}: position_encoding_sine"
+
+
 def test_compare_views_fold_and_mark_a_shared_state_with_its_numbers(tmp_path):
     columns, models = [], []
     for seed in (0, 1):  # two "epochs" of the same model

@@ -13,7 +13,8 @@ import plotly.colors
 import pytest
 
 from debuggers.pages.reader import DebugOutputs
-from runners.eval_viewer.figures.overlays import MASK_OPACITY, OPACITY, find_overlay, overlay_choices, picture_png
+from runners.eval_viewer.figures.marks import FALSE_NEGATIVE, FALSE_POSITIVE, MARK_PX, RING, VIVID
+from runners.eval_viewer.figures.overlays import OPACITY, find_overlay, overlay_choices, picture_png
 from runners.eval_viewer.pictures.thumbnails import PictureUnavailable, Thumbnails, has_pictures, overlay_names
 from runners.eval_viewer.shared.backend import ViewerBackend
 from tests.e2e.conftest import DEBUGGER
@@ -47,41 +48,67 @@ def test_a_cam_is_drawn_over_the_image_in_jet_at_the_viewer_s_opacity():
     np.testing.assert_allclose(drawn, np.round(by_hand(image) * (1 - OPACITY) + heat * OPACITY), atol=1)
 
 
-def test_a_captured_mask_tints_only_where_it_is_set_and_maps_take_their_own_range():
-    image = RNG.random((6, 6))
-    mask = (RNG.random((6, 6)) > 0.5).astype(np.uint8)
-    energy = RNG.normal(size=(3, 6, 6)).astype(np.float32)
+def enlarged(pixels: np.ndarray, factor: int) -> np.ndarray:
+    """Each pixel as a ``factor`` x ``factor`` block (how a marked picture enlarges a small image)."""
+    return np.repeat(np.repeat(pixels, factor, axis=0), factor, axis=1)
+
+
+def around(mask: np.ndarray) -> np.ndarray:
+    """The mask and the pixels next to it (where its halo is drawn)."""
+    padded = np.pad(mask, 1)
+    return mask | padded[:-2, 1:-1] | padded[2:, 1:-1] | padded[1:-1, :-2] | padded[1:-1, 2:]
+
+
+def test_a_captured_mask_stands_out_on_an_image_of_its_old_tint_and_maps_take_their_own_range():
+    """a magenta tint vanished on magenta scenes: the mask now takes the vivid colour farthest from the image under
+    it, with an edge and a halo, and leaves the rest of the image as it is."""
+    image = np.stack([np.full((8, 8), 0.9), RNG.random((8, 8)) * 0.1, np.full((8, 8), 0.85)], axis=-1)  # magenta
+    mask = np.zeros((8, 8), np.uint8)
+    mask[2:6, 1:5] = 1
+    energy = RNG.normal(size=(3, 8, 8)).astype(np.float32)
     outputs = {"cap": {"kind": "captured_states", "states": {"decoder": {
         "mask": {"kind": "tensor", "data": mask}, "energy": {"kind": "tensor", "data": energy},
         "tokens": {"kind": "embedding", "data": RNG.random(5)}}}}}
     assert overlay_choices(outputs) == ["cap › decoder.mask", "cap › decoder.energy"]
-    plain = by_hand(np.repeat(image[..., None], 3, axis=2))
-    tinted = decoded(picture_png(image, find_overlay(outputs, "cap › decoder.mask"), 64))
-    magenta = np.array([255.0, 0.0, 255.0])
-    expected = np.where(mask[..., None] == 1, np.round(plain * (1 - MASK_OPACITY) + magenta * MASK_OPACITY), plain)
-    np.testing.assert_allclose(tinted, expected, atol=1)
+    plain = by_hand(image)
+    drawn = decoded(picture_png(image, find_overlay(outputs, "cap › decoder.mask"), 256))
+    factor = MARK_PX // 8
+    assert drawn.shape == (MARK_PX, MARK_PX, 3)
+    big, big_plain = enlarged(mask, factor).astype(bool), enlarged(plain, factor)
+    np.testing.assert_allclose(drawn[~around(big)], big_plain[~around(big)], atol=1)  # the rest as it was
+    edge = drawn[2 * factor, 1 * factor + factor // 2]  # on the mask's top edge
+    assert tuple(edge) in set(VIVID.values()) and tuple(edge) != VIVID["magenta"]
+    assert np.linalg.norm(drawn[big] - big_plain[big], axis=1).min() > 60  # every mask pixel visibly changed
     mean = energy.astype(np.float64).mean(axis=0)
     heat = decoded(picture_png(image, find_overlay(outputs, "cap › decoder.energy"), 64))
     np.testing.assert_allclose(heat, np.round(plain * (1 - OPACITY) + jet(mean, mean.min(), mean.max()) * OPACITY),
                                atol=1)
 
 
-def test_a_segmentation_debugger_s_masks_tint_where_any_prompt_s_mask_is_set():
-    image = RNG.random((6, 6, 3))
-    predicted = (RNG.random((2, 6, 6)) > 0.6).astype(np.uint8)  # two prompts' masks
-    label = np.full((1, 6, 6), 255, np.uint8)  # a class-index map, every pixel ignored but two
-    label[0, :2, :2] = 3
+def test_a_segmentation_debugger_offers_its_errors_and_masks_and_the_prompt_is_ringed():
+    image = RNG.random((8, 8, 3)) * 0.5
+    label, predicted = np.zeros((1, 8, 8), np.uint8), np.zeros((1, 8, 8), np.uint8)
+    label[0, 1:5, 1:5], predicted[0, 3:7, 3:7] = 1, 1
     outputs = {"seg": {"kind": "mask", "predicted_mask": predicted, "label_mask": label}}
-    assert overlay_choices(outputs) == ["seg › predicted mask", "seg › label mask"]
-    either = predicted.max(axis=0)
-    plain = by_hand(image)
-    expected = np.where(either[..., None] == 1, np.round(plain * (1 - MASK_OPACITY) + np.array([255.0, 0, 255.0])
-                                                          * MASK_OPACITY), plain)
-    np.testing.assert_allclose(decoded(picture_png(image, find_overlay(outputs, "seg › predicted mask"), 64)),
-                               expected, atol=1)
-    drawn = decoded(picture_png(image, find_overlay(outputs, "seg › label mask"), 64))
-    np.testing.assert_allclose(drawn[2:, 2:], plain[2:, 2:], atol=1)  # ignored pixels keep the image
-    assert not np.allclose(drawn[:2, :2], plain[:2, :2], atol=1)
+    assert overlay_choices(outputs) == ["seg › errors", "seg › predicted mask", "seg › label mask"]
+    errors = find_overlay(outputs, "seg › errors").values
+    false_positive, false_negative = (predicted[0] == 1) & (label[0] == 0), (label[0] == 1) & (predicted[0] == 0)
+    np.testing.assert_array_equal(errors, np.where(false_positive, 1, np.where(false_negative, 2, 0)))
+    drawn = decoded(picture_png(image, find_overlay(outputs, "seg › errors"), 256, points=np.array([[2.5, 2.5]])))
+    factor = MARK_PX // 8
+    assert tuple(drawn[6 * factor + factor // 2, 7 * factor - 1]) == FALSE_POSITIVE  # the edge of (6, 6), an FP
+    assert tuple(drawn[1 * factor + factor // 2, 1 * factor]) == FALSE_NEGATIVE  # the edge of (1, 1), an FN
+    right = ~around(enlarged(false_positive | false_negative, factor))
+    right[:5 * factor, :5 * factor] = False  # the ring's corner
+    np.testing.assert_allclose(drawn[right], enlarged(by_hand(image), factor)[right], atol=1)
+    centre, radius = 2.5 * factor, RING * MARK_PX
+    assert tuple(drawn[int(centre), int(centre + radius)]) == (255, 255, 255)  # on the ring: white
+    assert tuple(drawn[int(centre), int(centre + radius + 1.8)]) == (0, 0, 0)  # its dark edge
+
+    two = (RNG.random((2, 6, 6)) > 0.6).astype(np.uint8)  # two prompts' masks, against an ignored class-index map
+    shaped = {"seg": {"kind": "mask", "predicted_mask": two, "label_mask": np.full((1, 6, 6), 255, np.uint8)}}
+    assert overlay_choices(shaped) == ["seg › predicted mask", "seg › label mask"]  # shapes differ: no errors
+    np.testing.assert_array_equal(find_overlay(shaped, "seg › predicted mask").values, two.max(axis=0))
 
 
 def test_patch_attention_and_feature_maps_offer_overlays_and_odd_outputs_offer_none():

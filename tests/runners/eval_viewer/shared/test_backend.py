@@ -180,7 +180,8 @@ def test_the_table_sorts_each_metric_worst_first_and_defaults_to_the_loss(runs):
             rows = table.page(order_by=metric, descending=not higher, limit=1000)
             assert [row[metric] for row in rows] == pytest.approx(
                 sorted(scores.per_datapoint[metric], reverse=not higher)), metric
-    assert default_metric(scores.rankable_metrics, scores.higher_is_better) == "cross_entropy"  # not a 0/1 tie
+    roles = {"higher_is_better": scores.higher_is_better}
+    assert default_metric(scores.rankable_metrics, roles) == "cross_entropy"  # not a 0/1 tie
 
 
 def test_missing_scores_rank_last_and_ties_keep_idx_order():

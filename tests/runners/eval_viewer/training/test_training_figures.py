@@ -3,8 +3,8 @@
 
 import numpy as np
 
-from run_dir.training_log import TrainingLog
-from runners.eval_viewer.training.figures import MAX_CELLS, MAX_LR_GROUPS, loss_figure, norm_heatmap
+from run_dir.training_log import EpochHistograms, TrainingLog
+from runners.eval_viewer.training.figures import MAX_CELLS, MAX_LR_GROUPS, histogram_figure, loss_figure, norm_heatmap
 
 
 def a_log(layers: int, groups: int, rows: int) -> TrainingLog:
@@ -27,3 +27,14 @@ def test_a_heatmap_of_many_layers_keeps_to_its_cells():
     layers = 20_000
     figure = norm_heatmap(a_log(layers, 1, 60), "grad_norm")
     assert np.asarray(figure.data[0].z).size <= max(MAX_CELLS, layers)
+
+
+def test_a_histogram_s_axis_says_it_counts():
+    """its y-axis said "values" where it counts the values in each bin."""
+    log = a_log(2, 1, 4)
+    counts = np.array([[3, 5, 2], [1, 1, 8]])
+    log.histograms = [EpochHistograms(0, 4, counts, np.array([[0.0, 1.0]] * 2), counts, np.array([[0.0, 1.0]] * 2),
+                                      np.zeros(2, np.int64), np.zeros(2, np.int64), 0)]
+    figure = histogram_figure(log, 1)
+    assert figure.layout.yaxis.title.text == "count"
+    assert list(figure.data[0].y) == [1, 1, 8]
