@@ -16,6 +16,12 @@ and fail alike. Two kinds of such groups:
 - **variant**: failures spread over several predictions: a kind of input the model has not learnt (a rare style,
   an artifact), a subgroup to collect more of.
 
+A rare variant of *every* class is looked for again among what no finding explains (``residual_variants``): keywords
+spelled another way look to the model like a transcript that lost its keywords, so in the whole space such failures
+sit among a noisy channel's, of every label, and no group of one label holds them. With the rows of the reported
+slices and groups set aside, they stand out: failures of any label that sit together and fail alike, predicted as
+several classes.
+
 How they are found, in the captured feature space the label suspects use (``analysis/failures.py``): every
 failing datapoint whose ``NEIGHBOURS`` nearest neighbours fail significantly more than the space's failure rate
 (one-sided binomial test, p < ``COHERENT_P``) is *coherent*; coherent failures are linked to the coherent failures
@@ -31,7 +37,7 @@ tried, and a Clopper-Pearson lower bound at least ``FAR_MORE`` times the rest's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import numpy as np
@@ -142,6 +148,24 @@ def failure_groups(near: Neighbourhoods, values: dict[str, np.ndarray], failed: 
             systematic.append(group)
     return (sorted(systematic, key=lambda g: -g.failures), sorted(variants, key=lambda g: -g.failure_rate),
             shifted)
+
+
+def residual_variants(near: Neighbourhoods, values: dict[str, np.ndarray], failed: np.ndarray,
+                      vocabulary: MetaVocabulary, min_size: int, layer: Optional[str], set_aside: np.ndarray
+                      ) -> list[Subgroup]:
+    """The variants of any label among the captured rows left once ``set_aside`` (a mask over the table: the rows of
+    the reported slices and groups) is: the module docstring's last paragraph. Their cores link failures whatever
+    their label (one label for all), the smallest core is scaled to the rows left, and only groups predicted as
+    several classes are kept: failures of mixed labels predicted as one class are a shortcut's or a meta cause's,
+    which the slices report."""
+    left = neighbourhoods(near.space, np.where(set_aside[:, None], np.nan, near.vectors))
+    if left is None:
+        return []
+    scaled = max(1, round(min_size * len(left.captured_rows) / len(near.captured_rows)))
+    one_label = {**values, "label": np.zeros(len(failed), dtype=np.int64)}
+    _, variants, _ = failure_groups(left, one_label, failed, vocabulary, scaled, layer, frozenset())
+    return [replace(variant, labels=len(np.unique(values["label"][np.isin(values["idx"], variant.idx)])))
+            for variant in variants]
 
 
 def _shifted(vocabulary: MetaVocabulary, group: TrainingLabelGroup, label_columns: frozenset[str],

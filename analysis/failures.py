@@ -43,8 +43,8 @@ from analysis.confusions import main_confusions
 from analysis.data_map import data_map, read_history
 from analysis.epoch_table import FAILURE_DEFINITION_ROLE, EpochTable
 from analysis.explain import explain, rows_of
-from analysis.failure_groups import Neighbourhoods, failure_groups, neighbourhoods
-from analysis.findings import DeadUnit, FamilyFindings, Findings, save_findings
+from analysis.failure_groups import Neighbourhoods, failure_groups, neighbourhoods, residual_variants
+from analysis.findings import DeadUnit, FamilyFindings, Findings, Slice, save_findings
 from analysis.internals import CapturedInternals, read_internals
 from analysis.label_noise import suspected_label_errors
 from analysis.meta_terms import MetaVocabulary
@@ -193,7 +193,8 @@ def _groups_failing_alike(findings: Findings, internals: CapturedInternals, valu
                           label_columns: frozenset[str]) -> tuple[Optional[Neighbourhoods], np.ndarray]:
     """The neighbourhoods of the suspects' feature space and the groups that fail alike in it
     (``analysis/failure_groups.py``): systematic groups in ``findings.training_label_groups``, variants among the
-    subgroups. Also the bool mask of their rows (and of the groups a meta condition shifts), which leave the label
+    subgroups, then the variants of several labels among the rows no slice or group explains (after the others: what
+    remains). Also the bool mask of their rows (and of the groups a meta condition shifts), which leave the label
     suspects."""
     name, space = _suspects_space(internals, values["idx"])
     near = neighbourhoods(name, space) if space is not None and "label" in values and "prediction" in values \
@@ -204,6 +205,12 @@ def _groups_failing_alike(findings: Findings, internals: CapturedInternals, valu
                                                    label_columns)
     findings.training_label_groups = systematic
     findings.subgroups = distinct_groups(findings.subgroups, variants, systematic)
+    explained = grouped.copy()
+    for found in [*findings.meta.slices, *systematic, *variants]:
+        if not isinstance(found, Slice) or not all(c.column in label_columns for c in found.conditions):
+            explained |= rows_of(values["idx"], found.idx)
+    left = residual_variants(near, values, failed, vocabulary, min_size, layers.get(name), explained)
+    findings.subgroups += distinct_groups([], left, [*systematic, *findings.subgroups])
     for group in [*systematic, *(found for found in findings.subgroups if found.kind == "variant")]:
         grouped |= rows_of(values["idx"], group.idx)
     return near, grouped

@@ -232,12 +232,20 @@ class Subgroup:
     meta_match: Optional[MetaMatch] = None
     examples: list[int] = field(default_factory=list)  # its most typical datapoints
     target: Target = field(default_factory=Target)
-    kind: str = "cluster"  # 'cluster': a dense cluster; 'variant': failures of one label that fail alike
+    kind: str = "cluster"  # 'cluster': a dense cluster; 'variant': failures that sit together and fail alike
+    labels: int = 1  # of a variant: the labels of its datapoints (several: found among what nothing else explains)
     class_note: Optional[str] = None  # set when it mostly restates one class
 
     @property
     def description(self) -> str:
         return self.meta_match.describe() if self.meta_match else "no meta column describes it"
+
+    @property
+    def kind_name(self) -> str:
+        """How a reader is told its kind: a cluster, a rare variant, or one of several labels."""
+        if self.kind != "variant":
+            return "cluster"
+        return "rare variant" if self.labels <= 1 else f"rare variant of {self.labels} labels, left by the rest"
 
 
 @dataclass

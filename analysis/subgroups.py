@@ -18,6 +18,8 @@ typical failing datapoints (HDBSCAN's strongest members) as examples.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from scipy.stats import beta, hypergeom
 from sklearn.cluster import HDBSCAN
@@ -75,13 +77,14 @@ def find_subgroups(internals: CapturedInternals, table_idx: np.ndarray, failed: 
     return sorted(kept, key=lambda found: -found.failure_rate)
 
 
-def distinct_groups(clusters: list[Subgroup], variants: list[Subgroup], systematic: list[TrainingLabelGroup]
-                    ) -> list[Subgroup]:
+def distinct_groups(clusters: list[Subgroup], variants: list[Subgroup],
+                    earlier: Sequence[TrainingLabelGroup | Subgroup]) -> list[Subgroup]:
     """The clusters and the variants (``analysis/failure_groups.py``) as one list, highest failure rate first, each
-    group once: one whose datapoints are mostly those of a systematic group, a variant or a cluster before it (in
-    this order: the first says more of them) is left out (Jaccard >= SAME_GROUP)."""
+    group once: one whose datapoints are mostly those of a group reported ``earlier`` (the systematic groups), a
+    variant or a cluster before it (in this order: the first says more of them) is left out (Jaccard >=
+    SAME_GROUP)."""
     kept: list[Subgroup] = []
-    seen = [set(group.idx.tolist()) for group in systematic]
+    seen = [set(group.idx.tolist()) for group in earlier]
     for group in variants + clusters:
         rows = set(group.idx.tolist())
         if all(len(rows & other) < SAME_GROUP * len(rows | other) for other in seen):

@@ -76,10 +76,11 @@ def format_findings(findings: Findings) -> str:
     lines += _family("Meta info (what the data says)", findings.meta)
     lines += _within_a_class(findings)
     lines += _family("Internals (what the model does)", findings.internals)
-    lines += _table("Subgroups in captured feature spaces (a rare variant: failures of one label that fail alike, "
-                    "predicted as several classes)",
+    lines += _table("Subgroups in captured feature spaces (a rare variant: failures that sit together and fail alike, "
+                    "predicted as several classes; one of several labels is found among the failures no other "
+                    "finding explains)",
                     ["#", "space", "kind", "size", "fail", "rest", "described by", "typical idx"],
-                    [[i + 1, g.debugger, "rare variant" if g.kind == "variant" else "cluster", g.size,
+                    [[i + 1, g.debugger, g.kind_name, g.size,
                       f"{g.failure_rate:.0%}", f"{g.rest_failure_rate:.0%}",
                       g.description + (f" | {g.class_note}" if g.class_note else ""),
                       " ".join(map(str, g.examples))]

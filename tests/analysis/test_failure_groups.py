@@ -168,3 +168,54 @@ def test_the_groups_and_notes_survive_the_findings_file(planted):
     assert back.label_issues_note == findings.label_issues_note
     assert [(i.margin, i.neighbours_suggest) for i in back.label_issues] == \
         [(i.margin, i.neighbours_suggest) for i in findings.label_issues]
+
+
+def _channel_and_variant_table(tmp_path, variant_share: float, seed: int = 5):
+    """4 classes; a noisy channel (15%, meta ``channel``) loses every class's evidence: its datapoints sit in the
+    middle of the space and fail at random, of every label. A variant of every class (``variant_share``, no meta
+    column) sits beside them, as a model that never learnt it sees it, and fails at random too."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(0, 3, size=(4, DIM))
+    truth = rng.integers(0, 4, ROWS)
+    noisy = rng.random(ROWS) < 0.15
+    variant = ~noisy & (rng.random(ROWS) < variant_share)
+    middle, aside = centres.mean(axis=0), rng.normal(0, 1, DIM)
+    vectors = centres[truth] + rng.normal(0, 1.0, size=(ROWS, DIM))
+    vectors[noisy] = middle + rng.normal(0, 1.0, (int(noisy.sum()), DIM))
+    vectors[variant] = middle + 1.5 * aside / np.linalg.norm(aside) + rng.normal(0, 0.4, (int(variant.sum()), DIM))
+    probabilities = nearest_centre_model(rng, vectors, centres)
+    unsure = noisy | variant
+    probabilities[unsure] = 0.1
+    probabilities[np.flatnonzero(unsure), rng.integers(0, 4, int(unsure.sum()))] = 0.7
+    prediction = probabilities.argmax(axis=1)
+    table = write_table(tmp_path / f"epoch_table_{variant_share}.parquet", {
+        "idx": np.arange(ROWS), "label": truth, "prediction": prediction, "label_name": NAMES[truth],
+        "prediction_name": NAMES[prediction], "probabilities": probabilities,
+        "accuracy": (truth == prediction).astype(float),
+        "channel": np.where(noisy, "noisy", rng.choice(["chat", "mail"], ROWS)).astype(object)},
+        ["channel"], {"accuracy": True})
+    space = CapturedInternals({"pooled": (np.arange(ROWS), vectors.astype(np.float32))}, [])
+    return analyze_table(table, space), truth, truth != prediction, variant
+
+
+def test_a_variant_of_every_label_beside_a_noisy_channel_is_found_among_what_the_slice_leaves(tmp_path):
+    """In the whole space the variant's failures sit among the channel's, of every label: no group of one label
+    holds them. Once the channel's slice is set aside, they are one variant of several labels, after the others;
+    its datapoints leave the label suspects."""
+    findings, label, failed, variant = _channel_and_variant_table(tmp_path, 0.03)
+    assert findings.meta.slices[0].description == "channel = noisy"
+    [found] = [group for group in findings.subgroups if group.kind == "variant"]
+    members = np.isin(np.arange(ROWS), found.idx)
+    assert (members & variant & failed).sum() >= 0.8 * (variant & failed).sum() and variant[members].mean() >= 0.8
+    assert found.labels == len(np.unique(label[members])) > 1
+    assert found.kind_name.startswith(f"rare variant of {found.labels} labels")
+    assert found.failures == (members & failed).sum() and found.size == members.sum()
+    assert not variant[[issue.idx for issue in findings.label_issues]].any()
+    assert f"rare variant of {found.labels} labels" in format_findings(findings)
+
+
+def test_without_a_variant_nothing_is_found_among_what_the_slice_leaves(tmp_path):
+    """The same channel with no variant: what the slice leaves holds no group (a false one would be reported)."""
+    findings, _, _, _ = _channel_and_variant_table(tmp_path, 0.0)
+    assert findings.meta.slices[0].description == "channel = noisy"
+    assert [group for group in findings.subgroups if group.kind == "variant"] == []

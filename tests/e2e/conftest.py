@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.viewer_server import serve_viewer
+from tests.reliability.viewer_server import STOPPED_URLS, serve_viewer
 
 __all__ = ["serve_viewer"]  # the viewer served in a thread (its URL has no trailing slash)
 
@@ -83,6 +83,12 @@ def viewer_url(logs):
         yield url
 
 
+def _after_stop(message: Any) -> bool:
+    """Whether the console message is a refused connection to a viewer whose server the test already stopped."""
+    url = (message.location or {}).get("url", "")
+    return "net::ERR_CONNECTION" in message.text and any(url.startswith(stopped) for stopped in STOPPED_URLS)
+
+
 @pytest.fixture
 def new_page(browser):
     """Factory of fresh pages (own URL, no state left by another test); failed callbacks and uncaught errors of
@@ -92,7 +98,7 @@ def new_page(browser):
     def make(url: str, width: int = 1500, height: int = 1000):
         page = browser.new_page(viewport={"width": width, "height": height})
         page.set_default_timeout(WAIT_MS)
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" and not _after_stop(m) else None)
         page.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
         page.goto(url)
         pages.append(page)

@@ -24,7 +24,7 @@ from runners.eval_viewer.export.ids import EXPORT_BUTTON
 from runners.eval_viewer.shared.ids import TABS
 from runners.eval_viewer.table.ids import NAVIGATION_NOTE, PREV_BUTTON, TABLE, TABLE_CLEAR_FILTERS
 from runners.trainers import BaseTrainer
-from tests.e2e.conftest import DEBUGGER, serve_viewer
+from tests.e2e.conftest import DEBUGGER, expect, serve_viewer
 from tests.e2e.viewer_page import (
     column,
     compare_first_row,
@@ -104,8 +104,8 @@ def test_a_datapoint_another_run_lacks_is_named_as_missing(viewer_url, logs, new
     pick(page, RUN_SELECT, _run_label("logs/big"))
     page.click(f"#{TAB_COMPARE_RUNS}")
     pick(page, COMPARE_RUN_SELECT, _run_label("logs/small"))
-    page.wait_for_selector(f"#{COMPARE_RUNS_PANEL} .compare-column >> nth=1")
-    assert page.locator(f"#{COMPARE_RUNS_PANEL} .compare-column").nth(1).inner_text() == "logs/small · epoch 1"
+    # the tab first opens on its own choice of a second side: wait for the picked run's column
+    expect(page.locator(f"#{COMPARE_RUNS_PANEL} .compare-column").nth(1)).to_have_text("logs/small · epoch 1")
     other = page.locator(f"#{COMPARE_RUNS_PANEL}").inner_text()
     assert "logs/small has no datapoint with idx 20" in other
     assert "config changed" not in other and "written only in part" not in other

@@ -30,6 +30,9 @@ from tests.runs import REPO_ROOT
 # ways out for a loaded 2-core machine (tests/e2e/conftest.py has the browser's), not how long a test takes.
 HTTP_WAIT_S = 120
 START_WAIT_S = 180
+# The base URLs of viewers whose server has stopped: a page still open on one may log refused connections (its
+# polls after the test's ``with serve_viewer`` block), which say nothing about the viewer (tests/e2e/conftest.py).
+STOPPED_URLS: set[str] = set()
 
 
 @contextmanager
@@ -47,9 +50,11 @@ def serve_viewer(log_dirs: list[str], refused: Optional[list[str]] = None, **opt
     server = make_server("127.0.0.1", 0, flask_app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    url = f"http://127.0.0.1:{server.server_port}"
     try:
-        yield f"http://127.0.0.1:{server.server_port}"
+        yield url
     finally:
+        STOPPED_URLS.add(url)
         server.shutdown()
         thread.join(timeout=HTTP_WAIT_S)
         request_check.LOG.removeHandler(refusals)

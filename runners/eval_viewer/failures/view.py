@@ -92,9 +92,10 @@ def findings_view(findings: Findings, roles: Mapping[str, Any]) -> tuple[list[An
                      + (f"; best units {', '.join(f'{u.column} {u.auroc:.3f}' for u in s.units)}" if s.units else "")
                      + "".join(f"; {part}" for part in _separator_notes(s)) + f"; {_match(s.meta_match)}", roles)
             for i, s in enumerate(findings.internals.separators)]),
-        _section("Subgroups in captured feature spaces (a rare variant: one label's failures that fail alike, "
-                 "predicted as several classes)", [
-            _finding(f"subgroup-{i}", f"{g.debugger}{': rare variant' if g.kind == 'variant' else ''}: {g.size} "
+        _section("Subgroups in captured feature spaces (a rare variant: failures that sit together and fail alike, "
+                 "predicted as several classes; one of several labels is found among the failures no other finding "
+                 "explains)", [
+            _finding(f"subgroup-{i}", f"{g.debugger}{'' if g.kind != 'variant' else ': ' + g.kind_name}: {g.size} "
                                       f"datapoints, {g.failure_rate:.0%} fail (rest {g.rest_failure_rate:.0%})",
                      f"{_match(g.meta_match)}; typical: {', '.join(f'#{i}' for i in g.examples)}"
                      + (f"; {g.class_note}" if g.class_note else ""), roles)
