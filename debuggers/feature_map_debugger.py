@@ -56,12 +56,12 @@ class FeatureMapDebugger(ForwardDebugger):
         dead (all zero) and the strongest channel's index (highest mean)."""
         kept = as_tensor(output["feature_map"])
         channels = kept.reshape(*kept.shape[:2], -1).float()  # (B, C', H*W)
-        flat = channels.reshape(len(channels), -1)
+        squares = torch.linalg.vecdot(channels, channels)  # (B, C'): one pass gives the energy and the dead channels
         strongest = channels.mean(2).argmax(1, keepdim=True)
         indices = as_tensor(output["channel_indices"]).to(strongest.device)
         return {**{key: as_tensor(value) for key, value in output["stats"].items()},
-                "energy": torch.linalg.vecdot(flat, flat) / flat.shape[1],
-                "dead_channel_fraction": ((channels.amax(2) == 0) & (channels.amin(2) == 0)).float().mean(1),
+                "energy": squares.sum(1) / channels[0].numel(),
+                "dead_channel_fraction": (squares == 0).float().mean(1),
                 "strongest_channel": indices.gather(1, strongest)[:, 0]}
 
     def _strongest_channels(self, fmap: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
