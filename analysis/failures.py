@@ -44,7 +44,7 @@ from analysis.data_map import data_map, read_history
 from analysis.epoch_table import FAILURE_DEFINITION_ROLE, EpochTable
 from analysis.explain import explain, rows_of
 from analysis.failure_groups import Neighbourhoods, failure_groups, neighbourhoods, residual_variants
-from analysis.findings import DeadUnit, FamilyFindings, Findings, Slice, save_findings
+from analysis.findings import DeadUnit, FamilyFindings, Findings, save_findings
 from analysis.internals import CapturedInternals, read_internals
 from analysis.label_noise import suspected_label_errors
 from analysis.meta_terms import MetaVocabulary
@@ -194,8 +194,9 @@ def _groups_failing_alike(findings: Findings, internals: CapturedInternals, valu
     """The neighbourhoods of the suspects' feature space and the groups that fail alike in it
     (``analysis/failure_groups.py``): systematic groups in ``findings.training_label_groups``, variants among the
     subgroups, then the variants of several labels among the rows no slice or group explains (after the others: what
-    remains). Also the bool mask of their rows (and of the groups a meta condition shifts), which leave the label
-    suspects."""
+    remains). Also the bool mask of the rows of the first two kinds (and of the groups a meta condition shifts),
+    which leave the label suspects; a variant of several labels is a region of mixed labels the model cannot tell
+    apart, where a flipped label still shows, so its datapoints stay."""
     name, space = _suspects_space(internals, values["idx"])
     near = neighbourhoods(name, space) if space is not None and "label" in values and "prediction" in values \
         else None
@@ -205,14 +206,14 @@ def _groups_failing_alike(findings: Findings, internals: CapturedInternals, valu
                                                    label_columns)
     findings.training_label_groups = systematic
     findings.subgroups = distinct_groups(findings.subgroups, variants, systematic)
+    for group in [*systematic, *(found for found in findings.subgroups if found.kind == "variant")]:
+        grouped |= rows_of(values["idx"], group.idx)
     explained = grouped.copy()
-    for found in [*findings.meta.slices, *systematic, *variants]:
-        if not isinstance(found, Slice) or not all(c.column in label_columns for c in found.conditions):
+    for found in findings.meta.slices:
+        if not all(c.column in label_columns for c in found.conditions):
             explained |= rows_of(values["idx"], found.idx)
     left = residual_variants(near, values, failed, vocabulary, min_size, layers.get(name), explained)
     findings.subgroups += distinct_groups([], left, [*systematic, *findings.subgroups])
-    for group in [*systematic, *(found for found in findings.subgroups if found.kind == "variant")]:
-        grouped |= rows_of(values["idx"], group.idx)
     return near, grouped
 
 
