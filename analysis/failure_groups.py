@@ -60,6 +60,7 @@ CONSISTENT = 2 / 3  # a systematic group's failures predicted as one class, at l
 SHIFTED_P = 0.01
 AGREE = 0.5  # the share of a group's core's neighbours that carry its label, at least
 EXAMPLES = 5
+SHUFFLES = 19  # of the failures among the rows left, for the largest core chance gives (residual_variants)
 
 
 @dataclass
@@ -155,7 +156,8 @@ def residual_variants(near: Neighbourhoods, values: dict[str, np.ndarray], faile
                       ) -> list[Subgroup]:
     """The variants of any label among the captured rows left once ``set_aside`` (a mask over the table: the rows of
     the reported slices and groups) is: the module docstring's last paragraph. Their cores link failures whatever
-    their label (one label for all), the smallest core is scaled to the rows left, and only groups predicted as
+    their label (one label for all), the smallest core is scaled to the rows left and larger than any chance gives
+    there (``_chance_core``), and only groups predicted as
     several classes are kept: failures of mixed labels predicted as one class are a shortcut's or a meta cause's,
     which the slices report."""
     left = neighbourhoods(near.space, np.where(set_aside[:, None], np.nan, near.vectors))
@@ -163,9 +165,23 @@ def residual_variants(near: Neighbourhoods, values: dict[str, np.ndarray], faile
         return []
     scaled = max(1, round(min_size * len(left.captured_rows) / len(near.captured_rows)))
     one_label = {**values, "label": np.zeros(len(failed), dtype=np.int64)}
-    _, variants, _ = failure_groups(left, one_label, failed, vocabulary, scaled, layer, frozenset())
+    smallest = max(scaled, _chance_core(left, failed) + 1)
+    _, variants, _ = failure_groups(left, one_label, failed, vocabulary, smallest, layer, frozenset())
     return [replace(variant, labels=len(np.unique(values["label"][np.isin(values["idx"], variant.idx)])))
             for variant in variants]
+
+
+def _chance_core(near: Neighbourhoods, failed: np.ndarray, seed: int = 0) -> int:
+    """The largest core, with one label for all, that the failures shuffled among the indexed rows give over
+    ``SHUFFLES`` shufflings: what chance alone links in this space. Without a label to split them, coherent failures
+    link into larger sets, so a core of the rows left must beat this (p < 1 / (SHUFFLES + 1))."""
+    rng, one_label, largest = np.random.default_rng(seed), np.zeros(len(near.rows), dtype=np.int64), 0
+    for _ in range(SHUFFLES):
+        shuffled = failed.copy()
+        shuffled[near.rows] = rng.permutation(failed[near.rows])
+        coherent = coherent_failures(near, shuffled)[near.rows]
+        largest = max(largest, int(_linked_sets(near, one_label, coherent)[1].max()))
+    return largest
 
 
 def _shifted(vocabulary: MetaVocabulary, group: TrainingLabelGroup, label_columns: frozenset[str],
@@ -223,13 +239,18 @@ def _group(near: Neighbourhoods, values: dict[str, np.ndarray], failed: np.ndarr
 def _cores(near: Neighbourhoods, label: np.ndarray, coherent: np.ndarray, min_size: int) -> list[np.ndarray]:
     """The connected sets of coherent failures (linked to the coherent failures of their label among their
     neighbours) of at least ``min_size`` rows, as masks over the indexed rows."""
+    component, sizes = _linked_sets(near, label, coherent)
+    return [coherent & (component == c) for c in np.flatnonzero(sizes >= min_size)]
+
+
+def _linked_sets(near: Neighbourhoods, label: np.ndarray, coherent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each indexed row's connected set (``_cores``' links) and the number of coherent failures in each set."""
     source = np.repeat(np.arange(len(label)), NEIGHBOURS)
     target = near.neighbours.reshape(-1)
     linked = coherent[source] & coherent[target] & (label[source] == label[target])
     graph = coo_matrix((np.ones(int(linked.sum())), (source[linked], target[linked])), shape=(len(label),) * 2)
     _, component = connected_components(graph, directed=True, connection="weak")
-    sizes = np.bincount(component[coherent], minlength=component.max() + 1)
-    return [coherent & (component == c) for c in np.flatnonzero(sizes >= min_size)]
+    return component, np.bincount(component[coherent], minlength=component.max() + 1)
 
 
 def _region(near: Neighbourhoods, label: np.ndarray, core: np.ndarray) -> np.ndarray:
