@@ -106,6 +106,7 @@ config["train_dataset"]["class"] = Broken
     assert 'docs/your_project.md "The dataset"' in line and "model report" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_datapoint_without_idx_met_in_a_dataloader_worker_stops_in_one_line(tmp_path):
     path = write_config(tmp_path / "c.py", tmp_path / "w", epochs=1, extra="""
 class Holey(SyntheticShapesDataset):
@@ -141,6 +142,7 @@ config["val_dataset"]["class"] = Repeating
     assert not os.path.exists(tmp_path / "w" / "epoch_0" / "validation_scores.json")
 
 
+@pytest.mark.slow
 def test_a_metric_keeping_its_buffer_across_passes_trains_through_every_epoch(tmp_path):
     """A metric's buffer is its own: what reset_buffer keeps (here every idx, overwritten each pass) is not taken
     for an idx repeated by the dataset."""
@@ -182,6 +184,7 @@ config["val_dataset"]["class"] = Broken
     assert _stops_in_log(tmp_path / "w" / "train.log") == [message]
 
 
+@pytest.mark.slow
 def test_a_launch_refused_before_its_log_exists_is_in_the_log_of_the_run_it_found(tmp_path):
     """As a warning that this launch changed nothing: the run found may be going on."""
     work_dir = tmp_path / "run"

@@ -152,6 +152,7 @@ def test_the_model_outside_lantern_snippet_loads_a_checkpoint_the_run_kept(guide
     assert int(ran.stdout.split()[-1]) > 0
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_the_plain_version_of_the_model_trains_to_the_same_scores(guide_run):
     """'Your model as it is': the page's PlainQuadrantNet in the config's model entry and nothing else changed; from

@@ -111,6 +111,7 @@ def test_a_datapoint_another_run_lacks_is_named_as_missing(viewer_url, logs, new
     assert "config changed" not in other and "written only in part" not in other
 
 
+@pytest.mark.slow
 def test_the_default_example_compares_a_datapoint_across_several_epochs(tmp_path, new_page):
     config = load_config(os.path.join(REPO_ROOT, "configs", "examples", "cnn_trainer.py"))
     config["work_dir"] = str(tmp_path / "logs" / "cnn_trainer")

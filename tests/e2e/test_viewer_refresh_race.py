@@ -19,7 +19,7 @@ from runners.eval_viewer.table.ids import TABLE_CLEAR_FILTERS
 from tests.e2e.viewer_page import filter_column, pick, wait_caption
 from tests.runs import train, write_config
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300), pytest.mark.slow]
 
 SIZES = {"many": 24, "few": 12}  # two runs with the same epochs (0 and 1); their sizes tell them apart
 TICK = f"""

@@ -87,6 +87,7 @@ for i in range(count):
 """
 
 
+@pytest.mark.slow
 def test_four_viewers_saving_at_once_keep_every_view(tmp_path):
     """4 processes, each saving 50 views of one run and 100 of a run of its own, all at once: all 600 kept."""
     per_process = MAX_VIEWS // 4

@@ -27,6 +27,7 @@ from tests.runs import REPO_ROOT
 
 ROLES = {"scores": ["accuracy"], "higher_is_better": {"accuracy": True}, "meta": ["site"]}
 MB = 1024 * 1024
+pytestmark = pytest.mark.slow  # tables of hundreds of MB: runs in .ci/run's second command (README: the slow tests)
 
 
 def write_bomb(path: str, rows: int, text: str, **options) -> None:

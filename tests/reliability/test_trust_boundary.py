@@ -114,6 +114,7 @@ def test_no_code_named_by_a_run_folder_runs_without_the_opt_in(trained, tmp_path
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_the_opt_in_rebuilds_what_the_run_did_not_capture(trained, tmp_path):
     run_dir = str(tmp_path / "logs" / "run")
     shutil.copytree(trained, run_dir)

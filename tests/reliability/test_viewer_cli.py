@@ -17,6 +17,7 @@ from tests.runs import REPO_ROOT
 pytestmark = pytest.mark.timeout(600)
 
 
+@pytest.mark.slow
 def test_port_zero_prints_the_real_address_and_a_network_host_is_warned_about(tmp_path):
     with viewer_process(["--log-dirs", str(tmp_path), "--host", "0.0.0.0"], cwd=REPO_ROOT) as (url, output):
         port = int(re.search(r":(\d+)$", url).group(1))

@@ -80,6 +80,7 @@ def test_a_budget_smaller_than_one_epoch_keeps_the_latest_and_says_so(tiny_confi
     assert re.search(r"epoch 1's debug outputs alone take \d+\.\d MB, over", log), "a small size printed in GB"
 
 
+@pytest.mark.slow
 def test_a_kill_in_the_middle_of_a_removal_is_completed_on_resume(tiny_config):
     config_path = _config(tiny_config, budget_gb=1e-9, page_mb=0.0005, epochs=3, val_size=40)
     work_dir = load_config(config_path)["work_dir"]

@@ -36,6 +36,7 @@ for i in range(changes):
 """
 
 
+@pytest.mark.slow
 def test_several_processes_tagging_one_run_at_once_lose_nothing(tmp_path):
     run, start = tmp_path / "run", tmp_path / "start"
     run.mkdir()

@@ -69,6 +69,7 @@ def _final_scores(work_dir, epochs):
         return json.load(f)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_resume_after_kill_mid_epoch_gives_the_same_scores(tiny_config):
     options = dict(epochs=3, train_size=480, val_size=32)
@@ -141,6 +142,7 @@ config["debugger"] = {{"class": SequentialDebugger, "args": {{"debuggers_config"
 """
 
 
+@pytest.mark.slow
 def test_a_run_that_failed_at_start_up_leaves_its_work_dir_to_the_fixed_rerun(tiny_config):
     typo = tiny_config("run", epochs=1, extra=DEBUGGER_ON.format(layer="backbone.layr4"))
     result = run_main(typo)

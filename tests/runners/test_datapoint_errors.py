@@ -49,6 +49,7 @@ def test_a_dataset_raising_mid_epoch_names_the_index_and_the_file_in_one_line(tm
     assert "stopped during epoch 0 validation (exit code 2)" in log.rstrip().splitlines()[-1]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_a_collate_fn_raising_names_the_batchs_datapoints(tmp_path):
     path = write_config(tmp_path / "c.py", tmp_path / "w", epochs=1, extra="""

@@ -267,6 +267,7 @@ def test_another_example_with_its_model_as_a_plain_module(tmp_path, config_name,
     assert read_json(run.epoch(0).scores)["aggregated"]["accuracy"] > 0.5
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_the_signals_model_given_as_a_plain_module_with_a_tuple_output_through_main(tmp_path):
     """The signals benchmark's SignalCNN taking ``signal`` by keyword and returning a tuple named by the config;

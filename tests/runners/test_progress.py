@@ -19,6 +19,7 @@ from runners.progress import Progress
 from tests.runs import REPO_ROOT, write_config
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_a_redirected_run_writes_log_lines_and_no_bar(tmp_path):
     path = write_config(tmp_path / "c.py", tmp_path / "w", epochs=2)

@@ -118,6 +118,7 @@ def test_gradients_non_finite_below_a_scale_of_one_are_reported(tmp_path, logger
         scaled_train(model, optimizer, monitor, scaler, [batch(0), batch(8), batch(16)])
 
 
+@pytest.mark.slow
 def test_the_documented_mixed_precision_trainer_runs_with_the_monitor(tmp_path):
     path = write_config(tmp_path / "amp.py", tmp_path / "amp", epochs=1, val_size=8, extra=AMP_TRAINER)
     done = run_main(path, timeout=240)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 
+import pytest
 import torch
 from torch.utils.data import RandomSampler
 
@@ -71,6 +72,7 @@ def test_a_nan_while_training_stops_the_run_naming_the_step_the_layer_and_the_id
     assert f"non-finite training step {step}" in open(os.path.join(config["work_dir"], "train.log")).read()
 
 
+@pytest.mark.slow
 def test_skip_step_trains_on_without_the_non_finite_steps(tmp_path):
     path = write_config(tmp_path / "skip.py", tmp_path / "skip", epochs=2, val_size=8,
                         extra=NAN_ON_SATURATED + 'config["training_monitor"] = {"on_nonfinite": "skip_step"}')

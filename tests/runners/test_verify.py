@@ -139,6 +139,7 @@ def test_a_grad_cam_region_on_the_artefact_is_confirmed_and_a_region_elsewhere_i
     assert on_artefact.comparison.finding == counts_by_hand(table_failures(run["epoch_dir"]), saturated, failed_after)
 
 
+@pytest.mark.slow
 def test_the_command_prints_what_the_function_finds(run, capsys):
     findings = analyze(run["work_dir"]).to_dict()
     expected = [r.to_dict() for r in verified(run, findings)]

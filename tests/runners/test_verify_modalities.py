@@ -228,6 +228,7 @@ def test_every_finding_offered_gets_a_verdict_saying_what_it_rests_on(run_name, 
 
 
 # -------------------------------------------------------------------------------------- a segmentation
+@pytest.mark.slow
 def test_a_segmentation_slice_is_verified_from_the_command_line(segmentation, capsys):
     """The run names its failure definition (the worst 15% by IoU) and its table has no label or prediction
     column: verifying reads both right, and a slice's prompt is moved into its object first."""
@@ -243,6 +244,7 @@ def test_a_segmentation_slice_is_verified_from_the_command_line(segmentation, ca
     assert "the prompt moved" in tried["intervention"]
 
 
+@pytest.mark.slow
 def test_a_moved_prompt_lands_where_its_target_is_thickest(segmentation):
     model = segmentation["model"]
     rule, failed, facts = facts_of(segmentation)

@@ -35,6 +35,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from PIL import Image  # noqa: E402
 
+pytestmark = pytest.mark.slow  # trains the chapter's model: runs in .ci/run's second command (README: the slow tests)
+
 TOP_LEVEL_BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 CHECKLIST_BLOCK = re.compile(r"^ +```python\n(.*?)^ +```", re.DOTALL | re.MULTILINE)
 
