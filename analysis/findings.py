@@ -245,7 +245,9 @@ class Subgroup:
         """How a reader is told its kind: a cluster, a rare variant, or one of several labels."""
         if self.kind != "variant":
             return "cluster"
-        return "rare variant" if self.labels <= 1 else f"rare variant of {self.labels} labels, among failures nothing else explains"
+        if self.labels <= 1:
+            return "rare variant"
+        return f"rare variant of {self.labels} labels, among failures nothing else explains"
 
 
 @dataclass
