@@ -28,10 +28,7 @@ from tests.e2e.conftest import DEBUGGER, expect, serve_viewer
 from tests.e2e.viewer_page import pick, wait_caption, wait_title
 from tests.runs import train, write_config
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(300),
-              pytest.mark.xfail(strict=False, reason="the joined table sometimes never receives its rows (about 1 run "
-                                "in 3, quiet or loaded): dash-ag-grid loses an answer in a way row_grids' re-ask does "
-                                "not catch; an open defect")]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 ROWS = f"#{RUN_DIFF_TABLE} .ag-center-cols-container .ag-row"
 
