@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from runners.eval_viewer.shared.browser_input import storable
+
 ONE_REQUEST_AT_A_TIME = {"maxConcurrentDatasourceRequests": 1}  # a grid's ``dashGridOptions`` (see the module)
 # What identifies a request: an answer carries these fields of the request it answers.
 REQUEST_FIELDS = ("startRow", "endRow", "sortModel", "filterModel")
@@ -41,9 +43,11 @@ _APPLY_ANSWER = """function(answer) {
 
 
 def answer(rows: list[dict], count: int, request: Any) -> dict[str, Any]:
-    """What a server sends the grid's answer store: ``rows`` and ``count`` for ``request``."""
+    """What a server sends the grid's answer store: ``rows`` and ``count`` for ``request`` (its fields as the page
+    may store them: a crafted request's huge int comes back as text, which no request of the grid's matches)."""
     asked = request if isinstance(request, dict) else {}
-    return {"rowData": rows, "rowCount": count, "request": {name: asked.get(name) for name in REQUEST_FIELDS}}
+    return {"rowData": rows, "rowCount": count,
+            "request": storable({name: asked.get(name) for name in REQUEST_FIELDS})}
 
 
 def apply_answer_script(grid: str) -> str:
