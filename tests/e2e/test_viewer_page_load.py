@@ -17,7 +17,7 @@ from runners.eval_viewer.controls.ids import EPOCH_BADGES
 from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL
 from runners.eval_viewer.scores.ids import SCORE_CHART, SCORE_CHART_DATA, SCORE_GRID, SCORE_GRID_DATA
 from runners.eval_viewer.shared.plotly_bundle import plotly_url
-from runners.eval_viewer.table.ids import TABLE, TABLE_CAPTION
+from runners.eval_viewer.table.ids import TABLE_CAPTION, TABLE_ROWS
 from tests.e2e.conftest import serve_viewer
 from tests.e2e.viewer_page import GRID, grid_cell, reload_noting_asked, wait_caption, wait_title
 
@@ -76,7 +76,7 @@ def test_the_first_page_asks_the_server_for_the_table_s_rows_only(viewer_url, ne
     asked = reload_noting_asked(page)
     page.wait_for_function(SHOWN)
     page.wait_for_function(PLOTLY_LOADED)
-    assert asked == [f"..{TABLE}.getRowsResponse...{TABLE_CAPTION}.children.."], \
+    assert asked == [f"..{TABLE_ROWS}.data...{TABLE_CAPTION}.children.."], \
         "the hidden tabs' callbacks (or the score views') ran for the first page"
 
 

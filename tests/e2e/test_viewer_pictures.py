@@ -29,7 +29,7 @@ from runners.eval_viewer.gallery.ids import (
 )
 from runners.eval_viewer.scores.ids import SCORE_GRID
 from runners.eval_viewer.shared.ids import TABS
-from runners.eval_viewer.table.ids import TABLE, TABLE_CAPTION, TABLE_CLEAR_FILTERS
+from runners.eval_viewer.table.ids import TABLE, TABLE_CAPTION, TABLE_CLEAR_FILTERS, TABLE_ROWS
 from tests.e2e.conftest import DEBUGGER, expect, serve_viewer
 from tests.e2e.viewer_page import (
     GRID,
@@ -130,7 +130,7 @@ def test_a_link_to_the_gallery_opens_it_drawn_with_the_page(viewer_url, logs, ne
     assert len(tiles(page)) == gallery.PAGE_SIZE
     page.wait_for_function(DECODED, arg=f"#{GALLERY_TILES} .gallery-picture[src]")
     wait_settled(page)
-    assert asked == [f"..{TABLE}.getRowsResponse...{TABLE_CAPTION}.children.."], \
+    assert asked == [f"..{TABLE_ROWS}.data...{TABLE_CAPTION}.children.."], \
         "the gallery drawn for the first page ran callbacks (or its view of the table changed as the rows came)"
 
 

@@ -20,7 +20,7 @@ import pytest
 from analysis.epoch_table import ROLES_KEY, EpochTable, write_epoch_table
 from run_dir.errors import EpochTableFileError
 from run_dir.table_file import MAX_TEXT_BYTES
-from runners.eval_viewer.table.ids import TABLE, TABLE_CAPTION, TABLE_QUERY
+from runners.eval_viewer.table.ids import TABLE, TABLE_CAPTION, TABLE_QUERY, TABLE_ROWS
 from tests.e2e.synthetic_runs import write_table_run
 from tests.reliability.viewer_server import call_callback, serve_viewer
 from tests.runs import REPO_ROOT
@@ -103,7 +103,7 @@ def test_the_viewer_s_table_answers_the_message_not_400_mb(tmp_path):
     write_bomb(os.path.join(run, "epoch_0", "epoch_table.parquet"), rows, text, **options)
     with serve_viewer([str(folder)], views_dir=str(tmp_path / "views")) as url:
         query = {"run": run, "epoch": "epoch_0", "metric": "accuracy", "version": None, "idx": None}
-        status, body = call_callback(url, f"{TABLE}.getRowsResponse", {
+        status, body = call_callback(url, f"{TABLE_ROWS}.data", {
             f"{TABLE}.getRowsRequest": {"startRow": 0, "endRow": 100}, f"{TABLE_QUERY}.data": query})
     assert status == 200 and len(body) < MB
     caption = json.loads(body)["response"][TABLE_CAPTION]["children"]

@@ -32,7 +32,7 @@ from runners.eval_viewer.model_report.ids import MODEL_REPORT_PANEL
 from runners.eval_viewer.scores.ids import SCORE_GRID_FILTERS
 from runners.eval_viewer.shared.ids import SELECTED, TABS
 from runners.eval_viewer.shared.request_check import sent_by_the_page
-from runners.eval_viewer.table.ids import TABLE, TABLE_CAPTION, TABLE_IDX_FILTER, TABLE_QUERY
+from runners.eval_viewer.table.ids import TABLE, TABLE_CAPTION, TABLE_IDX_FILTER, TABLE_QUERY, TABLE_ROWS
 from runners.eval_viewer.training.ids import TAB_TRAINING, TRAINING_SHOWN
 from tests.e2e.synthetic_runs import write_table_run
 from tests.reliability.viewer_server import (
@@ -62,7 +62,7 @@ def served(tmp_path_factory):
 
 def _rows(url: str, run: str, request: object) -> tuple[int, dict]:
     query = {"run": run, "epoch": "epoch_0", "metric": "cross_entropy", "version": None, "idx": None}
-    status, body = call_callback(url, f"{TABLE}.getRowsResponse", {
+    status, body = call_callback(url, f"{TABLE_ROWS}.data", {
         f"{TABLE}.getRowsRequest": request, f"{TABLE_QUERY}.data": query})
     return status, (json.loads(body)["response"] if status == 200 else {"body": body})
 
@@ -89,7 +89,7 @@ def test_a_malformed_request_for_rows_gives_a_message_in_the_caption(served, req
     url, run = served
     status, response = _rows(url, run, request_body)
     assert status == 200, response
-    assert response[TABLE]["getRowsResponse"] == {"rowData": [], "rowCount": 0}
+    assert (response[TABLE_ROWS]["data"]["rowData"], response[TABLE_ROWS]["data"]["rowCount"]) == ([], 0)
     assert response[TABLE_CAPTION]["children"], "no message says what was wrong"
 
 
@@ -98,7 +98,7 @@ def test_a_superscript_digit_in_the_label_filter_matches_no_class(served):
     status, response = _rows(url, run, {"startRow": 0, "endRow": 100, "filterModel": {
         "label": {"filterType": "text", "type": "contains", "filter": "²"}}})
     assert status == 200, response
-    assert response[TABLE]["getRowsResponse"]["rowCount"] == 0
+    assert response[TABLE_ROWS]["data"]["rowCount"] == 0
 
 
 @pytest.mark.parametrize("idx", [10**30, -1, "7", 1.5, True, [1], {"idx": 3}])

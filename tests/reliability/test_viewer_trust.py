@@ -22,7 +22,7 @@ from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.datapoint import load_datapoint
 from runners.eval_viewer.shared.ids import SELECTED, TABS
 from runners.eval_viewer.shared.table import TABLE_ERRORS
-from runners.eval_viewer.table.ids import TABLE, TABLE_QUERY
+from runners.eval_viewer.table.ids import TABLE, TABLE_QUERY, TABLE_ROWS
 from runners.trainers import BaseTrainer
 from tests.reliability.crafted_index import (
     INDEX_DAMAGES,
@@ -70,7 +70,7 @@ def _datapoint(url, run_path, idx=0):
 def _table(url, run_path):
     """The first rows of the epoch's table, as the grid asks for them."""
     query = {"run": run_path, "epoch": EPOCH, "metric": "cross_entropy", "version": None, "idx": None}
-    return call_callback(url, f"{TABLE}.getRowsResponse", {
+    return call_callback(url, f"{TABLE_ROWS}.data", {
         f"{TABLE}.getRowsRequest": {"startRow": 0, "endRow": 100}, f"{TABLE_QUERY}.data": query})
 
 
@@ -116,7 +116,7 @@ def test_a_malformed_index_or_bad_unindexed_page_is_shown_in_place(trained_run, 
             assert "Debug Outputs" in body and "cannot be" in body and "rerun this epoch" in body.lower()
         status, body = _table(url, bad)
         assert status == 200, body
-        assert json.loads(body)["response"][TABLE]["getRowsResponse"]["rowCount"] == 8  # scores still listed
+        assert json.loads(body)["response"][TABLE_ROWS]["data"]["rowCount"] == 8  # scores still listed
         status, body = _datapoint(url, good)
         assert status == 200 and "layer3_energy" in body
 
@@ -240,7 +240,7 @@ def test_a_malformed_scores_file_is_shown_in_place(trained_run, tmp_path, damage
         assert f"{path}: " in shown and "rerun the epoch" in shown and "layer3_energy" in shown
         status, body = _table(url, bad)
         assert status == 200, body
-        assert json.loads(body)["response"][TABLE]["getRowsResponse"]["rowCount"] == 8  # the captured idx
+        assert json.loads(body)["response"][TABLE_ROWS]["data"]["rowCount"] == 8  # the captured idx
 
 
 def test_a_page_whose_header_is_too_big_to_parse_is_shown_in_place(trained_run, tmp_path, monkeypatch):
@@ -265,7 +265,7 @@ def test_a_page_whose_header_is_too_big_to_parse_is_shown_in_place(trained_run, 
         assert status == 200 and "layer3_energy" in body and "has a header made of" not in body
         status, body = _table(url, bad)
         assert status == 200, body
-        assert json.loads(body)["response"][TABLE]["getRowsResponse"]["rowCount"] == 8
+        assert json.loads(body)["response"][TABLE_ROWS]["data"]["rowCount"] == 8
 
 
 def test_a_folder_of_pylon_pickles_is_never_opened_and_says_how_to_convert_it(trained_run, tmp_path):
@@ -286,7 +286,7 @@ def test_a_folder_of_pylon_pickles_is_never_opened_and_says_how_to_convert_it(tr
         assert "Rerun this epoch" not in shown
         status, body = _table(url, pylon)
         assert status == 200, body
-        assert json.loads(body)["response"][TABLE]["getRowsResponse"]["rowCount"] == 8
+        assert json.loads(body)["response"][TABLE_ROWS]["data"]["rowCount"] == 8
     assert not marker.exists()
 
 
@@ -303,4 +303,4 @@ def test_bad_locations_or_index_numbers_are_shown_in_place(trained_run, tmp_path
         assert "Debug Outputs" in body and ("rerun the epoch" in body or "cannot be read" in body)
         status, body = _table(url, bad)
         assert status == 200, body
-        assert json.loads(body)["response"][TABLE]["getRowsResponse"]["rowCount"] == 8
+        assert json.loads(body)["response"][TABLE_ROWS]["data"]["rowCount"] == 8

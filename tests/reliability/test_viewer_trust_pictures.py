@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 
 from runners.eval_viewer.compare_runs import view as run_diff
-from runners.eval_viewer.compare_runs.ids import RUN_DIFF_QUERY, RUN_DIFF_SHOWN, RUN_DIFF_TABLE
+from runners.eval_viewer.compare_runs.ids import RUN_DIFF_QUERY, RUN_DIFF_ROWS, RUN_DIFF_SHOWN, RUN_DIFF_TABLE
 from runners.eval_viewer.export.report import Selection, write_html
 from runners.eval_viewer.gallery import view as gallery
 from runners.eval_viewer.gallery.ids import GALLERY_OVERLAY, GALLERY_PAGE, GALLERY_SHOWN, GALLERY_TILES
@@ -109,12 +109,12 @@ def test_run_against_run_answers_hostile_sides_and_requests_with_a_message(serve
                              ({"startRow": 0, "endRow": 100, "filterModel": {'x") OR 1=1 --': {
                                  "filterType": "text", "type": "contains", "filter": "1"}}}, "no column"),
                              ("everything", "not an object")):
-        status, body = call_callback(url, f"{RUN_DIFF_TABLE}.getRowsResponse", {
+        status, body = call_callback(url, f"{RUN_DIFF_ROWS}.data", {
             f"{RUN_DIFF_TABLE}.getRowsRequest": request, f"{RUN_DIFF_QUERY}.data": query})
         assert status == 200 and message in body, (request, body)
-    status, body = call_callback(url, f"{RUN_DIFF_TABLE}.getRowsResponse", {
+    status, body = call_callback(url, f"{RUN_DIFF_ROWS}.data", {
         f"{RUN_DIFF_TABLE}.getRowsRequest": {"startRow": 0, "endRow": 100}, f"{RUN_DIFF_QUERY}.data": query})
-    assert status == 200 and json.loads(body)["response"][RUN_DIFF_TABLE]["getRowsResponse"]["rowCount"] == 8
+    assert status == 200 and json.loads(body)["response"][RUN_DIFF_ROWS]["data"]["rowCount"] == 8
 
 
 def test_the_export_s_record_of_the_filters_is_text_never_markup(tmp_path):

@@ -32,6 +32,7 @@ from runners.eval_viewer.compare_runs.ids import (
     RUN_DIFF_ALL,
     RUN_DIFF_CAPTION,
     RUN_DIFF_QUERY,
+    RUN_DIFF_ROWS,
     RUN_DIFF_SHOWN,
     RUN_DIFF_SUMMARY,
     RUN_DIFF_TABLE,
@@ -56,7 +57,7 @@ from runners.eval_viewer.shared.components import message
 from runners.eval_viewer.shared.feature import Feature, Tab
 from runners.eval_viewer.shared.ids import SELECTED, SELECTED_ROW, TABS
 from runners.eval_viewer.shared.pending import status_script, while_shown_script
-from runners.eval_viewer.shared.row_grids import reload_after_empty_script
+from runners.eval_viewer.shared.row_grids import answer, apply_answer_script
 from runners.eval_viewer.shared.table import TABLE_ERRORS
 from utils.errors import LanternUserError
 
@@ -114,9 +115,8 @@ def _join_runs(app: Dash, backend: ViewerBackend) -> None:
                             Output(RUN_DIFF_ALL, "id"), Input(RUN_DIFF_ALL, "n_clicks"),
                             Input(RUN_DIFF_TO_WRONG, "n_clicks"), Input(RUN_DIFF_TO_RIGHT, "n_clicks"),
                             prevent_initial_call=True)
-    app.clientside_callback(reload_after_empty_script(RUN_DIFF_TABLE),
-                            Output(RUN_DIFF_TABLE, "id", allow_duplicate=True),
-                            Input(RUN_DIFF_TABLE, "getRowsResponse"), prevent_initial_call=True)
+    app.clientside_callback(apply_answer_script(RUN_DIFF_TABLE), Output(RUN_DIFF_TABLE, "id", allow_duplicate=True),
+                            Input(RUN_DIFF_ROWS, "data"), prevent_initial_call=True)
     app.clientside_callback(_OPEN, Output(SELECTED, "data", allow_duplicate=True),
                             Output(SELECTED_ROW, "data", allow_duplicate=True),
                             Input(RUN_DIFF_TABLE, "cellClicked"), prevent_initial_call=True)
@@ -131,19 +131,19 @@ def _join_runs(app: Dash, backend: ViewerBackend) -> None:
         view = joined(backend, shown if isinstance(shown, dict) else {})
         return view.query, view.columns, view.summary, view.color
 
-    @app.callback(Output(RUN_DIFF_TABLE, "getRowsResponse"), Output(RUN_DIFF_CAPTION, "children"),
+    @app.callback(Output(RUN_DIFF_ROWS, "data"), Output(RUN_DIFF_CAPTION, "children"),
                   Input(RUN_DIFF_TABLE, "getRowsRequest"), State(RUN_DIFF_QUERY, "data"), prevent_initial_call=True)
     def serve_rows(request: Any, query: Optional[dict]) -> tuple:
         sides = sides_of(backend, query or {})
         if not request or sides is None:
-            return {"rowData": [], "rowCount": 0}, ""
+            return answer([], 0, request), ""
         try:
             diff = diffs.diff(*sides, query.get("metric"))
             rows, count = diff_rows(diff, request, {**backend.class_names(sides[1].epoch),
                                                     **backend.class_names(sides[0].epoch)})
         except (*TABLE_ERRORS, LanternUserError, BadRequest) as exc:
-            return {"rowData": [], "rowCount": 0}, str(exc)
-        return {"rowData": rows, "rowCount": count}, rows_caption(diff, count, request)
+            return answer([], 0, request), str(exc)
+        return answer(rows, count, request), rows_caption(diff, count, request)
 
 
 def _follow_the_second_run(app: Dash, backend: ViewerBackend) -> None:

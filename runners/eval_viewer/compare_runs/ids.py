@@ -13,6 +13,7 @@ RUN_DIFF_SHOWN = "run-diff-shown"  # the two sides and the metric, written only 
 RUN_DIFF_QUERY = "run-diff-query"  # what the run-against-run table's rows are of (None: nothing to compare)
 RUN_DIFF_SUMMARY = "run-diff-summary"
 RUN_DIFF_TABLE = "run-diff-table"
+RUN_DIFF_ROWS = "run-diff-rows"  # the server's answer to the table's request for rows (``row_grids.answer``)
 RUN_DIFF_CAPTION = "run-diff-caption"
 RUN_DIFF_ALL, RUN_DIFF_TO_WRONG, RUN_DIFF_TO_RIGHT = "run-diff-all", "run-diff-to-wrong", "run-diff-to-right"
 

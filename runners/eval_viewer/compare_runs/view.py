@@ -29,6 +29,7 @@ from runners.eval_viewer.compare_runs.ids import (
     RUN_DIFF_ALL,
     RUN_DIFF_CAPTION,
     RUN_DIFF_QUERY,
+    RUN_DIFF_ROWS,
     RUN_DIFF_SHOWN,
     RUN_DIFF_SUMMARY,
     RUN_DIFF_TABLE,
@@ -44,6 +45,7 @@ from runners.eval_viewer.shared.components import NOTHING_OPEN, message, tab_of
 from runners.eval_viewer.shared.datapoint import load_datapoint
 from runners.eval_viewer.shared.first_view import FirstView
 from runners.eval_viewer.shared.pending import pending_status
+from runners.eval_viewer.shared.row_grids import ONE_REQUEST_AT_A_TIME
 from runners.eval_viewer.shared.runs import Epoch, last_modified
 from runners.eval_viewer.shared.table import TABLE_ERRORS
 from runners.eval_viewer.table.view import CLASS_NAME_FORMAT, LABEL_WIDTH, typed_filter
@@ -78,13 +80,14 @@ def run_diff_section(view: JoinView) -> html.Div:
         id=RUN_DIFF_TABLE, rowModelType="infinite", columnDefs=view.columns, getRowId="'' + params.data.idx",
         defaultColDef={"sortable": True, "filter": True, "floatingFilter": True, "resizable": True, "minWidth": 90,
                        "flex": 1, "filterParams": {"maxNumConditions": 1, "buttons": ["reset"]}},
-        dashGridOptions={"cacheBlockSize": 100, "maxBlocksInCache": 10, "suppressCellFocus": True, "rowHeight": 28,
-                         "headerHeight": 30},
+        dashGridOptions={"cacheBlockSize": 100, "maxBlocksInCache": 10, **ONE_REQUEST_AT_A_TIME,
+                         "suppressCellFocus": True, "rowHeight": 28, "headerHeight": 30},
         className="ag-theme-alpine", style={"height": "300px", "width": "100%"})
     return html.Div([
         dbc.Alert(view.summary, id=RUN_DIFF_SUMMARY, color=view.color, class_name="run-diff-summary"),
         html.Div([buttons, html.Span(id=RUN_DIFF_CAPTION, className="hint")], className="navigation"),
-        table, dcc.Store(id=RUN_DIFF_SHOWN, **({} if view.shown is None else {"data": view.shown})),
+        table, dcc.Store(id=RUN_DIFF_ROWS),
+        dcc.Store(id=RUN_DIFF_SHOWN, **({} if view.shown is None else {"data": view.shown})),
         dcc.Store(id=RUN_DIFF_QUERY, **({} if view.query is None else {"data": view.query})),
     ], className="run-diff")
 

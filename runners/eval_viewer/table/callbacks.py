@@ -21,7 +21,7 @@ from runners.eval_viewer.failures.data import narrowed_idx
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.browser_input import BadRequest, paging
 from runners.eval_viewer.shared.feature import Feature
-from runners.eval_viewer.shared.row_grids import reload_after_empty_script
+from runners.eval_viewer.shared.row_grids import answer, apply_answer_script
 from runners.eval_viewer.shared.table import TABLE_ERRORS
 from runners.eval_viewer.table import filters, selection
 from runners.eval_viewer.table.data import table_rows
@@ -32,6 +32,7 @@ from runners.eval_viewer.table.ids import (
     TABLE_CLEAR_FILTERS,
     TABLE_IDX_FILTER,
     TABLE_QUERY,
+    TABLE_ROWS,
     WRONG_ONLY,
 )
 from runners.eval_viewer.table.view import caption, epoch_view
@@ -85,7 +86,7 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         }""".replace("TABLE", TABLE).replace("WRONG", WRONG_ONLY),
         Output(TABLE_CLEAR_FILTERS, "id"), Input(TABLE_CLEAR_FILTERS, "n_clicks"), prevent_initial_call=True)
 
-    @app.callback(Output(TABLE, "getRowsResponse"), Output(TABLE_CAPTION, "children"),
+    @app.callback(Output(TABLE_ROWS, "data"), Output(TABLE_CAPTION, "children"),
                   Input(TABLE, "getRowsRequest"), State(TABLE_QUERY, "data"), prevent_initial_call=True)
     def serve_rows(request: Optional[dict], query: Optional[dict]) -> tuple:
         if not request:
@@ -94,10 +95,10 @@ def register(app: Dash, backend: ViewerBackend) -> None:
             asked = paging(request)
             rows, count, total, label = table_rows(backend, query or {}, asked)
         except (*TABLE_ERRORS, BadRequest) as exc:
-            return {"rowData": [], "rowCount": 0}, str(exc)
-        return {"rowData": rows, "rowCount": count}, caption(label, count, total, query or {}, asked)
-    app.clientside_callback(reload_after_empty_script(TABLE), Output(TABLE, "id", allow_duplicate=True),
-                            Input(TABLE, "getRowsResponse"), prevent_initial_call=True)
+            return answer([], 0, request), str(exc)
+        return answer(rows, count, request), caption(label, count, total, query or {}, asked)
+    app.clientside_callback(apply_answer_script(TABLE), Output(TABLE, "id", allow_duplicate=True),
+                            Input(TABLE_ROWS, "data"), prevent_initial_call=True)
     filters.register(app)
     selection.register(app)
 

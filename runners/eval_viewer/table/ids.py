@@ -3,6 +3,7 @@
 from runners.eval_viewer.shared.sends import TEXTS, Sends, flag, list_of, record, text, whole
 
 TABLE = "datapoint-table"
+TABLE_ROWS = "table-rows"  # the server's answer to the table's request for rows (``row_grids.answer``)
 TABLE_CAPTION = "table-caption"
 TABLE_CLEAR_FILTERS = "table-clear-filters"
 TABLE_QUERY = "table-query"  # run, epoch, metric and filter the table's rows are served for

@@ -22,6 +22,7 @@ from runners.eval_viewer.table.ids import (
     TABLE,
     TABLE_IDX_FILTER,
     TABLE_QUERY,
+    TABLE_ROWS,
 )
 
 _MARK_OPEN_ROW = """function(idx) {
@@ -96,6 +97,6 @@ def register(app: Dash) -> None:
                             Input(PREV_BUTTON, "n_clicks"), Input(NEXT_BUTTON, "n_clicks"),
                             State(SELECTED_ROW, "data"), State(SELECTED, "data"), prevent_initial_call=True)
     app.clientside_callback(_LOADING, Output(TABLE, "className"), Input(TABLE_IDX_FILTER, "data"),
-                            Input(TABLE, "getRowsResponse"), prevent_initial_call=True)
+                            Input(TABLE_ROWS, "data"), prevent_initial_call=True)
     app.clientside_callback(_MARK_OPEN_ROW, Output(NAVIGATION_NOTE, "children", allow_duplicate=True),
                             Input(SELECTED, "data"), prevent_initial_call=True)  # the first page's comes marked

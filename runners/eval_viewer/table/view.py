@@ -18,6 +18,7 @@ from runners.eval_viewer.pictures.view import thumbnail_column
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.browser_input import Paging
 from runners.eval_viewer.shared.first_view import EpochView, FirstView
+from runners.eval_viewer.shared.row_grids import ONE_REQUEST_AT_A_TIME
 from runners.eval_viewer.shared.runs import Epoch
 from runners.eval_viewer.shared.scores import ScoresError, default_metric
 from runners.eval_viewer.shared.table import HIDDEN_COLUMNS, TABLE_ERRORS
@@ -34,6 +35,7 @@ from runners.eval_viewer.table.ids import (
     TABLE_CLEAR_FILTERS,
     TABLE_IDX_FILTER,
     TABLE_QUERY,
+    TABLE_ROWS,
     WRONG_ONLY,
 )
 from runners.eval_viewer.tags.data import TAGS_COLUMN
@@ -57,7 +59,7 @@ def table_block(page: FirstView) -> list:
                  className="caption-row"),
         html.Div(id=FILTER_CHIPS, className="filter-chips"),
         datapoint_table(pinned_and_hidden(first.columns, page.pinned, page.hidden), page.idx, page.filters),
-        dcc.Store(id=TABLE_QUERY, data=first.query),
+        dcc.Store(id=TABLE_ROWS), dcc.Store(id=TABLE_QUERY, data=first.query),
         dcc.Store(id=TABLE_IDX_FILTER, **({"data": page.narrowing} if page.narrowing else {})),
     ]
 
@@ -88,7 +90,8 @@ def datapoint_table(columns: list[dict], open_idx: Optional[int],
         defaultColDef={"sortable": True, "filter": True, "floatingFilter": True, "resizable": True,
                        "minWidth": 90, "flex": 1, "filterParams": {"maxNumConditions": 1, "buttons": ["reset"]}},
         rowClassRules={OPEN_ROW_CLASS: "params.data && params.data.idx === params.context.open"},
-        dashGridOptions={"cacheBlockSize": TABLE_BLOCK_SIZE, "maxBlocksInCache": 20, "context": {"open": open_idx},
+        dashGridOptions={"cacheBlockSize": TABLE_BLOCK_SIZE, "maxBlocksInCache": 20, **ONE_REQUEST_AT_A_TIME,
+                         "context": {"open": open_idx},
                          "suppressCellFocus": True, "rowHeight": 28, "headerHeight": 30,
                          # a debugger summary's column is named 'layer3_stats.mean': a field, not a nested path
                          "suppressFieldDotNotation": True},
