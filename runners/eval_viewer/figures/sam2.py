@@ -38,6 +38,7 @@ from runners.eval_viewer.figures.base import (
     maps_figure,
     narrow_colour_bar,
     pca_rgb,
+    plain_figure,
     table_figure,
     title_number,
 )
@@ -246,18 +247,19 @@ def feature_figures(states: States, image: Optional[np.ndarray] = None, suffix: 
 def pca_panels_figure(panels: list[tuple[str, np.ndarray]], title: str) -> go.Figure:
     """Pictures (H, W, 3) side by side, each captioned, at most ``MAX_PANELS`` of them."""
     panels = panels[:MAX_PANELS + 1]
-    fig = go.Figure()
     width = 1 / len(panels)
+    data, layout = [], {"annotations": []}
     for i, (caption, picture) in enumerate(panels):
         suffix_axis = "" if i == 0 else str(i + 1)
-        fig.add_trace(go.Image(z=picture, xaxis=f"x{suffix_axis}", yaxis=f"y{suffix_axis}", hoverinfo="skip"))
-        fig.layout[f"xaxis{suffix_axis}"] = {"domain": [i * width + 0.01, (i + 1) * width - 0.01],
-                                             "anchor": f"y{suffix_axis}"}
-        fig.layout[f"yaxis{suffix_axis}"] = {"domain": [0, 0.88], "anchor": f"x{suffix_axis}"}
-        fig.add_annotation(text=caption, x=0.5, y=1.0, xref=f"x{suffix_axis} domain", yref=f"y{suffix_axis} domain",
-                           yanchor="bottom", showarrow=False, font={"size": 10})
-    image_axes(fig)
-    return finish(fig, title, 260)
+        data.append({"type": "image", "z": picture, "xaxis": f"x{suffix_axis}", "yaxis": f"y{suffix_axis}",
+                     "hoverinfo": "skip"})
+        layout[f"xaxis{suffix_axis}"] = {"domain": [i * width + 0.01, (i + 1) * width - 0.01],
+                                         "anchor": f"y{suffix_axis}"}
+        layout[f"yaxis{suffix_axis}"] = {"domain": [0, 0.88], "anchor": f"x{suffix_axis}"}
+        layout["annotations"].append({"text": caption, "x": 0.5, "y": 1.0, "xref": f"x{suffix_axis} domain",
+                                      "yref": f"y{suffix_axis} domain", "yanchor": "bottom", "showarrow": False,
+                                      "font": {"size": 10}})
+    return finish(image_axes(plain_figure(data, layout)), title, 260)
 
 
 def principal_components_figures(features: np.ndarray, image: Optional[np.ndarray] = None,
