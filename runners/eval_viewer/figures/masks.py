@@ -21,6 +21,7 @@ from runners.eval_viewer.figures.base import (
     display_image,
     finish,
     finished,
+    png_data_uri,
     title_number,
 )
 from runners.eval_viewer.figures.context import DrawContext
@@ -102,7 +103,8 @@ def mask_overlay_figure(output: dict[str, Any], image: Optional[np.ndarray] = No
                                           "yanchor": "bottom", "showarrow": False, "font": {"size": 16}})
         background = _background(frames[s] if frames is not None and s < len(frames) else image,
                                  label_masks[s].shape)
-        data.append({"type": "image", "z": background, "hoverinfo": "skip", "name": "input", **on})
+        data.append({"type": "image", "source": png_data_uri(background), "hoverinfo": "skip", "name": "input",
+                     **on})  # a PNG: a fraction of the bytes of its pixels as an array
         layers = error_layers(label_masks[s], predicted_masks[s])
         for name, colour in LAYERS:
             if name == "wrong class" and int(output.get("num_classes", 1)) < 2:
@@ -198,9 +200,10 @@ def calibration_figure(true: np.ndarray, predicted: np.ndarray, idx: Optional[np
     star."""
     true, predicted = np.asarray(true, dtype=np.float64), np.asarray(predicted, dtype=np.float64)
     usable = np.isfinite(true) & np.isfinite(predicted)
-    fig = go.Figure(go.Scatter(x=predicted[usable], y=true[usable], mode="markers", name="datapoints",
+    fig = go.Figure(go.Scatter(x=predicted[usable].astype(np.float32), y=true[usable].astype(np.float32),
+                               mode="markers", name="datapoints",
                                marker={"size": 5, "color": "#9d9d9d", "opacity": 0.6},
-                               customdata=np.asarray(idx)[usable] if idx is not None else None,
+                               customdata=np.asarray(idx)[usable].astype(np.int32) if idx is not None else None,
                                hovertemplate="idx %{customdata}: predicted %{x:.2f}, true %{y:.2f}<extra></extra>"
                                if idx is not None else "predicted %{x:.2f}, true %{y:.2f}<extra></extra>"))
     fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="calibrated",
