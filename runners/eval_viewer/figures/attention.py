@@ -110,21 +110,16 @@ def token_grid_figure(columns: list[tuple[str, np.ndarray]], side: tuple[str, tu
                       tokens: Optional[list[str]], title: str) -> go.Figure:
     """(queries, keys) weights with one side on an image grid (``grid_side``), as a table of maps over the grid:
     a row per token of the other side (at most ``MAX_TOKENS``; named by ``tokens``), a column per entry of
-    ``columns`` (caption, weights), on one colour scale; the cell and its value on hover (the captions beside it say
-    which token and column: spelled out in every cell, they were most of the figure's bytes)."""
+    ``columns`` (caption, weights), on one colour scale; the value on hover, where the captions beside it say which
+    token and column (spelled out in every cell, they were most of the figure's bytes)."""
     where, (height, width) = side
     rows = [[(weights if where == "keys" else weights.T)[t].reshape(height, width) for _, weights in columns]
             for t in range(min(MAX_TOKENS, columns[0][1].shape[0 if where == "keys" else 1]))]
     names = [str(tokens[t]) if tokens is not None and len(tokens) > t else f"token {t}" for t in range(len(rows))]
     mosaic, labels, tile = labelled_mosaic(rows, [name[:10] for name in names], [caption for caption, _ in columns])
-    hover = np.full(mosaic.shape, "", dtype=object)  # each cell's place in its map: the captions name the map
-    cells = np.array([[f"cell ({y}, {x})" for x in range(width)] for y in range(height)], dtype=object)
-    for r in range(len(rows)):
-        for c in range(len(columns)):
-            hover[r * tile[0]:r * tile[0] + height, c * tile[1]:c * tile[1] + width] = cells
-    heat = {"type": "heatmap", "z": mosaic.astype(np.float32), "customdata": hover, "colorscale": VIRIDIS, "zmin": 0.0,
-            "hoverongaps": False, "colorbar": narrow_colour_bar("attention weight"),
-            "hovertemplate": "%{customdata}: %{z:.4f}<extra></extra>"}
+    heat = {"type": "heatmap", "z": mosaic.astype(np.float32), "colorscale": VIRIDIS, "zmin": 0.0, "hoverongaps": False,
+            "colorbar": narrow_colour_bar("attention weight"),
+            "hovertemplate": "row %{y:.0f}, col %{x:.0f}: %{z:.4f}<extra></extra>"}
     layout = {"annotations": labels, "showlegend": False, "plot_bgcolor": "white",
               "meta": {"tiles": [[r * tile[0], c * tile[1], height, width] for r in range(len(rows))
                                  for c in range(len(columns))]},
