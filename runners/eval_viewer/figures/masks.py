@@ -194,32 +194,36 @@ def iou_figure(output: dict[str, Any]) -> go.Figure:
 
 
 def calibration_figure(true: np.ndarray, predicted: np.ndarray, idx: Optional[np.ndarray] = None,
-                       this: Optional[tuple[float, float]] = None) -> go.Figure:
+                       this: Optional[tuple[float, float]] = None, chosen: Optional[list[int]] = None) -> go.Figure:
     """Predicted IoU against true IoU over the epoch (one dot per datapoint, ``idx`` on hover), the diagonal of a
     calibrated model, the mean true IoU per bin of predicted IoU, and ``this`` datapoint's (predicted, true) as a
-    star."""
+    star, or the ``chosen`` idx as stars (an export's datapoints: the figure drawn once for all of them)."""
     true, predicted = np.asarray(true, dtype=np.float64), np.asarray(predicted, dtype=np.float64)
     usable = np.isfinite(true) & np.isfinite(predicted)
-    fig = go.Figure(go.Scatter(x=predicted[usable].astype(np.float32), y=true[usable].astype(np.float32),
-                               mode="markers", name="datapoints",
-                               marker={"size": 5, "color": "#9d9d9d", "opacity": 0.6},
-                               customdata=np.asarray(idx)[usable].astype(np.int32) if idx is not None else None,
-                               hovertemplate="idx %{customdata}: predicted %{x:.2f}, true %{y:.2f}<extra></extra>"
-                               if idx is not None else "predicted %{x:.2f}, true %{y:.2f}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="calibrated",
-                             line={"dash": "dash", "color": "#444"}, hoverinfo="skip"))
+    shown = np.asarray(idx)[usable] if idx is not None else None
+    data = [{"type": "scatter", "x": predicted[usable].astype(np.float32), "y": true[usable].astype(np.float32),
+             "mode": "markers", "name": "datapoints", "marker": {"size": 5, "color": "#9d9d9d", "opacity": 0.6},
+             **({"customdata": shown.astype(np.int32),
+                 "hovertemplate": "idx %{customdata}: predicted %{x:.2f}, true %{y:.2f}<extra></extra>"}
+                if shown is not None else {"hovertemplate": "predicted %{x:.2f}, true %{y:.2f}<extra></extra>"})},
+            {"type": "scatter", "x": [0, 1], "y": [0, 1], "mode": "lines", "name": "calibrated",
+             "line": {"dash": "dash", "color": "#444"}, "hoverinfo": "skip"}]
     centres, means = calibration_curve(true[usable], predicted[usable])
-    fig.add_trace(go.Scatter(x=centres, y=means, mode="lines+markers", name="mean true IoU per bin",
-                             line={"color": "#4c78a8"}))
+    data.append({"type": "scatter", "x": centres, "y": means, "mode": "lines+markers", "name": "mean true IoU per bin",
+                 "line": {"color": "#4c78a8"}})
+    star = {"type": "scatter", "mode": "markers", "marker": {"symbol": "star", "size": 16, "color": "#e41a1c"}}
     if this is not None and all(value is not None and math.isfinite(float(value)) for value in this):
-        fig.add_trace(go.Scatter(x=[float(this[0])], y=[float(this[1])], mode="markers", name="this datapoint",
-                                 marker={"symbol": "star", "size": 16, "color": "#e41a1c"}))
-    fig.update_xaxes(range=[-0.02, 1.02], title_text="IoU predicted by the model")
-    fig.update_yaxes(range=[-0.02, 1.02], title_text="true IoU")
-    fig.update_layout(legend={"orientation": "h", "y": -0.25})
+        data.append({**star, "x": [float(this[0])], "y": [float(this[1])], "name": "this datapoint"})
+    if chosen is not None and shown is not None:
+        marked = np.isin(shown, chosen)
+        data.append({**star, "x": predicted[usable][marked], "y": true[usable][marked], "name": "these datapoints",
+                     "customdata": shown[marked], "hovertemplate": "idx %{customdata}<extra></extra>"})
+    layout = {"xaxis": {"range": [-0.02, 1.02], "title": {"text": "IoU predicted by the model"}},
+              "yaxis": {"range": [-0.02, 1.02], "title": {"text": "true IoU"}},
+              "legend": {"orientation": "h", "y": -0.25}}
     error = float(np.mean(np.abs(predicted[usable] - true[usable]))) if usable.any() else math.nan
-    return finish(fig, f"IoU calibration over the epoch: mean |predicted - true| {title_number(error)} "
-                  f"({int(usable.sum())} datapoints)", 380, {**AXIS_TITLES, "b": 95})
+    return finished(data, layout, f"IoU calibration over the epoch: mean |predicted - true| {title_number(error)} "
+                    f"({int(usable.sum())} datapoints)", 380, {**AXIS_TITLES, "b": 95})
 
 
 def calibration_curve(true: np.ndarray, predicted: np.ndarray,
