@@ -216,8 +216,9 @@ def calibration_figure(true: np.ndarray, predicted: np.ndarray, idx: Optional[np
         data.append({**star, "x": [float(this[0])], "y": [float(this[1])], "name": "this datapoint"})
     if chosen is not None and shown is not None:
         marked = np.isin(shown, chosen)
-        data.append({**star, "x": predicted[usable][marked], "y": true[usable][marked], "name": "these datapoints",
-                     "customdata": shown[marked], "hovertemplate": "idx %{customdata}<extra></extra>"})
+        data.append({**star, "x": predicted[usable][marked], "y": true[usable][marked],
+                     "name": "this report's datapoints", "customdata": shown[marked],
+                     "hovertemplate": "idx %{customdata}<extra></extra>"})
     layout = {"xaxis": {"range": [-0.02, 1.02], "title": {"text": "IoU predicted by the model"}},
               "yaxis": {"range": [-0.02, 1.02], "title": {"text": "true IoU"}},
               "legend": {"orientation": "h", "y": -0.25}}
