@@ -335,6 +335,19 @@ def png_data_uri(image: np.ndarray) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+SHARP_PX = 256  # the side a picture sent as a PNG source is enlarged to, so the browser's smoothing blurs no pixel
+
+
+def image_source(picture: np.ndarray) -> dict[str, Any]:
+    """An image trace of an (H, W, 3) uint8 picture sent as a PNG (a fraction of the bytes of its pixels as an array),
+    on the same axes as ``z=picture``: enlarged by whole pixels first, as a browser smooths a small image it scales."""
+    factor = max(1, SHARP_PX // max(picture.shape[:2]))
+    enlarged = np.repeat(np.repeat(picture, factor, axis=0), factor, axis=1)
+    step = 1 / factor
+    return {"type": "image", "source": png_data_uri(enlarged), "dx": step, "dy": step, "x0": (step - 1) / 2,
+            "y0": (step - 1) / 2}
+
+
 def pca_rgb(features: np.ndarray) -> np.ndarray:
     """(C, H, W) features as an (H, W, 3) uint8 image of their top-3 principal components.
 

@@ -21,7 +21,7 @@ from runners.eval_viewer.figures.base import (
     display_image,
     finish,
     finished,
-    png_data_uri,
+    image_source,
     title_number,
 )
 from runners.eval_viewer.figures.context import DrawContext
@@ -103,8 +103,7 @@ def mask_overlay_figure(output: dict[str, Any], image: Optional[np.ndarray] = No
                                           "yanchor": "bottom", "showarrow": False, "font": {"size": 16}})
         background = _background(frames[s] if frames is not None and s < len(frames) else image,
                                  label_masks[s].shape)
-        data.append({"type": "image", "source": png_data_uri(background), "hoverinfo": "skip", "name": "input",
-                     **on})  # a PNG: a fraction of the bytes of its pixels as an array
+        data.append({**image_source(background), "hoverinfo": "skip", "name": "input", **on})
         layers = error_layers(label_masks[s], predicted_masks[s])
         for name, colour in LAYERS:
             if name == "wrong class" and int(output.get("num_classes", 1)) < 2:

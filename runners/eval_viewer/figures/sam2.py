@@ -37,12 +37,12 @@ from runners.eval_viewer.figures.base import (
     finish,
     finished,
     image_axes,
+    image_source,
     labelled_mosaic,
     maps_figure,
     narrow_colour_bar,
     pca_rgb,
     plain_figure,
-    png_data_uri,
     table_figure,
     title_number,
 )
@@ -175,8 +175,7 @@ def prompt_attention_figures(states: States, image: Optional[np.ndarray] = None,
     data: list[dict[str, Any]] = []
     if image is not None:  # a PNG: the input repeated in every tile packs to a few kB, as an array it was 100 kB
         picture = _resized(display_image(image), height * scale, width * scale)
-        data.append({"type": "image", "source": png_data_uri(_tiled_picture(picture, tile, len(maps), heads, scale)),
-                     "hoverinfo": "skip"})
+        data.append({**image_source(_tiled_picture(picture, tile, len(maps), heads, scale)), "hoverinfo": "skip"})
     data.append({"type": "heatmap", "z": heat.astype(np.float32), "colorscale": JET, "zmin": 0.0,
                  "zmax": float(np.nanmax(heat)), "hoverongaps": False, "opacity": 0.5 if image is not None else 1.0,
                  "x0": (scale - 1) / 2, "dx": scale, "y0": (scale - 1) / 2, "dy": scale,
