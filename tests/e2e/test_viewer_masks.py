@@ -21,6 +21,7 @@ from runners.config_file import load_config
 from runners.eval_viewer.compare_epochs.ids import COMPARE_EPOCHS_NOTE, COMPARE_EPOCHS_PANEL, TAB_COMPARE_EPOCHS
 from runners.eval_viewer.controls.ids import METRIC_SELECT
 from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL
+from runners.eval_viewer.export.report import export_report
 from runners.eval_viewer.figures.marks import FALSE_NEGATIVE, FALSE_POSITIVE, MARK_PX, RING
 from runners.eval_viewer.gallery.ids import GALLERY_CAPTION, GALLERY_TILES, TAB_GALLERY
 from runners.trainers import BaseTrainer
@@ -192,3 +193,12 @@ def test_the_attention_figures_are_readable_at_the_widths_people_use(viewer_url,
         assert min(drawn * rows / graph["rows"] for rows in graph["tiles"]) >= MIN_MAP_PX, (graph["title"], drawn)
     across = [graph["title"] for graph in graphs["attention across layers"]]
     assert len(across) == 3 and sum(title.startswith("self-attention") for title in across) == 1, across
+
+
+def test_the_export_draws_the_epochs_calibration_once_with_its_datapoints_starred(logs, tmp_path):
+    out = export_report(str(logs / "run"), [0, 4], str(tmp_path / "report.html"))  # the others: broken on purpose
+    with open(out, encoding="utf-8") as f:
+        page = f.read()
+    assert page.count("masks over the input") == 2
+    assert page.count("IoU calibration over the epoch") == 1  # not once per datapoint
+    assert page.count("this report's datapoints") == 1

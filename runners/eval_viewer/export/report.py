@@ -39,6 +39,7 @@ from runners.eval_viewer.datapoint.display_labels import class_text
 from runners.eval_viewer.figures.attention import attention_across_layers_figures
 from runners.eval_viewer.figures.base import SHARED, is_picture, is_shared
 from runners.eval_viewer.figures.context import NO_CONTEXT, Calibration, DrawContext
+from runners.eval_viewer.figures.masks import calibration_figure
 from runners.eval_viewer.figures.overlays import picture_png
 from runners.eval_viewer.figures.pictures import picture_svg
 from runners.eval_viewer.figures.registry import output_figures
@@ -263,7 +264,7 @@ def _datapoint_section(outputs: Union[EpochDebug, EpochDebugError], idx: int, da
         indices = outputs.indices  # read without error before (``export_report``)
         return [f"no debug outputs for idx {idx}; this epoch has idx {min(indices)}..{max(indices)} "
                 f"({len(indices)} datapoints)"]
-    context = replace(DrawContext.of(datapoint or {}), class_names=found.class_names, calibration=found.calibration)
+    context = replace(DrawContext.of(datapoint or {}), class_names=found.class_names)  # calibration: drawn once
     return _summary(datapoint, row) + datapoint_items(debug_outputs, context, shared)
 
 
@@ -334,7 +335,8 @@ def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[in
     datapoints, note = load_inputs(backend, run_dir, indices)
     found = table_rows(backend, run_dir, epoch_dir, indices)
     summary = Records(found.rows[i] for i in indices if i in found.rows)
-    sections: list[Section] = [("Datapoints", [*found.problems, *([summary] if summary else [])]),
+    sections: list[Section] = [("Datapoints", [*found.problems, *([summary] if summary else []),
+                                               *_calibration(found, indices)]),
                                *_model_section(run_dir)]
     shared: dict[str, go.Figure] = {}
     drawn = [(f"Datapoint {idx}", _datapoint_section(outputs, idx, datapoints.get(idx), found.rows.get(idx), found,
@@ -348,6 +350,15 @@ def export_report(run_dir: str, indices: list[int], out: str, epoch: Optional[in
     write_html(out, f"Lantern debug report: {run_name} · {epoch_name}", sections,
                note=f"run {run_name}, {epoch_name}; {note}", selection=selection)
     return out
+
+
+def _calibration(found: TableRows, indices: list[int]) -> list[Item]:
+    """The epoch's IoU calibration (``calibration_figure``) once, the report's datapoints starred: drawn with each
+    datapoint's masks, as the viewer draws it, it was the epoch's points again and again, a quarter of the report."""
+    pair = (found.calibration or {}).get("iou")
+    if pair is None or not len(pair.get("true", ())) or pair.get("idx") is None:
+        return []
+    return [calibration_figure(pair["true"], pair["predicted"], pair["idx"], chosen=indices)]
 
 
 def _open_outputs(epoch_dir: str) -> Union[EpochDebug, EpochDebugError]:

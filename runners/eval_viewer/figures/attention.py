@@ -15,17 +15,22 @@ from debuggers import outputs as kinds
 from debuggers.capture import split_frame
 from runners.eval_viewer.figures.base import (
     AXIS_TITLES,
+    IMAGE_AXIS,
+    JET,
     NARROW_BAR_MARGIN,
     PLOT_PX,
+    VIRIDIS,
     Figures,
     colour_bar,
     display_image,
     finish,
+    finished,
     fit_title,
     image_axes,
     labelled_mosaic,
-    maps_figure,
     narrow_colour_bar,
+    plain_figure,
+    shrunk_mosaic,
     stretched_over,
     title_number,
     top_margin,
@@ -58,11 +63,15 @@ def attention_figures(output: dict[str, Any], context: DrawContext) -> Figures:
 def entropy_figure(entropy: np.ndarray, keys: int, name: str) -> go.Figure:
     """Bars of each head's entropy and a line at the uniform level, log(number of real keys)."""
     uniform = math.log(max(keys, 1))
-    fig = go.Figure(go.Bar(x=[f"head {h}" for h in range(len(entropy))], y=entropy))
-    fig.add_hline(y=uniform, line={"dash": "dash", "color": "#e45756"}, annotation_text=f"uniform over {keys} keys",
-                  annotation_position="top left")
-    fig.update_yaxes(title_text="entropy (nats)", range=[0, 1.1 * max(uniform, float(np.nanmax(entropy)), 1e-3)])
-    return finish(fig, f"{name} attention entropy per head (uniform = {title_number(uniform)})", 260, AXIS_TITLES)
+    bars = {"type": "bar", "x": [f"head {h}" for h in range(len(entropy))], "y": entropy}
+    layout = {"shapes": [{"type": "line", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y", "y0": uniform,
+                          "y1": uniform, "line": {"dash": "dash", "color": "#e45756"}}],
+              "annotations": [{"text": f"uniform over {keys} keys", "xref": "x domain", "x": 0, "xanchor": "left",
+                               "yref": "y", "y": uniform, "yanchor": "bottom", "showarrow": False}],
+              "yaxis": {"title": {"text": "entropy (nats)"},
+                        "range": [0, 1.1 * max(uniform, float(np.nanmax(entropy)), 1e-3)]}}
+    return finished([bars], layout, f"{name} attention entropy per head (uniform = {title_number(uniform)})", 260,
+                    AXIS_TITLES)
 
 
 def attention_heads_figure(attention: np.ndarray, title: str, tokens: Optional[list[str]] = None,
@@ -101,32 +110,26 @@ def token_grid_figure(columns: list[tuple[str, np.ndarray]], side: tuple[str, tu
                       tokens: Optional[list[str]], title: str) -> go.Figure:
     """(queries, keys) weights with one side on an image grid (``grid_side``), as a table of maps over the grid:
     a row per token of the other side (at most ``MAX_TOKENS``; named by ``tokens``), a column per entry of
-    ``columns`` (caption, weights), on one colour scale; the value, token and column on hover."""
+    ``columns`` (caption, weights), on one colour scale; the value on hover, where the captions beside it say which
+    token and column (spelled out in every cell, they were most of the figure's bytes)."""
     where, (height, width) = side
     rows = [[(weights if where == "keys" else weights.T)[t].reshape(height, width) for _, weights in columns]
             for t in range(min(MAX_TOKENS, columns[0][1].shape[0 if where == "keys" else 1]))]
     names = [str(tokens[t]) if tokens is not None and len(tokens) > t else f"token {t}" for t in range(len(rows))]
     mosaic, labels, tile = labelled_mosaic(rows, [name[:10] for name in names], [caption for caption, _ in columns])
-    hover = np.full(mosaic.shape, "", dtype=object)
-    for r, name in enumerate(names):
-        for c, (caption, _) in enumerate(columns):
-            verb = "looks at" if where == "keys" else "is looked at from"
-            hover[r * tile[0]:r * tile[0] + height, c * tile[1]:c * tile[1] + width] = [
-                [f"{caption}: {name} {verb} cell ({y}, {x})" for x in range(width)] for y in range(height)]
-    fig = go.Figure(go.Heatmap(z=mosaic, customdata=hover, colorscale="Viridis", zmin=0.0, hoverongaps=False,
-                               colorbar=narrow_colour_bar("attention weight"),
-                               hovertemplate="%{customdata}: %{z:.4f}<extra></extra>"))
-    fig.update_layout(annotations=labels, showlegend=False, plot_bgcolor="white",
-                      meta={"tiles": [[r * tile[0], c * tile[1], height, width] for r in range(len(rows))
-                                      for c in range(len(columns))]})
-    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, scaleanchor="y", constrain="domain",
-                     constraintoward="left")
-    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed", constrain="domain",
-                     constraintoward="top")
+    heat = {"type": "heatmap", "z": mosaic.astype(np.float32), "colorscale": VIRIDIS, "zmin": 0.0, "hoverongaps": False,
+            "colorbar": narrow_colour_bar("attention weight"),
+            "hovertemplate": "row %{y:.0f}, col %{x:.0f}: %{z:.4f}<extra></extra>"}
+    layout = {"annotations": labels, "showlegend": False, "plot_bgcolor": "white",
+              "meta": {"tiles": [[r * tile[0], c * tile[1], height, width] for r in range(len(rows))
+                                 for c in range(len(columns))]},
+              "xaxis": {**IMAGE_AXIS, "scaleanchor": "y", "constraintoward": "left"},
+              "yaxis": {**IMAGE_AXIS, "autorange": "reversed", "constraintoward": "top"}}
     cell = min(TILE_PX / max(height, width), (PLOT_PX - 20) / mosaic.shape[1])
     title = fit_title(title)
     top = top_margin(title, [str(label["text"]) for label in labels[:len(columns)]])
-    return finish(fig, title, int(top + 30 + cell * mosaic.shape[0]), {"l": 80, "t": top, "r": NARROW_BAR_MARGIN})
+    return finished([heat], layout, title, int(top + 30 + cell * mosaic.shape[0]),
+                    {"l": 80, "t": top, "r": NARROW_BAR_MARGIN})
 
 
 def _over_grid(side: tuple[str, tuple[int, int]]) -> str:
@@ -141,23 +144,24 @@ def attention_maps_figure(maps: list[np.ndarray], captions: list[str], title: st
     indices, or the token strings where the datapoint gives one per key and query. A map is drawn at least
     ``MIN_ASPECT`` as tall as wide: a few queries over many keys get taller rows, not a sliver."""
     queries, keys = maps[0].shape[-2:]
-    fig = maps_figure(maps, captions, title, "attention weight", columns=2 if keys > 4 * queries else 4)
+    columns = 2 if keys > 4 * queries else 4
+    mosaic, tiles, labels = shrunk_mosaic(maps, captions, columns)
     stretch = max(1.0, MIN_ASPECT * keys / queries)
     names = tokens if tokens is not None and len(tokens) == keys == queries else None
-    tiles = fig.layout.meta["tiles"]
-    fig.update_traces(dy=stretch, y0=(stretch - 1) / 2, colorbar=narrow_colour_bar("attention weight"),
-                      selector={"type": "heatmap"})
-    for note in fig.layout.annotations:
-        note.y = (note.y + 0.5) * stretch - 0.5
-    fig.update_xaxes(showticklabels=True, title_text="key" + (" token" if names else " (token index)"),
-                     **_tile_ticks([(left, width) for _, left, _, width in tiles], keys, names))
-    fig.update_yaxes(showticklabels=True, title_text="query" + (" token" if names else " (token index)"),
-                     **_tile_ticks([(top, height) for top, _, height, _ in tiles], queries, names, stretch))
-    mosaic = np.asarray(fig.data[0].z)
+    for note in labels:
+        note["y"] = (note["y"] + 0.5) * stretch - 0.5
+    heat = {"type": "heatmap", "z": mosaic, "colorscale": VIRIDIS, "hoverongaps": False, "dy": stretch,
+            "y0": (stretch - 1) / 2, "colorbar": narrow_colour_bar("attention weight")}
     plot = float(np.clip(PLOT_PX * mosaic.shape[0] * stretch / mosaic.shape[1], 60, 600))
-    fig.update_layout(margin={"l": 70, "b": 60, "r": NARROW_BAR_MARGIN}, height=int(plot + 50 + 60 + 20),
-                      meta={**fig.layout.meta, "picture": False, "stretch": stretch})  # weights are read on hover
-    return fig
+    layout = {"annotations": labels, "plot_bgcolor": "white",
+              "meta": {"tiles": tiles, "picture": False, "stretch": stretch},  # weights are read on hover
+              "xaxis": {**IMAGE_AXIS, "scaleanchor": "y", "showticklabels": True,
+                        "title": {"text": "key" + (" token" if names else " (token index)")},
+                        **_tile_ticks([(left, width) for _, left, _, width in tiles], keys, names)},
+              "yaxis": {**IMAGE_AXIS, "autorange": "reversed", "constraintoward": "top", "showticklabels": True,
+                        "title": {"text": "query" + (" token" if names else " (token index)")},
+                        **_tile_ticks([(top, height) for top, _, height, _ in tiles], queries, names, stretch)}}
+    return finished([heat], layout, title, int(plot + 50 + 60 + 20), {"l": 70, "b": 60, "r": NARROW_BAR_MARGIN})
 
 
 def _tile_ticks(spans: list[tuple[int, int]], length: int, names: Optional[list[str]],
@@ -204,12 +208,11 @@ def patch_attention(attention: np.ndarray, grid: Optional[list[int]] = None) -> 
 def _overlay(heat: np.ndarray, image: np.ndarray, title: str) -> go.Figure:
     """``heat`` (h, w) stretched over ``image``, as Grad-CAM is drawn."""
     picture = display_image(image)
-    fig = go.Figure([go.Image(z=picture, hoverinfo="skip"),
-                     go.Heatmap(z=heat, colorscale="Jet", colorbar=colour_bar("attention weight"),
-                                **stretched_over(picture, heat),
-                                hovertemplate="patch row %{y:.0f}, col %{x:.0f}: %{z:.3f}<extra></extra>")])
-    image_axes(fig)
-    return finish(fig, title, 360)
+    data = [{"type": "image", "z": picture, "hoverinfo": "skip"},
+            {"type": "heatmap", "z": heat, "colorscale": JET, "colorbar": colour_bar("attention weight"),
+             **stretched_over(picture, heat),
+             "hovertemplate": "patch row %{y:.0f}, col %{x:.0f}: %{z:.3f}<extra></extra>"}]
+    return finish(image_axes(plain_figure(data, {})), title, 360)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 import numpy as np
 import PIL.Image
+import plotly.colors
 import plotly.graph_objects as go
 import plotly.io as pio
 
@@ -40,21 +41,47 @@ def _look() -> go.layout.Template:
 
 
 LOOK = _look()
+LOOK_JSON = LOOK.to_plotly_json()
 MARGIN = {"l": 40, "r": 20, "t": 50, "b": 30}
 COLOUR_BAR_MARGIN = 80  # the right margin a colour bar is drawn in
 AXIS_TITLES = {"l": 60, "b": 45}  # room for axis titles beside the tick labels
 
 
 def finish(fig: go.Figure, title: str, height: int = 320, margin: Optional[dict[str, int]] = None) -> go.Figure:
-    """Title, height and fixed margins (``MARGIN`` updated by ``margin``). Margins do not grow to fit colour
-    bars, legends or tick labels (that costs the browser a second layout pass per figure): a figure with a
-    colour bar gets ``COLOUR_BAR_MARGIN`` on the right, and a figure whose labels are data (layer names,
-    tokens) asks for ``margin={'autoexpand': True}``."""
-    colour_bar = any(getattr(trace, "showscale", None) is not False and isinstance(trace, go.Heatmap)
-                     for trace in fig.data)
-    margin = {**MARGIN, **({"r": COLOUR_BAR_MARGIN} if colour_bar else {}), "autoexpand": False, **(margin or {})}
-    fig.update_layout(template=LOOK, title={"text": title, "font": {"size": 14}}, height=height, margin=margin)
-    return fig
+    """``finished`` for a figure built by plotly's methods: rebuilt from its dicts in one step (``plain_figure``),
+    as an ``update_layout`` costs a few milliseconds, many of them per click."""
+    return finished([trace.to_plotly_json() for trace in fig.data], fig.layout.to_plotly_json(), title, height,
+                    margin)  # the traces' own dicts keep their arrays (the figure's would be base64 text)
+
+
+def finished(data: list[dict[str, Any]], layout: dict[str, Any], title: str, height: int = 320,
+             margin: Optional[dict[str, int]] = None) -> go.Figure:
+    """The figure of ``data`` and ``layout`` with its title, height and fixed margins (``MARGIN`` updated by
+    ``margin``). Margins do not grow to fit colour bars, legends or tick labels (that costs the browser a second
+    layout pass per figure): a figure with a colour bar gets ``COLOUR_BAR_MARGIN`` on the right, and a figure whose
+    labels are data (layer names, tokens) asks for ``margin={'autoexpand': True}``."""
+    colour_bar = any(trace.get("type") == "heatmap" and trace.get("showscale") is not False for trace in data)
+    margin = {**layout.get("margin", {}), **MARGIN, **({"r": COLOUR_BAR_MARGIN} if colour_bar else {}),
+              "autoexpand": False, **(margin or {})}
+    old_title = layout.get("title", {})
+    title = {**old_title, "text": title, "font": {**old_title.get("font", {}), "size": 14}}
+    return plain_figure(data, {**layout, "title": title, "height": height, "margin": margin})
+
+
+def plain_figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> go.Figure:
+    """A figure made from plain dicts in one step, in the viewer's look and unvalidated: plotly's validation and
+    its per-call updates (``update_layout``, ``add_trace``) cost 5-15 ms a figure, most of a click's server time
+    on a page of figures; one constructor call without validation costs well under one. The dicts must be what
+    plotly would have validated: colour scales as lists of stops (``colour_scale``), not names."""
+    return go.Figure({"data": data, "layout": {**layout, "template": LOOK_JSON}}, _validate=False)
+
+
+def colour_scale(name: str) -> list[list]:
+    """A named plotly colour scale as its stops (``[[0, '#440154'], ...]``), as validation would give them."""
+    return [[position, colour] for position, colour in plotly.colors.get_colorscale(name)]
+
+
+VIRIDIS, JET = colour_scale("Viridis"), colour_scale("Jet")
 
 
 def _shrink(z: np.ndarray, max_side: int = MAX_SIDE) -> np.ndarray:
@@ -118,13 +145,26 @@ def heatmap(z: np.ndarray, unit: str = "value", **kwargs: Any) -> go.Heatmap:
                       **kwargs)
 
 
-def image_axes(fig: go.Figure) -> None:
+def image_axes(fig: go.Figure) -> go.Figure:
     """Rows top to bottom and square pixels in every panel, as an image is drawn: the figure is a picture
-    (``is_picture``)."""
-    fig.update_layout(meta={**(fig.layout.meta or {}), "picture": True})
-    fig.update_yaxes(autorange="reversed", showticklabels=False)
-    fig.for_each_xaxis(lambda axis: axis.update(scaleanchor=axis.anchor or "y", constrain="domain",
-                                                showticklabels=False))
+    (``is_picture``). Set in one step on the figure's dict (``plain_figure``)."""
+    layout = fig.layout.to_plotly_json()
+    axes = {trace.xaxis or "x" for trace in fig.data}
+    for x in axes:
+        y = x.replace("x", "y")
+        layout[_axis_key(x)] = {**layout.get(_axis_key(x), {}), "scaleanchor": y, "constrain": "domain",
+                                "showticklabels": False}
+        layout[_axis_key(y)] = {**layout.get(_axis_key(y), {}), "autorange": "reversed", "showticklabels": False}
+    layout["meta"] = {**(layout.get("meta") or {}), "picture": True}
+    return plain_figure([trace.to_plotly_json() for trace in fig.data], layout)
+
+
+def _axis_key(axis: str) -> str:
+    """The layout key of a trace's axis reference ('x2' -> 'xaxis2')."""
+    return f"{axis[0]}axis{axis[1:]}"
+
+
+IMAGE_AXIS = {"showticklabels": False, "showgrid": False, "zeroline": False, "constrain": "domain"}
 
 
 def maps_figure(maps: list[np.ndarray], titles: list[str], title: str, unit: str = "value",
@@ -135,13 +175,18 @@ def maps_figure(maps: list[np.ndarray], titles: list[str], title: str, unit: str
     costs hundreds. ``layout.meta['tiles']`` holds each map's ``[row, col, h, w]``
     in the mosaic (see ``grid_tile``); the mosaic is a picture (``is_picture``).
     """
-    mosaic, tiles, labels = tiled([_shrink(m) for m in maps], titles, columns=columns)
-    fig = go.Figure(go.Heatmap(z=mosaic, colorscale="Viridis", hoverongaps=False, colorbar=colour_bar(unit)))
-    fig.update_layout(annotations=labels, meta={"tiles": tiles, "picture": True}, plot_bgcolor="white")
-    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, scaleanchor="y", constrain="domain")
-    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed", constrain="domain",
-                     constraintoward="top")  # no blank rows between the maps and their tick labels in narrow columns
-    return finish(fig, title, height=120 + 170 * math.ceil(len(maps) / columns))
+    mosaic, tiles, labels = shrunk_mosaic(maps, titles, columns)
+    heat = {"type": "heatmap", "z": mosaic, "colorscale": VIRIDIS, "hoverongaps": False, "colorbar": colour_bar(unit)}
+    layout = {"annotations": labels, "meta": {"tiles": tiles, "picture": True}, "plot_bgcolor": "white",
+              "xaxis": {**IMAGE_AXIS, "scaleanchor": "y"},
+              # no blank rows between the maps and their tick labels in narrow columns
+              "yaxis": {**IMAGE_AXIS, "autorange": "reversed", "constraintoward": "top"}}
+    return finished([heat], layout, title, height=120 + 170 * math.ceil(len(maps) / columns))
+
+
+def shrunk_mosaic(maps: list[np.ndarray], titles: list[str], columns: int = 4) -> tuple[np.ndarray, list, list]:
+    """``tiled`` of the maps block-averaged to at most ``MAX_SIDE`` a side."""
+    return tiled([_shrink(m) for m in maps], titles, columns=columns)
 
 
 def tiled(maps: list[np.ndarray], titles: list[str], row_gap: Optional[int] = None,
@@ -288,6 +333,19 @@ def png_data_uri(image: np.ndarray) -> str:
     buffer = io.BytesIO()
     PIL.Image.fromarray(np.ascontiguousarray(image)).save(buffer, format="PNG")
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+SHARP_PX = 256  # the side a picture sent as a PNG source is enlarged to, so the browser's smoothing blurs no pixel
+
+
+def image_source(picture: np.ndarray) -> dict[str, Any]:
+    """An image trace of an (H, W, 3) uint8 picture sent as a PNG (a fraction of the bytes of its pixels as an array),
+    on the same axes as ``z=picture``: enlarged by whole pixels first, as a browser smooths a small image it scales."""
+    factor = max(1, SHARP_PX // max(picture.shape[:2]))
+    enlarged = np.repeat(np.repeat(picture, factor, axis=0), factor, axis=1)
+    step = 1 / factor
+    return {"type": "image", "source": png_data_uri(enlarged), "dx": step, "dy": step, "x0": (step - 1) / 2,
+            "y0": (step - 1) / 2}
 
 
 def pca_rgb(features: np.ndarray) -> np.ndarray:

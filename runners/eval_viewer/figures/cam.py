@@ -51,7 +51,7 @@ def cam_figures(output: dict[str, Any], context: DrawContext) -> Figures:
         fig.layout[f"xaxis{suffix}"] = {"domain": [i * width + 0.02, (i + 1) * width - 0.02], "anchor": f"y{suffix}"}
         fig.layout[f"yaxis{suffix}"] = {"domain": [0, 0.92], "anchor": f"x{suffix}"}
     fig.update_layout(annotations=annotations)
-    image_axes(fig)
+    fig = image_axes(fig)
     return [finish(fig, f"Grad-CAM at {output.get('target_layer', '')} {cam_scale_note(panels)}", 380)]
 
 

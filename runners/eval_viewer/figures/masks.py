@@ -12,10 +12,18 @@ from typing import Any, Optional
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from debuggers.mask_debugger import IGNORED
-from runners.eval_viewer.figures.base import AXIS_TITLES, Figures, display_image, finish, title_number
+from runners.eval_viewer.figures.base import (
+    AXIS_TITLES,
+    VIRIDIS,
+    Figures,
+    display_image,
+    finish,
+    finished,
+    image_source,
+    title_number,
+)
 from runners.eval_viewer.figures.context import DrawContext
 
 MAX_FRAMES = 8  # panels of a clip's masks drawn side by side
@@ -25,6 +33,8 @@ MAX_DRAWN_SIDE = 512
 HEIGHT, TOP, BOTTOM = 560, 115, 130  # the overlay's pixels: the title and the buttons above, legend and slider below
 BUTTONS_PX = 62  # from the top of the figure to the bottom of the buttons (the panel titles come after)
 OPACITY = 0.5
+PANEL_SPACING = 0.02  # between a clip's panels, in shares of the figure's width
+PANEL_AXIS = {"showticklabels": False, "showgrid": False, "zeroline": False, "constrain": "domain"}
 CALIBRATION_BINS = 10
 # (name, colour): the layers over the input, in drawing order
 LAYERS = (("label mask", "#2ca02c"), ("predicted mask", "#9467bd"), ("false positive", "#e41a1c"),
@@ -66,7 +76,8 @@ def error_layers(label_mask: np.ndarray, predicted_mask: np.ndarray) -> dict[str
 
 def mask_overlay_figure(output: dict[str, Any], image: Optional[np.ndarray] = None,
                         frames: Optional[np.ndarray] = None) -> go.Figure:
-    """The masks over the input, one panel per mask (a clip's frames); legend, buttons and an opacity slider."""
+    """The masks over the input, one panel per mask (a clip's frames); legend, buttons and an opacity slider. Built
+    as plain dicts in one step (``plain_figure``): through plotly's subplots and updates it cost most of a click."""
     shown = min(len(output["label_mask"]), MAX_FRAMES)
     label_masks = np.asarray(output["label_mask"])[:shown]
     step = max(1, math.ceil(max(label_masks.shape[-2:], default=1) / MAX_DRAWN_SIDE))
@@ -76,44 +87,50 @@ def mask_overlay_figure(output: dict[str, Any], image: Optional[np.ndarray] = No
         if output.get("probability") is not None else np.zeros(label_masks.shape, dtype=np.float32)
     points = np.asarray(output["point"], dtype=np.float64).reshape(-1, 2) if output.get("point") is not None \
         else np.zeros((0, 2))
-    fig = make_subplots(rows=1, cols=shown, horizontal_spacing=0.02,
-                        subplot_titles=[_panel_title(output, s) for s in range(shown)] if shown > 1 else None)
-    overlays = []
+    data: list[dict[str, Any]] = []
+    layout: dict[str, Any] = {"annotations": []}
+    width = (1 - PANEL_SPACING * (shown - 1)) / shown
     for s in range(shown):
+        axis = "" if s == 0 else str(s + 1)
+        on = {"xaxis": f"x{axis}", "yaxis": f"y{axis}"}
+        left = s * (width + PANEL_SPACING)
+        layout[f"xaxis{axis}"] = {**PANEL_AXIS, "domain": [left, left + width], "anchor": f"y{axis}",
+                                  "scaleanchor": f"y{axis}"}
+        layout[f"yaxis{axis}"] = {**PANEL_AXIS, "domain": [0, 1], "anchor": f"x{axis}", "autorange": "reversed"}
+        if shown > 1:
+            layout["annotations"].append({"text": _panel_title(output, s), "x": left + width / 2, "y": 1.0,
+                                          "xref": "paper", "yref": "paper", "xanchor": "center",
+                                          "yanchor": "bottom", "showarrow": False, "font": {"size": 16}})
         background = _background(frames[s] if frames is not None and s < len(frames) else image,
                                  label_masks[s].shape)
-        fig.add_trace(go.Image(z=background, hoverinfo="skip", name="input"), 1, s + 1)
+        data.append({**image_source(background), "hoverinfo": "skip", "name": "input", **on})
         layers = error_layers(label_masks[s], predicted_masks[s])
         for name, colour in LAYERS:
             if name == "wrong class" and int(output.get("num_classes", 1)) < 2:
                 continue
-            overlays.append(len(fig.data))
-            fig.add_trace(_mask_trace(layers[name], name, colour, first=s == 0), 1, s + 1)
-        overlays.append(len(fig.data))
-        fig.add_trace(go.Heatmap(z=probability[s], zmin=0, zmax=1, colorscale="Viridis", opacity=OPACITY,
-                                 name=PROBABILITY, legendgroup=PROBABILITY, showlegend=s == 0, showscale=False,
-                                 hovertemplate="probability %{z:.2f}<extra></extra>"), 1, s + 1)
+            data.append({**_mask_trace(layers[name], name, colour, first=s == 0), **on})
+        data.append({"type": "heatmap", "z": probability[s], "zmin": 0, "zmax": 1, "colorscale": VIRIDIS,
+                     "opacity": OPACITY, "name": PROBABILITY, "legendgroup": PROBABILITY, "showlegend": s == 0,
+                     "showscale": False, "hovertemplate": "probability %{z:.2f}<extra></extra>", **on})
         if len(points) and s == 0:  # the prompt is given on the first frame
             at = points / (int(output.get("mask_step", 1)) * step) - 0.5  # a panel pixel is centred on its index
-            fig.add_trace(go.Scatter(x=at[:, 0], y=at[:, 1], mode="markers", name=PROMPT,
-                                     legendgroup=PROMPT, marker={"symbol": "star", "size": 14, "color": "white",
-                                                                 "line": {"color": "black", "width": 1.5}},
-                                     customdata=points,
-                                     hovertemplate="prompt (%{customdata[0]:.1f}, %{customdata[1]:.1f})"
-                                                   "<extra></extra>"), 1, s + 1)
-    _show(fig, VIEWS["errors"])
-    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, constrain="domain")
-    fig.update_yaxes(autorange="reversed", showticklabels=False, showgrid=False, zeroline=False, constrain="domain")
-    fig.for_each_xaxis(lambda axis: axis.update(scaleanchor=axis.anchor or "y"))
-    fig.update_layout(updatemenus=[_view_buttons(fig)], sliders=[_opacity_slider(overlays)],
-                      legend={"orientation": "h", "y": -0.02, "yanchor": "top", "x": 0, "font": {"size": 11}})
+            data.append({"type": "scatter", "x": at[:, 0], "y": at[:, 1], "mode": "markers", "name": PROMPT,
+                         "legendgroup": PROMPT, "marker": {"symbol": "star", "size": 14, "color": "white",
+                                                           "line": {"color": "black", "width": 1.5}},
+                         "customdata": points,
+                         "hovertemplate": "prompt (%{customdata[0]:.1f}, %{customdata[1]:.1f})<extra></extra>", **on})
+    for trace in data:
+        if trace["name"] != "input":
+            trace["visible"] = True if trace["name"] in VIEWS["errors"] else "legendonly"
+    overlays = [i for i, trace in enumerate(data) if trace["type"] == "heatmap"]
+    layout.update(updatemenus=[_view_buttons([trace["name"] for trace in data])], sliders=[_opacity_slider(overlays)],
+                  legend={"orientation": "h", "y": -0.02, "yanchor": "top", "x": 0, "font": {"size": 11}},
+                  title={"y": 1 - 8 / HEIGHT, "yanchor": "top"})  # at the very top, above the buttons
     iou = title_number(output.get("iou"))
     predicted = f", predicted {title_number(output.get('predicted_iou'))}" if output.get("predicted_iou") is not None \
         else ""
-    figure = finish(fig, f"masks over the input: IoU {iou}{predicted}", HEIGHT,
+    return finished(data, layout, f"masks over the input: IoU {iou}{predicted}", HEIGHT,
                     {"t": TOP, "b": BOTTOM, "l": 10, "r": 10})
-    figure.update_layout(title={"y": 1 - 8 / HEIGHT, "yanchor": "top"})  # at the very top, above the buttons
-    return figure
 
 
 def _background(image: Optional[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
@@ -128,20 +145,14 @@ def _background(image: Optional[np.ndarray], shape: tuple[int, ...]) -> np.ndarr
     return picture
 
 
-def _mask_trace(mask: np.ndarray, name: str, colour: str, first: bool) -> go.Heatmap:
-    return go.Heatmap(z=np.where(mask, 1.0, np.nan), zmin=0, zmax=1, colorscale=[[0, colour], [1, colour]],
-                      showscale=False, opacity=OPACITY, name=name, legendgroup=name, showlegend=first,
-                      hoverongaps=False, hovertemplate=f"{name}<extra></extra>")
+def _mask_trace(mask: np.ndarray, name: str, colour: str, first: bool) -> dict[str, Any]:
+    return {"type": "heatmap", "z": np.where(mask, np.float32(1), np.float32(np.nan)), "zmin": 0, "zmax": 1,
+            "colorscale": [[0, colour], [1, colour]], "showscale": False, "opacity": OPACITY, "name": name,
+            "legendgroup": name, "showlegend": first, "hoverongaps": False,
+            "hovertemplate": f"{name}<extra></extra>"}
 
 
-def _show(fig: go.Figure, layers: tuple[str, ...]) -> None:
-    for trace in fig.data:
-        if trace.name != "input":
-            trace.visible = True if trace.name in layers else "legendonly"
-
-
-def _view_buttons(fig: go.Figure) -> dict[str, Any]:
-    names = [trace.name for trace in fig.data]
+def _view_buttons(names: list[str]) -> dict[str, Any]:
     buttons = [{"label": view, "method": "restyle", "args": [{"visible": [
         True if name == "input" or name in layers else "legendonly" for name in names]}]}
         for view, layers in VIEWS.items()]
@@ -182,31 +193,37 @@ def iou_figure(output: dict[str, Any]) -> go.Figure:
 
 
 def calibration_figure(true: np.ndarray, predicted: np.ndarray, idx: Optional[np.ndarray] = None,
-                       this: Optional[tuple[float, float]] = None) -> go.Figure:
+                       this: Optional[tuple[float, float]] = None, chosen: Optional[list[int]] = None) -> go.Figure:
     """Predicted IoU against true IoU over the epoch (one dot per datapoint, ``idx`` on hover), the diagonal of a
     calibrated model, the mean true IoU per bin of predicted IoU, and ``this`` datapoint's (predicted, true) as a
-    star."""
+    star, or the ``chosen`` idx as stars (an export's datapoints: the figure drawn once for all of them)."""
     true, predicted = np.asarray(true, dtype=np.float64), np.asarray(predicted, dtype=np.float64)
     usable = np.isfinite(true) & np.isfinite(predicted)
-    fig = go.Figure(go.Scatter(x=predicted[usable], y=true[usable], mode="markers", name="datapoints",
-                               marker={"size": 5, "color": "#9d9d9d", "opacity": 0.6},
-                               customdata=np.asarray(idx)[usable] if idx is not None else None,
-                               hovertemplate="idx %{customdata}: predicted %{x:.2f}, true %{y:.2f}<extra></extra>"
-                               if idx is not None else "predicted %{x:.2f}, true %{y:.2f}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="calibrated",
-                             line={"dash": "dash", "color": "#444"}, hoverinfo="skip"))
+    shown = np.asarray(idx)[usable] if idx is not None else None
+    data = [{"type": "scatter", "x": predicted[usable].astype(np.float32), "y": true[usable].astype(np.float32),
+             "mode": "markers", "name": "datapoints", "marker": {"size": 5, "color": "#9d9d9d", "opacity": 0.6},
+             **({"customdata": shown.astype(np.int32),
+                 "hovertemplate": "idx %{customdata}: predicted %{x:.2f}, true %{y:.2f}<extra></extra>"}
+                if shown is not None else {"hovertemplate": "predicted %{x:.2f}, true %{y:.2f}<extra></extra>"})},
+            {"type": "scatter", "x": [0, 1], "y": [0, 1], "mode": "lines", "name": "calibrated",
+             "line": {"dash": "dash", "color": "#444"}, "hoverinfo": "skip"}]
     centres, means = calibration_curve(true[usable], predicted[usable])
-    fig.add_trace(go.Scatter(x=centres, y=means, mode="lines+markers", name="mean true IoU per bin",
-                             line={"color": "#4c78a8"}))
+    data.append({"type": "scatter", "x": centres, "y": means, "mode": "lines+markers", "name": "mean true IoU per bin",
+                 "line": {"color": "#4c78a8"}})
+    star = {"type": "scatter", "mode": "markers", "marker": {"symbol": "star", "size": 16, "color": "#e41a1c"}}
     if this is not None and all(value is not None and math.isfinite(float(value)) for value in this):
-        fig.add_trace(go.Scatter(x=[float(this[0])], y=[float(this[1])], mode="markers", name="this datapoint",
-                                 marker={"symbol": "star", "size": 16, "color": "#e41a1c"}))
-    fig.update_xaxes(range=[-0.02, 1.02], title_text="IoU predicted by the model")
-    fig.update_yaxes(range=[-0.02, 1.02], title_text="true IoU")
-    fig.update_layout(legend={"orientation": "h", "y": -0.25})
+        data.append({**star, "x": [float(this[0])], "y": [float(this[1])], "name": "this datapoint"})
+    if chosen is not None and shown is not None:
+        marked = np.isin(shown, chosen)
+        data.append({**star, "x": predicted[usable][marked], "y": true[usable][marked],
+                     "name": "this report's datapoints", "customdata": shown[marked],
+                     "hovertemplate": "idx %{customdata}<extra></extra>"})
+    layout = {"xaxis": {"range": [-0.02, 1.02], "title": {"text": "IoU predicted by the model"}},
+              "yaxis": {"range": [-0.02, 1.02], "title": {"text": "true IoU"}},
+              "legend": {"orientation": "h", "y": -0.25}}
     error = float(np.mean(np.abs(predicted[usable] - true[usable]))) if usable.any() else math.nan
-    return finish(fig, f"IoU calibration over the epoch: mean |predicted - true| {title_number(error)} "
-                  f"({int(usable.sum())} datapoints)", 380, {**AXIS_TITLES, "b": 95})
+    return finished(data, layout, f"IoU calibration over the epoch: mean |predicted - true| {title_number(error)} "
+                    f"({int(usable.sum())} datapoints)", 380, {**AXIS_TITLES, "b": 95})
 
 
 def calibration_curve(true: np.ndarray, predicted: np.ndarray,

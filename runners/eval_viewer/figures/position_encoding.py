@@ -41,7 +41,7 @@ def encoding_figures(encoding: np.ndarray, encoding_type: str, frequencies: Opti
                                    f"{name}: {len(dims)} of {channels} dimensions over the {height}x{width} grid"
                                    f"{_halves(encoding_type)}", "encoding"))
     pca = go.Figure(go.Image(z=pca_rgb(encoding)))
-    image_axes(pca)
+    pca = image_axes(pca)
     figures.append(finish(pca, f"{name}: top-3 principal components as RGB", 300))
     wavelengths = frequencies_figure(frequencies, encoding_type, name) if frequencies is not None else None
     return figures + ([wavelengths] if wavelengths is not None else [])

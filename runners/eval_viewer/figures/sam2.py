@@ -28,16 +28,21 @@ import plotly.graph_objects as go
 from debuggers.capture import frame_component, split_frame
 from runners.eval_viewer.figures.base import (
     AXIS_TITLES,
+    IMAGE_AXIS,
+    JET,
     NARROW_BAR_MARGIN,
     SHARED,
     Figures,
     display_image,
     finish,
+    finished,
     image_axes,
+    image_source,
     labelled_mosaic,
     maps_figure,
     narrow_colour_bar,
     pca_rgb,
+    plain_figure,
     table_figure,
     title_number,
 )
@@ -167,28 +172,28 @@ def prompt_attention_figures(states: States, image: Optional[np.ndarray] = None,
     scale = max(1, round(image.shape[-2] / height)) if image is not None else 1
     heat, annotations, tile = labelled_mosaic(maps, [_layer_label(component) for component, _, _ in layers],
                                               [f"head {c}" for c in range(heads)], scale)
-    fig = go.Figure()
-    if image is not None:
+    data: list[dict[str, Any]] = []
+    if image is not None:  # a PNG: the input repeated in every tile packs to a few kB, as an array it was 100 kB
         picture = _resized(display_image(image), height * scale, width * scale)
-        fig.add_trace(go.Image(z=_tiled_picture(picture, tile, len(maps), heads, scale), hoverinfo="skip"))
-    fig.add_trace(go.Heatmap(z=heat, colorscale="Jet", zmin=0.0, zmax=float(np.nanmax(heat)), hoverongaps=False,
-                             opacity=0.5 if image is not None else 1.0, x0=(scale - 1) / 2, dx=scale,
-                             y0=(scale - 1) / 2, dy=scale, colorbar=narrow_colour_bar("attention weight"),
-                             hovertemplate="row %{y:.0f}, col %{x:.0f}: %{z:.3f}<extra></extra>"))
+        data.append({**image_source(_tiled_picture(picture, tile, len(maps), heads, scale)), "hoverinfo": "skip"})
+    data.append({"type": "heatmap", "z": heat.astype(np.float32), "colorscale": JET, "zmin": 0.0,
+                 "zmax": float(np.nanmax(heat)), "hoverongaps": False, "opacity": 0.5 if image is not None else 1.0,
+                 "x0": (scale - 1) / 2, "dx": scale, "y0": (scale - 1) / 2, "dy": scale,
+                 "colorbar": narrow_colour_bar("attention weight"),
+                 "hovertemplate": "row %{y:.0f}, col %{x:.0f}: %{z:.3f}<extra></extra>"})
     if points is not None and image is not None:
         xs, ys = points[:, 0] * width * scale - 0.5, points[:, 1] * height * scale - 0.5
         tiles = [(r, c) for r in range(len(maps)) for c in range(heads)]
-        fig.add_trace(go.Scatter(x=[x + c * tile[1] * scale for r, c in tiles for x in xs],
-                                 y=[y + r * tile[0] * scale for r, c in tiles for y in ys], mode="markers",
-                                 marker={"symbol": "star", "size": 9, "color": "white",
-                                         "line": {"color": "black", "width": 1}}, name="prompt", hoverinfo="skip"))
-    fig.update_layout(annotations=annotations, showlegend=False, plot_bgcolor="white")
-    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, scaleanchor="y", constrain="domain")
-    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed", constrain="domain")
+        data.append({"type": "scatter", "x": [x + c * tile[1] * scale for r, c in tiles for x in xs],
+                     "y": [y + r * tile[0] * scale for r, c in tiles for y in ys], "mode": "markers",
+                     "marker": {"symbol": "star", "size": 9, "color": "white", "line": {"color": "black", "width": 1}},
+                     "name": "prompt", "hoverinfo": "skip"})
+    layout = {"annotations": annotations, "showlegend": False, "plot_bgcolor": "white",
+              "xaxis": {**IMAGE_AXIS, "scaleanchor": "y"}, "yaxis": {**IMAGE_AXIS, "autorange": "reversed"}}
     label = "prompt" if token == PROMPT_TOKEN else token
-    return [finish(fig, f"{label} token to image cross-attention, per head (columns) and layer (rows)"
-                   f"{' over the input' if image is not None else ''}",
-                   120 + 110 * len(maps), {"l": 110, "t": 60, "r": NARROW_BAR_MARGIN})]
+    return [finished(data, layout, f"{label} token to image cross-attention, per head (columns) and layer (rows)"
+                     f"{' over the input' if image is not None else ''}",
+                     120 + 110 * len(maps), {"l": 110, "t": 60, "r": NARROW_BAR_MARGIN})]
 
 
 def _layer_label(component: str) -> str:
@@ -246,18 +251,19 @@ def feature_figures(states: States, image: Optional[np.ndarray] = None, suffix: 
 def pca_panels_figure(panels: list[tuple[str, np.ndarray]], title: str) -> go.Figure:
     """Pictures (H, W, 3) side by side, each captioned, at most ``MAX_PANELS`` of them."""
     panels = panels[:MAX_PANELS + 1]
-    fig = go.Figure()
     width = 1 / len(panels)
+    data, layout = [], {"annotations": []}
     for i, (caption, picture) in enumerate(panels):
         suffix_axis = "" if i == 0 else str(i + 1)
-        fig.add_trace(go.Image(z=picture, xaxis=f"x{suffix_axis}", yaxis=f"y{suffix_axis}", hoverinfo="skip"))
-        fig.layout[f"xaxis{suffix_axis}"] = {"domain": [i * width + 0.01, (i + 1) * width - 0.01],
-                                             "anchor": f"y{suffix_axis}"}
-        fig.layout[f"yaxis{suffix_axis}"] = {"domain": [0, 0.88], "anchor": f"x{suffix_axis}"}
-        fig.add_annotation(text=caption, x=0.5, y=1.0, xref=f"x{suffix_axis} domain", yref=f"y{suffix_axis} domain",
-                           yanchor="bottom", showarrow=False, font={"size": 10})
-    image_axes(fig)
-    return finish(fig, title, 260)
+        data.append({"type": "image", "z": picture, "xaxis": f"x{suffix_axis}", "yaxis": f"y{suffix_axis}",
+                     "hoverinfo": "skip"})
+        layout[f"xaxis{suffix_axis}"] = {"domain": [i * width + 0.01, (i + 1) * width - 0.01],
+                                         "anchor": f"y{suffix_axis}"}
+        layout[f"yaxis{suffix_axis}"] = {"domain": [0, 0.88], "anchor": f"x{suffix_axis}"}
+        layout["annotations"].append({"text": caption, "x": 0.5, "y": 1.0, "xref": f"x{suffix_axis} domain",
+                                      "yref": f"y{suffix_axis} domain", "yanchor": "bottom", "showarrow": False,
+                                      "font": {"size": 10}})
+    return finish(image_axes(plain_figure(data, layout)), title, 260)
 
 
 def principal_components_figures(features: np.ndarray, image: Optional[np.ndarray] = None,

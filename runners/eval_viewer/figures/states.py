@@ -62,7 +62,7 @@ def embedding_figures(data: np.ndarray, metadata: dict[str, Any], title: str) ->
             data = data.T.reshape(data.shape[1], int(grid[0]), int(grid[1]))
     if data.ndim == 3:
         fig = go.Figure(go.Image(z=pca_rgb(data)))
-        image_axes(fig)
+        fig = image_axes(fig)
         figures.insert(0, finish(fig, f"{title}: top-3 principal components as RGB", 320))
     return figures or array_figures(data, title)
 

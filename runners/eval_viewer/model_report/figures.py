@@ -94,5 +94,5 @@ def _rgb_grid(filters: np.ndarray, titles: list[str], title: str) -> go.Figure:
     picture = np.nan_to_num(np.stack(channels, axis=-1), nan=1.0)
     fig = go.Figure(go.Image(z=(picture * 255).round().astype(np.uint8)))
     fig.update_layout(annotations=labels, meta={"tiles": tiles})
-    image_axes(fig)
+    fig = image_axes(fig)
     return finish(fig, title, height=120 + 170 * math.ceil(len(filters) / 4))

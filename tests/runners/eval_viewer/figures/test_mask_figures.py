@@ -81,6 +81,14 @@ def test_calibration_curve_is_the_mean_true_iou_per_bin():
     assert len(figure.data[0].x) == 1  # a datapoint without a score is left out
 
 
+def test_an_exports_calibration_stars_its_datapoints_that_have_scores():
+    true, predicted = np.array([0.1, 0.9, np.nan, 0.4]), np.array([0.2, 0.8, 0.5, 0.6])
+    figure = calibration_figure(true, predicted, np.array([10, 11, 12, 13]), chosen=[13, 12, 10, 99])
+    stars = figure.data[-1]
+    assert stars.name == "this report's datapoints"
+    assert sorted(zip(stars.customdata, stars.x, stars.y)) == [(10, 0.2, 0.1), (13, 0.6, 0.4)]  # 12: no true IoU
+
+
 def test_sam2_figures_from_a_page_and_from_the_guides_batched_states(captured):
     outputs, batch, model = captured
     image = batch["inputs"]["image"][0].numpy()
