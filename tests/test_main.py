@@ -48,6 +48,7 @@ def test_a_misspelled_top_level_key_stops_the_run_naming_the_closest_one(tmp_pat
     assert not os.path.exists(tmp_path / "w")
 
 
+@pytest.mark.slow
 def test_a_key_only_another_runner_reads_is_said_to_be_ignored(tmp_path):
     path = write_config(tmp_path / "c.py", tmp_path / "w", val_size=8, extra="""
 from runners.evaluators import BaseEvaluator
@@ -125,6 +126,7 @@ config["val_dataloader"]["args"]["num_workers"] = 1
     assert "DataLoader worker" not in line
 
 
+@pytest.mark.slow
 def test_a_repeated_idx_stops_the_run_instead_of_scoring_fewer_datapoints(tmp_path):
     path = write_config(tmp_path / "c.py", tmp_path / "w", epochs=1, extra="""
 class Repeating(SyntheticShapesDataset):

@@ -17,6 +17,8 @@ from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.datapoint import load_datapoint
 from tests.runs import REPO_ROOT, run_main
 
+pytestmark = pytest.mark.slow  # trains the guide's project: runs in .ci/run's second command (README: the slow tests)
+
 GUIDE = os.path.join(REPO_ROOT, "docs", "your_project.md")
 FILE_BLOCK = re.compile(r"```python\n# myproj/(\w+\.py)\n(.*?)```", re.DOTALL)
 TEXT_BLOCK = re.compile(r"```text\n(.*?)```", re.DOTALL)

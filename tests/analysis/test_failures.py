@@ -116,6 +116,7 @@ def test_a_metric_failure_definition_takes_the_worst_fraction_in_the_right_direc
         analyze_table(table, failure=FailureDefinition(metric="loss", worst_fraction=2))
 
 
+@pytest.mark.slow
 def test_the_command_prints_the_same_findings_as_the_function(run_dir):
     folder, _, _ = run_dir
     result = subprocess.run([sys.executable, "-m", "runners.analyze", "--run", folder, "--json"], cwd=REPO_ROOT,

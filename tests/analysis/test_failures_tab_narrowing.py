@@ -152,6 +152,7 @@ def test_a_prediction_column_with_nan_shows_class_names(runs, viewer_url, new_pa
     assert shown and all(re.fullmatch(r"\w+ \(\d+\)|n/a", text) for text in shown), shown
 
 
+@pytest.mark.slow
 def test_a_narrowing_stays_when_the_training_run_writes_a_new_epoch(runs, unfinished, tmp_path, new_page):
     work_dir, _, last = runs
     url, live, _ = unfinished
@@ -186,6 +187,7 @@ def held_finding_answer(page) -> list:
     return held
 
 
+@pytest.mark.slow
 def test_a_finding_answered_after_a_run_switch_narrows_neither_run(runs, unfinished, new_page):
     work_dir, _, last = runs
     url, _, other = unfinished

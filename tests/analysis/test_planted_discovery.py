@@ -48,6 +48,7 @@ def in_order(text: str, parts: list[str]) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_the_command_and_the_function_give_the_same_findings(planted_run):
     findings: Findings = analyze(planted_run["work_dir"])
     expected = json.loads(json.dumps(findings.to_dict()))

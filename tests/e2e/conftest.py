@@ -84,9 +84,10 @@ def viewer_url(logs):
 
 
 def _after_stop(message: Any) -> bool:
-    """Whether the console message is a refused connection to a viewer whose server the test already stopped."""
+    """Whether the console message is a network error (refused, reset, not connected) of a request to a viewer
+    whose server the test already stopped."""
     url = (message.location or {}).get("url", "")
-    return "net::ERR_CONNECTION" in message.text and any(url.startswith(stopped) for stopped in STOPPED_URLS)
+    return "net::ERR_" in message.text and any(url.startswith(stopped) for stopped in STOPPED_URLS)
 
 
 @pytest.fixture

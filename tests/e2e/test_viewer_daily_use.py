@@ -129,6 +129,7 @@ def test_the_default_example_compares_a_datapoint_across_several_epochs(tmp_path
         page.close()  # before the server stops: its timers would call a server that is gone
 
 
+@pytest.mark.slow
 def test_a_link_reopens_the_same_view_and_j_k_walk_the_table(viewer_url, new_page):
     page = new_page(viewer_url)
     wait_caption(page, "epoch 1: 12 datapoints")
@@ -224,6 +225,7 @@ def test_j_steps_on_right_after_ticking_a_debugger(viewer_url, new_page):
     wait_title(page, DATAPOINT_PANEL, f"datapoint {order[0]} ")
 
 
+@pytest.mark.slow
 def test_compare_epochs_names_the_datapoint_that_j_reached(viewer_url, new_page):
     page = new_page(viewer_url)
     order = compare_first_row(page, "epoch 1: 12 datapoints")
@@ -316,6 +318,7 @@ def test_the_open_datapoint_s_row_is_marked_however_it_was_opened_and_j_past_the
     assert _marked_rows(page) == ["0"] and page.locator(f"#{NAVIGATION_NOTE}").inner_text() == ""
 
 
+@pytest.mark.slow
 def test_a_reload_keeps_the_metric_and_the_table_s_sort(viewer_url, new_page):
     page = new_page(viewer_url)
     wait_caption(page, "epoch 1: 12 datapoints")

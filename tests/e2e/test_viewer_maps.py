@@ -131,6 +131,7 @@ def test_the_map_is_drawn_from_the_stored_projection_and_a_box_narrows_the_table
     wait_rows(linked, inside)
 
 
+@pytest.mark.slow
 def test_a_click_opens_a_point_and_more_like_this_lists_its_nearest_neighbours(new_page, viewer_url, logs):
     run = str(logs / "middle")
     page = open_map(new_page, viewer_url, run)

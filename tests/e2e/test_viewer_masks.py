@@ -195,6 +195,7 @@ def test_the_attention_figures_are_readable_at_the_widths_people_use(viewer_url,
     assert len(across) == 3 and sum(title.startswith("self-attention") for title in across) == 1, across
 
 
+@pytest.mark.slow
 def test_the_export_draws_the_epochs_calibration_once_with_its_datapoints_starred(logs, tmp_path):
     out = export_report(str(logs / "run"), [0, 4], str(tmp_path / "report.html"))  # the others: broken on purpose
     with open(out, encoding="utf-8") as f:

@@ -72,6 +72,7 @@ def tiles(page) -> list[int]:
         "tiles => tiles.map(tile => tile.dataset.idx)")]
 
 
+@pytest.mark.slow
 def test_the_table_shows_thumbnails_of_its_visible_rows_only_asked_once_its_rows_are_shown(viewer_url, logs,
                                                                                            new_page):
     page = new_page(viewer_url)
@@ -122,6 +123,7 @@ def test_the_gallery_shows_the_table_s_rows_in_its_order_under_its_filters_and_o
     expect(page.locator(f"#{TABS} .tab--selected")).to_have_text("Datapoint")
 
 
+@pytest.mark.slow
 def test_a_link_to_the_gallery_opens_it_drawn_with_the_page(viewer_url, logs, new_page):
     page = new_page(f"{viewer_url}?run={logs / 'run'}&epoch=epoch_0&tab={TAB_GALLERY}&idx=3")
     asked = reload_noting_asked(page)

@@ -37,10 +37,22 @@ def wait_settled(page) -> None:
     page.wait_for_function(SETTLED)
 
 
+# Every row the table draws holds its data: none is the placeholder the grid draws while a block of rows loads.
+ROWS_DRAWN = """(table) => {
+    const api = dash_ag_grid.getApi(table);
+    const rows = [...document.querySelectorAll(`#${table} .ag-center-cols-container .ag-row`)];
+    return rows.length > 0 && rows.every(row => {
+        const node = api.getDisplayedRowAtIndex(Number(row.getAttribute('row-index')));
+        return node && node.data;
+    });
+}"""
+
+
 def column(page, name: str) -> list[str]:
-    """The shown cells of a table column, top to bottom (rows in the order the table shows them)."""
+    """The shown cells of a table column, top to bottom (rows in the order the table shows them), once every row
+    drawn holds its data (after a new sort or filter the grid draws a placeholder row until its rows come)."""
     rows = page.locator(f"#{TABLE} .ag-center-cols-container .ag-row")
-    rows.first.wait_for()
+    page.wait_for_function(ROWS_DRAWN, arg=TABLE)
     cells = {int(row.get_attribute("row-index")): row.locator(f"[col-id='{name}']").inner_text()
              for row in rows.all()}
     return [cells[i] for i in sorted(cells)]

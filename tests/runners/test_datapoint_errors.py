@@ -35,7 +35,8 @@ def error_line(stderr: str) -> str:
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("workers", [0, 1], ids=["main_process", "worker"])
+@pytest.mark.parametrize("workers", [pytest.param(0, id="main_process"),
+                                     pytest.param(1, id="worker", marks=pytest.mark.slow)])
 def test_a_dataset_raising_mid_epoch_names_the_index_and_the_file_in_one_line(tmp_path, workers):
     path = write_config(tmp_path / "c.py", tmp_path / "w", epochs=1, extra=FLAKY.replace("WORKERS", str(workers)))
     result = run_main(path)

@@ -52,7 +52,8 @@ def test_failure_analysis_false_stores_none(tmp_path):
     assert not os.path.exists(os.path.join(work_dir, "epoch_0", FINDINGS_FILE))
 
 
-@pytest.mark.parametrize("apart", [False, True], ids=["in a thread", "in a process"])
+@pytest.mark.parametrize("apart", [pytest.param(False, id="in a thread"),
+                                   pytest.param(True, id="in a process", marks=pytest.mark.slow)])
 def test_an_epoch_is_analysed_in_a_thread_or_apart_and_its_findings_stored(run, tmp_path, monkeypatch, caplog,
                                                                            apart):
     """Small epochs in a thread of the training process, large ones (here: any) in a separate process."""
@@ -68,7 +69,8 @@ def test_an_epoch_is_analysed_in_a_thread_or_apart_and_its_findings_stored(run, 
     assert f"findings of {epoch_dir} stored" in caplog.text
 
 
-@pytest.mark.parametrize("apart", [False, True], ids=["in a thread", "in a process"])
+@pytest.mark.parametrize("apart", [pytest.param(False, id="in a thread"),
+                                   pytest.param(True, id="in a process", marks=pytest.mark.slow)])
 def test_an_analysis_that_fails_leaves_the_epoch_as_it_was_and_says_so(run, tmp_path, monkeypatch, caplog, apart):
     """A table the analysis refuses (labels rewritten as text): a warning naming why, no findings file, every other
     file of the epoch untouched; the tab then computes the findings and says they were not stored."""

@@ -33,6 +33,7 @@ def test_a_redirected_run_writes_log_lines_and_no_bar(tmp_path):
     assert len(written.splitlines()) == len(log.splitlines())  # each line a log record, as in train.log
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_on_a_terminal_the_bar_is_drawn(tmp_path):
     path = write_config(tmp_path / "c.py", tmp_path / "w", epochs=1)

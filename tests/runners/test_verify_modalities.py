@@ -39,7 +39,7 @@ from tests.runners.burst_signals import BURST_VALUE, CLAMP, UNIT
 from tests.runs import REPO_ROOT
 from utils.builders import build_from_config
 
-pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("one_thread")]
+pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("one_thread"), pytest.mark.slow]
 VERDICTS = {"intervention": {"confirmed", "correlational", "inconclusive"},
             "replication": {"replicated", "not replicated"}}
 

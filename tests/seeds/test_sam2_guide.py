@@ -40,6 +40,8 @@ from models.promptable_video_segmenter import PromptableVideoSegmenter
 from tests.seeds.seedproj import sam2_reader
 from tests.seeds.test_debugger_examples import seed_file
 
+pytestmark = pytest.mark.slow  # runs the guide's whole model: runs in .ci/run's second command (README: the slow tests)
+
 matplotlib.use("Agg")
 
 

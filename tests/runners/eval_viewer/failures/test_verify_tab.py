@@ -123,6 +123,7 @@ def test_the_tab_verifies_a_finding_and_shows_its_verdict(planted_units_run):
     assert not errors, f"the page logged errors: {errors}"
 
 
+@pytest.mark.slow
 def test_a_segmentation_finding_is_verified_from_the_tab(segmentation):
     """The segmentation run names its failure definition (the worst 15% by IoU) and its table has no label or
     prediction: the tab's verification reads both right (it once asked DuckDB for no column at all)."""
@@ -149,6 +150,7 @@ def test_a_failed_verification_is_said_in_the_tab_and_in_the_server_log(planted_
                for record in caplog.records), caplog.records
 
 
+@pytest.mark.slow
 def test_the_tab_offers_a_button_per_testable_finding_and_heads_each_verdict_by_what_it_rests_on(planted_units_run):
     """A verify button beside exactly the findings a check can test (none beside label suspects, dead units,
     restatements); a unit's patch under "Verified by intervention", a finding no intervention confirms under
