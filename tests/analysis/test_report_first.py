@@ -149,6 +149,7 @@ def test_the_cut_search_matches_a_brute_force_search_within_a_context():
     assert best_cut(values, np.zeros(800, dtype=bool), group, "<", 10) is None  # nothing fails: no cut
 
 
+@pytest.mark.slow
 def test_a_sharp_cut_keeps_its_digits_and_a_loose_one_is_rounded():
     """Failures start at exactly 0.8546 on 20,000 rows: the data tell 0.8546 from 0.85, and the cut says so; on 300
     rows they do not, and the cut is the rounder number."""

@@ -43,6 +43,7 @@ def export(page) -> str:
     return open(download.value.path(), encoding="utf-8").read()
 
 
+@pytest.mark.slow
 def test_every_filtered_row_is_exported_in_order_saying_how_they_were_chosen(viewer_url, logs, new_page):
     page = new_page(viewer_url)
     wait_caption(page, f"epoch 0: {ROWS} datapoints")

@@ -55,6 +55,7 @@ def _marker(work_dir, epoch):
     return json.load(open(path)) if os.path.exists(path) else None
 
 
+@pytest.mark.slow
 def test_the_oldest_outputs_go_first_and_the_latest_always_stays(tiny_config):
     probe = train(_config(tiny_config, budget_gb=1000, epochs=1, name="probe"))  # sizes one epoch's outputs
     epoch_bytes = folder_bytes(os.path.join(probe, "epoch_0", "debugger"))

@@ -47,6 +47,7 @@ def command(*arguments: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_every_space_of_the_epoch_is_mapped_and_stored_in_its_folder(epoch_dir):
     done = command("--run", epoch_dir, "--method", "pca")
     assert done.returncode == 0, done.stderr
