@@ -27,7 +27,7 @@ import numpy as np
 from scipy.stats import norm, rankdata
 
 from analysis.explain import rows_of
-from analysis.findings import Findings
+from analysis.findings import Findings, on_the_label_alone
 from analysis.label_noise import class_name
 from analysis.separators import failing_side
 from analysis.slices import ALPHA, SEARCH_ROWS
@@ -42,7 +42,7 @@ def note_class_restatements(findings: Findings, values: dict[str, np.ndarray], f
         return
     idx, share = values["idx"], float(failed.mean())
     for found in [*findings.meta.slices, *findings.internals.slices]:
-        if not all(c.column in label_columns for c in found.conditions):
+        if not on_the_label_alone(found.conditions, label_columns):
             found.class_note = class_note(rows_of(idx, found.idx), values, failed)
     for separator in [*findings.meta.separators, *findings.internals.separators]:
         column = values[separator.units[0].column if separator.units else separator.column]

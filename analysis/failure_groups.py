@@ -47,7 +47,7 @@ from scipy.stats import beta, binom, hypergeom
 from sklearn.neighbors import NearestNeighbors
 
 from analysis.class_names import class_name
-from analysis.findings import Subgroup, Target, TrainingLabelGroup
+from analysis.findings import Subgroup, Target, TrainingLabelGroup, on_the_label_alone
 from analysis.meta_terms import MetaVocabulary
 from analysis.slices import ALPHA
 from analysis.subgroups import FAR_MORE
@@ -157,9 +157,8 @@ def residual_variants(near: Neighbourhoods, values: dict[str, np.ndarray], faile
     """The variants of any label among the captured rows left once ``set_aside`` (a mask over the table: the rows of
     the reported slices and groups) is: the module docstring's last paragraph. Their cores link failures whatever
     their label (one label for all), the smallest core is scaled to the rows left and larger than any chance gives
-    there (``_chance_core``), and only groups predicted as
-    several classes are kept: failures of mixed labels predicted as one class are a shortcut's or a meta cause's,
-    which the slices report."""
+    there (``_chance_core``), and only groups predicted as several classes are kept: failures of mixed labels
+    predicted as one class are a shortcut's or a meta cause's, which the slices report."""
     left = neighbourhoods(near.space, np.where(set_aside[:, None], np.nan, near.vectors))
     if left is None:
         return []
@@ -217,7 +216,7 @@ def _group(near: Neighbourhoods, values: dict[str, np.ndarray], failed: np.ndarr
     """A significant group (``core``: a mask over the indexed rows; ``members``: over the table) as a systematic
     group or a variant, described in meta terms."""
     match = vocabulary.best_match(members)
-    match = None if match is None or all(c.column in label_columns for c in match.conditions) else match
+    match = None if match is None or on_the_label_alone(match.conditions, label_columns) else match
     target = Target(conditions=list(match.conditions) if match else [], debugger=near.space, layer=layer)
     idx, examples = values["idx"][members], values["idx"][near.rows[_typical(near, core)]].tolist()
     size, failing = int(members.sum()), np.flatnonzero(members & failed)

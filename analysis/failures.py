@@ -44,7 +44,7 @@ from analysis.data_map import data_map, read_history
 from analysis.epoch_table import FAILURE_DEFINITION_ROLE, EpochTable
 from analysis.explain import explain, rows_of
 from analysis.failure_groups import Neighbourhoods, failure_groups, neighbourhoods, residual_variants
-from analysis.findings import DeadUnit, FamilyFindings, Findings, save_findings
+from analysis.findings import DeadUnit, FamilyFindings, Findings, on_the_label_alone, save_findings
 from analysis.internals import CapturedInternals, read_internals
 from analysis.label_noise import suspected_label_errors
 from analysis.meta_terms import MetaVocabulary
@@ -210,7 +210,7 @@ def _groups_failing_alike(findings: Findings, internals: CapturedInternals, valu
         grouped |= rows_of(values["idx"], group.idx)
     explained = grouped.copy()
     for found in findings.meta.slices:
-        if not all(c.column in label_columns for c in found.conditions):
+        if not on_the_label_alone(found.conditions, label_columns):
             explained |= rows_of(values["idx"], found.idx)
     left = residual_variants(near, values, failed, vocabulary, min_size, layers.get(name), explained)
     findings.subgroups += distinct_groups([], left, [*systematic, *findings.subgroups])
@@ -264,7 +264,7 @@ def _suspects_space(internals: CapturedInternals, table_idx: np.ndarray) -> tupl
 def _explaining(findings: Findings, idx: np.ndarray, columns: Columns) -> list[tuple[str, str, np.ndarray]]:
     """The reported groups that may explain label suspects: slices not on the label alone, and subgroups."""
     groups = [(s.description, "slice", rows_of(idx, s.idx)) for s in findings.meta.slices
-              if not all(c.column in columns.label_copies for c in s.conditions)]
+              if not on_the_label_alone(s.conditions, columns.label_copies)]
     groups += [(s.description, "internal slice", rows_of(idx, s.idx)) for s in findings.internals.slices]
     groups += [(f"subgroup of {g.debugger}: {g.description}", "subgroup", rows_of(idx, g.idx))
                for g in findings.subgroups]

@@ -19,6 +19,7 @@ import dataclasses
 import math
 import types
 import typing
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
@@ -58,6 +59,11 @@ class Condition:
             return np.asarray(values == self.value, dtype=bool)
         with np.errstate(invalid="ignore"):
             return values < self.value if self.op == "<" else values >= self.value
+
+
+def on_the_label_alone(conditions: list[Condition], label_columns: Collection[str]) -> bool:
+    """Whether every condition is on a column that copies the label: together they say no more than the class."""
+    return all(condition.column in label_columns for condition in conditions)
 
 
 @dataclass
