@@ -57,11 +57,14 @@ class FeatureMapDebugger(ForwardDebugger):
         kept = as_tensor(output["feature_map"])
         channels = kept.reshape(*kept.shape[:2], -1).float()  # (B, C', H*W)
         squares = torch.linalg.vecdot(channels, channels)  # (B, C'): one pass gives the energy and the dead channels
+        dead = squares == 0
+        if dead.any():  # tiny values' squares underflow to 0 in float32: those few channels are looked at whole
+            dead[dead.clone()] = channels[dead].abs().amax(1) == 0
         strongest = channels.mean(2).argmax(1, keepdim=True)
         indices = as_tensor(output["channel_indices"]).to(strongest.device)
         return {**{key: as_tensor(value) for key, value in output["stats"].items()},
                 "energy": squares.sum(1) / channels[0].numel(),
-                "dead_channel_fraction": (squares == 0).float().mean(1),
+                "dead_channel_fraction": dead.float().mean(1),
                 "strongest_channel": indices.gather(1, strongest)[:, 0]}
 
     def _strongest_channels(self, fmap: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
