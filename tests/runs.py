@@ -84,12 +84,15 @@ def start_main(config_path, started, timeout=200) -> subprocess.Popen:
 def run_torchrun(config_path, nproc=2, timeout=180):
     """``torchrun --standalone --nproc_per_node=N main.py ...`` with one thread per process.
 
-    torchrun runs in its own session so that a timeout kills its workers too, not only torchrun.
+    torchrun runs in its own session so that a timeout kills its workers too, not only torchrun. A worker that
+    aborts (SIGABRT, SIGSEGV) prints every thread's Python stack (``PYTHONFAULTHANDLER``), so a rare native crash
+    seen once in CI says where each thread was.
     """
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
                "main.py", "--config-filepath", str(config_path)]
-    process = subprocess.Popen(command, cwd=REPO_ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")
+    process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, start_new_session=True)
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
