@@ -32,7 +32,10 @@ suspects: at most ``MAX_MEMBERS`` of its members (those not also flipped) in Lan
 kinds, the label suspects' precision at 10 on the random flips must reach ``FLIP_PRECISION``. A cause that holds
 for every label past a value of one column must be cut there: the first meta slice on its column within
 ``THRESHOLD_TOLERANCE`` of the column's range of the planted value, on the same side, with no label condition
-(SliceLine's first slice on the column beside it).
+(SliceLine's first slice on the column beside it). Under each systematic group and rare variant: how far its
+failures stand apart from the other failures in each captured space (``own_neighbours``; near chance, no finder that
+gathers failures by their neighbours there finds it whole).
+``--reuse`` analyses the finished runs of an earlier ``--work-dir`` again without training them.
 
 ``--real`` trains ``configs/examples/digits_trainer.py`` (scikit-learn's digits, nothing planted) and a weaker run
 of it on 550 of its training images, and prints each one's accuracy and the report of ``python -m runners.analyze``,
@@ -101,8 +104,8 @@ class Ranks:
     must_find: bool = False
     kind: str = "group"
     suspects: Optional[tuple[int, ...]] = None  # a grouped kind's members among Lantern's label suspects, per top
-    apart: Optional[dict[str, tuple[float, float]]] = None  # a grouped kind's own_neighbours per captured space
     cleanlab: Optional[tuple[int, ...]] = None  # among plain cleanlab's
+    apart: Optional[dict[str, tuple[float, float]]] = None  # a grouped kind's own_neighbours per captured space
 
     @property
     def named_or_grouped(self) -> bool:
