@@ -2,6 +2,7 @@
 
     python -m benchmarks.failure_discovery [--benchmarks planted sites shortcuts signals sequences] [--seeds 0 1]
                                            [--held-out] [--default-example] [--real] [--small] [--work-dir DIR]
+                                           [--reuse]
 
 Trains each planted benchmark of ``benchmarks/planted_benchmarks.py`` (one thread, small images, a few epochs),
 runs ``analysis.failures.analyze`` on its last epoch and, on the same table, SliceLine, a Domino-style error-aware
@@ -31,7 +32,10 @@ suspects: at most ``MAX_MEMBERS`` of its members (those not also flipped) in Lan
 kinds, the label suspects' precision at 10 on the random flips must reach ``FLIP_PRECISION``. A cause that holds
 for every label past a value of one column must be cut there: the first meta slice on its column within
 ``THRESHOLD_TOLERANCE`` of the column's range of the planted value, on the same side, with no label condition
-(SliceLine's first slice on the column beside it).
+(SliceLine's first slice on the column beside it). Under each systematic group and rare variant: how far its
+failures stand apart from the other failures in each captured space (``own_neighbours``; near chance, no finder that
+gathers failures by their neighbours there finds it whole).
+``--reuse`` analyses the finished runs of an earlier ``--work-dir`` again without training them.
 
 ``--real`` trains ``configs/examples/digits_trainer.py`` (scikit-learn's digits, nothing planted) and a weaker run
 of it on 550 of its training images, and prints each one's accuracy and the report of ``python -m runners.analyze``,
@@ -52,11 +56,13 @@ import numpy as np
 import torch
 from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
+from sklearn.neighbors import NearestNeighbors
 
 from analysis.columns import LABEL
 from analysis.epoch_table import EpochTable
 from analysis.failures import Findings, analyze, resolve_epoch_dir
 from analysis.internals import read_internals
+from analysis.subgroups import reduced_space
 from benchmarks.baselines import FoundGroup, cleanlab_suspects, domino_slices, sliceline_slices
 from benchmarks.planted_benchmarks import (
     BENCHMARKS,
@@ -67,6 +73,7 @@ from benchmarks.planted_benchmarks import (
     digits,
     validation_dataset,
 )
+from run_dir import RunDir
 from run_dir.names import EPOCH_TABLE_FILE
 from runners import analyze as analyze_command
 from runners.trainers import BaseTrainer
@@ -81,6 +88,7 @@ MAX_MEMBERS = (1, 5)  # of a systematic group or a rare variant, in the label su
 FLIP_PRECISION = 0.8
 THRESHOLD_TOLERANCE = 0.05  # a found threshold's distance from the planted one, as a share of the column's range
 FOLDS = 5  # the independent model's fits on the digits' training split
+OWN_NEIGHBOURS = 5  # nearest other failures looked at for each failure of a grouped cause (own_neighbours)
 
 
 @dataclass
@@ -97,6 +105,7 @@ class Ranks:
     kind: str = "group"
     suspects: Optional[tuple[int, ...]] = None  # a grouped kind's members among Lantern's label suspects, per top
     cleanlab: Optional[tuple[int, ...]] = None  # among plain cleanlab's
+    apart: Optional[dict[str, tuple[float, float]]] = None  # a grouped kind's own_neighbours per captured space
 
     @property
     def named_or_grouped(self) -> bool:
@@ -133,6 +142,15 @@ class Threshold:
     lantern: Optional[str] = None  # 'meta #2: cable_m >= 33.1'
     sliceline: Optional[str] = None
     met: bool = False
+
+
+def train_unless_done(config: dict[str, Any], reuse: bool) -> float:
+    """``train(config)``, unless ``reuse`` and its work dir holds a run that completed every epoch (the analysis
+    alone is rerun: 0 seconds of training)."""
+    run = RunDir(config["work_dir"])
+    if reuse and os.path.isfile(run.progress) and run.read_progress().get("completed_epochs") == config["epochs"]:
+        return 0.0
+    return train(config)
 
 
 def train(config: dict[str, Any]) -> float:
@@ -173,6 +191,11 @@ def evaluate(benchmark: Benchmark, findings: Findings, baselines: bool = True,
     failed_idx = set(idx[failed].tolist())
     ranks = [_cause_ranks(cause, findings, idx, failed_idx, sliceline, domino) for cause in causes
              if cause.kind in GROUP_KINDS]
+    for rank, cause in zip(ranks, [cause for cause in causes if cause.kind in GROUP_KINDS]):
+        if rank.kind in GROUPED and spaces:
+            rank.apart = {space: own_neighbours(reduced_space(vectors), np.isin(space_idx, list(cause.idx)),
+                                                failed[np.searchsorted(idx, space_idx)])
+                          for space, (space_idx, vectors) in spaces.items()}
     flipped = set().union(*[cause.idx for cause in causes if cause.kind == "labels"]) if \
         any(cause.kind == "labels" for cause in causes) else set()
     plain = idx[cleanlab_suspects(values["label"], values["probabilities"])].tolist()
@@ -186,6 +209,25 @@ def evaluate(benchmark: Benchmark, findings: Findings, baselines: bool = True,
             "other": _other_causes(causes, findings),
             "distractors": _distractors(findings, sliceline, benchmark.distractors),
             "failures": (int(failed.sum()), len(idx)), "outside": _outside_rate(causes, idx, failed)}
+
+
+def own_neighbours(vectors: np.ndarray, cause: np.ndarray, failed: np.ndarray) -> tuple[float, float]:
+    """How far a cause's failures stand apart from the other failures in one captured space (``vectors``, one row
+    per datapoint; ``cause`` and ``failed``: masks over them): the share of the ``OWN_NEIGHBOURS`` nearest other
+    failures of each of its failures that are its own too, and that share by chance (its other failures among all
+    other failures). Near chance, no finder that gathers failures by their neighbours in that space can find it
+    whole: whatever the model does with it there, it does with other failures too."""
+    rows = np.flatnonzero(failed & np.isfinite(vectors).all(axis=1))
+    own = cause[rows]
+    if own.sum() < 2 or len(rows) <= OWN_NEIGHBOURS:
+        return float("nan"), float("nan")
+    found = NearestNeighbors(n_neighbors=OWN_NEIGHBOURS + 1).fit(vectors[rows]).kneighbors(vectors[rows[own]])[1]
+    itself = found == np.flatnonzero(own)[:, None]
+    drop = np.where(itself.any(axis=1), itself.argmax(axis=1), OWN_NEIGHBOURS)  # a duplicate may come first
+    keep = np.ones(found.shape, dtype=bool)
+    keep[np.arange(len(found)), drop] = False
+    neighbours = found[keep].reshape(len(found), OWN_NEIGHBOURS)
+    return float(own[neighbours].mean()), float((own.sum() - 1) / (len(rows) - 1))
 
 
 def _suspect_counts(ranks: list[Ranks], causes: list[Cause], flipped: set[int], ours: tuple[list[int], list[int]],
@@ -346,6 +388,9 @@ def _report_told_apart(result: dict[str, Any]) -> bool:
         met &= r.met
         print(f"{r.cause[:44]:44s} {r.kind:10s} {r.lantern_group or '-':26s} {_counts(r.suspects):>28s} "
               f"{_counts(r.cleanlab):>9s} {r.domino or '-':>6}  {_verdict(r)}")
+        if r.apart:
+            print(f"  its failures' {OWN_NEIGHBOURS} nearest other failures that are its own (chance): " + ", ".join(
+                f"{space} {share:.0%} ({chance:.0%})" for space, (share, chance) in r.apart.items()))
     if result["flip target"] is not None and result["label precision"] is not None:
         ours, plain = result["label precision"]
         ok = ours >= result["flip target"]
@@ -439,6 +484,8 @@ def main() -> None:
                                                             "planted) strong and weak, and print their reports")
     parser.add_argument("--small", action="store_true", help="the planted benchmark's small version (the tests')")
     parser.add_argument("--work-dir", default=None, help="train here (kept); default: a temporary folder")
+    parser.add_argument("--reuse", action="store_true", help="analyse the finished runs already in --work-dir "
+                                                             "instead of training them again")
     args = parser.parse_args()
     all_met = True
     with tempfile.TemporaryDirectory() as scratch:
@@ -449,7 +496,7 @@ def main() -> None:
                 if name == "planted":
                     options["small"] = args.small
                 benchmark = BENCHMARKS[name](os.path.join(root, f"{name}_{seed}"), **options)
-                trained = train(benchmark.config)
+                trained = train_unless_done(benchmark.config, args.reuse)
                 start = time.perf_counter()
                 findings = analyze(benchmark.config["work_dir"])
                 analysed = time.perf_counter() - start
