@@ -41,10 +41,10 @@ def note_class_restatements(findings: Findings, values: dict[str, np.ndarray], f
     if "label" not in values:
         return
     idx, share = values["idx"], float(failed.mean())
-    for found in [*findings.meta.slices, *findings.internals.slices]:
+    for found in [*findings.meta.slices, *findings.inputs.slices, *findings.internals.slices]:
         if not on_the_label_alone(found.conditions, label_columns):
             found.class_note = class_note(rows_of(idx, found.idx), values, failed)
-    for separator in [*findings.meta.separators, *findings.internals.separators]:
+    for separator in [*findings.meta.separators, *findings.inputs.separators, *findings.internals.separators]:
         column = values[separator.units[0].column if separator.units else separator.column]
         separator.class_note = separator_note(column, separator.direction, values, failed, share)
     for group in findings.subgroups:

@@ -8,6 +8,10 @@
 - **Restatements of the failure**: the prediction, columns a debugger declares as outcomes
   (``BaseDebugger.summary_roles``) and columns the model's output predicts (``analysis/outcomes.py``): never a
   slice condition or a separating quantity, listed apart.
+- **Inputs**: columns derived from the captured inputs themselves (``input:rare_token_share``,
+  ``analysis/rare_tokens.py``): what no meta column records and no feature space of the model shows. Ranked on
+  their own too: such a cause ranks among the meta causes as the strongest of them do, and it is another kind of fix
+  (the vocabulary, the tokeniser, the training data's words).
 - Never analysed: ``idx``, the scores (the failure is defined from them), the probabilities.
 """
 
@@ -20,6 +24,7 @@ from typing import Optional
 import numpy as np
 
 from analysis.findings import Restatement
+from analysis.rare_tokens import PREFIX as INPUT_PREFIX
 
 NEVER = ("idx", "probabilities", "logsumexp")
 PREDICTION = ("prediction", "prediction_name")
@@ -39,6 +44,7 @@ class Columns:
     same_as: dict[str, list[str]] = field(default_factory=dict)  # kept unit -> near-identical units merged into it
     restatements: list[Restatement] = field(default_factory=list)
     label_copies: frozenset[str] = frozenset()  # meta columns that say the label (a slice holds one at most)
+    inputs: dict[str, np.ndarray] = field(default_factory=dict)  # derived from the captured inputs
 
 
 def unit_family(name: str) -> Optional[str]:
@@ -50,7 +56,7 @@ def split_columns(values: dict[str, np.ndarray], roles: dict, declared: dict[str
     """The table's analysed columns (``values``, every scalar column) by family; ``declared``: column -> why it
     restates the outcome (declared by its debugger)."""
     scores, summaries = set(roles.get("scores", [])), set(roles.get("summaries", []))
-    meta, internals, restatements = {}, {}, []
+    meta, internals, inputs, restatements = {}, {}, {}, []
     named = "label_name" in values  # the label by its class name: its number says the same, less readably
     for name, column in values.items():
         if name in NEVER or name in scores or name in PREDICTION or column.ndim != 1 or (named and name == "label"):
@@ -59,6 +65,8 @@ def split_columns(values: dict[str, np.ndarray], roles: dict, declared: dict[str
             restatements.append(Restatement(name, declared[name]))
         elif name in summaries:
             internals[name] = column
+        elif name.startswith(INPUT_PREFIX):
+            inputs[name] = column
         else:
             meta[name] = column
     families = _unit_families(internals)
@@ -66,7 +74,7 @@ def split_columns(values: dict[str, np.ndarray], roles: dict, declared: dict[str
     copies = {name for name, column in meta.items() if any(
         key in values and column.dtype == values[key].dtype and np.array_equal(column, values[key]) for key in LABEL)}
     return Columns(meta, kept, {name: families[name] for name in kept if name in families}, same_as, restatements,
-                   frozenset(copies | set(LABEL)))
+                   frozenset(copies | set(LABEL)), inputs)
 
 
 def _unit_families(columns: dict[str, np.ndarray]) -> dict[str, str]:

@@ -4,9 +4,10 @@
 trainer stores it after each validation epoch) reads the epoch table (and, for captured epochs, the debug pages and
 the run's earlier epoch tables) and returns ``Findings`` (``analysis/findings.py``):
 
-- two families ranked apart (``analysis/columns.py``): **meta info** (what the data says: what a user can change)
-  and **internals** (the debuggers' summaries: what the model does), each with its slices (``analysis/slices.py``)
-  and separating quantities (``analysis/separators.py``); a family of per-unit columns counts once;
+- three families ranked apart (``analysis/columns.py``): **meta info** (what the data says: what a user can
+  change), **internals** (the debuggers' summaries: what the model does) and **inputs** (what the captured inputs
+  hold: the share of rare tokens, ``analysis/rare_tokens.py``), each with its slices (``analysis/slices.py``) and
+  separating quantities (``analysis/separators.py``); a family of per-unit columns counts once;
 - restatements of the failure (the model's output under another name, ``analysis/outcomes.py``), listed apart,
   never a slice or a separating quantity;
 - subgroups: dense groups in a captured feature space that fail far more (``analysis/subgroups.py``);
@@ -19,7 +20,8 @@ the run's earlier epoch tables) and returns ``Findings`` (``analysis/findings.py
   (``analysis/class_restatements.py``), and, for a family that names no slice, why not in numbers
   (``analysis/weak_evidence.py``).
 
-The run's tags (given in the viewer) are meta columns too (``analysis/tag_columns.py``).
+The run's tags (given in the viewer) are meta columns too; they and the inputs' columns come from the run folder
+(``analysis/run_columns.py``).
 
 The failure definition is configurable: by default the one the run named (``config['failure_definition']``, kept
 in the table's roles), else a wrong prediction when the table has labels and predictions, otherwise the worst
@@ -49,11 +51,12 @@ from analysis.internals import CapturedInternals, read_internals
 from analysis.label_noise import suspected_label_errors
 from analysis.meta_terms import MetaVocabulary
 from analysis.outcomes import measured_restatements
+from analysis.rare_tokens import MEANING, PREFIX, SHARE
+from analysis.run_columns import run_columns
 from analysis.separators import separating_quantities
 from analysis.slices import find_slices
 from analysis.subgroups import distinct_groups, find_subgroups, reduced_space
 from analysis.table_checks import AnalysisError, check_table
-from analysis.tag_columns import tag_columns
 from analysis.weak_evidence import why_no_slice
 from run_dir import EpochDir, RunDir
 from run_dir.errors import EpochNotFoundError
@@ -143,13 +146,13 @@ def analyze_table(table: EpochTable, internals: Optional[CapturedInternals] = No
     check_table(table)
     names = [name for name, _ in table.columns()]
     values = table.arrays(names + [name for name in LIST_COLUMNS if table.has_column(name)])
-    tagged, tags_note = tag_columns(epoch_dir, values["idx"]) if epoch_dir else ({}, None)
-    values.update(tagged)  # meta columns like any other (analysis/tag_columns.py)
+    derived, derived_notes = run_columns(epoch_dir, values["idx"]) if epoch_dir else ({}, [])
+    values.update(derived)  # meta columns like any other (analysis/run_columns.py)
     failed, definition = (failure or FailureDefinition()).failed(table, values)
     n = len(failed)
     min_size = min_size or max(10, math.ceil(0.01 * n))
     findings = Findings(table.path, definition, n, int(failed.sum()))
-    findings.notes += [tags_note] if tags_note else []
+    findings.notes += derived_notes
     columns = _columns(table, values, failed)
     findings.restatements = columns.restatements
     idx, layers = values["idx"], table.roles.get("layers", {})
@@ -158,6 +161,8 @@ def analyze_table(table: EpochTable, internals: Optional[CapturedInternals] = No
                                                exclusive=columns.label_copies),
                                    *_top(separating_quantities({name: values for name, values in columns.meta.items()
                                                                 if name not in columns.label_copies}, failed), top))
+    findings.inputs = FamilyFindings(find_slices(columns.inputs, failed, idx, min_size, top, family="inputs"),
+                                     *_top(separating_quantities(columns.inputs, failed), top))
     findings.internals = FamilyFindings(find_slices(columns.internals, failed, idx, min_size, top,
                                                     families=columns.families, family="internals"),
                                         *_top(separating_quantities(columns.internals, failed, columns.families), top))
@@ -184,6 +189,7 @@ def analyze_table(table: EpochTable, internals: Optional[CapturedInternals] = No
     findings.label_issues, findings.suspect_groups, findings.label_issues_note = suspected_label_errors(
         values, failed, _explaining(findings, idx, columns), near, vocabulary, history, top, grouped)
     findings.dead_units = dead_units(values, table.roles.get("summaries", []))
+    findings.notes += [MEANING] if _names_rare_tokens(findings) else []
     findings.confusion = confusion(values)
     return findings
 
@@ -209,7 +215,7 @@ def _groups_failing_alike(findings: Findings, internals: CapturedInternals, valu
     for group in [*systematic, *(found for found in findings.subgroups if found.kind == "variant")]:
         grouped |= rows_of(values["idx"], group.idx)
     explained = grouped.copy()
-    for found in findings.meta.slices:
+    for found in [*findings.meta.slices, *findings.inputs.slices]:
         if not on_the_label_alone(found.conditions, label_columns):
             explained |= rows_of(values["idx"], found.idx)
     left = residual_variants(near, values, failed, vocabulary, min_size, layers.get(name), explained)
@@ -240,8 +246,17 @@ def _why_no_slices(findings: Findings, columns: Columns, failed: np.ndarray, min
     """Say why, in numbers, for each family with columns that names no slice."""
     if columns.meta and not findings.meta.slices:
         findings.meta.no_slice = why_no_slice(columns.meta, failed, min_size)
+    if columns.inputs and not findings.inputs.slices:
+        findings.inputs.no_slice = why_no_slice(columns.inputs, failed, min_size)
     if columns.internals and not findings.internals.slices:
         findings.internals.no_slice = why_no_slice(columns.internals, failed, min_size, columns.families)
+
+
+def _names_rare_tokens(findings: Findings) -> bool:
+    """Whether a finding names a rare-token column, which the report then explains."""
+    columns = [c.column for found in findings.inputs.slices for c in found.conditions]
+    columns += [separator.column for separator in findings.inputs.separators]
+    return any(column.startswith(PREFIX) and column.endswith(SHARE) for column in columns)
 
 
 def _top(found: tuple[list, int], top: int) -> tuple[list, int]:
@@ -265,6 +280,7 @@ def _explaining(findings: Findings, idx: np.ndarray, columns: Columns) -> list[t
     """The reported groups that may explain label suspects: slices not on the label alone, and subgroups."""
     groups = [(s.description, "slice", rows_of(idx, s.idx)) for s in findings.meta.slices
               if not on_the_label_alone(s.conditions, columns.label_copies)]
+    groups += [(s.description, "slice", rows_of(idx, s.idx)) for s in findings.inputs.slices]
     groups += [(s.description, "internal slice", rows_of(idx, s.idx)) for s in findings.internals.slices]
     groups += [(f"subgroup of {g.debugger}: {g.description}", "subgroup", rows_of(idx, g.idx))
                for g in findings.subgroups]

@@ -104,7 +104,8 @@ class Target:
 
 @dataclass
 class Slice:
-    """A group of datapoints described by conditions over one family of columns ('meta' or 'internals')."""
+    """A group of datapoints described by conditions over one family of columns ('meta', 'internals' or
+    'inputs')."""
 
     conditions: list[Condition]
     size: int
@@ -366,6 +367,7 @@ class Findings:
     failures: int
     meta: FamilyFindings = field(default_factory=FamilyFindings)  # what the data says: what a user can change
     internals: FamilyFindings = field(default_factory=FamilyFindings)  # what the model does
+    inputs: FamilyFindings = field(default_factory=FamilyFindings)  # what the captured inputs hold (rare tokens)
     subgroups: list[Subgroup] = field(default_factory=list)
     restatements: list[Restatement] = field(default_factory=list)
     label_issues: list[LabelIssue] = field(default_factory=list)

@@ -23,6 +23,9 @@ a one-sided Fisher exact test (its failure rate on B above the rest of B's), a s
 Mann-Whitney test (on B its values lie on the failures' side); each at ``LEVEL``, as is a subgroup's test on A. B's
 failures are the epoch's own.
 
+The columns an epoch's run folder adds to its table (its tags, the share of rare tokens of its captured inputs:
+``analysis/run_columns.py``) are given to the halves as the analysis read them.
+
 Verdicts: **replicated** (found on A, and it holds on B) or **not replicated** (not found on A, or found there and
 not holding on B). Never "confirmed": a replicated finding is real on these data, not shown to be a cause.
 """
@@ -45,7 +48,7 @@ from analysis.intervention import OfPlan
 REPLICATED, NOT_REPLICATED = "replicated", "not replicated"
 LEVEL = 0.05  # one-sided, on half B
 SLICE, SEPARATOR, SUBGROUP = "slice", "separator", "subgroup"
-FAMILIES = ("meta", "internals")
+FAMILIES = ("meta", "inputs", "internals")
 TOP = 50  # findings per list on half A: a finding is looked for among all A lists as significant
 KEPT = ("idx", "label", "label_name", "prediction", "prediction_name", "probabilities")  # in every half table
 
@@ -102,8 +105,10 @@ class Replication(OfPlan):
 class HeldOut:
     """The epoch split in two halves, and the analysis of half A (computed once, when first asked)."""
 
-    def __init__(self, table: EpochTable, failed: np.ndarray, failure: FailureDefinition, seed: int = 0) -> None:
+    def __init__(self, table: EpochTable, failed: np.ndarray, failure: FailureDefinition, seed: int = 0,
+                 run_columns: Optional[dict[str, np.ndarray]] = None) -> None:
         self.table, self.failure = table, failure
+        self.run_columns = run_columns or {}  # the epoch's columns from its run folder, in idx order as the table
         self.idx = table.values(["idx"])["idx"].astype(np.int64)
         self.failed = failed
         rng = np.random.default_rng(seed)
@@ -135,7 +140,8 @@ class HeldOut:
         if analysed not in self._found:
             names = [name for name in self.table.arrow_types() if analysed is None or name in analysed
                      or name in self.table.roles.get("scores", []) or name in KEPT]
-            columns = self.table.arrays(names)  # in idx order, as self.in_a
+            columns = self.table.arrays(names) | {name: values for name, values in self.run_columns.items()
+                                                  if analysed is None or name in analysed}  # in idx order, as in_a
             roles = {role: [name for name in value if name in columns] if isinstance(value, list) else value
                      for role, value in self.table.roles.items()}
             with tempfile.TemporaryDirectory(prefix="lantern-replication-") as folder:
@@ -144,8 +150,13 @@ class HeldOut:
                 self._found[analysed] = analyze_table(EpochTable(path), None, self.failure, top=TOP)
         return self._found[analysed]
 
+    def _values(self, names: list[str]) -> dict[str, np.ndarray]:
+        """Columns of the table or of the run folder, in idx order."""
+        found = {name: self.run_columns[name] for name in names if name in self.run_columns}
+        return found | self.table.values([name for name in names if name not in found])
+
     def _slice_on_b(self, plan: ReplicationPlan, conditions: list[Condition], halves: tuple[int, int]) -> Replication:
-        values = self.table.values([c.column for c in conditions])
+        values = self._values([c.column for c in conditions])
         inside = np.ones(len(self.idx), dtype=bool)
         for condition in conditions:
             inside &= condition.mask(values[condition.column])
@@ -179,7 +190,7 @@ class HeldOut:
                            counts[1], p_value=p_value)
 
     def _separator_on_b(self, plan: ReplicationPlan, column: str, halves: tuple[int, int]) -> Replication:
-        numbers = self.table.values([column])[column].astype(np.float64)
+        numbers = self._values([column])[column].astype(np.float64)
         usable = ~self.in_a & np.isfinite(numbers)
         failing, passing = numbers[usable & self.failed], numbers[usable & ~self.failed]
         higher = plan.direction.startswith("higher")

@@ -2,7 +2,8 @@
 
 Conditions (``candidate_conditions``) are ``column is null``, ``column = value`` for strings, flags and the
 frequent values of whole-number columns, and ``column < t`` / ``column >= t`` for numbers, ``t`` at the
-10/25/50/75/90 % quantiles (rounded to 3 significant digits, or of the spread where finer). A beam search grows
+10/25/50/75/90 % quantiles (rounded to 3 significant digits, or of the spread where finer) and, where one value
+holds half the rows (a column mostly 0), at the first value above it. A beam search grows
 conjunctions one condition at a time, keeping the best ``beam`` slices per level whose rows are not nearly (Jaccard
 >= 0.95) those of a better one, so copies of one signal do not fill it; a child must score higher than its parent.
 The quantile cuts decide significance; a found slice is reported with its numeric cuts searched again on the
@@ -110,11 +111,19 @@ def thresholds(numbers: np.ndarray) -> list[float]:
     spread = cuts[-1] - cuts[0] or np.ptp(numbers)
     if spread == 0:
         return [float(cuts[0])]
-    rounded = set()
+    rounded = set(_past_mass(numbers))
     for cut in cuts:
         finest = min(_magnitude(cut), _magnitude(spread)) if cut != 0 else _magnitude(spread)
         rounded.add(float(round(float(cut), 2 - finest)))
     return sorted(rounded)
+
+
+def _past_mass(numbers: np.ndarray) -> list[float]:
+    """The first value above one that at least half the rows hold (a column that is mostly 0: every quantile is
+    that value, and no quantile cut parts the rest from it), as a cut; none for other columns."""
+    values, counts = np.unique(numbers, return_counts=True)
+    top = int(np.argmax(counts))
+    return [float(values[top + 1])] if 2 * counts[top] >= len(numbers) and top + 1 < len(values) else []
 
 
 def _magnitude(value: float) -> int:

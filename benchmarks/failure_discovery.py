@@ -276,6 +276,7 @@ def _cause_ranks(cause: Cause, findings: Findings, idx: np.ndarray, failed_idx: 
     ratio = inside / rest if rest else float("inf")
     result = Ranks(cause.name, ratio, must_find=ratio >= RATIO, kind=cause.kind)
     lists = {"meta": [(s.idx, [c.column for c in s.conditions]) for s in findings.meta.slices],
+             "inputs": [(s.idx, []) for s in findings.inputs.slices],
              "internals": [(s.idx, [c.column for c in s.meta_match.conditions] if s.meta_match else [])
                            for s in findings.internals.slices],
              "subgroups": [(g.idx, [c.column for c in g.meta_match.conditions] if g.meta_match else [])
@@ -335,7 +336,7 @@ def _distractors(findings: Findings, sliceline: list[FoundGroup], distractors: t
     def named(text: str) -> bool:
         return any(f"{column} " in f"{text} " for column in distractors)
     texts = []
-    for family in (findings.meta, findings.internals):
+    for family in (findings.meta, findings.inputs, findings.internals):
         for found in family.slices[:DISTRACTOR_TOP]:
             texts += [found.description, *found.also, found.meta_match.description if found.meta_match else ""]
         for separator in family.separators[:DISTRACTOR_TOP]:

@@ -73,6 +73,7 @@ from analysis.intervention import (
     passing_reference,
 )
 from analysis.replication import HeldOut, Replication, ReplicationPlan
+from analysis.run_columns import run_columns
 from debuggers.gradcam_debugger import GradCAMDebugger
 from debuggers.layer_output_debugger import LayerOutputDebugger
 from debuggers.pages.errors import DebugDataError
@@ -142,7 +143,7 @@ def verify_findings(epoch_dir: str, findings: dict[str, Any], keys: Optional[lis
     rule, failed = failure_rule(table, definition)
     model = EpochModel.rebuild(epoch_dir, trust_configs)
     facts = run_facts(table, failed, model, epoch_dir)
-    held_out = HeldOut(table, failed, definition, seed)
+    held_out = HeldOut(table, failed, definition, seed, run_columns(epoch_dir, facts.table_idx)[0])
     results: list[Result] = []
     for key, finding in entries:
         reason = not_offered(key, table.roles)

@@ -110,7 +110,8 @@ def chosen_datapoints(findings: Findings, trigger: Any, separator: Optional[dict
 
 def finding_lists(findings: Findings) -> dict[str, list]:
     """The findings a key names by kind and place (``slice-0``), as ``chosen_datapoints`` reads them."""
-    return {"slice": findings.meta.slices, "islice": findings.internals.slices, "subgroup": findings.subgroups,
+    return {"slice": findings.meta.slices, "inslice": findings.inputs.slices, "islice": findings.internals.slices,
+            "subgroup": findings.subgroups,
             "suspects": findings.suspect_groups, "nan": findings.nan_origins, "dead": findings.dead_units,
             "iseparator": findings.internals.separators, "trainlabels": findings.training_label_groups,
             "confusion": findings.confusions, "classslice": findings.class_slices}

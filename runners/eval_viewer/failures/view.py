@@ -1,7 +1,8 @@
 """The Failures tab: why the chosen epoch's datapoints fail (``analysis.failures``), each finding clickable.
 
 What fails first (a classifier's main confusions: label read as prediction), then meta info (what the data says:
-what a user can change; where it names no slice, why not in numbers), the slices within one class, then what the
+what a user can change; where it names no slice, why not in numbers), the slices within one class, the slices on what
+the captured inputs hold (the share of rare tokens: derived columns, not the table's), then what the
 model does (each internal finding with
 the meta conditions that best match it, or "no meta column describes it"), subgroups of the captured feature spaces
 (rare variants among them), the systematic training-label groups, the label suspects told apart from them (with why
@@ -80,6 +81,7 @@ def findings_view(findings: Findings, roles: Mapping[str, Any]) -> tuple[list[An
             for i, s in enumerate(findings.meta.slices)],
             findings.meta.no_slice),
         *_class_slices(findings, roles),
+        *_input_slices(findings, roles),
         separator_buttons(findings, roles),
     ]
     below = [
@@ -126,6 +128,17 @@ def findings_view(findings: Findings, roles: Mapping[str, Any]) -> tuple[list[An
             for i, d in enumerate(findings.dead_units)]),
     ]
     return above, below
+
+
+def _input_slices(findings: Findings, roles: Mapping[str, Any]) -> list[html.Div]:
+    """Slices on the columns derived from the captured inputs (``analysis/rare_tokens.py``: not columns of the
+    table); nothing for a run without such columns."""
+    family = findings.inputs
+    if not (family.slices or family.separators or family.no_slice is not None):
+        return []
+    return [_section("Inputs: slices on what the captured inputs hold (derived from them, not table columns)", [
+        _finding(f"inslice-{i}", s.description, _slice_detail(s), roles) for i, s in enumerate(family.slices)],
+        family.no_slice)]
 
 
 def _slice_detail(found: Slice) -> str:
