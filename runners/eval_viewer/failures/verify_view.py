@@ -16,9 +16,10 @@ from runners.eval_viewer.failures.ids import VERIFY, VERIFY_CANCEL, VERIFY_POLL,
 from runners.eval_viewer.failures.verify_jobs import CANCELLED, FAILED, VerifyJob
 
 POLL_MS = 1000
-LISTS = {"slice": "meta.slices", "inslice": "inputs.slices", "islice": "internals.slices",
-         "iseparator": "internals.separators", "subgroup": "subgroups", "suspects": "suspect_groups",
-         "nan": "nan_origins", "classslice": "class_slices", "trainlabels": "training_label_groups"}  # the tab's keys -> to_dict()'s
+LISTS = {  # the tab's keys -> to_dict()'s
+    "slice": "meta.slices", "inslice": "inputs.slices", "islice": "internals.slices",
+    "iseparator": "internals.separators", "subgroup": "subgroups", "suspects": "suspect_groups",
+    "nan": "nan_origins", "classslice": "class_slices", "trainlabels": "training_label_groups"}
 HOW = ("Gives the finding a verdict: an intervention on the epoch's model where the finding names a part to act on "
        "(its units, a NaN module, a part of the input), on its datapoints and on as many failing and passing ones "
        "drawn at random; else a held-out replication (found on one half of the datapoints, tested on the other)")
