@@ -153,7 +153,8 @@ class HeldOut:
     def _values(self, names: list[str]) -> dict[str, np.ndarray]:
         """Columns of the table or of the run folder, in idx order."""
         found = {name: self.run_columns[name] for name in names if name in self.run_columns}
-        return found | self.table.values([name for name in names if name not in found])
+        rest = [name for name in names if name not in found]
+        return found | (self.table.values(rest) if rest else {})
 
     def _slice_on_b(self, plan: ReplicationPlan, conditions: list[Condition], halves: tuple[int, int]) -> Replication:
         values = self._values([c.column for c in conditions])

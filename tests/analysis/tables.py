@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from analysis.epoch_table import EpochTable, write_epoch_table
+from run_dir.names import DATAPOINTS_DIR
 
 
 def write_table(path, columns: dict[str, np.ndarray], meta: list[str], scores: dict[str, bool],
@@ -16,6 +18,38 @@ def write_table(path, columns: dict[str, np.ndarray], meta: list[str], scores: d
     write_epoch_table(str(path), columns, {"scores": list(scores), "higher_is_better": scores, "meta": meta,
                                            "summaries": list(summaries), **roles})
     return EpochTable(str(path))
+
+
+def capture_inputs(folder, inputs: dict[str, np.ndarray], batch: int = 250) -> None:
+    """``inputs`` (name -> one row per datapoint, idx 0..n-1) written to ``folder``'s captured datapoints by the
+    runners' own capture, as a run's evaluation writes them."""
+    import logging
+
+    import torch
+
+    from runners.datapoint_capture import CaptureLimits, DatapointCapture
+
+    capture = DatapointCapture(os.path.join(str(folder), DATAPOINTS_DIR), CaptureLimits(), logging.getLogger(__name__))
+    rows = len(next(iter(inputs.values())))
+    for start in range(0, rows, batch):
+        idx = torch.arange(start, min(start + batch, rows))
+        capture.add_batch({"inputs": {name: torch.as_tensor(values[start:start + batch])
+                                      for name, values in inputs.items()},
+                           "labels": {"class": idx % 4}, "meta_info": {"idx": idx}})
+    assert capture.finish() is not None
+
+
+def token_inputs(rng: np.random.Generator, rows: int, rare_rows: np.ndarray, length: int = 30
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Padded token sequences (0 pads; 12 to ``length`` real tokens of 200 common ids, each held by about 1 in 7
+    datapoints) and their attention mask; ``rare_rows`` (a bool mask) get 3 of their tokens from 60 rare ids."""
+    tokens = np.zeros((rows, length), dtype=np.int64)
+    lengths = rng.integers(12, length + 1, rows)
+    for row, size in enumerate(lengths):
+        tokens[row, :size] = rng.integers(10, 210, size)
+        if rare_rows[row]:
+            tokens[row, rng.choice(size, 3, replace=False)] = rng.integers(1000, 1060, 3)
+    return tokens, (tokens != 0).astype(np.int64)
 
 
 def classified(rng: np.random.Generator, failed: np.ndarray, classes: int = 4) -> dict[str, np.ndarray]:

@@ -13,11 +13,11 @@ import pytest
 from scipy.stats import hypergeom
 
 from analysis.epoch_table import EpochTable
-from analysis.failures import AnalysisError, FailureDefinition, analyze_table
+from analysis.failures import AnalysisError, FailureDefinition, analyze, analyze_table
 from analysis.findings import NaNOrigin
 from analysis.internals import CapturedInternals
-from analysis.slices import fails_more
-from tests.analysis.tables import classified, write_table
+from analysis.slices import fails_more, thresholds
+from tests.analysis.tables import capture_inputs, classified, token_inputs, write_table
 
 NULL_SEEDS = 20
 NULL_ROWS = 1000
@@ -45,6 +45,22 @@ def test_random_failures_give_no_slice_no_separating_quantity_and_no_subgroup(tm
     assert findings.restatements == []
     assert findings.class_slices == [], [c.description for c in findings.class_slices]
     assert findings.meta.no_slice is not None and findings.meta.no_slice.p_value >= findings.meta.no_slice.level
+
+
+@pytest.mark.parametrize("seed", range(NULL_SEEDS))
+def test_random_failures_over_token_inputs_give_no_rare_token_slice(tmp_path, seed):
+    """Messages of which 5% hold rare tokens, captured as a run captures them; 30% of all fail at random: the share
+    of rare tokens carries no information, so a slice or a separating quantity on it would be a false finding, and
+    the report says why none is named."""
+    rng = np.random.default_rng(seed)
+    tokens, mask = token_inputs(rng, NULL_ROWS, rng.random(NULL_ROWS) < 0.05)
+    capture_inputs(tmp_path, {"tokens": tokens, "attention_mask": mask})
+    write_table(tmp_path / "epoch_table.parquet", classified(rng, rng.random(NULL_ROWS) < 0.3), [],
+                {"accuracy": True})
+    findings = analyze(str(tmp_path))
+    assert findings.inputs.slices == [], [s.description for s in findings.inputs.slices]
+    assert findings.inputs.separators == [] and findings.inputs.separators_tested == 1
+    assert findings.inputs.no_slice is not None and findings.inputs.no_slice.p_value >= findings.inputs.no_slice.level
 
 
 def test_a_planted_cause_is_reported_alone_never_with_a_noise_condition(tmp_path):
@@ -193,3 +209,12 @@ def test_the_fisher_test_decides_as_scipys_exact_tail_does():
     exact = hypergeom.sf(failures - 1, size + rest, failures + rest_failures, size) < alpha
     assert np.array_equal(fails_more(failures, size, rest_failures, rest, alpha), exact)
     assert 0.2 < exact.mean() < 0.8  # both decisions are exercised
+
+
+def test_a_column_mostly_one_value_is_also_cut_where_the_other_values_start():
+    """Every quantile of a column that is 0 on 95% of the rows is 0: no quantile cut parts the rest from the zeros,
+    so the first value above them is a cut too; a column with no such mass keeps its quantile cuts alone."""
+    mostly_zero = np.concatenate([np.zeros(950), np.linspace(0.04, 0.5, 50)])
+    assert thresholds(mostly_zero) == [0.0, 0.04]
+    spread = np.linspace(0, 1, 1001)
+    assert thresholds(spread) == [0.1, 0.25, 0.5, 0.75, 0.9]
