@@ -11,7 +11,7 @@ import numpy as np
 
 from analysis.epoch_table import EpochTable
 from analysis.failures import FailureDefinition, analyze
-from analysis.finding_plans import finding_entries
+from analysis.finding_plans import RunFacts, finding_entries, not_offered, plan_for_finding
 from analysis.rare_tokens import MEANING, RARE_SHARE, rare_token_columns
 from analysis.replication import REPLICATED, SLICE, HeldOut, ReplicationPlan
 from analysis.run_columns import run_columns
@@ -88,15 +88,18 @@ def test_messages_with_rare_tokens_that_fail_more_are_the_inputs_first_slice_exp
     assert "inputs.slices-0" in dict(finding_entries(findings.to_dict()))
 
 
-def test_held_out_replication_finds_the_rare_token_slice_again(tmp_path):
+def test_verify_replicates_the_rare_token_slice_on_held_out_datapoints(tmp_path):
+    """No intervention on the model applies to a column of the inputs: ``--verify`` plans a held-out replication,
+    whose halves get the column as the analysis read it, and half A finds the slice again."""
     rare_run(tmp_path, failing_rare=0.8)
     findings = analyze(str(tmp_path))
     table = EpochTable(str(tmp_path / "epoch_table.parquet"))
     values = table.values(["idx", "label", "prediction"])
     failed = values["label"] != values["prediction"]
-    found = findings.inputs.slices[0]
-    plan = ReplicationPlan("inputs.slices-0", found.description, found.idx.tolist(), SLICE, "inputs",
-                           found.conditions)
+    key, finding = next(entry for entry in finding_entries(findings.to_dict()) if entry[0] == "inputs.slices-0")
+    assert not_offered(key, table.roles) is None  # the Failures tab offers its verify button
+    plan = plan_for_finding(key, finding, RunFacts(values["idx"], failed, frozenset(), {}, lambda name: None))
+    assert isinstance(plan, ReplicationPlan) and (plan.kind, plan.family) == (SLICE, "inputs")
     held_out = HeldOut(table, failed, FailureDefinition(), 0, run_columns(str(tmp_path), values["idx"])[0])
     result = held_out.replicate(plan)
     assert result.verdict == REPLICATED, result.reason
