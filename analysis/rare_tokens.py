@@ -12,8 +12,9 @@ far more; and a group of datapoints must be 1 % of the epoch (at least 10) befor
 (``analyze_table``'s ``min_size``), so a cause that one rare token carries alone is below what is reported anyway.
 The slice search treats the column as any numeric meta column, cut where failures start.
 
-A token input is a 1-D array of non-negative integers per datapoint, at least one of them above 1, whose name does
-not say it is a mask (a float input, an image or a signal, never is; nor a 0/1 mask or segment ids). Padding: the
+A token input is a 1-D array of at least ``MIN_LENGTH`` non-negative integers per datapoint, one of them above 1,
+whose name does not say it is a mask: a float input (an image, a signal) never is, nor a 0/1 mask or segment ids,
+nor a few integers that are no words (a point prompt in pixels, a box). Padding: the
 1-D 0/1 input of the same length whose name holds ``mask`` (``attention_mask``), where captured, else the trailing
 run of the id that ends the most datapoints. Several token inputs give a column each, named
 ``input:<name>.rare_token_share``.
@@ -34,6 +35,7 @@ from run_dir.folder import run_of
 PREFIX = "input:"
 SHARE = "rare_token_share"
 RARE_SHARE = 0.01  # a token held by at most this share of the epoch's datapoints is rare
+MIN_LENGTH = 8  # positions of a token input: a point (2), a box (4) or a few class ids are no sequence of words
 MEANING = (f"{PREFIX}{SHARE} is derived from the captured inputs: the share of a datapoint's tokens (padding aside) "
            f"that at most {RARE_SHARE:.0%} of this epoch's datapoints hold, words the model met too seldom to learn "
            "(a rare spelling, an out-of-vocabulary word); no feature space of the model tells them apart")
@@ -100,7 +102,7 @@ def _inputs(record: Any) -> dict[str, Any]:
 def token_inputs(inputs: dict[str, Any]) -> list[str]:
     """The names of the token inputs among one datapoint's ``inputs`` (the module docstring's rule)."""
     return [name for name, value in inputs.items() if "mask" not in str(name).lower() and _is_tokens(value)
-            and bool((value > 1).any())]
+            and len(value) >= MIN_LENGTH and bool((value > 1).any())]
 
 
 def _is_tokens(value: Any) -> bool:

@@ -65,10 +65,11 @@ def test_the_share_is_counted_over_real_tokens_by_the_mask_or_the_trailing_paddi
     assert missing[0] == expected[0] and np.isnan(missing[1])  # a datapoint the run did not capture
 
 
-def test_float_inputs_and_runs_without_a_capture_give_no_column(tmp_path):
+def test_float_inputs_integer_points_and_runs_without_a_capture_give_no_column(tmp_path):
     rng = np.random.default_rng(2)
     capture_inputs(tmp_path, {"image": rng.random((50, 3, 8, 8)).astype(np.float32),
-                              "signal": rng.random((50, 64)).astype(np.float32)})
+                              "signal": rng.random((50, 64)).astype(np.float32),
+                              "point": rng.integers(0, 224, (50, 2)), "box": rng.integers(0, 224, (50, 4))})
     assert rare_token_columns(str(tmp_path), np.arange(50)) == ({}, None)
     (tmp_path / "bare").mkdir()
     assert rare_token_columns(str(tmp_path / "bare"), np.arange(50)) == ({}, None)
