@@ -8,14 +8,29 @@ from benchmarks.viewer_browser import SHOWN
 from runners.eval_viewer.compare_epochs.ids import COMPARE_EPOCHS_PANEL, TAB_COMPARE_EPOCHS
 from runners.eval_viewer.controls.ids import REFRESH
 from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL
+from runners.eval_viewer.failures.ids import FAILURES_PANEL, TAB_FAILURES
 from runners.eval_viewer.scores.ids import SCORE_GRID
 from runners.eval_viewer.table.ids import TABLE, TABLE_CAPTION
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, SLOW_WAIT_MS
 
 GRID = f"() => document.getElementById('{SCORE_GRID}').scoreGrid"  # what the grid's script drew (score_views.js)
 # No callback of Dash's renderer is waiting, running or has an answer not yet applied (``callbacks`` of its store;
 # ``stored`` and the ``completed`` count are done).
 SETTLED = """() => window.store && Object.entries(window.store.getState().callbacks)
     .every(([kind, queue]) => kind === 'stored' || !Array.isArray(queue) || queue.length === 0)"""
+
+
+def open_failures_tab(playwright, url: str, run: str, errors: list[str], shows: str):
+    """A headless Chromium on ``run``'s Failures tab (the page's console errors go to ``errors``), once it shows the
+    text ``shows``: (browser, page, the tab's text)."""
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    page.set_default_timeout(SLOW_WAIT_MS)  # the tab analyses the epoch when first shown: slow on a busy machine
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(f"{url}/?run={run}&tab={TAB_FAILURES}")
+    panel = page.locator(f"#{FAILURES_PANEL}")
+    panel.locator(f"text={shows}").wait_for()
+    return browser, page, panel.inner_text()
 
 
 def pick(page, dropdown: str, label: str) -> None:

@@ -9,11 +9,11 @@ import pytest
 
 from analysis.failures import analyze
 from analysis.rare_tokens import MEANING
-from runners.eval_viewer.failures.ids import FAILURES_FILTER_NOTE, FAILURES_FINDING, FAILURES_PANEL, TAB_FAILURES
+from runners.eval_viewer.failures.ids import FAILURES_FILTER_NOTE, FAILURES_FINDING
 from tests.analysis.tables import capture_inputs, token_inputs
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, SLOW_WAIT_MS, browser_or_skip
+from tests.e2e.conftest import browser_or_skip
 from tests.e2e.synthetic_runs import write_table_run
-from tests.e2e.viewer_page import wait_caption, wait_rows
+from tests.e2e.viewer_page import open_failures_tab, wait_caption, wait_rows
 from tests.reliability.viewer_server import serve_viewer
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
@@ -45,14 +45,7 @@ def test_the_inputs_slice_is_listed_explained_and_narrows_the_table(token_run):
     assert found.idx.tolist() == rare
     errors = []
     with sync_playwright() as playwright, serve_viewer([run]) as url:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1500, "height": 1000})
-        page.set_default_timeout(SLOW_WAIT_MS)  # the tab analyses the epoch when first shown: slow on a busy machine
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.goto(f"{url}/?run={run}&tab={TAB_FAILURES}")
-        panel = page.locator(f"#{FAILURES_PANEL}")
-        panel.locator("text=Inputs: slices").wait_for()
-        shown = panel.inner_text()
+        browser, page, shown = open_failures_tab(playwright, url, run, errors, "Inputs: slices")
         assert MEANING in shown and found.description in shown
         assert shown.index("Meta info: slices") < shown.index("Inputs: slices")
         page.locator(f"""[id='{{"index":"inslice-0","type":"{FAILURES_FINDING}"}}']""").click()

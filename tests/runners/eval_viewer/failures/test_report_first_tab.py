@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from analysis.failures import analyze
-from runners.eval_viewer.failures.ids import FAILURES_FILTER_NOTE, FAILURES_FINDING, FAILURES_PANEL, TAB_FAILURES
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, SLOW_WAIT_MS, browser_or_skip
+from runners.eval_viewer.failures.ids import FAILURES_FILTER_NOTE, FAILURES_FINDING
+from tests.e2e.conftest import browser_or_skip
 from tests.e2e.synthetic_runs import write_table_run
-from tests.e2e.viewer_page import wait_caption, wait_rows
+from tests.e2e.viewer_page import open_failures_tab, wait_caption, wait_rows
 from tests.reliability.viewer_server import serve_viewer
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
@@ -43,14 +43,7 @@ def test_the_confusions_come_first_and_a_missing_slice_says_why(few_failures):
     assert findings.meta.slices == [] and findings.confusions[0].description == "circle read as ring"
     errors = []
     with sync_playwright() as playwright, serve_viewer([run]) as url:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1500, "height": 1000})
-        page.set_default_timeout(SLOW_WAIT_MS)  # the tab analyses the epoch when first shown: slow on a busy machine
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.goto(f"{url}/?run={run}&tab={TAB_FAILURES}")
-        panel = page.locator(f"#{FAILURES_PANEL}")
-        panel.locator("text=Main confusions").wait_for()
-        shown = panel.inner_text()
+        browser, page, shown = open_failures_tab(playwright, url, run, errors, "Main confusions")
         assert shown.index("Main confusions") < shown.index("Meta info: slices")
         assert "(3 of the 4 failures)" in shown  # the square read as a star is one: not a main confusion
         assert f"Why none: {findings.meta.no_slice.description}" in shown
