@@ -147,7 +147,7 @@ def analyze_table(table: EpochTable, internals: Optional[CapturedInternals] = No
     names = [name for name, _ in table.columns()]
     values = table.arrays(names + [name for name in LIST_COLUMNS if table.has_column(name)])
     derived, derived_notes = run_columns(epoch_dir, values["idx"]) if epoch_dir else ({}, [])
-    values.update(derived)  # meta columns like any other (analysis/run_columns.py)
+    values.update(derived)  # tags are meta columns like any other; the inputs' a family of their own (columns.py)
     failed, definition = (failure or FailureDefinition()).failed(table, values)
     n = len(failed)
     min_size = min_size or max(10, math.ceil(0.01 * n))
