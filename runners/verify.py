@@ -142,8 +142,9 @@ def verify_findings(epoch_dir: str, findings: dict[str, Any], keys: Optional[lis
     definition = failure or FailureDefinition()
     rule, failed = failure_rule(table, definition)
     model = EpochModel.rebuild(epoch_dir, trust_configs)
-    facts = run_facts(table, failed, model, epoch_dir)
-    held_out = HeldOut(table, failed, definition, seed, run_columns(epoch_dir, facts.table_idx)[0])
+    derived = run_columns(epoch_dir, table.values(["idx"])["idx"].astype(np.int64))[0]
+    facts = run_facts(table, failed, model, epoch_dir, derived)
+    held_out = HeldOut(table, failed, definition, seed, derived)
     results: list[Result] = []
     for key, finding in entries:
         reason = not_offered(key, table.roles)
@@ -180,10 +181,13 @@ def _replicated(plan: ReplicationPlan, held_out: HeldOut, progress: Optional[Pro
     return replication
 
 
-def run_facts(table: EpochTable, failed: np.ndarray, model: EpochModel, epoch_dir: str) -> RunFacts:
+def run_facts(table: EpochTable, failed: np.ndarray, model: EpochModel, epoch_dir: str,
+              derived: Optional[dict[str, np.ndarray]] = None) -> RunFacts:
     """What the adapter needs of the run: the table's idx and failures, summaries, the debuggers' layers, the
-    captured Grad-CAM and feature spaces, and whether the datapoints carry a point prompt."""
+    captured Grad-CAM and feature spaces, and whether the datapoints carry a point prompt. A column is the table's or
+    one the run folder adds (``derived``, by ``run_columns`` when not given: its tags, its inputs' columns)."""
     table_idx = table.values(["idx"])["idx"].astype(np.int64)
+    derived = run_columns(epoch_dir, table_idx)[0] if derived is None else derived
     layers, cams, spaces = {}, [], set()
     for name, debugger in _debuggers(model.config):
         hooked = debugger.layer_names()
@@ -203,7 +207,8 @@ def run_facts(table: EpochTable, failed: np.ndarray, model: EpochModel, epoch_di
         region = (partial(cam_region, outputs, *cams[0], fill=_fill(first, cams[0][1])) if outputs is not None
                   else None)  # None: no pages
     return RunFacts(table_idx, failed, frozenset(table.roles.get("summaries", [])), layers,
-                    lambda column: table.values([column])[column], region, _captured_spaces(epoch_dir, spaces),
+                    lambda column: derived[column] if column in derived else table.values([column])[column], region,
+                    _captured_spaces(epoch_dir, spaces),
                     _prompt(first, model.metric))
 
 
