@@ -25,6 +25,7 @@ from runners.eval_viewer.embeddings.ids import (
     EMBEDDING_NEIGHBOURS,
     EMBEDDING_NOTE,
     EMBEDDING_OPEN,
+    EMBEDDING_OPEN_IDX,
     EMBEDDING_POLL,
     EMBEDDING_SELECTION,
     EMBEDDING_SELECTION_NOTE,
@@ -84,7 +85,7 @@ def embeddings_tab(backend: ViewerBackend, first: FirstView) -> dcc.Tab:
         html.Div(id=EMBEDDING_NEIGHBOURS),
         dcc.Interval(id=EMBEDDING_POLL, interval=POLL_MS, disabled=not content.computing),
         dcc.Store(id=EMBEDDING_SHOWN, **({"data": content.shown} if content.shown else {})),
-        dcc.Store(id=EMBEDDING_SELECTION), dcc.Store(id=EMBEDDING_NEAR),
+        dcc.Store(id=EMBEDDING_SELECTION), dcc.Store(id=EMBEDDING_NEAR), dcc.Store(id=EMBEDDING_OPEN_IDX),
     ], className="tab-body"))
 
 
