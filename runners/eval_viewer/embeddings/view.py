@@ -12,7 +12,6 @@ from dash import dcc, html
 
 from analysis.feature_spaces import Space
 from runners.embeddings import describe
-from runners.eval_viewer.datapoint.display_labels import class_text
 from runners.eval_viewer.embeddings.colours import FAILURE, colour_options, colouring
 from runners.eval_viewer.embeddings.data import MAP_ERRORS, MAP_JOBS, PREFIX, chosen_space, parse_shape
 from runners.eval_viewer.embeddings.figures import MARK_TRACES, map_figure, mark_points
@@ -40,7 +39,7 @@ from runners.eval_viewer.pictures.view import picture_address
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.first_view import FirstView
 from runners.eval_viewer.shared.runs import Epoch
-from runners.eval_viewer.shared.table import TABLE_ERRORS
+from runners.eval_viewer.shared.table import TABLE_ERRORS, class_text
 
 NO_EPOCH = "Choose a run and an epoch to map its datapoints."
 NO_SPACE = ("This epoch has no feature space to map: capture a layer's output (LayerOutputDebugger, or a debugger "
