@@ -15,7 +15,12 @@ alternately, side by side under the same load.
 With ``--segmentation-run DIR`` (a run of ``configs/examples/promptable_segmentation_trainer.py``) the report of its
 first ``--segmentation-datapoints`` (25) is measured too, after the default example's, in the same run.
 
-    python -m benchmarks.export_report [--datapoints 250] [--opens 5] [--baseline DIR]
+- the viewer's Export button: the same report from a running viewer (``python -m runners.eval_viewer``, a process
+  of each checkout), its table narrowed to those datapoints: the export callback's answer over HTTP, the report
+  in it (no Python start-up: the viewer has its modules imported and, after a first untimed export, its table and
+  pages open, as after browsing); ``--clicks`` (3) each, interleaved, the median.
+
+    python -m benchmarks.export_report [--datapoints 250] [--opens 5] [--clicks 3] [--baseline DIR]
         [--segmentation-run DIR] [--segmentation-datapoints 25]
 """
 
@@ -28,10 +33,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 
 from benchmarks.viewer_browser import CHROMIUM, CHROMIUM_ARGS, REPO_ROOT
+from run_dir import RunDir
+from run_dir.names import DEBUGGER_DIR
 from runners.config_file import load_config
+from runners.eval_viewer.export.ids import EXPORT_BUTTON, EXPORT_DOWNLOAD
+from runners.eval_viewer.table.ids import TABLE, TABLE_QUERY
 from runners.trainers import BaseTrainer
+from tests.reliability.viewer_server import dependencies, post_callback, viewer_process
 
 OPEN_WAIT_MS = 600_000  # a way out for a report that never finishes loading, not how long one takes
 FIRST_SCREEN_DRAWN = """() => {
@@ -62,6 +73,29 @@ def write_report(root: str, run: str, datapoints: int, out: str) -> float:
     return time.perf_counter() - start
 
 
+def button_seconds(roots: dict[str, str], run: str, datapoints: int, clicks: int) -> dict[str, list[float]]:
+    """Seconds each checkout's viewer takes to answer the Export button of idx 0..datapoints-1 of ``run``'s latest
+    epoch with debug outputs (the table narrowed to them), ``clicks`` times each, interleaved, after one untimed."""
+    epoch = os.path.basename(RunDir(run).epoch_dir(None, DEBUGGER_DIR))
+    values = {f"{TABLE_QUERY}.data": {"run": run, "epoch": epoch, "idx": list(range(datapoints))},
+              f"{TABLE}.getRowsRequest": {"startRow": 0, "endRow": 100}, f"{EXPORT_BUTTON}.n_clicks": 1}
+    times: dict[str, list[float]] = {name: [] for name in roots}
+    with ExitStack() as stack:
+        urls = {name: stack.enter_context(viewer_process(["--log-dirs", run], cwd=root))[0]
+                for name, root in roots.items()}
+        callbacks = {name: next(c for c in dependencies(url) if EXPORT_DOWNLOAD in c["output"])
+                     for name, url in urls.items()}
+        for round_ in range(clicks + 1):
+            for name in list(roots) if round_ % 2 == 0 else list(roots)[::-1]:
+                start = time.perf_counter()
+                status, body = post_callback(urls[name], callbacks[name], values)
+                if status != 200 or f"exported {datapoints} datapoints" not in body:
+                    raise SystemExit(f"the {name} viewer did not export: HTTP {status}, {body[:300]}")
+                if round_:
+                    times[name].append(time.perf_counter() - start)
+    return times
+
+
 def open_ms(browser, path: str) -> tuple[float, float]:
     """Milliseconds from navigation start to the first screen drawn, and to the ``load`` event."""
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
@@ -77,6 +111,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datapoints", type=int, default=250)
     parser.add_argument("--opens", type=int, default=5)
+    parser.add_argument("--clicks", type=int, default=3, help="Export button clicks timed in each viewer")
     parser.add_argument("--baseline", help="another checkout whose export is measured alongside")
     parser.add_argument("--segmentation-run", help="a run of the segmentation example (trained as configured) whose "
                                                    "first --segmentation-datapoints are exported too, in the same run")
@@ -93,6 +128,9 @@ def main() -> None:
                              args.segmentation_datapoints))
         for example, run, datapoints in examples:
             measure(browser, folder, roots, example, run, datapoints, args.opens)
+            for name, times in button_seconds(roots, run, datapoints, args.clicks).items():
+                print(f"{name:<14} Export button: answered in median {statistics.median(times):6.1f} s "
+                      f"(max {max(times):.1f} s, n={args.clicks}; load {os.getloadavg()[0]:.1f})")
         browser.close()
 
 

@@ -16,6 +16,8 @@ from the user's action to what the user waits for being on screen.
   figures on screen drawn (maps drawn as pictures decoded, plotly graphs drawn; the viewer draws a graph below
   the fold when it is scrolled to); targets ≤ 300 ms median (default), ≤ 600 ms (all debuggers).
 - j → next datapoint drawn: the same, by the key ``j``; target ≤ 300 ms (default example).
+- where a j's time goes (``phases``): from the key to the panel's request sent, its answer in from the network, the
+  new panel in the page and drawn; medians.
 - Compare epochs drawn: with a datapoint open, a click on the tab to its columns on screen drawn (≤ 1.5 s), and to
   the page done with it (its last long task: until then the page is slow to scroll or click).
 - Failures tab: a click on the tab to its findings listed, the epoch's analysis kept by the server (≤ 1 s).
@@ -29,7 +31,7 @@ from the user's action to what the user waits for being on screen.
   callbacks once, as a page does.
 
     python -m benchmarks.viewer_browser [--quick] [--clicks 20] [--loads 5] [--compares 5] [--rows 1000000]
-        [--switches 6] [--clients 20] [--only load click j compare failures switch parallel] [--baseline DIR]
+        [--switches 6] [--clients 20] [--only load click j phases compare failures switch parallel] [--baseline DIR]
         [--segmentation-run DIR]
 
 ``--segmentation-run DIR`` (a run of ``configs/examples/promptable_segmentation_trainer.py``, trained as configured:
@@ -51,6 +53,7 @@ import tempfile
 import threading
 import time
 from contextlib import ExitStack
+from typing import Optional
 
 import numpy as np
 import torch
@@ -193,10 +196,45 @@ DRAWN = """section => {
 }"""
 
 
-def click_ms(browser, url: str, clicks: int, key: bool = True) -> list[float]:
+# When the user's key or button went down, in the page's clock (before any handler of the page's own runs).
+INPUT_TIME = """['keydown', 'mousedown'].forEach((type) => window.addEventListener(type, () => {
+    window.lanternInput = performance.now(); }, true));"""
+
+
+# Where a j's time goes: the panel's request sent (its fetch called) and the new panel in the page (its title's text
+# changed; read as text, which lays nothing out), in the page's clock.
+PHASE_MARKS = """window.lanternPhases = {};
+const lanternFetch = window.fetch;
+window.fetch = function (url, options) {
+    if (options && String(options.body || '').includes('PANEL.children')) {
+        window.lanternPhases.sent = performance.now();
+    }
+    return lanternFetch.apply(this, arguments);
+};
+document.addEventListener('DOMContentLoaded', () => new MutationObserver(() => {
+    const title = document.querySelector('#PANEL .datapoint-title');
+    const phases = window.lanternPhases;
+    if (title && phases.before !== undefined && !phases.shown && title.textContent !== phases.before) {
+        phases.shown = performance.now();
+    }
+}).observe(document.body, {childList: true, subtree: true, characterData: true}));""".replace("PANEL", DATAPOINT_PANEL)
+# The panel's answer in from the network (its request's resource timing), in the page's clock.
+ANSWERED = """(sent) => Math.max(0, ...performance.getEntriesByType('resource')
+    .filter((e) => e.name.includes('_dash-update-component') && Math.abs(e.startTime - sent) < 5)
+    .map((e) => e.responseEnd))"""
+PHASES = ("request sent", "answer in", "panel in the page", "drawn")
+
+
+def click_ms(browser, url: str, clicks: int, key: bool = True, phases: Optional[dict[str, list]] = None
+             ) -> list[float]:
     """Open the first row, then the next row each time, by ``j`` (``key``) or a click on it; each time from the key
-    press or click (in the page's clock) to the new datapoint's title and every Debug Outputs figure drawn."""
+    or mouse button going down to the frame that draws the new datapoint's title and every Debug Outputs figure, both
+    in the page's clock (the check runs before each frame is painted): the driver's round trips to the page are not
+    part of it. ``phases``: each time's ``PHASES`` from the key are appended to it."""
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    page.add_init_script(INPUT_TIME)
+    if phases is not None:
+        page.add_init_script(PHASE_MARKS)
     page.goto(url)
     page.wait_for_function(SHOWN, timeout=60_000)
     page.locator(FIRST_IDX).click()
@@ -207,15 +245,25 @@ def click_ms(browser, url: str, clicks: int, key: bool = True) -> list[float]:
         target = page.locator(f"#{TABLE} .ag-center-cols-container .ag-row[row-index='{row}'] [col-id='idx']")
         if not key:
             target.scroll_into_view_if_needed()
-        start = page.evaluate("performance.now()")
+        page.evaluate("(before) => { window.lanternInput = window.lanternDrawn = null; "
+                      "window.lanternPhases = {before: before}; }", before)
         page.keyboard.press("j") if key else target.click()
         page.wait_for_function(
             """([panel, before]) => {
                 const title = document.querySelector('#' + panel + ' .datapoint-title');
                 const section = document.querySelector('#' + panel + ' .section-debug-outputs');
-                return title && title.innerText !== before && section && (DRAWN)(section);
-            }""".replace("DRAWN", DRAWN), arg=[DATAPOINT_PANEL, before], timeout=60_000)
-        times.append(page.evaluate("performance.now()") - start)
+                const drawn = title && title.innerText !== before && section && (DRAWN)(section);
+                if (drawn) { window.lanternDrawn = performance.now(); }
+                return drawn;
+            }""".replace("DRAWN", DRAWN), arg=[DATAPOINT_PANEL, before], timeout=60_000, polling="raf")
+        times.append(page.evaluate("window.lanternDrawn - window.lanternInput"))
+        if phases is not None:
+            marks = page.evaluate("window.lanternPhases")
+            found = [marks.get("sent"), page.evaluate(ANSWERED, marks.get("sent", -1)), marks.get("shown"),
+                     page.evaluate("window.lanternDrawn")]
+            start = page.evaluate("window.lanternInput")
+            for name, at in zip(PHASES, found):
+                phases.setdefault(name, []).append(at - start if at else float("nan"))
     page.close()
     return times
 
@@ -393,7 +441,7 @@ def report(what: str, times: list[float], target: float) -> None:
           f"(n={len(times)}) {'ok' if median <= target else 'MISSED'}")
 
 
-MEASURES = ("load", "click", "j", "compare", "failures", "switch", "parallel")
+MEASURES = ("load", "click", "j", "phases", "compare", "failures", "switch", "parallel")
 J_TARGETS = {"default example": 300, "segmentation example": 200}  # ms; 600 for the all-debuggers example
 
 
@@ -418,7 +466,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        if {"load", "click", "j", "compare", "failures"} & set(args.only):
+        if {"load", "click", "j", "phases", "compare", "failures"} & set(args.only):
             examples(browser, folder, args)
         if "switch" in args.only:
             large = {write_large_run(folder, rows): rows for rows in (args.rows, args.small_rows)}
@@ -469,6 +517,12 @@ def examples(browser, folder: str, args: argparse.Namespace) -> None:
             if "j" in args.only:
                 for what, times in interleaved(urls, args.clicks, lambda url, n: click_ms(browser, url, n)).items():
                     report(f"j → next datapoint drawn, {what}", times, J_TARGETS.get(name, 600))
+            if "phases" in args.only:
+                for what, url in urls.items():
+                    found: dict[str, list] = {}
+                    click_ms(browser, url, args.clicks, phases=found)
+                    print(f"j, {what}: medians from the key (n={args.clicks}): " + ", ".join(
+                        f"{name} {statistics.median(found[name]):.0f} ms" for name in PHASES))
             if "compare" in args.only:
                 for what, times in interleaved(urls, args.compares, lambda url, n: compare_ms(browser, url, n)).items():
                     report(f"Compare epochs drawn, {what}", [drawn for drawn, _ in times], 1500)

@@ -28,7 +28,8 @@ import torch
 from debuggers.base_debugger import BaseDebugger
 from debuggers.batch_split import BatchContractError, split_batch
 from debuggers.outputs import AloneOutputs, PerDatapoint, is_shared_record
-from debuggers.pages.values import UnsupportedOutputError, to_page_value
+from debuggers.pages.value_rules import UnsupportedOutputError
+from debuggers.pages.values import to_page_value
 from utils.errors import ConfigError
 
 BATCHED = "batched"

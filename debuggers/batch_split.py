@@ -24,7 +24,8 @@ import torch
 
 from debuggers.outputs import AloneOutputs, PerDatapoint, is_shared_record
 from debuggers.pages.batch_values import Rows
-from debuggers.pages.values import check_value_nodes, join_path, page_key, to_page_value
+from debuggers.pages.value_rules import join_path
+from debuggers.pages.values import check_value_nodes, page_key, to_page_value
 
 _NUMERIC_KINDS = "biufc"  # 1-d rows of these become Python numbers, as a 0-d tensor's .item() would
 

@@ -10,11 +10,9 @@ import torch.nn.functional as F
 
 from data.datasets.prompted_masks import INPUT_ERROR_KEY
 from debuggers.base_debugger import BaseDebugger
-from debuggers.outputs import KIND_ERROR, KIND_MASK, PerDatapoint
+from debuggers.outputs import IGNORED, KIND_ERROR, KIND_MASK, PerDatapoint
 from metrics.segmentation_metric import mask_overlaps, predicted_and_target
 from utils.keyed import label, model_output
-
-IGNORED = 255  # where the label map says 'not counted'
 
 
 class MaskDebugger(BaseDebugger):

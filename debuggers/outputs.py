@@ -27,6 +27,7 @@ KIND_NAN_ORIGIN = "nan_origin"
 KIND_GRADIENT_FLOW = "gradient_flow"
 KIND_CAPTURED_STATES = "captured_states"
 KIND_MASK = "mask"
+IGNORED = 255  # where a mask output's label map says 'not counted'
 # Kinds of the states inside a captured_states output (chosen from the state's name).
 KIND_EMBEDDING = "embedding"
 KIND_POSITION_ENCODING = "position_encoding"

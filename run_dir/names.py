@@ -19,6 +19,7 @@ PROFILER_TRACE_FILE = "profiler_trace.json.gz"  # torch.profiler's trace of the 
 PROFILER_SUMMARY_FILE = "profiler_summary.json"  # the ops that took the most time in those steps
 MODEL_REPORT_FILE = "model_report.json"
 DATAPOINTS_DIR = "datapoints"  # each validation datapoint's inputs, labels and meta info, for the viewer
+ITEM_KEYS = ("inputs", "labels", "meta_info")  # the parts of a datapoint captured there
 EVALUATION_SCORES_FILE = "evaluation_scores.json"  # an evaluator's scores, in the run folder itself
 TAGS_FILE = "tags.json"  # the names people give datapoints in the viewer, by idx (``tags_file``)
 TAGS_LOCK_FILE = ".tags.lock"  # held while a viewer changes the tags; hidden, like the run's own lock

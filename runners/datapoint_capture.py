@@ -40,11 +40,11 @@ from debuggers.pages.index import read_index
 from debuggers.pages.values import UnsupportedOutputError, to_page_value
 from debuggers.pages.watchdog import DEFAULT_STALL_TIMEOUT_S
 from debuggers.pages.writer import PageWriter
+from run_dir.names import ITEM_KEYS
 from utils.folder_glob import glob_in
 from utils.ops import idx_list
 from utils.settings import POSITIVE_NUMBER, Settings, setting
 
-ITEM_KEYS = ("inputs", "labels", "meta_info")
 PAGE_SIZE_BYTES = 8 * 2**20
 MAX_REPR_CHARS = 200
 

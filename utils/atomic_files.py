@@ -14,8 +14,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
 TEMP_MARKER = ".tmp-"
 
 
@@ -71,6 +69,8 @@ def atomic_write_json(path: str, obj: Any, indent: int | None = 2) -> None:
 
 
 def atomic_torch_save(obj: Any, path: str) -> None:
+    import torch  # here, not at the top: readers of run folders (the viewer, the export) never import torch
+
     atomic_write(path, lambda temp: torch.save(obj, temp))
 
 

@@ -38,7 +38,8 @@ from debuggers.pages.index import read_index, write_index
 from debuggers.pages.legacy import LEGACY_INDEX_VERSION
 from debuggers.pages.pickle_pages import page_kind, pickle_page_paths, pickle_pages_error, read_pickle_page
 from debuggers.pages.reader import CONVERTING
-from debuggers.pages.values import UnsupportedOutputError, to_page_value
+from debuggers.pages.value_rules import UnsupportedOutputError
+from debuggers.pages.values import to_page_value
 from debuggers.pages.writer import PageWriter, WriterThreadError
 from run_dir.run_files import open_regular
 from utils.folder_glob import glob_in

@@ -27,7 +27,7 @@ A header is bounded (``MAX_HEADER_BYTES``, ``MAX_HEADER_NODES``): its JSON is pa
 of many tiny values (``[[],[],...]``) cost the reader 37 times its size in memory and seconds per MB. The
 encoder refuses a record whose header would pass either bound (``HeaderTooLargeError``), so the reader, which
 refuses them too, never meets one Lantern wrote; one output is bounded earlier, as it is converted
-(``debuggers.pages.values.MAX_OUTPUT_NODES``).
+(``debuggers.pages.value_rules.MAX_OUTPUT_NODES``).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from debuggers.pages.batch_values import Rows
-from debuggers.pages.values import MAX_OUTPUT_NODES, UnsupportedOutputError
+from debuggers.pages.value_rules import MAX_OUTPUT_NODES, UnsupportedOutputError
 
 _FROMBUFFER = b"cnumpy._core.numeric\n_frombuffer\n"
 _DTYPE = b"cnumpy\ndtype\n"

@@ -96,7 +96,7 @@ from debuggers.pages.encoding import (
 )
 from debuggers.pages.errors import CorruptPageError, DebugDataError, PageWriteError, UnsafePageError
 from debuggers.pages.legacy import load_legacy_page
-from debuggers.pages.values import MAX_DEPTH
+from debuggers.pages.value_rules import MAX_DEPTH
 from run_dir.run_files import open_regular
 from utils.atomic_files import TEMP_MARKER, temporary_path
 

@@ -26,7 +26,7 @@ from numpy._core.multiarray import _reconstruct, scalar
 from numpy._core.numeric import _frombuffer
 
 from debuggers.pages.errors import CorruptPageError, UnsafePageError
-from debuggers.pages.values import LEAF_TYPES, MAX_DEPTH, join_path
+from debuggers.pages.value_rules import LEAF_TYPES, MAX_DEPTH, join_path
 
 LEGACY_INDEX_VERSION = 1
 

@@ -24,13 +24,11 @@ import numpy as np
 import torch
 
 from debuggers.pages.batch_values import Rows
+from debuggers.pages.value_rules import LEAF_TYPES, MAX_DEPTH, MAX_OUTPUT_NODES, UnsupportedOutputError, join_path
 
-MAX_DEPTH = 64  # deeper outputs are almost certainly reference cycles
-MAX_OUTPUT_NODES = 2**16  # JSON values and containers one output's part of a record header may list
 SMALL_VALUE_BYTES = 16  # what a number or an empty container is counted as
 _WIDENED = {torch.bfloat16: torch.float32, torch.complex32: torch.complex64}
 _NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
-LEAF_TYPES = (str, bytes, int, float, bool, complex, type(None))
 # Subclasses (IntEnum, StrEnum, ...) are stored as their exact base type: a page holds data, not classes.
 _EXACT: dict[type, Callable[[Any], Any]] = {
     bool: bool, int: int.__int__, float: float.__float__, complex: lambda z: complex(z.real, z.imag),
@@ -42,19 +40,8 @@ _SUPPORTED = ("tensors, NumPy arrays, numbers, strings, bytes, None, or dicts (s
 _VIEW_SLACK_BYTES = 64 * 1024
 
 
-class UnsupportedOutputError(TypeError):
-    """A debugger returned something a page cannot hold."""
-
-
 def _unsupported(path: str, what: str, fix: str) -> UnsupportedOutputError:
     return UnsupportedOutputError(f"debug output at '{path or '<root>'}' {what}; {fix}")
-
-
-def join_path(path: str, key: str | int) -> str:
-    """``'stats.hist'`` / ``'stats[2]'``: where a value sits inside an output, for error messages."""
-    if isinstance(key, str):
-        return f"{path}.{key}" if path else key
-    return f"{path}[{key}]"
 
 
 def target_dtype(dtype: torch.dtype) -> torch.dtype:

@@ -40,7 +40,8 @@ from debuggers.pages.encoding import MAX_HEADER_NODES
 from debuggers.pages.errors import PageWriteError
 from debuggers.pages.file_format import PageFile, index_file_name, is_own_file, locations_file_name, page_file_name
 from debuggers.pages.index import INDEX_VERSION, LocationsFile, sort_locations, write_index
-from debuggers.pages.values import UnsupportedOutputError, held_storage, to_page_value
+from debuggers.pages.value_rules import UnsupportedOutputError
+from debuggers.pages.values import held_storage, to_page_value
 
 _POLL_S = 0.5
 _JOIN_TIMEOUT_S = 10.0

@@ -46,7 +46,8 @@ from debuggers.pages.encoding import MAX_HEADER_NODES
 from debuggers.pages.file_format import INDEX_GLOB, LOCATIONS_GLOB, PAGE_GLOB
 from debuggers.pages.host_copies import to_host
 from debuggers.pages.keep_policy import build_capture_policy
-from debuggers.pages.values import UnsupportedOutputError, to_page_value, value_nodes
+from debuggers.pages.value_rules import UnsupportedOutputError
+from debuggers.pages.values import to_page_value, value_nodes
 from debuggers.pages.watchdog import DEFAULT_STALL_TIMEOUT_S, StallWatchdog
 from debuggers.pages.writer import PageWriter
 from debuggers.summaries import DebuggerSummaries

@@ -20,7 +20,7 @@ from runners.eval_viewer.controls.ids import EPOCH_SELECT, RUN_SELECT
 from runners.eval_viewer.datapoint.ids import TAB_DATAPOINT
 from runners.eval_viewer.failures.ids import FAILURES_FILTER_NOTE, FAILURES_PANEL, TAB_FAILURES
 from runners.eval_viewer.shared.ids import TABS
-from runners.eval_viewer.table.ids import TABLE_CAPTION, TABLE_CLEAR_FILTERS, TABLE_IDX_FILTER
+from runners.eval_viewer.table.ids import TABLE_CAPTION, TABLE_CLEAR_FILTERS, TABLE_IDX_FILTER, WRONG_ONLY
 from tests.e2e.conftest import SLOW_WAIT_MS, expect, serve_viewer
 from tests.e2e.viewer_page import column, pick, wait_caption, wait_settled
 from tests.reliability.crafted_index import damage_debug_files
@@ -68,8 +68,9 @@ def slice_buttons(page):
     return page.locator(f"""#{FAILURES_PANEL} [id*='"index":"slice-']""")
 
 
-def narrow_to_first_slice(page) -> int:
-    """Show the Failures tab and click its first slice; the slice's size."""
+def narrow_to_first_slice(page, caption: str = "") -> int:
+    """Show the Failures tab and click its first slice; the slice's size. ``caption``: what the table's caption then
+    holds (default: the slice's size of the epoch's datapoints)."""
     page.click(f"#{TAB_FAILURES}")
     first = slice_buttons(page).first
     counted = re.compile(r"(\d[\d,]*)\s+datapoints")
@@ -79,7 +80,7 @@ def narrow_to_first_slice(page) -> int:
     assert found, f"the first finding's button says {text!r}, with no count of datapoints"
     size = int(found.group(1).replace(",", ""))
     first.click()
-    wait_caption(page, f"{size} of")
+    wait_caption(page, caption or f"{size} of")
     assert "narrowed" in page.locator(f"#{TABLE_CAPTION}").inner_text()
     return size
 
@@ -168,7 +169,24 @@ def test_a_narrowing_stays_when_the_training_run_writes_a_new_epoch(runs, unfini
     assert page.locator(f"#{TABLE_CAPTION}").inner_text() == narrowed
     note = page.locator(f"#{FAILURES_FILTER_NOTE}").inner_text()
     assert f"Table filtered to {size} datapoints" in note
-    assert "its own filters (wrong only, a typed filter) apply too: its caption says how many it shows" in note
+
+
+def test_the_note_of_a_finding_gives_the_rows_the_table_shows(runs, viewer_url, new_page):
+    """With wrong only on, the table shows the finding's failures alone: the note's count is the caption's, the
+    finding's own beside it, never the finding's count as if the table showed it all."""
+    page = open_run(new_page, viewer_url, runs[0])
+    page.locator(f"#{WRONG_ONLY} input").check()
+    wait_caption(page, " of ")
+    size = narrow_to_first_slice(page, "datapoints) (wrong only)")
+    shown = int(re.search(r"(\d+) of", page.locator(f"#{TABLE_CAPTION}").inner_text()).group(1))
+    assert shown < size, "the planted run's first slice holds passing datapoints: wrong only must hide some"
+    note = page.locator(f"#{FAILURES_FILTER_NOTE}")
+    expect(note).to_contain_text(f"Table filtered to {shown} datapoints")
+    assert f"{size} in the finding" in note.inner_text()
+    page.locator(f"#{WRONG_ONLY} input").uncheck()  # the note follows the table's own filters
+    wait_caption(page, f"{size} of")
+    expect(note).to_contain_text(f"Table filtered to {size} datapoints")
+    assert "in the finding" not in note.inner_text()
 
 
 def held_finding_answer(page) -> list:

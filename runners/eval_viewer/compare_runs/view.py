@@ -16,7 +16,7 @@ import dash_bootstrap_components as dbc
 import numpy as np
 from dash import dcc, html
 
-from runners.datapoint_capture import ITEM_KEYS
+from run_dir.names import ITEM_KEYS
 from runners.eval_viewer.compare_epochs.display_compare import compare_column, display_compare
 from runners.eval_viewer.compare_runs.data import RIGHT_TO_WRONG, WRONG_TO_RIGHT, RunDiff, Side, diffs_of, sides_of
 from runners.eval_viewer.compare_runs.ids import (

@@ -16,15 +16,10 @@ from dash import html
 from debuggers.outputs import KIND_ERROR, KIND_NOT_RUN
 from runners.eval_viewer.figures.attention import attention_across_layers_figures
 from runners.eval_viewer.figures.base import SHARED, is_picture, is_shared
+from runners.eval_viewer.figures.components import lazy_graph, picture_component, table_component
 from runners.eval_viewer.figures.context import NO_CONTEXT, DrawContext
-from runners.eval_viewer.figures.pictures import picture_component
 from runners.eval_viewer.figures.registry import output_figures
-from runners.eval_viewer.figures.values import (
-    is_table,
-    lazy_graph,
-    table_component,
-    value_summary,
-)
+from runners.eval_viewer.figures.values import is_table, value_summary
 from runners.eval_viewer.shared.elements import alert, card
 
 

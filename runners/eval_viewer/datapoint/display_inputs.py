@@ -7,7 +7,8 @@ from typing import Any
 
 from dash import html
 
-from runners.eval_viewer.figures.values import POINT_NAMES, as_image, points_text, prompt_points, value_component
+from runners.eval_viewer.figures.components import value_component
+from runners.eval_viewer.figures.values import POINT_NAMES, as_image, points_text, prompt_points
 
 
 def display_inputs(inputs: dict[str, Any]) -> html.Div:

@@ -8,8 +8,10 @@ from typing import Any, Optional
 import numpy as np
 from dash import html
 
-from runners.eval_viewer.figures.values import array_or_none, value_component
+from runners.eval_viewer.figures.components import value_component
+from runners.eval_viewer.figures.values import array_or_none
 from runners.eval_viewer.shared.elements import badge
+from runners.eval_viewer.shared.table import class_text
 
 
 def display_labels(labels: dict[str, Any], label_class: Optional[tuple[int, str]] = None) -> html.Div:
@@ -23,12 +25,6 @@ def display_labels(labels: dict[str, Any], label_class: Optional[tuple[int, str]
         else:
             rows.append(value_component(name, value))
     return html.Div(rows, className="value-list")
-
-
-def class_text(class_id: Any, class_names: Optional[dict[int, str]]) -> str:
-    """``'ring (4)'`` where the epoch table names class 4, else ``'4'``, as the table shows classes."""
-    name = (class_names or {}).get(int(class_id))
-    return f"{name} ({int(class_id)})" if name is not None else str(int(class_id))
 
 
 def class_badges(datapoint: dict[str, Any]) -> list[html.Span]:

@@ -6,7 +6,7 @@ from typing import Any
 
 from dash import html
 
-from runners.eval_viewer.figures.values import key_value_table
+from runners.eval_viewer.figures.components import key_value_table
 
 
 def display_meta_info(meta_info: dict[str, Any]) -> html.Div:

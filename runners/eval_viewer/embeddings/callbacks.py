@@ -32,6 +32,7 @@ from runners.eval_viewer.embeddings.ids import (
     EMBEDDING_NEIGHBOURS,
     EMBEDDING_NOTE,
     EMBEDDING_OPEN,
+    EMBEDDING_OPEN_IDX,
     EMBEDDING_POLL,
     EMBEDDING_SELECTION,
     EMBEDDING_SELECTION_NOTE,
@@ -46,6 +47,7 @@ from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.browser_input import BadRequest, datapoint_idx
 from runners.eval_viewer.shared.feature import Feature, Tab
 from runners.eval_viewer.shared.ids import SELECTED, SELECTED_ROW, TABS
+from runners.eval_viewer.shared.pending import while_shown_script
 from runners.eval_viewer.shared.table import TABLE_ERRORS
 from runners.eval_viewer.table.ids import TABLE_IDX_FILTER
 from runners.eval_viewer.tags.ids import TAGS_CHANGED
@@ -123,11 +125,16 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                 content.colour, content.shown, open_datapoint(backend, run_path, epoch_key, idx),
                 no_update if kept else [], no_update if kept else None)
 
+    # The open idx passed on only while the tab is shown: a datapoint opened on another tab (``j``) sends nothing
+    # here (showing the tab draws the map with it marked).
+    app.clientside_callback(while_shown_script(TAB_EMBEDDINGS), Output(EMBEDDING_OPEN_IDX, "data"),
+                            Input(SELECTED, "data"), State(TABS, "value"), prevent_initial_call=True)
+
     @app.callback(Output(EMBEDDING_MAP, "figure", allow_duplicate=True), Output(EMBEDDING_OPEN, "children",
                                                                                allow_duplicate=True),
-                  Input(SELECTED, "data"), Input(EMBEDDING_NEAR, "data"), State(TABS, "value"),
-                  State(EMBEDDING_SHOWN, "data"), prevent_initial_call=True)
-    def mark(selected: Any, near: Optional[dict], tab: Optional[str], shown: Optional[dict]) -> tuple:
+                  Input(EMBEDDING_OPEN_IDX, "data"), Input(EMBEDDING_NEAR, "data"), State(SELECTED, "data"),
+                  State(TABS, "value"), State(EMBEDDING_SHOWN, "data"), prevent_initial_call=True)
+    def mark(_: Any, near: Optional[dict], selected: Any, tab: Optional[str], shown: Optional[dict]) -> tuple:
         """The open datapoint (a star) and the neighbours listed (rings) marked on the map drawn."""
         found = _shown_map(backend, shown) if tab == TAB_EMBEDDINGS else None
         if found is None:

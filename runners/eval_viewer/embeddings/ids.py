@@ -1,6 +1,6 @@
 """Ids of the Embeddings tab, and what the browser sends them."""
 
-from runners.eval_viewer.shared.sends import Sends, list_of, record, text, whole
+from runners.eval_viewer.shared.sends import Sends, anything, list_of, record, text, whole
 
 TAB_EMBEDDINGS = "tab-embeddings"
 EMBEDDING_SPACE = "embedding-space"  # the feature space mapped (its key: 'debugger:<name>', 'summaries', ...)
@@ -12,6 +12,7 @@ EMBEDDING_SHOWN = "embedding-shown"  # {run, epoch, space, colour, marks}: what 
 EMBEDDING_SELECTION = "embedding-selection"  # {run, epoch, space, shape}: a box or lasso drawn on the map
 EMBEDDING_SELECTION_NOTE = "embedding-selection-note"
 EMBEDDING_OPEN = "embedding-open"  # the open datapoint, with "More like this"
+EMBEDDING_OPEN_IDX = "embedding-open-idx"  # {idx}: the open idx, written only when it changes while the tab is shown
 EMBEDDING_MORE = "embedding-more"  # button: the open datapoint's nearest neighbours
 EMBEDDING_NEAR = "embedding-near"  # {of, idx}: the datapoint whose neighbours are listed, and theirs
 EMBEDDING_NEIGHBOURS = "embedding-neighbours"  # the list
@@ -23,4 +24,5 @@ SENDS: Sends = {
     (EMBEDDING_SHOWN, "data"): record(run=text, epoch=text, space=text, colour=text, marks=whole),
     (EMBEDDING_SELECTION, "data"): record(run=text, epoch=text, space=text, shape=text),
     (EMBEDDING_NEAR, "data"): record(of=whole, idx=list_of(whole)),
+    (EMBEDDING_OPEN_IDX, "data"): anything,  # {idx}: ``browser_input.datapoint_idx``
 }

@@ -12,7 +12,6 @@ from dash import dcc, html
 
 from analysis.feature_spaces import Space
 from runners.embeddings import describe
-from runners.eval_viewer.datapoint.display_labels import class_text
 from runners.eval_viewer.embeddings.colours import FAILURE, colour_options, colouring
 from runners.eval_viewer.embeddings.data import MAP_ERRORS, MAP_JOBS, PREFIX, chosen_space, parse_shape
 from runners.eval_viewer.embeddings.figures import MARK_TRACES, map_figure, mark_points
@@ -25,6 +24,7 @@ from runners.eval_viewer.embeddings.ids import (
     EMBEDDING_NEIGHBOURS,
     EMBEDDING_NOTE,
     EMBEDDING_OPEN,
+    EMBEDDING_OPEN_IDX,
     EMBEDDING_POLL,
     EMBEDDING_SELECTION,
     EMBEDDING_SELECTION_NOTE,
@@ -39,7 +39,7 @@ from runners.eval_viewer.pictures.view import picture_address
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.first_view import FirstView
 from runners.eval_viewer.shared.runs import Epoch
-from runners.eval_viewer.shared.table import TABLE_ERRORS
+from runners.eval_viewer.shared.table import TABLE_ERRORS, class_text
 
 NO_EPOCH = "Choose a run and an epoch to map its datapoints."
 NO_SPACE = ("This epoch has no feature space to map: capture a layer's output (LayerOutputDebugger, or a debugger "
@@ -84,7 +84,7 @@ def embeddings_tab(backend: ViewerBackend, first: FirstView) -> dcc.Tab:
         html.Div(id=EMBEDDING_NEIGHBOURS),
         dcc.Interval(id=EMBEDDING_POLL, interval=POLL_MS, disabled=not content.computing),
         dcc.Store(id=EMBEDDING_SHOWN, **({"data": content.shown} if content.shown else {})),
-        dcc.Store(id=EMBEDDING_SELECTION), dcc.Store(id=EMBEDDING_NEAR),
+        dcc.Store(id=EMBEDDING_SELECTION), dcc.Store(id=EMBEDDING_NEAR), dcc.Store(id=EMBEDDING_OPEN_IDX),
     ], className="tab-body"))
 
 

@@ -11,13 +11,12 @@ from typing import Any, Optional
 
 from dash import Dash, Input, Output, State, dcc, no_update
 
-from runners.eval_viewer.datapoint.display_labels import class_text
 from runners.eval_viewer.export.ids import EXPORT_BUTTON, EXPORT_DOWNLOAD, SENDS
 from runners.eval_viewer.export.report import Selection, export_report
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.browser_input import BadRequest, Paging, paging
 from runners.eval_viewer.shared.feature import Feature
-from runners.eval_viewer.shared.table import TABLE_ERRORS
+from runners.eval_viewer.shared.table import TABLE_ERRORS, class_text
 from runners.eval_viewer.table.data import table_of, table_rows, where_of
 from runners.eval_viewer.table.filter_text import LABEL_COLUMNS
 from runners.eval_viewer.table.ids import TABLE, TABLE_CAPTION, TABLE_QUERY

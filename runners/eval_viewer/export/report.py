@@ -35,7 +35,6 @@ from debuggers.pages.file_format import CorruptPageError, UnsafePageError
 from run_dir import RunDir
 from run_dir.names import DEBUGGER_DIR, MODEL_REPORT_FILE
 from run_dir.tags_file import TagsFileError
-from runners.eval_viewer.datapoint.display_labels import class_text
 from runners.eval_viewer.figures.attention import attention_across_layers_figures
 from runners.eval_viewer.figures.base import SHARED, is_picture, is_shared
 from runners.eval_viewer.figures.context import NO_CONTEXT, Calibration, DrawContext
@@ -50,7 +49,7 @@ from runners.eval_viewer.shared.datapoint import load_item
 from runners.eval_viewer.shared.debug import EpochDebug, EpochDebugError, open_epoch_debug
 from runners.eval_viewer.shared.plotly_bundle import plotly_js
 from runners.eval_viewer.shared.runs import read_model_report
-from runners.eval_viewer.shared.table import HIDDEN_COLUMNS, TABLE_ERRORS
+from runners.eval_viewer.shared.table import HIDDEN_COLUMNS, TABLE_ERRORS, class_text
 from runners.eval_viewer.tags.data import TAGS_COLUMN, RunTags, run_tags
 from utils.atomic_files import atomic_write
 from utils.errors import LanternUserError

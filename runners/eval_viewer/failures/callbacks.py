@@ -41,7 +41,7 @@ from runners.eval_viewer.failures.view import failures_tab, findings_content
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.feature import Feature, Tab
 from runners.eval_viewer.shared.ids import SELECTED, TABS
-from runners.eval_viewer.table.ids import TABLE_CLEAR_FILTERS, TABLE_IDX_FILTER
+from runners.eval_viewer.table.ids import TABLE_CLEAR_FILTERS, TABLE_IDX_FILTER, TABLE_QUERY, TABLE_ROWS
 
 READING = "Reading the epoch's findings…"  # the panel, from a switch of run or epoch to the server's answer
 _END_NARROWING = """function(run, epoch, _clear, narrowed) {
@@ -50,6 +50,21 @@ _END_NARROWING = """function(run, epoch, _clear, narrowed) {
     const ends = narrowed && (trigger.startsWith('CLEAR.') || narrowed.run !== run || narrowed.epoch !== epoch);
     return ends ? [null, ''] : [none, none];
 }""".replace("CLEAR", TABLE_CLEAR_FILTERS)
+
+
+# The table answered under a finding's narrowing (its query holds the narrowing's idx): the note gives the rows it
+# shows, which its own filters (wrong only, a typed filter) may make fewer than the finding's datapoints, and follows
+# them.
+_SHOWN_NOTE = """function(answer, narrowed, query) {
+    const none = window.dash_clientside.no_update;
+    if (!answer || !narrowed || !Array.isArray(narrowed.idx) || !query || query.run !== narrowed.run
+        || query.epoch !== narrowed.epoch || JSON.stringify(query.idx || null) !== JSON.stringify(narrowed.idx)) {
+        return none;
+    }
+    const shown = answer.rowCount, all = narrowed.idx.length;
+    return `Table filtered to ${shown} datapoints: ${narrowed.what}` + (shown < all ? ` (${all} in the finding: `
+        + `the table's own filters, wrong only or a typed filter, hide ${all - shown})` : '');
+}"""
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
@@ -99,8 +114,11 @@ def _narrow_the_table(app: Dash, backend: ViewerBackend) -> None:
             return no_update, no_update
         idx, what = chosen
         return (narrowing(run_path, epoch_key, idx, finding_key(trigger, separator, cell), what),
-                f"Table filtered to {len(idx)} datapoints: {what}; its own filters (wrong only, a typed filter) "
-                "apply too: its caption says how many it shows")
+                f"Filtering the table to the {len(idx)} datapoints of: {what}…")
+
+    app.clientside_callback(_SHOWN_NOTE, Output(FAILURES_FILTER_NOTE, "children", allow_duplicate=True),
+                            Input(TABLE_ROWS, "data"), State(TABLE_IDX_FILTER, "data"), State(TABLE_QUERY, "data"),
+                            prevent_initial_call=True)
 
     app.clientside_callback(  # a narrowing is of the run and epoch it was found in: it ends when either differs
         # (a refresh tick re-sending the same epoch is no switch; a late answer for the run just left is dropped as

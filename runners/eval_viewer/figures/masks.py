@@ -13,7 +13,7 @@ from typing import Any, Optional
 import numpy as np
 import plotly.graph_objects as go
 
-from debuggers.mask_debugger import IGNORED
+from debuggers.outputs import IGNORED
 from runners.eval_viewer.figures.base import (
     AXIS_TITLES,
     VIRIDIS,

@@ -21,7 +21,7 @@ import PIL.Image
 import plotly.graph_objects as go
 
 from debuggers import outputs as kinds
-from debuggers.mask_debugger import IGNORED
+from debuggers.outputs import IGNORED
 from runners.eval_viewer.figures.attention import patch_attention
 from runners.eval_viewer.figures.base import display_image
 from runners.eval_viewer.figures.marks import FALSE_NEGATIVE, FALSE_POSITIVE, Layer, marked

@@ -25,10 +25,8 @@ from typing import Any, Optional
 import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
-from dash import html
 
 from runners.eval_viewer.figures.base import colour_unit, png_data_uri
-from runners.eval_viewer.figures.values import FIGURE_TITLE
 
 WIDTH = 480  # SVG units the maps span; the page scales the picture to its column
 PANEL = 240  # width of one panel (a Grad-CAM) in SVG units
@@ -38,16 +36,6 @@ BAR = 84  # room on the right for the colour bar, its labels and its title (the 
 BAR_BELOW = 40  # room under the maps for a colour bar laid under them (a narrow column): bar, labels, unit
 BOTTOM = 6  # room below the maps for the colour bar's lowest label
 NARROW_TEXT = 9  # the size of a narrow picture's bar labels and unit
-
-
-def picture_component(figure: go.Figure, class_name: str) -> html.Figure:
-    """A picture figure (``is_picture``) as one image: a mosaic of maps (``layout.meta['tiles']``) or panels of a
-    heatmap over an image, with one colour bar; its colour range on hover."""
-    source, span = picture_source(figure)
-    title = str(figure.layout.title.text or "")
-    image = html.Img(src=source, alt=title, title=span, className="picture")
-    return html.Figure([html.Figcaption(title, className="figure-title", style=FIGURE_TITLE), image],
-                       className=f"{class_name} picture-figure")
 
 
 def picture_source(figure: go.Figure) -> tuple[str, str]:

@@ -14,7 +14,6 @@ from typing import Any, Optional
 import dash_bootstrap_components as dbc
 from dash import dcc, html
 
-from runners.eval_viewer.datapoint.display_labels import class_text
 from runners.eval_viewer.figures.overlays import ERRORS_NAME, default_overlay
 from runners.eval_viewer.gallery.ids import (
     GALLERY_CAPTION,
@@ -32,7 +31,7 @@ from runners.eval_viewer.pictures.view import picture_address
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.browser_input import BadRequest, Paging, paging
 from runners.eval_viewer.shared.first_view import FirstView
-from runners.eval_viewer.shared.table import HIDDEN_COLUMNS, TABLE_ERRORS
+from runners.eval_viewer.shared.table import HIDDEN_COLUMNS, TABLE_ERRORS, class_text
 from runners.eval_viewer.table.data import table_of, table_rows
 from runners.eval_viewer.table.view import filter_model
 

@@ -13,7 +13,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from analysis.failures import Findings
+from analysis.findings import Findings
 from debuggers.pages.errors import DebugDataError
 from run_dir.errors import RunFileError
 from run_dir.findings_file import read_findings_file

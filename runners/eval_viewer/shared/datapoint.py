@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from debuggers.pages.file_format import CorruptPageError, UnsafePageError
-from runners.datapoint_capture import ITEM_KEYS
+from run_dir.names import ITEM_KEYS
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.datasets import DatasetUnavailable, not_captured
 from runners.eval_viewer.shared.runs import Epoch, Run

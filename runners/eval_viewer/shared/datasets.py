@@ -18,7 +18,6 @@ from run_dir.run_files import lies_inside
 from runners.config_file import load_config
 from runners.eval_viewer.shared.debug import EpochDebug
 from runners.eval_viewer.shared.runs import Run
-from utils.builders import build_from_config
 
 OPT_IN = ("To rebuild them from the config file the run names, restart with --trust-configs: that imports and "
           "runs the file, so only do it for runs you trust")
@@ -34,6 +33,8 @@ def dataset_key(run: Run) -> str:
 
 def build_run_dataset(run: Run, log_dirs: list[str]) -> Any:
     """The dataset the run's scores refer to, built from the run's config file."""
+    from utils.builders import build_from_config  # torch: imported only where a dataset is rebuilt (trusted configs)
+
     path = _checked_config_path(run, log_dirs)
     key = dataset_key(run)
     try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 
-from analysis.failures import analyze
 from analysis.findings import Findings, load_findings
 from run_dir.errors import RunFileError
 from run_dir.names import EPOCH_TABLE_FILE, FINDINGS_FILE
@@ -30,6 +29,8 @@ def epoch_findings(epoch_dir: str) -> Findings:
             return stored
         if os.path.lexists(os.path.join(epoch_dir, FINDINGS_FILE)) and why.startswith("none"):
             why = f"its stored {FINDINGS_FILE} is of an earlier version of the epoch's table, debug outputs or Lantern"
+    from analysis.failures import analyze  # scikit-learn and the rest of the analysis: imported only to compute
+
     findings = analyze(epoch_dir)
     findings.notes.insert(0, f"These findings were computed now: {why}.")
     return findings

@@ -52,6 +52,12 @@ def class_names(table: Table) -> dict[int, str]:
     return {int(i): str(name) for i, name in names.items() if _class_id(i) and name is not None}
 
 
+def class_text(class_id: Any, class_names: Optional[dict[int, str]]) -> str:
+    """``'ring (4)'`` where the epoch table names class 4, else ``'4'``, as the table shows classes."""
+    name = (class_names or {}).get(int(class_id))
+    return f"{name} ({int(class_id)})" if name is not None else str(int(class_id))
+
+
 def _class_id(value: Any) -> bool:
     """Whether a label or prediction value is a class id: a whole number (a float column holds NaN where a
     datapoint has none, which ``int`` refuses)."""

@@ -7,6 +7,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from urllib.parse import unquote
 
 import numpy as np
@@ -30,7 +32,7 @@ from runners.eval_viewer.figures.context import DrawContext
 from runners.eval_viewer.shared.plotly_bundle import plotly_js
 from runners.trainers import BaseTrainer
 from tests.debuggers.library import capture_epoch, entry
-from tests.runs import write_config
+from tests.runs import REPO_ROOT, write_config
 
 DEBUGGERS = """
 from debuggers.feature_map_debugger import FeatureMapDebugger
@@ -182,3 +184,27 @@ def test_attention_axes_are_labelled_by_the_datapoints_tokens_as_in_the_viewer()
     plain = [item for item in datapoint_items({"att": output}) if isinstance(item, go.Figure)]
     assert list(named[0].layout.xaxis.ticktext[:3]) == tokens and named[0].layout.xaxis.title.text == "key token"
     assert plain[0].layout.xaxis.title.text == "key (token index)"
+
+
+# The export command, as a user runs it, in a process of its own: the modules it imported when it is done.
+_IMPORTED_BY_THE_EXPORT = """import runpy, sys
+sys.argv = ["export", *sys.argv[1:]]
+try:
+    runpy.run_module("runners.eval_viewer.export", run_name="__main__")
+except SystemExit as done:
+    assert not done.code, done.code
+print(" ".join(sorted({name.split(".")[0] for name in sys.modules})))
+"""
+
+
+def test_the_export_command_imports_no_torch_scikit_learn_or_dash(run_dir, tmp_path):
+    """Its start-up was most of its time (torch, scikit-learn and Dash took 4-5 s of a 6 s report): what reads and
+    draws a run imports none of them, so a module-level import that brings one back fails here."""
+    out = tmp_path / "report.html"
+    done = subprocess.run([sys.executable, "-c", _IMPORTED_BY_THE_EXPORT, "--run", run_dir, "--out", str(out),
+                           "--idx", "0", "1"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    imported = set(done.stdout.split())
+    assert out.stat().st_size > 0 and "plotly" in imported and "runners" in imported
+    heavy = imported & {"torch", "sklearn", "dash", "scipy", "flask"}
+    assert not heavy, f"the export imported {sorted(heavy)}"

@@ -41,11 +41,11 @@ from runners.eval_viewer.figures.base import (
     table_height,
 )
 from runners.eval_viewer.figures.compare import aligned_channels, compare_figures
+from runners.eval_viewer.figures.components import image_component, key_value_table, picture_component
 from runners.eval_viewer.figures.context import DrawContext
 from runners.eval_viewer.figures.gradients import log_ticks
-from runners.eval_viewer.figures.pictures import picture_component
 from runners.eval_viewer.figures.registry import output_figures
-from runners.eval_viewer.figures.values import as_image, image_component, key_value_table
+from runners.eval_viewer.figures.values import as_image
 from runners.eval_viewer.scores.data import history_data
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.datapoint import load_datapoint
