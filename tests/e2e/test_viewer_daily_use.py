@@ -26,6 +26,7 @@ from runners.eval_viewer.table.ids import NAVIGATION_NOTE, PREV_BUTTON, TABLE, T
 from runners.trainers import BaseTrainer
 from tests.e2e.conftest import DEBUGGER, expect, serve_viewer
 from tests.e2e.viewer_page import (
+    CUT_TEXT,
     column,
     compare_first_row,
     debug_figures,
@@ -231,10 +232,6 @@ def test_compare_epochs_names_the_datapoint_that_j_reached(viewer_url, new_page)
     order = compare_first_row(page, "epoch 1: 12 datapoints")
     page.keyboard.press("j")
     wait_title(page, COMPARE_EPOCHS_PANEL, f"datapoint {order[1]} · logs/small")
-
-
-CUT_TEXT = """selector => [...document.querySelectorAll(selector)]
-    .filter(element => element.scrollWidth > element.clientWidth).map(element => element.innerText)"""
 
 
 def test_the_metric_header_and_the_class_names_are_not_cut(viewer_url, new_page):

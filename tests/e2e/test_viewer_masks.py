@@ -24,10 +24,11 @@ from runners.eval_viewer.datapoint.ids import DATAPOINT_PANEL
 from runners.eval_viewer.export.report import export_report
 from runners.eval_viewer.figures.marks import FALSE_NEGATIVE, FALSE_POSITIVE, MARK_PX, RING
 from runners.eval_viewer.gallery.ids import GALLERY_CAPTION, GALLERY_TILES, TAB_GALLERY
+from runners.eval_viewer.table.ids import TABLE
 from runners.trainers import BaseTrainer
 from tests.configs.test_segmentation_examples import ScenesWithBrokenOnes
 from tests.e2e.conftest import expect
-from tests.e2e.viewer_page import column, open_row, wait_caption, wait_title
+from tests.e2e.viewer_page import CUT_TEXT, FITS_LONGEST_NUMBER, column, open_row, wait_caption, wait_title
 from tests.runs import REPO_ROOT, one_thread
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -117,6 +118,9 @@ def test_the_run_opens_in_its_failure_order_and_compare_epochs_says_which_epochs
     values = EpochTable(str(logs / "run" / "epoch_1" / "epoch_table.parquet")).values(["idx", "iou"])
     scored = sorted((iou, idx) for idx, iou in zip(values["idx"], values["iou"]) if iou == iou)
     assert scored and column(page, "idx")[:len(scored)] == [str(idx) for _, idx in scored]
+    iou_cells = f"#{TABLE} .ag-center-cols-container .ag-cell[col-id='iou']"  # was cut to "0.00…"
+    assert page.locator(iou_cells).count() >= len(scored) and page.evaluate(CUT_TEXT, iou_cells) == []
+    assert page.evaluate(FITS_LONGEST_NUMBER, iou_cells)
 
     idx = open_row(page, 0)
     page.click(f"#{TAB_COMPARE_EPOCHS}")

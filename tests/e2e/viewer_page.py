@@ -167,3 +167,18 @@ def reload_noting_asked(page) -> list[str]:
     page.on("request", note)
     page.reload()
     return asked
+
+
+# The texts of the elements matching a selector that their box cuts (shown with "…"): a test asserts none.
+CUT_TEXT = """selector => [...document.querySelectorAll(selector)]
+    .filter(element => element.scrollWidth > element.clientWidth).map(element => element.innerText)"""
+
+# Whether the first element matching a selector is wide enough for the longest number the table's float columns
+# write ('.4~g' writes -0.0001234 as "−0.0001234"), in its own font and padding.
+FITS_LONGEST_NUMBER = """selector => {
+    const cell = document.querySelector(selector), style = getComputedStyle(cell);
+    const context = document.createElement('canvas').getContext('2d');
+    context.font = style.font;
+    const padding = parseFloat(style.paddingLeft) + parseFloat(style.paddingRight);
+    return cell.clientWidth >= context.measureText('\u22120.0001234').width + padding;
+}"""

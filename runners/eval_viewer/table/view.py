@@ -119,6 +119,7 @@ def pinned_and_hidden(columns: list[dict], pinned: list[str], hidden: list[str])
 
 
 LABEL_WIDTH = 110  # px: "triangle (2)"
+NUMBER_WIDTH = 120  # px: the longest number the float columns' '.4~g' writes, "−0.0001234"
 
 
 # A class id (an int, or a float in a column with NaN) shown by its name from the column's refData.
@@ -180,7 +181,7 @@ def column_defs(backend: ViewerBackend, epoch: Epoch, metric: Optional[str], sor
         column: dict[str, Any] = {"field": name, "headerName": name, **typed_filter(name)}
         column["sort"] = ("desc" if descending else "asc") if name == by else None
         if name == metric or name in LABEL_COLUMNS:  # read on every row: never cut to "cro…" or "square…"
-            column["minWidth"] = max(_header_width(name), LABEL_WIDTH if name in LABEL_COLUMNS else 0)
+            column["minWidth"] = max(_header_width(name), LABEL_WIDTH if name in LABEL_COLUMNS else NUMBER_WIDTH)
         if name in LABEL_COLUMNS and classes:  # a float column too (a NaN prediction): names, not "3"
             column["refData"] = {str(i): f"{c} ({i})" for i, c in classes.items()}
             column["valueFormatter"] = {"function": CLASS_NAME_FORMAT}
