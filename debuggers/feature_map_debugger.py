@@ -34,6 +34,7 @@ class FeatureMapDebugger(ForwardDebugger):
                                          or max_channels < 1):
             raise ConfigError(f"FeatureMapDebugger max_channels must be a positive int or None, got {max_channels!r}")
         self.max_channels = max_channels
+        self._kept_totals: tuple[torch.Tensor, torch.Tensor] | None = None  # of the last capture, for its columns
 
     def process_forward(self, module: torch.nn.Module, input: Any, output: Any) -> dict[str, Any]:
         fmap = require_tensor(output, f"layer '{self.layer_name}'", "FeatureMapDebugger", ndim=4,
@@ -41,6 +42,8 @@ class FeatureMapDebugger(ForwardDebugger):
         flat = per_datapoint(fmap)
         total, squares = channel_totals(flat.view_as(fmap))  # each channel's: every statistic comes from them
         kept, channels = self._strongest_channels(fmap, total)
+        self._kept_totals = (total, squares) if kept is fmap else (total.gather(1, channels),
+                                                                   squares.gather(1, channels))
         return {
             "kind": KIND_FEATURE_MAP,
             "layer_name": self.layer_name,
@@ -52,11 +55,19 @@ class FeatureMapDebugger(ForwardDebugger):
             "shape": list(fmap.shape[1:]),
         }
 
+    def capture_columns(self, capture: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """``summary_columns`` from the kept channels' sums that ``process_forward`` computed just now."""
+        totals, self._kept_totals = self._kept_totals, None
+        return self.summary_columns(capture) if totals is None else self._columns(capture, *totals)
+
     def summary_columns(self, output: dict[str, Any]) -> dict[str, torch.Tensor]:
         """The whole map's statistics, the kept channels' energy (mean square), the share of them that are
         dead (all zero) and the strongest channel's index (highest mean)."""
-        kept = as_tensor(output["feature_map"]).float()
-        total, squares = channel_totals(kept)  # (B, C'): the energy, the dead channels and the strongest
+        return self._columns(output, *channel_totals(as_tensor(output["feature_map"]).float()))
+
+    def _columns(self, output: dict[str, Any], total: torch.Tensor, squares: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``summary_columns`` given the kept channels' sums and sums of squares (B, C')."""
+        kept = as_tensor(output["feature_map"])
         dead = squares == 0
         if dead.any():  # tiny values' squares underflow to 0 in float32: those few channels are looked at whole
             dead[dead.clone()] = kept.flatten(2)[dead].abs().amax(1) == 0
