@@ -44,13 +44,13 @@ class FeatureMapDebugger(ForwardDebugger):
         kept, channels = self._strongest_channels(fmap, total)
         self._kept_totals = (total, squares) if kept is fmap else (total.gather(1, channels),
                                                                    squares.gather(1, channels))
+        whole = total.sum(1)
         return {
             "kind": KIND_FEATURE_MAP,
             "layer_name": self.layer_name,
             "feature_map": kept,
             "channel_indices": channels,
-            "stats": {"mean": (total.sum(1) / flat.shape[1]).float(),
-                      "std": std_of_sums(flat, total.sum(1), squares.sum(1)).float(),
+            "stats": {"mean": (whole / flat.shape[1]).float(), "std": std_of_sums(flat, whole, squares.sum(1)).float(),
                       "min": flat.amin(1), "max": flat.amax(1)},
             "shape": list(fmap.shape[1:]),
         }
