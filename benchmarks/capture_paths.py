@@ -26,10 +26,12 @@ Every case runs in a new random order each round; a figure is the median over th
 to no capture on the same path, "x floor" the median of each round's ratio to the floor on the same path.
 
     python -m benchmarks.capture_paths [--datapoints 2000] [--batch-size 64] [--rounds 5] [--threads 1]
-        [--workloads features layer-outputs attention gradcam] [--cpu-time]
+        [--workloads features layer-outputs attention gradcam] [--cpu-time | --forward-thread]
 
 ``--cpu-time`` compares the process's CPU time (every thread, the page writer's too) instead of wall time: on a
-machine loaded by other work, wall time mostly measures the load.
+machine loaded by other work, wall time mostly measures the load. ``--forward-thread``: the CPU time of the thread
+that runs the loop alone (the forward pass, the hooks, the debugger's call; the floor's writes), without the page
+writer's thread.
 """
 
 from __future__ import annotations
@@ -222,11 +224,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: stable on a shared machine)")
     parser.add_argument("--workloads", nargs="+", choices=list(WORKLOADS), default=list(WORKLOADS))
     parser.add_argument("--cpu-time", action="store_true", help="compare CPU time (all threads), not wall time")
+    parser.add_argument("--forward-thread", action="store_true",
+                        help="compare the CPU time of the thread running the loop alone (not the page writer's)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    clock = time.process_time if args.cpu_time else time.perf_counter
+    clock, what = ((time.thread_time, "the loop's thread's CPU") if args.forward_thread
+                   else (time.process_time, "CPU") if args.cpu_time else (time.perf_counter, "wall"))
     print(f"{args.datapoints} datapoints, batch {args.batch_size}, median of {args.rounds} interleaved rounds, "
-          f"{'CPU' if args.cpu_time else 'wall'} time, {args.threads} torch thread(s); load average "
+          f"{what} time, {args.threads} torch thread(s); load average "
           f"{os.getloadavg()[0]:.2f}")
     print(f"| {'workload':<13} | {'path':<6} | {'none: ms/dp':>9} | {'Lantern x none':>14} | {'floor x none':>12} "
           f"| {'Lantern x floor':>15} | floor |")

@@ -9,7 +9,7 @@ import torch
 from debuggers.batch_mode import BATCHED
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import KIND_FEATURE_MAP
-from debuggers.tensor_utils import as_tensor, per_datapoint, require_tensor, std_along_last
+from debuggers.tensor_utils import as_tensor, channel_totals, per_datapoint, require_tensor, std_of_sums
 from utils.errors import ConfigError
 
 
@@ -34,46 +34,56 @@ class FeatureMapDebugger(ForwardDebugger):
                                          or max_channels < 1):
             raise ConfigError(f"FeatureMapDebugger max_channels must be a positive int or None, got {max_channels!r}")
         self.max_channels = max_channels
+        self._kept_totals: tuple[torch.Tensor, torch.Tensor] | None = None  # of the last capture, for its columns
 
     def process_forward(self, module: torch.nn.Module, input: Any, output: Any) -> dict[str, Any]:
         fmap = require_tensor(output, f"layer '{self.layer_name}'", "FeatureMapDebugger", ndim=4,
                               what="a (B, C, H, W) feature map").detach()
         flat = per_datapoint(fmap)
-        mean = flat.mean(1)
-        kept, channels = self._strongest_channels(fmap)
+        total, squares = channel_totals(flat.view_as(fmap))  # each channel's: every statistic comes from them
+        kept, channels = self._strongest_channels(fmap, total)
+        self._kept_totals = (total, squares) if kept is fmap else (total.gather(1, channels),
+                                                                   squares.gather(1, channels))
+        whole = total.sum(1)
         return {
             "kind": KIND_FEATURE_MAP,
             "layer_name": self.layer_name,
             "feature_map": kept,
             "channel_indices": channels,
-            "stats": {"mean": mean, "std": std_along_last(flat, mean, self._pool), "min": flat.amin(1),
-                      "max": flat.amax(1)},
+            "stats": {"mean": (whole / flat.shape[1]).float(), "std": std_of_sums(flat, whole, squares.sum(1)).float(),
+                      "min": flat.amin(1), "max": flat.amax(1)},
             "shape": list(fmap.shape[1:]),
         }
+
+    def capture_columns(self, capture: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """``summary_columns`` from the kept channels' sums that ``process_forward`` computed just now."""
+        totals, self._kept_totals = self._kept_totals, None
+        return self.summary_columns(capture) if totals is None else self._columns(capture, *totals)
 
     def summary_columns(self, output: dict[str, Any]) -> dict[str, torch.Tensor]:
         """The whole map's statistics, the kept channels' energy (mean square), the share of them that are
         dead (all zero) and the strongest channel's index (highest mean)."""
+        return self._columns(output, *channel_totals(as_tensor(output["feature_map"]).float()))
+
+    def _columns(self, output: dict[str, Any], total: torch.Tensor, squares: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``summary_columns`` given the kept channels' sums and sums of squares (B, C')."""
         kept = as_tensor(output["feature_map"])
-        channels = kept.reshape(*kept.shape[:2], -1).float()  # (B, C', H*W)
-        squares = torch.linalg.vecdot(channels, channels)  # (B, C'): one pass gives the energy and the dead channels
         dead = squares == 0
         if dead.any():  # tiny values' squares underflow to 0 in float32: those few channels are looked at whole
-            dead[dead.clone()] = channels[dead].abs().amax(1) == 0
-        strongest = channels.mean(2).argmax(1, keepdim=True)
-        indices = as_tensor(output["channel_indices"]).to(strongest.device)
+            dead[dead.clone()] = kept.flatten(2)[dead].abs().amax(1) == 0
+        indices = as_tensor(output["channel_indices"]).to(total.device)
         return {**{key: as_tensor(value) for key, value in output["stats"].items()},
-                "energy": squares.sum(1) / channels[0].numel(),
+                "energy": squares.sum(1) / kept[0].numel(),
                 "dead_channel_fraction": dead.float().mean(1),
-                "strongest_channel": indices.gather(1, strongest)[:, 0]}
+                "strongest_channel": indices.gather(1, total.argmax(1, keepdim=True))[:, 0]}
 
-    def _strongest_channels(self, fmap: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _strongest_channels(self, fmap: torch.Tensor, total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The kept maps (B, C', H, W) and their channel indices (B, C'): all of them, or the ``max_channels`` of
-        highest mean activation, in that order."""
+        highest mean activation (``total``: each channel's sum), in that order."""
         batch, num_channels = fmap.shape[:2]
         if self.max_channels is None or self.max_channels >= num_channels:
             return fmap, torch.arange(num_channels, device=fmap.device).expand(batch, -1)
-        channels = fmap.float().mean(dim=(2, 3)).topk(self.max_channels, dim=1).indices
+        channels = total.topk(self.max_channels, dim=1).indices
         rows = channels + torch.arange(batch, device=fmap.device)[:, None] * num_channels  # in (B * C, H, W)
         kept = fmap.reshape(batch * num_channels, *fmap.shape[2:]).index_select(0, rows.reshape(-1))
         return kept.reshape(batch, self.max_channels, *fmap.shape[2:]), channels

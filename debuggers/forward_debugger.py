@@ -74,9 +74,14 @@ class ForwardDebugger(BaseDebugger):
                 or type(self).summary_columns is BaseDebugger.summary_columns:
             return None
         try:
-            return self.summary_columns(self.last_capture)
+            return self.capture_columns(self.last_capture)
         except Exception as exc:  # said once by the summaries, as from any summary
             return exc
+
+    def capture_columns(self, capture: Any) -> Any:
+        """``summary_columns`` of the batch ``capture`` that ``process_forward`` gave just now, in the hook: a
+        debugger that computed what they need there gives them from that, without reading the capture again."""
+        return self.summary_columns(capture)
 
     def _process(self, module: torch.nn.Module, input: Any, output: Any) -> Ran:
         """``process_forward`` of the batch, and of each datapoint's slice of it where it runs per datapoint

@@ -59,6 +59,34 @@ def std_along_last(values: torch.Tensor, means: torch.Tensor, pool: Optional[Buf
     return torch.linalg.vecdot(centred, centred).div_(values.shape[-1]).sqrt_()
 
 
+ONE_PASS_SPREAD = 8.0  # mean**2 / variance up to which the std of sums is within 1e-6 of the two-pass one
+
+
+def channel_totals(maps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each channel's sum and sum of squares, (B, C) float64, of float (B, C, ...) ``maps``: two reading passes
+    and nothing written the size of the maps (a product of the maps with themselves would be a fresh block,
+    page-faulted again each batch)."""
+    channels = maps.reshape(*maps.shape[:2], -1)
+    return channels.sum(2).double(), torch.linalg.vector_norm(channels, dim=2).double().square()
+
+
+def std_of_sums(values: torch.Tensor, total: torch.Tensor, squares: torch.Tensor) -> torch.Tensor:
+    """The population std along the last dimension of float (B, N) ``values``, given each row's sum and sum of
+    squares (float64): from the sums where the row's mean is not large against its spread, which costs no pass
+    over the values; the rows where it is (the sums' rounding would then show), and rows that are not finite,
+    get the two-pass ``std_along_last`` in float64 (a mean of float32 sums, far from zero, is off by more than
+    the spread of values close to it)."""
+    count = values.shape[-1]
+    mean = total / count
+    variance = squares / count - mean.square()
+    exact = ~(mean.square() <= ONE_PASS_SPREAD * variance)
+    std = variance.clamp_(min=0).sqrt_()
+    if exact.any():
+        rows = values[exact].double()
+        std[exact] = std_along_last(rows, rows.mean(-1))
+    return std
+
+
 def iter_tensors(value: Any) -> Iterator[torch.Tensor]:
     """Every tensor inside nested tuples, lists and dicts (module inputs and outputs)."""
     if isinstance(value, torch.Tensor):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
 
 from debuggers.feature_map_debugger import FeatureMapDebugger
-from tests.debuggers.library import capture_epoch, entry
+from tests.debuggers.library import capture_epoch, entry, make_batch, run_batches_with_columns
 from utils.errors import ConfigError
 
 
@@ -88,3 +90,48 @@ def test_a_layer_compiled_before_the_hooks_says_why_it_seems_not_to_run(model, i
     finally:
         torch._dynamo.reset()
     np.testing.assert_allclose(fresh[0]["fm"]["feature_map"], layer3(model, images[:1])[0], rtol=1e-5, atol=1e-6)
+
+
+class Maps(torch.nn.Module):
+    """The images themselves as the feature maps of a layer ``maps``."""
+
+    def __init__(self):
+        super().__init__()
+        self.maps = torch.nn.Identity()
+
+    def forward(self, inputs):
+        return {"logits": self.maps(inputs["image"]).flatten(1)[:, :6]}
+
+
+def maps_of_every_kind() -> torch.Tensor:
+    """(7, 4, 5, 6) float32 maps: plain, far from zero against their spread (where sums of squares lose the std),
+    constant, half zero with a channel of values whose squares underflow, with a NaN, with an inf, all zero."""
+    torch.manual_seed(3)
+    maps = torch.randn(7, 4, 5, 6)
+    maps[1] = 1e4 + maps[1] * 1e-2
+    maps[2] = -7.25
+    maps[3, :2] = 0
+    maps[3, 1, 0, 0] = 1e-30
+    maps[4, 2, 1, 1] = math.nan
+    maps[5, 0, 0, 0] = math.inf
+    maps[6] = 0
+    return maps
+
+
+def test_statistics_and_summaries_of_maps_of_every_kind_match_numpy(tmp_path):
+    """The statistics come from each channel's sum and sum of squares, or two passes where those lose precision:
+    each equals NumPy's float64 computation on every kind of map, the epoch table's columns too."""
+    maps = maps_of_every_kind()
+    _, pages, columns = run_batches_with_columns(
+        Maps().eval(), [make_batch(maps, range(4)), make_batch(maps, range(4, 7))], tmp_path,
+        [entry("fm", FeatureMapDebugger, layer_name="maps")])
+    with np.errstate(invalid="ignore"):
+        for i, x in enumerate(maps.double().numpy()):
+            channels = x.reshape(4, -1)
+            expected = {"mean": x.mean(), "std": x.std(), "min": x.min(), "max": x.max(), "energy": (x ** 2).mean(),
+                        "dead_channel_fraction": (~channels.any(1)).mean(),
+                        "strongest_channel": np.argmax(channels.mean(1))}
+            for key, value in expected.items():
+                got = pages[i]["fm"]["stats"][key] if key in pages[i]["fm"]["stats"] else columns[f"fm.{key}"][i]
+                np.testing.assert_allclose([got, columns[f"fm.{key}"][i]], [value, value], rtol=2e-6, atol=1e-30,
+                                           err_msg=f"datapoint {i}: {key}")
