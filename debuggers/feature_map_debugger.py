@@ -56,9 +56,12 @@ class FeatureMapDebugger(ForwardDebugger):
         }
 
     def capture_columns(self, capture: dict[str, Any]) -> dict[str, torch.Tensor]:
-        """``summary_columns`` from the kept channels' sums that ``process_forward`` computed just now."""
+        """``summary_columns`` from the kept channels' sums that ``process_forward`` computed just now, where they
+        are this capture's: where the batch mode is being decided, each datapoint alone ran after the batch."""
         totals, self._kept_totals = self._kept_totals, None
-        return self.summary_columns(capture) if totals is None else self._columns(capture, *totals)
+        if totals is None or totals[0].shape != as_tensor(capture["channel_indices"]).shape:
+            return self.summary_columns(capture)
+        return self._columns(capture, *totals)
 
     def summary_columns(self, output: dict[str, Any]) -> dict[str, torch.Tensor]:
         """The whole map's statistics, the kept channels' energy (mean square), the share of them that are

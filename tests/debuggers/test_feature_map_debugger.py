@@ -118,13 +118,21 @@ def maps_of_every_kind() -> torch.Tensor:
     return maps
 
 
-def test_statistics_and_summaries_of_maps_of_every_kind_match_numpy(tmp_path):
+class UndeclaredFeatureMaps(FeatureMapDebugger):
+    """A subclass that declares no batch mode: its first batch also runs each datapoint alone, after the batch."""
+
+    batch_mode = None
+
+
+@pytest.mark.parametrize("debugger", [FeatureMapDebugger, UndeclaredFeatureMaps])
+def test_statistics_and_summaries_of_maps_of_every_kind_match_numpy(tmp_path, debugger):
     """The statistics come from each channel's sum and sum of squares, or two passes where those lose precision:
-    each equals NumPy's float64 computation on every kind of map, the epoch table's columns too."""
+    each equals NumPy's float64 computation on every kind of map, the epoch table's columns too (also where the
+    datapoints alone ran last, whose sums are not the batch's)."""
     maps = maps_of_every_kind()
     _, pages, columns = run_batches_with_columns(
         Maps().eval(), [make_batch(maps, range(4)), make_batch(maps, range(4, 7))], tmp_path,
-        [entry("fm", FeatureMapDebugger, layer_name="maps")])
+        [entry("fm", debugger, layer_name="maps")])
     with np.errstate(invalid="ignore"):
         for i, x in enumerate(maps.double().numpy()):
             channels = x.reshape(4, -1)
