@@ -1,4 +1,4 @@
-"""Rare tokens: a meta column derived from a run's captured token inputs, for causes no feature space shows.
+"""Rare tokens: a column derived from a run's captured token inputs, for causes no feature space shows.
 
 A token model fails on words it never learnt: a rare spelling, an out-of-vocabulary word, a code seen in a handful
 of messages. The model maps them to nothing it knows, so in every feature space it captures their datapoints sit
@@ -10,7 +10,8 @@ frequency; at least one datapoint). Why 1 %: a token that few datapoints hold wa
 (the validation set is drawn like the training set), too seldom to learn, while the words that carry meaning recur
 far more; and a group of datapoints must be 1 % of the epoch (at least 10) before the analysis names it
 (``analyze_table``'s ``min_size``), so a cause that one rare token carries alone is below what is reported anyway.
-The slice search treats the column as any numeric meta column, cut where failures start.
+The slice search treats the column as any numeric column, cut where failures start, in a family of its own
+(inputs, ``analysis/columns.py``).
 
 A token input is a 1-D array of at least ``MIN_LENGTH`` non-negative integers per datapoint, one of them above 1,
 whose name does not say it is a mask: a float input (an image, a signal) never is, nor a 0/1 mask or segment ids,

@@ -1,4 +1,4 @@
-"""Meta columns of an epoch that its table does not hold but its run folder does: the run's tags
+"""Columns of an epoch that its table does not hold but its run folder does: the run's tags (meta columns)
 (``analysis/tag_columns.py``) and the columns derived from its captured inputs (``analysis/rare_tokens.py``). The
 analysis and the held-out replication of ``--verify`` (``analysis/replication.py``) read them alike, so a slice
 found on one can be found again on half of the datapoints."""
