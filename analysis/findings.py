@@ -358,6 +358,11 @@ class FamilyFindings:
     separators_tested: int = 0  # columns (families of units count once) given a Mann-Whitney test
     no_slice: Optional[NoSlice] = None  # why no slice is named, when none is
 
+    def had_columns(self) -> bool:
+        """Whether the analysis had columns of this family (a run without token inputs has no inputs' columns):
+        a family that had any names a slice or a separating quantity, or says why none."""
+        return bool(self.slices or self.separators or self.no_slice is not None)
+
 
 @dataclass
 class Findings:

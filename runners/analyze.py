@@ -75,7 +75,7 @@ def format_findings(findings: Findings) -> str:
     lines += _confusions(findings)
     lines += _family("Meta info (what the data says)", findings.meta)
     lines += _within_a_class(findings)
-    lines += _family("Inputs (what the captured inputs hold)", findings.inputs) if _searched(findings.inputs) else []
+    lines += _family("Inputs (what the captured inputs hold)", findings.inputs) if findings.inputs.had_columns() else []
     lines += _family("Internals (what the model does)", findings.internals)
     lines += _table("Subgroups in captured feature spaces (a rare variant: failures that sit together and fail alike, "
                     "predicted as several classes; one of several labels is found among the failures no other "
@@ -163,11 +163,6 @@ def _family(title: str, family: FamilyFindings) -> list[str]:
                           ["#", "quantity", "AUROC", "direction", "best units / twins / in meta terms"],
                           [[i + 1, s.column, f"{s.auroc:.3f}", s.direction, _units(s)]
                            for i, s in enumerate(family.separators)])
-
-
-def _searched(family: FamilyFindings) -> bool:
-    """Whether the analysis had columns of the family (a run with no token inputs has no inputs' columns)."""
-    return bool(family.slices or family.separators or family.no_slice is not None)
 
 
 def _words(found: Any) -> str:

@@ -134,7 +134,7 @@ def _input_slices(findings: Findings, roles: Mapping[str, Any]) -> list[html.Div
     """Slices on the columns derived from the captured inputs (``analysis/rare_tokens.py``: not columns of the
     table); nothing for a run without such columns."""
     family = findings.inputs
-    if not (family.slices or family.separators or family.no_slice is not None):
+    if not family.had_columns():
         return []
     return [_section("Inputs: slices on what the captured inputs hold (derived from them, not table columns)", [
         _finding(f"inslice-{i}", s.description, _slice_detail(s), roles) for i, s in enumerate(family.slices)],
