@@ -48,14 +48,18 @@ def interleaved_medians(cases: dict[str, Callable[[], Any]], rounds: int, seed: 
 
 def interleaved_times(cases: dict[str, Callable[[], Any]], rounds: int, seed: int = 0,
                       between_rounds: Callable[[], Any] | None = None,
-                      clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
+                      clock: Callable[[], float] = time.perf_counter,
+                      before_each: Callable[[], Any] | None = None) -> dict[str, list[float]]:
     """Seconds of each case in each of ``rounds`` rounds, run in a new random order each round
-    (``between_rounds``, untimed, after each round). ``clock=time.process_time`` counts this process's
-    CPU time (every thread, the page writer's too) instead of wall time: steadier on a loaded machine."""
+    (``between_rounds``, untimed, after each round; ``before_each``, untimed, before each case: the last case's
+    files removed). ``clock=time.process_time`` counts this process's CPU time (every thread, the page writer's
+    too) instead of wall time: steadier on a loaded machine."""
     times: dict[str, list[float]] = {name: [] for name in cases}
     order = random.Random(seed)
     for _ in range(rounds):
         for name in order.sample(list(cases), len(cases)):
+            if before_each is not None:
+                before_each()
             times[name].append(timed(cases[name], clock))
         if between_rounds is not None:
             between_rounds()
