@@ -31,7 +31,7 @@ from runners.eval_viewer.model_report import callbacks as model_report
 from runners.eval_viewer.page import address_bar, build_layout
 from runners.eval_viewer.pictures import callbacks as pictures
 from runners.eval_viewer.scores import callbacks as scores
-from runners.eval_viewer.shared import ids
+from runners.eval_viewer.shared import ids, opened
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.feature import Feature
 from runners.eval_viewer.shared.plotly_bundle import SLIM_PLOTLY_BUNDLE, plotly_url
@@ -67,6 +67,7 @@ def create_app(log_dirs: list[str], trust_configs: bool = False, views_dir: str 
     app.layout = lambda: build_layout(backend, address_bar(), tabs)
     for feature in FEATURES:
         feature.register(app, backend)
+    opened.register(app)  # the follow-ups of an open datapoint the features added
     refuse_what_the_page_never_sends(app, PAGE_SENDS)  # once every callback is registered
     app.viewer_backend = backend  # for scripts and tests that call the backend behind the page
     return app

@@ -31,6 +31,7 @@ from runners.eval_viewer.compare_runs.ids import COMPARE_RUN_EPOCH_SELECT, COMPA
 from runners.eval_viewer.controls.ids import EPOCH_SELECT, FOLLOW_LATEST, METRIC_SELECT, RUN_SELECT
 from runners.eval_viewer.embeddings.ids import EMBEDDING_COLOUR, EMBEDDING_SPACE, TAB_EMBEDDINGS
 from runners.eval_viewer.many_runs.ids import RUNS_CHOSEN, TAB_RUNS
+from runners.eval_viewer.shared import opened
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.feature import Feature
 from runners.eval_viewer.shared.ids import SELECTED, TABS
@@ -99,10 +100,11 @@ _OPEN = """function(address) {
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
-    for component, prop in _PARTS.values():  # but the metric: its switch asks the table for rows, which writes it
-        if component != METRIC_SELECT:
+    for component, prop in _PARTS.values():  # but the metric (its switch asks the table for rows, which writes it)
+        if component not in (METRIC_SELECT, SELECTED):  # and the open idx: a follow-up of an open datapoint writes it
             app.clientside_callback(_WRITE, Output(URL_STATE, "data", allow_duplicate=True),
                                     Input(component, prop), prevent_initial_call=True)
+    opened.follow(app, _WRITE)
     app.clientside_callback(_ASK_SAVE, Output(SAVE_VIEW_ASKED, "data"), Input(SAVE_VIEW, "n_clicks"),
                             State(VIEW_NAME, "value"), prevent_initial_call=True)
     app.clientside_callback(_OPEN, Output(SAVED_VIEWS, "id"), Input(SAVED_VIEWS, "value"),

@@ -1,6 +1,6 @@
 """The Compare epochs tab's callbacks: the epochs offered follow the run, and the panel is drawn while the tab is
 shown, once per datapoint, run and epochs (the open datapoint reaches it through a store the browser writes only
-then, ``pending.while_shown_script``)."""
+then, ``opened.follow_while_shown``)."""
 
 from __future__ import annotations
 
@@ -24,17 +24,14 @@ from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.browser_input import BadRequest, datapoint_idx, storable
 from runners.eval_viewer.shared.components import message
 from runners.eval_viewer.shared.feature import Feature, Tab
-from runners.eval_viewer.shared.ids import SELECTED, TABS
-from runners.eval_viewer.shared.pending import status_script, while_shown_script
+from runners.eval_viewer.shared.ids import TABS
+from runners.eval_viewer.shared.opened import follow_status, follow_while_shown
 
 
 def register(app: Dash, backend: ViewerBackend) -> None:
-    app.clientside_callback(while_shown_script(TAB_COMPARE_EPOCHS), Output(COMPARE_EPOCHS_SHOWN, "data"),
-                            Input(SELECTED, "data"), Input(TABS, "value"))
-    app.clientside_callback(status_script(COMPARE_EPOCHS_DRAWN),
-                            Output(COMPARE_EPOCHS_STATUS, "children", allow_duplicate=True), Input(SELECTED, "data"),
-                            Input(RUN_SELECT, "value"), Input(COMPARE_EPOCHS_SELECT, "value"),
-                            prevent_initial_call=True)
+    follow_while_shown(app, TAB_COMPARE_EPOCHS, COMPARE_EPOCHS_SHOWN)
+    follow_status(app, TAB_COMPARE_EPOCHS, COMPARE_EPOCHS_STATUS, COMPARE_EPOCHS_DRAWN, [(RUN_SELECT, "value"),
+                                                                     (COMPARE_EPOCHS_SELECT, "value")])
 
     @app.callback(Output(COMPARE_EPOCHS_SELECT, "options"), Output(COMPARE_EPOCHS_SELECT, "value"),
                   Output(COMPARE_EPOCHS_NOTE, "children"), Input(EPOCH_SELECT, "options"),

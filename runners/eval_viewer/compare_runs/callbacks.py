@@ -56,7 +56,7 @@ from runners.eval_viewer.shared.browser_input import BadRequest, datapoint_idx, 
 from runners.eval_viewer.shared.components import message
 from runners.eval_viewer.shared.feature import Feature, Tab
 from runners.eval_viewer.shared.ids import SELECTED, SELECTED_ROW, TABS
-from runners.eval_viewer.shared.pending import status_script, while_shown_script
+from runners.eval_viewer.shared.opened import follow_status, follow_while_shown
 from runners.eval_viewer.shared.row_grids import answer, apply_answer_script
 from runners.eval_viewer.shared.table import TABLE_ERRORS
 from utils.errors import LanternUserError
@@ -165,13 +165,10 @@ def _follow_the_second_run(app: Dash, backend: ViewerBackend) -> None:
 
 def _draw_the_datapoint(app: Dash, backend: ViewerBackend) -> None:
     """The open datapoint in both sides, drawn while the tab is shown, once per datapoint and sides."""
-    app.clientside_callback(while_shown_script(TAB_COMPARE_RUNS), Output(COMPARE_RUNS_SHOWN, "data"),
-                            Input(SELECTED, "data"), Input(TABS, "value"))
-    app.clientside_callback(status_script(COMPARE_RUNS_DRAWN),
-                            Output(COMPARE_RUNS_STATUS, "children", allow_duplicate=True), Input(SELECTED, "data"),
-                            Input(RUN_SELECT, "value"), Input(EPOCH_SELECT, "value"),
-                            Input(COMPARE_RUN_SELECT, "value"), Input(COMPARE_RUN_EPOCH_SELECT, "value"),
-                            prevent_initial_call=True)
+    follow_while_shown(app, TAB_COMPARE_RUNS, COMPARE_RUNS_SHOWN)
+    follow_status(app, TAB_COMPARE_RUNS, COMPARE_RUNS_STATUS, COMPARE_RUNS_DRAWN, [
+        (RUN_SELECT, "value"), (EPOCH_SELECT, "value"), (COMPARE_RUN_SELECT, "value"),
+        (COMPARE_RUN_EPOCH_SELECT, "value")])
 
     @app.callback(Output(COMPARE_RUNS_PANEL, "children"), Output(COMPARE_RUNS_DRAWN, "data"),
                   Output(COMPARE_RUNS_STATUS, "children"),

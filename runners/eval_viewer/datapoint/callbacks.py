@@ -24,7 +24,7 @@ from runners.eval_viewer.shared.components import (
 )
 from runners.eval_viewer.shared.feature import Feature, Tab
 from runners.eval_viewer.shared.ids import SELECTED, SELECTED_ROW, TABS
-from runners.eval_viewer.shared.pending import status_script
+from runners.eval_viewer.shared.opened import follow_status
 from runners.eval_viewer.table.ids import TABLE, TABLE_QUERY
 
 
@@ -60,9 +60,8 @@ def register(app: Dash, backend: ViewerBackend) -> None:
         return (panel.body, no_update if offered == list(panel.debuggers) else list(panel.debuggers),
                 no_update if shown == chosen else shown, drawn, "")
 
-    app.clientside_callback(status_script(DATAPOINT_DRAWN), Output(DATAPOINT_STATUS, "children", allow_duplicate=True),
-                            Input(SELECTED, "data"), Input(RUN_SELECT, "value"), Input(EPOCH_SELECT, "value"),
-                            prevent_initial_call=True)
+    follow_status(app, TAB_DATAPOINT, DATAPOINT_STATUS, DATAPOINT_DRAWN,
+                  [(RUN_SELECT, "value"), (EPOCH_SELECT, "value")])
 
 
 FEATURE = Feature(register, SENDS, Tab(TAB_DATAPOINT, datapoint_tab))

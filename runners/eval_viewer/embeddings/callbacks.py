@@ -43,6 +43,7 @@ from runners.eval_viewer.embeddings.ids import (
     TAB_EMBEDDINGS,
 )
 from runners.eval_viewer.embeddings.view import NEIGHBOURS, embeddings_tab, map_content, neighbour_list, open_datapoint
+from runners.eval_viewer.shared import opened
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.browser_input import BadRequest, datapoint_idx
 from runners.eval_viewer.shared.feature import Feature, Tab
@@ -127,8 +128,7 @@ def register(app: Dash, backend: ViewerBackend) -> None:
 
     # The open idx passed on only while the tab is shown: a datapoint opened on another tab (``j``) sends nothing
     # here (showing the tab draws the map with it marked).
-    app.clientside_callback(while_shown_script(TAB_EMBEDDINGS), Output(EMBEDDING_OPEN_IDX, "data"),
-                            Input(SELECTED, "data"), State(TABS, "value"), prevent_initial_call=True)
+    opened.follow(app, while_shown_script(TAB_EMBEDDINGS), (EMBEDDING_OPEN_IDX, "data"))
 
     @app.callback(Output(EMBEDDING_MAP, "figure", allow_duplicate=True), Output(EMBEDDING_OPEN, "children",
                                                                                allow_duplicate=True),

@@ -38,9 +38,10 @@ from runners.eval_viewer.failures.ids import (
 from runners.eval_viewer.failures.verify_jobs import VerifyJobs, VerifyRefused
 from runners.eval_viewer.failures.verify_view import HIDDEN, SHOWN, status_view
 from runners.eval_viewer.failures.view import failures_tab, findings_content
+from runners.eval_viewer.shared import opened
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.feature import Feature, Tab
-from runners.eval_viewer.shared.ids import SELECTED, TABS
+from runners.eval_viewer.shared.ids import TABS
 from runners.eval_viewer.table.ids import TABLE_CLEAR_FILTERS, TABLE_IDX_FILTER, TABLE_QUERY, TABLE_ROWS
 
 READING = "Reading the epoch's findings…"  # the panel, from a switch of run or epoch to the server's answer
@@ -81,13 +82,10 @@ def register(app: Dash, backend: ViewerBackend) -> None:
             return (no_update,) * 5
         return findings_content(backend, run_path, epoch_key)
 
-    app.clientside_callback(  # a datapoint opened while the Failures tab shows: show it (in the browser: the
-        # Datapoint tab's callback waits for this one, so a server round trip here would delay every click)
-        f"""function(idx, tab) {{
-            return tab === '{TAB_FAILURES}' && idx !== null && idx !== undefined
-                ? '{TAB_DATAPOINT}' : window.dash_clientside.no_update;
-        }}""", Output(TABS, "value", allow_duplicate=True), Input(SELECTED, "data"),
-        State(TABS, "value"), prevent_initial_call=True)
+    opened.follow(app, f"""function(idx, tab) {{  // a datapoint opened while the Failures tab shows: show it
+        return tab === '{TAB_FAILURES}' && idx !== null && idx !== undefined
+            ? '{TAB_DATAPOINT}' : window.dash_clientside.no_update;
+    }}""", (TABS, "value"))
 
 
 def _narrow_the_table(app: Dash, backend: ViewerBackend) -> None:

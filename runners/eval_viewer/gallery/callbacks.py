@@ -27,6 +27,7 @@ from runners.eval_viewer.gallery.ids import (
     TAB_GALLERY,
 )
 from runners.eval_viewer.gallery.view import gallery_tab, gallery_view
+from runners.eval_viewer.shared import opened
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.feature import Feature, Tab
 from runners.eval_viewer.shared.ids import SELECTED, SELECTED_ROW, TABS
@@ -79,8 +80,7 @@ def register(app: Dash, backend: ViewerBackend) -> None:
                             Output(SELECTED_ROW, "data", allow_duplicate=True),
                             Output(TABS, "value", allow_duplicate=True),
                             Input({"type": GALLERY_TILE, "idx": ALL}, "n_clicks"), prevent_initial_call=True)
-    app.clientside_callback(_MARK_OPEN_TILE, Output(GALLERY_TILES, "id"), Input(SELECTED, "data"),
-                            prevent_initial_call=True)
+    opened.follow(app, _MARK_OPEN_TILE)
 
     @app.callback(Output(GALLERY_TILES, "children"), Output(GALLERY_CAPTION, "children"),
                   Output(GALLERY_PAGE, "max_value"), Output(GALLERY_PAGE, "active_page", allow_duplicate=True),

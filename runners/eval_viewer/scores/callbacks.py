@@ -19,6 +19,7 @@ from runners.eval_viewer.scores.ids import (
     SCORES_MESSAGE,
     SENDS,
 )
+from runners.eval_viewer.shared import opened
 from runners.eval_viewer.shared.backend import ViewerBackend
 from runners.eval_viewer.shared.feature import Feature
 from runners.eval_viewer.shared.ids import SELECTED, SELECTED_ROW
@@ -55,10 +56,13 @@ def _draw_in_the_browser(app: Dash) -> None:
     app.clientside_callback("function(data) { return window.lanternScoreViews.drawChart('CHART', data); }"
                             .replace("CHART", SCORE_CHART), Output(SCORE_CHART, "id"),
                             Input(SCORE_CHART_DATA, "data"))
-    app.clientside_callback(
-        "function(data, selected) { return window.lanternScoreViews.drawGrid('GRID', data, selected, OPEN); }"
-        .replace("GRID", SCORE_GRID).replace("OPEN", json.dumps({"idx": SELECTED, "row": SELECTED_ROW})),
-        Output(SCORE_GRID, "id"), Input(SCORE_GRID_DATA, "data"), Input(SELECTED, "data"))
+    draw_grid = ("function(data, selected) { return window.lanternScoreViews.drawGrid('GRID', data, selected, OPEN); }"
+                 .replace("GRID", SCORE_GRID).replace("OPEN", json.dumps({"idx": SELECTED, "row": SELECTED_ROW})))
+    app.clientside_callback(draw_grid, Output(SCORE_GRID, "id"), Input(SCORE_GRID_DATA, "data"),
+                            State(SELECTED, "data"))
+    opened.follow(app, f"""function(idx) {{  // the open datapoint's cell marked
+        return ({draw_grid})((window.dash_component_api.getLayout('{SCORE_GRID_DATA}') || {{}}).props.data, idx);
+    }}""", when_idle=True)
     app.clientside_callback(  # the table has its first rows: plotly.js can come now, before a datapoint is opened
         "function() { window.lanternPlotly.loadWhenIdle(); return window.dash_clientside.no_update; }",
         Output(TABLE_CAPTION, "id"), Input(TABLE_CAPTION, "children"), prevent_initial_call=True)

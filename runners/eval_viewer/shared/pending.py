@@ -6,7 +6,7 @@ answer lands the panel would go on showing the datapoint it showed before, as if
 each panel has a status line and a store of what it shows (its ``DRAWN`` store: the values it was drawn for, in the
 order of what it is asked for, first the open idx), both written by the callback that draws it, with the panel (the
 status emptied). Whenever what is asked for changes, the browser compares it with what is drawn and says "loading"
-at once (``status_script``, wired by each panel's callbacks); ``viewer.css`` dims the Datapoint tab under a status
+at once (``status_script``, wired by ``opened.follow_status``); ``viewer.css`` dims the Datapoint tab under a status
 (drawn in a blink, it would flicker if emptied) and hides a comparison under one (drawn in seconds). The browser
 reads ``DRAWN`` from the page's state rather than as a callback's input: Dash holds back a callback whose inputs a
 pending callback writes, so the word would come only with the answer.
@@ -19,13 +19,19 @@ from typing import Optional
 
 from dash import dcc, html
 
+from runners.eval_viewer.shared.ids import TABS
+
 _STATUS = """function() {
-    const wanted = Array.from(arguments);
+    // What the panel is asked for, read from the page's state: the callback that runs this is set off by any of it
+    // and by its tab shown, but the open idx comes through the one callback of an open datapoint
+    // (shared/opened.py). A hidden tab's status waits for the tab to be shown.
+    const props = ([id, prop]) => ((window.dash_component_api.getLayout(id) || {}).props || {})[prop];
+    const none = window.dash_clientside.no_update;
+    const wanted = ASKED.map(props);
     const idx = wanted[0];
-    const store = window.dash_component_api.getLayout(DRAWN);
-    const drawn = store && store.props ? store.props.data : null;
-    if (idx === null || idx === undefined || JSON.stringify(wanted) === JSON.stringify(drawn || null)) {
-        return window.dash_clientside.no_update;
+    if (props(SHOWN_TAB) !== TAB) { return none; }
+    if (idx === null || idx === undefined || JSON.stringify(wanted) === JSON.stringify(props(DRAWN) || null)) {
+        return String(props(STATUS) || '').startsWith('loading datapoint') ? '' : none;  // its own word only
     }
     return `loading datapoint ${idx} …`;
 }"""
@@ -47,10 +53,13 @@ def loading(idx: Optional[int]) -> str:
     return "" if idx is None else f"loading datapoint {idx} …"
 
 
-def status_script(drawn: str) -> str:
-    """The browser's check, for the panel whose ``drawn`` store holds what it shows: given what the panel is asked
-    for (the callback's inputs, first the open idx), "loading datapoint N …" unless it shows that already."""
-    return _STATUS.replace("DRAWN", json.dumps(drawn))
+def status_script(tab: str, status: str, drawn: str, asked: list[tuple[str, str]]) -> str:
+    """The browser's text for the ``status`` line of the panel of ``tab`` whose ``drawn`` store holds what it shows:
+    given what the panel is asked for (``asked``: components and properties, first the open idx's), "loading
+    datapoint N …" unless it shows that already (then none), and nothing while its tab is hidden."""
+    return (_STATUS.replace("DRAWN", json.dumps([drawn, "data"])).replace("ASKED", json.dumps(asked))
+            .replace("STATUS", json.dumps([status, "children"])).replace("SHOWN_TAB", json.dumps([TABS, "value"]))
+            .replace("TAB", json.dumps(tab)))
 
 
 def pending_status(status: str, drawn: str, idx: Optional[int], data: Optional[list] = None) -> list:

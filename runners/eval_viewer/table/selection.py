@@ -14,6 +14,7 @@ import json
 
 from dash import Dash, Input, Output, State
 
+from runners.eval_viewer.shared import opened
 from runners.eval_viewer.shared.ids import SELECTED, SELECTED_ROW
 from runners.eval_viewer.table.ids import (
     NAVIGATION_NOTE,
@@ -26,18 +27,20 @@ from runners.eval_viewer.table.ids import (
 )
 
 _MARK_OPEN_ROW = """function(idx) {
-    // A datapoint opened: the note of a step past the table's end goes, and its row is marked. The grid's
-    // rowClassRules mark the row whose idx is the context's (table/view.py); only the rows of the datapoint
-    // closed and the one opened are drawn again.
+    // A datapoint opened: the note of a step past the table's end goes (where there is one), and its row is
+    // marked. The grid's rowClassRules mark the row whose idx is the context's (table/view.py); only the rows of
+    // the datapoint closed and the one opened are drawn again.
+    const note = ((window.dash_component_api.getLayout('NOTE') || {}).props || {}).children;
+    const cleared = note ? '' : window.dash_clientside.no_update;
     let api = null;
-    try { api = dash_ag_grid.getApi('TABLE'); } catch (error) { return ''; }
+    try { api = dash_ag_grid.getApi('TABLE'); } catch (error) { return cleared; }
     const context = api.getGridOption('context');
     const node = open => (open === null || open === undefined ? null : api.getRowNode('' + open));
     const rows = [node(context.open), node(idx)].filter(Boolean);
     context.open = idx === undefined ? null : idx;
     api.redrawRows({rowNodes: rows});
-    return '';
-}""".replace("TABLE", TABLE)
+    return cleared;
+}""".replace("TABLE", TABLE).replace("NOTE", NAVIGATION_NOTE)
 
 # Whether the table's rows are not yet those asked for: a narrowing (a Failures finding) was written and the table's
 # query (what its rows are of) does not have it yet. Read from the page's state, not as a callback's State: Dash holds
@@ -98,5 +101,4 @@ def register(app: Dash) -> None:
                             State(SELECTED_ROW, "data"), State(SELECTED, "data"), prevent_initial_call=True)
     app.clientside_callback(_LOADING, Output(TABLE, "className"), Input(TABLE_IDX_FILTER, "data"),
                             Input(TABLE_ROWS, "data"), prevent_initial_call=True)
-    app.clientside_callback(_MARK_OPEN_ROW, Output(NAVIGATION_NOTE, "children", allow_duplicate=True),
-                            Input(SELECTED, "data"), prevent_initial_call=True)  # the first page's comes marked
+    opened.follow(app, _MARK_OPEN_ROW, (NAVIGATION_NOTE, "children"))  # the first page's comes marked

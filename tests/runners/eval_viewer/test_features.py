@@ -5,7 +5,8 @@ them from ``FEATURES``. Read from the source with ``ast`` (``tests/test_layers.p
 A module that wires something to the app (a Dash callback, a Flask route or request hook) is a callback module. No
 other module imports one: views and data are what callbacks use, never the other way round, so a view can be drawn
 (the first page, the export, a test) without wiring anything. The exceptions are ``app.py``, which assembles the
-features, and a feature's callbacks calling on another callback module of the same feature.
+features, a feature's callbacks calling on another callback module of the same feature, and a feature's callbacks
+wiring through the shared one (``shared/opened.py``: the follow-ups of an open datapoint).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def callback_imports(paths: dict[str, pathlib.Path]) -> list[str]:
     for module, path in paths.items():
         for name in imported_modules(path, module, set(paths)) & callbacks:
             same_feature = module in callbacks and feature_of(module) == feature_of(name) != ""
-            if module != f"{VIEWER}.app" and not same_feature:
+            shared_wiring = module in callbacks and feature_of(name) == "shared"
+            if module != f"{VIEWER}.app" and not same_feature and not shared_wiring:
                 found.append(f"{module} imports {name}")
     return sorted(found)
 
