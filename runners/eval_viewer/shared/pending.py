@@ -24,16 +24,16 @@ from runners.eval_viewer.shared.ids import TABS
 _STATUS = """function() {
     // What the panel is asked for, read from the page's state: the callback that runs this is set off by any of it
     // and by its tab shown, but the open idx comes through the one callback of an open datapoint
-    // (shared/opened.py). A hidden tab's status waits for the tab to be shown.
+    // (shared/opened.py). A hidden tab's panel under a status stays hidden however many datapoints open meanwhile:
+    // its words are set once, and made right when the tab is shown (a status set every time cost every j).
     const props = ([id, prop]) => ((window.dash_component_api.getLayout(id) || {}).props || {})[prop];
     const none = window.dash_clientside.no_update;
     const wanted = ASKED.map(props);
-    const idx = wanted[0];
-    if (props(SHOWN_TAB) !== TAB) { return none; }
+    const idx = wanted[0], shown = props(SHOWN_TAB) === TAB, status = String(props(STATUS) || '');
     if (idx === null || idx === undefined || JSON.stringify(wanted) === JSON.stringify(props(DRAWN) || null)) {
-        return String(props(STATUS) || '').startsWith('loading datapoint') ? '' : none;  // its own word only
+        return shown && status.startsWith('loading datapoint') ? '' : none;  // its own word only
     }
-    return `loading datapoint ${idx} …`;
+    return shown || !status ? `loading datapoint ${idx} …` : none;
 }"""
 
 
@@ -56,7 +56,8 @@ def loading(idx: Optional[int]) -> str:
 def status_script(tab: str, status: str, drawn: str, asked: list[tuple[str, str]]) -> str:
     """The browser's text for the ``status`` line of the panel of ``tab`` whose ``drawn`` store holds what it shows:
     given what the panel is asked for (``asked``: components and properties, first the open idx's), "loading
-    datapoint N …" unless it shows that already (then none), and nothing while its tab is hidden."""
+    datapoint N …" unless it shows that already (then none); while the tab is hidden, only a status where there
+    was none (``viewer.css`` hides the panel under it)."""
     return (_STATUS.replace("DRAWN", json.dumps([drawn, "data"])).replace("ASKED", json.dumps(asked))
             .replace("STATUS", json.dumps([status, "children"])).replace("SHOWN_TAB", json.dumps([TABS, "value"]))
             .replace("TAB", json.dumps(tab)))
