@@ -217,7 +217,7 @@ def report(name: str, workload: Workload, times: dict[str, list[float]], args: a
     for path in PATHS:
         none, lantern, floor = (f"{path}: {case}" for case in CASES)
         to_floor = [t / f for t, f in zip(times[lantern], times[floor])]
-        low, middle, high = statistics.quantiles(to_floor, n=4) if len(to_floor) > 1 else to_floor * 3
+        low, _, high = statistics.quantiles(to_floor, n=4) if len(to_floor) > 1 else to_floor * 3
         print(f"| {name:<13} | {path:<6} | {medians[none] / args.datapoints * 1e3:>9.3f} "
               f"| {medians[lantern] / medians[none]:>14.3f} | {medians[floor] / medians[none]:>12.3f} "
               f"| {statistics.median(to_floor):>15.3f} | {low:.3f}–{high:.3f} | {workload.floor} |")

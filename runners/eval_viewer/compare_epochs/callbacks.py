@@ -30,8 +30,8 @@ from runners.eval_viewer.shared.opened import follow_status, follow_while_shown
 
 def register(app: Dash, backend: ViewerBackend) -> None:
     follow_while_shown(app, TAB_COMPARE_EPOCHS, COMPARE_EPOCHS_SHOWN)
-    follow_status(app, TAB_COMPARE_EPOCHS, COMPARE_EPOCHS_STATUS, COMPARE_EPOCHS_DRAWN, [(RUN_SELECT, "value"),
-                                                                     (COMPARE_EPOCHS_SELECT, "value")])
+    follow_status(app, TAB_COMPARE_EPOCHS, COMPARE_EPOCHS_STATUS, COMPARE_EPOCHS_DRAWN,
+                  [(RUN_SELECT, "value"), (COMPARE_EPOCHS_SELECT, "value")])
 
     @app.callback(Output(COMPARE_EPOCHS_SELECT, "options"), Output(COMPARE_EPOCHS_SELECT, "value"),
                   Output(COMPARE_EPOCHS_NOTE, "children"), Input(EPOCH_SELECT, "options"),

@@ -61,7 +61,8 @@ def _draw_in_the_browser(app: Dash) -> None:
     app.clientside_callback(draw_grid, Output(SCORE_GRID, "id"), Input(SCORE_GRID_DATA, "data"),
                             State(SELECTED, "data"))
     opened.follow(app, f"""function(idx) {{  // the open datapoint's cell marked
-        return ({draw_grid})((window.dash_component_api.getLayout('{SCORE_GRID_DATA}') || {{}}).props.data, idx);
+        const grid = (window.dash_component_api.getLayout('{SCORE_GRID_DATA}') || {{}}).props || {{}};
+        return ({draw_grid})(grid.data, idx);
     }}""", when_idle=True)
     app.clientside_callback(  # the table has its first rows: plotly.js can come now, before a datapoint is opened
         "function() { window.lanternPlotly.loadWhenIdle(); return window.dash_clientside.no_update; }",
