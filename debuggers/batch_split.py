@@ -23,11 +23,11 @@ import numpy as np
 import torch
 
 from debuggers.outputs import AloneOutputs, PerDatapoint, is_shared_record
-from debuggers.pages.batch_values import Rows
+from debuggers.pages.batch_values import DatapointValues, Rows
 from debuggers.pages.value_rules import join_path
 from debuggers.pages.values import check_value_nodes, page_key, to_page_value
 
-_NUMERIC_KINDS = "biufc"  # 1-d rows of these become Python numbers, as a 0-d tensor's .item() would
+_NUMERIC_KINDS = "biufc"  # 1-d rows of these are Python numbers, as a 0-d tensor's .item() would be
 
 
 class BatchContractError(ValueError):
@@ -42,22 +42,23 @@ def split_batch(output: Any, batch_size: int, path: str = "") -> list[Any]:
     Each tensor is converted once for the whole batch and every datapoint gets a view of its row,
     so the per-datapoint cost is a few Python operations, not a tensor conversion.
     """
-    return split_batch_value(output, batch_size, path)[0]
+    return list(split_batch_value(output, batch_size, path)[0])
 
 
-def split_batch_value(output: Any, batch_size: int, path: str = "") -> tuple[list[Any], Any]:
-    """``split_batch``, and the same outputs as one batch value (``debuggers.pages.batch_values``): its ``Rows``
-    are the converted batch arrays (and ``PerDatapoint`` lists) the datapoints' values are rows of."""
+def split_batch_value(output: Any, batch_size: int, path: str = "") -> tuple[DatapointValues, Any]:
+    """``split_batch``, made when asked for (``DatapointValues``), and the same outputs as one batch value
+    (``debuggers.pages.batch_values``): its ``Rows`` are the converted batch arrays (and ``PerDatapoint`` lists)
+    the datapoints' values are rows of. Every conversion, and every check of the contract, is made here."""
     if is_shared_record(output):
-        value = to_page_value(output)
-        return [value] * batch_size, value
-    check_value_nodes(output, path)  # its plain lists and dicts, before the split: a big one is refused at once
-    rows, batch_value = _split(output, batch_size, path)
-    check_value_nodes(batch_value, path)  # each datapoint's part, as its record header will list it
-    return rows, batch_value
+        batch_value = to_page_value(output)
+    else:
+        check_value_nodes(output, path)  # its plain lists and dicts, before the split: a big one is refused at once
+        batch_value = _split(output, batch_size, path)
+        check_value_nodes(batch_value, path)  # each datapoint's part, as its record header will list it
+    return DatapointValues(batch_value, range(batch_size)), batch_value
 
 
-def _split(value: Any, batch_size: int, path: str) -> tuple[list[Any], Any]:
+def _split(value: Any, batch_size: int, path: str) -> Any:
     if isinstance(value, (torch.Tensor, np.ndarray)):
         if value.ndim == 0 or value.shape[0] != batch_size:
             raise BatchContractError(
@@ -66,35 +67,23 @@ def _split(value: Any, batch_size: int, path: str) -> tuple[list[Any], Any]:
                 "of output.mean()), or Python numbers for values shared by the whole batch"
             )
         array = to_page_value(value, path)
-        return _rows(array, path), Rows(array)
+        if array.ndim == 1 and array.dtype.kind not in _NUMERIC_KINDS:  # strings, dates: each a page value
+            return Rows([to_page_value(item, join_path(path, i)) for i, item in enumerate(array)])
+        return Rows(array)
     if isinstance(value, PerDatapoint):
         if len(value) != batch_size:
             raise BatchContractError(
                 f"output{_show(path)} is a PerDatapoint list of {len(value)} entries for a batch of {batch_size}"
             )
         alone = isinstance(value, AloneOutputs)  # each entry is a whole output
-        rows = [to_page_value(item, path if alone else join_path(path, i)) for i, item in enumerate(value)]
-        return rows, Rows(rows)
+        return Rows([to_page_value(item, path if alone else join_path(path, i)) for i, item in enumerate(value)])
     if isinstance(value, dict) and value:
         keys = [page_key(key, path) for key in value]
-        columns, batch = zip(*[_split(item, batch_size, join_path(path, key))
-                               for key, item in zip(keys, value.values())])
-        return [dict(zip(keys, row)) for row in zip(*columns)], dict(zip(keys, batch))
+        return {key: _split(item, batch_size, join_path(path, key)) for key, item in zip(keys, value.values())}
     if isinstance(value, (list, tuple)) and value:
-        columns, batch = zip(*[_split(item, batch_size, join_path(path, i)) for i, item in enumerate(value)])
         container = list if isinstance(value, list) else tuple
-        return [container(row) for row in zip(*columns)], container(batch)
-    shared = to_page_value(value, path)
-    return [shared] * batch_size, shared
-
-
-def _rows(array: np.ndarray, path: str) -> list[Any]:
-    """Row views of a C-contiguous batch array; 1-d numeric rows as Python numbers."""
-    if array.ndim > 1:
-        return list(array)
-    if array.dtype.kind in _NUMERIC_KINDS:
-        return array.tolist()
-    return [to_page_value(item, join_path(path, i)) for i, item in enumerate(array)]
+        return container(_split(item, batch_size, join_path(path, i)) for i, item in enumerate(value))
+    return to_page_value(value, path)
 
 
 def _show(path: str) -> str:

@@ -9,7 +9,7 @@ import torch
 from debuggers.batch_mode import BATCHED
 from debuggers.forward_debugger import ForwardDebugger
 from debuggers.outputs import KIND_FEATURE_MAP
-from debuggers.tensor_utils import as_tensor, channel_totals, per_datapoint, require_tensor, std_of_sums
+from debuggers.tensor_utils import as_tensor, channel_totals, mean_and_std_of_sums, per_datapoint, require_tensor
 from utils.errors import ConfigError
 
 
@@ -34,7 +34,8 @@ class FeatureMapDebugger(ForwardDebugger):
                                          or max_channels < 1):
             raise ConfigError(f"FeatureMapDebugger max_channels must be a positive int or None, got {max_channels!r}")
         self.max_channels = max_channels
-        self._kept_totals: tuple[torch.Tensor, torch.Tensor] | None = None  # of the last capture, for its columns
+        self._kept_totals: tuple[torch.Tensor, torch.Tensor, bool] | None = None  # of the last capture, for its
+        # columns: the kept channels' sums and sums of squares, and whether every channel is kept
 
     def process_forward(self, module: torch.nn.Module, input: Any, output: Any) -> dict[str, Any]:
         fmap = require_tensor(output, f"layer '{self.layer_name}'", "FeatureMapDebugger", ndim=4,
@@ -42,16 +43,15 @@ class FeatureMapDebugger(ForwardDebugger):
         flat = per_datapoint(fmap)
         total, squares = channel_totals(flat.view_as(fmap))  # each channel's: every statistic comes from them
         kept, channels = self._strongest_channels(fmap, total)
-        self._kept_totals = (total, squares) if kept is fmap else (total.gather(1, channels),
-                                                                   squares.gather(1, channels))
-        whole = total.sum(1)
+        mean, std = mean_and_std_of_sums(flat, total.sum(1), squares.sum(1))
+        self._kept_totals = (total, squares, True) if kept is fmap else (total.gather(1, channels),
+                                                                         squares.gather(1, channels), False)
         return {
             "kind": KIND_FEATURE_MAP,
             "layer_name": self.layer_name,
             "feature_map": kept,
             "channel_indices": channels,
-            "stats": {"mean": (whole / flat.shape[1]).float(), "std": std_of_sums(flat, whole, squares.sum(1)).float(),
-                      "min": flat.amin(1), "max": flat.amax(1)},
+            "stats": {"mean": mean.float(), "std": std.float(), "min": flat.amin(1), "max": flat.amax(1)},
             "shape": list(fmap.shape[1:]),
         }
 
@@ -66,19 +66,23 @@ class FeatureMapDebugger(ForwardDebugger):
     def summary_columns(self, output: dict[str, Any]) -> dict[str, torch.Tensor]:
         """The whole map's statistics, the kept channels' energy (mean square), the share of them that are
         dead (all zero) and the strongest channel's index (highest mean)."""
-        return self._columns(output, *channel_totals(as_tensor(output["feature_map"]).float()))
+        return self._columns(output, *channel_totals(as_tensor(output["feature_map"]).float()), every_channel=False)
 
-    def _columns(self, output: dict[str, Any], total: torch.Tensor, squares: torch.Tensor) -> dict[str, torch.Tensor]:
-        """``summary_columns`` given the kept channels' sums and sums of squares (B, C')."""
+    def _columns(self, output: dict[str, Any], total: torch.Tensor, squares: torch.Tensor,
+                 every_channel: bool) -> dict[str, torch.Tensor]:
+        """``summary_columns`` given the kept channels' sums and sums of squares (B, C'); ``every_channel``: they
+        are every channel, in order (a channel's index is then its position)."""
         kept = as_tensor(output["feature_map"])
         dead = squares == 0
         if dead.any():  # tiny values' squares underflow to 0 in float32: those few channels are looked at whole
             dead[dead.clone()] = kept.flatten(2)[dead].abs().amax(1) == 0
-        indices = as_tensor(output["channel_indices"]).to(total.device)
+        strongest = total.argmax(1)
+        if not every_channel:  # the kept channels' own numbers
+            strongest = as_tensor(output["channel_indices"]).to(total.device).gather(1, strongest[:, None])[:, 0]
         return {**{key: as_tensor(value) for key, value in output["stats"].items()},
                 "energy": squares.sum(1) / kept[0].numel(),
                 "dead_channel_fraction": dead.float().mean(1),
-                "strongest_channel": indices.gather(1, total.argmax(1, keepdim=True))[:, 0]}
+                "strongest_channel": strongest}
 
     def _strongest_channels(self, fmap: torch.Tensor, total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The kept maps (B, C', H, W) and their channel indices (B, C'): all of them, or the ``max_channels`` of

@@ -70,21 +70,23 @@ def channel_totals(maps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return channels.sum(2).double(), torch.linalg.vector_norm(channels, dim=2).double().square()
 
 
-def std_of_sums(values: torch.Tensor, total: torch.Tensor, squares: torch.Tensor) -> torch.Tensor:
-    """The population std along the last dimension of float (B, N) ``values``, given each row's sum and sum of
-    squares (float64): from the sums where the row's mean is not large against its spread, which costs no pass
-    over the values; the rows where it is (the sums' rounding would then show), and rows that are not finite,
-    get the two-pass ``std_along_last`` in float64 (a mean of float32 sums, far from zero, is off by more than
-    the spread of values close to it)."""
+def mean_and_std_of_sums(values: torch.Tensor, total: torch.Tensor,
+                         squares: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mean and population std along the last dimension of float (B, N) ``values``, given each row's sum and
+    sum of squares (float64): the std from the sums where the row's mean is not large against its spread, which
+    costs no pass over the values; the rows where it is (the sums' rounding would then show), and rows that are
+    not finite, get the two-pass ``std_along_last`` in float64 (a mean of float32 sums, far from zero, is off by
+    more than the spread of values close to it)."""
     count = values.shape[-1]
     mean = total / count
-    variance = squares / count - mean.square()
-    exact = ~(mean.square() <= ONE_PASS_SPREAD * variance)
+    mean_square = mean.square()
+    variance = squares / count - mean_square
+    exact = ~(mean_square <= ONE_PASS_SPREAD * variance)
     std = variance.clamp_(min=0).sqrt_()
     if exact.any():
         rows = values[exact].double()
         std[exact] = std_along_last(rows, rows.mean(-1))
-    return std
+    return mean, std
 
 
 def iter_tensors(value: Any) -> Iterator[torch.Tensor]:

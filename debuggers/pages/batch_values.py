@@ -10,6 +10,7 @@ memory it keeps alive once per array (``debuggers.pages.encoding``, ``debuggers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -41,3 +42,37 @@ def take_rows(batch_value: Any, rows: slice | list[int]) -> Any:
     if kind is list or kind is tuple:
         return kind(take_rows(item, rows) for item in batch_value)
     return batch_value
+
+
+def row_of(batch_value: Any, row: int) -> Any:
+    """Datapoint ``row``'s page value: the batch value with each ``Rows`` replaced by its entry there (a 1-d
+    array's as a Python number, as ``split_batch`` gives it)."""
+    kind = type(batch_value)
+    if kind is Rows:
+        entries = batch_value.entries
+        return entries[row].item() if type(entries) is np.ndarray and entries.ndim == 1 else entries[row]
+    if kind is dict:
+        return {key: row_of(item, row) for key, item in batch_value.items()}
+    if kind is list or kind is tuple:
+        return kind(row_of(item, row) for item in batch_value)
+    return batch_value
+
+
+class DatapointValues(Sequence):
+    """The page values of a batch value's datapoints (at ``rows``, positions in the batch), each made when it is
+    asked for. The page writer encodes a batch from its batch value, so on the usual path no datapoint's own
+    value is ever made: a dict per datapoint and per debugger, made and dropped batch after batch, was a third
+    of what the batch's split took on the forward thread."""
+
+    __slots__ = ("batch_value", "rows")
+
+    def __init__(self, batch_value: Any, rows: range) -> None:
+        self.batch_value, self.rows = batch_value, rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, position: int | slice) -> Any:
+        if isinstance(position, slice):
+            return DatapointValues(self.batch_value, self.rows[position])
+        return row_of(self.batch_value, self.rows[position])

@@ -9,7 +9,8 @@ them). Pinned buffers come from PyTorch's caching host allocator, so after the f
 batches no new pinned memory is allocated; a buffer goes back to the cache when the page
 writer has written its bytes.
 
-Outputs with no CUDA tensor are returned as they are, at the cost of one walk.
+Outputs with no CUDA tensor are returned as they are, at the cost of one walk (none in a process that
+never used CUDA).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from debuggers.outputs import PerDatapoint
 
 def to_host(outputs: Any) -> Any:
     """``outputs`` with each CUDA tensor replaced by its host copy, the copies complete on return."""
+    if not torch.cuda.is_initialized():  # no tensor can be on a GPU: no walk
+        return outputs
     pending: dict[torch.device, torch.cuda.Event] = {}
     host = _copied(outputs, pending)
     for event in pending.values():

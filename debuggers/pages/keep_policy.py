@@ -24,7 +24,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from debuggers.pages.batch_values import take_rows
+from debuggers.pages.batch_values import DatapointValues, take_rows
 from debuggers.pages.host_copies import copy_arrays
 from utils import distributed
 from utils.errors import ConfigError
@@ -146,6 +146,8 @@ class CapturePolicy:
         returned batch value takes."""
         if self.keeps_all:
             names = list(per_name)
+            if batch_values is not None and list(batch_values) == names:  # each datapoint's made if asked for
+                return list(idx), DatapointValues(batch_values, range(len(idx))), batch_values
             return list(idx), [dict(zip(names, row)) for row in zip(*per_name.values())], batch_values
         arrays = scores_as_arrays(scores, len(idx))
         masks = {name: policy.mask(arrays, len(idx)) for name, policy in self._now.items()}

@@ -31,11 +31,11 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from debuggers.pages.batch_values import take_rows
+from debuggers.pages.batch_values import DatapointValues, take_rows
 from debuggers.pages.encoding import MAX_HEADER_NODES
 from debuggers.pages.errors import PageWriteError
 from debuggers.pages.file_format import PageFile, index_file_name, is_own_file, locations_file_name, page_file_name
@@ -79,7 +79,7 @@ class _Item:
 
     epoch: _Epoch
     indices: list[int]
-    values: list[Any] | None  # page values (to_page_value); None once written
+    values: Sequence[Any] | None  # page values (to_page_value, DatapointValues); None once written
     owners: list[int]  # ids of the memory blocks they keep alive, in PageWriter._held
     batch_value: Any = None  # the same in column form (debuggers.pages.batch_values), or None
 
@@ -199,7 +199,7 @@ class PageWriter:
             raise UnsupportedOutputError(f"datapoint idx={idx}: {exc}") from None
         self.add_converted([idx], [value])
 
-    def add_converted(self, indices: list[int], values: list[dict], batch_value: Any = None) -> None:
+    def add_converted(self, indices: list[int], values: Sequence[dict], batch_value: Any = None) -> None:
         """Queue datapoints whose outputs are page values already (``to_page_value``, ``split_batch``).
 
         A whole batch goes in one step: one lock round and one wake-up of the writer. ``batch_value``, when
@@ -221,7 +221,8 @@ class PageWriter:
             self._wait_for(lambda: self._in_flight == 0 or self._in_flight + self._new_bytes(owners)
                            <= self.max_in_flight_bytes, epoch, f"queue datapoint idx={indices[0]}")
             self._hold(owners)
-            self._queue.append(_Item(epoch, indices, list(values), list(owners), batch_value))
+            self._queue.append(_Item(epoch, indices, values if type(values) is DatapointValues else list(values),
+                                     list(owners), batch_value))
             self.peak_in_flight_bytes = max(self.peak_in_flight_bytes, self._in_flight)
             self._cond.notify_all()
         epoch.seen |= batch

@@ -14,7 +14,7 @@ import torch
 from debuggers.batch_split import split_batch, split_batch_value
 from debuggers.outputs import PerDatapoint, error_output
 from debuggers.pages import file_format as page_format
-from debuggers.pages.batch_values import Rows, take_rows
+from debuggers.pages.batch_values import DatapointValues, Rows, take_rows
 from debuggers.pages.encoding import RecordEncoder
 from debuggers.pages.file_format import load_page
 from debuggers.pages.keep_policy import build_capture_policy
@@ -67,6 +67,37 @@ def test_a_batch_value_writes_what_its_split_values_hold(tmp_path):
         assert list(loaded) == indices
         for idx, value in zip(indices, values):
             assert_same_value(loaded[idx], value)
+
+
+def alone(value, i: int):
+    """Datapoint ``i``'s part of a batch output, as a batch of one."""
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        return value[i:i + 1]
+    if isinstance(value, PerDatapoint):
+        return PerDatapoint([value[i]])
+    if isinstance(value, dict):
+        return {key: alone(item, i) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(alone(item, i) for item in value)
+    return value
+
+
+def test_each_datapoints_value_is_made_when_asked_for_and_is_its_split_alone():
+    """``split_batch_value`` makes no datapoint's value until it is asked for; each is what the datapoint's part
+    of the output, split as a batch of one, gives: arrays, Python numbers, strings, shared values."""
+    output = {**rich_output(torch.Generator().manual_seed(2)), "names": np.array([f"n{i}" for i in range(BATCH)])}
+    rows, _ = split_batch_value(output, BATCH, "d")
+    assert isinstance(rows, DatapointValues) and len(rows) == BATCH
+    expected = [split_batch(alone(output, i), 1, "d")[0] for i in range(BATCH)]
+    for i in range(BATCH):
+        assert_same_value(rows[i], expected[i])
+    assert type(rows[3]["mean"]) is float and type(rows[3]["names"]) is str
+    tail = rows[7:]
+    assert isinstance(tail, DatapointValues) and len(tail) == BATCH - 7
+    for value, wanted in zip(tail, expected[7:], strict=True):
+        assert_same_value(value, wanted)
+    with pytest.raises(IndexError):
+        rows[BATCH]
 
 
 @pytest.mark.parametrize("odd", ["per datapoint shapes", "varying bools", "complex", "big ints"])

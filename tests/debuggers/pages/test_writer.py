@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from debuggers.batch_split import split_batch_value
+from debuggers.batch_split import split_batch, split_batch_value
 from debuggers.pages import file_format as page_format
 from debuggers.pages.file_format import PAGE_GLOB, PageWriteError, load_page
 from debuggers.pages.index import read_index
@@ -122,7 +122,7 @@ def gradcam_like_batch(number: int, odd: list[int]) -> tuple[list[int], list]:
     """16 datapoints whose output has a part only the ``odd`` ones have (as Grad-CAM's second class), split as
     ``SequentialDebugger`` splits it, under one debugger name."""
     batch = torch.randn(16, 8, 32, generator=torch.Generator().manual_seed(number))
-    rows, _ = split_batch_value({"fm": batch, "mean": batch.mean(dim=(1, 2))}, 16)
+    rows = split_batch({"fm": batch, "mean": batch.mean(dim=(1, 2))}, 16)
     for row, value in enumerate(rows):
         value["second"] = {"cam": np.full((4, 4), row, np.float32), "target_class": row} if row in odd else None
     return list(range(16 * number, 16 * number + 16)), [{"gradcam": value} for value in rows]
