@@ -61,8 +61,8 @@ def row_of(batch_value: Any, row: int) -> Any:
 class DatapointValues(Sequence):
     """The page values of a batch value's datapoints (at ``rows``, positions in the batch), each made when it is
     asked for. The page writer encodes a batch from its batch value, so on the usual path no datapoint's own
-    value is ever made: a dict per datapoint and per debugger, made and dropped batch after batch, was a third
-    of what the batch's split took on the forward thread."""
+    value is ever made: a dict per datapoint and per debugger, made and dropped batch after batch, was more than
+    half of what the batch's split took on the forward thread."""
 
     __slots__ = ("batch_value", "rows")
 
