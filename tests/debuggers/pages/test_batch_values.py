@@ -70,7 +70,8 @@ def test_a_batch_value_writes_what_its_split_values_hold(tmp_path):
 
 
 def alone(value, i: int):
-    """Datapoint ``i``'s part of a batch output, as a batch of one."""
+    """Datapoint ``i``'s part of a batch output, as a batch of one: ``select_datapoint``, which slices a model's
+    inputs, leaves NumPy arrays and ``PerDatapoint`` lists whole, and an output holds both."""
     if isinstance(value, (torch.Tensor, np.ndarray)):
         return value[i:i + 1]
     if isinstance(value, PerDatapoint):
